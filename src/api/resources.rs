@@ -1,0 +1,528 @@
+//! Logical resources: whole-number quantities, validated request lists and the
+//! `kruntimes.io/capacity.<resource>` annotations that carry a Runtime Pod's capacity.
+//!
+//! Everything here is pure. Errors name the field or annotation and the offending value so
+//! that they can be shown to users unchanged.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use thiserror::Error;
+
+/// The built-in resource every Run requests unless told otherwise.
+pub const RUNS: &str = "runs";
+/// Prefix of the capacity annotations on Runtime Pods.
+pub const CAPACITY_ANNOTATION_PREFIX: &str = "kruntimes.io/capacity.";
+/// Runs capacity of a Runtime Pod that carries no `runs` annotation.
+pub const DEFAULT_RUNS_CAPACITY: u64 = 1;
+
+pub type Result<T, E = ResourceError> = std::result::Result<T, E>;
+
+/// Why a resource name or quantity was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ResourceError {
+    #[error("{field}: {value:?} is not a valid resource name: {why}")]
+    InvalidName {
+        field: String,
+        value: String,
+        why: &'static str,
+    },
+    #[error("{field}: {value:?} is not a valid quantity: {why}")]
+    InvalidQuantity {
+        field: String,
+        value: String,
+        why: QuantityError,
+    },
+}
+
+/// Why a quantity string is not a whole number of logical units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum QuantityError {
+    #[error("it is not Kubernetes quantity syntax (use a whole number such as \"1\" or \"4\")")]
+    Syntax,
+    #[error("it is negative; logical resources must be 0 or more")]
+    Negative,
+    #[error("it is not a whole number; logical resources are counted in whole units (use \"1\" or \"2\")")]
+    Fractional,
+    #[error("it is larger than 18446744073709551615")]
+    Overflow,
+}
+
+/// A validated set of logical resources: name to whole amount, in name order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Resources(BTreeMap<String, u64>);
+
+impl Resources {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Amount of `name`, 0 when absent.
+    pub fn get(&self, name: &str) -> u64 {
+        self.0.get(name).copied().unwrap_or(0)
+    }
+
+    /// Whether `name` is present (a capacity of 0 is still advertised).
+    pub fn contains(&self, name: &str) -> bool {
+        self.0.contains_key(name)
+    }
+
+    pub fn insert(&mut self, name: impl Into<String>, amount: u64) {
+        self.0.insert(name.into(), amount);
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), *v))
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Adds every amount of `other` (saturating: usage can never wrap).
+    pub fn add(&mut self, other: &Resources) {
+        for (name, amount) in other.iter() {
+            let slot = self.0.entry(name.to_string()).or_insert(0);
+            *slot = slot.saturating_add(amount);
+        }
+    }
+
+    /// Subtracts every amount of `other`, dropping entries that reach 0.
+    pub fn sub(&mut self, other: &Resources) {
+        for (name, amount) in other.iter() {
+            if let Some(slot) = self.0.get_mut(name) {
+                *slot = slot.saturating_sub(amount);
+                if *slot == 0 {
+                    self.0.remove(name);
+                }
+            }
+        }
+    }
+
+    /// Resources of `request` that do not fit `capacity` on top of `used`, in name order.
+    /// A resource that `capacity` does not advertise never fits.
+    pub fn shortfalls<'a>(
+        request: &'a Resources,
+        used: &'a Resources,
+        capacity: &'a Resources,
+    ) -> impl Iterator<Item = &'a str> + 'a {
+        request.iter().filter_map(move |(name, amount)| {
+            let fits = capacity.contains(name)
+                && used
+                    .get(name)
+                    .checked_add(amount)
+                    .is_some_and(|total| total <= capacity.get(name));
+            (!fits).then_some(name)
+        })
+    }
+
+    /// Whether the complete `request` fits `capacity` on top of `used`.
+    pub fn fits(request: &Resources, used: &Resources, capacity: &Resources) -> bool {
+        Self::shortfalls(request, used, capacity).next().is_none()
+    }
+}
+
+impl<S: Into<String>> FromIterator<(S, u64)> for Resources {
+    fn from_iter<I: IntoIterator<Item = (S, u64)>>(iter: I) -> Self {
+        Resources(iter.into_iter().map(|(k, v)| (k.into(), v)).collect())
+    }
+}
+
+impl fmt::Display for Resources {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        f.write_str("{")?;
+        for (name, amount) in self.iter() {
+            if !first {
+                f.write_str(", ")?;
+            }
+            first = false;
+            write!(f, "{name}: {amount}")?;
+        }
+        f.write_str("}")
+    }
+}
+
+/// Parses a Kubernetes quantity whose value must be a whole number ≥ 0.
+///
+/// `"2"`, `"2000m"`, `"1k"`, `"1Ki"` and `"1e3"` are accepted; `"1.5"`, `"500m"`, `"-1"`,
+/// `"abc"` and anything above `u64::MAX` are not.
+pub fn parse_whole_quantity(s: &str) -> Result<u64, QuantityError> {
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    let mut negative = false;
+    if let Some(&c) = bytes.first()
+        && (c == b'+' || c == b'-')
+    {
+        negative = c == b'-';
+        i = 1;
+    }
+    let int_start = i;
+    while i < bytes.len() && bytes[i].is_ascii_digit() {
+        i += 1;
+    }
+    let int_digits = &s[int_start..i];
+    let mut frac_digits = "";
+    if i < bytes.len() && bytes[i] == b'.' {
+        let frac_start = i + 1;
+        i = frac_start;
+        while i < bytes.len() && bytes[i].is_ascii_digit() {
+            i += 1;
+        }
+        frac_digits = &s[frac_start..i];
+    }
+    if int_digits.is_empty() && frac_digits.is_empty() {
+        return Err(QuantityError::Syntax);
+    }
+    let (dec_exp, bin_exp) = parse_suffix(&s[i..]).ok_or(QuantityError::Syntax)?;
+
+    // Significant digits and the power of ten that scales them.
+    let mut digits: Vec<u8> = int_digits.bytes().chain(frac_digits.bytes()).collect();
+    let mut exp10 = dec_exp - frac_digits.len() as i64;
+    while exp10 < 0 && digits.last() == Some(&b'0') {
+        digits.pop();
+        exp10 += 1;
+    }
+    let first_nonzero = digits.iter().position(|&d| d != b'0');
+    let Some(first_nonzero) = first_nonzero else {
+        return Ok(0);
+    };
+    if negative {
+        return Err(QuantityError::Negative);
+    }
+    if exp10 < 0 {
+        return Err(QuantityError::Fractional);
+    }
+    let digits = &digits[first_nonzero..];
+    if digits.len() as i64 + exp10 > 20 {
+        return Err(QuantityError::Overflow);
+    }
+    let mut value: u128 = 0;
+    for &d in digits {
+        value = value * 10 + u128::from(d - b'0');
+    }
+    for _ in 0..exp10 {
+        value = value.checked_mul(10).ok_or(QuantityError::Overflow)?;
+    }
+    for _ in 0..bin_exp {
+        value = value.checked_mul(2).ok_or(QuantityError::Overflow)?;
+        if value > u128::from(u64::MAX) {
+            return Err(QuantityError::Overflow);
+        }
+    }
+    u64::try_from(value).map_err(|_| QuantityError::Overflow)
+}
+
+/// Decimal and binary exponents of a quantity suffix, `None` when it is not one.
+fn parse_suffix(suffix: &str) -> Option<(i64, u32)> {
+    let known = match suffix {
+        "" => Some((0, 0)),
+        "n" => Some((-9, 0)),
+        "u" => Some((-6, 0)),
+        "m" => Some((-3, 0)),
+        "k" => Some((3, 0)),
+        "M" => Some((6, 0)),
+        "G" => Some((9, 0)),
+        "T" => Some((12, 0)),
+        "P" => Some((15, 0)),
+        "E" => Some((18, 0)),
+        "Ki" => Some((0, 10)),
+        "Mi" => Some((0, 20)),
+        "Gi" => Some((0, 30)),
+        "Ti" => Some((0, 40)),
+        "Pi" => Some((0, 50)),
+        "Ei" => Some((0, 60)),
+        _ => None,
+    };
+    if known.is_some() {
+        return known;
+    }
+    let exponent = suffix.strip_prefix(['e', 'E'])?;
+    let digits = exponent.strip_prefix(['+', '-']).unwrap_or(exponent);
+    if digits.is_empty() || digits.len() > 4 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    exponent.parse::<i64>().ok().map(|e| (e, 0))
+}
+
+/// Checks a resource name against Kubernetes' qualified-name rules: an optional DNS subdomain
+/// prefix and `/`, then a name of at most 63 alphanumerics, `-`, `_` or `.`.
+pub fn validate_resource_name(name: &str) -> Result<(), &'static str> {
+    let (prefix, local) = match name.split_once('/') {
+        Some((prefix, local)) => (Some(prefix), local),
+        None => (None, name),
+    };
+    if let Some(prefix) = prefix {
+        if prefix.is_empty() || prefix.len() > 253 {
+            return Err("the prefix before '/' must be a DNS subdomain of 1 to 253 characters");
+        }
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        };
+        if !prefix.split('.').all(label_ok) {
+            return Err(
+                "the prefix before '/' must be a lowercase DNS subdomain such as example.com",
+            );
+        }
+    }
+    if local.is_empty() || local.len() > 63 {
+        return Err("the name must be 1 to 63 characters");
+    }
+    let ok_inner = local
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    let ok_ends = local.as_bytes()[0].is_ascii_alphanumeric()
+        && local.as_bytes()[local.len() - 1].is_ascii_alphanumeric();
+    if !ok_inner || !ok_ends {
+        return Err(
+            "the name must consist of alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric",
+        );
+    }
+    Ok(())
+}
+
+/// Parses one named quantity, naming `field` in any error.
+fn parse_entry(field: impl Fn() -> String, name: &str, value: &str) -> Result<u64> {
+    validate_resource_name(name).map_err(|why| ResourceError::InvalidName {
+        field: field(),
+        value: name.to_string(),
+        why,
+    })?;
+    parse_whole_quantity(value).map_err(|why| ResourceError::InvalidQuantity {
+        field: field(),
+        value: value.to_string(),
+        why,
+    })
+}
+
+/// Validates a Run's `spec.resources.requests` into the complete request: zero amounts are
+/// dropped and `runs` defaults to 1 when it is not requested.
+pub fn parse_requests(requests: Option<&BTreeMap<String, Quantity>>) -> Result<Resources> {
+    let mut out = Resources::new();
+    let mut saw_runs = false;
+    for (name, quantity) in requests.into_iter().flatten() {
+        let amount = parse_entry(
+            || format!("spec.resources.requests[{name:?}]"),
+            name,
+            &quantity.0,
+        )?;
+        saw_runs |= name == RUNS;
+        if amount > 0 {
+            out.insert(name.clone(), amount);
+        }
+    }
+    if !saw_runs {
+        out.insert(RUNS, 1);
+    }
+    Ok(out)
+}
+
+/// Validates a Runtime's `spec.capacity.resources`. Zero capacities are kept: they advertise
+/// the resource with nothing to give.
+pub fn parse_capacity_spec(resources: &BTreeMap<String, Quantity>) -> Result<Resources> {
+    let mut out = Resources::new();
+    for (name, quantity) in resources {
+        let amount = parse_entry(
+            || format!("spec.capacity.resources[{name:?}]"),
+            name,
+            &quantity.0,
+        )?;
+        out.insert(name.clone(), amount);
+    }
+    Ok(out)
+}
+
+/// The annotation key that carries the capacity of `resource`.
+pub fn capacity_annotation(resource: &str) -> String {
+    format!("{CAPACITY_ANNOTATION_PREFIX}{resource}")
+}
+
+/// Reads a Pod's complete capacity from its `kruntimes.io/capacity.<resource>` annotations.
+/// A Pod without a `runs` annotation has [`DEFAULT_RUNS_CAPACITY`]; no other resource has an
+/// implicit capacity.
+pub fn parse_capacity_annotations<'a>(
+    annotations: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Result<Resources> {
+    let mut out = Resources::new();
+    for (key, value) in annotations {
+        let Some(name) = key.strip_prefix(CAPACITY_ANNOTATION_PREFIX) else {
+            continue;
+        };
+        let amount = parse_entry(|| format!("annotation {key}"), name, value)?;
+        out.insert(name, amount);
+    }
+    if !out.contains(RUNS) {
+        out.insert(RUNS, DEFAULT_RUNS_CAPACITY);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn q(s: &str) -> Quantity {
+        Quantity(s.to_string())
+    }
+
+    #[test]
+    fn whole_quantities_parse_to_their_value() {
+        for (input, want) in [
+            ("0", 0),
+            ("2", 2),
+            ("+3", 3),
+            ("2000m", 2),
+            ("1k", 1000),
+            ("1Ki", 1024),
+            ("2Mi", 2 << 20),
+            ("1e3", 1000),
+            ("1E2", 100),
+            ("1.0", 1),
+            ("1.5k", 1500),
+            ("3000000000n", 3),
+            ("-0", 0),
+            ("18446744073709551615", u64::MAX),
+            ("15Ei", 15u64 << 60),
+        ] {
+            assert_eq!(parse_whole_quantity(input), Ok(want), "{input}");
+        }
+    }
+
+    #[test]
+    fn non_whole_or_malformed_quantities_are_refused_with_the_reason() {
+        for (input, want) in [
+            ("1.5", QuantityError::Fractional),
+            ("500m", QuantityError::Fractional),
+            ("1e-1", QuantityError::Fractional),
+            ("-1", QuantityError::Negative),
+            ("abc", QuantityError::Syntax),
+            ("", QuantityError::Syntax),
+            ("1 ", QuantityError::Syntax),
+            ("1Kb", QuantityError::Syntax),
+            (".", QuantityError::Syntax),
+            ("18446744073709551616", QuantityError::Overflow),
+            ("16Ei", QuantityError::Overflow),
+            ("1e30", QuantityError::Overflow),
+        ] {
+            assert_eq!(parse_whole_quantity(input), Err(want), "{input}");
+        }
+    }
+
+    #[test]
+    fn requests_default_to_one_run_and_drop_zero_amounts() {
+        let none = parse_requests(None).unwrap();
+        assert_eq!(none, Resources::from_iter([(RUNS, 1)]));
+
+        let reqs = BTreeMap::from([
+            ("example.com/gpu".to_string(), q("1")),
+            ("example.com/fpga".to_string(), q("0")),
+        ]);
+        let parsed = parse_requests(Some(&reqs)).unwrap();
+        assert_eq!(
+            parsed,
+            Resources::from_iter([("example.com/gpu", 1), (RUNS, 1)])
+        );
+
+        let zero_runs = BTreeMap::from([(RUNS.to_string(), q("0"))]);
+        assert!(parse_requests(Some(&zero_runs)).unwrap().is_empty());
+    }
+
+    #[test]
+    fn request_errors_name_the_field_and_value() {
+        let reqs = BTreeMap::from([("example.com/gpu".to_string(), q("1.5"))]);
+        let err = parse_requests(Some(&reqs)).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "spec.resources.requests[\"example.com/gpu\"]: \"1.5\" is not a valid quantity: it is not a whole number; logical resources are counted in whole units (use \"1\" or \"2\")"
+        );
+        let bad_name = BTreeMap::from([("Bad Name!".to_string(), q("1"))]);
+        let err = parse_requests(Some(&bad_name)).unwrap_err().to_string();
+        assert!(err.contains("\"Bad Name!\" is not a valid resource name"), "{err}");
+    }
+
+    #[test]
+    fn resource_names_follow_kubernetes_rules() {
+        for ok in ["runs", "example.com/gpu", "a.b-c/x_y.z", "A1"] {
+            assert_eq!(validate_resource_name(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "/gpu", "Example.com/gpu", "gpu/", "-x", "x-", "a b", &"x".repeat(64)] {
+            assert!(validate_resource_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn capacity_annotations_default_runs_and_name_the_bad_annotation() {
+        let ann = BTreeMap::from([
+            ("kruntimes.io/capacity.example.com/gpu".to_string(), "2".to_string()),
+            ("other".to_string(), "x".to_string()),
+        ]);
+        let cap = parse_capacity_annotations(&ann).unwrap();
+        assert_eq!(cap, Resources::from_iter([("example.com/gpu", 2), (RUNS, 1)]));
+
+        let ann = BTreeMap::from([("kruntimes.io/capacity.runs".to_string(), "4".to_string())]);
+        assert_eq!(parse_capacity_annotations(&ann).unwrap().get(RUNS), 4);
+
+        let bad = BTreeMap::from([("kruntimes.io/capacity.runs".to_string(), "two".to_string())]);
+        let err = parse_capacity_annotations(&bad).unwrap_err().to_string();
+        assert!(err.starts_with("annotation kruntimes.io/capacity.runs: \"two\""), "{err}");
+    }
+
+    #[test]
+    fn fits_needs_every_requested_resource_advertised_with_room() {
+        let cap = Resources::from_iter([(RUNS, 4), ("example.com/gpu", 1)]);
+        let used = Resources::from_iter([(RUNS, 3)]);
+        let req = Resources::from_iter([(RUNS, 1), ("example.com/gpu", 1)]);
+        assert!(Resources::fits(&req, &used, &cap));
+        let used = Resources::from_iter([(RUNS, 3), ("example.com/gpu", 1)]);
+        assert_eq!(Resources::shortfalls(&req, &used, &cap).collect::<Vec<_>>(), ["example.com/gpu"]);
+        let req = Resources::from_iter([("example.com/tpu", 1)]);
+        assert!(!Resources::fits(&req, &Resources::new(), &cap));
+    }
+
+    proptest! {
+        #[test]
+        fn every_u64_round_trips_through_plain_and_milli_syntax(v in any::<u64>()) {
+            prop_assert_eq!(parse_whole_quantity(&v.to_string()), Ok(v));
+            prop_assert_eq!(parse_whole_quantity(&format!("{v}000m")), Ok(v));
+        }
+
+        #[test]
+        fn a_fraction_that_is_not_whole_is_refused(whole in 0u64..1_000_000, frac in 1u32..1000) {
+            let s = format!("{whole}.{frac:03}");
+            let frac_nonzero = frac % 1000 != 0;
+            prop_assume!(frac_nonzero);
+            prop_assert_eq!(parse_whole_quantity(&s), Err(QuantityError::Fractional));
+        }
+
+        #[test]
+        fn parsing_never_panics(s in "\\PC{0,24}") {
+            let _ = parse_whole_quantity(&s);
+        }
+
+        #[test]
+        fn add_then_sub_restores_the_original(a in proptest::collection::btree_map("[a-c]", 1u64..1000, 0..3),
+                                              b in proptest::collection::btree_map("[a-c]", 1u64..1000, 0..3)) {
+            let a = Resources(a);
+            let b = Resources(b);
+            let mut x = a.clone();
+            x.add(&b);
+            x.sub(&b);
+            prop_assert_eq!(x, a);
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! kruntimes: a scheduler for logical resources on Kubernetes.
+//!
+//! The library holds everything; `main.rs` only parses the command line and dispatches.
+
+pub mod api;
+pub mod cli;
+pub mod install;
+pub mod kubeclient;
+pub mod logging;

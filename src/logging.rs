@@ -1,0 +1,23 @@
+//! Logging setup: `tracing` to stderr, human text or JSON, verbosity from `-v` or `RUST_LOG`.
+
+use tracing_subscriber::EnvFilter;
+
+use crate::cli::LogFormat;
+
+/// Installs the global subscriber once. `RUST_LOG` wins over `-v`.
+pub fn init(verbose: u8, format: LogFormat) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}

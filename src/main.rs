@@ -1,0 +1,26 @@
+//! `kubectl-kruntimes`: parse, set up logging, dispatch. Errors print as one line.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use kruntimes::cli::{Cli, Command};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    kruntimes::logging::init(cli.global.verbose, cli.global.log_format);
+    let result = match &cli.command {
+        Command::Install(args) => kruntimes::install::exec(&cli.global, args).await,
+        Command::Version => {
+            println!("kubectl-kruntimes {}", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
