@@ -51,6 +51,14 @@ pub enum Command {
     Version,
 }
 
+impl Command {
+    /// Long-running commands log the client library's own errors; one-shot commands report a
+    /// single error line instead.
+    pub fn is_daemon(&self) -> bool {
+        !matches!(self, Command::Install(_) | Command::Version)
+    }
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct InstallArgs {
     /// Write the two CRDs as YAML to stdout and touch no cluster.

@@ -7,3 +7,4 @@ pub mod cli;
 pub mod install;
 pub mod kubeclient;
 pub mod logging;
+pub mod runtime_controller;

@@ -5,8 +5,12 @@ use tracing_subscriber::EnvFilter;
 use crate::cli::LogFormat;
 
 /// Installs the global subscriber once. `RUST_LOG` wins over `-v`.
-pub fn init(verbose: u8, format: LogFormat) {
+///
+/// One-shot commands (`daemon == false`) keep the client library quiet at the default level:
+/// their failures are reported once, as the command's own error line.
+pub fn init(verbose: u8, format: LogFormat, daemon: bool) {
     let default = match verbose {
+        0 if !daemon => "warn,kube_client=off",
         0 => "warn",
         1 => "info",
         2 => "debug",

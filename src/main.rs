@@ -8,7 +8,7 @@ use kruntimes::cli::{Cli, Command};
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    kruntimes::logging::init(cli.global.verbose, cli.global.log_format);
+    kruntimes::logging::init(cli.global.verbose, cli.global.log_format, cli.command.is_daemon());
     let result = match &cli.command {
         Command::Install(args) => kruntimes::install::exec(&cli.global, args).await,
         Command::Version => {

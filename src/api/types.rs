@@ -49,7 +49,9 @@ pub struct RuntimeSpec {
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct RuntimeCapacity {
     /// Resource name to whole-number quantity, e.g. `runs: "4"`, `example.com/gpu: "1"`.
+    /// Validated by the Runtime controller, which reports a malformed value on the status.
     #[serde(default)]
+    #[schemars(schema_with = "quantity_map")]
     pub resources: BTreeMap<String, Quantity>,
 }
 
@@ -107,8 +109,11 @@ pub struct RunSpec {
 /// Logical resource requests of a Run.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct RunResources {
-    /// Resource name to whole-number quantity.
+    /// Resource name to whole-number quantity. Validated by the scheduler's PreFilter: a
+    /// malformed value fails the Run with reason `InvalidResources`. (A CEL check of the values
+    /// is beyond the API server's cost budget for int-or-string fields.)
     #[serde(default)]
+    #[schemars(schema_with = "quantity_map")]
     pub requests: BTreeMap<String, Quantity>,
 }
 
@@ -235,6 +240,15 @@ impl Run {
             _ => None,
         }
     }
+}
+
+/// A map of resource name to quantity, without k8s-openapi's kilobyte-long Quantity essay.
+fn quantity_map(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "maxProperties": 32,
+        "additionalProperties": {"x-kubernetes-int-or-string": true}
+    })
 }
 
 fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the test control plane (kube-apiserver and etcd) from Go modules and caches the
+# Builds the test control plane (kube-apiserver, etcd, and a kubectl of the same release) from Go modules and caches the
 # binaries outside the repository, keyed by version. Prints the cache directory on stdout.
 # Re-running with the binaries present does nothing.
 set -euo pipefail
@@ -10,7 +10,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache_root=${KRUNTIMES_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kruntimes/controlplane}
 out="$cache_root/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
 
-if [[ -x "$out/kube-apiserver" && -x "$out/etcd" ]]; then
+if [[ -x "$out/kube-apiserver" && -x "$out/etcd" && -x "$out/kubectl" ]]; then
   echo "$out"
   exit 0
 fi
@@ -32,6 +32,16 @@ if [[ ! -x "$out/kube-apiserver" ]]; then
     exit 1
   }
   mv "$out/kube-apiserver.tmp" "$out/kube-apiserver"
+fi
+
+if [[ ! -x "$out/kubectl" ]]; then
+  echo "building kubectl $K8S_VERSION into $out" >&2
+  (cd "$here/apiserver" && go build -trimpath -ldflags "$ldflags" \
+      -o "$out/kubectl.tmp" k8s.io/kubernetes/cmd/kubectl) || {
+    echo "error: building kubectl $K8S_VERSION failed; check that the Go module proxy ($(go env GOPROXY)) is reachable" >&2
+    exit 1
+  }
+  mv "$out/kubectl.tmp" "$out/kubectl"
 fi
 
 if [[ ! -x "$out/etcd" ]]; then

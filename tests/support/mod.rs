@@ -254,7 +254,7 @@ fn start() -> Result<ControlPlane, String> {
             "--allow-privileged=true".into(),
             "--disable-admission-plugins=ServiceAccount".into(),
             "--service-account-issuer=https://kubernetes.default.svc".into(),
-            format!("--service-account-key-file={}", p("sa.key")),
+            format!("--service-account-key-file={}", p("sa.pub")),
             format!("--service-account-signing-key-file={}", p("sa.key")),
             "--enable-priority-and-fairness=false".into(),
             "--v=0".into(),
@@ -306,6 +306,9 @@ fn wait_ready(kubeconfig: &Path, timeout: Duration) -> Result<String, String> {
         let deadline = Instant::now() + timeout;
         let mut last = String::new();
         while Instant::now() < deadline {
+            if let Some(exited) = exited_process() {
+                return Err(exited);
+            }
             let req = http::Request::get("/readyz").body(Vec::new()).unwrap();
             match client.request_text(req).await {
                 Ok(body) if body.trim() == "ok" => {
@@ -321,6 +324,19 @@ fn wait_ready(kubeconfig: &Path, timeout: Duration) -> Result<String, String> {
             "kube-apiserver did not become ready within {}s: {last}",
             timeout.as_secs()
         ))
+    })
+}
+
+/// Describes a control-plane process that has already exited, if any.
+fn exited_process() -> Option<String> {
+    let mut guard = PROCESSES.lock().ok()?;
+    let procs = guard.as_mut()?;
+    procs.children.iter_mut().enumerate().find_map(|(i, child)| {
+        let name = if i == 0 { "etcd" } else { "kube-apiserver" };
+        match child.try_wait() {
+            Ok(Some(status)) => Some(format!("{name} exited early ({status})")),
+            _ => None,
+        }
     })
 }
 
@@ -360,6 +376,7 @@ fn write_pki(dir: &Path) -> Result<(), String> {
     write("serving.crt", serving_cert.pem())?;
     write("serving.key", serving_key.serialize_pem())?;
     write("sa.key", sa_key.serialize_pem())?;
+    write("sa.pub", sa_key.public_key_pem())?;
     write(
         "tokens.csv",
         format!(

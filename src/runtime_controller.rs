@@ -1,0 +1,412 @@
+//! The Runtime controller: keeps `spec.replicas` Runtime Pods per Runtime, projects
+//! `spec.capacity.resources` onto them as `kruntimes.io/capacity.<resource>` annotations (in
+//! place, never by recreating Pods), and maintains the Runtime's status.
+//!
+//! [`plan`] is pure and decides everything; [`reconcile`] only carries the plan out. It never
+//! looks at Runs: placement is the scheduler's business.
+
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{
+    EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodTemplateSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+use thiserror::Error;
+use tracing::{info, warn};
+
+use crate::api::resources::{CAPACITY_ANNOTATION_PREFIX, capacity_annotation, parse_capacity_spec};
+use crate::api::status::set_condition;
+use crate::api::{FIELD_MANAGER, LABEL_RUNTIME, LABEL_RUNTIME_POD, Runtime, RuntimeStatus};
+
+/// Reasons on the Runtime's Ready condition and Events.
+pub mod reasons {
+    pub const ALL_READY: &str = "AllReplicasReady";
+    pub const NOT_READY: &str = "ReplicasNotReady";
+    pub const INVALID_CAPACITY: &str = "InvalidCapacity";
+}
+
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("Runtime has no namespace")]
+    NoNamespace,
+}
+
+/// What one reconcile must do to a Runtime's Pods.
+#[derive(Debug, Default, PartialEq)]
+pub struct Plan {
+    /// Pods to create from the template.
+    pub create: usize,
+    /// Pods to delete, by name.
+    pub delete: Vec<String>,
+    /// Annotation merge patches (value `None` removes the key), by Pod name.
+    pub annotate: Vec<(String, BTreeMap<String, Option<String>>)>,
+    pub status: RuntimeStatus,
+    /// Set when the capacity is malformed: nothing else in the plan is carried out.
+    pub invalid_capacity: Option<String>,
+}
+
+/// Decides what to do for `runtime` given its current Pods. Pure.
+pub fn plan(runtime: &Runtime, pods: &[Pod], now: &Time) -> Plan {
+    let mut status = runtime.status.clone().unwrap_or_default();
+    status.observed_generation = runtime.metadata.generation;
+    let live: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
+    status.replicas = live.len() as i32;
+    status.ready_replicas = live.iter().filter(|p| pod_is_ready(p)).count() as i32;
+
+    let capacity = match parse_capacity_spec(&runtime.spec.capacity.resources) {
+        Ok(capacity) => capacity,
+        Err(e) => {
+            let message = format!("Runtime {}: {e}; no Runtime Pod was changed", runtime.name_any());
+            set_condition(&mut status.conditions, "Ready", false, reasons::INVALID_CAPACITY, &message, now);
+            return Plan {
+                status,
+                invalid_capacity: Some(message),
+                ..Default::default()
+            };
+        }
+    };
+
+    let wanted = runtime.spec.replicas.max(0) as usize;
+    let mut plan = Plan::default();
+    plan.create = wanted.saturating_sub(live.len());
+    if live.len() > wanted {
+        // Remove the least useful Pods first: not ready, then the newest names.
+        let mut victims: Vec<&Pod> = live.clone();
+        victims.sort_by_key(|p| (pod_is_ready(p), std::cmp::Reverse(p.name_any())));
+        plan.delete = victims
+            .into_iter()
+            .take(live.len() - wanted)
+            .map(|p| p.name_any())
+            .collect();
+    }
+
+    let desired: BTreeMap<String, String> = capacity
+        .iter()
+        .map(|(name, amount)| (capacity_annotation(name), amount.to_string()))
+        .collect();
+    for pod in &live {
+        if plan.delete.contains(&pod.name_any()) {
+            continue;
+        }
+        let current = pod.annotations();
+        let mut patch: BTreeMap<String, Option<String>> = BTreeMap::new();
+        for (key, value) in &desired {
+            if current.get(key) != Some(value) {
+                patch.insert(key.clone(), Some(value.clone()));
+            }
+        }
+        for key in current.keys() {
+            if key.starts_with(CAPACITY_ANNOTATION_PREFIX) && !desired.contains_key(key) {
+                patch.insert(key.clone(), None);
+            }
+        }
+        if !patch.is_empty() {
+            plan.annotate.push((pod.name_any(), patch));
+        }
+    }
+
+    let (ready, reason, message) = if status.ready_replicas >= wanted as i32 && status.replicas == wanted as i32 {
+        (true, reasons::ALL_READY, format!("{} of {wanted} Runtime Pods are ready", status.ready_replicas))
+    } else {
+        (false, reasons::NOT_READY, format!("{} of {wanted} Runtime Pods are ready", status.ready_replicas))
+    };
+    set_condition(&mut status.conditions, "Ready", ready, reason, &message, now);
+    plan.status = status;
+    plan
+}
+
+/// Whether the Pod's `Ready` condition is True.
+pub fn pod_is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// A new Runtime Pod from the template: owned by the Runtime, labelled for selection and
+/// affinity, capacity annotated, identity passed to runtimed through the downward API.
+pub fn new_pod(runtime: &Runtime, name: &str, capacity_annotations: &BTreeMap<String, String>) -> Pod {
+    let PodTemplateSpec { metadata, spec } = runtime.spec.template.clone();
+    let mut metadata = metadata.unwrap_or_default();
+    metadata.name = Some(name.to_string());
+    metadata.namespace = runtime.namespace();
+    let labels = metadata.labels.get_or_insert_with(BTreeMap::new);
+    labels.insert(LABEL_RUNTIME.into(), runtime.name_any());
+    labels.insert(LABEL_RUNTIME_POD.into(), name.to_string());
+    metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .extend(capacity_annotations.clone());
+    metadata.owner_references = runtime.controller_owner_ref(&()).map(|r| vec![r]);
+    let mut spec = spec.unwrap_or_default();
+    for container in &mut spec.containers {
+        let env = container.env.get_or_insert_with(Vec::new);
+        for (var, path) in [
+            ("POD_NAME", "metadata.name"),
+            ("POD_NAMESPACE", "metadata.namespace"),
+            ("POD_UID", "metadata.uid"),
+        ] {
+            if !env.iter().any(|e| e.name == var) {
+                env.push(EnvVar {
+                    name: var.into(),
+                    value: None,
+                    value_from: Some(EnvVarSource {
+                        field_ref: Some(ObjectFieldSelector {
+                            field_path: path.into(),
+                            api_version: None,
+                        }),
+                        ..Default::default()
+                    }),
+                });
+            }
+        }
+    }
+    Pod {
+        metadata,
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+/// `<runtime>-<5 chars>` from the alphabet Kubernetes uses for generated names.
+fn pod_name(runtime: &str) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    let mut n = hasher.finish();
+    let suffix: String = (0..5)
+        .map(|_| {
+            let c = ALPHABET[(n % ALPHABET.len() as u64) as usize] as char;
+            n /= ALPHABET.len() as u64;
+            c
+        })
+        .collect();
+    let prefix: String = runtime.chars().take(57).collect();
+    format!("{prefix}-{suffix}")
+}
+
+/// Shared state of the Runtime controller.
+pub struct Context {
+    pub client: Client,
+    pub recorder: Recorder,
+}
+
+impl Context {
+    pub fn new(client: Client) -> Arc<Self> {
+        let reporter = Reporter {
+            controller: "kruntimes-runtime-controller".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Arc::new(Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+        })
+    }
+}
+
+/// Carries out [`plan`] for one Runtime.
+pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ns = runtime.namespace().ok_or(Error::NoNamespace)?;
+    let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let uid = runtime.uid().unwrap_or_default();
+    let selector = format!("{LABEL_RUNTIME}={}", runtime.name_any());
+    let pods: Vec<Pod> = pods_api
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| p.owner_references().iter().any(|o| o.uid == uid))
+        .collect();
+    let now = Time(jiff::Timestamp::now());
+    let plan = plan(&runtime, &pods, &now);
+
+    if let Some(message) = &plan.invalid_capacity {
+        warn!(runtime = %runtime.name_any(), namespace = %ns, "{message}");
+        let event = Event {
+            type_: EventType::Warning,
+            reason: reasons::INVALID_CAPACITY.into(),
+            note: Some(message.chars().take(1000).collect()),
+            action: "ProjectCapacity".into(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&event, &runtime.object_ref(&())).await {
+            warn!("cannot publish the InvalidCapacity event: {e}");
+        }
+    } else {
+        let desired: BTreeMap<String, String> = parse_capacity_spec(&runtime.spec.capacity.resources)
+            .map(|c| c.iter().map(|(n, a)| (capacity_annotation(n), a.to_string())).collect())
+            .unwrap_or_default();
+        for (pod, patch) in &plan.annotate {
+            let body = json!({"metadata": {"annotations": patch}});
+            pods_api.patch(pod, &PatchParams::default(), &Patch::Merge(&body)).await?;
+            info!(%pod, namespace = %ns, "projected capacity annotations");
+        }
+        for _ in 0..plan.create {
+            let pod = new_pod(&runtime, &pod_name(&runtime.name_any()), &desired);
+            match pods_api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &pod).await {
+                Ok(p) => info!(pod = %p.name_any(), namespace = %ns, "created Runtime Pod"),
+                Err(kube::Error::Api(s)) if s.code == 409 => {} // name collision: next reconcile retries
+                Err(e) => return Err(e.into()),
+            }
+        }
+        for pod in &plan.delete {
+            match pods_api.delete(pod, &DeleteParams::default()).await {
+                Ok(_) => info!(%pod, namespace = %ns, "deleted surplus Runtime Pod"),
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    if runtime.status.as_ref() != Some(&plan.status) {
+        let api: Api<Runtime> = Api::namespaced(ctx.client.clone(), &ns);
+        let body = json!({"status": plan.status});
+        api.patch_status(&runtime.name_any(), &PatchParams::default(), &Patch::Merge(&body))
+            .await?;
+    }
+    Ok(Action::requeue(Duration::from_secs(300)))
+}
+
+fn error_policy(_: Arc<Runtime>, err: &Error, _: Arc<Context>) -> Action {
+    warn!("Runtime reconcile failed: {err}");
+    Action::requeue(Duration::from_secs(5))
+}
+
+/// Runs the Runtime controller until `shutdown` resolves.
+pub async fn run(client: Client, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+    let runtimes: Api<Runtime> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::all(client.clone());
+    let ctx = Context::new(client);
+    Controller::new(runtimes, watcher::Config::default())
+        .owns(pods, watcher::Config::default().labels(LABEL_RUNTIME))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::RuntimeSpec;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn runtime(replicas: i32, capacity: &[(&str, &str)]) -> Runtime {
+        let mut rt = Runtime::new(
+            "python",
+            RuntimeSpec {
+                replicas,
+                ..Default::default()
+            },
+        );
+        rt.metadata.namespace = Some("team-a".into());
+        rt.metadata.uid = Some("rt-uid".into());
+        rt.metadata.generation = Some(3);
+        rt.spec.capacity.resources = capacity
+            .iter()
+            .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+            .collect();
+        rt
+    }
+
+    fn pod(name: &str, ready: bool, annotations: &[(&str, &str)]) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "annotations": annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_,_>>()},
+            "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}
+        }))
+        .unwrap()
+    }
+
+    fn now() -> Time {
+        Time(jiff::Timestamp::from_second(100).unwrap())
+    }
+
+    #[test]
+    fn plan_creates_missing_pods_and_reports_status() {
+        let rt = runtime(3, &[("runs", "4")]);
+        let plan = plan(&rt, &[pod("python-a", true, &[("kruntimes.io/capacity.runs", "4")])], &now());
+        assert_eq!(plan.create, 2);
+        assert!(plan.delete.is_empty() && plan.annotate.is_empty());
+        assert_eq!((plan.status.replicas, plan.status.ready_replicas), (1, 1));
+        assert_eq!(plan.status.observed_generation, Some(3));
+        assert_eq!(plan.status.conditions[0].reason, reasons::NOT_READY);
+    }
+
+    #[test]
+    fn plan_projects_capacity_in_place_and_removes_undeclared_resources() {
+        let rt = runtime(1, &[("runs", "8")]);
+        let existing = pod("python-a", true, &[
+            ("kruntimes.io/capacity.runs", "4"),
+            ("kruntimes.io/capacity.example.com/gpu", "1"),
+            ("unrelated", "x"),
+        ]);
+        let plan = plan(&rt, &[existing], &now());
+        assert_eq!(plan.create, 0);
+        assert_eq!(
+            plan.annotate,
+            vec![("python-a".to_string(), BTreeMap::from([
+                ("kruntimes.io/capacity.example.com/gpu".to_string(), None),
+                ("kruntimes.io/capacity.runs".to_string(), Some("8".to_string())),
+            ]))]
+        );
+        assert_eq!(plan.status.conditions[0].reason, reasons::ALL_READY);
+    }
+
+    #[test]
+    fn plan_with_malformed_capacity_touches_no_pod_and_says_why() {
+        let rt = runtime(3, &[("example.com/gpu", "1.5")]);
+        let plan = plan(&rt, &[pod("python-a", true, &[])], &now());
+        assert_eq!((plan.create, plan.delete.len(), plan.annotate.len()), (0, 0, 0));
+        let message = plan.invalid_capacity.unwrap();
+        assert!(message.contains("spec.capacity.resources[\"example.com/gpu\"]: \"1.5\""), "{message}");
+        assert_eq!(plan.status.conditions[0].reason, reasons::INVALID_CAPACITY);
+        assert_eq!(plan.status.conditions[0].status, "False");
+    }
+
+    #[test]
+    fn plan_removes_surplus_pods_not_ready_first() {
+        let rt = runtime(1, &[]);
+        let pods = [pod("python-a", true, &[]), pod("python-b", false, &[]), pod("python-c", true, &[])];
+        let plan = plan(&rt, &pods, &now());
+        assert_eq!(plan.delete, ["python-b", "python-c"]);
+    }
+
+    #[test]
+    fn new_pods_carry_labels_owner_annotations_and_downward_api_identity() {
+        let mut rt = runtime(1, &[("runs", "2")]);
+        rt.spec.template = serde_json::from_value(json!({"spec": {"containers": [{"name": "runtimed", "image": "x"}]}})).unwrap();
+        let ann = BTreeMap::from([("kruntimes.io/capacity.runs".to_string(), "2".to_string())]);
+        let p = new_pod(&rt, "python-bcdfg", &ann);
+        assert_eq!(p.labels()[LABEL_RUNTIME], "python");
+        assert_eq!(p.labels()[LABEL_RUNTIME_POD], "python-bcdfg");
+        assert_eq!(p.annotations()["kruntimes.io/capacity.runs"], "2");
+        assert_eq!(p.owner_references()[0].uid, "rt-uid");
+        let env = p.spec.unwrap().containers[0].env.clone().unwrap();
+        let names: Vec<_> = env.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["POD_NAME", "POD_NAMESPACE", "POD_UID"]);
+        assert_eq!(env[2].value_from.as_ref().unwrap().field_ref.as_ref().unwrap().field_path, "metadata.uid");
+    }
+
+    #[test]
+    fn generated_pod_names_are_valid_and_distinct() {
+        let a = pod_name("python");
+        let b = pod_name("python");
+        assert!(a.starts_with("python-") && a.len() == 12, "{a}");
+        assert_ne!(a, b);
+    }
+}

@@ -1,0 +1,262 @@
+//! `install` and the CRDs against the real control plane: apply, idempotence, `--print`,
+//! kubectl round trips with the printer columns, CEL immutability, and clear failures.
+
+mod support;
+
+use std::process::Output;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::ResourceExt;
+use kruntimes::api::Run;
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn crd_versions(client: &kube::Client) -> impl std::future::Future<Output = Vec<String>> + '_ {
+    async move {
+        let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let mut out = Vec::new();
+        for name in ["runtimes.kruntimes.io", "runs.kruntimes.io"] {
+            out.push(api.get(name).await.unwrap().resource_version().unwrap());
+        }
+        out
+    }
+}
+
+#[tokio::test]
+async fn the_control_plane_is_the_real_kube_apiserver_1_36_3() {
+    let cp = support::control_plane();
+    assert_eq!(cp.version, "v1.36.3");
+    let version = support::client().await.apiserver_version().await.unwrap();
+    assert_eq!(version.git_version, "v1.36.3");
+}
+
+#[tokio::test]
+async fn install_creates_established_crds_and_rerunning_changes_nothing() {
+    let client = support::client().await;
+    let first = support::kruntimes().args(["install", "--yes"]).output().unwrap();
+    let (stdout, stderr) = text(&first);
+    assert!(first.status.success(), "install failed: {stderr}");
+    assert!(stdout.contains("kruntimes CRDs are established"), "{stdout}");
+
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for name in ["runtimes.kruntimes.io", "runs.kruntimes.io"] {
+        let crd = api.get(name).await.unwrap();
+        let established = crd
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .into_iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        assert!(established, "{name} is not Established");
+        assert_eq!(
+            crd.metadata.managed_fields.unwrap()[0].manager.as_deref(),
+            Some("kubectl-kruntimes")
+        );
+    }
+
+    let before = crd_versions(&client).await;
+    let second = support::kruntimes().args(["install", "--yes"]).output().unwrap();
+    let (stdout, stderr) = text(&second);
+    assert!(second.status.success(), "second install failed: {stderr}");
+    assert!(
+        stdout.contains("runtimes.kruntimes.io unchanged") && stdout.contains("runs.kruntimes.io unchanged"),
+        "{stdout}"
+    );
+    assert_eq!(crd_versions(&client).await, before, "a second install wrote to the CRDs");
+}
+
+#[tokio::test]
+async fn install_dry_run_validates_without_persisting() {
+    // A CRD the server has not seen: dry-run must not create it.
+    let client = support::client().await;
+    support::install_crds();
+    let before = crd_versions(&client).await;
+    let out = support::kruntimes().args(["install", "--dry-run"]).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("(server dry run)"), "{stdout}");
+    assert_eq!(crd_versions(&client).await, before);
+}
+
+#[test]
+fn install_print_writes_two_crds_and_touches_no_cluster() {
+    let out = std::process::Command::new(support::binary())
+        .args(["install", "--print"])
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let docs: Vec<CustomResourceDefinition> = serde_yaml::Deserializer::from_str(&stdout)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    let names: Vec<_> = docs.iter().map(|c| c.name_any()).collect();
+    assert_eq!(names, ["runtimes.kruntimes.io", "runs.kruntimes.io"]);
+}
+
+#[test]
+fn install_without_a_terminal_and_without_yes_refuses_and_says_to_pass_yes() {
+    support::control_plane();
+    let out = support::kruntimes()
+        .arg("install")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(stderr.contains("pass --yes"), "{stderr}");
+    assert!(stderr.contains("context test (server https://127.0.0.1:"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn install_against_an_unreachable_server_fails_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("config");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: gone\n  cluster:\n    server: https://127.0.0.1:1\n    insecure-skip-tls-verify: true\ncontexts:\n- name: gone\n  context: {cluster: gone, user: u}\ncurrent-context: gone\nusers:\n- name: u\n  user: {token: t}\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(support::binary())
+        .args(["install", "--yes", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("cannot reach the API server of context gone (server https://127.0.0.1:1)"), "{stderr}");
+}
+
+#[test]
+fn install_with_a_missing_kubeconfig_fails_with_one_line() {
+    let out = std::process::Command::new(support::binary())
+        .args(["install", "--yes", "--kubeconfig", "/nonexistent/config"])
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr.trim(),
+        "error: kubeconfig /nonexistent/config does not exist; pass --kubeconfig with an existing file or set KUBECONFIG"
+    );
+}
+
+#[test]
+fn install_when_forbidden_fails_with_one_line_naming_the_server() {
+    let cp = support::control_plane();
+    let out = std::process::Command::new(support::binary())
+        .args(["install", "--yes", "--kubeconfig"])
+        .arg(&cp.nobody_kubeconfig)
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("refused"), "{stderr}");
+    assert!(stderr.contains("forbidden"), "{stderr}");
+    assert!(stderr.contains(&cp.server), "{stderr}");
+}
+
+#[tokio::test]
+async fn kubectl_applies_fixtures_and_get_runs_shows_the_printer_columns() {
+    let client = support::client().await;
+    support::install_crds();
+    let ns = support::namespace(&client, "fixtures").await;
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+    for file in ["runtime.yaml", "run.yaml"] {
+        let out = support::kubectl()
+            .args(["apply", "-n", &ns, "-f"])
+            .arg(format!("{fixtures}/{file}"))
+            .output()
+            .unwrap();
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "kubectl apply {file}: {stderr}");
+        assert!(stdout.contains("created"), "{stdout}");
+    }
+    let out = support::kubectl().args(["get", "runs", "-n", &ns]).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let header: Vec<&str> = stdout.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "RUNTIME", "PHASE", "POD", "AGE"]);
+    assert!(stdout.lines().nth(1).unwrap().starts_with("train-1"), "{stdout}");
+
+    let out = support::kubectl().args(["get", "runtimes", "-n", &ns]).output().unwrap();
+    let (stdout, _) = text(&out);
+    let header: Vec<&str> = stdout.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "REPLICAS", "READY", "AGE"]);
+
+    let out = support::kubectl()
+        .args(["get", "runs", "-n", &ns, "--field-selector", "spec.runtime=python", "-o", "name"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "field selector on spec.runtime: {stderr}");
+    assert_eq!(stdout.trim(), "run.kruntimes.io/train-1");
+}
+
+#[tokio::test]
+async fn changing_spec_resources_is_rejected_by_the_api_server() {
+    let client = support::client().await;
+    support::install_crds();
+    let ns = support::namespace(&client, "immutable").await;
+    let runs: Api<Run> = Api::namespaced(client.clone(), &ns);
+    let run: Run = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Run",
+        "metadata": {"name": "r"},
+        "spec": {"runtime": "python", "resources": {"requests": {"runs": "1"}}}
+    }))
+    .unwrap();
+    runs.create(&Default::default(), &run).await.unwrap();
+
+    let change = serde_json::json!({"spec": {"resources": {"requests": {"runs": "2"}}}});
+    let err = runs
+        .patch("r", &PatchParams::default(), &Patch::Merge(&change))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else { panic!("expected an API error, got {err}") };
+    assert_eq!(status.code, 422);
+    assert!(status.message.contains("spec.resources is immutable"), "{}", status.message);
+
+    let remove = serde_json::json!({"spec": {"resources": null}});
+    let err = runs
+        .patch("r", &PatchParams::default(), &Patch::Merge(&remove))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("spec.resources is immutable"), "{err}");
+
+    // Other spec fields stay mutable.
+    let relabel = serde_json::json!({"spec": {"runtime": "other"}});
+    runs.patch("r", &PatchParams::default(), &Patch::Merge(&relabel)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_fractional_quantity_is_stored_verbatim_and_refused_by_request_validation() {
+    // The API server accepts any int-or-string quantity; the scheduler's PreFilter refuses it
+    // (and fails the Run with InvalidResources). The stored value must reach it unchanged.
+    let client = support::client().await;
+    support::install_crds();
+    let ns = support::namespace(&client, "badquantity").await;
+    let runs: Api<Run> = Api::namespaced(client.clone(), &ns);
+    let run: Run = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Run",
+        "metadata": {"name": "bad"},
+        "spec": {"runtime": "python", "resources": {"requests": {"example.com/gpu": "1.5"}}}
+    }))
+    .unwrap();
+    runs.create(&Default::default(), &run).await.unwrap();
+    let stored = runs.get("bad").await.unwrap();
+    let requests = stored.spec.resources.as_ref().map(|r| &r.requests);
+    let err = kruntimes::api::resources::parse_requests(requests).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "spec.resources.requests[\"example.com/gpu\"]: \"1.5\" is not a valid quantity: it is not a whole number; logical resources are counted in whole units (use \"1\" or \"2\")"
+    );
+}
