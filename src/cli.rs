@@ -9,7 +9,12 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// kruntimes: schedule Runs onto Runtime Pods by logical capacity.
 #[derive(Debug, Parser)]
-#[command(name = "kubectl-kruntimes", bin_name = "kubectl kruntimes", version, about)]
+#[command(
+    name = "kubectl-kruntimes",
+    bin_name = "kubectl kruntimes",
+    version,
+    about
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -47,15 +52,85 @@ pub enum LogFormat {
 pub enum Command {
     /// Install or update the Runtime and Run CRDs (server-side apply).
     Install(InstallArgs),
+    /// The agent inside a Runtime Pod: heartbeat, local admission, execution of Task Runs.
+    Runtimed(RuntimedArgs),
+    /// The scheduler controller manager.
+    #[command(subcommand)]
+    Scheduler(SchedulerCommand),
+    /// Explain why a Run is or is not placed: replays the scheduler's plugins on a live
+    /// snapshot of its Runtime Pods (reads only).
+    Explain(ExplainArgs),
     /// Print the version.
     Version,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SchedulerCommand {
+    /// Run the Runtime controller and the scheduler, with leader election and metrics.
+    Run(SchedulerRunArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SchedulerRunArgs {
+    /// Runs scheduled concurrently (queue workers).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    pub workers: u16,
+    /// Watch only this namespace (default: all namespaces).
+    #[arg(long, value_name = "NAME")]
+    pub watch_namespace: Option<String>,
+    /// Elect a leader on a Lease so only one replica schedules.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub leader_elect: bool,
+    /// Namespace of the leader-election Lease `kruntimes-scheduler` (default: $POD_NAMESPACE,
+    /// then the context's namespace).
+    #[arg(long, value_name = "NAME")]
+    pub leader_election_namespace: Option<String>,
+    /// Identity in the leader-election Lease (default: Pod or host name plus process id).
+    #[arg(long, value_name = "ID")]
+    pub leader_election_identity: Option<String>,
+    /// How long a leader's Lease is valid without renewal; a standby takes over after it.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub leader_election_lease_duration: Duration,
+    /// Address of the /metrics endpoint (`0` disables it).
+    #[arg(long, default_value = ":8080")]
+    pub metrics_bind_address: String,
+    /// Address of /healthz and /readyz (`0` disables them).
+    #[arg(long, default_value = ":8081")]
+    pub health_probe_bind_address: String,
+}
+
+/// `runtimed`: the Pod identity comes from the downward API (`POD_NAME`, `POD_NAMESPACE`,
+/// `POD_UID`); the flags override it.
+#[derive(Debug, Clone, Args)]
+pub struct RuntimedArgs {
+    /// Name of the Runtime Pod this agent runs in.
+    #[arg(long, env = "POD_NAME", value_name = "NAME")]
+    pub pod_name: Option<String>,
+    /// Namespace of the Runtime Pod.
+    #[arg(long, env = "POD_NAMESPACE", value_name = "NAME")]
+    pub pod_namespace: Option<String>,
+    /// UID of the Runtime Pod; the heartbeat Lease is held by it.
+    #[arg(long, env = "POD_UID", value_name = "UID")]
+    pub pod_uid: Option<String>,
+    /// How often the heartbeat Lease is renewed.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub heartbeat_interval: Duration,
+    /// How long one renewal holds (the Lease's leaseDurationSeconds).
+    #[arg(long, default_value = "40s", value_parser = parse_duration)]
+    pub heartbeat_duration: Duration,
+    /// On SIGTERM/SIGINT, how long running Runs may take to finish before they are killed.
+    #[arg(long, default_value = "25s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
 }
 
 impl Command {
     /// Long-running commands log the client library's own errors; one-shot commands report a
     /// single error line instead.
     pub fn is_daemon(&self) -> bool {
-        !matches!(self, Command::Install(_) | Command::Version)
+        !matches!(
+            self,
+            Command::Install(_) | Command::Explain(_) | Command::Version
+        )
     }
 }
 
@@ -73,6 +148,41 @@ pub struct InstallArgs {
     /// How long to wait for the CRDs to become Established (e.g. 60s, 2m).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub timeout: Duration,
+}
+
+/// `explain run/NAME`: which Run to explain and how to print it.
+#[derive(Debug, Clone, Args)]
+pub struct ExplainArgs {
+    /// The Run: `run/NAME`, `runs/NAME`, or `run NAME`.
+    #[arg(value_name = "run/NAME")]
+    pub target: String,
+    /// The Run's name, when the first argument is `run` or `runs`.
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// Output format: a table, a table with every advertised resource, or a documented
+    /// structure for scripts.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+    /// When to color the table (auto: only on a terminal and when NO_COLOR is unset).
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
+}
+
+/// `-o`: how a command prints its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Table,
+    Wide,
+    Json,
+    Yaml,
+}
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
 }
 
 /// Parses a kubectl-style duration: `30s`, `2m`, `1h30m`, or plain seconds.
@@ -103,12 +213,26 @@ mod tests {
         assert_eq!(parse_duration("60s"), Ok(Duration::from_secs(60)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
-        assert!(parse_duration("soon").unwrap_err().contains("\"soon\" is not a duration"));
+        assert!(
+            parse_duration("soon")
+                .unwrap_err()
+                .contains("\"soon\" is not a duration")
+        );
     }
 
     #[test]
     fn global_flags_work_after_the_subcommand() {
-        let cli = Cli::try_parse_from(["k", "install", "--yes", "-n", "team-a", "--context", "c", "-vv"]).unwrap();
+        let cli = Cli::try_parse_from([
+            "k",
+            "install",
+            "--yes",
+            "-n",
+            "team-a",
+            "--context",
+            "c",
+            "-vv",
+        ])
+        .unwrap();
         assert_eq!(cli.global.namespace.as_deref(), Some("team-a"));
         assert_eq!(cli.global.context.as_deref(), Some("c"));
         assert_eq!(cli.global.verbose, 2);

@@ -59,7 +59,11 @@ pub async fn exec(global: &GlobalArgs, args: &InstallArgs) -> anyhow::Result<()>
     }
     let results = apply(&target, args.dry_run).await?;
     let mut stdout = std::io::stdout().lock();
-    let suffix = if args.dry_run { " (server dry run)" } else { "" };
+    let suffix = if args.dry_run {
+        " (server dry run)"
+    } else {
+        ""
+    };
     for (name, applied) in &results {
         writeln!(
             stdout,
@@ -71,7 +75,11 @@ pub async fn exec(global: &GlobalArgs, args: &InstallArgs) -> anyhow::Result<()>
         return Ok(());
     }
     wait_established(&target, args.timeout).await?;
-    writeln!(stdout, "kruntimes CRDs are established in {}", target.describe())?;
+    writeln!(
+        stdout,
+        "kruntimes CRDs are established in {}",
+        target.describe()
+    )?;
     Ok(())
 }
 
@@ -135,7 +143,9 @@ pub async fn wait_established(target: &Target, timeout: std::time::Duration) -> 
         match tokio::time::timeout(timeout, wait).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
-                return Err(anyhow!("waiting for CRD {name} to become Established failed: {e}"));
+                return Err(anyhow!(
+                    "waiting for CRD {name} to become Established failed: {e}"
+                ));
             }
             Err(_) => {
                 return Err(anyhow!(

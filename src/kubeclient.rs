@@ -44,8 +44,9 @@ pub async fn connect(global: &GlobalArgs) -> anyhow::Result<Target> {
         .namespace
         .clone()
         .unwrap_or_else(|| config.default_namespace.clone());
-    let client = Client::try_from(config)
-        .with_context(|| format!("cannot build a client for context {context} (server {server})"))?;
+    let client = Client::try_from(config).with_context(|| {
+        format!("cannot build a client for context {context} (server {server})")
+    })?;
     Ok(Target {
         client,
         context,
@@ -82,9 +83,7 @@ async fn load_config(global: &GlobalArgs) -> anyhow::Result<(Config, String)> {
         .context
         .clone()
         .or_else(|| kubeconfig.current_context.clone())
-        .ok_or_else(|| {
-            anyhow!("the kubeconfig has no current-context; pass --context NAME")
-        })?;
+        .ok_or_else(|| anyhow!("the kubeconfig has no current-context; pass --context NAME"))?;
     if !kubeconfig.contexts.iter().any(|c| c.name == context) {
         return Err(anyhow!(
             "context {context:?} is not in the kubeconfig; list contexts with `kubectl config get-contexts` and pass one with --context"
@@ -111,7 +110,8 @@ fn read_kubeconfig(path: &std::path::Path) -> anyhow::Result<Kubeconfig> {
             path.display()
         ));
     }
-    Kubeconfig::read_from(path).map_err(|e| anyhow!("cannot read kubeconfig {}: {e}", path.display()))
+    Kubeconfig::read_from(path)
+        .map_err(|e| anyhow!("cannot read kubeconfig {}: {e}", path.display()))
 }
 
 /// One sentence for an API failure: what was being done, against which server, why, and what
@@ -150,10 +150,21 @@ mod tests {
 
     #[test]
     fn forbidden_names_the_target_and_what_to_do() {
-        let status = kube::core::Status::failure("customresourcedefinitions is forbidden", "Forbidden").with_code(403);
-        let err = explain_error(kube::Error::Api(Box::new(status)), "installing CRDs", "context c (server https://x)");
+        let status =
+            kube::core::Status::failure("customresourcedefinitions is forbidden", "Forbidden")
+                .with_code(403);
+        let err = explain_error(
+            kube::Error::Api(Box::new(status)),
+            "installing CRDs",
+            "context c (server https://x)",
+        );
         let line = err.to_string();
-        assert!(line.contains("context c (server https://x) refused: customresourcedefinitions is forbidden"), "{line}");
+        assert!(
+            line.contains(
+                "context c (server https://x) refused: customresourcedefinitions is forbidden"
+            ),
+            "{line}"
+        );
         assert!(line.contains("ask a cluster admin"), "{line}");
         assert!(!line.contains('\n'));
     }

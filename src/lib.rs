@@ -4,7 +4,12 @@
 
 pub mod api;
 pub mod cli;
+pub mod explain;
 pub mod install;
 pub mod kubeclient;
 pub mod logging;
+pub mod metrics;
+pub mod output;
 pub mod runtime_controller;
+pub mod runtimed;
+pub mod scheduler;

@@ -3,14 +3,23 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use kruntimes::cli::{Cli, Command};
+use kruntimes::cli::{Cli, Command, SchedulerCommand};
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    kruntimes::logging::init(cli.global.verbose, cli.global.log_format, cli.command.is_daemon());
+    kruntimes::logging::init(
+        cli.global.verbose,
+        cli.global.log_format,
+        cli.command.is_daemon(),
+    );
     let result = match &cli.command {
         Command::Install(args) => kruntimes::install::exec(&cli.global, args).await,
+        Command::Runtimed(args) => kruntimes::runtimed::exec(&cli.global, args).await,
+        Command::Explain(args) => kruntimes::explain::exec(&cli.global, args).await,
+        Command::Scheduler(SchedulerCommand::Run(args)) => {
+            kruntimes::scheduler::run::exec(&cli.global, args).await
+        }
         Command::Version => {
             println!("kubectl-kruntimes {}", env!("CARGO_PKG_VERSION"));
             Ok(())

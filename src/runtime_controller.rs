@@ -11,9 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{
-    EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodTemplateSpec,
-};
+use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
@@ -24,7 +22,9 @@ use serde_json::json;
 use thiserror::Error;
 use tracing::{info, warn};
 
-use crate::api::resources::{CAPACITY_ANNOTATION_PREFIX, capacity_annotation, parse_capacity_spec};
+use crate::api::resources::{
+    CAPACITY_ANNOTATION_PREFIX, Resources, capacity_annotation, parse_capacity_spec,
+};
 use crate::api::status::set_condition;
 use crate::api::{FIELD_MANAGER, LABEL_RUNTIME, LABEL_RUNTIME_POD, Runtime, RuntimeStatus};
 
@@ -71,8 +71,18 @@ pub fn plan(runtime: &Runtime, pods: &[Pod], now: &Time) -> Plan {
     let capacity = match parse_capacity_spec(&runtime.spec.capacity.resources) {
         Ok(capacity) => capacity,
         Err(e) => {
-            let message = format!("Runtime {}: {e}; no Runtime Pod was changed", runtime.name_any());
-            set_condition(&mut status.conditions, "Ready", false, reasons::INVALID_CAPACITY, &message, now);
+            let message = format!(
+                "Runtime {}: {e}; no Runtime Pod was changed",
+                runtime.name_any()
+            );
+            set_condition(
+                &mut status.conditions,
+                "Ready",
+                false,
+                reasons::INVALID_CAPACITY,
+                &message,
+                now,
+            );
             return Plan {
                 status,
                 invalid_capacity: Some(message),
@@ -82,8 +92,10 @@ pub fn plan(runtime: &Runtime, pods: &[Pod], now: &Time) -> Plan {
     };
 
     let wanted = runtime.spec.replicas.max(0) as usize;
-    let mut plan = Plan::default();
-    plan.create = wanted.saturating_sub(live.len());
+    let mut plan = Plan {
+        create: wanted.saturating_sub(live.len()),
+        ..Default::default()
+    };
     if live.len() > wanted {
         // Remove the least useful Pods first: not ready, then the newest names.
         let mut victims: Vec<&Pod> = live.clone();
@@ -95,10 +107,7 @@ pub fn plan(runtime: &Runtime, pods: &[Pod], now: &Time) -> Plan {
             .collect();
     }
 
-    let desired: BTreeMap<String, String> = capacity
-        .iter()
-        .map(|(name, amount)| (capacity_annotation(name), amount.to_string()))
-        .collect();
+    let desired = capacity_annotations(&capacity);
     for pod in &live {
         if plan.delete.contains(&pod.name_any()) {
             continue;
@@ -120,14 +129,45 @@ pub fn plan(runtime: &Runtime, pods: &[Pod], now: &Time) -> Plan {
         }
     }
 
-    let (ready, reason, message) = if status.ready_replicas >= wanted as i32 && status.replicas == wanted as i32 {
-        (true, reasons::ALL_READY, format!("{} of {wanted} Runtime Pods are ready", status.ready_replicas))
-    } else {
-        (false, reasons::NOT_READY, format!("{} of {wanted} Runtime Pods are ready", status.ready_replicas))
-    };
-    set_condition(&mut status.conditions, "Ready", ready, reason, &message, now);
+    let (ready, reason, message) =
+        if status.ready_replicas >= wanted as i32 && status.replicas == wanted as i32 {
+            (
+                true,
+                reasons::ALL_READY,
+                format!(
+                    "{} of {wanted} Runtime Pods are ready",
+                    status.ready_replicas
+                ),
+            )
+        } else {
+            (
+                false,
+                reasons::NOT_READY,
+                format!(
+                    "{} of {wanted} Runtime Pods are ready",
+                    status.ready_replicas
+                ),
+            )
+        };
+    set_condition(
+        &mut status.conditions,
+        "Ready",
+        ready,
+        reason,
+        &message,
+        now,
+    );
     plan.status = status;
     plan
+}
+
+/// The annotations that carry a validated capacity (`parse_capacity_spec` has already
+/// checked that every name has a key).
+fn capacity_annotations(capacity: &Resources) -> BTreeMap<String, String> {
+    capacity
+        .iter()
+        .filter_map(|(name, amount)| Some((capacity_annotation(name).ok()?, amount.to_string())))
+        .collect()
 }
 
 /// Whether the Pod's `Ready` condition is True.
@@ -140,7 +180,11 @@ pub fn pod_is_ready(pod: &Pod) -> bool {
 
 /// A new Runtime Pod from the template: owned by the Runtime, labelled for selection and
 /// affinity, capacity annotated, identity passed to runtimed through the downward API.
-pub fn new_pod(runtime: &Runtime, name: &str, capacity_annotations: &BTreeMap<String, String>) -> Pod {
+pub fn new_pod(
+    runtime: &Runtime,
+    name: &str,
+    capacity_annotations: &BTreeMap<String, String>,
+) -> Pod {
     let PodTemplateSpec { metadata, spec } = runtime.spec.template.clone();
     let mut metadata = metadata.unwrap_or_default();
     metadata.name = Some(name.to_string());
@@ -187,7 +231,12 @@ pub fn new_pod(runtime: &Runtime, name: &str, capacity_annotations: &BTreeMap<St
 fn pod_name(runtime: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
     let mut n = hasher.finish();
     let suffix: String = (0..5)
         .map(|_| {
@@ -248,17 +297,28 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
             warn!("cannot publish the InvalidCapacity event: {e}");
         }
     } else {
-        let desired: BTreeMap<String, String> = parse_capacity_spec(&runtime.spec.capacity.resources)
-            .map(|c| c.iter().map(|(n, a)| (capacity_annotation(n), a.to_string())).collect())
+        let desired = parse_capacity_spec(&runtime.spec.capacity.resources)
+            .map(|c| capacity_annotations(&c))
             .unwrap_or_default();
         for (pod, patch) in &plan.annotate {
             let body = json!({"metadata": {"annotations": patch}});
-            pods_api.patch(pod, &PatchParams::default(), &Patch::Merge(&body)).await?;
+            pods_api
+                .patch(pod, &PatchParams::default(), &Patch::Merge(&body))
+                .await?;
             info!(%pod, namespace = %ns, "projected capacity annotations");
         }
         for _ in 0..plan.create {
             let pod = new_pod(&runtime, &pod_name(&runtime.name_any()), &desired);
-            match pods_api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &pod).await {
+            match pods_api
+                .create(
+                    &PostParams {
+                        field_manager: Some(FIELD_MANAGER.into()),
+                        ..Default::default()
+                    },
+                    &pod,
+                )
+                .await
+            {
                 Ok(p) => info!(pod = %p.name_any(), namespace = %ns, "created Runtime Pod"),
                 Err(kube::Error::Api(s)) if s.code == 409 => {} // name collision: next reconcile retries
                 Err(e) => return Err(e.into()),
@@ -276,8 +336,12 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
     if runtime.status.as_ref() != Some(&plan.status) {
         let api: Api<Runtime> = Api::namespaced(ctx.client.clone(), &ns);
         let body = json!({"status": plan.status});
-        api.patch_status(&runtime.name_any(), &PatchParams::default(), &Patch::Merge(&body))
-            .await?;
+        api.patch_status(
+            &runtime.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&body),
+        )
+        .await?;
     }
     Ok(Action::requeue(Duration::from_secs(300)))
 }
@@ -288,7 +352,10 @@ fn error_policy(_: Arc<Runtime>, err: &Error, _: Arc<Context>) -> Action {
 }
 
 /// Runs the Runtime controller until `shutdown` resolves.
-pub async fn run(client: Client, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+pub async fn run(
+    client: Client,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
     let runtimes: Api<Runtime> = Api::all(client.clone());
     let pods: Api<Pod> = Api::all(client.clone());
     let ctx = Context::new(client);
@@ -339,7 +406,15 @@ mod tests {
     #[test]
     fn plan_creates_missing_pods_and_reports_status() {
         let rt = runtime(3, &[("runs", "4")]);
-        let plan = plan(&rt, &[pod("python-a", true, &[("kruntimes.io/capacity.runs", "4")])], &now());
+        let plan = plan(
+            &rt,
+            &[pod(
+                "python-a",
+                true,
+                &[("kruntimes.io/capacity.runs", "4")],
+            )],
+            &now(),
+        );
         assert_eq!(plan.create, 2);
         assert!(plan.delete.is_empty() && plan.annotate.is_empty());
         assert_eq!((plan.status.replicas, plan.status.ready_replicas), (1, 1));
@@ -350,19 +425,29 @@ mod tests {
     #[test]
     fn plan_projects_capacity_in_place_and_removes_undeclared_resources() {
         let rt = runtime(1, &[("runs", "8")]);
-        let existing = pod("python-a", true, &[
-            ("kruntimes.io/capacity.runs", "4"),
-            ("kruntimes.io/capacity.example.com/gpu", "1"),
-            ("unrelated", "x"),
-        ]);
+        let existing = pod(
+            "python-a",
+            true,
+            &[
+                ("kruntimes.io/capacity.runs", "4"),
+                ("kruntimes.io/capacity.example.com_gpu", "1"),
+                ("unrelated", "x"),
+            ],
+        );
         let plan = plan(&rt, &[existing], &now());
         assert_eq!(plan.create, 0);
         assert_eq!(
             plan.annotate,
-            vec![("python-a".to_string(), BTreeMap::from([
-                ("kruntimes.io/capacity.example.com/gpu".to_string(), None),
-                ("kruntimes.io/capacity.runs".to_string(), Some("8".to_string())),
-            ]))]
+            vec![(
+                "python-a".to_string(),
+                BTreeMap::from([
+                    ("kruntimes.io/capacity.example.com_gpu".to_string(), None),
+                    (
+                        "kruntimes.io/capacity.runs".to_string(),
+                        Some("8".to_string())
+                    ),
+                ])
+            )]
         );
         assert_eq!(plan.status.conditions[0].reason, reasons::ALL_READY);
     }
@@ -371,9 +456,15 @@ mod tests {
     fn plan_with_malformed_capacity_touches_no_pod_and_says_why() {
         let rt = runtime(3, &[("example.com/gpu", "1.5")]);
         let plan = plan(&rt, &[pod("python-a", true, &[])], &now());
-        assert_eq!((plan.create, plan.delete.len(), plan.annotate.len()), (0, 0, 0));
+        assert_eq!(
+            (plan.create, plan.delete.len(), plan.annotate.len()),
+            (0, 0, 0)
+        );
         let message = plan.invalid_capacity.unwrap();
-        assert!(message.contains("spec.capacity.resources[\"example.com/gpu\"]: \"1.5\""), "{message}");
+        assert!(
+            message.contains("spec.capacity.resources[\"example.com/gpu\"]: \"1.5\""),
+            "{message}"
+        );
         assert_eq!(plan.status.conditions[0].reason, reasons::INVALID_CAPACITY);
         assert_eq!(plan.status.conditions[0].status, "False");
     }
@@ -381,7 +472,11 @@ mod tests {
     #[test]
     fn plan_removes_surplus_pods_not_ready_first() {
         let rt = runtime(1, &[]);
-        let pods = [pod("python-a", true, &[]), pod("python-b", false, &[]), pod("python-c", true, &[])];
+        let pods = [
+            pod("python-a", true, &[]),
+            pod("python-b", false, &[]),
+            pod("python-c", true, &[]),
+        ];
         let plan = plan(&rt, &pods, &now());
         assert_eq!(plan.delete, ["python-b", "python-c"]);
     }
@@ -389,7 +484,10 @@ mod tests {
     #[test]
     fn new_pods_carry_labels_owner_annotations_and_downward_api_identity() {
         let mut rt = runtime(1, &[("runs", "2")]);
-        rt.spec.template = serde_json::from_value(json!({"spec": {"containers": [{"name": "runtimed", "image": "x"}]}})).unwrap();
+        rt.spec.template = serde_json::from_value(
+            json!({"spec": {"containers": [{"name": "runtimed", "image": "x"}]}}),
+        )
+        .unwrap();
         let ann = BTreeMap::from([("kruntimes.io/capacity.runs".to_string(), "2".to_string())]);
         let p = new_pod(&rt, "python-bcdfg", &ann);
         assert_eq!(p.labels()[LABEL_RUNTIME], "python");
@@ -399,7 +497,17 @@ mod tests {
         let env = p.spec.unwrap().containers[0].env.clone().unwrap();
         let names: Vec<_> = env.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["POD_NAME", "POD_NAMESPACE", "POD_UID"]);
-        assert_eq!(env[2].value_from.as_ref().unwrap().field_ref.as_ref().unwrap().field_path, "metadata.uid");
+        assert_eq!(
+            env[2]
+                .value_from
+                .as_ref()
+                .unwrap()
+                .field_ref
+                .as_ref()
+                .unwrap()
+                .field_path,
+            "metadata.uid"
+        );
     }
 
     #[test]

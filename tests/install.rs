@@ -6,9 +6,9 @@ mod support;
 use std::process::Output;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams};
-use kube::ResourceExt;
 use kruntimes::api::Run;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
 
 fn text(out: &Output) -> (String, String) {
     (
@@ -17,15 +17,13 @@ fn text(out: &Output) -> (String, String) {
     )
 }
 
-fn crd_versions(client: &kube::Client) -> impl std::future::Future<Output = Vec<String>> + '_ {
-    async move {
-        let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let mut out = Vec::new();
-        for name in ["runtimes.kruntimes.io", "runs.kruntimes.io"] {
-            out.push(api.get(name).await.unwrap().resource_version().unwrap());
-        }
-        out
+async fn crd_versions(client: &kube::Client) -> Vec<String> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut out = Vec::new();
+    for name in ["runtimes.kruntimes.io", "runs.kruntimes.io"] {
+        out.push(api.get(name).await.unwrap().resource_version().unwrap());
     }
+    out
 }
 
 #[tokio::test]
@@ -39,10 +37,16 @@ async fn the_control_plane_is_the_real_kube_apiserver_1_36_3() {
 #[tokio::test]
 async fn install_creates_established_crds_and_rerunning_changes_nothing() {
     let client = support::client().await;
-    let first = support::kruntimes().args(["install", "--yes"]).output().unwrap();
+    let first = support::kruntimes()
+        .args(["install", "--yes"])
+        .output()
+        .unwrap();
     let (stdout, stderr) = text(&first);
     assert!(first.status.success(), "install failed: {stderr}");
-    assert!(stdout.contains("kruntimes CRDs are established"), "{stdout}");
+    assert!(
+        stdout.contains("kruntimes CRDs are established"),
+        "{stdout}"
+    );
 
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     for name in ["runtimes.kruntimes.io", "runs.kruntimes.io"] {
@@ -61,14 +65,22 @@ async fn install_creates_established_crds_and_rerunning_changes_nothing() {
     }
 
     let before = crd_versions(&client).await;
-    let second = support::kruntimes().args(["install", "--yes"]).output().unwrap();
+    let second = support::kruntimes()
+        .args(["install", "--yes"])
+        .output()
+        .unwrap();
     let (stdout, stderr) = text(&second);
     assert!(second.status.success(), "second install failed: {stderr}");
     assert!(
-        stdout.contains("runtimes.kruntimes.io unchanged") && stdout.contains("runs.kruntimes.io unchanged"),
+        stdout.contains("runtimes.kruntimes.io unchanged")
+            && stdout.contains("runs.kruntimes.io unchanged"),
         "{stdout}"
     );
-    assert_eq!(crd_versions(&client).await, before, "a second install wrote to the CRDs");
+    assert_eq!(
+        crd_versions(&client).await,
+        before,
+        "a second install wrote to the CRDs"
+    );
 }
 
 #[tokio::test]
@@ -77,7 +89,10 @@ async fn install_dry_run_validates_without_persisting() {
     let client = support::client().await;
     support::install_crds();
     let before = crd_versions(&client).await;
-    let out = support::kruntimes().args(["install", "--dry-run"]).output().unwrap();
+    let out = support::kruntimes()
+        .args(["install", "--dry-run"])
+        .output()
+        .unwrap();
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("(server dry run)"), "{stdout}");
@@ -111,7 +126,10 @@ fn install_without_a_terminal_and_without_yes_refuses_and_says_to_pass_yes() {
     let (_, stderr) = text(&out);
     assert!(!out.status.success());
     assert!(stderr.contains("pass --yes"), "{stderr}");
-    assert!(stderr.contains("context test (server https://127.0.0.1:"), "{stderr}");
+    assert!(
+        stderr.contains("context test (server https://127.0.0.1:"),
+        "{stderr}"
+    );
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
 }
 
@@ -132,7 +150,10 @@ fn install_against_an_unreachable_server_fails_with_one_line() {
     let (_, stderr) = text(&out);
     assert!(!out.status.success());
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("cannot reach the API server of context gone (server https://127.0.0.1:1)"), "{stderr}");
+    assert!(
+        stderr.contains("cannot reach the API server of context gone (server https://127.0.0.1:1)"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -181,24 +202,45 @@ async fn kubectl_applies_fixtures_and_get_runs_shows_the_printer_columns() {
         assert!(out.status.success(), "kubectl apply {file}: {stderr}");
         assert!(stdout.contains("created"), "{stdout}");
     }
-    let out = support::kubectl().args(["get", "runs", "-n", &ns]).output().unwrap();
+    let out = support::kubectl()
+        .args(["get", "runs", "-n", &ns])
+        .output()
+        .unwrap();
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     let header: Vec<&str> = stdout.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(header, ["NAME", "RUNTIME", "PHASE", "POD", "AGE"]);
-    assert!(stdout.lines().nth(1).unwrap().starts_with("train-1"), "{stdout}");
+    assert!(
+        stdout.lines().nth(1).unwrap().starts_with("train-1"),
+        "{stdout}"
+    );
 
-    let out = support::kubectl().args(["get", "runtimes", "-n", &ns]).output().unwrap();
+    let out = support::kubectl()
+        .args(["get", "runtimes", "-n", &ns])
+        .output()
+        .unwrap();
     let (stdout, _) = text(&out);
     let header: Vec<&str> = stdout.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(header, ["NAME", "REPLICAS", "READY", "AGE"]);
 
     let out = support::kubectl()
-        .args(["get", "runs", "-n", &ns, "--field-selector", "spec.runtime=python", "-o", "name"])
+        .args([
+            "get",
+            "runs",
+            "-n",
+            &ns,
+            "--field-selector",
+            "spec.runtime=python",
+            "-o",
+            "name",
+        ])
         .output()
         .unwrap();
     let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "field selector on spec.runtime: {stderr}");
+    assert!(
+        out.status.success(),
+        "field selector on spec.runtime: {stderr}"
+    );
     assert_eq!(stdout.trim(), "run.kruntimes.io/train-1");
 }
 
@@ -221,20 +263,31 @@ async fn changing_spec_resources_is_rejected_by_the_api_server() {
         .patch("r", &PatchParams::default(), &Patch::Merge(&change))
         .await
         .unwrap_err();
-    let kube::Error::Api(status) = err else { panic!("expected an API error, got {err}") };
+    let kube::Error::Api(status) = err else {
+        panic!("expected an API error, got {err}")
+    };
     assert_eq!(status.code, 422);
-    assert!(status.message.contains("spec.resources is immutable"), "{}", status.message);
+    assert!(
+        status.message.contains("spec.resources is immutable"),
+        "{}",
+        status.message
+    );
 
     let remove = serde_json::json!({"spec": {"resources": null}});
     let err = runs
         .patch("r", &PatchParams::default(), &Patch::Merge(&remove))
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("spec.resources is immutable"), "{err}");
+    assert!(
+        err.to_string().contains("spec.resources is immutable"),
+        "{err}"
+    );
 
     // Other spec fields stay mutable.
     let relabel = serde_json::json!({"spec": {"runtime": "other"}});
-    runs.patch("r", &PatchParams::default(), &Patch::Merge(&relabel)).await.unwrap();
+    runs.patch("r", &PatchParams::default(), &Patch::Merge(&relabel))
+        .await
+        .unwrap();
 }
 
 #[tokio::test]

@@ -43,7 +43,9 @@ pub enum QuantityError {
     Syntax,
     #[error("it is negative; logical resources must be 0 or more")]
     Negative,
-    #[error("it is not a whole number; logical resources are counted in whole units (use \"1\" or \"2\")")]
+    #[error(
+        "it is not a whole number; logical resources are counted in whole units (use \"1\" or \"2\")"
+    )]
     Fractional,
     #[error("it is larger than 18446744073709551615")]
     Overflow,
@@ -331,24 +333,60 @@ pub fn parse_requests(requests: Option<&BTreeMap<String, Quantity>>) -> Result<R
     Ok(out)
 }
 
-/// Validates a Runtime's `spec.capacity.resources`. Zero capacities are kept: they advertise
-/// the resource with nothing to give.
+/// Validates a Runtime's `spec.capacity.resources`, including that every name can be carried
+/// by a capacity annotation. Zero capacities are kept: they advertise the resource with
+/// nothing to give.
 pub fn parse_capacity_spec(resources: &BTreeMap<String, Quantity>) -> Result<Resources> {
     let mut out = Resources::new();
     for (name, quantity) in resources {
-        let amount = parse_entry(
-            || format!("spec.capacity.resources[{name:?}]"),
-            name,
-            &quantity.0,
-        )?;
+        let field = || format!("spec.capacity.resources[{name:?}]");
+        let amount = parse_entry(field, name, &quantity.0)?;
+        capacity_annotation(name).map_err(|why| ResourceError::InvalidName {
+            field: field(),
+            value: name.clone(),
+            why,
+        })?;
         out.insert(name.clone(), amount);
     }
     Ok(out)
 }
 
 /// The annotation key that carries the capacity of `resource`.
-pub fn capacity_annotation(resource: &str) -> String {
-    format!("{CAPACITY_ANNOTATION_PREFIX}{resource}")
+///
+/// Unprefixed names keep the designed form, `kruntimes.io/capacity.runs`. A prefixed name
+/// such as `example.com/gpu` cannot be written as `kruntimes.io/capacity.example.com/gpu`:
+/// Kubernetes refuses annotation keys with a second `/`. Its `/` is therefore written as `_`
+/// (`kruntimes.io/capacity.example.com_gpu`), which is unambiguous because a DNS prefix never
+/// contains `_`; for the same reason an unprefixed name containing `_` cannot be advertised.
+pub fn capacity_annotation(resource: &str) -> Result<String, &'static str> {
+    validate_resource_name(resource)?;
+    let encoded = match resource.split_once('/') {
+        Some((prefix, name)) => format!("{prefix}_{name}"),
+        None if resource.contains('_') => {
+            return Err(
+                "an unprefixed name containing '_' cannot be projected to a capacity annotation; use a prefixed name such as example.com/<name>",
+            );
+        }
+        None => resource.to_string(),
+    };
+    let key = format!("{CAPACITY_ANNOTATION_PREFIX}{encoded}");
+    // The part after `kruntimes.io/` is a Kubernetes name of at most 63 characters.
+    if key.len() - "kruntimes.io/".len() > 63 {
+        return Err(
+            "it is too long for a capacity annotation (capacity.<name> may have at most 63 characters)",
+        );
+    }
+    Ok(key)
+}
+
+/// The resource whose capacity an annotation key carries (the inverse of
+/// [`capacity_annotation`]), `None` for other annotations.
+pub fn resource_of_annotation(key: &str) -> Option<String> {
+    let encoded = key.strip_prefix(CAPACITY_ANNOTATION_PREFIX)?;
+    Some(match encoded.split_once('_') {
+        Some((prefix, name)) => format!("{prefix}/{name}"),
+        None => encoded.to_string(),
+    })
 }
 
 /// Reads a Pod's complete capacity from its `kruntimes.io/capacity.<resource>` annotations.
@@ -359,10 +397,10 @@ pub fn parse_capacity_annotations<'a>(
 ) -> Result<Resources> {
     let mut out = Resources::new();
     for (key, value) in annotations {
-        let Some(name) = key.strip_prefix(CAPACITY_ANNOTATION_PREFIX) else {
+        let Some(name) = resource_of_annotation(key) else {
             continue;
         };
-        let amount = parse_entry(|| format!("annotation {key}"), name, value)?;
+        let amount = parse_entry(|| format!("annotation {key}"), &name, value)?;
         out.insert(name, amount);
     }
     if !out.contains(RUNS) {
@@ -452,7 +490,10 @@ mod tests {
         );
         let bad_name = BTreeMap::from([("Bad Name!".to_string(), q("1"))]);
         let err = parse_requests(Some(&bad_name)).unwrap_err().to_string();
-        assert!(err.contains("\"Bad Name!\" is not a valid resource name"), "{err}");
+        assert!(
+            err.contains("\"Bad Name!\" is not a valid resource name"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -460,26 +501,73 @@ mod tests {
         for ok in ["runs", "example.com/gpu", "a.b-c/x_y.z", "A1"] {
             assert_eq!(validate_resource_name(ok), Ok(()), "{ok}");
         }
-        for bad in ["", "/gpu", "Example.com/gpu", "gpu/", "-x", "x-", "a b", &"x".repeat(64)] {
+        for bad in [
+            "",
+            "/gpu",
+            "Example.com/gpu",
+            "gpu/",
+            "-x",
+            "x-",
+            "a b",
+            &"x".repeat(64),
+        ] {
             assert!(validate_resource_name(bad).is_err(), "{bad}");
         }
     }
 
     #[test]
+    fn capacity_annotation_keys_round_trip_and_are_valid_kubernetes_keys() {
+        for (resource, key) in [
+            ("runs", "kruntimes.io/capacity.runs"),
+            ("example.com/gpu", "kruntimes.io/capacity.example.com_gpu"),
+            ("example.com/a_b", "kruntimes.io/capacity.example.com_a_b"),
+        ] {
+            assert_eq!(capacity_annotation(resource).as_deref(), Ok(key));
+            assert_eq!(resource_of_annotation(key).as_deref(), Some(resource));
+            // An annotation key is itself a qualified name: one '/', a name of <= 63 chars.
+            assert_eq!(validate_resource_name(key), Ok(()), "{key}");
+        }
+        assert!(capacity_annotation("my_res").is_err());
+        assert!(capacity_annotation(&format!("example.com/{}", "x".repeat(50))).is_err());
+        assert_eq!(resource_of_annotation("other/key"), None);
+    }
+
+    #[test]
+    fn capacity_spec_refuses_names_no_annotation_can_carry() {
+        let spec = BTreeMap::from([("my_res".to_string(), q("1"))]);
+        let err = parse_capacity_spec(&spec).unwrap_err().to_string();
+        assert!(
+            err.starts_with(
+                "spec.capacity.resources[\"my_res\"]: \"my_res\" is not a valid resource name"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn capacity_annotations_default_runs_and_name_the_bad_annotation() {
         let ann = BTreeMap::from([
-            ("kruntimes.io/capacity.example.com/gpu".to_string(), "2".to_string()),
+            (
+                "kruntimes.io/capacity.example.com_gpu".to_string(),
+                "2".to_string(),
+            ),
             ("other".to_string(), "x".to_string()),
         ]);
         let cap = parse_capacity_annotations(&ann).unwrap();
-        assert_eq!(cap, Resources::from_iter([("example.com/gpu", 2), (RUNS, 1)]));
+        assert_eq!(
+            cap,
+            Resources::from_iter([("example.com/gpu", 2), (RUNS, 1)])
+        );
 
         let ann = BTreeMap::from([("kruntimes.io/capacity.runs".to_string(), "4".to_string())]);
         assert_eq!(parse_capacity_annotations(&ann).unwrap().get(RUNS), 4);
 
         let bad = BTreeMap::from([("kruntimes.io/capacity.runs".to_string(), "two".to_string())]);
         let err = parse_capacity_annotations(&bad).unwrap_err().to_string();
-        assert!(err.starts_with("annotation kruntimes.io/capacity.runs: \"two\""), "{err}");
+        assert!(
+            err.starts_with("annotation kruntimes.io/capacity.runs: \"two\""),
+            "{err}"
+        );
     }
 
     #[test]
@@ -489,7 +577,10 @@ mod tests {
         let req = Resources::from_iter([(RUNS, 1), ("example.com/gpu", 1)]);
         assert!(Resources::fits(&req, &used, &cap));
         let used = Resources::from_iter([(RUNS, 3), ("example.com/gpu", 1)]);
-        assert_eq!(Resources::shortfalls(&req, &used, &cap).collect::<Vec<_>>(), ["example.com/gpu"]);
+        assert_eq!(
+            Resources::shortfalls(&req, &used, &cap).collect::<Vec<_>>(),
+            ["example.com/gpu"]
+        );
         let req = Resources::from_iter([("example.com/tpu", 1)]);
         assert!(!Resources::fits(&req, &Resources::new(), &cap));
     }

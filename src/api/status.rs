@@ -117,28 +117,74 @@ mod tests {
             phase: Some(RunPhase::Running),
             ..Default::default()
         };
-        assert!(set_terminal(&mut status, Outcome::Failed, reasons::EXIT_CODE, "exited with code 3", Some(3), &at(10)));
+        assert!(set_terminal(
+            &mut status,
+            Outcome::Failed,
+            reasons::EXIT_CODE,
+            "exited with code 3",
+            Some(3),
+            &at(10)
+        ));
         assert_eq!(status.phase, Some(RunPhase::Failed));
         assert_eq!(status.exit_code, Some(3));
         assert_eq!(status.completion_time, Some(at(10)));
-        let completed: Vec<_> = status.conditions.iter().filter(|c| c.type_ == CONDITION_COMPLETED).collect();
+        let completed: Vec<_> = status
+            .conditions
+            .iter()
+            .filter(|c| c.type_ == CONDITION_COMPLETED)
+            .collect();
         assert_eq!(completed.len(), 1);
         assert_eq!(completed[0].status, "True");
         assert_eq!(completed[0].reason, reasons::EXIT_CODE);
 
         let before = status.clone();
-        assert!(!set_terminal(&mut status, Outcome::Succeeded, reasons::SUCCEEDED, "", Some(0), &at(20)));
+        assert!(!set_terminal(
+            &mut status,
+            Outcome::Succeeded,
+            reasons::SUCCEEDED,
+            "",
+            Some(0),
+            &at(20)
+        ));
         assert_eq!(status, before, "a terminal Run never changes again");
     }
 
     #[test]
     fn set_condition_moves_transition_time_only_on_status_change() {
         let mut conds = Vec::new();
-        assert!(set_condition(&mut conds, CONDITION_SCHEDULED, false, "Unschedulable", "m1", &at(1)));
-        assert!(!set_condition(&mut conds, CONDITION_SCHEDULED, false, "Unschedulable", "m1", &at(2)));
-        assert!(set_condition(&mut conds, CONDITION_SCHEDULED, false, "Unschedulable", "m2", &at(3)));
+        assert!(set_condition(
+            &mut conds,
+            CONDITION_SCHEDULED,
+            false,
+            "Unschedulable",
+            "m1",
+            &at(1)
+        ));
+        assert!(!set_condition(
+            &mut conds,
+            CONDITION_SCHEDULED,
+            false,
+            "Unschedulable",
+            "m1",
+            &at(2)
+        ));
+        assert!(set_condition(
+            &mut conds,
+            CONDITION_SCHEDULED,
+            false,
+            "Unschedulable",
+            "m2",
+            &at(3)
+        ));
         assert_eq!(conds[0].last_transition_time, at(1));
-        assert!(set_condition(&mut conds, CONDITION_SCHEDULED, true, "Scheduled", "", &at(4)));
+        assert!(set_condition(
+            &mut conds,
+            CONDITION_SCHEDULED,
+            true,
+            "Scheduled",
+            "",
+            &at(4)
+        ));
         assert_eq!(conds[0].last_transition_time, at(4));
         assert_eq!(conds.len(), 1);
     }

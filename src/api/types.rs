@@ -28,9 +28,9 @@ pub const VERSION: &str = "v1alpha1";
     shortname = "rt",
     category = "kruntimes",
     doc = "A pool of Runtime Pods that advertise logical capacity to the kruntimes scheduler.",
-    printcolumn(name = "Replicas", type_ = "integer", json_path = ".spec.replicas"),
-    printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyReplicas"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn = r#"{"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"}"#,
+    printcolumn = r#"{"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeSpec {
@@ -79,10 +79,10 @@ pub struct RuntimeStatus {
     status = "RunStatus",
     category = "kruntimes",
     doc = "One unit of work that the kruntimes scheduler places on a Runtime Pod.",
-    printcolumn(name = "Runtime", type_ = "string", json_path = ".spec.runtime"),
-    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(name = "Pod", type_ = "string", json_path = ".status.podName"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn = r#"{"name": "Runtime", "type": "string", "jsonPath": ".spec.runtime"}"#,
+    printcolumn = r#"{"name": "Phase", "type": "string", "jsonPath": ".status.phase"}"#,
+    printcolumn = r#"{"name": "Pod", "type": "string", "jsonPath": ".status.podName"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
     selectable = ".spec.runtime",
     selectable = ".status.podName"
 )]
@@ -229,7 +229,10 @@ pub struct RunStatus {
 impl Run {
     /// The observed phase; a Run without status is Pending.
     pub fn phase(&self) -> RunPhase {
-        self.status.as_ref().and_then(|s| s.phase).unwrap_or_default()
+        self.status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .unwrap_or_default()
     }
 
     /// The Pod this Run is assigned to, when it is active (Scheduled or Running with a podName).
@@ -284,8 +287,13 @@ mod tests {
     fn run_crd_makes_resources_immutable_with_cel() {
         let crd = serde_json::to_value(Run::crd()).unwrap();
         let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
-        let rule = spec["x-kubernetes-validations"][0]["rule"].as_str().unwrap();
-        assert!(rule.contains("self.resources == oldSelf.resources"), "{rule}");
+        let rule = spec["x-kubernetes-validations"][0]["rule"]
+            .as_str()
+            .unwrap();
+        assert!(
+            rule.contains("self.resources == oldSelf.resources"),
+            "{rule}"
+        );
     }
 
     #[test]

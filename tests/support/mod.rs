@@ -9,6 +9,8 @@
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
+pub mod world;
+
 use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::os::unix::process::CommandExt;
@@ -65,7 +67,8 @@ pub fn control_plane() -> &'static ControlPlane {
                 }
             })
             .expect("spawn the control-plane thread");
-        rx.recv().unwrap_or_else(|_| Err("the control-plane thread died".into()))
+        rx.recv()
+            .unwrap_or_else(|_| Err("the control-plane thread died".into()))
     });
     match result {
         Ok(cp) => cp,
@@ -163,7 +166,8 @@ fn build() -> Result<PathBuf, String> {
 }
 
 fn spawn(bin: &Path, args: &[String], log: &Path) -> Result<Child, String> {
-    let log_file = std::fs::File::create(log).map_err(|e| format!("create {}: {e}", log.display()))?;
+    let log_file =
+        std::fs::File::create(log).map_err(|e| format!("create {}: {e}", log.display()))?;
     let mut cmd = Command::new(bin);
     cmd.args(args)
         .stdin(Stdio::null())
@@ -179,7 +183,8 @@ fn spawn(bin: &Path, args: &[String], log: &Path) -> Result<Child, String> {
             Ok(())
         });
     }
-    cmd.spawn().map_err(|e| format!("start {}: {e}", bin.display()))
+    cmd.spawn()
+        .map_err(|e| format!("start {}: {e}", bin.display()))
 }
 
 extern "C" fn stop_at_exit() {
@@ -261,7 +266,13 @@ fn start() -> Result<ControlPlane, String> {
         ],
         &dir.join("kube-apiserver.log"),
     )?;
-    PROCESSES.lock().unwrap().as_mut().unwrap().children.push(apiserver);
+    PROCESSES
+        .lock()
+        .unwrap()
+        .as_mut()
+        .unwrap()
+        .children
+        .push(apiserver);
 
     let server = format!("https://127.0.0.1:{api_port}");
     let ca_pem = std::fs::read_to_string(dir.join("ca.crt")).unwrap();
@@ -312,7 +323,10 @@ fn wait_ready(kubeconfig: &Path, timeout: Duration) -> Result<String, String> {
             let req = http::Request::get("/readyz").body(Vec::new()).unwrap();
             match client.request_text(req).await {
                 Ok(body) if body.trim() == "ok" => {
-                    let version = client.apiserver_version().await.map_err(|e| e.to_string())?;
+                    let version = client
+                        .apiserver_version()
+                        .await
+                        .map_err(|e| e.to_string())?;
                     return Ok(version.git_version);
                 }
                 Ok(body) => last = body,
@@ -331,13 +345,17 @@ fn wait_ready(kubeconfig: &Path, timeout: Duration) -> Result<String, String> {
 fn exited_process() -> Option<String> {
     let mut guard = PROCESSES.lock().ok()?;
     let procs = guard.as_mut()?;
-    procs.children.iter_mut().enumerate().find_map(|(i, child)| {
-        let name = if i == 0 { "etcd" } else { "kube-apiserver" };
-        match child.try_wait() {
-            Ok(Some(status)) => Some(format!("{name} exited early ({status})")),
-            _ => None,
-        }
-    })
+    procs
+        .children
+        .iter_mut()
+        .enumerate()
+        .find_map(|(i, child)| {
+            let name = if i == 0 { "etcd" } else { "kube-apiserver" };
+            match child.try_wait() {
+                Ok(Some(status)) => Some(format!("{name} exited early ({status})")),
+                _ => None,
+            }
+        })
 }
 
 fn write_pki(dir: &Path) -> Result<(), String> {
@@ -356,7 +374,8 @@ fn write_pki(dir: &Path) -> Result<(), String> {
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().map_err(err)?).map_err(err)?;
+    let ca =
+        CertifiedIssuer::self_signed(ca_params, KeyPair::generate().map_err(err)?).map_err(err)?;
 
     let serving_key = KeyPair::generate().map_err(err)?;
     let mut serving = CertificateParams::new(vec!["localhost".to_string()]).map_err(err)?;
@@ -385,7 +404,12 @@ fn write_pki(dir: &Path) -> Result<(), String> {
     )
 }
 
-fn write_kubeconfig(path: &Path, server: &str, ca_pem: &str, token: &str) -> Result<(), String> {
+pub fn write_kubeconfig(
+    path: &Path,
+    server: &str,
+    ca_pem: &str,
+    token: &str,
+) -> Result<(), String> {
     use base64::Engine as _;
     let body = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {server}\n    certificate-authority-data: {}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\n    namespace: default\ncurrent-context: test\nusers:\n- name: test\n  user:\n    token: {token}\n",

@@ -1,0 +1,195 @@
+//! The thin I/O edge of `explain`: reads the Run, its Runtime, the Runtime Pods, the
+//! heartbeat Leases and the namespace's Runs, the way the scheduler's watches select them.
+//!
+//! It only reads (GET and LIST); it must never write, and it must not interpret what it read
+//! beyond turning "not found" into the right one-line error.
+
+use futures::try_join;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use thiserror::Error;
+
+use super::report::Objects;
+use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, Runtime};
+use crate::kubeclient::Target;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why the objects could not be read. Each message is one line saying what to do.
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error(
+        "run {name:?} not found in namespace {namespace:?}; list the Runs there with `kubectl get runs -n {namespace}`"
+    )]
+    RunNotFound { name: String, namespace: String },
+    #[error("namespace {namespace:?} not found; pass an existing namespace with -n")]
+    NamespaceNotFound { namespace: String },
+    #[error(
+        "the Run resource (runs.kruntimes.io) is not installed in {target}; install it with `kubectl kruntimes install`"
+    )]
+    NotInstalled { target: String },
+    /// An API failure, already phrased by [`Target::explain_error`].
+    #[error("{0}")]
+    Api(String),
+}
+
+/// Reads everything `explain run/NAME` needs from `target.namespace`.
+pub async fn load(target: &Target, name: &str) -> Result<Objects> {
+    let namespace = target.namespace.clone();
+    let client = target.client.clone();
+    let api_error = |e: kube::Error, doing: String| {
+        Error::Api(format!("{:#}", target.explain_error(e, &doing)))
+    };
+    let runs_api: Api<Run> = Api::namespaced(client.clone(), &namespace);
+    let run = match runs_api.get(name).await {
+        Ok(run) => run,
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            return Err(not_found(target, name, &status).await);
+        }
+        Err(e) => {
+            return Err(api_error(
+                e,
+                format!("reading run {name} in namespace {namespace}"),
+            ));
+        }
+    };
+
+    let runtime_name = run.spec.runtime.clone();
+    let runtime = async {
+        Api::<Runtime>::namespaced(client.clone(), &namespace)
+            .get_opt(&runtime_name)
+            .await
+            .map_err(|e| {
+                api_error(
+                    e,
+                    format!("reading runtime {runtime_name} in namespace {namespace}"),
+                )
+            })
+    };
+    let pods = async {
+        // A Runtime name that is not a valid label value cannot label any Pod (and would make
+        // the selector itself invalid).
+        if !is_label_value(&runtime_name) {
+            return Ok(Vec::new());
+        }
+        let selector = format!("{LABEL_RUNTIME}={runtime_name}");
+        Api::<Pod>::namespaced(client.clone(), &namespace)
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map(|l| l.items)
+            .map_err(|e| {
+                api_error(
+                    e,
+                    format!("listing the Runtime Pods of {runtime_name} in namespace {namespace}"),
+                )
+            })
+    };
+    let leases = async {
+        Api::<Lease>::namespaced(client.clone(), &namespace)
+            .list(&ListParams::default().labels(LABEL_RUNTIME_POD))
+            .await
+            .map(|l| l.items)
+            .map_err(|e| {
+                api_error(
+                    e,
+                    format!("listing heartbeat leases in namespace {namespace}"),
+                )
+            })
+    };
+    let runs = async {
+        runs_api
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .map_err(|e| api_error(e, format!("listing runs in namespace {namespace}")))
+    };
+    let (runtime, pods, leases, runs) = try_join!(runtime, pods, leases, runs)?;
+    let now = jiff::Timestamp::now();
+    // Explain the Run as the list has it, so it is consistent with the usage it is judged by.
+    let run = runs
+        .iter()
+        .find(|r| r.uid() == run.uid())
+        .cloned()
+        .unwrap_or(run);
+    Ok(Objects {
+        namespace,
+        run,
+        runtime,
+        pods,
+        leases,
+        runs,
+        now,
+    })
+}
+
+/// Tells a missing namespace, a missing Run and a missing CRD apart.
+async fn not_found(target: &Target, name: &str, status: &kube::core::Status) -> Error {
+    let namespace = target.namespace.clone();
+    // A namespaced GET does not check the namespace; ask for it (a user who may not read
+    // namespaces just gets the Run's own error).
+    if let Ok(None) = Api::<Namespace>::all(target.client.clone())
+        .get_opt(&namespace)
+        .await
+    {
+        return Error::NamespaceNotFound { namespace };
+    }
+    let names_the_run = status.details.as_ref().is_some_and(|d| d.name == name);
+    if names_the_run {
+        Error::RunNotFound {
+            name: name.to_string(),
+            namespace,
+        }
+    } else {
+        Error::NotInstalled {
+            target: target.describe(),
+        }
+    }
+}
+
+/// Kubernetes label value syntax: at most 63 characters, alphanumerics, `-`, `_`, `.`,
+/// beginning and ending with an alphanumeric.
+fn is_label_value(v: &str) -> bool {
+    let b = v.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_follow_kubernetes_syntax() {
+        for ok in ["python", "py-3.11", "a_b", "x"] {
+            assert!(is_label_value(ok), "{ok}");
+        }
+        for bad in ["", "-a", "a-", "a b", "a/b", &"x".repeat(64)] {
+            assert!(!is_label_value(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn not_found_errors_are_one_line_and_say_what_to_do() {
+        let e = Error::RunNotFound {
+            name: "x".into(),
+            namespace: "team-a".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "run \"x\" not found in namespace \"team-a\"; list the Runs there with `kubectl get runs -n team-a`"
+        );
+        let e = Error::NamespaceNotFound {
+            namespace: "nope".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "namespace \"nope\" not found; pass an existing namespace with -n"
+        );
+    }
+}

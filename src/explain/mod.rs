@@ -1,0 +1,183 @@
+//! `kubectl kruntimes explain run/NAME`: why a Run is (or is not) placed, and what would
+//! change it.
+//!
+//! Owns the explain command: [`load`] reads a live snapshot (the Run, its Runtime, the Pods
+//! labelled `kruntimes.io/runtime=<spec.runtime>`, the heartbeat Leases and the namespace's
+//! Runs — GET and LIST only, never a write), [`report`] replays the scheduler's own cycle on
+//! it ([`crate::scheduler::framework::evaluate`] with the default
+//! [`crate::scheduler::framework::Registry`]), [`hints`] derives advice from the result and
+//! [`render`] prints it. It must never re-implement a scheduling rule: every verdict,
+//! rejection and score comes from the scheduler's plugins.
+//!
+//! What it shows:
+//! - the verdict, exactly in the scheduler's Pending message form (`0/3 Runtime Pods are
+//!   available: 2 Insufficient example.com/gpu, 1 runtimed heartbeat stale.`), or `Fits:
+//!   would be placed on <pod> (score <total>)`, or `<Reason>: <PreFilter message>` for an
+//!   invalid Run (exit code 0: that is a verdict, not a failure);
+//! - for a Run that is not Pending, a line such as `Run train-1 is Scheduled on py-a;
+//!   replaying the scheduler as if it were Pending:` first. The replay leaves the Run's own
+//!   usage and affinity targets out, so it answers "where would it go now";
+//! - a row per Runtime Pod: readiness, heartbeat, `used+assumed/capacity (+request)` per
+//!   requested resource (`-o wide`: every advertised resource), the RunAffinity verdict, the
+//!   first rejecting plugin and reason, and for feasible Pods each score plugin's normalized
+//!   score and the weighted total; `*` in the PICK column marks the Pod the scheduler would pick;
+//! - what would change the verdict (see [`hints`]).
+//!
+//! `assumed` is always 0: explain reads only the API and cannot see the scheduler's in-memory
+//! reservations (Runs reserved but not yet bound). A Run the scheduler has just reserved
+//! capacity for is therefore counted only once its binding is visible.
+//!
+//! # `-o json` / `-o yaml`
+//!
+//! A stable structure for scripts ([`report::Report`]); fields are camelCase and never
+//! omitted (absent values are `null`, empty lists `[]`). `schemaVersion` changes on any
+//! incompatible change.
+//!
+//! ```text
+//! schemaVersion: 1
+//! namespace:     string
+//! now:           RFC 3339 timestamp the snapshot was judged at (heartbeat expiry)
+//! run:           {name, uid, runtime, phase, podName, reason, message, labels, deleting}
+//!                  (status.reason / status.message as the cluster has them)
+//! runtime:       {name, found: bool, replicas: int|null, capacity: {resource: quantity}}
+//! replayed:      bool — the Run is not Pending and was evaluated as if it were
+//! request:       {resource: int} — complete request, defaults applied ({} when invalid)
+//! decision:      "Schedule" | "Unschedulable" | "Invalid"
+//! verdict:       string — the one-line verdict above
+//! invalid:       {reason, message} | null — PreFilter's refusal (reason InvalidResources
+//!                  or InvalidAffinity; message names the field and the value)
+//! chosen:        string|null — the Pod the scheduler would pick
+//! score:         int|null — its weighted total
+//! totalPods:     int
+//! histogram:     [{reason, count, plugin, resource}] — exactly the Pending message's
+//!                  entries, in its order (reason is the text, e.g. "Insufficient runs")
+//! filterPlugins: [string] — registry order
+//! scorePlugins:  [{name, weight}] — registry order
+//! pods: [{                       — every Runtime Pod, in name order
+//!   name, ready: bool, terminating: bool,
+//!   heartbeat: {state: "fresh"|"stale"|"missing"|"heldByOther", holder, renewTime,
+//!               expiresAt, durationSeconds},
+//!   capacityError: string|null,
+//!   resources: [{name, used: int|null (null: an active Run's amount is unreadable),
+//!                assumed: int (always 0), capacity: int|null (null: not advertised),
+//!                request: int}],            — requested and advertised, in name order
+//!   filters:   [{plugin, passed: bool, reason, resource}] — every filter's own verdict
+//!   rejection: {plugin, reason, resource}|null — the cycle's first rejection
+//!   scores:    [{plugin, weight, raw, normalized (0..100), weighted}] — feasible Pods only
+//!   total:     int|null, chosen: bool }]
+//! affinity: [{kind: "affinity"|"antiAffinity", field (e.g.
+//!             spec.affinity.runAffinity.required[0]), selector (kubectl syntax),
+//!             matchesSelf: bool, targets: [{pod, runs: [string]}]}]
+//! repelledBy: [{pod, runs}] — Runs whose required anti-affinity matches this Run
+//! hints:      [string] — what would change the verdict
+//! ```
+//!
+//! Errors (one line each, non-zero exit): a malformed argument, no cluster or kubeconfig,
+//! a missing namespace, a missing Run, the CRDs not installed.
+
+pub mod hints;
+pub mod load;
+pub mod render;
+pub mod report;
+
+use std::io::Write as _;
+
+use anyhow::{Context as _, anyhow};
+use thiserror::Error;
+
+use crate::cli::{ExplainArgs, GlobalArgs, OutputFormat};
+use crate::output::{self, Palette};
+use crate::scheduler::framework::Registry;
+
+pub use report::{Objects, Report};
+
+/// Why the command line does not name a Run.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum TargetError {
+    #[error("explain needs a Run: use run/NAME or run NAME")]
+    Missing,
+    #[error("{0:?} is not a Run: explain supports run/NAME, runs/NAME or run NAME")]
+    NotARun(String),
+    #[error("unexpected argument {0:?} after run/NAME")]
+    Extra(String),
+}
+
+/// The Run name from `run/NAME`, `runs/NAME` (also `run.kruntimes.io/NAME`) or `run NAME`.
+pub fn parse_target(target: &str, name: Option<&str>) -> Result<String, TargetError> {
+    let is_run = |kind: &str| {
+        matches!(
+            kind,
+            "run" | "runs" | "run.kruntimes.io" | "runs.kruntimes.io"
+        )
+    };
+    match (target.split_once('/'), name) {
+        (Some((kind, n)), None) if is_run(kind) && !n.is_empty() && !n.contains('/') => {
+            Ok(n.to_string())
+        }
+        (Some((kind, _)), Some(extra)) if is_run(kind) => Err(TargetError::Extra(extra.into())),
+        (Some(_), _) => Err(TargetError::NotARun(target.into())),
+        (None, Some(n)) if is_run(target) && !n.is_empty() && !n.contains('/') => Ok(n.to_string()),
+        (None, None) if is_run(target) => Err(TargetError::Missing),
+        (None, _) => Err(TargetError::NotARun(target.into())),
+    }
+}
+
+/// Runs the command: parse, load, replay, print.
+pub async fn exec(global: &GlobalArgs, args: &ExplainArgs) -> anyhow::Result<()> {
+    let name = parse_target(&args.target, args.name.as_deref())?;
+    let target = crate::kubeclient::connect(global).await?;
+    let objects = load::load(&target, &name).await?;
+    let report = report::build(&objects, &Registry::default())
+        .map_err(|e| anyhow!("replaying the scheduler for run {name}: {e}"))?;
+    let text = match args.output {
+        OutputFormat::Table | OutputFormat::Wide => render::text(
+            &report,
+            args.output == OutputFormat::Wide,
+            &Palette::new(output::color_enabled(args.color)),
+        ),
+        OutputFormat::Json => output::to_json(&report)?,
+        OutputFormat::Yaml => output::to_yaml(&report)?,
+    };
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        // `| head` closed the pipe: nothing left to say.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing to stdout"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_is_named_like_kubectl_does() {
+        let ok = [
+            ("run/train-1", None, "train-1"),
+            ("runs/train-1", None, "train-1"),
+            ("run.kruntimes.io/train-1", None, "train-1"),
+            ("run", Some("train-1"), "train-1"),
+            ("runs", Some("train-1"), "train-1"),
+        ];
+        for (target, name, want) in ok {
+            assert_eq!(
+                parse_target(target, name).as_deref(),
+                Ok(want),
+                "{target} {name:?}"
+            );
+        }
+        let bad = [
+            ("run", None, TargetError::Missing),
+            ("run/", None, TargetError::NotARun("run/".into())),
+            ("pod/x", None, TargetError::NotARun("pod/x".into())),
+            ("train-1", None, TargetError::NotARun("train-1".into())),
+            ("run/x", Some("y"), TargetError::Extra("y".into())),
+        ];
+        for (target, name, want) in bad {
+            assert_eq!(parse_target(target, name), Err(want), "{target} {name:?}");
+        }
+    }
+}

@@ -1,0 +1,856 @@
+//! The explanation of one Run as plain data: built from listed objects by replaying the
+//! scheduler's own cycle, and serialized as the `-o json|yaml` structure (schema in
+//! [`super`]).
+//!
+//! Owns the translation from the pure core's [`Evaluation`] into stable, named fields. It
+//! must not re-implement a scheduling rule: verdicts, rejections and scores come from
+//! [`evaluate`] with the scheduler's [`Registry`], per-plugin verdicts from the registry's own
+//! filters. It is pure: no client, no clock (`now` comes with the [`Objects`]).
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use serde::{Deserialize, Serialize};
+
+use super::hints;
+use crate::api::{Run, RunPhase, Runtime};
+use crate::scheduler::framework::index::Heartbeat as CoreHeartbeat;
+use crate::scheduler::framework::selector::Operator;
+use crate::scheduler::framework::{
+    CycleError, Decision, Evaluation, PodView, Registry, RunCycleState, Selector, Snapshot, State,
+    evaluate,
+};
+
+/// Version of the JSON/YAML structure; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Everything an explanation is built from, as read by the loader.
+#[derive(Debug, Clone)]
+pub struct Objects {
+    pub namespace: String,
+    /// The explained Run.
+    pub run: Run,
+    /// Its Runtime, when it exists (Runtime Pods may exist without one).
+    pub runtime: Option<Runtime>,
+    /// The Pods labelled `kruntimes.io/runtime=<spec.runtime>`.
+    pub pods: Vec<Pod>,
+    /// The heartbeat Leases of the namespace (label `kruntimes.io/runtime-pod`).
+    pub leases: Vec<Lease>,
+    /// Every Run of the namespace (usage and affinity targets), including the explained one.
+    pub runs: Vec<Run>,
+    /// When the objects were read; heartbeat freshness is judged at this instant.
+    pub now: Timestamp,
+}
+
+/// The explanation. Field meanings are documented in the module docs of [`super`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub schema_version: u32,
+    pub namespace: String,
+    pub now: Timestamp,
+    pub run: RunInfo,
+    pub runtime: RuntimeInfo,
+    /// The Run is not Pending: the cycle is replayed as if it were (its own usage left out).
+    pub replayed: bool,
+    /// The complete request (defaults applied, zeros dropped); empty when PreFilter refused it.
+    pub request: BTreeMap<String, u64>,
+    pub decision: DecisionKind,
+    /// One line, in the scheduler's message form.
+    pub verdict: String,
+    pub invalid: Option<Invalid>,
+    /// The Pod the scheduler would pick.
+    pub chosen: Option<String>,
+    /// The chosen Pod's weighted total.
+    pub score: Option<i64>,
+    pub total_pods: usize,
+    /// Filter rejections per reason, ordered like the Pending message.
+    pub histogram: Vec<HistogramEntry>,
+    /// Filter plugins in registry order.
+    pub filter_plugins: Vec<String>,
+    /// Score plugins in registry order, with their weights.
+    pub score_plugins: Vec<ScorePluginInfo>,
+    /// Every Runtime Pod, in name order (empty when PreFilter refused the Run).
+    pub pods: Vec<PodReport>,
+    /// The Run's required affinity and anti-affinity terms with their targets.
+    pub affinity: Vec<TermReport>,
+    /// Pods hosting Runs whose required anti-affinity matches this Run's labels.
+    pub repelled_by: Vec<Target>,
+    /// What would change the verdict.
+    pub hints: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunInfo {
+    pub name: String,
+    pub uid: Option<String>,
+    pub runtime: String,
+    pub phase: String,
+    pub pod_name: Option<String>,
+    /// `status.reason` and `status.message` as the cluster has them.
+    pub reason: Option<String>,
+    pub message: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.deletionTimestamp` is set: the scheduler no longer places it.
+    pub deleting: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeInfo {
+    pub name: String,
+    pub found: bool,
+    pub replicas: Option<i32>,
+    /// `spec.capacity.resources` as declared (quantity strings).
+    pub capacity: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DecisionKind {
+    Schedule,
+    Unschedulable,
+    Invalid,
+}
+
+/// PreFilter refused the Run: the scheduler fails it with this reason and message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Invalid {
+    pub reason: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistogramEntry {
+    /// The text in the Pending message, e.g. `Insufficient example.com/gpu`.
+    pub reason: String,
+    pub count: usize,
+    pub plugin: String,
+    /// The resource of an `Insufficient <resource>` reason.
+    pub resource: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScorePluginInfo {
+    pub name: String,
+    pub weight: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodReport {
+    pub name: String,
+    pub ready: bool,
+    pub terminating: bool,
+    pub heartbeat: Heartbeat,
+    /// Why the capacity annotations could not be read.
+    pub capacity_error: Option<String>,
+    /// Requested resources first-class, plus every advertised one, in name order.
+    pub resources: Vec<ResourceUse>,
+    /// Every filter's own verdict on this Pod (all of them run, unlike the cycle).
+    pub filters: Vec<FilterResult>,
+    /// The cycle's first rejection; `None` when the Pod is feasible.
+    pub rejection: Option<Rejection>,
+    /// Per-plugin scores, when feasible.
+    pub scores: Vec<Score>,
+    pub total: Option<i64>,
+    pub chosen: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Heartbeat {
+    pub state: HeartbeatState,
+    pub holder: Option<String>,
+    pub renew_time: Option<Timestamp>,
+    pub expires_at: Option<Timestamp>,
+    pub duration_seconds: Option<i32>,
+}
+
+/// The heartbeat Lease as shown to the user; the verdict itself is the filter's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum HeartbeatState {
+    Fresh,
+    Stale,
+    Missing,
+    HeldByOther,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceUse {
+    pub name: String,
+    /// Active Runs' usage, without the explained Run; `None` when an active Run's amount is
+    /// unreadable (the Pod then has none of it left).
+    pub used: Option<u64>,
+    /// Scheduler-local reservations: always 0 here, explain has no such cache.
+    pub assumed: u64,
+    /// `None` when the Pod does not advertise the resource.
+    pub capacity: Option<u64>,
+    /// The explained Run's request (0 when it does not request the resource).
+    pub request: u64,
+}
+
+impl ResourceUse {
+    /// How much would have to be released for the request to fit, `None` when releasing
+    /// cannot help (not advertised, unknown usage, or larger than the capacity).
+    pub fn shortfall(&self) -> Option<u64> {
+        let capacity = self.capacity?;
+        let used = self.used?;
+        if self.request > capacity {
+            return None;
+        }
+        Some(
+            used.saturating_add(self.assumed)
+                .saturating_add(self.request)
+                .saturating_sub(capacity),
+        )
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FilterResult {
+    pub plugin: String,
+    pub passed: bool,
+    pub reason: Option<String>,
+    pub resource: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rejection {
+    pub plugin: String,
+    /// The text in the Pending message.
+    pub reason: String,
+    pub resource: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Score {
+    pub plugin: String,
+    pub weight: i64,
+    pub raw: i64,
+    /// In 0..=100.
+    pub normalized: i64,
+    /// `normalized * weight`.
+    pub weighted: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TermReport {
+    pub kind: TermKind,
+    /// Path of the term in the Run, e.g. `spec.affinity.runAffinity.required[0]`.
+    pub field: String,
+    /// The label selector in kubectl's syntax, e.g. `cohort=a`.
+    pub selector: String,
+    /// Whether the Run's own labels match (it may seed an empty affinity group).
+    pub matches_self: bool,
+    /// Pods hosting matching Runs (other than the explained one).
+    pub targets: Vec<Target>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum TermKind {
+    Affinity,
+    AntiAffinity,
+}
+
+/// A Pod and the Runs on it that a term is about.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    pub pod: String,
+    pub runs: Vec<String>,
+}
+
+/// Replays the scheduler's cycle for `objects.run` and describes it. The only error is a
+/// Score plugin failure, which the scheduler would retry.
+pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleError> {
+    let state = State::from_objects(&objects.pods, &objects.leases, &objects.runs);
+    let run = &objects.run;
+    let namespace = run.namespace().unwrap_or_else(|| objects.namespace.clone());
+    let snapshot = state.snapshot(&namespace, &run.spec.runtime, objects.now);
+    let eval = evaluate(&snapshot, registry, run)?;
+    let decision = eval.decision();
+
+    let (decision_kind, verdict, invalid, chosen, score) = match &decision {
+        Decision::Schedule { pod, total, .. } => (
+            DecisionKind::Schedule,
+            format!("Fits: would be placed on {pod} (score {total})"),
+            None,
+            Some(pod.clone()),
+            Some(*total),
+        ),
+        Decision::Unschedulable(u) => (DecisionKind::Unschedulable, u.message(), None, None, None),
+        Decision::Invalid { reason, message } => (
+            DecisionKind::Invalid,
+            format!("{reason}: {message}"),
+            Some(Invalid {
+                reason: reason.to_string(),
+                message: message.clone(),
+            }),
+            None,
+            None,
+        ),
+    };
+
+    let cycle = eval.state().ok();
+    let pods = pod_reports(&snapshot, registry, &eval, cycle);
+    let (affinity, repelled_by) = match cycle {
+        Some(cycle) => affinity_reports(&eval, cycle),
+        None => (Vec::new(), Vec::new()),
+    };
+    let status = run.status.clone().unwrap_or_default();
+    let mut report = Report {
+        schema_version: SCHEMA_VERSION,
+        namespace: namespace.clone(),
+        now: objects.now,
+        run: RunInfo {
+            name: run.name_any(),
+            uid: run.uid(),
+            runtime: run.spec.runtime.clone(),
+            phase: run.phase().as_str().to_string(),
+            pod_name: status.pod_name,
+            reason: status.reason,
+            message: status.message,
+            labels: run.labels().clone(),
+            deleting: run.metadata.deletion_timestamp.is_some(),
+        },
+        runtime: runtime_info(&run.spec.runtime, objects.runtime.as_ref()),
+        replayed: run.phase() != RunPhase::Pending
+            || run.status.as_ref().is_some_and(|s| s.pod_name.is_some()),
+        request: cycle
+            .map(|c| c.request.iter().map(|(k, v)| (k.to_string(), v)).collect())
+            .unwrap_or_default(),
+        decision: decision_kind,
+        verdict,
+        invalid,
+        chosen,
+        score,
+        total_pods: eval.pods().len(),
+        histogram: eval
+            .rejections()
+            .into_iter()
+            .map(|c| HistogramEntry {
+                reason: c.text(),
+                count: c.count,
+                plugin: c.plugin.to_string(),
+                resource: c.resource.as_deref().map(str::to_string),
+            })
+            .collect(),
+        filter_plugins: registry
+            .filters()
+            .iter()
+            .map(|f| f.name().to_string())
+            .collect(),
+        score_plugins: registry
+            .scores()
+            .iter()
+            .map(|s| ScorePluginInfo {
+                name: s.plugin.name().to_string(),
+                weight: s.weight,
+            })
+            .collect(),
+        pods,
+        affinity,
+        repelled_by,
+        hints: Vec::new(),
+    };
+    report.hints = hints::compute(&report);
+    Ok(report)
+}
+
+/// The line shown before the verdict when the Run is not Pending.
+pub fn replay_line(run: &RunInfo) -> Option<String> {
+    let where_ = match (&run.pod_name, run.phase.as_str()) {
+        (_, "Pending") if run.pod_name.is_none() => return None,
+        (Some(pod), _) => format!(" on {pod}"),
+        (None, "Scheduled" | "Running") => " without a Pod".to_string(),
+        (None, _) => String::new(),
+    };
+    let reason = match (&run.reason, run.phase.as_str()) {
+        (Some(reason), "Failed") => format!(" ({reason})"),
+        _ => String::new(),
+    };
+    Some(format!(
+        "Run {} is {}{}{}; replaying the scheduler as if it were Pending:",
+        run.name, run.phase, reason, where_
+    ))
+}
+
+fn runtime_info(name: &str, runtime: Option<&Runtime>) -> RuntimeInfo {
+    RuntimeInfo {
+        name: name.to_string(),
+        found: runtime.is_some(),
+        replicas: runtime.map(|r| r.spec.replicas),
+        capacity: runtime
+            .map(|r| {
+                r.spec
+                    .capacity
+                    .resources
+                    .iter()
+                    .map(|(k, q)| (k.clone(), q.0.clone()))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+fn pod_reports(
+    snapshot: &Snapshot<'_>,
+    registry: &Registry,
+    eval: &Evaluation<'_>,
+    cycle: Option<&RunCycleState>,
+) -> Vec<PodReport> {
+    let chosen = eval.chosen_index();
+    eval.pods()
+        .iter()
+        .enumerate()
+        .map(|(i, pe)| {
+            let view = &pe.pod;
+            let filters = cycle
+                .map(|cycle| {
+                    registry
+                        .filters()
+                        .iter()
+                        .map(|f| match f.filter(snapshot, cycle, view) {
+                            Ok(()) => FilterResult {
+                                plugin: f.name().to_string(),
+                                passed: true,
+                                reason: None,
+                                resource: None,
+                            },
+                            Err(r) => FilterResult {
+                                plugin: f.name().to_string(),
+                                passed: false,
+                                reason: Some(r.message().into_owned()),
+                                resource: r.resource.as_deref().map(str::to_string),
+                            },
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            PodReport {
+                name: view.name().to_string(),
+                ready: view.ready(),
+                terminating: view.deleting(),
+                heartbeat: heartbeat(view, snapshot.now()),
+                capacity_error: view.capacity().err().map(str::to_string),
+                resources: resources(view, cycle),
+                filters,
+                rejection: pe.rejection.as_ref().map(|r| Rejection {
+                    plugin: r.plugin.to_string(),
+                    reason: r.message().into_owned(),
+                    resource: r.resource.as_deref().map(str::to_string),
+                }),
+                scores: eval
+                    .scores(i)
+                    .into_iter()
+                    .map(|s| Score {
+                        plugin: s.plugin.to_string(),
+                        weight: s.weight,
+                        raw: s.raw,
+                        normalized: s.normalized,
+                        weighted: s.weighted(),
+                    })
+                    .collect(),
+                total: eval.total(i),
+                chosen: chosen == Some(i),
+            }
+        })
+        .collect()
+}
+
+fn heartbeat(view: &PodView<'_>, now: Timestamp) -> Heartbeat {
+    let lease = view.lease();
+    // The core's own classification; only "expired at `now`" is compared here, for display.
+    let state = match view.heartbeat() {
+        CoreHeartbeat::Missing => HeartbeatState::Missing,
+        CoreHeartbeat::NotHeld => HeartbeatState::HeldByOther,
+        CoreHeartbeat::Expires(at) if at <= now => HeartbeatState::Stale,
+        CoreHeartbeat::Expires(_) => HeartbeatState::Fresh,
+    };
+    Heartbeat {
+        state,
+        holder: lease.and_then(|l| l.holder.clone()),
+        renew_time: lease.and_then(|l| l.renew_time),
+        expires_at: lease.and_then(|l| l.expires_at),
+        duration_seconds: lease.and_then(|l| l.duration_seconds),
+    }
+}
+
+fn resources(view: &PodView<'_>, cycle: Option<&RunCycleState>) -> Vec<ResourceUse> {
+    let capacity = view.capacity().ok();
+    let mut names: Vec<&str> = capacity.map(|c| c.names().collect()).unwrap_or_default();
+    if let Some(cycle) = cycle {
+        names.extend(cycle.request.names());
+    }
+    names.sort_unstable();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|name| {
+            let used = view.used(name);
+            ResourceUse {
+                name: name.to_string(),
+                used: (used != u64::MAX).then_some(used),
+                assumed: view.assumed(name),
+                capacity: capacity.filter(|c| c.contains(name)).map(|c| c.get(name)),
+                request: cycle.map_or(0, |c| c.request.get(name)),
+            }
+        })
+        .collect()
+}
+
+fn affinity_reports(
+    eval: &Evaluation<'_>,
+    cycle: &RunCycleState,
+) -> (Vec<TermReport>, Vec<Target>) {
+    let mut terms = Vec::new();
+    let kinds = [
+        (
+            TermKind::Affinity,
+            &cycle.required_affinity,
+            "spec.affinity.runAffinity.required",
+        ),
+        (
+            TermKind::AntiAffinity,
+            &cycle.required_anti_affinity,
+            "spec.affinity.runAntiAffinity.required",
+        ),
+    ];
+    for (kind, list, base) in kinds {
+        for (i, term) in list.iter().enumerate() {
+            let targets = eval
+                .pods()
+                .iter()
+                .filter(|pe| term.targets.contains(pe.pod.slot()))
+                .map(|pe| Target {
+                    pod: pe.pod.name().to_string(),
+                    runs: runs_on(&pe.pod, |labels, _| term.selector.matches(labels)),
+                })
+                .collect();
+            terms.push(TermReport {
+                kind,
+                field: format!("{base}[{i}]"),
+                selector: selector_text(&term.selector),
+                matches_self: term.matches_self,
+                targets,
+            });
+        }
+    }
+    let repelled = eval
+        .pods()
+        .iter()
+        .filter(|pe| cycle.repelled_by.contains(pe.pod.slot()))
+        .map(|pe| Target {
+            pod: pe.pod.name().to_string(),
+            runs: runs_on(&pe.pod, |_, anti| {
+                anti.iter().any(|s| s.matches(&cycle.labels))
+            }),
+        })
+        .collect();
+    (terms, repelled)
+}
+
+/// Names of the active and assumed Runs on a Pod (the explained Run left out) for which
+/// `pick(labels, anti_affinity_selectors)` holds, in name order.
+fn runs_on(
+    view: &PodView<'_>,
+    pick: impl Fn(&BTreeMap<String, String>, &[Selector]) -> bool,
+) -> Vec<String> {
+    let mut names: Vec<String> = view
+        .active_runs()
+        .filter(|(_, r)| pick(&r.labels, &r.anti_affinity))
+        .map(|(_, r)| r.name.clone())
+        .chain(
+            view.assumed_runs()
+                .filter(|(_, a)| pick(&a.labels, &a.anti_affinity))
+                .map(|(_, a)| a.run_name.clone()),
+        )
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// A compiled selector in kubectl's syntax: `k=v`, `k in (a,b)`, `k notin (a)`, `k`, `!k`;
+/// an empty selector (matching every Run) is `<all Runs>`.
+pub fn selector_text(selector: &Selector) -> String {
+    let parts: Vec<String> = selector
+        .requirements()
+        .iter()
+        .map(|r| match r.operator {
+            Operator::In if r.values.len() == 1 => format!("{}={}", r.key, r.values[0]),
+            Operator::In => format!("{} in ({})", r.key, r.values.join(",")),
+            Operator::NotIn => format!("{} notin ({})", r.key, r.values.join(",")),
+            Operator::Exists => r.key.clone(),
+            Operator::DoesNotExist => format!("!{}", r.key),
+        })
+        .collect();
+    if parts.is_empty() {
+        "<all Runs>".to_string()
+    } else {
+        parts.join(",")
+    }
+}
+
+/// Objects for test Pods (with their Leases) and Runs, with a Runtime `python` of as many
+/// replicas as Pods and no declared capacity.
+#[cfg(test)]
+pub(crate) fn test_objects(
+    pods: &[crate::scheduler::framework::testing::PodBuilder],
+    runs: &[crate::scheduler::framework::testing::RunBuilder],
+    run: &crate::scheduler::framework::testing::RunBuilder,
+) -> Objects {
+    use crate::scheduler::framework::testing::{NOW, NS, PodBuilder, RUNTIME, RunBuilder};
+    let mut runtime = Runtime::new(RUNTIME, Default::default());
+    runtime.metadata.namespace = Some(NS.to_string());
+    runtime.spec.replicas = i32::try_from(pods.len()).unwrap_or(i32::MAX);
+    Objects {
+        namespace: NS.to_string(),
+        run: run.build(),
+        runtime: Some(runtime),
+        pods: pods.iter().map(PodBuilder::build).collect(),
+        leases: pods.iter().filter_map(PodBuilder::build_lease).collect(),
+        runs: runs.iter().map(RunBuilder::build).collect(),
+        now: NOW,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::framework::testing::*;
+
+    fn report(pods: &[PodBuilder], runs: &[RunBuilder], run: &RunBuilder) -> Report {
+        build(&test_objects(pods, runs, run), &Registry::default()).unwrap()
+    }
+
+    #[test]
+    fn the_verdict_is_exactly_the_schedulers_pending_message() {
+        let pods = [
+            pod("p1").capacity(&[("runs", 4), ("example.com/gpu", 1)]),
+            pod("p2").capacity(&[("runs", 4)]),
+            pod("p3")
+                .capacity(&[("runs", 4), ("example.com/gpu", 1)])
+                .stale(),
+        ];
+        let busy = [run("x").requests(&[("example.com/gpu", 1)]).on("p1")];
+        let r = run("a").requests(&[("example.com/gpu", 1)]);
+        let report = report(&pods, &busy, &r);
+        let world = World::new().pods(pods).runs(busy);
+        let Decision::Unschedulable(u) = world
+            .state()
+            .plan(&Registry::default(), &r.build(), NOW)
+            .unwrap()
+        else {
+            panic!("expected Unschedulable")
+        };
+        assert_eq!(report.verdict, u.message());
+        assert_eq!(
+            report.verdict,
+            "0/3 Runtime Pods are available: 2 Insufficient example.com/gpu, 1 runtimed heartbeat stale."
+        );
+        assert_eq!(report.decision, DecisionKind::Unschedulable);
+        assert_eq!(
+            report
+                .histogram
+                .iter()
+                .map(|h| (h.reason.as_str(), h.count))
+                .collect::<Vec<_>>(),
+            [
+                ("Insufficient example.com/gpu", 2),
+                ("runtimed heartbeat stale", 1)
+            ]
+        );
+        let p1 = &report.pods[0];
+        assert_eq!(
+            p1.rejection.as_ref().map(|r| r.reason.as_str()),
+            Some("Insufficient example.com/gpu")
+        );
+        let gpu = p1
+            .resources
+            .iter()
+            .find(|r| r.name == "example.com/gpu")
+            .unwrap();
+        assert_eq!(
+            (gpu.used, gpu.assumed, gpu.capacity, gpu.request),
+            (Some(1), 0, Some(1), 1)
+        );
+        let p2_gpu = report.pods[1]
+            .resources
+            .iter()
+            .find(|r| r.name == "example.com/gpu")
+            .unwrap();
+        assert_eq!(p2_gpu.capacity, None, "p2 does not advertise gpu");
+        assert_eq!(report.pods[2].heartbeat.state, HeartbeatState::Stale);
+    }
+
+    #[test]
+    fn a_fitting_run_names_the_pod_and_total_the_scheduler_picks() {
+        let pods = [
+            pod("p1").capacity(&[("runs", 4)]),
+            pod("p2").capacity(&[("runs", 4)]),
+        ];
+        let busy = [run("x").on("p1")];
+        let r = run("a");
+        let report = report(&pods, &busy, &r);
+        let plan = World::new()
+            .pods(pods)
+            .runs(busy)
+            .state()
+            .plan(&Registry::default(), &r.build(), NOW)
+            .unwrap();
+        let Decision::Schedule { pod, total, .. } = plan else {
+            panic!("{plan:?}")
+        };
+        assert_eq!(report.chosen.as_deref(), Some(pod.as_str()));
+        assert_eq!(report.score, Some(total));
+        assert_eq!(
+            report.verdict,
+            format!("Fits: would be placed on {pod} (score {total})")
+        );
+        let chosen: Vec<_> = report
+            .pods
+            .iter()
+            .filter(|p| p.chosen)
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(chosen, ["p2"]);
+        let p2 = &report.pods[1];
+        assert_eq!(
+            p2.scores
+                .iter()
+                .map(|s| (s.plugin.as_str(), s.normalized))
+                .collect::<Vec<_>>(),
+            [("PreferredRunAffinity", 0), ("LeastLoaded", 100)]
+        );
+        assert_eq!(p2.total, Some(100));
+        assert!(!report.replayed);
+    }
+
+    #[test]
+    fn a_placed_run_is_replayed_without_its_own_usage() {
+        let pods = [pod("p1").capacity(&[("runs", 1)])];
+        let me = run("a").on("p1");
+        let report = report(&pods, std::slice::from_ref(&me), &me);
+        assert!(report.replayed);
+        assert_eq!(
+            report.verdict, "Fits: would be placed on p1 (score 100)",
+            "its own run must not count against p1"
+        );
+        assert_eq!(report.pods[0].resources[0].used, Some(0));
+        assert_eq!(
+            replay_line(&report.run).unwrap(),
+            "Run a is Scheduled on p1; replaying the scheduler as if it were Pending:"
+        );
+    }
+
+    #[test]
+    fn every_filter_gives_its_own_verdict_even_after_the_first_rejection() {
+        let pods = [pod("p1").capacity(&[("runs", 4)]).not_ready()];
+        let others = [run("x").labels(&[("app", "db")]).on("p1")];
+        let r = run("a").anti(&[("app", "db")]);
+        let report = report(&pods, &others, &r);
+        let p1 = &report.pods[0];
+        assert_eq!(
+            p1.rejection.as_ref().unwrap().reason,
+            "Runtime Pod not ready"
+        );
+        assert_eq!(
+            p1.filters
+                .iter()
+                .map(|f| (f.plugin.as_str(), f.reason.as_deref()))
+                .collect::<Vec<_>>(),
+            [
+                ("RuntimePodAvailability", Some("Runtime Pod not ready")),
+                ("RunAffinity", Some("didn't match Run anti-affinity rules"))
+            ]
+        );
+        assert_eq!(
+            report.affinity,
+            [TermReport {
+                kind: TermKind::AntiAffinity,
+                field: "spec.affinity.runAntiAffinity.required[0]".into(),
+                selector: "app=db".into(),
+                matches_self: false,
+                targets: vec![Target {
+                    pod: "p1".into(),
+                    runs: vec!["x".into()]
+                }],
+            }]
+        );
+    }
+
+    #[test]
+    fn an_invalid_run_reports_the_prefilter_reason_naming_field_and_value() {
+        let pods = [pod("p1")];
+        let r = run("a").request_strs(&[("example.com/gpu", "1.5")]);
+        let report = report(&pods, &[], &r);
+        assert_eq!(report.decision, DecisionKind::Invalid);
+        let invalid = report.invalid.as_ref().unwrap();
+        assert_eq!(invalid.reason, "InvalidResources");
+        assert!(
+            report.verdict.starts_with(
+                "InvalidResources: spec.resources.requests[\"example.com/gpu\"]: \"1.5\""
+            ),
+            "{}",
+            report.verdict
+        );
+        assert!(report.pods.is_empty());
+    }
+
+    #[test]
+    fn heartbeat_states_agree_with_the_availability_filter() {
+        let pods = [
+            pod("p1").foreign_lease(),
+            pod("p2").no_lease(),
+            pod("p3").stale(),
+            pod("p4"),
+        ];
+        let report = report(&pods, &[], &run("a"));
+        let got: Vec<_> = report
+            .pods
+            .iter()
+            .map(|p| {
+                (
+                    p.heartbeat.state,
+                    p.rejection.as_ref().map(|r| r.reason.as_str()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    HeartbeatState::HeldByOther,
+                    Some("runtimed heartbeat not held by the Pod")
+                ),
+                (HeartbeatState::Missing, Some("runtimed heartbeat missing")),
+                (HeartbeatState::Stale, Some("runtimed heartbeat stale")),
+                (HeartbeatState::Fresh, None),
+            ]
+        );
+    }
+
+    #[test]
+    fn selectors_read_like_kubectl() {
+        let table = [
+            (selector_expr(&[("a", "In", &["x"])]), "a=x"),
+            (selector_expr(&[("a", "In", &["y", "x"])]), "a in (x,y)"),
+            (selector_expr(&[("a", "NotIn", &["x"])]), "a notin (x)"),
+            (
+                selector_expr(&[("a", "Exists", &[]), ("b", "DoesNotExist", &[])]),
+                "a,!b",
+            ),
+            (Selector::default(), "<all Runs>"),
+        ];
+        for (selector, want) in table {
+            assert_eq!(selector_text(&selector), want);
+        }
+    }
+}

@@ -1,0 +1,572 @@
+//! The agent loop: reflectors over the Runs assigned to this Pod and over the Pod itself,
+//! the admission cache, the children, and every status write runtimed makes.
+//!
+//! Decisions come from the pure [`plan::plan`]; this module performs them: it claims a Run
+//! with a status replace carrying the observed resourceVersion, spawns its task, writes the
+//! terminal status through [`crate::api::status::set_terminal`] and releases the reservation.
+//! A Run that does not fit is never written to. This module never picks a Pod and never
+//! un-assigns a Run.
+
+use std::collections::{HashMap, HashSet};
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt as _, StreamExt as _};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Client, ResourceExt as _};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::admission::AdmissionCache;
+use super::executor::{self, ChildExit, ChildHandle, Terminal};
+use super::heartbeat::Heartbeat;
+use super::plan::{self, Claim};
+use super::{Error, Identity, Result, Settings};
+use crate::api::resources::parse_capacity_annotations;
+use crate::api::status::{self, CONDITION_ADMITTED, Outcome, reasons};
+use crate::api::{FIELD_MANAGER, Resources, Run, RunPhase};
+
+/// Attempts of one terminal status write before giving up (conflicts re-read the Run).
+const TERMINAL_WRITE_ATTEMPTS: u32 = 6;
+/// How long to wait for killed children to be reaped before exiting anyway.
+const REAP_TIMEOUT: Duration = Duration::from_secs(5);
+/// Claim writes in flight at once.
+const CLAIM_CONCURRENCY: usize = 16;
+
+/// Runs the agent: heartbeat, watches, admission and children, until `shutdown` resolves and
+/// the children have finished or been killed. The Lease is deleted before returning.
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    shutdown: impl Future<Output = &'static str> + Send,
+) -> Result<()> {
+    let me = settings.identity.clone();
+    let heartbeat = Heartbeat::start(
+        Api::<Lease>::namespaced(client.clone(), &me.namespace),
+        me.clone(),
+        settings.heartbeat,
+    );
+    let result = Agent::new(client, settings).run(shutdown).await;
+    heartbeat.stop().await;
+    result
+}
+
+/// A child and what the agent knows about it.
+struct Child {
+    name: String,
+    handle: ChildHandle,
+    /// The Run as last written by this agent (the claim), the first guess for the terminal
+    /// write.
+    last_written: Run,
+    /// Killed because runtimed is shutting down: reported as RuntimePodTerminated.
+    terminated_for_shutdown: bool,
+    /// Killed because its Run is gone or no longer this Pod's: no status to write.
+    abandoned: bool,
+}
+
+struct Agent {
+    me: Identity,
+    settings: Settings,
+    runs_api: Api<Run>,
+    pods_api: Api<Pod>,
+    cache: AdmissionCache,
+    children: HashMap<String, Child>,
+    /// Runs this agent wrote a terminal status for, until the watch shows it.
+    finished: HashSet<String>,
+    exits_tx: mpsc::UnboundedSender<ChildExit>,
+    exits_rx: mpsc::UnboundedReceiver<ChildExit>,
+    /// UIDs whose terminal write has completed (or given up): their reservation is released.
+    written_tx: mpsc::UnboundedSender<String>,
+    written_rx: mpsc::UnboundedReceiver<String>,
+    /// Terminal writes not completed yet.
+    in_flight: usize,
+    draining: bool,
+}
+
+impl Agent {
+    fn new(client: Client, settings: Settings) -> Self {
+        let me = settings.identity.clone();
+        let (exits_tx, exits_rx) = mpsc::unbounded_channel();
+        let (written_tx, written_rx) = mpsc::unbounded_channel();
+        Agent {
+            runs_api: Api::namespaced(client.clone(), &me.namespace),
+            pods_api: Api::namespaced(client, &me.namespace),
+            me,
+            settings,
+            cache: AdmissionCache::new(),
+            children: HashMap::new(),
+            finished: HashSet::new(),
+            exits_tx,
+            exits_rx,
+            written_tx,
+            written_rx,
+            in_flight: 0,
+            draining: false,
+        }
+    }
+
+    /// Picks the Run watch: `status.podName=<pod>` on the server, or — when the API server
+    /// refuses that field selector — the whole namespace, filtered here by [`plan`].
+    async fn runs_watch_config(&self) -> Result<watcher::Config> {
+        let selector = format!("status.podName={}", self.me.pod_name);
+        let probe = ListParams::default().fields(&selector).limit(1);
+        match self.runs_api.list(&probe).await {
+            Ok(_) => {
+                tracing::info!("watching Runs with the field selector {selector}");
+                Ok(watcher::Config::default().fields(&selector))
+            }
+            Err(kube::Error::Api(s)) if s.code == 400 => {
+                tracing::warn!(
+                    "the API server refused the field selector {selector} ({}); watching every Run in namespace {} and filtering by status.podName here",
+                    s.message,
+                    self.me.namespace
+                );
+                Ok(watcher::Config::default())
+            }
+            Err(source) => Err(Error::Kube {
+                doing: format!("listing the Runs of namespace {}", self.me.namespace),
+                source,
+            }),
+        }
+    }
+
+    async fn run(mut self, shutdown: impl Future<Output = &'static str> + Send) -> Result<()> {
+        let runs_config = self.runs_watch_config().await?;
+        let (runs, runs_writer) = reflector::store::<Run>();
+        let run_events = watcher(self.runs_api.clone(), runs_config)
+            .default_backoff()
+            .reflect(runs_writer);
+        let (pods, pods_writer) = reflector::store::<Pod>();
+        let pod_events = watcher(
+            self.pods_api.clone(),
+            watcher::Config::default().fields(&format!("metadata.name={}", self.me.pod_name)),
+        )
+        .default_backoff()
+        .reflect(pods_writer);
+        let mut run_events = pin!(run_events);
+        let mut pod_events = pin!(pod_events);
+        let mut shutdown = pin!(shutdown);
+        let mut runs_ready = false;
+        let mut pod_ready = false;
+        let mut kill_at: Option<Instant> = None;
+        let mut reap_deadline: Option<Instant> = None;
+
+        loop {
+            let mut dirty = false;
+            tokio::select! {
+                event = run_events.next() => {
+                    // Take every event that is already there before planning once.
+                    let mut event = Some(event);
+                    while let Some(current) = event.take() {
+                        match current {
+                            Some(Ok(watcher::Event::InitDone)) => {
+                                if !runs_ready {
+                                    tracing::info!("initial list of Runs assigned to Pod {} done", self.me.pod_name);
+                                }
+                                runs_ready = true;
+                                dirty = true;
+                            }
+                            Some(Ok(watcher::Event::Init | watcher::Event::InitApply(_))) => {}
+                            Some(Ok(_)) => dirty = true,
+                            Some(Err(e)) => tracing::warn!("watching Runs: {e}; retrying"),
+                            None => return Err(Error::WatchEnded("Runs")),
+                        }
+                        event = run_events.next().now_or_never();
+                    }
+                }
+                event = pod_events.next() => {
+                    match event {
+                        Some(Ok(watcher::Event::Init | watcher::Event::InitApply(_))) => {}
+                        Some(Ok(_)) => {
+                            pod_ready = true;
+                            self.refresh_capacity(&pods);
+                            dirty = true;
+                        }
+                        Some(Err(e)) => tracing::warn!("watching Pod {}: {e}; retrying", self.me.pod_name),
+                        None => return Err(Error::WatchEnded("the Runtime Pod")),
+                    }
+                }
+                Some(exit) = self.exits_rx.recv() => {
+                    self.on_exit(exit, &runs);
+                    dirty = true;
+                }
+                Some(uid) = self.written_rx.recv() => {
+                    self.in_flight -= 1;
+                    self.cache.release(&uid);
+                    dirty = true;
+                }
+                signal = &mut shutdown, if !self.draining => {
+                    self.draining = true;
+                    let grace = self.settings.shutdown_grace;
+                    tracing::warn!(
+                        "{signal} received: claiming no more Runs; {} running Run(s) get {grace:?} to finish",
+                        self.children.len()
+                    );
+                    kill_at = Some(Instant::now() + grace);
+                }
+                _ = sleep_until(kill_at) => {
+                    kill_at = None;
+                    reap_deadline = Some(Instant::now() + REAP_TIMEOUT);
+                    for (uid, child) in &mut self.children {
+                        tracing::warn!(run = %child.name, "shutdown grace period over: killing the process of Run {} ({uid})", child.name);
+                        child.terminated_for_shutdown = true;
+                        child.handle.kill();
+                    }
+                }
+                _ = sleep_until(reap_deadline) => {
+                    tracing::error!(
+                        "{} killed process(es) and {} status write(s) did not finish within {REAP_TIMEOUT:?}; exiting anyway",
+                        self.children.len(),
+                        self.in_flight
+                    );
+                    return Ok(());
+                }
+            }
+            if self.draining && self.children.is_empty() && self.in_flight == 0 {
+                tracing::info!("no Run is running any more; runtimed exits");
+                return Ok(());
+            }
+            if dirty && runs_ready && pod_ready {
+                self.reconcile(&runs).await;
+            }
+        }
+    }
+
+    /// Re-reads the Pod's capacity annotations into the cache.
+    fn refresh_capacity(&mut self, pods: &Store<Pod>) {
+        let pod = pods
+            .state()
+            .into_iter()
+            .find(|p| p.name_any() == self.me.pod_name);
+        let capacity = match pod {
+            None => {
+                tracing::warn!(
+                    "Pod {}/{} does not exist; admitting no Run until it does",
+                    self.me.namespace,
+                    self.me.pod_name
+                );
+                None
+            }
+            Some(pod) if pod.uid().as_deref() != Some(self.me.pod_uid.as_str()) => {
+                tracing::warn!(
+                    "Pod {}/{} has UID {}, not this agent's {}; admitting no Run",
+                    self.me.namespace,
+                    self.me.pod_name,
+                    pod.uid().unwrap_or_default(),
+                    self.me.pod_uid
+                );
+                None
+            }
+            Some(pod) => match parse_capacity_annotations(pod.annotations()) {
+                Ok(capacity) => Some(capacity),
+                Err(e) => {
+                    tracing::warn!(
+                        "Pod {}/{} has an invalid capacity ({e}); admitting no Run until it is fixed",
+                        self.me.namespace,
+                        self.me.pod_name
+                    );
+                    None
+                }
+            },
+        };
+        if self.cache.set_capacity(capacity) {
+            match self.cache.capacity() {
+                Some(c) => tracing::info!("capacity of Pod {} is {c}", self.me.pod_name),
+                None => tracing::info!("capacity of Pod {} is unknown", self.me.pod_name),
+            }
+        }
+    }
+
+    /// Plans and acts until nothing more can be started.
+    async fn reconcile(&mut self, runs: &Store<Run>) {
+        loop {
+            let state = runs.state();
+            self.forget_observed_finishes(&state);
+            let owned: HashSet<String> = self.children.keys().cloned().collect();
+            let plan = plan::plan(
+                &state,
+                &self.me,
+                &owned,
+                &self.finished,
+                &mut self.cache,
+                !self.draining,
+            );
+            for (name, why) in &plan.waiting {
+                tracing::debug!(run = %name, "Run {name} stays Scheduled: {why}");
+            }
+            for uid in &plan.kills {
+                if let Some(child) = self.children.get_mut(uid)
+                    && !child.handle.kill_requested()
+                {
+                    tracing::warn!(run = %child.name, "Run {} was deleted or is no longer assigned to this Pod: killing its process", child.name);
+                    child.abandoned = true;
+                    child.handle.kill();
+                }
+            }
+            for failure in plan.failures {
+                let name = failure.run.name_any();
+                let uid = failure.run.uid().unwrap_or_default();
+                tracing::warn!(run = %name, "failing Run {name}: {}", failure.message);
+                let terminal = Terminal {
+                    outcome: Outcome::Failed,
+                    reason: failure.reason,
+                    message: failure.message,
+                    exit_code: None,
+                };
+                self.finish(name, uid, (*failure.run).clone(), terminal);
+            }
+            // Claim writes go out concurrently (each already holds its reservation); their
+            // results are handled one by one, in order.
+            let api = self.runs_api.clone();
+            let pod = self.me.pod_name.clone();
+            let mut writes = futures::stream::iter(plan.claims)
+                .map(|claim| {
+                    let (api, pod) = (api.clone(), pod.clone());
+                    async move {
+                        let result = write_claim(&api, &pod, &claim).await;
+                        (claim, result)
+                    }
+                })
+                .buffered(CLAIM_CONCURRENCY);
+            let mut freed = false;
+            while let Some((claim, result)) = writes.next().await {
+                freed |= !self.start(claim, result);
+            }
+            if !freed {
+                return;
+            }
+        }
+    }
+
+    /// Drops finished UIDs once the watch shows them terminal or gone.
+    fn forget_observed_finishes(&mut self, state: &[Arc<Run>]) {
+        if self.finished.is_empty() {
+            return;
+        }
+        let still_active: HashSet<String> = state
+            .iter()
+            .filter(|r| !r.phase().is_terminal())
+            .filter_map(|r| r.uid())
+            .collect();
+        self.finished.retain(|uid| still_active.contains(uid));
+    }
+
+    /// Starts the task of a Run whose claim write returned `result`. Returns whether the
+    /// reservation is still held (false: it was or will be released, so others may fit).
+    fn start(&mut self, claim: Claim, result: kube::Result<Run>) -> bool {
+        let Claim { run, request, task } = claim;
+        let name = run.name_any();
+        let uid = run.uid().unwrap_or_default();
+        let written = match result {
+            Ok(written) => written,
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                tracing::info!(run = %name, "Run {name} changed since it was observed; releasing and re-reading it from the watch");
+                self.cache.release(&uid);
+                return false;
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                tracing::info!(run = %name, "Run {name} was deleted before it could be claimed");
+                self.cache.release(&uid);
+                return false;
+            }
+            Err(e) => {
+                tracing::warn!(run = %name, "cannot claim Run {name}: {e}; releasing it and retrying on the next change");
+                self.cache.release(&uid);
+                return false;
+            }
+        };
+        tracing::info!(run = %name, "claimed Run {name} with {request}; starting {:?}", task.program);
+        match executor::spawn(&task, &name, &uid, self.exits_tx.clone()) {
+            Ok(handle) => {
+                self.children.insert(
+                    uid,
+                    Child {
+                        name,
+                        handle,
+                        last_written: written,
+                        terminated_for_shutdown: false,
+                        abandoned: false,
+                    },
+                );
+                true
+            }
+            Err(e) => {
+                tracing::warn!(run = %name, "Run {name} failed to start: {e}");
+                let terminal = Terminal {
+                    outcome: Outcome::Failed,
+                    reason: reasons::START_FAILED,
+                    message: e.to_string(),
+                    exit_code: None,
+                };
+                self.finish(name, uid, written, terminal);
+                false
+            }
+        }
+    }
+
+    /// Writes `terminal` in the background; the reservation of `uid` is released once the
+    /// write has landed (or been given up), never before.
+    fn finish(&mut self, name: String, uid: String, first: Run, terminal: Terminal) {
+        self.finished.insert(uid.clone());
+        self.in_flight += 1;
+        let (api, me, done) = (
+            self.runs_api.clone(),
+            self.me.clone(),
+            self.written_tx.clone(),
+        );
+        tokio::spawn(async move {
+            write_terminal(&api, &me, &name, &uid, Some(first), &terminal).await;
+            let _ = done.send(uid);
+        });
+    }
+
+    /// A child ended: write its terminal status (unless its Run is gone), then release.
+    fn on_exit(&mut self, exit: ChildExit, runs: &Store<Run>) {
+        let Some(child) = self.children.remove(&exit.uid) else {
+            return;
+        };
+        let terminal = if child.terminated_for_shutdown && exit.killed {
+            Some(Terminal {
+                outcome: Outcome::Failed,
+                reason: reasons::RUNTIME_POD_TERMINATED,
+                message: format!(
+                    "runtimed on Pod {} was shutting down and killed the process after the {:?} grace period",
+                    self.me.pod_name, self.settings.shutdown_grace
+                ),
+                exit_code: None,
+            })
+        } else if child.abandoned {
+            None
+        } else {
+            Some(match exit.status {
+                Ok(status) => status.terminal(),
+                Err(e) => Terminal {
+                    outcome: Outcome::Failed,
+                    reason: reasons::FAILED,
+                    message: format!("runtimed lost track of the process: {e}"),
+                    exit_code: None,
+                },
+            })
+        };
+        if let Some(terminal) = terminal {
+            tracing::info!(run = %child.name, "Run {} ended: {}", child.name, terminal.message);
+            // Prefer the watch's copy when it has caught up past the claim.
+            let observed = runs
+                .state()
+                .into_iter()
+                .find(|r| {
+                    r.uid().as_deref() == Some(exit.uid.as_str()) && r.phase() == RunPhase::Running
+                })
+                .map(|r| (*r).clone());
+            let first = observed.unwrap_or(child.last_written);
+            self.finish(child.name, exit.uid, first, terminal);
+        } else {
+            tracing::info!(run = %child.name, "process of Run {} is gone", child.name);
+            self.cache.release(&exit.uid);
+        }
+    }
+}
+
+/// The claim: phase Running, `startTime`, Admitted=True, written with the resourceVersion the
+/// decision was made on, so any change since then is a 409, never a blind overwrite.
+async fn write_claim(api: &Api<Run>, pod: &str, claim: &Claim) -> kube::Result<Run> {
+    let now = Time(jiff::Timestamp::now());
+    let mut claimed = (*claim.run).clone();
+    let status = claimed.status.get_or_insert_with(Default::default);
+    status.phase = Some(RunPhase::Running);
+    status.start_time = Some(now.clone());
+    status::set_condition(
+        &mut status.conditions,
+        CONDITION_ADMITTED,
+        true,
+        reasons::ADMITTED,
+        &admitted_message(pod, &claim.request),
+        &now,
+    );
+    api.replace_status(&claim.run.name_any(), &write_params(), &claimed)
+        .await
+}
+
+/// Writes a terminal status through [`status::set_terminal`] with the Run's
+/// resourceVersion; on a conflict it re-reads the Run and tries again. Nothing is written
+/// when the Run is gone, recreated, terminal already, or no longer on this Pod.
+async fn write_terminal(
+    api: &Api<Run>,
+    me: &Identity,
+    name: &str,
+    uid: &str,
+    first: Option<Run>,
+    terminal: &Terminal,
+) {
+    let mut current = first;
+    let mut delay = Duration::from_millis(100);
+    for attempt in 1..=TERMINAL_WRITE_ATTEMPTS {
+        let run = match current.take() {
+            Some(run) => run,
+            None => match api.get_opt(name).await {
+                Ok(Some(run)) => run,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(run = %name, "cannot read Run {name} (attempt {attempt}): {e}");
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                    continue;
+                }
+            },
+        };
+        if run.uid().as_deref() != Some(uid) || !plan::assigned_to(&run, me) {
+            return;
+        }
+        let mut updated = run;
+        let status = updated.status.get_or_insert_with(Default::default);
+        let now = Time(jiff::Timestamp::now());
+        if !status::set_terminal(
+            status,
+            terminal.outcome,
+            terminal.reason,
+            &terminal.message,
+            terminal.exit_code,
+            &now,
+        ) {
+            return;
+        }
+        match api.replace_status(name, &write_params(), &updated).await {
+            Ok(_) => return,
+            Err(kube::Error::Api(s)) if s.code == 404 => return,
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => {
+                tracing::warn!(run = %name, "cannot write the terminal status of Run {name} (attempt {attempt}): {e}");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+        }
+    }
+    tracing::error!(run = %name, "gave up writing the terminal status of Run {name} ({}): {}", terminal.reason, terminal.message);
+}
+
+/// Every status write is made as the kruntimes field manager.
+fn write_params() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..Default::default()
+    }
+}
+
+/// The Admitted condition's message.
+fn admitted_message(pod: &str, request: &Resources) -> String {
+    format!("runtimed on Pod {pod} reserved {request}")
+}
+
+/// Sleeps until `at`, or forever when there is no deadline.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

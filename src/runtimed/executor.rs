@@ -1,0 +1,435 @@
+//! The executor: turns a Run's `mode.task` into a child process, streams its output to the
+//! agent's log and reports how it ended.
+//!
+//! [`prepare`] and [`ExitStatus::terminal`] are pure (validation and the outcome mapping);
+//! [`spawn`] is the only place that starts processes. This module never talks to the API
+//! server and never decides whether a Run may start: admission is the agent's job.
+
+use std::os::unix::process::ExitStatusExt as _;
+use std::process::Stdio;
+
+use k8s_openapi::api::core::v1::EnvVar;
+use thiserror::Error;
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, BufReader};
+use tokio::process::Command;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::api::TaskMode;
+use crate::api::status::{Outcome, reasons};
+
+/// Longest output line logged as one record; longer lines are split.
+const MAX_LINE: u64 = 16 * 1024;
+
+/// Why a Run's task cannot be executed as written. Permanent: the Run is failed with
+/// [`reasons::START_FAILED`] and this message.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum TaskError {
+    #[error("spec.mode.task is not set; runtimed executes only Task Runs")]
+    NoTask,
+    #[error("spec.mode.task.args is empty; it must name the program to run")]
+    EmptyArgs,
+    #[error(
+        "spec.mode.task.env[{name:?}] uses valueFrom, which runtimed does not support; set a plain value instead"
+    )]
+    EnvValueFrom { name: String },
+}
+
+/// Why a prepared task did not start.
+#[derive(Debug, Error)]
+pub enum SpawnError {
+    #[error("cannot start {program:?}: {source}")]
+    Start {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start {program:?} in working directory {dir:?}: {source}")]
+    StartIn {
+        program: String,
+        dir: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A validated task, ready to spawn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prepared {
+    pub program: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub working_dir: Option<String>,
+}
+
+/// Validates `spec.mode.task`: a program, plain `name`/`value` environment variables (an
+/// absent value is the empty string, as in a Pod) and an optional working directory.
+pub fn prepare(task: Option<&TaskMode>) -> Result<Prepared, TaskError> {
+    let task = task.ok_or(TaskError::NoTask)?;
+    let (program, args) = task.args.split_first().ok_or(TaskError::EmptyArgs)?;
+    let env = task
+        .env
+        .iter()
+        .map(
+            |EnvVar {
+                 name,
+                 value,
+                 value_from,
+             }| match value_from {
+                Some(_) => Err(TaskError::EnvValueFrom { name: name.clone() }),
+                None => Ok((name.clone(), value.clone().unwrap_or_default())),
+            },
+        )
+        .collect::<Result<_, _>>()?;
+    Ok(Prepared {
+        program: program.clone(),
+        args: args.to_vec(),
+        env,
+        working_dir: task.working_dir.clone().filter(|d| !d.is_empty()),
+    })
+}
+
+/// How a child process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    Code(i32),
+    Signal(i32),
+}
+
+impl From<std::process::ExitStatus> for ExitStatus {
+    fn from(status: std::process::ExitStatus) -> Self {
+        match (status.code(), status.signal()) {
+            (Some(code), _) => ExitStatus::Code(code),
+            (None, Some(signal)) => ExitStatus::Signal(signal),
+            // Neither is only possible for stopped processes, which `wait` does not report.
+            (None, None) => ExitStatus::Code(-1),
+        }
+    }
+}
+
+/// The terminal status a Run gets for its process's exit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Terminal {
+    pub outcome: Outcome,
+    pub reason: &'static str,
+    pub message: String,
+    pub exit_code: Option<i32>,
+}
+
+impl ExitStatus {
+    /// Exit 0 is Succeeded; any other code, or a signal (reported as 128 + signal, like a
+    /// container), is Failed with [`reasons::EXIT_CODE`].
+    pub fn terminal(self) -> Terminal {
+        match self {
+            ExitStatus::Code(0) => Terminal {
+                outcome: Outcome::Succeeded,
+                reason: reasons::SUCCEEDED,
+                message: "the process exited with code 0".into(),
+                exit_code: Some(0),
+            },
+            ExitStatus::Code(code) => Terminal {
+                outcome: Outcome::Failed,
+                reason: reasons::EXIT_CODE,
+                message: format!("the process exited with code {code}"),
+                exit_code: Some(code),
+            },
+            ExitStatus::Signal(signal) => Terminal {
+                outcome: Outcome::Failed,
+                reason: reasons::EXIT_CODE,
+                message: format!("the process was terminated by signal {signal}"),
+                exit_code: Some(128 + signal),
+            },
+        }
+    }
+}
+
+/// Sent to the agent when a child is gone.
+#[derive(Debug)]
+pub struct ChildExit {
+    pub uid: String,
+    /// The process's status, or why waiting for it failed.
+    pub status: Result<ExitStatus, String>,
+    /// Whether the process ended because [`ChildHandle::kill`] was called.
+    pub killed: bool,
+}
+
+/// The agent's handle on a running child.
+#[derive(Debug)]
+pub struct ChildHandle {
+    pub pid: Option<u32>,
+    kill: Option<oneshot::Sender<()>>,
+}
+
+impl ChildHandle {
+    /// Asks for the process to be killed (SIGKILL); its [`ChildExit`] follows. Idempotent.
+    pub fn kill(&mut self) {
+        if let Some(tx) = self.kill.take() {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Whether [`Self::kill`] has been called.
+    pub fn kill_requested(&self) -> bool {
+        self.kill.is_none()
+    }
+}
+
+/// Starts `task` for the Run `run_name` (UID `uid`) in its own process group (so a terminal's
+/// Ctrl-C reaches only runtimed, which then applies the shutdown grace). Output lines are
+/// logged prefixed with the Run name; the exit is sent on `exits`.
+pub fn spawn(
+    task: &Prepared,
+    run_name: &str,
+    uid: &str,
+    exits: mpsc::UnboundedSender<ChildExit>,
+) -> Result<ChildHandle, SpawnError> {
+    let mut cmd = Command::new(&task.program);
+    cmd.args(&task.args)
+        .envs(task.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(dir) = &task.working_dir {
+        cmd.current_dir(dir);
+    }
+    let mut child = cmd.spawn().map_err(|source| match &task.working_dir {
+        Some(dir) => SpawnError::StartIn {
+            program: task.program.clone(),
+            dir: dir.clone(),
+            source,
+        },
+        None => SpawnError::Start {
+            program: task.program.clone(),
+            source,
+        },
+    })?;
+    let pid = child.id();
+    if let Some(out) = child.stdout.take() {
+        tokio::spawn(stream_lines(out, run_name.to_string(), "stdout"));
+    }
+    if let Some(err) = child.stderr.take() {
+        tokio::spawn(stream_lines(err, run_name.to_string(), "stderr"));
+    }
+    let (kill_tx, mut kill_rx) = oneshot::channel::<()>();
+    let uid = uid.to_string();
+    tokio::spawn(async move {
+        let (status, killed) = tokio::select! {
+            status = child.wait() => (status, false),
+            // A dropped sender disables this branch instead of killing the child.
+            Ok(()) = &mut kill_rx => {
+                let _ = child.start_kill();
+                (child.wait().await, true)
+            }
+        };
+        let status = status.map(ExitStatus::from).map_err(|e| e.to_string());
+        let _ = exits.send(ChildExit {
+            uid,
+            status,
+            killed,
+        });
+    });
+    Ok(ChildHandle {
+        pid,
+        kill: Some(kill_tx),
+    })
+}
+
+/// Logs every line of `reader` as `[run] line` at info level, with the stream as a field.
+async fn stream_lines(reader: impl AsyncRead + Unpin, run: String, stream: &'static str) {
+    let mut reader = BufReader::new(reader);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match (&mut reader)
+            .take(MAX_LINE)
+            .read_until(b'\n', &mut buf)
+            .await
+        {
+            Ok(0) => return,
+            Ok(_) => {
+                let line = String::from_utf8_lossy(&buf);
+                let line = line.trim_end_matches(['\n', '\r']);
+                tracing::info!(run = %run, stream, "[{run}] {line}");
+            }
+            Err(e) => {
+                tracing::warn!(run = %run, stream, "[{run}] cannot read {stream}: {e}");
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{EnvVarSource, ObjectFieldSelector};
+
+    fn task(args: &[&str]) -> TaskMode {
+        TaskMode {
+            args: args.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn prepare_splits_program_and_args_and_keeps_plain_env() {
+        let mut t = task(&["sh", "-c", "exit 3"]);
+        t.env = vec![
+            EnvVar {
+                name: "A".into(),
+                value: Some("1".into()),
+                value_from: None,
+            },
+            EnvVar {
+                name: "EMPTY".into(),
+                value: None,
+                value_from: None,
+            },
+        ];
+        t.working_dir = Some("/tmp".into());
+        let p = prepare(Some(&t)).unwrap();
+        assert_eq!(p.program, "sh");
+        assert_eq!(p.args, ["-c", "exit 3"]);
+        assert_eq!(
+            p.env,
+            [
+                ("A".to_string(), "1".to_string()),
+                ("EMPTY".to_string(), String::new())
+            ]
+        );
+        assert_eq!(p.working_dir.as_deref(), Some("/tmp"));
+    }
+
+    #[test]
+    fn prepare_refuses_missing_tasks_empty_args_and_value_from() {
+        assert_eq!(prepare(None), Err(TaskError::NoTask));
+        assert_eq!(prepare(Some(&task(&[]))), Err(TaskError::EmptyArgs));
+        let mut t = task(&["true"]);
+        t.env = vec![EnvVar {
+            name: "NODE".into(),
+            value: None,
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: "spec.nodeName".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        }];
+        let err = prepare(Some(&t)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "spec.mode.task.env[\"NODE\"] uses valueFrom, which runtimed does not support; set a plain value instead"
+        );
+    }
+
+    #[test]
+    fn exits_map_to_terminal_statuses() {
+        let ok = ExitStatus::Code(0).terminal();
+        assert_eq!(
+            (ok.outcome, ok.reason, ok.exit_code),
+            (Outcome::Succeeded, reasons::SUCCEEDED, Some(0))
+        );
+        let three = ExitStatus::Code(3).terminal();
+        assert_eq!(
+            (three.outcome, three.reason, three.exit_code),
+            (Outcome::Failed, reasons::EXIT_CODE, Some(3))
+        );
+        assert_eq!(three.message, "the process exited with code 3");
+        let killed = ExitStatus::Signal(9).terminal();
+        assert_eq!(
+            (killed.outcome, killed.exit_code),
+            (Outcome::Failed, Some(137))
+        );
+        assert_eq!(killed.message, "the process was terminated by signal 9");
+    }
+
+    async fn run_to_exit(t: &TaskMode) -> ChildExit {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let _handle = spawn(&prepare(Some(t)).unwrap(), "r", "uid-1", tx).unwrap();
+        rx.recv().await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn spawn_reports_the_exit_code_with_env_and_working_dir_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = task(&[
+            "sh",
+            "-c",
+            "test \"$KR_X\" = hello && test \"$(pwd -P)\" = \"$KR_DIR\" && exit 3",
+        ]);
+        let real = dir.path().canonicalize().unwrap().display().to_string();
+        t.env = vec![
+            EnvVar {
+                name: "KR_X".into(),
+                value: Some("hello".into()),
+                value_from: None,
+            },
+            EnvVar {
+                name: "KR_DIR".into(),
+                value: Some(real.clone()),
+                value_from: None,
+            },
+        ];
+        t.working_dir = Some(real);
+        let exit = run_to_exit(&t).await;
+        assert_eq!(exit.uid, "uid-1");
+        assert_eq!(
+            exit.status,
+            Ok(ExitStatus::Code(3)),
+            "env or workingDir were not applied"
+        );
+        assert!(!exit.killed);
+    }
+
+    #[tokio::test]
+    async fn a_missing_executable_is_a_start_error_naming_it() {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let t = prepare(Some(&task(&["/nonexistent/kruntimes-no-such-program"]))).unwrap();
+        let err = spawn(&t, "r", "u", tx).unwrap_err().to_string();
+        assert!(
+            err.starts_with(
+                "cannot start \"/nonexistent/kruntimes-no-such-program\": No such file"
+            ),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn kill_ends_the_child_and_says_so() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut handle = spawn(
+            &prepare(Some(&task(&["sleep", "30"]))).unwrap(),
+            "r",
+            "u",
+            tx,
+        )
+        .unwrap();
+        assert!(!handle.kill_requested());
+        handle.kill();
+        handle.kill();
+        let exit = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(exit.killed);
+        assert_eq!(exit.status, Ok(ExitStatus::Signal(9)));
+    }
+
+    #[tokio::test]
+    async fn dropping_the_handle_does_not_kill_the_child() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let handle = spawn(
+            &prepare(Some(&task(&["sh", "-c", "sleep 0.2; exit 4"]))).unwrap(),
+            "r",
+            "u",
+            tx,
+        )
+        .unwrap();
+        drop(handle);
+        let exit = rx.recv().await.unwrap();
+        assert_eq!(exit.status, Ok(ExitStatus::Code(4)));
+        assert!(!exit.killed);
+    }
+}

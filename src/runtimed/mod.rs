@@ -1,0 +1,261 @@
+//! `kubectl kruntimes runtimed`: the agent inside every Runtime Pod — heartbeat Lease, local
+//! admission of assigned Runs, execution of Task Runs and their terminal status.
+//!
+//! runtimed is the execution-time guard of `spec/run-resource-accounting.txt`: the
+//! scheduler's assignment is not an authorization to run. It never picks Pods and never
+//! un-assigns a Run. The parts:
+//! - [`admission`]: the pure capacity/reservation cache;
+//! - [`plan`]: the pure decisions (claim, fail, kill);
+//! - [`executor`]: child processes;
+//! - [`heartbeat`]: the Lease;
+//! - [`agent`]: the watch-driven loop that ties them together.
+
+pub mod admission;
+pub mod agent;
+pub mod executor;
+pub mod heartbeat;
+pub mod plan;
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use thiserror::Error;
+
+use crate::cli::{GlobalArgs, RuntimedArgs};
+use crate::kubeclient;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Failures of the agent.
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error(
+        "runtimed needs the identity of its Pod but {} not set; set them through the downward API (fieldRef metadata.name, metadata.namespace, metadata.uid) or pass {}",
+        missing_env(.0),
+        missing_flags(.0)
+    )]
+    MissingIdentity(Vec<IdentityField>),
+    #[error("--heartbeat-interval must be longer than 0")]
+    ZeroInterval,
+    #[error(
+        "--heartbeat-duration ({duration:?}) must be longer than --heartbeat-interval ({interval:?}), or the Lease expires between renewals"
+    )]
+    DurationNotAboveInterval {
+        interval: Duration,
+        duration: Duration,
+    },
+    #[error("{doing}: {source}")]
+    Kube {
+        doing: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("the watch of {0} ended unexpectedly")]
+    WatchEnded(&'static str),
+    #[error("cannot listen for {signal}: {source}")]
+    Signal {
+        signal: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One part of the Pod identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdentityField {
+    Name,
+    Namespace,
+    Uid,
+}
+
+impl IdentityField {
+    fn env(self) -> &'static str {
+        match self {
+            IdentityField::Name => "POD_NAME",
+            IdentityField::Namespace => "POD_NAMESPACE",
+            IdentityField::Uid => "POD_UID",
+        }
+    }
+    fn flag(self) -> &'static str {
+        match self {
+            IdentityField::Name => "--pod-name",
+            IdentityField::Namespace => "--pod-namespace",
+            IdentityField::Uid => "--pod-uid",
+        }
+    }
+}
+
+fn missing_env(fields: &[IdentityField]) -> String {
+    let names: Vec<_> = fields.iter().map(|f| f.env()).collect();
+    match names.as_slice() {
+        [one] => format!("{one} is"),
+        _ => format!("{} are", names.join(", ")),
+    }
+}
+
+fn missing_flags(fields: &[IdentityField]) -> String {
+    fields
+        .iter()
+        .map(|f| f.flag())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Who this agent is: its Runtime Pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub pod_name: String,
+    pub namespace: String,
+    pub pod_uid: String,
+}
+
+impl Identity {
+    /// Takes the identity from the flags (which clap fills from `POD_NAME`, `POD_NAMESPACE`
+    /// and `POD_UID`); empty values count as missing.
+    pub fn from_args(args: &RuntimedArgs) -> Result<Self> {
+        let take = |v: &Option<String>| v.clone().filter(|s| !s.trim().is_empty());
+        let (name, namespace, uid) = (
+            take(&args.pod_name),
+            take(&args.pod_namespace),
+            take(&args.pod_uid),
+        );
+        let missing: Vec<IdentityField> = [
+            (IdentityField::Name, name.is_none()),
+            (IdentityField::Namespace, namespace.is_none()),
+            (IdentityField::Uid, uid.is_none()),
+        ]
+        .into_iter()
+        .filter_map(|(f, missing)| missing.then_some(f))
+        .collect();
+        match (name, namespace, uid) {
+            (Some(pod_name), Some(namespace), Some(pod_uid)) => Ok(Identity {
+                pod_name,
+                namespace,
+                pod_uid,
+            }),
+            _ => Err(Error::MissingIdentity(missing)),
+        }
+    }
+}
+
+/// The agent's settings, validated.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub identity: Identity,
+    pub heartbeat: heartbeat::Config,
+    pub shutdown_grace: Duration,
+}
+
+impl Settings {
+    pub fn from_args(args: &RuntimedArgs) -> Result<Self> {
+        let identity = Identity::from_args(args)?;
+        let (interval, duration) = (args.heartbeat_interval, args.heartbeat_duration);
+        if interval.is_zero() {
+            return Err(Error::ZeroInterval);
+        }
+        if duration <= interval {
+            return Err(Error::DurationNotAboveInterval { interval, duration });
+        }
+        Ok(Settings {
+            identity,
+            heartbeat: heartbeat::Config { interval, duration },
+            shutdown_grace: args.shutdown_grace,
+        })
+    }
+}
+
+/// Runs the agent until SIGTERM or SIGINT, then shuts down gracefully and returns `Ok`.
+pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()> {
+    let settings = Settings::from_args(args)?;
+    // Listen before connecting so that an early SIGTERM is a clean shutdown, not a kill.
+    let shutdown = shutdown_signal()?;
+    let target = kubeclient::connect(global).await?;
+    let me = &settings.identity;
+    tracing::info!(
+        pod = %me.pod_name,
+        namespace = %me.namespace,
+        uid = %me.pod_uid,
+        "runtimed starting against {}",
+        target.describe()
+    );
+    agent::run(target.client.clone(), settings, shutdown)
+        .await
+        .map_err(|e| match e {
+            Error::Kube { doing, source } => target.explain_error(source, &doing),
+            other => anyhow::Error::new(other),
+        })
+        .context("runtimed stopped")
+}
+
+/// Resolves on the first SIGTERM or SIGINT.
+fn shutdown_signal() -> Result<impl Future<Output = &'static str> + Send + 'static> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).map_err(|source| Error::Signal {
+        signal: "SIGTERM",
+        source,
+    })?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|source| Error::Signal {
+        signal: "SIGINT",
+        source,
+    })?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    fn parse(args: &[&str]) -> RuntimedArgs {
+        let cli = crate::cli::Cli::try_parse_from(["k", "runtimed"].iter().chain(args)).unwrap();
+        match cli.command {
+            crate::cli::Command::Runtimed(a) => a,
+            other => panic!("parsed {other:?}"),
+        }
+    }
+
+    #[test]
+    fn identity_comes_from_flags_and_missing_parts_are_named_once() {
+        let ok = parse(&["--pod-name", "p", "--pod-namespace", "ns", "--pod-uid", "u"]);
+        assert_eq!(
+            Identity::from_args(&ok).unwrap(),
+            Identity {
+                pod_name: "p".into(),
+                namespace: "ns".into(),
+                pod_uid: "u".into()
+            }
+        );
+        let mut missing = ok.clone();
+        missing.pod_name = None;
+        missing.pod_uid = Some("  ".into());
+        let err = Identity::from_args(&missing).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "runtimed needs the identity of its Pod but POD_NAME, POD_UID are not set; set them through the downward API (fieldRef metadata.name, metadata.namespace, metadata.uid) or pass --pod-name --pod-uid"
+        );
+    }
+
+    #[test]
+    fn heartbeat_settings_default_to_10s_and_40s_and_must_be_coherent() {
+        let mut args = parse(&["--pod-name", "p", "--pod-namespace", "ns", "--pod-uid", "u"]);
+        let s = Settings::from_args(&args).unwrap();
+        assert_eq!(s.heartbeat.interval, Duration::from_secs(10));
+        assert_eq!(s.heartbeat.duration, Duration::from_secs(40));
+        assert_eq!(s.shutdown_grace, Duration::from_secs(25));
+        args.heartbeat_duration = Duration::from_secs(10);
+        assert!(matches!(
+            Settings::from_args(&args),
+            Err(Error::DurationNotAboveInterval { .. })
+        ));
+        args.heartbeat_interval = Duration::ZERO;
+        assert!(matches!(
+            Settings::from_args(&args),
+            Err(Error::ZeroInterval)
+        ));
+    }
+}

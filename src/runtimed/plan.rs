@@ -1,0 +1,416 @@
+//! The agent's decisions, as a pure function of what it has observed: which assigned Runs to
+//! claim (reserving them in the [`AdmissionCache`]), which to fail, which children to kill.
+//!
+//! No client, no async, no clock. The agent ([`super::agent`]) performs what [`plan`] returns;
+//! this module never performs anything itself.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use kube::ResourceExt as _;
+
+use super::Identity;
+use super::admission::AdmissionCache;
+use super::executor;
+use crate::api::resources::parse_requests;
+use crate::api::status::reasons;
+use crate::api::{Resources, Run, RunPhase};
+
+/// A Scheduled Run whose complete request has been reserved; the agent claims it next.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub run: Arc<Run>,
+    pub request: Resources,
+    pub task: executor::Prepared,
+}
+
+/// A Run to fail without running it.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub run: Arc<Run>,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// What the agent should do now, in this order: kill, fail, claim.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// UIDs of children whose Run is gone, reassigned or already terminal.
+    pub kills: Vec<String>,
+    pub failures: Vec<Failure>,
+    /// In creation order; each one already holds its reservation.
+    pub claims: Vec<Claim>,
+    /// Scheduled Runs left untouched because they do not fit now, with why.
+    pub waiting: Vec<(String, String)>,
+}
+
+/// Whether `run` is assigned to this agent's Pod: `status.podName` is the Pod and
+/// `status.podUID`, when set, is this incarnation of it.
+pub fn assigned_to(run: &Run, me: &Identity) -> bool {
+    let Some(status) = &run.status else {
+        return false;
+    };
+    status.pod_name.as_deref() == Some(me.pod_name.as_str())
+        && status
+            .pod_uid
+            .as_deref()
+            .is_none_or(|uid| uid == me.pod_uid)
+}
+
+/// Decides what to do about `runs` (every Run the agent currently sees; others' are ignored).
+///
+/// - `owned`: UIDs of Runs whose process this agent runs; `finished`: UIDs it has already
+///   written a terminal status for (the watch may still show them active).
+/// - A child whose Run is missing, deleted, reassigned or terminal is killed.
+/// - A Running Run on this Pod that no child owns was left by an earlier runtimed: it is
+///   failed with [`reasons::RUNTIMED_RESTARTED`].
+/// - When `claiming`, Scheduled Runs are taken in creation order (then name): an invalid
+///   request or task fails the Run; otherwise its complete request is reserved and the Run is
+///   claimed, or, when it does not fit, left untouched. A Run that does not fit does not block
+///   smaller Runs behind it.
+pub fn plan(
+    runs: &[Arc<Run>],
+    me: &Identity,
+    owned: &HashSet<String>,
+    finished: &HashSet<String>,
+    cache: &mut AdmissionCache,
+    claiming: bool,
+) -> Plan {
+    let mut out = Plan::default();
+    let mine: Vec<&Arc<Run>> = runs.iter().filter(|r| assigned_to(r, me)).collect();
+
+    let live: HashSet<String> = mine
+        .iter()
+        .filter(|r| r.metadata.deletion_timestamp.is_none() && !r.phase().is_terminal())
+        .filter_map(|r| r.uid())
+        .collect();
+    let mut kills: Vec<String> = owned
+        .iter()
+        .filter(|uid| !live.contains(*uid))
+        .cloned()
+        .collect();
+    kills.sort();
+    out.kills = kills;
+
+    let mut candidates: Vec<&Arc<Run>> = mine
+        .into_iter()
+        .filter(|r| {
+            r.uid()
+                .is_some_and(|uid| !owned.contains(&uid) && !finished.contains(&uid))
+        })
+        .collect();
+    candidates.sort_by(|a, b| {
+        let (a, b) = (&a.metadata, &b.metadata);
+        (&a.creation_timestamp, &a.name).cmp(&(&b.creation_timestamp, &b.name))
+    });
+
+    for run in candidates {
+        match run.phase() {
+            RunPhase::Running => out.failures.push(Failure {
+                run: run.clone(),
+                reason: reasons::RUNTIMED_RESTARTED,
+                message: format!(
+                    "runtimed on Pod {} restarted while this Run was running; its process is gone",
+                    me.pod_name
+                ),
+            }),
+            RunPhase::Scheduled if claiming && run.metadata.deletion_timestamp.is_none() => {
+                let request = match parse_requests(run.spec.resources.as_ref().map(|r| &r.requests))
+                {
+                    Ok(request) => request,
+                    Err(err) => {
+                        out.failures.push(Failure {
+                            run: run.clone(),
+                            reason: reasons::INVALID_RESOURCES,
+                            message: err.to_string(),
+                        });
+                        continue;
+                    }
+                };
+                let task =
+                    match executor::prepare(run.spec.mode.as_ref().and_then(|m| m.task.as_ref())) {
+                        Ok(task) => task,
+                        Err(err) => {
+                            out.failures.push(Failure {
+                                run: run.clone(),
+                                reason: reasons::START_FAILED,
+                                message: err.to_string(),
+                            });
+                            continue;
+                        }
+                    };
+                let uid = run.uid().unwrap_or_default();
+                match cache.try_reserve(&uid, &request) {
+                    Ok(()) => out.claims.push(Claim {
+                        run: run.clone(),
+                        request,
+                        task,
+                    }),
+                    Err(why) => out.waiting.push((run.name_any(), why.to_string())),
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::resources::RUNS;
+    use crate::api::{RunMode, RunResources, RunSpec, RunStatus, TaskMode};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    const GPU: &str = "example.com/gpu";
+
+    fn me() -> Identity {
+        Identity {
+            pod_name: "pod-1".into(),
+            namespace: "ns".into(),
+            pod_uid: "pod-uid-1".into(),
+        }
+    }
+
+    /// A Run builder that reads like the domain: `run("a").scheduled().requests(&[..])`.
+    struct RunBuilder(Run);
+
+    fn run(name: &str) -> RunBuilder {
+        let mut r = Run::new(
+            name,
+            RunSpec {
+                runtime: "rt".into(),
+                mode: Some(RunMode {
+                    task: Some(TaskMode {
+                        args: vec!["true".into()],
+                        ..Default::default()
+                    }),
+                }),
+                ..Default::default()
+            },
+        );
+        r.metadata.uid = Some(format!("uid-{name}"));
+        r.metadata.namespace = Some("ns".into());
+        RunBuilder(r)
+    }
+
+    impl RunBuilder {
+        fn phase_on(mut self, phase: RunPhase, pod: &str, pod_uid: Option<&str>) -> Self {
+            self.0.status = Some(RunStatus {
+                phase: Some(phase),
+                pod_name: Some(pod.into()),
+                pod_uid: pod_uid.map(Into::into),
+                ..Default::default()
+            });
+            self
+        }
+        fn scheduled(self) -> Self {
+            self.phase_on(RunPhase::Scheduled, "pod-1", Some("pod-uid-1"))
+        }
+        fn running(self) -> Self {
+            self.phase_on(RunPhase::Running, "pod-1", Some("pod-uid-1"))
+        }
+        fn created(mut self, secs: i64) -> Self {
+            self.0.metadata.creation_timestamp =
+                Some(Time(jiff::Timestamp::from_second(secs).unwrap()));
+            self
+        }
+        fn requests(mut self, reqs: &[(&str, &str)]) -> Self {
+            self.0.spec.resources = Some(RunResources {
+                requests: reqs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                    .collect(),
+            });
+            self
+        }
+        fn no_task(mut self) -> Self {
+            self.0.spec.mode = None;
+            self
+        }
+        fn deleting(mut self) -> Self {
+            self.0.metadata.deletion_timestamp =
+                Some(Time(jiff::Timestamp::from_second(1).unwrap()));
+            self
+        }
+        fn build(self) -> Arc<Run> {
+            Arc::new(self.0)
+        }
+    }
+
+    fn cache(capacity: &[(&str, u64)]) -> AdmissionCache {
+        let mut c = AdmissionCache::new();
+        c.set_capacity(Some(capacity.iter().map(|&(k, v)| (k, v)).collect()));
+        c
+    }
+
+    fn names(claims: &[Claim]) -> Vec<String> {
+        claims.iter().map(|c| c.run.name_any()).collect()
+    }
+
+    fn none() -> HashSet<String> {
+        HashSet::new()
+    }
+
+    #[test]
+    fn plan_claims_in_creation_order_up_to_capacity_and_leaves_the_rest_waiting() {
+        let runs = vec![
+            run("c").scheduled().created(3).build(),
+            run("a").scheduled().created(1).build(),
+            run("b").scheduled().created(2).build(),
+        ];
+        let mut c = cache(&[(RUNS, 2)]);
+        let p = plan(&runs, &me(), &none(), &none(), &mut c, true);
+        assert_eq!(names(&p.claims), ["a", "b"]);
+        assert_eq!(
+            p.waiting,
+            [(
+                "c".to_string(),
+                "insufficient runs: requested 1, 2 of 2 in use".to_string()
+            )]
+        );
+        assert!(p.failures.is_empty() && p.kills.is_empty());
+        assert_eq!(c.used().get(RUNS), 2, "claims hold their reservations");
+    }
+
+    #[test]
+    fn plan_does_not_let_a_big_run_block_a_smaller_one() {
+        let runs = vec![
+            run("big")
+                .scheduled()
+                .created(1)
+                .requests(&[(GPU, "2")])
+                .build(),
+            run("small")
+                .scheduled()
+                .created(2)
+                .requests(&[(GPU, "1")])
+                .build(),
+        ];
+        let mut c = cache(&[(RUNS, 4), (GPU, 1)]);
+        let p = plan(&runs, &me(), &none(), &none(), &mut c, true);
+        assert_eq!(names(&p.claims), ["small"]);
+        assert_eq!(p.waiting[0].0, "big");
+    }
+
+    #[test]
+    fn plan_ignores_runs_of_other_pods_other_incarnations_and_owned_or_finished_runs() {
+        let runs = vec![
+            run("other-pod")
+                .phase_on(RunPhase::Scheduled, "pod-2", None)
+                .build(),
+            run("old-incarnation")
+                .phase_on(RunPhase::Scheduled, "pod-1", Some("old-uid"))
+                .build(),
+            run("no-uid-yet")
+                .phase_on(RunPhase::Scheduled, "pod-1", None)
+                .created(1)
+                .build(),
+            run("owned").scheduled().build(),
+            run("finished").running().build(),
+            run("pending").build(),
+        ];
+        let owned = HashSet::from(["uid-owned".to_string()]);
+        let finished = HashSet::from(["uid-finished".to_string()]);
+        let mut c = cache(&[(RUNS, 10)]);
+        let p = plan(&runs, &me(), &owned, &finished, &mut c, true);
+        assert_eq!(names(&p.claims), ["no-uid-yet"]);
+        assert!(p.failures.is_empty(), "{:?}", p.failures);
+        assert!(p.kills.is_empty());
+    }
+
+    #[test]
+    fn plan_claims_nothing_while_draining_or_before_capacity_is_known() {
+        let runs = vec![run("a").scheduled().build()];
+        let mut c = cache(&[(RUNS, 1)]);
+        assert!(
+            plan(&runs, &me(), &none(), &none(), &mut c, false)
+                .claims
+                .is_empty()
+        );
+        assert!(c.is_empty());
+        let mut unknown = AdmissionCache::new();
+        let p = plan(&runs, &me(), &none(), &none(), &mut unknown, true);
+        assert!(p.claims.is_empty());
+        assert_eq!(
+            p.waiting[0].1,
+            "the capacity of the Runtime Pod is not known yet"
+        );
+    }
+
+    #[test]
+    fn plan_fails_invalid_requests_and_tasks_without_reserving() {
+        let runs = vec![
+            run("frac").scheduled().requests(&[(GPU, "1.5")]).build(),
+            run("no-task").scheduled().no_task().build(),
+        ];
+        let mut c = cache(&[(RUNS, 4), (GPU, 4)]);
+        let p = plan(&runs, &me(), &none(), &none(), &mut c, true);
+        let got: Vec<_> = p
+            .failures
+            .iter()
+            .map(|f| (f.run.name_any(), f.reason))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("frac".to_string(), reasons::INVALID_RESOURCES),
+                ("no-task".to_string(), reasons::START_FAILED)
+            ]
+        );
+        assert!(
+            p.failures[0]
+                .message
+                .contains("spec.resources.requests[\"example.com/gpu\"]: \"1.5\"")
+        );
+        assert!(p.failures[1].message.contains("spec.mode.task is not set"));
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn plan_fails_running_runs_that_no_child_owns() {
+        let runs = vec![
+            run("left-over").running().build(),
+            run("mine").running().build(),
+        ];
+        let owned = HashSet::from(["uid-mine".to_string()]);
+        let mut c = cache(&[(RUNS, 4)]);
+        let p = plan(&runs, &me(), &owned, &none(), &mut c, false);
+        assert_eq!(p.failures.len(), 1);
+        assert_eq!(p.failures[0].run.name_any(), "left-over");
+        assert_eq!(p.failures[0].reason, reasons::RUNTIMED_RESTARTED);
+    }
+
+    #[test]
+    fn plan_kills_children_whose_run_is_gone_deleting_reassigned_or_terminal() {
+        let runs = vec![
+            run("alive").running().build(),
+            run("deleting").running().deleting().build(),
+            run("moved")
+                .phase_on(RunPhase::Running, "pod-2", None)
+                .build(),
+            run("done")
+                .phase_on(RunPhase::Failed, "pod-1", None)
+                .build(),
+        ];
+        let owned: HashSet<String> = ["alive", "deleting", "moved", "done", "gone"]
+            .iter()
+            .map(|n| format!("uid-{n}"))
+            .collect();
+        let mut c = cache(&[(RUNS, 4)]);
+        let p = plan(&runs, &me(), &owned, &none(), &mut c, true);
+        assert_eq!(
+            p.kills,
+            ["uid-deleting", "uid-done", "uid-gone", "uid-moved"]
+        );
+    }
+
+    #[test]
+    fn plan_never_claims_a_run_being_deleted() {
+        let runs = vec![run("a").scheduled().deleting().build()];
+        let mut c = cache(&[(RUNS, 1)]);
+        let p = plan(&runs, &me(), &none(), &none(), &mut c, true);
+        assert!(p.claims.is_empty() && p.failures.is_empty());
+    }
+}

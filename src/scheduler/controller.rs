@@ -1,0 +1,563 @@
+//! kube wiring of the scheduler: watches feeding the pure core's index, the Run work queue
+//! (`kube::runtime::Controller`), wakeups of Pending Runs, Bind, status writes and leader
+//! election.
+//!
+//! Decisions are made only by [`SharedState::schedule`]; this module carries them out. Watches
+//! run on every replica so a standby's caches stay warm; the queue runs only on the leader.
+//! Losing the lease stops scheduling at once (the process exits, like controller-runtime's
+//! managers), so a new leader always starts with an empty assumed cache.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use futures::channel::mpsc::{UnboundedSender, unbounded};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use thiserror::Error;
+use tracing::{debug, info, warn};
+
+use crate::api::status::{self, CONDITION_SCHEDULED, Outcome, reasons};
+use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, RunPhase};
+use crate::metrics::{STAGE_BIND, STAGE_RESERVE, SchedulerMetrics};
+use crate::scheduler::framework::index::{RunChange, Wakeup};
+use crate::scheduler::framework::state::{ScheduleOutcome, SharedState};
+
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("binding run {run}: {source}")]
+    Bind { run: String, source: kube::Error },
+    #[error("writing the status of run {run}: {source}")]
+    Status { run: String, source: kube::Error },
+    #[error("scheduling cycle for run {run}: {message}")]
+    Cycle { run: String, message: String },
+}
+
+/// What `scheduler run` needs besides a client.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub workers: u16,
+    /// Watch one namespace instead of the whole cluster.
+    pub namespace: Option<String>,
+}
+
+/// Shared between watch tasks, queue workers and the HTTP probes.
+pub struct Scheduler {
+    client: Client,
+    state: SharedState,
+    metrics: SchedulerMetrics,
+    options: Options,
+    /// The queue's trigger channel while this replica leads; `None` on a standby.
+    queue: Mutex<Option<UnboundedSender<ObjectRef<Run>>>>,
+    /// When each queued key was first activated, for the queue-duration histogram.
+    enqueued_at: Mutex<HashMap<ObjectRef<Run>, Instant>>,
+    /// Consecutive failed reconciles per key, for exponential retry backoff.
+    failures: Mutex<HashMap<ObjectRef<Run>, u32>>,
+    runs_synced: AtomicBool,
+    pods_synced: AtomicBool,
+    leases_synced: AtomicBool,
+}
+
+impl Scheduler {
+    pub fn new(client: Client, metrics: SchedulerMetrics, options: Options) -> Arc<Self> {
+        Arc::new(Self {
+            client,
+            state: SharedState::default(),
+            metrics,
+            options,
+            queue: Mutex::new(None),
+            enqueued_at: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
+            runs_synced: AtomicBool::new(false),
+            pods_synced: AtomicBool::new(false),
+            leases_synced: AtomicBool::new(false),
+        })
+    }
+
+    /// Ready once every watch has delivered its initial list.
+    pub fn caches_synced(&self) -> bool {
+        self.runs_synced.load(Ordering::Acquire)
+            && self.pods_synced.load(Ordering::Acquire)
+            && self.leases_synced.load(Ordering::Acquire)
+    }
+
+    fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
+        match &self.options.namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        }
+    }
+
+    /// Requests a cycle for `run` if this replica leads.
+    fn enqueue(&self, run: ObjectRef<Run>) {
+        let queue = self.queue.lock().unwrap();
+        if let Some(tx) = queue.as_ref() {
+            self.enqueued_at
+                .lock()
+                .unwrap()
+                .entry(run.clone())
+                .or_insert_with(Instant::now);
+            let _ = tx.unbounded_send(run);
+        }
+    }
+
+    fn is_leading(&self) -> bool {
+        self.queue.lock().unwrap().is_some()
+    }
+
+    /// Wakes the Pending Runs of each (namespace, runtime), counting the keys by source.
+    fn wake(&self, wakeups: Vec<Wakeup>) {
+        if wakeups.is_empty() || !self.is_leading() {
+            return;
+        }
+        for wakeup in wakeups {
+            let names = self.state.pending_runs(&wakeup.namespace, &wakeup.runtime);
+            self.metrics
+                .pending_run_wakeups
+                .with_label_values(&[wakeup.source.as_str()])
+                .inc_by(names.len() as u64);
+            for name in names {
+                self.enqueue(ObjectRef::new(&name).within(&wakeup.namespace));
+            }
+        }
+    }
+
+    /// Affinity targets changed on a Pod: Pending Runs of that Runtime may now satisfy a
+    /// required term. Not a capacity or Runtime Pod event, so not counted as a wakeup.
+    fn wake_for_targets(&self, change: &RunChange) {
+        if let Some(pod) = &change.targets_changed {
+            for name in self.state.pending_runs(&pod.namespace, &pod.runtime) {
+                self.enqueue(ObjectRef::new(&name).within(&pod.namespace));
+            }
+        }
+    }
+
+    fn on_run_change(&self, change: RunChange) {
+        self.wake_for_targets(&change);
+        self.wake(change.wakeups());
+    }
+
+    /// Watches Runs into the store the queue reads and into the index.
+    async fn watch_runs(self: Arc<Self>, writer: reflector::store::Writer<Run>) {
+        let mut initial = Vec::new();
+        let stream = watcher(self.api::<Run>(), watcher::Config::default())
+            .default_backoff()
+            .reflect(writer);
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(watcher::Event::Apply(run)) => {
+                    let change = self.state.apply_run(&run);
+                    self.on_run_change(change);
+                    if wants_scheduling(&run) {
+                        self.enqueue(ObjectRef::from_obj(&run));
+                    }
+                }
+                Ok(watcher::Event::Delete(run)) => {
+                    let key = ObjectRef::from_obj(&run);
+                    self.enqueued_at.lock().unwrap().remove(&key);
+                    self.failures.lock().unwrap().remove(&key);
+                    let change = self.state.delete_run(
+                        &run.namespace().unwrap_or_default(),
+                        &run.uid().unwrap_or_default(),
+                    );
+                    self.on_run_change(change);
+                }
+                Ok(watcher::Event::Init) => initial.clear(),
+                Ok(watcher::Event::InitApply(run)) => initial.push(run),
+                Ok(watcher::Event::InitDone) => {
+                    for change in self.state.reset_runs(&initial) {
+                        self.on_run_change(change);
+                    }
+                    for run in initial.drain(..) {
+                        if wants_scheduling(&run) {
+                            self.enqueue(ObjectRef::from_obj(&run));
+                        }
+                    }
+                    self.runs_synced.store(true, Ordering::Release);
+                }
+                Err(e) => warn!("run watch: {e}"),
+            }
+        }
+    }
+
+    async fn watch_pods(self: Arc<Self>) {
+        let config = watcher::Config::default().labels(LABEL_RUNTIME);
+        let mut initial = Vec::new();
+        let mut stream = std::pin::pin!(watcher(self.api::<Pod>(), config).default_backoff());
+        while let Some(event) = stream.next().await {
+            let wakeups = match event {
+                Ok(watcher::Event::Apply(pod)) => self.state.apply_pod(&pod),
+                Ok(watcher::Event::Delete(pod)) => self
+                    .state
+                    .delete_pod(&pod.namespace().unwrap_or_default(), &pod.name_any()),
+                Ok(watcher::Event::Init) => {
+                    initial.clear();
+                    Vec::new()
+                }
+                Ok(watcher::Event::InitApply(pod)) => {
+                    initial.push(pod);
+                    Vec::new()
+                }
+                Ok(watcher::Event::InitDone) => {
+                    let wakeups = self.state.reset_pods(&std::mem::take(&mut initial));
+                    self.pods_synced.store(true, Ordering::Release);
+                    wakeups
+                }
+                Err(e) => {
+                    warn!("runtime pod watch: {e}");
+                    Vec::new()
+                }
+            };
+            self.wake(wakeups);
+        }
+    }
+
+    async fn watch_leases(self: Arc<Self>) {
+        let config = watcher::Config::default().labels(LABEL_RUNTIME_POD);
+        let mut initial = Vec::new();
+        let mut stream = std::pin::pin!(watcher(self.api::<Lease>(), config).default_backoff());
+        while let Some(event) = stream.next().await {
+            let wakeups = match event {
+                Ok(watcher::Event::Apply(lease)) => self.state.apply_lease(&lease),
+                Ok(watcher::Event::Delete(lease)) => self
+                    .state
+                    .delete_lease(&lease.namespace().unwrap_or_default(), &lease.name_any()),
+                Ok(watcher::Event::Init) => {
+                    initial.clear();
+                    Vec::new()
+                }
+                Ok(watcher::Event::InitApply(lease)) => {
+                    initial.push(lease);
+                    Vec::new()
+                }
+                Ok(watcher::Event::InitDone) => {
+                    let wakeups = self.state.reset_leases(&std::mem::take(&mut initial));
+                    self.leases_synced.store(true, Ordering::Release);
+                    wakeups
+                }
+                Err(e) => {
+                    warn!("heartbeat lease watch: {e}");
+                    Vec::new()
+                }
+            };
+            self.wake(wakeups);
+        }
+    }
+
+    /// Runs the queue until `stop` resolves or the process ends. Call only while leading.
+    async fn run_queue(self: Arc<Self>, store: Store<Run>) {
+        let (tx, rx) = unbounded();
+        *self.queue.lock().unwrap() = Some(tx);
+        let _ = store.wait_until_ready().await;
+        // A cycle on a partial view could write a wrong Pending message (e.g. 0/0 Pods):
+        // start only once Pods and heartbeat Leases are listed too.
+        while !self.caches_synced() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Rebuild the queue from Pending Runs, as a new leader must.
+        for run in store.state() {
+            if wants_scheduling(&run) {
+                self.enqueue(ObjectRef::from_obj(run.as_ref()));
+            }
+        }
+        let workers = self.options.workers.max(1);
+        Controller::for_stream(futures::stream::pending(), store)
+            .reconcile_on(rx)
+            .with_config(kube::runtime::controller::Config::default().concurrency(workers))
+            .run(reconcile, error_policy, self)
+            .for_each(|result| async move {
+                if let Err(e) = result {
+                    debug!("reconcile: {e}");
+                }
+            })
+            .await;
+    }
+}
+
+/// A Run the scheduler should place: Pending (or without status), not being deleted.
+fn wants_scheduling(run: &Run) -> bool {
+    run.metadata.deletion_timestamp.is_none()
+        && run.phase() == RunPhase::Pending
+        && run
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_name.as_ref())
+            .is_none()
+}
+
+fn now() -> Time {
+    Time(jiff::Timestamp::now())
+}
+
+/// One reconcile is one scheduling cycle for one Run.
+async fn reconcile(run: Arc<Run>, scheduler: Arc<Scheduler>) -> Result<Action, Error> {
+    let key = ObjectRef::from_obj(run.as_ref());
+    let result = schedule_one(&run, &scheduler, &key).await;
+    if result.is_ok() {
+        scheduler.failures.lock().unwrap().remove(&key);
+    }
+    result
+}
+
+async fn schedule_one(
+    run: &Arc<Run>,
+    scheduler: &Scheduler,
+    key: &ObjectRef<Run>,
+) -> Result<Action, Error> {
+    if let Some(first) = scheduler.enqueued_at.lock().unwrap().remove(key) {
+        scheduler
+            .metrics
+            .queue_duration
+            .observe(first.elapsed().as_secs_f64());
+    }
+    if !wants_scheduling(run) {
+        return Ok(Action::await_change());
+    }
+    let name = run.name_any();
+    let namespace = run.namespace().unwrap_or_default();
+    let outcome = {
+        let _timer = scheduler.metrics.cycle_timer();
+        scheduler.state.schedule(run, jiff::Timestamp::now())
+    };
+    scheduler
+        .metrics
+        .schedule_attempts
+        .with_label_values(&[outcome.result()])
+        .inc();
+    for rejection in outcome.rejections() {
+        scheduler
+            .metrics
+            .filter_rejections
+            .with_label_values(&[rejection.plugin, rejection.reason])
+            .inc_by(rejection.count as u64);
+    }
+    let api: Api<Run> = Api::namespaced(scheduler.client.clone(), &namespace);
+    match outcome {
+        ScheduleOutcome::Reserved { pod, pod_uid, .. } => {
+            let mut bound = Run::clone(run);
+            let status = bound.status.get_or_insert_with(Default::default);
+            let now = now();
+            status.phase = Some(RunPhase::Scheduled);
+            status.pod_name = Some(pod.clone());
+            status.pod_uid = Some(pod_uid);
+            status.reason = Some(reasons::SCHEDULED.into());
+            status.message = None;
+            status::set_condition(
+                &mut status.conditions,
+                CONDITION_SCHEDULED,
+                true,
+                reasons::SCHEDULED,
+                "placed by the kruntimes scheduler",
+                &now,
+            );
+            match api
+                .replace_status(&name, &PostParams::default(), &bound)
+                .await
+            {
+                // The assumption stays until the watch shows the Run active on the Pod.
+                Ok(_) => {
+                    info!(run = %name, %namespace, %pod, "scheduled");
+                    Ok(Action::await_change())
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    scheduler
+                        .state
+                        .release(&namespace, &run.uid().unwrap_or_default());
+                    scheduler
+                        .metrics
+                        .reservation_conflicts
+                        .with_label_values(&[STAGE_BIND])
+                        .inc();
+                    debug!(run = %name, %namespace, "bind conflict; requeued");
+                    Ok(Action::requeue(Duration::from_millis(50)))
+                }
+                Err(source) => {
+                    scheduler
+                        .state
+                        .release(&namespace, &run.uid().unwrap_or_default());
+                    Err(Error::Bind { run: name, source })
+                }
+            }
+        }
+        ScheduleOutcome::Unschedulable(unschedulable) => {
+            let message = unschedulable.message();
+            write_pending(&api, run, &message).await?;
+            Ok(Action::await_change())
+        }
+        ScheduleOutcome::Invalid { reason, message } => {
+            let mut failed = Run::clone(run);
+            let status = failed.status.get_or_insert_with(Default::default);
+            let now = now();
+            status::set_condition(
+                &mut status.conditions,
+                CONDITION_SCHEDULED,
+                false,
+                reason,
+                &message,
+                &now,
+            );
+            status::set_terminal(status, Outcome::Failed, reason, &message, None, &now);
+            match api
+                .replace_status(&name, &PostParams::default(), &failed)
+                .await
+            {
+                Ok(_) => {
+                    info!(run = %name, %namespace, "failed: {message}");
+                    Ok(Action::await_change())
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    Ok(Action::requeue(Duration::from_millis(50)))
+                }
+                Err(source) => Err(Error::Status { run: name, source }),
+            }
+        }
+        ScheduleOutcome::ReserveConflict { error, .. } => {
+            scheduler
+                .metrics
+                .reservation_conflicts
+                .with_label_values(&[STAGE_RESERVE])
+                .inc();
+            debug!(run = %name, %namespace, "reserve conflict: {error}");
+            Ok(Action::requeue(Duration::from_millis(50)))
+        }
+        ScheduleOutcome::AlreadyPlaced { .. } => Ok(Action::await_change()),
+        ScheduleOutcome::Error(e) => Err(Error::Cycle {
+            run: name,
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// Records `Scheduled=False/Unschedulable` with the bounded message, writing only when it
+/// differs from what the Run already says.
+async fn write_pending(api: &Api<Run>, run: &Run, message: &str) -> Result<(), Error> {
+    let mut pending = run.clone();
+    let status = pending.status.get_or_insert_with(Default::default);
+    let now = now();
+    let mut changed = status::set_condition(
+        &mut status.conditions,
+        CONDITION_SCHEDULED,
+        false,
+        reasons::UNSCHEDULABLE,
+        message,
+        &now,
+    );
+    for (field, value) in [
+        (&mut status.reason, reasons::UNSCHEDULABLE),
+        (&mut status.message, message),
+    ] {
+        if field.as_deref() != Some(value) {
+            *field = Some(value.to_string());
+            changed = true;
+        }
+    }
+    if status.phase.is_none() {
+        status.phase = Some(RunPhase::Pending);
+        changed = true;
+    }
+    if !changed {
+        return Ok(());
+    }
+    match api
+        .replace_status(&run.name_any(), &PostParams::default(), &pending)
+        .await
+    {
+        Ok(_) => Ok(()),
+        // A newer version exists; its watch event brings the Run back to the queue.
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
+        Err(source) => Err(Error::Status {
+            run: run.name_any(),
+            source,
+        }),
+    }
+}
+
+/// Retries a failed cycle with exponential backoff per Run: 200ms, 400ms, … up to 30s.
+fn error_policy(run: Arc<Run>, error: &Error, scheduler: Arc<Scheduler>) -> Action {
+    let mut failures = scheduler.failures.lock().unwrap();
+    let n = failures
+        .entry(ObjectRef::from_obj(run.as_ref()))
+        .or_insert(0);
+    *n = n.saturating_add(1);
+    let delay = retry_delay(*n);
+    warn!(run = %run.name_any(), namespace = %run.namespace().unwrap_or_default(), retry_in = ?delay, "{error}");
+    Action::requeue(delay)
+}
+
+fn retry_delay(failures: u32) -> Duration {
+    let exp = failures.saturating_sub(1).min(8);
+    Duration::from_millis(200 << exp).min(Duration::from_secs(30))
+}
+
+/// Starts the watches now and the queue whenever `leading` resolves; runs until `shutdown`.
+pub async fn run(
+    scheduler: Arc<Scheduler>,
+    leading: impl Future<Output = ()> + Send + 'static,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let (reader, writer) = reflector::store();
+    let runs = tokio::spawn(scheduler.clone().watch_runs(writer));
+    let pods = tokio::spawn(scheduler.clone().watch_pods());
+    let leases = tokio::spawn(scheduler.clone().watch_leases());
+    let queue = {
+        let scheduler = scheduler.clone();
+        tokio::spawn(async move {
+            leading.await;
+            info!("leading: starting the scheduling queue");
+            scheduler.run_queue(reader).await;
+        })
+    };
+    shutdown.await;
+    queue.abort();
+    runs.abort();
+    pods.abort();
+    leases.abort();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_delay_doubles_from_200ms_and_is_capped() {
+        assert_eq!(retry_delay(1), Duration::from_millis(200));
+        assert_eq!(retry_delay(2), Duration::from_millis(400));
+        assert_eq!(retry_delay(5), Duration::from_millis(3200));
+        assert_eq!(retry_delay(100), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn only_pending_unassigned_live_runs_want_scheduling() {
+        let mut run = Run::new("a", Default::default());
+        assert!(wants_scheduling(&run));
+        run.status = Some(crate::api::RunStatus {
+            phase: Some(RunPhase::Scheduled),
+            pod_name: Some("p".into()),
+            ..Default::default()
+        });
+        assert!(!wants_scheduling(&run));
+        run.status = Some(crate::api::RunStatus {
+            phase: Some(RunPhase::Pending),
+            ..Default::default()
+        });
+        run.metadata.deletion_timestamp = Some(now());
+        assert!(!wants_scheduling(&run));
+    }
+}

@@ -1,0 +1,717 @@
+//! The scheduling cycle for one Run: PreFilter → Filter → Score → pick.
+//!
+//! Owns the one function, [`evaluate`], that both the scheduler and `explain` call; the
+//! [`Evaluation`] it returns carries per-Pod detail for `explain` and
+//! [`Evaluation::decision`] for the scheduler, so no rule is ever implemented twice. It must
+//! not reserve, bind or mutate anything (see [`super::state`]).
+//!
+//! Rules:
+//! - PreFilter validates the Run's requests and affinity terms once; invalid input is a
+//!   permanent [`Decision::Invalid`] whose message names the field and the value.
+//! - Filter runs every registered filter on every Runtime Pod in Pod-name order and stops at a
+//!   Pod's first rejection.
+//! - Score runs every Score plugin on the feasible Pods, normalizes to 0..=100, multiplies by
+//!   the weight and sums. The highest total wins; on equal totals the lexicographically
+//!   smallest Pod name wins (deterministic, unlike kube-scheduler's random pick).
+//! - When no Pod is feasible the Pending message is `0/N Runtime Pods are available: <count>
+//!   <reason>, ….` with entries ordered by count (descending) then text, and with no Runtime
+//!   Pods at all it is exactly `0/0 Runtime Pods are available.` (there is nothing to count,
+//!   and the message stays free of names).
+
+use kube::ResourceExt;
+use thiserror::Error;
+
+use super::index::RunKey;
+use super::registry::Registry;
+use super::selector::{Selector, SelectorError};
+use super::snapshot::{PodView, Snapshot};
+use super::types::{
+    Code, MAX_SCORE, MIN_SCORE, PreferredTerm, Rejection, Requested, RequiredTerm, ResourceName,
+    RunCycleState, ScoreError,
+};
+use crate::api::resources::{ResourceError, parse_requests};
+use crate::api::status::reasons::INVALID_RESOURCES;
+use crate::api::{AffinityTerms, LABEL_RUNTIME_POD, Run};
+
+/// Status reason of a Run whose affinity terms are invalid.
+pub const INVALID_AFFINITY: &str = "InvalidAffinity";
+
+/// Why PreFilter refused a Run. Messages name the field and the offending value.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PreFilterError {
+    #[error(transparent)]
+    Resources(#[from] ResourceError),
+    #[error(transparent)]
+    Selector(#[from] SelectorError),
+    #[error(
+        "{field}: {value:?} is not a supported topology key: the only one is kruntimes.io/runtime-pod"
+    )]
+    TopologyKey { field: String, value: String },
+    #[error("{field}: {value} is not a valid weight: use 1 to 100")]
+    Weight { field: String, value: i32 },
+}
+
+impl PreFilterError {
+    /// The bounded CamelCase status reason for this error.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            PreFilterError::Resources(_) => INVALID_RESOURCES,
+            _ => INVALID_AFFINITY,
+        }
+    }
+}
+
+/// A cycle that could not complete (a Score plugin failed or broke the score range).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CycleError {
+    #[error(transparent)]
+    Score(#[from] ScoreError),
+    #[error("score plugin {plugin} normalized a score to {score}, outside 0..=100")]
+    ScoreOutOfRange { plugin: &'static str, score: i64 },
+}
+
+/// One plugin's contribution to a Pod's total.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PluginScore {
+    pub plugin: &'static str,
+    pub weight: i64,
+    pub raw: i64,
+    /// In `MIN_SCORE..=MAX_SCORE`.
+    pub normalized: i64,
+}
+
+impl PluginScore {
+    pub fn weighted(&self) -> i64 {
+        self.normalized * self.weight
+    }
+}
+
+/// How many Pods a (plugin, reason, resource) rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectionCount {
+    /// Metric label `plugin`.
+    pub plugin: &'static str,
+    /// Metric label `reason`.
+    pub reason: &'static str,
+    /// The resource named in the message, for "Insufficient <resource>".
+    pub resource: Option<ResourceName>,
+    pub count: usize,
+}
+
+impl RejectionCount {
+    /// The text shown in the Pending message.
+    pub fn text(&self) -> String {
+        Rejection {
+            plugin: self.plugin,
+            reason: self.reason,
+            resource: self.resource.clone(),
+        }
+        .message()
+        .into_owned()
+    }
+}
+
+/// No Runtime Pod is feasible.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unschedulable {
+    pub total_pods: usize,
+    /// Ordered by count (descending), then text.
+    pub histogram: Vec<RejectionCount>,
+}
+
+impl Unschedulable {
+    /// The bounded Pending message, e.g. `0/3 Runtime Pods are available: 2 Insufficient
+    /// example.com/gpu, 1 runtimed heartbeat stale.` It names resources the Run requested but
+    /// never Pods, Runs or selectors.
+    pub fn message(&self) -> String {
+        if self.histogram.is_empty() {
+            return format!("0/{} Runtime Pods are available.", self.total_pods);
+        }
+        let parts: Vec<String> = self
+            .histogram
+            .iter()
+            .map(|c| format!("{} {}", c.count, c.text()))
+            .collect();
+        format!(
+            "0/{} Runtime Pods are available: {}.",
+            self.total_pods,
+            parts.join(", ")
+        )
+    }
+}
+
+/// What the scheduler should do with the Run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Reserve this Pod, then bind.
+    Schedule {
+        pod: String,
+        pod_uid: String,
+        total: i64,
+        scores: Vec<PluginScore>,
+    },
+    /// Keep the Run Pending with `Unschedulable::message`.
+    Unschedulable(Unschedulable),
+    /// Fail the Run permanently with `reason` (`InvalidResources` or `InvalidAffinity`).
+    Invalid {
+        reason: &'static str,
+        message: String,
+    },
+}
+
+impl Decision {
+    pub fn code(&self) -> Code {
+        match self {
+            Decision::Schedule { .. } => Code::Success,
+            Decision::Unschedulable(_) => Code::Unschedulable,
+            Decision::Invalid { .. } => Code::Invalid,
+        }
+    }
+}
+
+/// The verdict on one Pod.
+#[derive(Debug, Clone)]
+pub struct PodEvaluation<'s> {
+    pub pod: PodView<'s>,
+    /// The first rejecting filter, `None` when the Pod is feasible.
+    pub rejection: Option<Rejection>,
+    /// Column of this Pod in the score table, when feasible.
+    feasible: Option<usize>,
+}
+
+/// The full result of a cycle: per-Pod verdicts and scores, and the chosen Pod.
+#[derive(Debug)]
+pub struct Evaluation<'s> {
+    state: Result<RunCycleState, PreFilterError>,
+    pods: Vec<PodEvaluation<'s>>,
+    /// (plugin, weight, raw scores, normalized scores), one column per feasible Pod.
+    scores: Vec<(&'static str, i64, Vec<i64>, Vec<i64>)>,
+    totals: Vec<i64>,
+    chosen: Option<usize>,
+}
+
+impl<'s> Evaluation<'s> {
+    /// The prepared Run state, or why PreFilter refused the Run.
+    pub fn state(&self) -> Result<&RunCycleState, &PreFilterError> {
+        self.state.as_ref()
+    }
+
+    /// Every Runtime Pod of the scope in name order (empty when PreFilter refused the Run).
+    pub fn pods(&self) -> &[PodEvaluation<'s>] {
+        &self.pods
+    }
+
+    /// Index into [`Evaluation::pods`] of the Pod the scheduler picks.
+    pub fn chosen_index(&self) -> Option<usize> {
+        self.chosen
+    }
+
+    pub fn chosen(&self) -> Option<&PodEvaluation<'s>> {
+        self.chosen.map(|i| &self.pods[i])
+    }
+
+    /// Per-plugin scores of `pods()[index]`; empty when it was rejected.
+    pub fn scores(&self, index: usize) -> Vec<PluginScore> {
+        let Some(col) = self.pods[index].feasible else {
+            return Vec::new();
+        };
+        self.scores
+            .iter()
+            .map(|(plugin, weight, raw, norm)| PluginScore {
+                plugin,
+                weight: *weight,
+                raw: raw[col],
+                normalized: norm[col],
+            })
+            .collect()
+    }
+
+    /// Weighted total of `pods()[index]`; `None` when it was rejected.
+    pub fn total(&self, index: usize) -> Option<i64> {
+        self.pods[index].feasible.map(|col| self.totals[col])
+    }
+
+    /// Rejections per (plugin, reason, resource), ordered by count (descending) then text.
+    /// Feed `kruntimes_scheduler_filter_rejections_total{plugin, reason}` from this whatever
+    /// the decision: every rejected Pod evaluation counts.
+    pub fn rejections(&self) -> Vec<RejectionCount> {
+        let mut counts: Vec<RejectionCount> = Vec::new();
+        for r in self.pods.iter().filter_map(|p| p.rejection.as_ref()) {
+            match counts
+                .iter_mut()
+                .find(|c| c.plugin == r.plugin && c.reason == r.reason && c.resource == r.resource)
+            {
+                Some(c) => c.count += 1,
+                None => counts.push(RejectionCount {
+                    plugin: r.plugin,
+                    reason: r.reason,
+                    resource: r.resource.clone(),
+                    count: 1,
+                }),
+            }
+        }
+        let mut keyed: Vec<(String, RejectionCount)> =
+            counts.into_iter().map(|c| (c.text(), c)).collect();
+        keyed.sort_by(|(ta, a), (tb, b)| b.count.cmp(&a.count).then_with(|| ta.cmp(tb)));
+        keyed.into_iter().map(|(_, c)| c).collect()
+    }
+
+    pub fn decision(&self) -> Decision {
+        if let Err(e) = &self.state {
+            return Decision::Invalid {
+                reason: e.reason(),
+                message: e.to_string(),
+            };
+        }
+        match self.chosen {
+            Some(i) => {
+                let pod = &self.pods[i].pod;
+                Decision::Schedule {
+                    pod: pod.name().to_string(),
+                    pod_uid: pod.uid().to_string(),
+                    total: self.total(i).expect("the chosen Pod is feasible"),
+                    scores: self.scores(i),
+                }
+            }
+            None => Decision::Unschedulable(Unschedulable {
+                total_pods: self.pods.len(),
+                histogram: self.rejections(),
+            }),
+        }
+    }
+}
+
+/// PreFilter: validates the Run's inputs and computes what the plugins need, once.
+pub fn pre_filter(snapshot: &Snapshot<'_>, run: &Run) -> Result<RunCycleState, PreFilterError> {
+    let request = parse_requests(run.spec.resources.as_ref().map(|r| &r.requests))?;
+    let affinity = run.spec.affinity.as_ref();
+    let (required, preferred) = compile_terms(
+        affinity.and_then(|a| a.run_affinity.as_ref()),
+        "spec.affinity.runAffinity",
+    )?;
+    let (anti_required, anti_preferred) = compile_terms(
+        affinity.and_then(|a| a.run_anti_affinity.as_ref()),
+        "spec.affinity.runAntiAffinity",
+    )?;
+
+    let key = RunKey::of(run);
+    let labels = run.labels().clone();
+    let required_term = |selector: Selector| RequiredTerm {
+        targets: snapshot.targets(&selector, &key.uid),
+        matches_self: selector.matches(&labels),
+        selector,
+    };
+    let required_affinity = required.into_iter().map(required_term).collect();
+    let required_anti_affinity = anti_required.into_iter().map(required_term).collect();
+    let preferred = preferred
+        .into_iter()
+        .chain(anti_preferred.into_iter().map(|(w, s)| (-w, s)))
+        .map(|(weight, selector)| PreferredTerm {
+            weight,
+            targets: snapshot.targets(&selector, &key.uid),
+            selector,
+        })
+        .collect();
+    let repelled_by = snapshot.anti_affinity_against(&labels, &key.uid);
+    let request_list = request
+        .iter()
+        .map(|(name, amount)| Requested {
+            name: ResourceName::from(name),
+            id: snapshot.resource_id(name),
+            amount,
+        })
+        .collect();
+    Ok(RunCycleState {
+        name: run.name_any(),
+        runtime: run.spec.runtime.clone(),
+        key,
+        request,
+        request_list,
+        labels,
+        required_affinity,
+        required_anti_affinity,
+        preferred,
+        repelled_by,
+    })
+}
+
+type Compiled = (Vec<Selector>, Vec<(i64, Selector)>);
+
+/// Validates one kind's required and preferred terms.
+fn compile_terms(terms: Option<&AffinityTerms>, base: &str) -> Result<Compiled, PreFilterError> {
+    let Some(terms) = terms else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let term = |t: &crate::api::RunAffinityTerm, field: String| {
+        if t.topology_key != LABEL_RUNTIME_POD {
+            return Err(PreFilterError::TopologyKey {
+                field: format!("{field}.topologyKey"),
+                value: t.topology_key.clone(),
+            });
+        }
+        Ok(Selector::compile(
+            &t.label_selector,
+            &format!("{field}.labelSelector"),
+        )?)
+    };
+    let required = terms
+        .required
+        .iter()
+        .enumerate()
+        .map(|(i, t)| term(t, format!("{base}.required[{i}]")))
+        .collect::<Result<_, _>>()?;
+    let preferred = terms
+        .preferred
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            if !(1..=100).contains(&w.weight) {
+                return Err(PreFilterError::Weight {
+                    field: format!("{base}.preferred[{i}].weight"),
+                    value: w.weight,
+                });
+            }
+            Ok((
+                i64::from(w.weight),
+                term(&w.term, format!("{base}.preferred[{i}].term"))?,
+            ))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((required, preferred))
+}
+
+/// Runs one full cycle for `run` against `snapshot`. The only error is a Score plugin
+/// failure; an invalid Run is an `Ok` evaluation whose decision is [`Decision::Invalid`].
+pub fn evaluate<'s>(
+    snapshot: &'s Snapshot<'_>,
+    registry: &Registry,
+    run: &Run,
+) -> Result<Evaluation<'s>, CycleError> {
+    let state = match pre_filter(snapshot, run) {
+        Ok(state) => state,
+        Err(e) => {
+            return Ok(Evaluation {
+                state: Err(e),
+                pods: Vec::new(),
+                scores: Vec::new(),
+                totals: Vec::new(),
+                chosen: None,
+            });
+        }
+    };
+
+    // Filter every Pod in name order; a Pod's first rejection ends its evaluation. A Pod
+    // that passes every filter gets its raw scores right away, while its data is still in
+    // cache: Score plugins are pure and per-Pod, so this is the same as a second pass over
+    // the feasible Pods, only cheaper.
+    let own = snapshot.own(&state.key);
+    let plugins = registry.scores();
+    let mut pods = Vec::with_capacity(snapshot.len());
+    let mut raw: Vec<Vec<i64>> = plugins
+        .iter()
+        .map(|_| Vec::with_capacity(snapshot.len()))
+        .collect();
+    let mut feasible = 0usize;
+    for pod in snapshot.pods_for(own) {
+        let rejection = registry
+            .filters()
+            .iter()
+            .find_map(|f| f.filter(snapshot, &state, &pod).err());
+        let column = if rejection.is_none() {
+            for (ws, column) in plugins.iter().zip(raw.iter_mut()) {
+                column.push(ws.plugin.score(snapshot, &state, &pod)?);
+            }
+            feasible += 1;
+            Some(feasible - 1)
+        } else {
+            None
+        };
+        pods.push(PodEvaluation {
+            pod,
+            rejection,
+            feasible: column,
+        });
+    }
+
+    // Normalize per plugin over the feasible Pods, weight and sum.
+    let mut scores = Vec::with_capacity(plugins.len());
+    let mut totals = vec![0i64; feasible];
+    for (ws, raw) in plugins.iter().zip(raw) {
+        let plugin = ws.plugin.as_ref();
+        let mut normalized = raw.clone();
+        plugin.normalize(&mut normalized);
+        if let Some(&score) = normalized
+            .iter()
+            .find(|s| !(MIN_SCORE..=MAX_SCORE).contains(*s))
+        {
+            return Err(CycleError::ScoreOutOfRange {
+                plugin: plugin.name(),
+                score,
+            });
+        }
+        for (total, s) in totals.iter_mut().zip(&normalized) {
+            *total += s * ws.weight;
+        }
+        scores.push((plugin.name(), ws.weight, raw, normalized));
+    }
+
+    // Highest total wins; Pods are in name order, so keeping the first maximum picks the
+    // smallest name among equal totals.
+    let mut chosen: Option<(usize, i64)> = None;
+    for (i, pod) in pods.iter().enumerate() {
+        if let Some(col) = pod.feasible
+            && chosen.is_none_or(|(_, best)| totals[col] > best)
+        {
+            chosen = Some((i, totals[col]));
+        }
+    }
+
+    Ok(Evaluation {
+        state: Ok(state),
+        pods,
+        scores,
+        totals,
+        chosen: chosen.map(|(i, _)| i),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::framework::testing::*;
+
+    fn decide(world: &World, r: &RunBuilder) -> Decision {
+        let state = world.state();
+        let snap = state.snapshot(NS, RUNTIME, NOW);
+        evaluate(&snap, &Registry::default(), &r.build())
+            .unwrap()
+            .decision()
+    }
+
+    fn scheduled_on(d: &Decision) -> &str {
+        match d {
+            Decision::Schedule { pod, .. } => pod,
+            other => panic!("expected Schedule, got {other:?}"),
+        }
+    }
+
+    fn message(d: &Decision) -> String {
+        match d {
+            Decision::Unschedulable(u) => u.message(),
+            other => panic!("expected Unschedulable, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_unschedulable_message_counts_reasons_by_count_then_text() {
+        let world = World::new().pods([
+            pod("p1").capacity(&[("runs", 4), ("example.com/gpu", 1)]),
+            pod("p2").capacity(&[("runs", 4)]),
+            pod("p3")
+                .capacity(&[("runs", 4), ("example.com/gpu", 1)])
+                .stale(),
+        ]);
+        let world = world.runs([run("x").requests(&[("example.com/gpu", 1)]).on("p1")]);
+        let d = decide(&world, &run("a").requests(&[("example.com/gpu", 1)]));
+        assert_eq!(
+            message(&d),
+            "0/3 Runtime Pods are available: 2 Insufficient example.com/gpu, 1 runtimed heartbeat stale."
+        );
+    }
+
+    #[test]
+    fn with_no_runtime_pods_the_message_says_zero_of_zero() {
+        let d = decide(&World::new(), &run("a"));
+        assert_eq!(message(&d), "0/0 Runtime Pods are available.");
+    }
+
+    #[test]
+    fn the_message_never_names_pods_runs_or_selectors() {
+        let world = World::new()
+            .pods([pod("secret-pod-1"), pod("secret-pod-2").not_ready()])
+            .runs([run("secret-run")
+                .labels(&[("secret-label", "v")])
+                .on("secret-pod-1")]);
+        let d = decide(
+            &world,
+            &run("a")
+                .anti(&[("secret-label", "v")])
+                .requires(&[("other-secret", "z")]),
+        );
+        let msg = message(&d);
+        assert!(!msg.contains("secret"), "{msg}");
+    }
+
+    #[test]
+    fn a_run_only_sees_the_runtime_pods_of_its_namespace_and_runtime() {
+        let world = World::new().pods([
+            pod("a-other-ns")
+                .ns("elsewhere")
+                .capacity(&[("runs", 9)])
+                .ready(),
+            pod("b-other-runtime")
+                .runtime("java")
+                .capacity(&[("runs", 9)])
+                .ready(),
+            pod("c-mine").capacity(&[("runs", 1)]).ready(),
+        ]);
+        assert_eq!(scheduled_on(&decide(&world, &run("a"))), "c-mine");
+        let full = world.runs([run("x").on("c-mine")]);
+        assert_eq!(
+            message(&decide(&full, &run("a"))),
+            "0/1 Runtime Pods are available: 1 Insufficient runs."
+        );
+    }
+
+    #[test]
+    fn the_highest_total_wins_and_ties_go_to_the_smallest_pod_name() {
+        let world = World::new().pods([
+            pod("p3").capacity(&[("runs", 4)]),
+            pod("p1").capacity(&[("runs", 4)]),
+            pod("p2").capacity(&[("runs", 4)]),
+        ]);
+        assert_eq!(scheduled_on(&decide(&world, &run("a"))), "p1");
+        let world = world.runs([run("x").on("p1")]);
+        assert_eq!(scheduled_on(&decide(&world, &run("a"))), "p2");
+    }
+
+    #[test]
+    fn preferred_affinity_and_least_loaded_add_up_to_one_total() {
+        // p1 hosts the preferred target but is fuller: 100 (affinity) + 0 (load) = 100
+        // p2 is emptier but has no target: 0 + 100 = 100 -> tie, p1 wins by name.
+        // p3 is as empty as p2 and has no target: 0 + 100 -> loses to p1 by name.
+        let world = World::new()
+            .pods([
+                pod("p1").capacity(&[("runs", 4)]),
+                pod("p2").capacity(&[("runs", 4)]),
+                pod("p3").capacity(&[("runs", 4)]),
+            ])
+            .runs([run("x").labels(&[("app", "db")]).on("p1")]);
+        let d = decide(&world, &run("a").prefers(50, &[("app", "db")]));
+        let Decision::Schedule {
+            pod, total, scores, ..
+        } = &d
+        else {
+            panic!("{d:?}")
+        };
+        assert_eq!(pod, "p1");
+        assert_eq!(*total, 100);
+        assert_eq!(
+            scores
+                .iter()
+                .map(|s| (s.plugin, s.normalized))
+                .collect::<Vec<_>>(),
+            [("PreferredRunAffinity", 100), ("LeastLoaded", 0)]
+        );
+    }
+
+    #[test]
+    fn invalid_requests_fail_prefilter_with_the_field_and_value() {
+        let world = World::new().pods([pod("p1")]);
+        let d = decide(
+            &world,
+            &run("a").request_strs(&[("example.com/gpu", "1.5")]),
+        );
+        let Decision::Invalid { reason, message } = d else {
+            panic!("{d:?}")
+        };
+        assert_eq!(reason, "InvalidResources");
+        assert!(
+            message.starts_with(
+                "spec.resources.requests[\"example.com/gpu\"]: \"1.5\" is not a valid quantity: "
+            ),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn invalid_affinity_terms_fail_prefilter_with_the_field_and_value() {
+        let table: Vec<(RunBuilder, &str)> = vec![
+            (
+                run("a").affinity_term(false, "zone", label_selector(&[])),
+                "spec.affinity.runAffinity.required[0].topologyKey: \"zone\" is not a supported topology key: the only one is kruntimes.io/runtime-pod",
+            ),
+            (
+                run("a").affinity_term(
+                    true,
+                    "kruntimes.io/runtime-pod",
+                    expr_selector("k", "Near", &["v"]),
+                ),
+                "spec.affinity.runAntiAffinity.required[0].labelSelector.matchExpressions[0].operator: \"Near\" is not a valid operator: use In, NotIn, Exists or DoesNotExist",
+            ),
+            (
+                run("a").prefers(0, &[("app", "db")]),
+                "spec.affinity.runAffinity.preferred[0].weight: 0 is not a valid weight: use 1 to 100",
+            ),
+            (
+                run("a").avoids(101, &[("app", "db")]),
+                "spec.affinity.runAntiAffinity.preferred[0].weight: 101 is not a valid weight: use 1 to 100",
+            ),
+        ];
+        let world = World::new().pods([pod("p1")]);
+        for (r, want) in table {
+            let d = decide(&world, &r);
+            assert_eq!(
+                d,
+                Decision::Invalid {
+                    reason: INVALID_AFFINITY,
+                    message: want.to_string()
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn an_evaluation_explains_every_pod_with_its_first_rejection_or_its_scores() {
+        let world = World::new()
+            .pods([
+                pod("p1").capacity(&[("runs", 2)]).not_ready().stale(),
+                pod("p2").capacity(&[("runs", 2)]),
+                pod("p3").capacity(&[("runs", 2)]),
+            ])
+            .runs([run("x").on("p2")]);
+        let state = world.state();
+        let snap = state.snapshot(NS, RUNTIME, NOW);
+        let eval = evaluate(&snap, &Registry::default(), &run("a").build()).unwrap();
+        let pods = eval.pods();
+        assert_eq!(pods.len(), 3);
+        let first = pods[0].rejection.as_ref().unwrap();
+        assert_eq!(
+            (first.plugin, first.reason),
+            ("RuntimePodAvailability", "Runtime Pod not ready"),
+            "the first rejection stops the Pod's evaluation"
+        );
+        assert!(eval.scores(0).is_empty());
+        assert_eq!(eval.scores(1).len(), 2);
+        assert_eq!(eval.total(2), Some(100));
+        assert_eq!(eval.chosen().unwrap().pod.name(), "p3");
+        assert_eq!(pods[1].pod.used("runs"), 1);
+        let rejections = eval.rejections();
+        assert_eq!(rejections.len(), 1);
+        assert_eq!(rejections[0].count, 1);
+    }
+
+    #[test]
+    fn explaining_a_placed_run_leaves_out_its_own_usage_and_assumption() {
+        let world = World::new()
+            .pods([
+                pod("p1").capacity(&[("runs", 1)]),
+                pod("p2").capacity(&[("runs", 1)]),
+            ])
+            .runs([run("a").on("p1")])
+            .assume(run("b"), "p2");
+        let state = world.state();
+        let snap = state.snapshot(NS, RUNTIME, NOW);
+        for name in ["a", "b"] {
+            let eval = evaluate(&snap, &Registry::default(), &run(name).build()).unwrap();
+            let feasible: Vec<_> = eval
+                .pods()
+                .iter()
+                .filter(|p| p.rejection.is_none())
+                .map(|p| p.pod.name())
+                .collect();
+            let want = if name == "a" { "p1" } else { "p2" };
+            assert_eq!(feasible, [want], "run {name} only fits where it already is");
+        }
+    }
+}

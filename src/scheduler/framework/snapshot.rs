@@ -1,0 +1,679 @@
+//! A borrowed, read-only view of one (namespace, runtime) for one scheduling cycle.
+//!
+//! Owns the join of the index (Pods, Leases, actual usage and targets) with the assumed cache
+//! (assumed usage and targets) at a given `now`, and the affinity target queries over both.
+//! Building one costs O(assumptions in the namespace), never O(Pods) or O(Runs): Pods are
+//! borrowed from the index and visited lazily in name order. It must not mutate anything.
+
+use std::collections::{BTreeMap, HashMap};
+
+use jiff::Timestamp;
+
+use super::assumed::{AssumedCache, Assumption};
+use super::index::{
+    ActiveRun, CountedRequest, Heartbeat, Index, Interner, LeaseRecord, Load, NamespaceIndex,
+    Observed, PodRecord, ResourceId, RunKey, Scope, Slot, SlotId,
+};
+use super::selector::Selector;
+use crate::api::Resources;
+
+/// A set of Pods (by slot), as a bit set: membership is one shift and mask per Pod.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodSet {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl PodSet {
+    fn with_capacity(slots: usize) -> Self {
+        PodSet {
+            words: vec![0; slots.div_ceil(64)],
+            len: 0,
+        }
+    }
+
+    pub(crate) fn insert(&mut self, slot: SlotId) {
+        let (word, bit) = (slot as usize / 64, slot % 64);
+        if word >= self.words.len() {
+            self.words.resize(word + 1, 0);
+        }
+        if self.words[word] & (1 << bit) == 0 {
+            self.words[word] |= 1 << bit;
+            self.len += 1;
+        }
+    }
+
+    pub fn contains(&self, slot: SlotId) -> bool {
+        let (word, bit) = (slot as usize / 64, slot % 64);
+        self.words.get(word).is_some_and(|w| w & (1 << bit) != 0)
+    }
+
+    /// Number of Pods in the set.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// The assumptions on one Pod of the scope.
+#[derive(Debug, Clone, Default)]
+pub struct AssumedOnPod<'a> {
+    pub usage: Resources,
+    /// The same usage by resource id, for the advertised resources.
+    pub load: Vec<(ResourceId, u64)>,
+    /// (Run UID, assumption).
+    pub runs: Vec<(&'a str, &'a Assumption)>,
+}
+
+/// Where the evaluated Run itself already sits. Its own usage and assumption are left out of
+/// the numbers a cycle sees, so `explain` of a placed Run answers "where would it go".
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Own<'a> {
+    /// Borrowed from the index or the assumed cache: a Run that is neither active nor assumed
+    /// appears in no Pod, so there is nothing to leave out.
+    uid: Option<&'a str>,
+    active: Option<(SlotId, &'a CountedRequest)>,
+    assumed: Option<(SlotId, &'a Resources)>,
+}
+
+/// One (namespace, runtime) at `now`.
+#[derive(Debug)]
+pub struct Snapshot<'a> {
+    namespace: &'a str,
+    runtime: &'a str,
+    now: Timestamp,
+    index: &'a Index,
+    ns: Option<&'a NamespaceIndex>,
+    scope: Option<&'a Scope>,
+    assumed: HashMap<SlotId, AssumedOnPod<'a>>,
+}
+
+impl<'a> Snapshot<'a> {
+    pub fn new(
+        index: &'a Index,
+        assumed: &'a AssumedCache,
+        namespace: &'a str,
+        runtime: &'a str,
+        now: Timestamp,
+    ) -> Self {
+        let ns = index.namespace(namespace);
+        let scope = ns.and_then(|ns| ns.scopes.get(runtime));
+        let mut on_pods: HashMap<SlotId, AssumedOnPod<'a>> = HashMap::new();
+        if let Some(ns) = ns {
+            for (uid, a) in assumed.in_namespace(namespace) {
+                // Only assumptions on this scope's Pods matter; one on a vanished Pod cannot be
+                // chosen again, and its Run is reconciled when its Bind is observed.
+                let Some(id) = ns.slot_id(&a.pod) else {
+                    continue;
+                };
+                if ns
+                    .slot(id)
+                    .pod
+                    .as_ref()
+                    .is_none_or(|p| p.runtime != runtime)
+                {
+                    continue;
+                }
+                let entry = on_pods.entry(id).or_default();
+                entry.usage.add(&a.request);
+                for (name, amount) in a.request.iter() {
+                    let Some(rid) = index.interner().get(name) else {
+                        continue;
+                    };
+                    match entry.load.iter_mut().find(|(r, _)| *r == rid) {
+                        Some((_, total)) => *total = total.saturating_add(amount),
+                        None => entry.load.push((rid, amount)),
+                    }
+                }
+                entry.runs.push((uid, a));
+            }
+        }
+        Snapshot {
+            namespace,
+            runtime,
+            now,
+            index,
+            ns,
+            scope,
+            assumed: on_pods,
+        }
+    }
+
+    pub fn namespace(&self) -> &'a str {
+        self.namespace
+    }
+
+    pub fn runtime(&self) -> &'a str {
+        self.runtime
+    }
+
+    /// The id of a resource name, `None` when no Runtime Pod advertises it.
+    pub fn resource_id(&self, name: &str) -> Option<ResourceId> {
+        self.index.interner().get(name)
+    }
+
+    pub fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    /// Number of Runtime Pods in the scope.
+    pub fn len(&self) -> usize {
+        self.scope.map_or(0, |s| s.pods.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every Runtime Pod of the scope, in name order.
+    pub fn pods(&self) -> impl Iterator<Item = PodView<'_>> {
+        self.pods_for(Own::default())
+    }
+
+    /// One Runtime Pod of the scope.
+    pub fn pod(&self, name: &str) -> Option<PodView<'_>> {
+        let id = *self.scope?.pods.get(name)?;
+        Some(self.view(id, Own::default()))
+    }
+
+    pub(crate) fn pods_for<'s>(&'s self, own: Own<'s>) -> impl Iterator<Item = PodView<'s>> {
+        self.scope
+            .into_iter()
+            .flat_map(|s| s.pods.values())
+            .map(move |&id| self.view(id, own))
+    }
+
+    fn view<'s>(&'s self, id: SlotId, own: Own<'s>) -> PodView<'s> {
+        let ns = self.ns.expect("a scope implies its namespace");
+        let slot = ns.slot(id);
+        let assumed = if self.assumed.is_empty() {
+            None
+        } else {
+            self.assumed.get(&id)
+        };
+        PodView {
+            id,
+            slot,
+            record: slot
+                .pod
+                .as_ref()
+                .expect("every Pod of a scope has a record"),
+            interner: self.index.interner(),
+            assumed,
+            own_uid: own.uid,
+            own_active: own.active.filter(|(s, _)| *s == id).map(|(_, r)| r),
+            own_assumed: own.assumed.filter(|(s, _)| *s == id).map(|(_, r)| r),
+        }
+    }
+
+    /// Where the Run `key` already sits (active or assumed) in this namespace.
+    pub(crate) fn own(&self, key: &RunKey) -> Own<'_> {
+        let mut own = Own::default();
+        let Some(ns) = self.ns else {
+            return own;
+        };
+        if let Observed::Active(pod) = self.index.observed(key)
+            && let Some(id) = ns.slot_id(pod)
+            && let Some((uid, run)) = ns.slot(id).active.get_key_value(&key.uid)
+        {
+            own.uid = Some(uid);
+            own.active = Some((id, &run.request));
+        }
+        for (&id, on_pod) in &self.assumed {
+            if let Some((uid, a)) = on_pod.runs.iter().find(|(uid, _)| *uid == key.uid) {
+                own.uid = Some(uid);
+                own.assumed = Some((id, &a.request));
+            }
+        }
+        own
+    }
+
+    fn empty_set(&self) -> PodSet {
+        PodSet::with_capacity(self.ns.map_or(0, |ns| ns.slot_capacity()))
+    }
+
+    /// Pods of the scope hosting an actual or assumed Run (other than `exclude_uid`) whose
+    /// labels match `selector`.
+    ///
+    /// Actual targets come from the label index: the requirement (`In` or `Exists`) with the
+    /// fewest candidate Pods drives the lookup and the full selector is checked against the
+    /// Runs of those Pods only, so the cost is O(matching targets). Selectors without such a
+    /// requirement (only `NotIn` / `DoesNotExist`, or empty) scan the active Runs of the scope.
+    pub fn targets(&self, selector: &Selector, exclude_uid: &str) -> PodSet {
+        let mut set = self.empty_set();
+        let (Some(ns), Some(scope)) = (self.ns, self.scope) else {
+            return set;
+        };
+        let hosts_match = |id: SlotId| {
+            ns.slot(id)
+                .active
+                .iter()
+                .any(|(uid, run)| uid != exclude_uid && selector.matches(&run.labels))
+        };
+        match best_driver(scope, selector) {
+            Driver::Nothing => {}
+            Driver::Slots(candidates) => {
+                for slots in candidates {
+                    for &id in slots.keys() {
+                        if !set.contains(id) && hosts_match(id) {
+                            set.insert(id);
+                        }
+                    }
+                }
+            }
+            Driver::Scan => {
+                for &id in scope.pods.values() {
+                    if hosts_match(id) {
+                        set.insert(id);
+                    }
+                }
+            }
+        }
+        for (&id, on_pod) in &self.assumed {
+            if on_pod
+                .runs
+                .iter()
+                .any(|(uid, a)| *uid != exclude_uid && selector.matches(&a.labels))
+            {
+                set.insert(id);
+            }
+        }
+        set
+    }
+
+    /// Pods of the scope hosting an actual or assumed Run (other than `exclude_uid`) with a
+    /// required anti-affinity term that `labels` match: a Run with those labels must not join
+    /// them. Costs O(Runs with anti-affinity terms in the scope).
+    pub fn anti_affinity_against(
+        &self,
+        labels: &BTreeMap<String, String>,
+        exclude_uid: &str,
+    ) -> PodSet {
+        let mut set = self.empty_set();
+        let (Some(ns), Some(scope)) = (self.ns, self.scope) else {
+            return set;
+        };
+        for &id in scope.anti_affinity.keys() {
+            let rejects = ns.slot(id).active.iter().any(|(uid, run)| {
+                uid != exclude_uid && run.anti_affinity.iter().any(|s| s.matches(labels))
+            });
+            if rejects {
+                set.insert(id);
+            }
+        }
+        for (&id, on_pod) in &self.assumed {
+            let rejects = on_pod.runs.iter().any(|(uid, a)| {
+                *uid != exclude_uid && a.anti_affinity.iter().any(|s| s.matches(labels))
+            });
+            if rejects {
+                set.insert(id);
+            }
+        }
+        set
+    }
+}
+
+enum Driver<'a> {
+    /// An indexable requirement matches no Run at all: no actual target exists.
+    Nothing,
+    /// The Pods carrying the driving requirement's label values.
+    Slots(Vec<&'a HashMap<SlotId, u32>>),
+    /// Nothing indexable: scan.
+    Scan,
+}
+
+/// The indexable requirement with the fewest candidate Pods.
+fn best_driver<'a>(scope: &'a Scope, selector: &Selector) -> Driver<'a> {
+    let mut best: Option<(usize, Vec<&'a HashMap<SlotId, u32>>)> = None;
+    for req in selector.indexable() {
+        let Some(values) = scope.labels.get(&req.key) else {
+            return Driver::Nothing;
+        };
+        let lists: Vec<&HashMap<SlotId, u32>> = if req.values.is_empty() {
+            values.values().collect()
+        } else {
+            req.values.iter().filter_map(|v| values.get(v)).collect()
+        };
+        let cost = lists.iter().map(|l| l.len()).sum();
+        if cost == 0 {
+            return Driver::Nothing;
+        }
+        if best.as_ref().is_none_or(|(c, _)| cost < *c) {
+            best = Some((cost, lists));
+        }
+    }
+    match best {
+        Some((_, lists)) => Driver::Slots(lists),
+        None => Driver::Scan,
+    }
+}
+
+/// Capacity and usage of one advertised resource of a Pod, as a cycle sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResourceLoad {
+    pub id: ResourceId,
+    pub capacity: u64,
+    /// Actual usage (`u64::MAX` when unknown).
+    pub used: u64,
+    /// Usage of the scheduler's assumptions.
+    pub assumed: u64,
+}
+
+impl ResourceLoad {
+    /// `used + assumed`: what Filter and Score compare against capacity.
+    pub fn effective(&self) -> u64 {
+        self.used.saturating_add(self.assumed)
+    }
+}
+
+/// One Runtime Pod as the plugins see it. Usage numbers leave out the evaluated Run itself.
+///
+/// The per-resource accessors by id ([`PodView::load`], [`PodView::loads`]) are the hot path
+/// of Filter and Score; the ones by name serve `explain` and tests.
+#[derive(Debug, Clone, Copy)]
+pub struct PodView<'a> {
+    id: SlotId,
+    slot: &'a Slot,
+    record: &'a PodRecord,
+    interner: &'a Interner,
+    assumed: Option<&'a AssumedOnPod<'a>>,
+    own_uid: Option<&'a str>,
+    own_active: Option<&'a CountedRequest>,
+    own_assumed: Option<&'a Resources>,
+}
+
+impl<'a> PodView<'a> {
+    pub fn name(&self) -> &'a str {
+        &self.slot.name
+    }
+
+    pub fn uid(&self) -> &'a str {
+        &self.record.uid
+    }
+
+    pub fn ready(&self) -> bool {
+        self.slot.hot.ready
+    }
+
+    pub fn deleting(&self) -> bool {
+        self.slot.hot.deleting
+    }
+
+    /// Whether the capacity annotations could be read.
+    pub fn capacity_ok(&self) -> bool {
+        self.slot.hot.capacity_ok
+    }
+
+    /// The heartbeat Lease named after the Pod, if observed.
+    pub fn lease(&self) -> Option<&'a LeaseRecord> {
+        self.slot.lease.as_ref()
+    }
+
+    /// The heartbeat state: missing, held by someone else, or held until a time.
+    pub fn heartbeat(&self) -> Heartbeat {
+        self.slot.hot.heartbeat
+    }
+
+    /// Whether the Lease is held by the Pod's own UID (fresh or not).
+    pub fn heartbeat_held(&self) -> bool {
+        matches!(self.slot.hot.heartbeat, Heartbeat::Expires(_))
+    }
+
+    /// The advertised capacity, or why the annotations could not be read.
+    pub fn capacity(&self) -> Result<&'a Resources, &'a str> {
+        self.record.capacity.as_ref().map_err(String::as_str)
+    }
+
+    fn resolve(&self, load: &Load) -> ResourceLoad {
+        let mut used = load.used;
+        if let Some(own) = self.own_active
+            && used != u64::MAX
+        {
+            used = used.saturating_sub(own.amounts.get(self.interner.name(load.id)));
+        }
+        let mut assumed = 0;
+        if let Some(on_pod) = self.assumed {
+            assumed = on_pod
+                .load
+                .iter()
+                .find(|(id, _)| *id == load.id)
+                .map_or(0, |(_, amount)| *amount);
+            if let Some(own) = self.own_assumed {
+                assumed = assumed.saturating_sub(own.get(self.interner.name(load.id)));
+            }
+        }
+        ResourceLoad {
+            id: load.id,
+            capacity: load.capacity,
+            used,
+            assumed,
+        }
+    }
+
+    /// Capacity and usage of one advertised resource; `None` when the Pod does not advertise
+    /// it (or its capacity is unreadable).
+    pub fn load(&self, id: ResourceId) -> Option<ResourceLoad> {
+        self.slot
+            .hot
+            .load
+            .iter()
+            .find(|l| l.id == id)
+            .map(|l| self.resolve(l))
+    }
+
+    /// Capacity and usage of every advertised resource.
+    pub fn loads(&self) -> impl Iterator<Item = ResourceLoad> + '_ {
+        self.slot.hot.load.iter().map(|l| self.resolve(l))
+    }
+
+    /// The name of a resource id.
+    pub fn resource_name(&self, id: ResourceId) -> &'a str {
+        self.interner.name(id)
+    }
+
+    /// Usage of the active Runs on the Pod (`u64::MAX` when an active Run's amount of it is
+    /// unknown, see [`CountedRequest`]).
+    pub fn used(&self, resource: &str) -> u64 {
+        let used = self.slot.usage.get(resource);
+        match self.own_active {
+            Some(own) if used != u64::MAX => used.saturating_sub(own.amounts.get(resource)),
+            _ => used,
+        }
+    }
+
+    /// Usage of the scheduler's assumptions on the Pod.
+    pub fn assumed(&self, resource: &str) -> u64 {
+        let Some(on_pod) = self.assumed else {
+            return 0;
+        };
+        let own = self.own_assumed.map_or(0, |r| r.get(resource));
+        on_pod.usage.get(resource).saturating_sub(own)
+    }
+
+    /// `used + assumed`.
+    pub fn effective(&self, resource: &str) -> u64 {
+        self.used(resource).saturating_add(self.assumed(resource))
+    }
+
+    /// Active Runs on the Pod, by UID.
+    pub fn active_runs(&self) -> impl Iterator<Item = (&'a str, &'a ActiveRun)> + 'a {
+        let own = self.own_uid;
+        self.slot
+            .active
+            .iter()
+            .filter(move |(uid, _)| Some(uid.as_str()) != own)
+            .map(|(uid, run)| (uid.as_str(), run))
+    }
+
+    /// The scheduler's assumptions on the Pod, by Run UID.
+    pub fn assumed_runs(&self) -> impl Iterator<Item = (&'a str, &'a Assumption)> + 'a {
+        let own = self.own_uid;
+        self.assumed
+            .into_iter()
+            .flat_map(|a| a.runs.iter().copied())
+            .filter(move |(uid, _)| Some(*uid) != own)
+    }
+
+    pub(crate) fn slot(&self) -> SlotId {
+        self.id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::framework::testing::*;
+    use proptest::prelude::*;
+
+    fn target_names(snap: &Snapshot<'_>, set: &PodSet) -> Vec<String> {
+        snap.pods()
+            .filter(|p| set.contains(p.slot()))
+            .map(|p| p.name().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn targets_include_actual_and_assumed_runs_but_never_the_run_itself() {
+        let world = World::new()
+            .pods([pod("p1"), pod("p2"), pod("p3"), pod("p4")])
+            .runs([
+                run("a").labels(&[("cohort", "x")]).on("p1"),
+                run("b").labels(&[("cohort", "y")]).on("p2"),
+                run("self").labels(&[("cohort", "x")]).on("p4"),
+            ])
+            .assume(run("c").labels(&[("cohort", "x")]), "p3");
+        let state = world.state();
+        let snap = state.snapshot(NS, RUNTIME, NOW);
+        let uid = run("self").build().metadata.uid.unwrap();
+        let set = snap.targets(&Selector::from_labels([("cohort", "x")]), &uid);
+        assert_eq!(target_names(&snap, &set), ["p1", "p3"]);
+    }
+
+    #[test]
+    fn indexed_and_scanned_selectors_find_the_same_targets() {
+        let world = World::new().pods([pod("p1"), pod("p2"), pod("p3")]).runs([
+            run("a")
+                .labels(&[("cohort", "x"), ("tier", "gold")])
+                .on("p1"),
+            run("b").labels(&[("cohort", "x")]).on("p2"),
+            run("c").labels(&[("cohort", "y")]).on("p3"),
+        ]);
+        let state = world.state();
+        let snap = state.snapshot(NS, RUNTIME, NOW);
+        let indexed = Selector::from_labels([("cohort", "x"), ("tier", "gold")]);
+        assert_eq!(target_names(&snap, &snap.targets(&indexed, "")), ["p1"]);
+        let scanned = selector_expr(&[("cohort", "NotIn", &["y"])]);
+        assert_eq!(
+            target_names(&snap, &snap.targets(&scanned, "")),
+            ["p1", "p2"]
+        );
+        let missing = Selector::from_labels([("nope", "x")]);
+        assert!(snap.targets(&missing, "").is_empty());
+    }
+
+    #[test]
+    fn a_snapshot_sees_pods_in_name_order_with_effective_usage() {
+        let world = World::new()
+            .pods([
+                pod("p2").capacity(&[("runs", 4)]),
+                pod("p1").capacity(&[("runs", 4)]),
+            ])
+            .runs([run("a").on("p1")])
+            .assume(run("b").requests(&[("runs", 2)]), "p1");
+        let state = world.state();
+        let snap = state.snapshot(NS, RUNTIME, NOW);
+        let names: Vec<_> = snap.pods().map(|p| p.name()).collect();
+        assert_eq!(names, ["p1", "p2"]);
+        let p1 = snap.pod("p1").unwrap();
+        assert_eq!(
+            (p1.used("runs"), p1.assumed("runs"), p1.effective("runs")),
+            (1, 2, 3)
+        );
+        assert_eq!(snap.pod("p2").unwrap().effective("runs"), 0);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        RunOn {
+            run: usize,
+            pod: usize,
+            cohort: usize,
+            tier: bool,
+        },
+        RunEnds(usize),
+        RunDeleted(usize),
+        PodMoves {
+            pod: usize,
+            elsewhere: bool,
+        },
+        PodDeleted(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0..8usize, 0..4usize, 0..3usize, any::<bool>())
+                .prop_map(|(run, pod, cohort, tier)| Op::RunOn { run, pod, cohort, tier }),
+            1 => (0..8usize).prop_map(Op::RunEnds),
+            1 => (0..8usize).prop_map(Op::RunDeleted),
+            1 => (0..4usize, any::<bool>()).prop_map(|(pod, elsewhere)| Op::PodMoves { pod, elsewhere }),
+            1 => (0..4usize).prop_map(Op::PodDeleted),
+        ]
+    }
+
+    const COHORTS: [&str; 3] = ["a", "b", "c"];
+
+    proptest! {
+        /// The label index stays consistent with the active Runs through any sequence of Run
+        /// and Pod events: indexed lookups find exactly what a scan finds.
+        #[test]
+        fn the_label_index_finds_exactly_the_targets_a_scan_finds(ops in proptest::collection::vec(op(), 0..60)) {
+            let mut state = crate::scheduler::framework::State::new();
+            for i in 0..4 {
+                state.apply_pod(&pod(&format!("p{i}")).build());
+            }
+            for op in ops {
+                match op {
+                    Op::RunOn { run: r, pod: p, cohort, tier } => {
+                        let mut b = run(&format!("r{r}")).labels(&[("cohort", COHORTS[cohort])]);
+                        if tier {
+                            b = b.labels(&[("tier", "gold")]);
+                        }
+                        state.apply_run(&b.on(&format!("p{p}")).build());
+                    }
+                    Op::RunEnds(r) => {
+                        state.apply_run(&run(&format!("r{r}")).succeeded().build());
+                    }
+                    Op::RunDeleted(r) => {
+                        state.delete_run(NS, &format!("uid-r{r}"));
+                    }
+                    Op::PodMoves { pod: p, elsewhere } => {
+                        let runtime = if elsewhere { "other" } else { RUNTIME };
+                        state.apply_pod(&pod(&format!("p{p}")).runtime(runtime).build());
+                    }
+                    Op::PodDeleted(p) => {
+                        state.delete_pod(NS, &format!("p{p}"));
+                    }
+                }
+            }
+            let snap = state.snapshot(NS, RUNTIME, NOW);
+            let selectors = [
+                Selector::from_labels([("cohort", "a")]),
+                Selector::from_labels([("cohort", "b"), ("tier", "gold")]),
+                selector_expr(&[("cohort", "In", &["a", "c"])]),
+                selector_expr(&[("tier", "Exists", &[])]),
+                selector_expr(&[("cohort", "NotIn", &["a"])]),
+            ];
+            for selector in &selectors {
+                let scanned: Vec<String> = snap
+                    .pods()
+                    .filter(|p| p.active_runs().any(|(_, r)| selector.matches(&r.labels)))
+                    .map(|p| p.name().to_string())
+                    .collect();
+                prop_assert_eq!(target_names(&snap, &snap.targets(selector, "")), scanned, "{:?}", selector);
+            }
+        }
+    }
+}

@@ -1,0 +1,1008 @@
+//! The single owner of the scheduler's in-memory state: the index and the assumed cache.
+//!
+//! Owns the operations that must see both: Run events that reconcile assumptions, Reserve
+//! (capacity re-verified after all assumptions), release, and a whole cycle
+//! (snapshot → evaluate → reserve). [`SharedState`] puts it behind one `Mutex` so concurrent
+//! queue workers and watch events can never reserve the same capacity twice. It must not
+//! talk to the API server or read a clock: `now` is an argument.
+
+use std::sync::{Mutex, MutexGuard};
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use thiserror::Error;
+
+use super::assumed::{AssumedCache, Assumption, Reconciled};
+use super::cycle::{CycleError, Decision, PluginScore, RejectionCount, Unschedulable, evaluate};
+use super::index::{Index, Observed, PodRef, RunChange, RunKey, WakeSource, Wakeup};
+use super::registry::Registry;
+use super::snapshot::Snapshot;
+use crate::api::Run;
+
+/// Why Reserve refused the chosen Pod. Every variant is a `stage="reserve"` conflict.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ReserveError {
+    #[error("runtime pod {pod} has no room left for {resource} after existing assumptions")]
+    Conflict { pod: String, resource: String },
+    #[error("runtime pod {pod} is no longer known or has no readable capacity")]
+    PodGone { pod: String },
+    #[error("the run already holds an assumption on runtime pod {pod}")]
+    AlreadyAssumed { pod: String },
+}
+
+/// What one scheduling attempt did, and what the controller must do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScheduleOutcome {
+    /// `pod` is reserved for the Run: bind now (status patch carrying the observed
+    /// resourceVersion). On any failed patch call `release`; on success do nothing, the
+    /// watch event confirms the assumption.
+    Reserved {
+        pod: String,
+        pod_uid: String,
+        total: i64,
+        scores: Vec<PluginScore>,
+        rejections: Vec<RejectionCount>,
+    },
+    /// Keep the Run Pending: `Scheduled=False`, reason `Unschedulable`, `message()`.
+    Unschedulable(Unschedulable),
+    /// Fail the Run through the terminal helper with `reason` and `message`.
+    Invalid {
+        reason: &'static str,
+        message: String,
+    },
+    /// Reserve found the chosen Pod without room: nothing reserved; count
+    /// `reservation_conflicts_total{stage="reserve"}` and requeue.
+    ReserveConflict {
+        error: ReserveError,
+        rejections: Vec<RejectionCount>,
+    },
+    /// The Run already holds an assumption or is observed active on `pod`; no cycle ran. A
+    /// bind is in flight or not yet observed: do nothing, the watch will show it.
+    AlreadyPlaced { pod: String },
+    /// A Score plugin failed: nothing reserved; return an error for the controller's retry.
+    Error(CycleError),
+}
+
+impl ScheduleOutcome {
+    /// Filter rejections of this attempt, for `filter_rejections_total{plugin, reason}`.
+    pub fn rejections(&self) -> &[RejectionCount] {
+        match self {
+            ScheduleOutcome::Reserved { rejections, .. }
+            | ScheduleOutcome::ReserveConflict { rejections, .. } => rejections,
+            ScheduleOutcome::Unschedulable(u) => &u.histogram,
+            _ => &[],
+        }
+    }
+
+    /// A bounded label for `schedule_attempts_total{result}`.
+    pub fn result(&self) -> &'static str {
+        match self {
+            ScheduleOutcome::Reserved { .. } => "scheduled",
+            ScheduleOutcome::Unschedulable(_) => "unschedulable",
+            ScheduleOutcome::Invalid { .. } => "invalid",
+            ScheduleOutcome::ReserveConflict { .. } => "reserve_conflict",
+            ScheduleOutcome::AlreadyPlaced { .. } => "already_placed",
+            ScheduleOutcome::Error(_) => "error",
+        }
+    }
+}
+
+/// The index and the assumed cache, updated together.
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    index: Index,
+    assumed: AssumedCache,
+}
+
+impl State {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A state built from listed objects, as `explain` does; no assumptions.
+    pub fn from_objects<'a>(
+        pods: impl IntoIterator<Item = &'a Pod>,
+        leases: impl IntoIterator<Item = &'a Lease>,
+        runs: impl IntoIterator<Item = &'a Run>,
+    ) -> Self {
+        let mut state = State::new();
+        for pod in pods {
+            state.apply_pod(pod);
+        }
+        for lease in leases {
+            state.apply_lease(lease);
+        }
+        for run in runs {
+            state.apply_run(run);
+        }
+        state
+    }
+
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
+    pub fn assumed(&self) -> &AssumedCache {
+        &self.assumed
+    }
+
+    pub fn apply_pod(&mut self, pod: &Pod) -> Vec<Wakeup> {
+        self.index.apply_pod(pod)
+    }
+
+    pub fn delete_pod(&mut self, namespace: &str, name: &str) -> Vec<Wakeup> {
+        self.index.delete_pod(namespace, name)
+    }
+
+    pub fn reset_pods(&mut self, pods: &[Pod]) -> Vec<Wakeup> {
+        self.index.reset_pods(pods)
+    }
+
+    pub fn apply_lease(&mut self, lease: &Lease) -> Vec<Wakeup> {
+        self.index.apply_lease(lease)
+    }
+
+    pub fn delete_lease(&mut self, namespace: &str, name: &str) -> Vec<Wakeup> {
+        self.index.delete_lease(namespace, name)
+    }
+
+    pub fn reset_leases(&mut self, leases: &[Lease]) -> Vec<Wakeup> {
+        self.index.reset_leases(leases)
+    }
+
+    /// Records a Run event and reconciles the Run's assumption against it.
+    pub fn apply_run(&mut self, run: &Run) -> RunChange {
+        let mut change = self.index.apply_run(run);
+        self.reconcile(&RunKey::of(run), &mut change);
+        change
+    }
+
+    /// Records a Run deletion; its assumption, if any, is dropped.
+    pub fn delete_run(&mut self, namespace: &str, uid: &str) -> RunChange {
+        let mut change = self.index.delete_run(namespace, uid);
+        self.reconcile(&RunKey::new(namespace, uid), &mut change);
+        change
+    }
+
+    /// Replaces every Run (after a watch relist) and reconciles every assumption.
+    pub fn reset_runs(&mut self, runs: &[Run]) -> Vec<RunChange> {
+        let mut changes = self.index.reset_runs(runs);
+        for key in self.assumed.keys() {
+            let mut change = RunChange::default();
+            self.reconcile(&key, &mut change);
+            if !change.released.is_empty() {
+                changes.push(change);
+            }
+        }
+        changes
+    }
+
+    fn reconcile(&mut self, key: &RunKey, change: &mut RunChange) {
+        let Some(outcome) = self.assumed.reconcile(key, self.index.observed(key)) else {
+            return;
+        };
+        if let Reconciled::Dropped { pod, runtime } = &outcome {
+            change
+                .released
+                .push(self.pod_ref(&key.namespace, pod, runtime));
+        }
+        change.assumption = Some(outcome);
+    }
+
+    /// A Pod reference naming the Pod's own Runtime when known.
+    fn pod_ref(&self, namespace: &str, pod: &str, fallback_runtime: &str) -> PodRef {
+        PodRef {
+            namespace: namespace.to_string(),
+            runtime: self
+                .index
+                .pod(namespace, pod)
+                .map_or(fallback_runtime, |p| p.runtime.as_str())
+                .to_string(),
+            pod: pod.to_string(),
+        }
+    }
+
+    /// A read-only view of (namespace, runtime) at `now`.
+    pub fn snapshot<'a>(
+        &'a self,
+        namespace: &'a str,
+        runtime: &'a str,
+        now: Timestamp,
+    ) -> Snapshot<'a> {
+        Snapshot::new(&self.index, &self.assumed, namespace, runtime, now)
+    }
+
+    /// A cycle without Reserve: what the scheduler would decide for `run` now.
+    pub fn plan(
+        &self,
+        registry: &Registry,
+        run: &Run,
+        now: Timestamp,
+    ) -> Result<Decision, CycleError> {
+        let namespace = RunKey::of(run).namespace;
+        let snapshot = self.snapshot(&namespace, &run.spec.runtime, now);
+        Ok(evaluate(&snapshot, registry, run)?.decision())
+    }
+
+    /// One scheduling attempt: snapshot → PreFilter → Filter → Score → Reserve.
+    pub fn schedule(&mut self, registry: &Registry, run: &Run, now: Timestamp) -> ScheduleOutcome {
+        let key = RunKey::of(run);
+        if let Some(a) = self.assumed.get(&key) {
+            return ScheduleOutcome::AlreadyPlaced { pod: a.pod.clone() };
+        }
+        if let Observed::Active(pod) = self.index.observed(&key) {
+            return ScheduleOutcome::AlreadyPlaced {
+                pod: pod.to_string(),
+            };
+        }
+        let (decision, rejections, assumption) = {
+            let snapshot = self.snapshot(&key.namespace, &run.spec.runtime, now);
+            let eval = match evaluate(&snapshot, registry, run) {
+                Ok(eval) => eval,
+                Err(e) => return ScheduleOutcome::Error(e),
+            };
+            let decision = eval.decision();
+            match (&decision, eval.state()) {
+                (Decision::Schedule { pod, .. }, Ok(state)) => {
+                    let assumption = Assumption {
+                        run_name: state.name.clone(),
+                        runtime: state.runtime.clone(),
+                        pod: pod.clone(),
+                        request: state.request.clone(),
+                        labels: state.labels.clone(),
+                        anti_affinity: state.anti_affinity_selectors(),
+                    };
+                    (decision, eval.rejections(), Some(assumption))
+                }
+                _ => (decision, Vec::new(), None),
+            }
+        };
+        match (decision, assumption) {
+            (
+                Decision::Schedule {
+                    pod,
+                    pod_uid,
+                    total,
+                    scores,
+                },
+                Some(assumption),
+            ) => match self.reserve(&key, assumption) {
+                Ok(()) => ScheduleOutcome::Reserved {
+                    pod,
+                    pod_uid,
+                    total,
+                    scores,
+                    rejections,
+                },
+                Err(error) => ScheduleOutcome::ReserveConflict { error, rejections },
+            },
+            (Decision::Unschedulable(u), _) => ScheduleOutcome::Unschedulable(u),
+            (Decision::Invalid { reason, message }, _) => {
+                ScheduleOutcome::Invalid { reason, message }
+            }
+            (Decision::Schedule { .. }, None) => {
+                unreachable!("a Schedule decision always comes with a prepared state")
+            }
+        }
+    }
+
+    /// Reserve: verifies that the Pod still has room for the complete request on top of the
+    /// actual usage and every existing assumption, then records the assumption.
+    pub fn reserve(&mut self, key: &RunKey, assumption: Assumption) -> Result<(), ReserveError> {
+        if let Some(a) = self.assumed.get(key) {
+            return Err(ReserveError::AlreadyAssumed { pod: a.pod.clone() });
+        }
+        let pod = assumption.pod.clone();
+        let capacity = self
+            .index
+            .pod(&key.namespace, &pod)
+            .and_then(|p| p.capacity.as_ref().ok())
+            .ok_or_else(|| ReserveError::PodGone { pod: pod.clone() })?;
+        let used = self.index.usage(&key.namespace, &pod);
+        let assumed = self.assumed.usage_on(&key.namespace, &pod);
+        for (resource, amount) in assumption.request.iter() {
+            let in_use = used
+                .map_or(0, |u| u.get(resource))
+                .saturating_add(assumed.get(resource));
+            let fits = capacity.contains(resource)
+                && in_use
+                    .checked_add(amount)
+                    .is_some_and(|total| total <= capacity.get(resource));
+            if !fits {
+                return Err(ReserveError::Conflict {
+                    pod,
+                    resource: resource.to_string(),
+                });
+            }
+        }
+        self.assumed.assume(key, assumption);
+        Ok(())
+    }
+
+    /// Forgets the Run's assumption after a failed Bind. Returns the capacity wakeup for the
+    /// Pod's Runtime when there was one.
+    pub fn release(&mut self, namespace: &str, uid: &str) -> Option<Wakeup> {
+        let assumption = self.assumed.forget(&RunKey::new(namespace, uid))?;
+        let pod = self.pod_ref(namespace, &assumption.pod, &assumption.runtime);
+        Some(Wakeup {
+            namespace: pod.namespace,
+            runtime: pod.runtime,
+            source: WakeSource::CapacityReleased,
+        })
+    }
+
+    /// Names of the Pending Runs of (namespace, runtime) to wake, in name order. Runs holding
+    /// an assumption are left out: their Bind is in flight or not yet observed.
+    pub fn pending_runs(&self, namespace: &str, runtime: &str) -> Vec<String> {
+        self.index
+            .pending_keys(namespace, runtime)
+            .filter(|(_, uid)| self.assumed.get(&RunKey::new(namespace, *uid)).is_none())
+            .map(|(name, _)| name.to_string())
+            .collect()
+    }
+}
+
+/// [`State`] and the [`Registry`] behind one mutex: the object the controller shares between
+/// its watch tasks and queue workers. Every method holds the lock for one whole operation, so
+/// snapshot → cycle → reserve is atomic with respect to every other worker and event.
+#[derive(Debug, Default)]
+pub struct SharedState {
+    state: Mutex<State>,
+    registry: Registry,
+}
+
+impl SharedState {
+    pub fn new(registry: Registry) -> Self {
+        SharedState {
+            state: Mutex::new(State::new()),
+            registry,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock may have left counters half-updated; continuing
+        // could overcommit, so propagate it and let the process restart from a clean cache
+        // (the same recovery as a leader failover).
+        self.state
+            .lock()
+            .expect("scheduler state poisoned by an earlier panic")
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Runs `f` with read access to the state (explain-style inspection, debugging).
+    pub fn with<R>(&self, f: impl FnOnce(&State) -> R) -> R {
+        f(&self.lock())
+    }
+
+    pub fn schedule(&self, run: &Run, now: Timestamp) -> ScheduleOutcome {
+        self.lock().schedule(&self.registry, run, now)
+    }
+
+    pub fn plan(&self, run: &Run, now: Timestamp) -> Result<Decision, CycleError> {
+        self.lock().plan(&self.registry, run, now)
+    }
+
+    pub fn release(&self, namespace: &str, uid: &str) -> Option<Wakeup> {
+        self.lock().release(namespace, uid)
+    }
+
+    pub fn pending_runs(&self, namespace: &str, runtime: &str) -> Vec<String> {
+        self.lock().pending_runs(namespace, runtime)
+    }
+
+    pub fn apply_run(&self, run: &Run) -> RunChange {
+        self.lock().apply_run(run)
+    }
+
+    pub fn delete_run(&self, namespace: &str, uid: &str) -> RunChange {
+        self.lock().delete_run(namespace, uid)
+    }
+
+    pub fn reset_runs(&self, runs: &[Run]) -> Vec<RunChange> {
+        self.lock().reset_runs(runs)
+    }
+
+    pub fn apply_pod(&self, pod: &Pod) -> Vec<Wakeup> {
+        self.lock().apply_pod(pod)
+    }
+
+    pub fn delete_pod(&self, namespace: &str, name: &str) -> Vec<Wakeup> {
+        self.lock().delete_pod(namespace, name)
+    }
+
+    pub fn reset_pods(&self, pods: &[Pod]) -> Vec<Wakeup> {
+        self.lock().reset_pods(pods)
+    }
+
+    pub fn apply_lease(&self, lease: &Lease) -> Vec<Wakeup> {
+        self.lock().apply_lease(lease)
+    }
+
+    pub fn delete_lease(&self, namespace: &str, name: &str) -> Vec<Wakeup> {
+        self.lock().delete_lease(namespace, name)
+    }
+
+    pub fn reset_leases(&self, leases: &[Lease]) -> Vec<Wakeup> {
+        self.lock().reset_leases(leases)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::framework::testing::*;
+    use proptest::prelude::*;
+
+    fn registry() -> Registry {
+        Registry::default()
+    }
+
+    fn reserved_pod(outcome: &ScheduleOutcome) -> &str {
+        match outcome {
+            ScheduleOutcome::Reserved { pod, .. } => pod,
+            other => panic!("expected Reserved, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn schedule_reserves_and_the_next_cycle_sees_the_assumption() {
+        let mut state = World::new()
+            .pods([
+                pod("p1").capacity(&[("runs", 1)]),
+                pod("p2").capacity(&[("runs", 1)]),
+            ])
+            .state();
+        let a = run("a");
+        assert_eq!(
+            reserved_pod(&state.schedule(&registry(), &a.build(), NOW)),
+            "p1"
+        );
+        assert_eq!(state.assumed().get(&a.key()).unwrap().pod, "p1");
+        assert_eq!(
+            reserved_pod(&state.schedule(&registry(), &run("b").build(), NOW)),
+            "p2"
+        );
+        let outcome = state.schedule(&registry(), &run("c").build(), NOW);
+        let ScheduleOutcome::Unschedulable(u) = &outcome else {
+            panic!("{outcome:?}")
+        };
+        assert_eq!(
+            u.message(),
+            "0/2 Runtime Pods are available: 2 Insufficient runs."
+        );
+        assert_eq!(outcome.result(), "unschedulable");
+        assert_eq!(outcome.rejections()[0].reason, "Insufficient resource");
+    }
+
+    #[test]
+    fn reserve_refuses_a_pod_without_room_after_existing_assumptions() {
+        let mut state = World::new()
+            .pods([pod("p1").capacity(&[("runs", 2), ("example.com/gpu", 1)])])
+            .runs([run("x").on("p1")])
+            .state();
+        let a = run("a").requests(&[("example.com/gpu", 1)]);
+        state.reserve(&a.key(), a.assumption("p1")).unwrap();
+        let b = run("b")
+            .requests(&[("runs", 0)])
+            .requests(&[("example.com/gpu", 1)]);
+        assert_eq!(
+            state.reserve(&b.key(), b.assumption("p1")),
+            Err(ReserveError::Conflict {
+                pod: "p1".into(),
+                resource: "example.com/gpu".into()
+            })
+        );
+        let c = run("c");
+        assert_eq!(
+            state.reserve(&c.key(), c.assumption("p1")),
+            Err(ReserveError::Conflict {
+                pod: "p1".into(),
+                resource: "runs".into()
+            }),
+            "actual (1) + assumed (1) leave no runs"
+        );
+        assert_eq!(
+            state.reserve(&c.key(), c.assumption("gone")),
+            Err(ReserveError::PodGone { pod: "gone".into() })
+        );
+        assert_eq!(
+            state.reserve(&a.key(), a.assumption("p1")),
+            Err(ReserveError::AlreadyAssumed { pod: "p1".into() })
+        );
+    }
+
+    #[test]
+    fn a_failed_bind_releases_the_reservation_and_wakes_the_runtime() {
+        let mut state = World::new()
+            .pods([pod("p1").capacity(&[("runs", 1)])])
+            .state();
+        let a = run("a");
+        state.apply_run(&a.build());
+        reserved_pod(&state.schedule(&registry(), &a.build(), NOW));
+        assert!(
+            state.pending_runs(NS, RUNTIME).is_empty(),
+            "assumed Runs are not woken"
+        );
+        let wake = state.release(NS, "uid-a").unwrap();
+        assert_eq!(wake.source, WakeSource::CapacityReleased);
+        assert_eq!(
+            (wake.namespace.as_str(), wake.runtime.as_str()),
+            (NS, RUNTIME)
+        );
+        assert!(state.assumed().is_empty());
+        assert_eq!(state.pending_runs(NS, RUNTIME), ["a"]);
+        assert_eq!(state.release(NS, "uid-a"), None);
+        assert_eq!(
+            reserved_pod(&state.schedule(&registry(), &a.build(), NOW)),
+            "p1"
+        );
+    }
+
+    #[test]
+    fn an_assumption_is_kept_while_pending_and_handed_off_exactly_once_bound() {
+        let mut state = World::new()
+            .pods([pod("p1").capacity(&[("runs", 2)])])
+            .state();
+        let a = run("a");
+        reserved_pod(&state.schedule(&registry(), &a.build(), NOW));
+        let effective = |s: &State| {
+            s.snapshot(NS, RUNTIME, NOW)
+                .pod("p1")
+                .unwrap()
+                .effective("runs")
+        };
+        assert_eq!(effective(&state), 1);
+
+        // The informer lags the successful Bind: still Pending.
+        let change = state.apply_run(&a.build());
+        assert_eq!(change.assumption, Some(Reconciled::Kept));
+        assert_eq!(effective(&state), 1);
+
+        // The Bind is observed: the actual usage owns the request now.
+        let change = state.apply_run(&a.clone().on("p1").build());
+        assert_eq!(
+            change.assumption,
+            Some(Reconciled::Confirmed { pod: "p1".into() })
+        );
+        assert!(change.released.is_empty());
+        assert!(state.assumed().is_empty());
+        assert_eq!(effective(&state), 1);
+        let again = state.schedule(&registry(), &a.build(), NOW);
+        assert_eq!(again, ScheduleOutcome::AlreadyPlaced { pod: "p1".into() });
+    }
+
+    #[test]
+    fn an_assumption_is_dropped_when_its_run_ends_disappears_or_lands_elsewhere() {
+        let world = World::new().pods([
+            pod("p1").capacity(&[("runs", 2)]),
+            pod("p2").capacity(&[("runs", 2)]),
+        ]);
+        let a = run("a");
+        type Event = Box<dyn Fn(&mut State) -> RunChange>;
+        let events: Vec<(&str, Event)> = vec![
+            (
+                "terminal",
+                Box::new(|s| s.apply_run(&run("a").succeeded().build())),
+            ),
+            (
+                "failed without a Pod",
+                Box::new(|s| s.apply_run(&run("a").failed().build())),
+            ),
+            ("deleted", Box::new(|s| s.delete_run(NS, "uid-a"))),
+            (
+                "bound elsewhere",
+                Box::new(|s| s.apply_run(&run("a").on("p2").build())),
+            ),
+            (
+                "missing from a relist",
+                Box::new(|s| s.reset_runs(&[]).pop().unwrap_or_default()),
+            ),
+        ];
+        for (case, event) in events {
+            let mut state = world.state();
+            assert_eq!(
+                reserved_pod(&state.schedule(&registry(), &a.build(), NOW)),
+                "p1",
+                "{case}"
+            );
+            let change = event(&mut state);
+            assert_eq!(
+                change.assumption,
+                Some(Reconciled::Dropped {
+                    pod: "p1".into(),
+                    runtime: RUNTIME.into()
+                }),
+                "{case}"
+            );
+            assert!(
+                change.released.iter().any(|p| p.pod == "p1"),
+                "{case}: capacity on p1 is released"
+            );
+            assert!(state.assumed().is_empty(), "{case}");
+            assert_eq!(
+                state
+                    .snapshot(NS, RUNTIME, NOW)
+                    .pod("p1")
+                    .unwrap()
+                    .effective("runs"),
+                0,
+                "{case}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_invalid_run_is_reported_and_nothing_is_reserved() {
+        let mut state = World::new().pods([pod("p1")]).state();
+        let outcome = state.schedule(
+            &registry(),
+            &run("a").request_strs(&[("runs", "-1")]).build(),
+            NOW,
+        );
+        let ScheduleOutcome::Invalid { reason, message } = &outcome else {
+            panic!("{outcome:?}")
+        };
+        assert_eq!(*reason, "InvalidResources");
+        assert!(message.contains("\"-1\""), "{message}");
+        assert!(state.assumed().is_empty());
+    }
+
+    #[test]
+    fn concurrent_workers_never_reserve_the_same_capacity_twice() {
+        let shared = std::sync::Arc::new(SharedState::default());
+        for p in [
+            pod("p1").capacity(&[("runs", 3)]),
+            pod("p2").capacity(&[("runs", 2)]),
+        ] {
+            shared.apply_pod(&p.build());
+            shared.apply_lease(&p.build_lease().unwrap());
+        }
+        let handles: Vec<_> = (0..4)
+            .map(|w| {
+                let shared = shared.clone();
+                std::thread::spawn(move || {
+                    (0..5)
+                        .filter(|i| {
+                            let r = run(&format!("w{w}-{i}")).build();
+                            matches!(shared.schedule(&r, NOW), ScheduleOutcome::Reserved { .. })
+                        })
+                        .count()
+                })
+            })
+            .collect();
+        let reserved: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(reserved, 5, "exactly the 3 + 2 runs of capacity");
+        shared.with(|s| assert_eq!(s.assumed().len(), 5));
+    }
+
+    // ----- properties -----------------------------------------------------------------------
+
+    const POD_NAMES: [&str; 3] = ["p1", "p2", "p3"];
+    const RESOURCES: [&str; 2] = ["runs", "example.com/gpu"];
+
+    #[derive(Debug, Clone)]
+    enum Event {
+        Schedule(usize),
+        BindObserved(usize),
+        PendingObserved(usize),
+        TerminalObserved(usize),
+        Deleted(usize),
+        Release(usize),
+    }
+
+    fn event() -> impl Strategy<Value = Event> {
+        let i = 0usize..6;
+        prop_oneof![
+            3 => i.clone().prop_map(Event::Schedule),
+            2 => i.clone().prop_map(Event::BindObserved),
+            1 => i.clone().prop_map(Event::PendingObserved),
+            1 => i.clone().prop_map(Event::TerminalObserved),
+            1 => i.clone().prop_map(Event::Deleted),
+            1 => i.prop_map(Event::Release),
+        ]
+    }
+
+    #[derive(Debug, Clone, Default)]
+    struct RunModel {
+        assumed: Option<String>,
+        active: Option<String>,
+        gone: bool,
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// (a) no overcommit and (c) exact assumed→actual handoff, over any event sequence.
+        #[test]
+        fn no_event_sequence_overcommits_or_miscounts_a_pod(
+            capacities in proptest::collection::vec((0u64..4, 0u64..3), 3),
+            requests in proptest::collection::vec((0u64..3, 0u64..2), 6),
+            events in proptest::collection::vec(event(), 0..40),
+        ) {
+            let pods: Vec<PodBuilder> = POD_NAMES
+                .iter()
+                .zip(&capacities)
+                .map(|(n, (runs, gpu))| pod(n).capacity(&[("runs", *runs), ("example.com/gpu", *gpu)]))
+                .collect();
+            let runs: Vec<RunBuilder> = requests
+                .iter()
+                .enumerate()
+                .map(|(i, (r, g))| run(&format!("r{i}")).requests(&[("runs", *r), ("example.com/gpu", *g)]))
+                .collect();
+            let mut state = World::new().pods(pods).runs(runs.clone()).state();
+            let mut model = vec![RunModel::default(); runs.len()];
+            let registry = registry();
+
+            for event in events {
+                match event {
+                    Event::Schedule(i) if !model[i].gone && model[i].active.is_none() => {
+                        let outcome = state.schedule(&registry, &runs[i].build(), NOW);
+                        match (&outcome, &model[i].assumed) {
+                            (ScheduleOutcome::Reserved { pod, .. }, None) => model[i].assumed = Some(pod.clone()),
+                            (ScheduleOutcome::AlreadyPlaced { pod }, Some(p)) => prop_assert_eq!(pod, p),
+                            (ScheduleOutcome::Unschedulable(_), None) => {}
+                            (other, assumed) => prop_assert!(false, "{other:?} with assumption {assumed:?}"),
+                        }
+                    }
+                    Event::BindObserved(i) => {
+                        if let Some(p) = model[i].assumed.take() {
+                            state.apply_run(&runs[i].clone().on(&p).build());
+                            model[i].active = Some(p);
+                        }
+                    }
+                    Event::PendingObserved(i) if !model[i].gone && model[i].active.is_none() => {
+                        state.apply_run(&runs[i].build());
+                    }
+                    Event::TerminalObserved(i) if !model[i].gone => {
+                        state.apply_run(&runs[i].clone().succeeded().build());
+                        model[i] = RunModel { gone: true, ..RunModel::default() };
+                    }
+                    Event::Deleted(i) if !model[i].gone => {
+                        state.delete_run(NS, &runs[i].key().uid);
+                        model[i] = RunModel { gone: true, ..RunModel::default() };
+                    }
+                    Event::Release(i) => {
+                        let released = state.release(NS, &runs[i].key().uid);
+                        prop_assert_eq!(released.is_some(), model[i].assumed.take().is_some());
+                    }
+                    _ => {}
+                }
+
+                let snapshot = state.snapshot(NS, RUNTIME, NOW);
+                for (p, (runs_cap, gpu_cap)) in POD_NAMES.iter().zip(&capacities) {
+                    let view = snapshot.pod(p).unwrap();
+                    for (resource, cap) in RESOURCES.iter().zip([runs_cap, gpu_cap]) {
+                        let expected: u64 = model
+                            .iter()
+                            .zip(&runs)
+                            .filter(|(m, _)| m.active.as_deref() == Some(p) || m.assumed.as_deref() == Some(p))
+                            .map(|(_, r)| r.assumption(p).request.get(resource))
+                            .sum();
+                        prop_assert_eq!(view.effective(resource), expected, "{} {}", p, resource);
+                        prop_assert!(expected <= *cap, "{} {} overcommitted: {} > {}", p, resource, expected, cap);
+                    }
+                }
+                for (m, r) in model.iter().zip(&runs) {
+                    prop_assert_eq!(state.assumed().get(&r.key()).map(|a| a.pod.clone()), m.assumed.clone());
+                }
+            }
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    struct PodCase {
+        runs: u64,
+        gpu: Option<u64>,
+        ready: bool,
+        stale: bool,
+    }
+
+    #[derive(Debug, Clone)]
+    struct ActiveCase {
+        pod: usize,
+        runs: u64,
+        gpu: u64,
+        label: usize,
+        anti: Option<usize>,
+    }
+
+    #[derive(Debug, Clone)]
+    struct PendingCase {
+        runs: u64,
+        gpu: u64,
+        label: usize,
+        requires: Option<usize>,
+        anti: Option<usize>,
+        prefers: Option<(i32, usize)>,
+        avoids: Option<(i32, usize)>,
+    }
+
+    const LABELS: [&str; 3] = ["a", "b", "c"];
+
+    fn pod_case() -> impl Strategy<Value = PodCase> {
+        (
+            0u64..6,
+            proptest::option::of(0u64..3),
+            proptest::bool::weighted(0.8),
+            proptest::bool::weighted(0.1),
+        )
+            .prop_map(|(runs, gpu, ready, stale)| PodCase {
+                runs,
+                gpu,
+                ready,
+                stale,
+            })
+    }
+
+    fn active_case(pods: usize) -> impl Strategy<Value = ActiveCase> {
+        (
+            0..pods,
+            0u64..2,
+            0u64..2,
+            0..3usize,
+            proptest::option::weighted(0.2, 0..3usize),
+        )
+            .prop_map(|(pod, runs, gpu, label, anti)| ActiveCase {
+                pod,
+                runs,
+                gpu,
+                label,
+                anti,
+            })
+    }
+
+    fn pending_case() -> impl Strategy<Value = PendingCase> {
+        (
+            0u64..3,
+            0u64..2,
+            0..3usize,
+            proptest::option::weighted(0.3, 0..3usize),
+            proptest::option::weighted(0.2, 0..3usize),
+            proptest::option::weighted(0.4, (1i32..=100, 0..3usize)),
+            proptest::option::weighted(0.3, (1i32..=100, 0..3usize)),
+        )
+            .prop_map(
+                |(runs, gpu, label, requires, anti, prefers, avoids)| PendingCase {
+                    runs,
+                    gpu,
+                    label,
+                    requires,
+                    anti,
+                    prefers,
+                    avoids,
+                },
+            )
+    }
+
+    fn world_case() -> impl Strategy<Value = (Vec<PodCase>, Vec<ActiveCase>, PendingCase)> {
+        (1usize..7).prop_flat_map(|n| {
+            (
+                proptest::collection::vec(pod_case(), n),
+                proptest::collection::vec(active_case(n), 0..12),
+                pending_case(),
+            )
+        })
+    }
+
+    /// Pods, Leases and Runs as objects, plus the pending Run.
+    fn objects(pods: &[PodCase], active: &[ActiveCase], pending: &PendingCase) -> (Vec<Obj>, Run) {
+        let mut objs = Vec::new();
+        for (i, p) in pods.iter().enumerate() {
+            let mut caps = vec![("runs", p.runs)];
+            if let Some(g) = p.gpu {
+                caps.push(("example.com/gpu", g));
+            }
+            let mut b = pod(&format!("p{i}")).capacity(&caps);
+            if !p.ready {
+                b = b.not_ready();
+            }
+            if p.stale {
+                b = b.stale();
+            }
+            objs.push(Obj::Pod(Box::new(b.build())));
+            objs.push(Obj::Lease(Box::new(b.build_lease().unwrap())));
+        }
+        for (i, a) in active.iter().enumerate() {
+            let mut r = run(&format!("x{i}"))
+                .requests(&[("runs", a.runs), ("example.com/gpu", a.gpu)])
+                .labels(&[("cohort", LABELS[a.label])]);
+            if let Some(l) = a.anti {
+                r = r.anti(&[("cohort", LABELS[l])]);
+            }
+            objs.push(Obj::Run(Box::new(r.on(&format!("p{}", a.pod)).build())));
+        }
+        let mut r = run("new")
+            .requests(&[("runs", pending.runs), ("example.com/gpu", pending.gpu)])
+            .labels(&[("cohort", LABELS[pending.label])]);
+        if let Some(l) = pending.requires {
+            r = r.requires(&[("cohort", LABELS[l])]);
+        }
+        if let Some(l) = pending.anti {
+            r = r.anti(&[("cohort", LABELS[l])]);
+        }
+        if let Some((w, l)) = pending.prefers {
+            r = r.prefers(w, &[("cohort", LABELS[l])]);
+        }
+        if let Some((w, l)) = pending.avoids {
+            r = r.avoids(w, &[("cohort", LABELS[l])]);
+        }
+        let pending_run = r.build();
+        objs.push(Obj::Run(Box::new(pending_run.clone())));
+        (objs, pending_run)
+    }
+
+    #[derive(Debug, Clone)]
+    enum Obj {
+        Pod(Box<Pod>),
+        Lease(Box<Lease>),
+        Run(Box<Run>),
+    }
+
+    fn state_of(objs: &[Obj]) -> State {
+        let mut state = State::new();
+        for o in objs {
+            match o {
+                Obj::Pod(p) => {
+                    state.apply_pod(p);
+                }
+                Obj::Lease(l) => {
+                    state.apply_lease(l);
+                }
+                Obj::Run(r) => {
+                    state.apply_run(r);
+                }
+            }
+        }
+        state
+    }
+
+    fn shuffled() -> impl Strategy<Value = (Vec<Obj>, Vec<Obj>, Run)> {
+        world_case().prop_flat_map(|(pods, active, pending)| {
+            let (objs, run) = objects(&pods, &active, &pending);
+            (
+                Just(objs.clone()).prop_shuffle(),
+                Just(objs).prop_shuffle(),
+                Just(run),
+            )
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// (b) the decision does not depend on the order Pods, Leases and Runs were applied.
+        #[test]
+        fn the_decision_does_not_depend_on_event_order((first, second, pending) in shuffled()) {
+            let registry = registry();
+            let a = state_of(&first).plan(&registry, &pending, NOW).unwrap();
+            let b = state_of(&second).plan(&registry, &pending, NOW).unwrap();
+            prop_assert_eq!(a, b);
+        }
+
+        /// (d) every normalized score is within 0..=100 and the pick has the highest total.
+        #[test]
+        fn every_normalized_score_is_within_bounds((objs, _, pending) in shuffled()) {
+            let state = state_of(&objs);
+            let snapshot = state.snapshot(NS, RUNTIME, NOW);
+            let eval = crate::scheduler::framework::evaluate(&snapshot, &registry(), &pending).unwrap();
+            let mut best = None;
+            for i in 0..eval.pods().len() {
+                for s in eval.scores(i) {
+                    prop_assert!((0..=100).contains(&s.normalized), "{:?}", s);
+                }
+                if let Some(total) = eval.total(i) {
+                    prop_assert_eq!(total, eval.scores(i).iter().map(|s| s.weighted()).sum::<i64>());
+                    best = best.max(Some(total));
+                }
+            }
+            match eval.chosen_index() {
+                Some(i) => prop_assert_eq!(eval.total(i), best),
+                None => prop_assert!(best.is_none()),
+            }
+        }
+    }
+}

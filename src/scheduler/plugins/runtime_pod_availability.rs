@@ -1,0 +1,236 @@
+//! RuntimePodAvailability: the Runtime Pod can take the Run right now.
+//!
+//! Owns the availability and capacity predicate: the Pod is not being deleted, its `Ready`
+//! condition is True, its runtimed heartbeat Lease is held by the Pod's UID and not expired
+//! (`renewTime + leaseDurationSeconds > now`), its capacity annotations are readable, and the
+//! complete request fits: `used + assumed + request <= capacity` for every requested
+//! resource. A requested resource the Pod does not advertise never fits and is reported like
+//! any shortage, as `Insufficient <resource>` (Kubernetes' wording for an extended resource a
+//! node lacks); explain tells the two apart from the capacity it shows. Checks run in the
+//! order above and the first failure is the reason. It must not score or mutate anything.
+
+use crate::scheduler::framework::{
+    FilterPlugin, Heartbeat, PodView, Rejection, RunCycleState, Snapshot,
+};
+
+/// Registry key and `plugin` metric label.
+pub const NAME: &str = "RuntimePodAvailability";
+
+/// The Pod has a deletion timestamp.
+pub const DELETING: &str = "Runtime Pod terminating";
+/// The Pod's `Ready` condition is not True.
+pub const NOT_READY: &str = "Runtime Pod not ready";
+/// No heartbeat Lease, or one without holder or renew time.
+pub const HEARTBEAT_MISSING: &str = "runtimed heartbeat missing";
+/// The Lease is held by an identity other than the Pod's UID (e.g. a previous Pod of the
+/// same name).
+pub const HEARTBEAT_NOT_HELD: &str = "runtimed heartbeat not held by the Pod";
+/// The Lease expired: `renewTime + leaseDurationSeconds <= now`.
+pub const HEARTBEAT_STALE: &str = "runtimed heartbeat stale";
+/// A `kruntimes.io/capacity.*` annotation could not be read.
+pub const INVALID_CAPACITY: &str = "invalid capacity annotation";
+/// A requested resource is not advertised or has no room; the message names the resource.
+pub const INSUFFICIENT_RESOURCE: &str = "Insufficient resource";
+
+/// Every reason this plugin can give.
+pub const REASONS: &[&str] = &[
+    DELETING,
+    NOT_READY,
+    HEARTBEAT_MISSING,
+    HEARTBEAT_NOT_HELD,
+    HEARTBEAT_STALE,
+    INVALID_CAPACITY,
+    INSUFFICIENT_RESOURCE,
+];
+
+/// See the module documentation.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RuntimePodAvailability;
+
+const _: &dyn FilterPlugin = &RuntimePodAvailability;
+
+impl FilterPlugin for RuntimePodAvailability {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn filter(
+        &self,
+        snapshot: &Snapshot<'_>,
+        state: &RunCycleState,
+        pod: &PodView<'_>,
+    ) -> Result<(), Rejection> {
+        let reject = |reason| Err(Rejection::new(NAME, reason));
+        if pod.deleting() {
+            return reject(DELETING);
+        }
+        if !pod.ready() {
+            return reject(NOT_READY);
+        }
+        match pod.heartbeat() {
+            Heartbeat::Missing => return reject(HEARTBEAT_MISSING),
+            Heartbeat::NotHeld => return reject(HEARTBEAT_NOT_HELD),
+            Heartbeat::Expires(at) if at <= snapshot.now() => return reject(HEARTBEAT_STALE),
+            Heartbeat::Expires(_) => {}
+        }
+        if !pod.capacity_ok() {
+            return reject(INVALID_CAPACITY);
+        }
+        for requested in state.request_list() {
+            // A resource no Pod advertises has no id, and one this Pod lacks has no load.
+            let fits = requested
+                .id
+                .and_then(|id| pod.load(id))
+                .is_some_and(|load| {
+                    load.effective()
+                        .checked_add(requested.amount)
+                        .is_some_and(|total| total <= load.capacity)
+                });
+            if !fits {
+                return Err(Rejection::insufficient(
+                    NAME,
+                    INSUFFICIENT_RESOURCE,
+                    requested.name.clone(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::framework::testing::*;
+
+    fn verdict(world: World, r: RunBuilder) -> Result<(), String> {
+        let mut verdicts = filter_verdicts(&RuntimePodAvailability, &world, &r);
+        assert_eq!(verdicts.len(), 1, "one Pod per case");
+        verdicts.remove(0).1
+    }
+
+    #[test]
+    fn runtime_pod_availability_follows_the_spec_rules() {
+        let ok = Ok(());
+        let no = |m: &str| Err(m.to_string());
+        type Case = (&'static str, World, RunBuilder, Result<(), String>);
+        let table: Vec<Case> = vec![
+            (
+                "an omitted request is {runs: 1} and fits the default runs capacity of 1",
+                World::new().pods([pod("p1")]),
+                run("a"),
+                ok.clone(),
+            ),
+            (
+                "the default request counts against runs",
+                World::new().pods([pod("p1")]).runs([run("x").on("p1")]),
+                run("a"),
+                no("Insufficient runs"),
+            ),
+            (
+                "a zero request is ignored even when the Pod lacks the resource",
+                World::new().pods([pod("p1").capacity(&[("runs", 1)])]),
+                run("a").requests(&[("example.com/gpu", 0)]),
+                ok.clone(),
+            ),
+            (
+                "a requested resource the Pod does not advertise is infeasible",
+                World::new().pods([pod("p1").capacity(&[("runs", 4), ("example.com/gpu", 1)])]),
+                run("a").requests(&[("example.com/tpu", 1)]),
+                no("Insufficient example.com/tpu"),
+            ),
+            (
+                "an advertised capacity of zero has no room",
+                World::new().pods([pod("p1").capacity(&[("runs", 4), ("example.com/gpu", 0)])]),
+                run("a").requests(&[("example.com/gpu", 1)]),
+                no("Insufficient example.com/gpu"),
+            ),
+            (
+                "every requested resource must fit: all fit",
+                World::new()
+                    .pods([pod("p1").capacity(&[("runs", 4), ("example.com/gpu", 2)])])
+                    .runs([run("x").requests(&[("example.com/gpu", 1)]).on("p1")]),
+                run("a").requests(&[("example.com/gpu", 1), ("runs", 2)]),
+                ok.clone(),
+            ),
+            (
+                "every requested resource must fit: one is short",
+                World::new()
+                    .pods([pod("p1").capacity(&[("runs", 4), ("example.com/gpu", 2)])])
+                    .runs([run("x").requests(&[("example.com/gpu", 1)]).on("p1")]),
+                run("a").requests(&[("example.com/gpu", 2)]),
+                no("Insufficient example.com/gpu"),
+            ),
+            (
+                "assumed usage counts like actual usage",
+                World::new()
+                    .pods([pod("p1").capacity(&[("runs", 2)])])
+                    .runs([run("x").on("p1")])
+                    .assume(run("y"), "p1"),
+                run("a"),
+                no("Insufficient runs"),
+            ),
+            (
+                "an active Run with an unreadable request leaves none of that resource",
+                World::new()
+                    .pods([pod("p1").capacity(&[("runs", 8), ("example.com/gpu", 8)])])
+                    .runs([run("x")
+                        .request_strs(&[("example.com/gpu", "1.5")])
+                        .on("p1")]),
+                run("a").requests(&[("example.com/gpu", 1)]),
+                no("Insufficient example.com/gpu"),
+            ),
+            (
+                "a stale heartbeat makes the Pod unavailable",
+                World::new().pods([pod("p1").stale()]),
+                run("a"),
+                no(HEARTBEAT_STALE),
+            ),
+            (
+                "a missing Lease makes the Pod unavailable",
+                World::new().pods([pod("p1").no_lease()]),
+                run("a"),
+                no(HEARTBEAT_MISSING),
+            ),
+            (
+                "a Lease held by another identity makes the Pod unavailable",
+                World::new().pods([pod("p1").foreign_lease()]),
+                run("a"),
+                no(HEARTBEAT_NOT_HELD),
+            ),
+            (
+                "a Pod being deleted is unavailable, whatever else is wrong",
+                World::new().pods([pod("p1").deleting().not_ready().stale()]),
+                run("a"),
+                no(DELETING),
+            ),
+            (
+                "a NotReady Pod is unavailable",
+                World::new().pods([pod("p1").not_ready()]),
+                run("a"),
+                no(NOT_READY),
+            ),
+            (
+                "a malformed capacity annotation rejects the Pod with a bounded reason",
+                World::new().pods([pod("p1").annotation("kruntimes.io/capacity.runs", "lots")]),
+                run("a"),
+                no(INVALID_CAPACITY),
+            ),
+        ];
+        for (case, world, r, want) in table {
+            assert_eq!(verdict(world, r), want, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_heartbeat_is_fresh_until_the_exact_expiry_instant() {
+        // Renewed at NOW-40s with a 40 s duration: expired exactly at NOW.
+        let at_expiry = World::new().pods([pod("p1").lease_renewed_ago(40)]);
+        assert_eq!(
+            verdict(at_expiry, run("a")),
+            Err(HEARTBEAT_STALE.to_string())
+        );
+        let just_before = World::new().pods([pod("p1").lease_renewed_ago(39)]);
+        assert_eq!(verdict(just_before, run("a")), Ok(()));
+    }
+}

@@ -1,0 +1,106 @@
+//! The shipped RBAC (deploy/scheduler.yaml) is enough for `scheduler run`: the scheduler runs
+//! with a real service-account token of `kruntimes-scheduler`, elects itself leader, creates
+//! Runtime Pods and schedules a Run.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use serde_json::json;
+
+use kruntimes::api::{RunPhase, Runtime};
+use support::world::{self, SchedulerProcess, run, wait_runs};
+
+#[tokio::test]
+async fn the_scheduler_works_with_only_the_shipped_rbac() {
+    let client = support::client().await;
+    support::install_crds();
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/scheduler.yaml");
+    let out = support::kubectl()
+        .args(["apply", "-f", manifest])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl apply deploy/scheduler.yaml: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = support::kubectl()
+        .args([
+            "create",
+            "token",
+            "kruntimes-scheduler",
+            "-n",
+            "kruntimes-system",
+            "--duration",
+            "1h",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl create token: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let cp = support::control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    support::write_kubeconfig(&kubeconfig, &cp.server, &cp.ca_pem, &token).unwrap();
+
+    let ns = support::namespace(&client, "rbac").await;
+    let runtimes: Api<Runtime> = Api::namespaced(client.clone(), &ns);
+    let runtime: Runtime = serde_json::from_value(json!({
+        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime",
+        "metadata": {"name": "python"},
+        "spec": {"replicas": 1, "capacity": {"resources": {"runs": "2", "example.com/gpu": "1"}},
+                 "template": {"spec": {"containers": [{"name": "runtimed", "image": "kruntimes.invalid/runtimed"}]}}}
+    }))
+    .unwrap();
+    runtimes
+        .create(&Default::default(), &runtime)
+        .await
+        .unwrap();
+
+    let _scheduler =
+        SchedulerProcess::start_as(&kubeconfig, &ns, 2, Some("kruntimes-system"), "rbac").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pod = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let list = pods
+                .list(&ListParams::default().labels("kruntimes.io/runtime=python"))
+                .await
+                .unwrap();
+            if let Some(p) = list.items.into_iter().next() {
+                return p;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the Runtime controller created no Pod with the shipped RBAC");
+    assert_eq!(
+        pod.annotations()["kruntimes.io/capacity.example.com_gpu"],
+        "1"
+    );
+    world::set_ready(&client, &ns, &pod.name_any(), true).await;
+    world::heartbeat(&client, &pod, jiff::Timestamp::now(), 3600).await;
+    run("r", "python")
+        .requests(&[("example.com/gpu", "1")])
+        .create(&client, &ns)
+        .await;
+    let runs = wait_runs(
+        &client,
+        &ns,
+        Duration::from_secs(20),
+        "r scheduled",
+        |runs| (world::phase_of(runs, "r") == Some(RunPhase::Scheduled)).then(|| runs.to_vec()),
+    )
+    .await;
+    assert_eq!(runs[0].active_pod(), Some(pod.name_any().as_str()));
+    let status = runtimes.get("python").await.unwrap().status.unwrap();
+    assert_eq!((status.replicas, status.ready_replicas), (1, 1));
+}

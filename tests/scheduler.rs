@@ -1,0 +1,925 @@
+//! `scheduler run` against the real control plane: placement, bursts without overcommit,
+//! release and reactivation, affinity, bind conflicts, failover, availability and metrics.
+//!
+//! Each test has its own namespace and its own scheduler process (`--watch-namespace`).
+
+mod support;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use serde_json::json;
+
+use kruntimes::api::{Run, RunPhase};
+use support::world::{self, OvercommitWatch, SchedulerProcess, run, wait_runs};
+
+fn pod_of(runs: &[Run], name: &str) -> Option<String> {
+    runs.iter()
+        .find(|r| r.name_any() == name)
+        .and_then(|r| r.active_pod().map(str::to_string))
+}
+
+fn message_of(runs: &[Run], name: &str) -> Option<String> {
+    runs.iter()
+        .find(|r| r.name_any() == name)
+        .and_then(|r| r.status.as_ref()?.message.clone())
+}
+
+async fn setup(prefix: &str) -> (kube::Client, String) {
+    let client = support::client().await;
+    support::install_crds();
+    let ns = support::namespace(&client, prefix).await;
+    (client, ns)
+}
+
+#[tokio::test]
+async fn multi_resource_placement_picks_the_least_loaded_pod_and_unadvertised_stays_pending() {
+    let (client, ns) = setup("placement").await;
+    let gpu = [("runs", 4), ("example.com/gpu", 2)];
+    world::ready_pod(&client, &ns, "python", "py-a", &gpu).await;
+    world::ready_pod(&client, &ns, "python", "py-b", &gpu).await;
+    // py-a already runs a GPU Run, so py-b is less loaded.
+    run("busy", "python")
+        .requests(&[("example.com/gpu", "1")])
+        .create(&client, &ns)
+        .await;
+    world::set_phase(&client, &ns, "busy", "Running", Some("py-a")).await;
+    let _scheduler = SchedulerProcess::start(&ns, 4, None, "placement").await;
+
+    run("train", "python")
+        .requests(&[("example.com/gpu", "1")])
+        .create(&client, &ns)
+        .await;
+    run("tpu", "python")
+        .requests(&[("example.com/tpu", "1")])
+        .create(&client, &ns)
+        .await;
+
+    let runs = wait_runs(
+        &client,
+        &ns,
+        Duration::from_secs(20),
+        "train scheduled and tpu pending",
+        |runs| {
+            (world::phase_of(runs, "train") == Some(RunPhase::Scheduled)
+                && message_of(runs, "tpu").is_some())
+            .then(|| runs.to_vec())
+        },
+    )
+    .await;
+    assert_eq!(pod_of(&runs, "train").as_deref(), Some("py-b"));
+    let tpu = runs.iter().find(|r| r.name_any() == "tpu").unwrap();
+    assert_eq!(tpu.phase(), RunPhase::Pending);
+    let status = tpu.status.clone().unwrap();
+    assert_eq!(
+        status.message.as_deref(),
+        Some("0/2 Runtime Pods are available: 2 Insufficient example.com/tpu.")
+    );
+    assert_eq!(status.reason.as_deref(), Some("Unschedulable"));
+    let cond = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Scheduled")
+        .unwrap();
+    assert_eq!(
+        (cond.status.as_str(), cond.reason.as_str()),
+        ("False", "Unschedulable")
+    );
+    let train = runs
+        .iter()
+        .find(|r| r.name_any() == "train")
+        .unwrap()
+        .status
+        .clone()
+        .unwrap();
+    let pod: Pod = Api::namespaced(client.clone(), &ns)
+        .get("py-b")
+        .await
+        .unwrap();
+    assert_eq!(train.pod_uid, pod.uid());
+}
+
+#[tokio::test]
+async fn an_invalid_request_fails_the_run_with_invalid_resources_naming_field_and_value() {
+    let (client, ns) = setup("invalid").await;
+    world::ready_pod(&client, &ns, "python", "py-a", &[("runs", 4)]).await;
+    let _scheduler = SchedulerProcess::start(&ns, 1, None, "invalid").await;
+    run("bad", "python")
+        .requests(&[("example.com/gpu", "1.5")])
+        .create(&client, &ns)
+        .await;
+    let run = wait_runs(
+        &client,
+        &ns,
+        Duration::from_secs(20),
+        "bad failed",
+        |runs| runs.iter().find(|r| r.phase() == RunPhase::Failed).cloned(),
+    )
+    .await;
+    let status = run.status.unwrap();
+    assert_eq!(status.reason.as_deref(), Some("InvalidResources"));
+    let message = status.message.unwrap();
+    assert!(
+        message.contains("spec.resources.requests[\"example.com/gpu\"]"),
+        "{message}"
+    );
+    assert!(message.contains("\"1.5\""), "{message}");
+    assert!(status.completion_time.is_some());
+    let completed = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Completed")
+        .unwrap();
+    assert_eq!(completed.reason, "InvalidResources");
+}
+
+#[tokio::test]
+async fn a_burst_of_500_runs_on_20_pods_never_overcommits_and_schedules_every_run_that_fits() {
+    let (client, ns) = setup("burst").await;
+    let mut capacity = Vec::new();
+    for i in 0..20u64 {
+        let name = format!("py-{i:02}");
+        let runs = 10 + (i % 4) * 5; // 10, 15, 20, 25
+        let mut cap = vec![("runs", runs)];
+        if i % 2 == 0 {
+            cap.push(("example.com/gpu", 2));
+        }
+        world::ready_pod(&client, &ns, "python", &name, &cap).await;
+        capacity.push((
+            name,
+            cap.iter()
+                .map(|(r, v)| (r.to_string(), *v))
+                .collect::<HashMap<_, _>>(),
+        ));
+    }
+    // Capacity: 350 runs, 20 GPUs. Demand: 500 runs, 100 of them asking for a GPU.
+    let capacity: HashMap<String, HashMap<String, u64>> = capacity.into_iter().collect();
+    let watch = OvercommitWatch::start(&client, &ns, capacity.clone()).await;
+    let scheduler = SchedulerProcess::start(&ns, 4, None, "burst").await;
+
+    let started = Instant::now();
+    futures::stream::iter(0..500)
+        .for_each_concurrent(16, |i| {
+            let client = client.clone();
+            let ns = ns.clone();
+            async move {
+                let b = run(&format!("r-{i:03}"), "python");
+                let b = if i % 5 == 0 {
+                    b.requests(&[("example.com/gpu", "1")])
+                } else {
+                    b
+                };
+                b.create(&client, &ns).await;
+            }
+        })
+        .await;
+
+    // Quiescent: every Run is Scheduled or carries a Pending message.
+    let runs = wait_runs(
+        &client,
+        &ns,
+        Duration::from_secs(120),
+        "all 500 Runs decided",
+        |runs| {
+            let decided = runs
+                .iter()
+                .filter(|r| {
+                    r.phase() == RunPhase::Scheduled
+                        || r.status.as_ref().and_then(|s| s.message.as_ref()).is_some()
+                })
+                .count();
+            (runs.len() == 500 && decided == 500).then(|| runs.to_vec())
+        },
+    )
+    .await;
+    let elapsed = started.elapsed();
+    let events = watch.finish();
+
+    let mut used: HashMap<String, HashMap<String, u64>> = HashMap::new();
+    for r in &runs {
+        if let Some(pod) = r.active_pod() {
+            let slot = used.entry(pod.to_string()).or_default();
+            *slot.entry("runs".into()).or_default() += 1;
+            if r.spec.resources.is_some() {
+                *slot.entry("example.com/gpu".into()).or_default() += 1;
+            }
+        }
+    }
+    let scheduled = runs
+        .iter()
+        .filter(|r| r.phase() == RunPhase::Scheduled)
+        .count();
+    let pending: Vec<&Run> = runs
+        .iter()
+        .filter(|r| r.phase() == RunPhase::Pending)
+        .collect();
+    assert_eq!(scheduled + pending.len(), 500);
+    for r in &pending {
+        let gpu = r.spec.resources.is_some();
+        let fits_somewhere = capacity.iter().any(|(pod, cap)| {
+            let u = used.get(pod).cloned().unwrap_or_default();
+            let runs_ok = u.get("runs").copied().unwrap_or(0) < cap["runs"];
+            let gpu_ok = !gpu
+                || cap
+                    .get("example.com/gpu")
+                    .is_some_and(|c| u.get("example.com/gpu").copied().unwrap_or(0) < *c);
+            runs_ok && gpu_ok
+        });
+        assert!(!fits_somewhere, "{} is Pending but fits", r.name_any());
+        let message = r.status.as_ref().unwrap().message.clone().unwrap();
+        assert!(
+            message.starts_with("0/20 Runtime Pods are available: "),
+            "{message}"
+        );
+        assert!(
+            !message.contains("py-") && !message.contains("r-"),
+            "names leaked: {message}"
+        );
+    }
+    assert_eq!(scheduled, 350, "all run capacity should be used");
+    eprintln!(
+        "burst: 500 Runs, {scheduled} scheduled in {:.2}s, {events} Run events checked",
+        elapsed.as_secs_f64()
+    );
+    let metrics = scheduler.metrics().await;
+    assert_eq!(
+        world::sample(
+            &metrics,
+            "kruntimes_scheduler_schedule_attempts_total{result=\"scheduled\"}"
+        ),
+        Some(350.0)
+    );
+}
+
+#[tokio::test]
+async fn released_capacity_and_raised_runtime_capacity_wake_pending_runs() {
+    let (client, ns) = setup("release").await;
+    world::ready_pod(&client, &ns, "python", "py-a", &[("runs", 1)]).await;
+    world::ready_pod(&client, &ns, "python", "py-b", &[("runs", 1)]).await;
+    let scheduler = SchedulerProcess::start(&ns, 2, None, "release").await;
+    for name in ["a", "b", "c", "d"] {
+        run(name, "python").create(&client, &ns).await;
+    }
+    let first: Vec<String> = wait_runs(
+        &client,
+        &ns,
+        Duration::from_secs(20),
+        "two scheduled, two pending",
+        |runs| {
+            let scheduled: Vec<String> = runs
+                .iter()
+                .filter(|r| r.phase() == RunPhase::Scheduled)
+                .map(|r| r.name_any())
+                .collect();
+            let waiting = runs
+                .iter()
+                .filter(|r| r.status.as_ref().and_then(|s| s.message.as_ref()).is_some())
+                .count();
+            (scheduled.len() == 2 && waiting == 2).then_some(scheduled)
+        },
+    )
+    .await;
+    for name in &first {
+        world::set_phase(&client, &ns, name, "Succeeded", None).await;
+    }
+    wait_runs(
+        &client,
+        &ns,
+        Duration::from_secs(20),
+        "the other two scheduled",
+        |runs| {
+            let others = runs.iter().filter(|r| !first.contains(&r.name_any()));
+            others
+                .clone()
+                .all(|r| r.phase() == RunPhase::Scheduled)
+                .then_some(())
+        },
+    )
+    .await;
+    let metrics = scheduler.metrics().await;
+    let released = world::sample(
+        &metrics,
+        "kruntimes_scheduler_pending_run_wakeups_total{source=\"capacity_released\"}",
+    );
+    assert!(released.unwrap_or(0.0) >= 1.0, "{metrics}");
+
+    // Raising a Runtime's capacity reaches the Pods through the projected annotations.
+    let runtime: kruntimes::api::Runtime = serde_json::from_value(json!({
+        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime",
+        "metadata": {"name": "grow"},
+        "spec": {"replicas": 1, "capacity": {"resources": {"runs": "1"}},
+                 "template": {"spec": {"containers": [{"name": "runtimed", "image": "kruntimes.invalid/runtimed"}]}}}
+    }))
+    .unwrap();
+    let runtimes: Api<kruntimes::api::Runtime> = Api::namespaced(client.clone(), &ns);
+    runtimes
+        .create(&Default::default(), &runtime)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pod = loop {
+        let list = pods
+            .list(&kube::api::ListParams::default().labels("kruntimes.io/runtime=grow"))
+            .await
+            .unwrap();
+        if let Some(p) = list.items.into_iter().next() {
+            break p;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        pod.annotations()
+            .get("kruntimes.io/capacity.runs")
+            .map(String::as_str),
+        Some("1")
+    );
+    world::set_ready(&client, &ns, &pod.name_any(), true).await;
+    world::heartbeat(&client, &pod, jiff::Timestamp::now(), 3600).await;
+    run("g1", "grow").create(&client, &ns).await;
+    run("g2", "grow").create(&client, &ns).await;
+    wait_runs(
+        &client,
+        &ns,
+        Duration::from_secs(20),
+        "g1/g2: one scheduled, one pending",
+        |runs| {
+            let g: Vec<&Run> = runs.iter().filter(|r| r.spec.runtime == "grow").collect();
+            let scheduled = g
+                .iter()
+                .filter(|r| r.phase() == RunPhase::Scheduled)
+                .count();
+            let waiting = g
+                .iter()
+                .filter(|r| {
+                    r.phase() == RunPhase::Pending
+                        && r.status.as_ref().and_then(|s| s.message.as_ref()).is_some()
+                })
+                .count();
+            (scheduled == 1 && waiting == 1).then_some(())
+        },
+    )
+    .await;
+    runtimes
+        .patch(
+            "grow",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"capacity": {"resources": {"runs": "2"}}}})),
+        )
+        .await
+        .unwrap();
+    wait_runs(
+        &client,
+        &ns,
+        Duration::from_secs(20),
+        "g1 and g2 scheduled after the capacity raise",
+        |runs| {
+            runs.iter()
+                .filter(|r| r.spec.runtime == "grow")
+                .all(|r| r.phase() == RunPhase::Scheduled)
+                .then_some(())
+        },
+    )
+    .await;
+    let same_pod = pods.get(&pod.name_any()).await.unwrap();
+    assert_eq!(
+        same_pod.uid(),
+        pod.uid(),
+        "the Pod was recreated instead of annotated"
+    );
+    assert_eq!(same_pod.annotations()["kruntimes.io/capacity.runs"], "2");
+    let rt = runtimes.get("grow").await.unwrap();
+    assert_eq!(rt.status.unwrap().replicas, 1);
+}
+
+#[tokio::test]
+async fn required_affinity_cohorts_colocate_anti_affinity_spreads_and_mutual_dependencies_wait() {
+    let (client, ns) = setup("affinity").await;
+    for p in ["py-a", "py-b", "py-c", "py-d"] {
+        world::ready_pod(&client, &ns, "python", p, &[("runs", 8)]).await;
+    }
+    let _scheduler = SchedulerProcess::start(&ns, 4, None, "affinity").await;
+    // Created concurrently: the first member seeds, the rest follow its assumed placement.
+    let cohort: Vec<_> = (0..4)
+        .map(|i| {
+            run(&format!("cohort-{i}"), "python")
+                .labels(&[("cohort", "a")])
+                .requires(false, "cohort", "a")
+        })
+        .collect();
+    futures::future::join_all(cohort.iter().map(|b| b.create(&client, &ns))).await;
+    for i in 0..3 {
+        run(&format!("spread-{i}"), "python")
+            .labels(&[("spread", "x")])
+            .requires(true, "spread", "x")
+            .create(&client, &ns)
+            .await;
+    }
+    run("needs-b", "python")
+        .labels(&[("app", "a")])
+        .requires(false, "app", "b")
+        .create(&client, &ns)
+        .await;
+    run("needs-a", "python")
+        .labels(&[("app", "b")])
+        .requires(false, "app", "a")
+        .create(&client, &ns)
+        .await;
+
+    let runs = wait_runs(
+        &client,
+        &ns,
+        Duration::from_secs(30),
+        "cohort and spread placed, mutual pending",
+        |runs| {
+            let placed = runs
+                .iter()
+                .filter(|r| r.phase() == RunPhase::Scheduled)
+                .count();
+            let waiting = ["needs-a", "needs-b"]
+                .iter()
+                .all(|n| message_of(runs, n).is_some());
+            (placed == 7 && waiting).then(|| runs.to_vec())
+        },
+    )
+    .await;
+    let cohort: Vec<String> = (0..4)
+        .map(|i| pod_of(&runs, &format!("cohort-{i}")).unwrap())
+        .collect();
+    assert!(
+        cohort.iter().all(|p| *p == cohort[0]),
+        "cohort split: {cohort:?}"
+    );
+    let mut spread: Vec<String> = (0..3)
+        .map(|i| pod_of(&runs, &format!("spread-{i}")).unwrap())
+        .collect();
+    spread.sort();
+    spread.dedup();
+    assert_eq!(spread.len(), 3, "anti-affinity did not spread: {spread:?}");
+    for name in ["needs-a", "needs-b"] {
+        assert_eq!(world::phase_of(&runs, name), Some(RunPhase::Pending));
+        assert_eq!(
+            message_of(&runs, name).unwrap(),
+            "0/4 Runtime Pods are available: 4 waiting for required Run affinity."
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_bind_conflict_releases_the_reservation_requeues_and_counts() {
+    let (client, ns) = setup("conflict").await;
+    world::ready_pod(&client, &ns, "python", "py-a", &[("runs", 1)]).await;
+    let created = run("contended", "python").create(&client, &ns).await;
+    assert!(created.status.is_none());
+    // Another client keeps writing the Run's status, so the scheduler's observed
+    // resourceVersion is usually stale by the time it binds.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (client, ns, stop) = (client.clone(), ns.clone(), stop.clone());
+            tokio::spawn(async move {
+                let api: Api<Run> = Api::namespaced(client, &ns);
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    i += 1;
+                    let body = json!({"metadata": {"annotations": {format!("writer-{w}"): i.to_string()}}});
+                    let _ = api.patch("contended", &PatchParams::default(), &Patch::Merge(&body)).await;
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let scheduler = SchedulerProcess::start(&ns, 1, None, "conflict").await;
+    wait_runs(
+        &client,
+        &ns,
+        Duration::from_secs(60),
+        "contended scheduled",
+        |runs| (world::phase_of(runs, "contended") == Some(RunPhase::Scheduled)).then_some(()),
+    )
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for w in writers {
+        let _ = w.await;
+    }
+    let metrics = scheduler.metrics().await;
+    let conflicts = world::sample(
+        &metrics,
+        "kruntimes_scheduler_reservation_conflicts_total{stage=\"bind\"}",
+    )
+    .unwrap();
+    assert!(
+        conflicts >= 1.0,
+        "no bind conflict was provoked:\n{metrics}"
+    );
+    // The released reservation did not leak: the one slot holds exactly the bound Run.
+    run("second", "python").create(&client, &ns).await;
+    let runs = wait_runs(
+        &client,
+        &ns,
+        Duration::from_secs(20),
+        "second pending",
+        |runs| message_of(runs, "second").map(|_| runs.to_vec()),
+    )
+    .await;
+    assert_eq!(pod_of(&runs, "contended").as_deref(), Some("py-a"));
+    assert_eq!(
+        message_of(&runs, "second").unwrap(),
+        "0/1 Runtime Pods are available: 1 Insufficient runs."
+    );
+}
+
+#[tokio::test]
+async fn failover_the_standby_takes_over_and_nothing_is_overcommitted() {
+    let (client, ns) = setup("failover").await;
+    let mut capacity = Vec::new();
+    for i in 0..10 {
+        let name = format!("py-{i}");
+        world::ready_pod(&client, &ns, "python", &name, &[("runs", 10)]).await;
+        capacity.push((name, HashMap::from([("runs".to_string(), 10u64)])));
+    }
+    let watch = OvercommitWatch::start(&client, &ns, capacity.into_iter().collect()).await;
+    let mut first = SchedulerProcess::start(&ns, 4, Some(&ns), "first").await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let holder = |l: Lease| l.spec.and_then(|s| s.holder_identity);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while leases
+        .get_opt("kruntimes-scheduler")
+        .await
+        .unwrap()
+        .and_then(holder)
+        .as_deref()
+        != Some("first")
+    {
+        assert!(Instant::now() < deadline, "first scheduler never led");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _second = SchedulerProcess::start(&ns, 4, Some(&ns), "second").await;
+
+    for i in 0..60 {
+        run(&format!("r-{i:03}"), "python")
+            .create(&client, &ns)
+            .await;
+    }
+    let killed_at = Instant::now();
+    first.kill();
+    for i in 60..120 {
+        run(&format!("r-{i:03}"), "python")
+            .create(&client, &ns)
+            .await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while leases
+        .get_opt("kruntimes-scheduler")
+        .await
+        .unwrap()
+        .and_then(holder)
+        .as_deref()
+        != Some("second")
+    {
+        assert!(Instant::now() < deadline, "the standby never took over");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let takeover = killed_at.elapsed();
+    // Lease duration 4s, plus one retry period of the standby.
+    assert!(
+        takeover < Duration::from_secs(8),
+        "takeover took {takeover:?}"
+    );
+    let runs = wait_runs(
+        &client,
+        &ns,
+        Duration::from_secs(60),
+        "100 scheduled, 20 pending",
+        |runs| {
+            let scheduled = runs
+                .iter()
+                .filter(|r| r.phase() == RunPhase::Scheduled)
+                .count();
+            let waiting = runs
+                .iter()
+                .filter(|r| {
+                    r.phase() == RunPhase::Pending
+                        && r.status.as_ref().and_then(|s| s.message.as_ref()).is_some()
+                })
+                .count();
+            (scheduled == 100 && waiting == 20).then(|| runs.to_vec())
+        },
+    )
+    .await;
+    watch.finish();
+    eprintln!(
+        "failover: standby took over {:.1}s after the leader was killed",
+        takeover.as_secs_f64()
+    );
+    assert_eq!(runs.len(), 120);
+}
+
+#[tokio::test]
+async fn stale_heartbeat_not_ready_and_deleted_pods_are_removed_from_placement() {
+    let (client, ns) = setup("availability").await;
+    let stale = world::create_pod(&client, &ns, "python", "py-stale", &[("runs", 4)], &[]).await;
+    world::set_ready(&client, &ns, "py-stale", true).await;
+    world::heartbeat(
+        &client,
+        &stale,
+        jiff::Timestamp::now() - jiff::SignedDuration::from_secs(120),
+        40,
+    )
+    .await;
+    world::ready_pod(&client, &ns, "python", "py-notready", &[("runs", 4)]).await;
+    world::set_ready(&client, &ns, "py-notready", false).await;
+    let deleting = world::create_pod(
+        &client,
+        &ns,
+        "python",
+        "py-deleting",
+        &[("runs", 4)],
+        &["kruntimes.io/test-hold"],
+    )
+    .await;
+    world::set_ready(&client, &ns, "py-deleting", true).await;
+    world::heartbeat(&client, &deleting, jiff::Timestamp::now(), 3600).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    pods.delete("py-deleting", &DeleteParams::default())
+        .await
+        .unwrap();
+    world::ready_pod(&client, &ns, "python", "py-ok", &[("runs", 1)]).await;
+
+    let _scheduler = SchedulerProcess::start(&ns, 2, None, "availability").await;
+    run("first", "python").create(&client, &ns).await;
+    run("second", "python").create(&client, &ns).await;
+    let runs = wait_runs(
+        &client,
+        &ns,
+        Duration::from_secs(20),
+        "one placed on py-ok, one pending",
+        |runs| {
+            let placed = runs
+                .iter()
+                .filter(|r| r.phase() == RunPhase::Scheduled)
+                .count();
+            let waiting = runs
+                .iter()
+                .filter_map(|r| r.status.as_ref()?.message.clone())
+                .next();
+            (placed == 1)
+                .then_some(())
+                .and(waiting)
+                .map(|m| (runs.to_vec(), m))
+        },
+    )
+    .await;
+    let (runs, message) = runs;
+    let placed = runs
+        .iter()
+        .find(|r| r.phase() == RunPhase::Scheduled)
+        .unwrap();
+    assert_eq!(placed.active_pod(), Some("py-ok"));
+    assert_eq!(
+        message,
+        "0/4 Runtime Pods are available: 1 Insufficient runs, 1 Runtime Pod not ready, 1 Runtime Pod terminating, 1 runtimed heartbeat stale."
+    );
+
+    // Deleting the only usable Pod takes it out of placement too.
+    let waiting = runs
+        .iter()
+        .find(|r| r.phase() == RunPhase::Pending)
+        .unwrap()
+        .name_any();
+    pods.delete("py-ok", &DeleteParams::default())
+        .await
+        .unwrap();
+    world::set_phase(&client, &ns, &placed.name_any(), "Succeeded", None).await;
+    wait_runs(&client, &ns, Duration::from_secs(20), "message without py-ok", |runs| {
+        let m = message_of(runs, &waiting)?;
+        (m == "0/3 Runtime Pods are available: 1 Runtime Pod not ready, 1 Runtime Pod terminating, 1 runtimed heartbeat stale.").then_some(())
+    })
+    .await;
+    // Let the held Pod go.
+    pods.patch(
+        "py-deleting",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn metrics_expose_every_named_metric_with_only_bounded_labels() {
+    let (client, ns) = setup("metrics").await;
+    world::ready_pod(&client, &ns, "python", "py-a", &[("runs", 1)]).await;
+    let scheduler = SchedulerProcess::start(&ns, 2, None, "metrics").await;
+    run("m1", "python").create(&client, &ns).await;
+    run("m2", "python").create(&client, &ns).await;
+    run("m3", "python")
+        .requests(&[("example.com/tpu", "1")])
+        .create(&client, &ns)
+        .await;
+    wait_runs(
+        &client,
+        &ns,
+        Duration::from_secs(20),
+        "one scheduled, two pending",
+        |runs| {
+            let waiting = runs
+                .iter()
+                .filter(|r| r.status.as_ref().and_then(|s| s.message.as_ref()).is_some())
+                .count();
+            let placed = runs
+                .iter()
+                .filter(|r| r.phase() == RunPhase::Scheduled)
+                .count();
+            (placed == 1 && waiting == 2).then_some(())
+        },
+    )
+    .await;
+    let body = scheduler.metrics().await;
+    for name in [
+        "kruntimes_scheduler_filter_rejections_total",
+        "kruntimes_scheduler_reservation_conflicts_total",
+        "kruntimes_scheduler_pending_run_wakeups_total",
+        "kruntimes_scheduler_scheduling_cycle_duration_seconds",
+        "kruntimes_scheduler_queue_duration_seconds",
+        "kruntimes_scheduler_schedule_attempts_total",
+    ] {
+        assert!(
+            body.contains(&format!("# TYPE {name} ")),
+            "{name} missing:\n{body}"
+        );
+    }
+    let plugins = ["RuntimePodAvailability", "RunAffinity"];
+    let reasons: Vec<&str> = kruntimes::scheduler::plugins::runtime_pod_availability::REASONS
+        .iter()
+        .chain(kruntimes::scheduler::plugins::run_affinity::REASONS)
+        .copied()
+        .collect();
+    for line in body.lines().filter(|l| l.starts_with("kruntimes_")) {
+        assert!(
+            !line.contains(&ns)
+                && !line.contains("py-a")
+                && !line.contains("m1")
+                && !line.contains("tpu"),
+            "user value in {line}"
+        );
+        if let Some(labels) = line
+            .split_once('{')
+            .map(|(_, rest)| rest.split_once('}').unwrap().0)
+        {
+            for pair in labels.split("\",").filter(|p| !p.is_empty()) {
+                let (key, value) = pair.split_once("=\"").unwrap();
+                let value = value.trim_end_matches('"');
+                let ok = match key {
+                    "plugin" => plugins.contains(&value),
+                    "reason" => reasons.contains(&value),
+                    "stage" => ["reserve", "bind"].contains(&value),
+                    "source" => ["runtime_pod", "capacity_released"].contains(&value),
+                    "result" => [
+                        "scheduled",
+                        "unschedulable",
+                        "invalid",
+                        "reserve_conflict",
+                        "already_placed",
+                        "error",
+                    ]
+                    .contains(&value),
+                    "le" => true,
+                    other => panic!("unexpected label {other} in {line}"),
+                };
+                assert!(ok, "unbounded label value {key}={value} in {line}");
+            }
+        }
+    }
+    assert!(
+        world::sample(&body, "kruntimes_scheduler_filter_rejections_total{plugin=\"RuntimePodAvailability\",reason=\"Insufficient resource\"}").unwrap_or(0.0) >= 2.0,
+        "{body}"
+    );
+    let (code, _) = world::http_get(scheduler.health_port, "/healthz")
+        .await
+        .unwrap();
+    assert_eq!(code, 200);
+}
+
+#[tokio::test]
+async fn the_runtime_controller_keeps_replicas_and_reports_a_malformed_capacity_without_touching_pods()
+ {
+    let (client, ns) = setup("runtimectl").await;
+    let _scheduler = SchedulerProcess::start(&ns, 1, None, "runtimectl").await;
+    let runtimes: Api<kruntimes::api::Runtime> = Api::namespaced(client.clone(), &ns);
+    let runtime: kruntimes::api::Runtime = serde_json::from_value(json!({
+        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime",
+        "metadata": {"name": "python"},
+        "spec": {"replicas": 3, "capacity": {"resources": {"runs": "4"}},
+                 "template": {"metadata": {"labels": {"team": "a"}},
+                              "spec": {"containers": [{"name": "runtimed", "image": "kruntimes.invalid/runtimed"}]}}}
+    }))
+    .unwrap();
+    runtimes
+        .create(&Default::default(), &runtime)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let list = |n: usize| {
+        let pods = pods.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                let items = pods
+                    .list(&kube::api::ListParams::default().labels("kruntimes.io/runtime=python"))
+                    .await
+                    .unwrap()
+                    .items
+                    .into_iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .collect::<Vec<_>>();
+                if items.len() == n {
+                    return items;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "expected {n} Runtime Pods, have {}",
+                    items.len()
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let three = list(3).await;
+    for pod in &three {
+        assert_eq!(pod.labels()["team"], "a");
+        assert_eq!(pod.labels()["kruntimes.io/runtime-pod"], pod.name_any());
+        assert_eq!(pod.annotations()["kruntimes.io/capacity.runs"], "4");
+        assert_eq!(pod.owner_references()[0].kind, "Runtime");
+    }
+    runtimes
+        .patch(
+            "python",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .unwrap();
+    let one = list(1).await;
+
+    // A malformed capacity: reported on the status and in an Event; the Pod is left alone.
+    let before = one[0].resource_version();
+    runtimes
+        .patch(
+            "python",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"capacity": {"resources": {"runs": "1.5"}}}})),
+        )
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let condition = loop {
+        let rt = runtimes.get("python").await.unwrap();
+        let cond = rt
+            .status
+            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready"));
+        if let Some(c) = cond.filter(|c| c.reason == "InvalidCapacity") {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "no InvalidCapacity condition");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(condition.status, "False");
+    assert!(
+        condition
+            .message
+            .contains("spec.capacity.resources[\"runs\"]: \"1.5\""),
+        "{}",
+        condition.message
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let found = events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("InvalidCapacity")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("python")
+            });
+        if found {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no InvalidCapacity event");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let pod = pods.get(&one[0].name_any()).await.unwrap();
+    assert_eq!(
+        pod.resource_version(),
+        before,
+        "a Pod was touched despite the malformed capacity"
+    );
+    assert_eq!(pod.annotations()["kruntimes.io/capacity.runs"], "4");
+}
