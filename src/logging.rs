@@ -6,12 +6,13 @@ use crate::cli::LogFormat;
 
 /// Installs the global subscriber once. `RUST_LOG` wins over `-v`.
 ///
-/// One-shot commands (`daemon == false`) keep the client library quiet at the default level:
-/// their failures are reported once, as the command's own error line.
+/// Daemons (`scheduler run`, `runtimed`) log at info by default, as controllers do. One-shot
+/// commands log warnings only and keep the client library quiet: their failures are reported
+/// once, as the command's own error line.
 pub fn init(verbose: u8, format: LogFormat, daemon: bool) {
     let default = match verbose {
         0 if !daemon => "warn,kube_client=off",
-        0 => "warn",
+        0 => "info",
         1 => "info",
         2 => "debug",
         _ => "trace",

@@ -24,10 +24,9 @@ use kube::{Client, ResourceExt as _};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(30);
-/// Not `example.com/gpu`: the API server refuses the annotation key
-/// `kruntimes.io/capacity.example.com/gpu` (a qualified name has at most one `/`), so a
-/// prefixed resource cannot be advertised with the annotation scheme of DESIGN.md §2.
-const GPU: &str = "gpu";
+/// A prefixed resource: advertised as `kruntimes.io/capacity.example.com_gpu` (see
+/// `api::resources::capacity_annotation`).
+const GPU: &str = "example.com/gpu";
 
 // ---------------------------------------------------------------------------------------------
 // Fixture: a namespace, a Runtime Pod object, the runtimed process and a recording watch.
@@ -48,7 +47,12 @@ impl Fixture {
         let ns = support::namespace(&client, prefix).await;
         let annotations: BTreeMap<String, String> = capacity
             .iter()
-            .map(|(k, v)| (format!("kruntimes.io/capacity.{k}"), v.to_string()))
+            .map(|(k, v)| {
+                (
+                    kruntimes::api::resources::capacity_annotation(k).unwrap(),
+                    v.to_string(),
+                )
+            })
             .collect();
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {
@@ -549,7 +553,7 @@ async fn runs_sharing_one_gpu_run_one_after_the_other() {
         });
     assert_eq!(
         admitted_msg.as_deref(),
-        Some("runtimed on Pod rt-0 reserved {gpu: 1, runs: 1}")
+        Some("runtimed on Pod rt-0 reserved {example.com/gpu: 1, runs: 1}")
     );
 }
 

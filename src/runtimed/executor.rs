@@ -160,7 +160,8 @@ pub struct ChildHandle {
 }
 
 impl ChildHandle {
-    /// Asks for the process to be killed (SIGKILL); its [`ChildExit`] follows. Idempotent.
+    /// Asks for the process and its process group to be killed (SIGKILL); its [`ChildExit`]
+    /// follows. Idempotent.
     pub fn kill(&mut self) {
         if let Some(tx) = self.kill.take() {
             let _ = tx.send(());
@@ -218,6 +219,12 @@ pub fn spawn(
             status = child.wait() => (status, false),
             // A dropped sender disables this branch instead of killing the child.
             Ok(()) = &mut kill_rx => {
+                // The whole process group: a shell's own children must not outlive the Run.
+                if let Some(pgid) = pid.and_then(|p| libc::pid_t::try_from(p).ok()) {
+                    // SAFETY: killpg only sends a signal; the group is the child's own (see
+                    // process_group(0) above), so it cannot reach runtimed itself.
+                    unsafe { libc::killpg(pgid, libc::SIGKILL) };
+                }
                 let _ = child.start_kill();
                 (child.wait().await, true)
             }
