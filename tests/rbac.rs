@@ -1,6 +1,7 @@
-//! The shipped RBAC (deploy/scheduler.yaml) is enough for `scheduler run`: the scheduler runs
-//! with a real service-account token of `kruntimes-scheduler`, elects itself leader, creates
-//! Runtime Pods and schedules a Run.
+//! The shipped RBAC is enough: `scheduler run` with a real service-account token of
+//! `kruntimes-scheduler` (deploy/scheduler.yaml) elects itself leader, creates Runtime Pods and
+//! schedules a Run; `runtimed` with a token of `kruntimes-runtimed`
+//! (deploy/runtimed-rbac.yaml) heartbeats, claims and completes it.
 
 mod support;
 
@@ -15,7 +16,7 @@ use kruntimes::api::{RunPhase, Runtime};
 use support::world::{self, SchedulerProcess, run, wait_runs};
 
 #[tokio::test]
-async fn the_scheduler_works_with_only_the_shipped_rbac() {
+async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
     let client = support::client().await;
     support::install_crds();
     let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/scheduler.yaml");
@@ -46,12 +47,42 @@ async fn the_scheduler_works_with_only_the_shipped_rbac() {
         String::from_utf8_lossy(&out.stderr)
     );
     let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    let cp = support::control_plane();
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    support::write_kubeconfig(&kubeconfig, &cp.server, &cp.ca_pem, &token).unwrap();
+    let kubeconfig = kubeconfig_with(&dir, "scheduler", &token);
 
     let ns = support::namespace(&client, "rbac").await;
+    let runtimed_manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/runtimed-rbac.yaml");
+    let out = support::kubectl()
+        .args(["apply", "-n", &ns, "-f", runtimed_manifest])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl apply deploy/runtimed-rbac.yaml: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = support::kubectl()
+        .args([
+            "create",
+            "token",
+            "kruntimes-runtimed",
+            "-n",
+            &ns,
+            "--duration",
+            "1h",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl create token: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let runtimed_kubeconfig = kubeconfig_with(
+        &dir,
+        "runtimed",
+        String::from_utf8(out.stdout).unwrap().trim(),
+    );
     let runtimes: Api<Runtime> = Api::namespaced(client.clone(), &ns);
     let runtime: Runtime = serde_json::from_value(json!({
         "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime",
@@ -103,4 +134,11 @@ async fn the_scheduler_works_with_only_the_shipped_rbac() {
     assert_eq!(runs[0].active_pod(), Some(pod.name_any().as_str()));
     let status = runtimes.get("python").await.unwrap().status.unwrap();
     assert_eq!((status.replicas, status.ready_replicas), (1, 1));
+}
+
+fn kubeconfig_with(dir: &tempfile::TempDir, name: &str, token: &str) -> std::path::PathBuf {
+    let cp = support::control_plane();
+    let path = dir.path().join(name);
+    support::write_kubeconfig(&path, &cp.server, &cp.ca_pem, token).unwrap();
+    path
 }
