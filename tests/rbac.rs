@@ -118,7 +118,16 @@ async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
         "1"
     );
     world::set_ready(&client, &ns, &pod.name_any(), true).await;
-    world::heartbeat(&client, &pod, jiff::Timestamp::now(), 3600).await;
+    // No heartbeat written by the test: runtimed's own Lease must make the Pod available.
+    let mut runtimed = std::process::Command::new(support::binary())
+        .args(["runtimed", "--heartbeat-interval", "1s"])
+        .env("KUBECONFIG", &runtimed_kubeconfig)
+        .env("RUST_LOG", "warn")
+        .env("POD_NAME", pod.name_any())
+        .env("POD_NAMESPACE", &ns)
+        .env("POD_UID", pod.uid().unwrap())
+        .spawn()
+        .unwrap();
     run("r", "python")
         .requests(&[("example.com/gpu", "1")])
         .create(&client, &ns)
@@ -126,12 +135,16 @@ async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
     let runs = wait_runs(
         &client,
         &ns,
-        Duration::from_secs(20),
-        "r scheduled",
-        |runs| (world::phase_of(runs, "r") == Some(RunPhase::Scheduled)).then(|| runs.to_vec()),
+        Duration::from_secs(30),
+        "r succeeded",
+        |runs| (world::phase_of(runs, "r") == Some(RunPhase::Succeeded)).then(|| runs.to_vec()),
     )
     .await;
-    assert_eq!(runs[0].active_pod(), Some(pod.name_any().as_str()));
+    let _ = runtimed.kill();
+    let _ = runtimed.wait();
+    let status = runs[0].status.as_ref().unwrap();
+    assert_eq!(status.pod_name.as_deref(), Some(pod.name_any().as_str()));
+    assert_eq!(status.exit_code, Some(0));
     let status = runtimes.get("python").await.unwrap().status.unwrap();
     assert_eq!((status.replicas, status.ready_replicas), (1, 1));
 }
