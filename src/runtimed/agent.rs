@@ -38,6 +38,11 @@ const TERMINAL_WRITE_ATTEMPTS: u32 = 6;
 const REAP_TIMEOUT: Duration = Duration::from_secs(5);
 /// Claim writes in flight at once.
 const CLAIM_CONCURRENCY: usize = 16;
+/// After a 409 or 404 on a claim the watch brings the newer version (or the deletion) at once;
+/// this is only the fallback before the same observed version is tried again.
+const CLAIM_RETRY_STALE: Duration = Duration::from_secs(5);
+/// After any other failed claim (API error, transport), the same version is retried after this.
+const CLAIM_RETRY_ERROR: Duration = Duration::from_secs(1);
 
 /// Runs the agent: heartbeat, watches, admission and children, until `shutdown` resolves and
 /// the children have finished or been killed. The Lease is deleted before returning.
@@ -87,6 +92,10 @@ struct Agent {
     /// Terminal writes not completed yet.
     in_flight: usize,
     draining: bool,
+    /// Runs whose claim write failed, by UID: the resourceVersion that failed and when to try
+    /// that same version again. A newer version from the watch is tried at once; without this,
+    /// a stale store would be claimed again and again in a tight loop.
+    claim_failed: HashMap<String, (String, Instant)>,
 }
 
 impl Agent {
@@ -101,6 +110,7 @@ impl Agent {
             settings,
             cache: AdmissionCache::new(),
             children: HashMap::new(),
+            claim_failed: HashMap::new(),
             finished: HashSet::new(),
             exits_tx,
             exits_rx,
@@ -159,6 +169,7 @@ impl Agent {
 
         loop {
             let mut dirty = false;
+            let claim_retry = self.next_claim_retry();
             tokio::select! {
                 event = run_events.next() => {
                     // Take every event that is already there before planning once.
@@ -218,6 +229,9 @@ impl Agent {
                         child.terminated_for_shutdown = true;
                         child.handle.kill();
                     }
+                }
+                _ = sleep_until(claim_retry) => {
+                    dirty = true;
                 }
                 _ = sleep_until(reap_deadline) => {
                     tracing::error!(
@@ -283,10 +297,15 @@ impl Agent {
         }
     }
 
+    /// When a Run whose claim failed may be tried again, if any.
+    fn next_claim_retry(&self) -> Option<Instant> {
+        self.claim_failed.values().map(|(_, at)| *at).min()
+    }
+
     /// Plans and acts until nothing more can be started.
     async fn reconcile(&mut self, runs: &Store<Run>) {
         loop {
-            let state = runs.state();
+            let state = claimable(&mut self.claim_failed, runs.state(), Instant::now());
             self.forget_observed_finishes(&state);
             let owned: HashSet<String> = self.children.keys().cloned().collect();
             let plan = plan::plan(
@@ -363,21 +382,28 @@ impl Agent {
         let Claim { run, request, task } = claim;
         let name = run.name_any();
         let uid = run.uid().unwrap_or_default();
-        let written = match result {
-            Ok(written) => written,
+        let retry_in = match &result {
+            Ok(_) => None,
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 tracing::info!(run = %name, "Run {name} changed since it was observed; releasing and re-reading it from the watch");
-                self.cache.release(&uid);
-                return false;
+                Some(CLAIM_RETRY_STALE)
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {
                 tracing::info!(run = %name, "Run {name} was deleted before it could be claimed");
-                self.cache.release(&uid);
-                return false;
+                Some(CLAIM_RETRY_STALE)
             }
             Err(e) => {
-                tracing::warn!(run = %name, "cannot claim Run {name}: {e}; releasing it and retrying on the next change");
+                tracing::warn!(run = %name, "cannot claim Run {name}: {e}; releasing it and retrying in {CLAIM_RETRY_ERROR:?}");
+                Some(CLAIM_RETRY_ERROR)
+            }
+        };
+        let written = match (result, retry_in) {
+            (Ok(written), _) => written,
+            (Err(_), retry_in) => {
                 self.cache.release(&uid);
+                let rv = run.resource_version().unwrap_or_default();
+                let at = Instant::now() + retry_in.unwrap_or(CLAIM_RETRY_ERROR);
+                self.claim_failed.insert(uid, (rv, at));
                 return false;
             }
         };
@@ -564,9 +590,74 @@ fn admitted_message(pod: &str, request: &Resources) -> String {
 }
 
 /// Sleeps until `at`, or forever when there is no deadline.
+/// The observed Runs minus those whose claim failed at this very resourceVersion and whose
+/// retry time has not come; forgets failures the watch has moved past.
+fn claimable(
+    failed: &mut HashMap<String, (String, Instant)>,
+    state: Vec<Arc<Run>>,
+    now: Instant,
+) -> Vec<Arc<Run>> {
+    let current: HashMap<String, String> = state
+        .iter()
+        .filter_map(|r| Some((r.uid()?, r.resource_version()?)))
+        .collect();
+    failed.retain(|uid, (rv, at)| *at > now && current.get(uid) == Some(rv));
+    state
+        .into_iter()
+        .filter(|r| r.uid().is_none_or(|uid| !failed.contains_key(&uid)))
+        .collect()
+}
+
 async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(uid: &str, rv: &str) -> Arc<Run> {
+        let mut r = Run::new(uid, Default::default());
+        r.metadata.uid = Some(uid.into());
+        r.metadata.resource_version = Some(rv.into());
+        Arc::new(r)
+    }
+
+    #[test]
+    fn a_failed_claim_is_not_retried_at_the_same_version_until_its_retry_time() {
+        let now = Instant::now();
+        let mut failed = HashMap::from([(
+            "a".to_string(),
+            ("1".to_string(), now + Duration::from_secs(5)),
+        )]);
+        let names = |v: Vec<Arc<Run>>| v.iter().map(|r| r.name_any()).collect::<Vec<_>>();
+        // Same version, before the retry time: skipped; others are still claimable.
+        assert_eq!(
+            names(claimable(
+                &mut failed,
+                vec![run("a", "1"), run("b", "1")],
+                now
+            )),
+            ["b"]
+        );
+        // The watch brought a newer version: claimable at once, the failure is forgotten.
+        assert_eq!(
+            names(claimable(&mut failed, vec![run("a", "2")], now)),
+            ["a"]
+        );
+        assert!(failed.is_empty());
+        // Same version again, but after the retry time: claimable.
+        failed.insert("a".into(), ("1".into(), now + Duration::from_secs(1)));
+        assert_eq!(
+            names(claimable(
+                &mut failed,
+                vec![run("a", "1")],
+                now + Duration::from_secs(2)
+            )),
+            ["a"]
+        );
     }
 }
