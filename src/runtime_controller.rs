@@ -26,7 +26,9 @@ use crate::api::resources::{
     CAPACITY_ANNOTATION_PREFIX, Resources, capacity_annotation, parse_capacity_spec,
 };
 use crate::api::status::set_condition;
-use crate::api::{FIELD_MANAGER, LABEL_RUNTIME, LABEL_RUNTIME_POD, Runtime, RuntimeStatus};
+use crate::api::{
+    FIELD_MANAGER, LABEL_RUNTIME, LABEL_RUNTIME_POD, Runtime, RuntimeStatus, pod_is_ready,
+};
 
 /// Reasons on the Runtime's Ready condition and Events.
 pub mod reasons {
@@ -168,14 +170,6 @@ fn capacity_annotations(capacity: &Resources) -> BTreeMap<String, String> {
         .iter()
         .filter_map(|(name, amount)| Some((capacity_annotation(name).ok()?, amount.to_string())))
         .collect()
-}
-
-/// Whether the Pod's `Ready` condition is True.
-pub fn pod_is_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// A new Runtime Pod from the template: owned by the Runtime, labelled for selection and
@@ -346,18 +340,28 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
     Ok(Action::requeue(Duration::from_secs(300)))
 }
 
-fn error_policy(_: Arc<Runtime>, err: &Error, _: Arc<Context>) -> Action {
-    warn!("Runtime reconcile failed: {err}");
+fn error_policy(runtime: Arc<Runtime>, err: &Error, _: Arc<Context>) -> Action {
+    warn!(
+        "reconciling Runtime {}/{} failed: {err}; retrying in 5s",
+        runtime.namespace().unwrap_or_default(),
+        runtime.name_any()
+    );
     Action::requeue(Duration::from_secs(5))
 }
 
-/// Runs the Runtime controller until `shutdown` resolves.
+/// Runs the Runtime controller until `shutdown` resolves, over one namespace or all.
 pub async fn run(
     client: Client,
+    namespace: Option<String>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let runtimes: Api<Runtime> = Api::all(client.clone());
-    let pods: Api<Pod> = Api::all(client.clone());
+    let (runtimes, pods): (Api<Runtime>, Api<Pod>) = match &namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+        ),
+        None => (Api::all(client.clone()), Api::all(client.clone())),
+    };
     let ctx = Context::new(client);
     Controller::new(runtimes, watcher::Config::default())
         .owns(pods, watcher::Config::default().labels(LABEL_RUNTIME))

@@ -114,7 +114,7 @@ async fn twenty_short_runs_on_two_runtime_pods_all_succeed_without_overcommit() 
         },
     )
     .await;
-    let events = watch.finish();
+    let events = watch.finish().await;
     let per_pod = runs
         .iter()
         .fold(HashMap::<String, usize>::new(), |mut m, r| {

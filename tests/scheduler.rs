@@ -198,7 +198,7 @@ async fn a_burst_of_500_runs_on_20_pods_never_overcommits_and_schedules_every_ru
     )
     .await;
     let elapsed = started.elapsed();
-    let events = watch.finish();
+    let events = watch.finish().await;
 
     let mut used: HashMap<String, HashMap<String, u64>> = HashMap::new();
     for r in &runs {
@@ -611,7 +611,7 @@ async fn failover_the_standby_takes_over_and_nothing_is_overcommitted() {
         },
     )
     .await;
-    watch.finish();
+    watch.finish().await;
     eprintln!(
         "failover: standby took over {:.1}s after the leader was killed",
         takeover.as_secs_f64()

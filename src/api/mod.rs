@@ -11,5 +11,13 @@ pub use types::*;
 pub const LABEL_RUNTIME: &str = "kruntimes.io/runtime";
 /// Label on Runtime Pods naming the Pod itself; the only affinity topology key.
 pub const LABEL_RUNTIME_POD: &str = "kruntimes.io/runtime-pod";
+/// Whether a Pod's `Ready` condition is True.
+pub fn pod_is_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
 /// Field manager for every write kruntimes makes.
 pub const FIELD_MANAGER: &str = "kubectl-kruntimes";

@@ -34,12 +34,18 @@ use crate::scheduler::framework::state::{ScheduleOutcome, SharedState};
 
 #[derive(Debug, Error)]
 pub enum Error {
-    #[error("binding run {run}: {source}")]
-    Bind { run: String, source: kube::Error },
-    #[error("writing the status of run {run}: {source}")]
+    #[error("binding Run {namespace}/{run}: {source}; retrying with backoff")]
+    Bind {
+        run: String,
+        namespace: String,
+        source: kube::Error,
+    },
+    #[error("writing the status of Run {run}: {source}; retrying with backoff")]
     Status { run: String, source: kube::Error },
-    #[error("scheduling cycle for run {run}: {message}")]
+    #[error("scheduling cycle for Run {run}: {message}; retrying with backoff")]
     Cycle { run: String, message: String },
+    #[error("the {0} task of the scheduler stopped; exiting so the process restarts cleanly")]
+    TaskEnded(&'static str),
 }
 
 /// What `scheduler run` needs besides a client.
@@ -145,6 +151,13 @@ impl Scheduler {
             for name in self.state.pending_runs(&pod.namespace, &pod.runtime) {
                 self.enqueue(ObjectRef::new(&name).within(&pod.namespace));
             }
+        }
+    }
+
+    /// Releases a Run's reservation and wakes the Pending Runs that may use it.
+    fn release(&self, namespace: &str, uid: &str) {
+        if let Some(wakeup) = self.state.release(namespace, uid) {
+            self.wake(vec![wakeup]);
         }
     }
 
@@ -291,6 +304,9 @@ impl Scheduler {
     }
 }
 
+/// How long an Unschedulable Run waits for a wakeup before it is retried anyway.
+const UNSCHEDULABLE_RETRY: Duration = Duration::from_secs(60);
+
 /// A Run the scheduler should place: Pending (or without status), not being deleted.
 fn wants_scheduling(run: &Run) -> bool {
     run.metadata.deletion_timestamp.is_none()
@@ -351,6 +367,19 @@ async fn schedule_one(
     let api: Api<Run> = Api::namespaced(scheduler.client.clone(), &namespace);
     match outcome {
         ScheduleOutcome::Reserved { pod, pod_uid, .. } => {
+            let uid = run.uid().unwrap_or_default();
+            // A stale Pod observation discards the reservation, like a conflict (the spec's
+            // Bind rule): never bind to a Pod that is gone, replaced or terminating.
+            let pod_current = scheduler.state.with(|s| {
+                s.index()
+                    .pod(&namespace, &pod)
+                    .is_some_and(|p| p.uid == pod_uid && !p.deleting)
+            });
+            if !pod_current {
+                scheduler.release(&namespace, &uid);
+                debug!(run = %name, %namespace, "chosen Runtime Pod changed before Bind; requeued");
+                return Ok(Action::requeue(Duration::from_millis(50)));
+            }
             let mut bound = Run::clone(run);
             let status = bound.status.get_or_insert_with(Default::default);
             let now = now();
@@ -377,29 +406,40 @@ async fn schedule_one(
                     Ok(Action::await_change())
                 }
                 Err(kube::Error::Api(s)) if s.code == 409 => {
-                    scheduler
-                        .state
-                        .release(&namespace, &run.uid().unwrap_or_default());
+                    scheduler.release(&namespace, &uid);
                     scheduler
                         .metrics
                         .reservation_conflicts
                         .with_label_values(&[STAGE_BIND])
                         .inc();
-                    debug!(run = %name, %namespace, "bind conflict; requeued");
-                    Ok(Action::requeue(Duration::from_millis(50)))
+                    // The newer version's watch event brings the key back to the queue.
+                    debug!(run = %name, %namespace, "bind conflict; waiting for the newer version");
+                    Ok(Action::await_change())
                 }
                 Err(source) => {
-                    scheduler
-                        .state
-                        .release(&namespace, &run.uid().unwrap_or_default());
-                    Err(Error::Bind { run: name, source })
+                    // A failed transport may hide a write that landed: keep the assumption
+                    // when the Run now says it is bound to this Pod, as the watch will too.
+                    let landed = matches!(
+                        api.get_opt(&name).await,
+                        Ok(Some(current)) if current.active_pod() == Some(pod.as_str())
+                    );
+                    if !landed {
+                        scheduler.release(&namespace, &uid);
+                    }
+                    Err(Error::Bind {
+                        run: name,
+                        namespace,
+                        source,
+                    })
                 }
             }
         }
         ScheduleOutcome::Unschedulable(unschedulable) => {
             let message = unschedulable.message();
             write_pending(&api, run, &message).await?;
-            Ok(Action::await_change())
+            // Wakeups bring it back when something changes; the periodic retry is a safety
+            // net for a lost wakeup (as kube-scheduler flushes its unschedulable queue).
+            Ok(Action::requeue(UNSCHEDULABLE_RETRY))
         }
         ScheduleOutcome::Invalid { reason, message } => {
             let mut failed = Run::clone(run);
@@ -507,16 +547,18 @@ fn retry_delay(failures: u32) -> Duration {
 }
 
 /// Starts the watches now and the queue whenever `leading` resolves; runs until `shutdown`.
+/// Returns an error when any of its tasks stops on its own (a panic included): a scheduler
+/// with a dead watch or queue must not keep holding the leader Lease.
 pub async fn run(
     scheduler: Arc<Scheduler>,
     leading: impl Future<Output = ()> + Send + 'static,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) {
+) -> Result<(), Error> {
     let (reader, writer) = reflector::store();
-    let runs = tokio::spawn(scheduler.clone().watch_runs(writer));
-    let pods = tokio::spawn(scheduler.clone().watch_pods());
-    let leases = tokio::spawn(scheduler.clone().watch_leases());
-    let queue = {
+    let mut runs = tokio::spawn(scheduler.clone().watch_runs(writer));
+    let mut pods = tokio::spawn(scheduler.clone().watch_pods());
+    let mut leases = tokio::spawn(scheduler.clone().watch_leases());
+    let mut queue = {
         let scheduler = scheduler.clone();
         tokio::spawn(async move {
             leading.await;
@@ -524,11 +566,17 @@ pub async fn run(
             scheduler.run_queue(reader).await;
         })
     };
-    shutdown.await;
-    queue.abort();
-    runs.abort();
-    pods.abort();
-    leases.abort();
+    let result = tokio::select! {
+        _ = shutdown => Ok(()),
+        _ = &mut runs => Err(Error::TaskEnded("Run watch")),
+        _ = &mut pods => Err(Error::TaskEnded("Runtime Pod watch")),
+        _ = &mut leases => Err(Error::TaskEnded("heartbeat Lease watch")),
+        _ = &mut queue => Err(Error::TaskEnded("scheduling queue")),
+    };
+    for task in [queue, runs, pods, leases] {
+        task.abort();
+    }
+    result
 }
 
 #[cfg(test)]

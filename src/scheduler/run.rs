@@ -128,8 +128,16 @@ pub async fn exec(global: &GlobalArgs, args: &SchedulerRunArgs) -> anyhow::Resul
                         std::process::exit(1);
                     }
                     Ok(_) => {}
+                    Err(e) if leader => {
+                        // A failed renewal may already have let the Lease lapse: we can no
+                        // longer prove we lead, so stop before another replica starts.
+                        error!(
+                            "renewing the leader-election lease failed: {e}; exiting so scheduling stops at once"
+                        );
+                        std::process::exit(1);
+                    }
                     Err(e) => {
-                        warn!("leader election: {e}");
+                        warn!("leader election: {e}; retrying");
                         tokio::time::sleep(Duration::from_secs(1)).await;
                     }
                 }
@@ -147,24 +155,37 @@ pub async fn exec(global: &GlobalArgs, args: &SchedulerRunArgs) -> anyhow::Resul
     };
     let runtime_controller = {
         let client = target.client.clone();
+        let namespace = args.watch_namespace.clone();
         let stopped = stopped.clone();
         let mut rx = leading_rx.clone();
         tokio::spawn(async move {
             let _ = rx.wait_for(|l| *l).await;
-            runtime_controller::run(client, stopped).await;
+            runtime_controller::run(client, namespace, stopped).await;
         })
     };
-    let scheduling = tokio::spawn(controller::run(scheduler, leading, stopped.clone()));
+    let mut scheduling = tokio::spawn(controller::run(scheduler, leading, stopped.clone()));
 
-    shutdown_signal().await;
+    let failed = tokio::select! {
+        _ = shutdown_signal() => None,
+        ended = &mut scheduling => Some(match ended {
+            Ok(Ok(())) => anyhow!("the scheduler stopped unexpectedly"),
+            Ok(Err(e)) => anyhow::Error::new(e),
+            Err(e) => anyhow!("the scheduler task failed: {e}"),
+        }),
+    };
     info!("shutting down");
     let _ = stop_tx.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(10), scheduling).await;
+    if failed.is_none() {
+        let _ = tokio::time::timeout(Duration::from_secs(10), scheduling).await;
+    }
     runtime_controller.abort();
     if let (Some(task), Some(manager)) = (lease_task, lease_manager) {
         // Hand the lease over at once instead of letting it expire.
         task.abort();
         let _ = tokio::time::timeout(Duration::from_secs(2), manager.release()).await;
+    }
+    if let Some(err) = failed {
+        return Err(err);
     }
     Ok(())
 }

@@ -296,7 +296,10 @@ impl OvercommitWatch {
                 }
             }
         });
-        let _ = tokio::time::timeout(Duration::from_secs(10), ready_rx).await;
+        tokio::time::timeout(Duration::from_secs(10), ready_rx)
+            .await
+            .expect("the overcommit watch did not list the Runs within 10s")
+            .expect("the overcommit watch ended before listing the Runs");
         Self {
             violations,
             events,
@@ -304,8 +307,16 @@ impl OvercommitWatch {
         }
     }
 
-    /// Stops watching; panics if any event showed overcommit. Returns the number of events.
-    pub fn finish(self) -> usize {
+    /// Lets the watch drain (no event for 300ms), stops it, and panics if any event showed
+    /// overcommit. Returns the number of events checked.
+    pub async fn finish(self) -> usize {
+        loop {
+            let seen = *self.events.lock().unwrap();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            if *self.events.lock().unwrap() == seen {
+                break;
+            }
+        }
         self.task.abort();
         let violations = self.violations.lock().unwrap().clone();
         assert!(

@@ -191,13 +191,7 @@ impl PodRecord {
     /// The record of a Runtime Pod; `None` for a Pod without the `kruntimes.io/runtime` label.
     pub fn of(pod: &Pod) -> Option<Self> {
         let runtime = pod.labels().get(LABEL_RUNTIME)?.clone();
-        let ready = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .into_iter()
-            .flatten()
-            .any(|c| c.type_ == "Ready" && c.status == "True");
+        let ready = crate::api::pod_is_ready(pod);
         Some(PodRecord {
             uid: pod.uid().unwrap_or_default(),
             runtime,
