@@ -18,7 +18,7 @@ use super::cycle::{CycleError, Decision, PluginScore, RejectionCount, Unschedula
 use super::index::{Index, Observed, PodRef, RunChange, RunKey, WakeSource, Wakeup};
 use super::registry::Registry;
 use super::snapshot::Snapshot;
-use crate::api::Run;
+use crate::api::{Resources, Run};
 
 /// Why Reserve refused the chosen Pod. Every variant is a `stage="reserve"` conflict.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -301,20 +301,22 @@ impl State {
             .ok_or_else(|| ReserveError::PodGone { pod: pod.clone() })?;
         let used = self.index.usage(&key.namespace, &pod);
         let assumed = self.assumed.usage_on(&key.namespace, &pod);
-        for (resource, amount) in assumption.request.iter() {
-            let in_use = used
-                .map_or(0, |u| u.get(resource))
-                .saturating_add(assumed.get(resource));
-            let fits = capacity.contains(resource)
-                && in_use
-                    .checked_add(amount)
-                    .is_some_and(|total| total <= capacity.get(resource));
-            if !fits {
-                return Err(ReserveError::Conflict {
-                    pod,
-                    resource: resource.to_string(),
-                });
-            }
+        let in_use: Resources = assumption
+            .request
+            .names()
+            .map(|r| {
+                (
+                    r,
+                    used.map_or(0, |u| u.get(r)).saturating_add(assumed.get(r)),
+                )
+            })
+            .collect();
+        if let Some(resource) = Resources::shortfalls(&assumption.request, &in_use, capacity).next()
+        {
+            return Err(ReserveError::Conflict {
+                pod,
+                resource: resource.to_string(),
+            });
         }
         self.assumed.assume(key, assumption);
         Ok(())
