@@ -212,61 +212,74 @@ impl Scheduler {
 
     async fn watch_pods(self: Arc<Self>) {
         let config = watcher::Config::default().labels(LABEL_RUNTIME);
-        let mut initial = Vec::new();
-        let mut stream = std::pin::pin!(watcher(self.api::<Pod>(), config).default_backoff());
-        while let Some(event) = stream.next().await {
-            let wakeups = match event {
-                Ok(watcher::Event::Apply(pod)) => self.state.apply_pod(&pod),
-                Ok(watcher::Event::Delete(pod)) => self
-                    .state
-                    .delete_pod(&pod.namespace().unwrap_or_default(), &pod.name_any()),
-                Ok(watcher::Event::Init) => {
-                    initial.clear();
-                    Vec::new()
-                }
-                Ok(watcher::Event::InitApply(pod)) => {
-                    initial.push(pod);
-                    Vec::new()
-                }
-                Ok(watcher::Event::InitDone) => {
-                    let wakeups = self.state.reset_pods(&std::mem::take(&mut initial));
-                    self.pods_synced.store(true, Ordering::Release);
-                    wakeups
-                }
-                Err(e) => {
-                    warn!("runtime pod watch: {e}");
-                    Vec::new()
-                }
-            };
-            self.wake(wakeups);
-        }
+        let api = self.api::<Pod>();
+        self.watch_into_index(
+            api,
+            config,
+            "runtime pod",
+            |s| &s.pods_synced,
+            SharedState::apply_pod,
+            SharedState::delete_pod,
+            SharedState::reset_pods,
+        )
+        .await;
     }
 
     async fn watch_leases(self: Arc<Self>) {
         let config = watcher::Config::default().labels(LABEL_RUNTIME_POD);
+        let api = self.api::<Lease>();
+        self.watch_into_index(
+            api,
+            config,
+            "heartbeat lease",
+            |s| &s.leases_synced,
+            SharedState::apply_lease,
+            SharedState::delete_lease,
+            SharedState::reset_leases,
+        )
+        .await;
+    }
+
+    /// Feeds one watched kind into the index and wakes the Pending Runs its events concern;
+    /// marks `synced` after the first complete list.
+    #[allow(clippy::too_many_arguments)]
+    async fn watch_into_index<K>(
+        self: Arc<Self>,
+        api: Api<K>,
+        config: watcher::Config,
+        what: &'static str,
+        synced: fn(&Self) -> &AtomicBool,
+        apply: fn(&SharedState, &K) -> Vec<Wakeup>,
+        delete: fn(&SharedState, &str, &str) -> Vec<Wakeup>,
+        reset: fn(&SharedState, &[K]) -> Vec<Wakeup>,
+    ) where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    {
         let mut initial = Vec::new();
-        let mut stream = std::pin::pin!(watcher(self.api::<Lease>(), config).default_backoff());
+        let mut stream = std::pin::pin!(watcher(api, config).default_backoff());
         while let Some(event) = stream.next().await {
             let wakeups = match event {
-                Ok(watcher::Event::Apply(lease)) => self.state.apply_lease(&lease),
-                Ok(watcher::Event::Delete(lease)) => self
-                    .state
-                    .delete_lease(&lease.namespace().unwrap_or_default(), &lease.name_any()),
+                Ok(watcher::Event::Apply(obj)) => apply(&self.state, &obj),
+                Ok(watcher::Event::Delete(obj)) => delete(
+                    &self.state,
+                    &obj.namespace().unwrap_or_default(),
+                    &obj.name_any(),
+                ),
                 Ok(watcher::Event::Init) => {
                     initial.clear();
                     Vec::new()
                 }
-                Ok(watcher::Event::InitApply(lease)) => {
-                    initial.push(lease);
+                Ok(watcher::Event::InitApply(obj)) => {
+                    initial.push(obj);
                     Vec::new()
                 }
                 Ok(watcher::Event::InitDone) => {
-                    let wakeups = self.state.reset_leases(&std::mem::take(&mut initial));
-                    self.leases_synced.store(true, Ordering::Release);
+                    let wakeups = reset(&self.state, &std::mem::take(&mut initial));
+                    synced(&self).store(true, Ordering::Release);
                     wakeups
                 }
                 Err(e) => {
-                    warn!("heartbeat lease watch: {e}");
+                    warn!("{what} watch: {e}");
                     Vec::new()
                 }
             };

@@ -775,9 +775,21 @@ impl Index {
 
     /// Replaces every Pod with `pods` (after a watch relist): Pods not in the list are deleted.
     pub fn reset_pods(&mut self, pods: &[Pod]) -> Vec<Wakeup> {
-        let keep: HashSet<(String, String)> = pods
+        self.reset_with(pods, |s| s.pod.is_some(), Self::delete_pod, Self::apply_pod)
+    }
+
+    /// A relist of one kind of object: deletes what `held` says is recorded but is no longer
+    /// listed, then applies every listed object, and merges the wakeups.
+    fn reset_with<K: ResourceExt>(
+        &mut self,
+        objects: &[K],
+        held: fn(&Slot) -> bool,
+        delete: fn(&mut Self, &str, &str) -> Vec<Wakeup>,
+        apply: fn(&mut Self, &K) -> Vec<Wakeup>,
+    ) -> Vec<Wakeup> {
+        let keep: HashSet<(String, String)> = objects
             .iter()
-            .map(|p| (p.namespace().unwrap_or_default(), p.name_any()))
+            .map(|o| (o.namespace().unwrap_or_default(), o.name_any()))
             .collect();
         let gone: Vec<(String, String)> = self
             .namespaces
@@ -786,17 +798,17 @@ impl Index {
                 idx.slots
                     .iter()
                     .flatten()
-                    .filter(|s| s.pod.is_some())
+                    .filter(|s| held(s))
                     .map(move |s| (ns.clone(), s.name.clone()))
             })
             .filter(|k| !keep.contains(k))
             .collect();
         let mut wakeups = BTreeSet::new();
         for (ns, name) in gone {
-            wakeups.extend(self.delete_pod(&ns, &name));
+            wakeups.extend(delete(self, &ns, &name));
         }
-        for pod in pods {
-            wakeups.extend(self.apply_pod(pod));
+        for object in objects {
+            wakeups.extend(apply(self, object));
         }
         wakeups.into_iter().collect()
     }
@@ -875,30 +887,12 @@ impl Index {
 
     /// Replaces every Lease with `leases` (after a watch relist).
     pub fn reset_leases(&mut self, leases: &[Lease]) -> Vec<Wakeup> {
-        let keep: HashSet<(String, String)> = leases
-            .iter()
-            .map(|l| (l.namespace().unwrap_or_default(), l.name_any()))
-            .collect();
-        let gone: Vec<(String, String)> = self
-            .namespaces
-            .iter()
-            .flat_map(|(ns, idx)| {
-                idx.slots
-                    .iter()
-                    .flatten()
-                    .filter(|s| s.lease.is_some())
-                    .map(move |s| (ns.clone(), s.name.clone()))
-            })
-            .filter(|k| !keep.contains(k))
-            .collect();
-        let mut wakeups = BTreeSet::new();
-        for (ns, name) in gone {
-            wakeups.extend(self.delete_lease(&ns, &name));
-        }
-        for lease in leases {
-            wakeups.extend(self.apply_lease(lease));
-        }
-        wakeups.into_iter().collect()
+        self.reset_with(
+            leases,
+            |s| s.lease.is_some(),
+            Self::delete_lease,
+            Self::apply_lease,
+        )
     }
 
     pub fn lease(&self, namespace: &str, name: &str) -> Option<&LeaseRecord> {
