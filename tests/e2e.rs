@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use serde_json::json;
 
 use kruntimes::api::{RunPhase, Runtime};
@@ -63,24 +63,7 @@ async fn twenty_short_runs_on_two_runtime_pods_all_succeed_without_overcommit() 
     let _scheduler = SchedulerProcess::start(&ns, 4, None, "e2e").await;
 
     // The Runtime controller creates the Pods; the test plays the kubelet.
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let runtime_pods = loop {
-        let items = pods
-            .list(&ListParams::default().labels("kruntimes.io/runtime=sh"))
-            .await
-            .unwrap()
-            .items;
-        if items.len() == 2 {
-            break items;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the Runtime controller made {} Pods",
-            items.len()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let runtime_pods = world::runtime_pods(&client, &ns, "sh", 2).await;
     let mut agents = Vec::new();
     let mut capacity = HashMap::new();
     for pod in &runtime_pods {

@@ -7,9 +7,8 @@ mod support;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use serde_json::json;
 
 use kruntimes::api::{RunPhase, Runtime};
@@ -98,21 +97,9 @@ async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
 
     let _scheduler =
         SchedulerProcess::start_as(&kubeconfig, &ns, 2, Some("kruntimes-system"), "rbac").await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let pod = tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            let list = pods
-                .list(&ListParams::default().labels("kruntimes.io/runtime=python"))
-                .await
-                .unwrap();
-            if let Some(p) = list.items.into_iter().next() {
-                return p;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await
-    .expect("the Runtime controller created no Pod with the shipped RBAC");
+    let pod = world::runtime_pods(&client, &ns, "python", 1)
+        .await
+        .remove(0);
     assert_eq!(
         pod.annotations()["kruntimes.io/capacity.example.com_gpu"],
         "1"

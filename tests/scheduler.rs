@@ -210,10 +210,7 @@ async fn a_burst_of_500_runs_on_20_pods_never_overcommits_and_schedules_every_ru
             }
         }
     }
-    let scheduled = runs
-        .iter()
-        .filter(|r| r.phase() == RunPhase::Scheduled)
-        .count();
+    let scheduled = world::count(&runs, RunPhase::Scheduled);
     let pending: Vec<&Run> = runs
         .iter()
         .filter(|r| r.phase() == RunPhase::Pending)
@@ -322,16 +319,7 @@ async fn released_capacity_and_raised_runtime_capacity_wake_pending_runs() {
         .await
         .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let pod = loop {
-        let list = pods
-            .list(&kube::api::ListParams::default().labels("kruntimes.io/runtime=grow"))
-            .await
-            .unwrap();
-        if let Some(p) = list.items.into_iter().next() {
-            break p;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let pod = world::runtime_pods(&client, &ns, "grow", 1).await.remove(0);
     assert_eq!(
         pod.annotations()
             .get("kruntimes.io/capacity.runs")
@@ -436,10 +424,7 @@ async fn required_affinity_cohorts_colocate_anti_affinity_spreads_and_mutual_dep
         Duration::from_secs(30),
         "cohort and spread placed, mutual pending",
         |runs| {
-            let placed = runs
-                .iter()
-                .filter(|r| r.phase() == RunPhase::Scheduled)
-                .count();
+            let placed = world::count(runs, RunPhase::Scheduled);
             let waiting = ["needs-a", "needs-b"]
                 .iter()
                 .all(|n| message_of(runs, n).is_some());
@@ -596,10 +581,7 @@ async fn failover_the_standby_takes_over_and_nothing_is_overcommitted() {
         Duration::from_secs(60),
         "100 scheduled, 20 pending",
         |runs| {
-            let scheduled = runs
-                .iter()
-                .filter(|r| r.phase() == RunPhase::Scheduled)
-                .count();
+            let scheduled = world::count(runs, RunPhase::Scheduled);
             let waiting = runs
                 .iter()
                 .filter(|r| {
@@ -659,10 +641,7 @@ async fn stale_heartbeat_not_ready_and_deleted_pods_are_removed_from_placement()
         Duration::from_secs(20),
         "one placed on py-ok, one pending",
         |runs| {
-            let placed = runs
-                .iter()
-                .filter(|r| r.phase() == RunPhase::Scheduled)
-                .count();
+            let placed = world::count(runs, RunPhase::Scheduled);
             let waiting = runs
                 .iter()
                 .filter_map(|r| r.status.as_ref()?.message.clone())
@@ -731,10 +710,7 @@ async fn metrics_expose_every_named_metric_with_only_bounded_labels() {
                 .iter()
                 .filter(|r| r.status.as_ref().and_then(|s| s.message.as_ref()).is_some())
                 .count();
-            let placed = runs
-                .iter()
-                .filter(|r| r.phase() == RunPhase::Scheduled)
-                .count();
+            let placed = world::count(runs, RunPhase::Scheduled);
             (placed == 1 && waiting == 2).then_some(())
         },
     )
@@ -824,32 +800,7 @@ async fn the_runtime_controller_keeps_replicas_and_reports_a_malformed_capacity_
         .await
         .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let list = |n: usize| {
-        let pods = pods.clone();
-        async move {
-            let deadline = Instant::now() + Duration::from_secs(20);
-            loop {
-                let items = pods
-                    .list(&kube::api::ListParams::default().labels("kruntimes.io/runtime=python"))
-                    .await
-                    .unwrap()
-                    .items
-                    .into_iter()
-                    .filter(|p| p.metadata.deletion_timestamp.is_none())
-                    .collect::<Vec<_>>();
-                if items.len() == n {
-                    return items;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "expected {n} Runtime Pods, have {}",
-                    items.len()
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    };
-    let three = list(3).await;
+    let three = world::runtime_pods(&client, &ns, "python", 3).await;
     for pod in &three {
         assert_eq!(pod.labels()["team"], "a");
         assert_eq!(pod.labels()["kruntimes.io/runtime-pod"], pod.name_any());
@@ -864,7 +815,7 @@ async fn the_runtime_controller_keeps_replicas_and_reports_a_malformed_capacity_
         )
         .await
         .unwrap();
-    let one = list(1).await;
+    let one = world::runtime_pods(&client, &ns, "python", 1).await;
 
     // A malformed capacity: reported on the status and in an Event; the Pod is left alone.
     let before = one[0].resource_version();

@@ -221,6 +221,48 @@ pub async fn get_run(client: &Client, ns: &str, name: &str) -> Run {
         .unwrap()
 }
 
+/// How many of `runs` are in `phase`.
+pub fn count(runs: &[Run], phase: RunPhase) -> usize {
+    runs.iter().filter(|r| r.phase() == phase).count()
+}
+
+/// How many of `runs` are Pending with a message from the scheduler (decided, not placed).
+pub fn waiting(runs: &[Run]) -> usize {
+    runs.iter()
+        .filter(|r| {
+            r.phase() == RunPhase::Pending
+                && r.status.as_ref().and_then(|s| s.message.as_ref()).is_some()
+        })
+        .count()
+}
+
+/// Waits until exactly `n` live Pods of `runtime` exist (made by the Runtime controller).
+pub async fn runtime_pods(client: &Client, ns: &str, runtime: &str, n: usize) -> Vec<Pod> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let params =
+        kube::api::ListParams::default().labels(&format!("kruntimes.io/runtime={runtime}"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let pods: Vec<Pod> = api
+            .list(&params)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        if pods.len() == n {
+            return pods;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "expected {n} Pods of Runtime {runtime}, have {}",
+            pods.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 pub fn phase_of(runs: &[Run], name: &str) -> Option<RunPhase> {
     runs.iter()
         .find(|r| r.name_any() == name)
