@@ -126,7 +126,11 @@ pub fn explain_error(err: kube::Error, doing: &str, target: &str) -> anyhow::Err
             "{doing}: the API server of {target} rejected the credentials ({}); refresh them in your kubeconfig",
             status.message
         ),
-        kube::Error::Api(status) => anyhow!("{doing}: {} (HTTP {})", status.message, status.code),
+        kube::Error::Api(status) => anyhow!(
+            "{doing}: the API server of {target} answered HTTP {}: {}",
+            status.code,
+            status.message
+        ),
         kube::Error::HyperError(_) | kube::Error::Service(_) => anyhow!(
             "{doing}: cannot reach the API server of {target}: {}; check that the cluster is running and that --context/--kubeconfig point at it",
             root_cause(&err)

@@ -874,3 +874,69 @@ async fn the_runtime_controller_keeps_replicas_and_reports_a_malformed_capacity_
     );
     assert_eq!(pod.annotations()["kruntimes.io/capacity.runs"], "4");
 }
+
+#[tokio::test]
+async fn a_leader_that_loses_its_lease_while_alive_stops_at_once() {
+    let (client, ns) = setup("leaselost").await;
+    world::ready_pod(&client, &ns, "python", "py-a", &[("runs", 4)]).await;
+    let mut leader = SchedulerProcess::start(&ns, 1, Some(&ns), "leader").await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let holder = |l: Lease| l.spec.and_then(|s| s.holder_identity);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while leases
+        .get_opt("kruntimes-scheduler")
+        .await
+        .unwrap()
+        .and_then(holder)
+        .as_deref()
+        != Some("leader")
+    {
+        assert!(Instant::now() < deadline, "the scheduler never led");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    run("before", "python").create(&client, &ns).await;
+    wait_runs(
+        &client,
+        &ns,
+        Duration::from_secs(20),
+        "before scheduled",
+        |runs| (world::phase_of(runs, "before") == Some(RunPhase::Scheduled)).then_some(()),
+    )
+    .await;
+
+    // Another replica takes the Lease over while the leader is alive and connected.
+    let takeover = json!({"spec": {
+        "holderIdentity": "intruder",
+        "leaseDurationSeconds": 300,
+        "renewTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+    }});
+    leases
+        .patch(
+            "kruntimes-scheduler",
+            &PatchParams::default(),
+            &Patch::Merge(&takeover),
+        )
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = leader.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the deposed leader kept running");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        !status.success(),
+        "a deposed leader must exit non-zero, got {status}"
+    );
+    run("after", "python").create(&client, &ns).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = world::get_run(&client, &ns, "after").await;
+    assert_eq!(
+        after.phase(),
+        RunPhase::Pending,
+        "a Run was scheduled without a leader"
+    );
+    assert!(after.status.is_none(), "a deposed leader wrote to a Run");
+}
