@@ -60,8 +60,25 @@ pub enum Command {
     /// Explain why a Run is or is not placed: replays the scheduler's plugins on a live
     /// snapshot of its Runtime Pods (reads only).
     Explain(ExplainArgs),
+    /// Print a shell completion script (e.g. `source <(kubectl kruntimes completion bash)`).
+    Completion(CompletionArgs),
     /// Print the version.
     Version,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompletionArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// The completion script for `shell`, generated from these definitions.
+pub fn completion_script(shell: clap_complete::Shell) -> String {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "kubectl-kruntimes", &mut out);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[derive(Debug, Subcommand)]
@@ -129,7 +146,7 @@ impl Command {
     pub fn is_daemon(&self) -> bool {
         !matches!(
             self,
-            Command::Install(_) | Command::Explain(_) | Command::Version
+            Command::Install(_) | Command::Explain(_) | Command::Completion(_) | Command::Version
         )
     }
 }
@@ -202,6 +219,24 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn completion_scripts_cover_every_subcommand() {
+        let bash = completion_script(clap_complete::Shell::Bash);
+        for sub in [
+            "install",
+            "scheduler",
+            "runtimed",
+            "explain",
+            "completion",
+            "version",
+        ] {
+            assert!(bash.contains(sub), "bash completion lacks {sub}");
+        }
+        assert!(
+            completion_script(clap_complete::Shell::Zsh).contains("#compdef kubectl-kruntimes")
+        );
+    }
 
     #[test]
     fn cli_definition_is_consistent() {

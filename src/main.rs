@@ -20,6 +20,10 @@ async fn main() -> ExitCode {
         Command::Scheduler(SchedulerCommand::Run(args)) => {
             kruntimes::scheduler::run::exec(&cli.global, args).await
         }
+        Command::Completion(args) => {
+            print!("{}", kruntimes::cli::completion_script(args.shell));
+            Ok(())
+        }
         Command::Version => {
             println!("kubectl-kruntimes {}", env!("CARGO_PKG_VERSION"));
             Ok(())
