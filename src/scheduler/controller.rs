@@ -287,7 +287,8 @@ impl Scheduler {
         }
     }
 
-    /// Runs the queue until `stop` resolves or the process ends. Call only while leading.
+    /// Runs the queue for as long as this task lives (it is aborted on shutdown). Call only
+    /// while leading.
     async fn run_queue(self: Arc<Self>, store: Store<Run>) {
         let (tx, rx) = unbounded();
         *self.queue.lock().unwrap() = Some(tx);
