@@ -18,70 +18,13 @@ use support::world::{self, SchedulerProcess, run, wait_runs};
 async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
     let client = support::client().await;
     support::install_crds();
-    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/scheduler.yaml");
-    let out = support::kubectl()
-        .args(["apply", "-f", manifest])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl apply deploy/scheduler.yaml: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = support::kubectl()
-        .args([
-            "create",
-            "token",
-            "kruntimes-scheduler",
-            "-n",
-            "kruntimes-system",
-            "--duration",
-            "1h",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl create token: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = kubeconfig_with(&dir, "scheduler", &token);
+    apply("deploy/scheduler.yaml", None);
+    let kubeconfig = service_account_kubeconfig(&dir, "kruntimes-scheduler", "kruntimes-system");
 
     let ns = support::namespace(&client, "rbac").await;
-    let runtimed_manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/runtimed-rbac.yaml");
-    let out = support::kubectl()
-        .args(["apply", "-n", &ns, "-f", runtimed_manifest])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl apply deploy/runtimed-rbac.yaml: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = support::kubectl()
-        .args([
-            "create",
-            "token",
-            "kruntimes-runtimed",
-            "-n",
-            &ns,
-            "--duration",
-            "1h",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl create token: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let runtimed_kubeconfig = kubeconfig_with(
-        &dir,
-        "runtimed",
-        String::from_utf8(out.stdout).unwrap().trim(),
-    );
+    apply("deploy/runtimed-rbac.yaml", Some(&ns));
+    let runtimed_kubeconfig = service_account_kubeconfig(&dir, "kruntimes-runtimed", &ns);
     let runtimes: Api<Runtime> = Api::namespaced(client.clone(), &ns);
     let runtime: Runtime = serde_json::from_value(json!({
         "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime",
@@ -136,9 +79,36 @@ async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
     assert_eq!((status.replicas, status.ready_replicas), (1, 1));
 }
 
-fn kubeconfig_with(dir: &tempfile::TempDir, name: &str, token: &str) -> std::path::PathBuf {
+/// `kubectl apply -f` of a manifest of this repository, in `ns` when given.
+fn apply(manifest: &str, ns: Option<&str>) {
+    let path = format!("{}/{manifest}", env!("CARGO_MANIFEST_DIR"));
+    let mut cmd = support::kubectl();
+    cmd.args(["apply", "-f", &path]);
+    if let Some(ns) = ns {
+        cmd.args(["-n", ns]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl apply {manifest}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A kubeconfig holding a real token of the service account `sa` in `ns` (TokenRequest).
+fn service_account_kubeconfig(dir: &tempfile::TempDir, sa: &str, ns: &str) -> std::path::PathBuf {
+    let out = support::kubectl()
+        .args(["create", "token", sa, "-n", ns, "--duration", "1h"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl create token {sa}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let cp = support::control_plane();
-    let path = dir.path().join(name);
-    support::write_kubeconfig(&path, &cp.server, &cp.ca_pem, token).unwrap();
+    let path = dir.path().join(sa);
+    let token = String::from_utf8(out.stdout).unwrap();
+    support::write_kubeconfig(&path, &cp.server, &cp.ca_pem, token.trim()).unwrap();
     path
 }

@@ -529,20 +529,7 @@ async fn failover_the_standby_takes_over_and_nothing_is_overcommitted() {
     }
     let watch = OvercommitWatch::start(&client, &ns, capacity.into_iter().collect()).await;
     let mut first = SchedulerProcess::start(&ns, 4, Some(&ns), "first").await;
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
-    let holder = |l: Lease| l.spec.and_then(|s| s.holder_identity);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while leases
-        .get_opt("kruntimes-scheduler")
-        .await
-        .unwrap()
-        .and_then(holder)
-        .as_deref()
-        != Some("first")
-    {
-        assert!(Instant::now() < deadline, "first scheduler never led");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    world::wait_leader(&client, &ns, "first", Duration::from_secs(20)).await;
     let _second = SchedulerProcess::start(&ns, 4, Some(&ns), "second").await;
 
     for i in 0..60 {
@@ -557,18 +544,7 @@ async fn failover_the_standby_takes_over_and_nothing_is_overcommitted() {
             .create(&client, &ns)
             .await;
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while leases
-        .get_opt("kruntimes-scheduler")
-        .await
-        .unwrap()
-        .and_then(holder)
-        .as_deref()
-        != Some("second")
-    {
-        assert!(Instant::now() < deadline, "the standby never took over");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    world::wait_leader(&client, &ns, "second", Duration::from_secs(30)).await;
     let takeover = killed_at.elapsed();
     // Lease duration 4s, plus one retry period of the standby.
     assert!(
@@ -880,20 +856,8 @@ async fn a_leader_that_loses_its_lease_while_alive_stops_at_once() {
     let (client, ns) = setup("leaselost").await;
     world::ready_pod(&client, &ns, "python", "py-a", &[("runs", 4)]).await;
     let mut leader = SchedulerProcess::start(&ns, 1, Some(&ns), "leader").await;
+    world::wait_leader(&client, &ns, "leader", Duration::from_secs(20)).await;
     let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
-    let holder = |l: Lease| l.spec.and_then(|s| s.holder_identity);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while leases
-        .get_opt("kruntimes-scheduler")
-        .await
-        .unwrap()
-        .and_then(holder)
-        .as_deref()
-        != Some("leader")
-    {
-        assert!(Instant::now() < deadline, "the scheduler never led");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     run("before", "python").create(&client, &ns).await;
     wait_runs(
         &client,

@@ -221,6 +221,23 @@ pub async fn get_run(client: &Client, ns: &str, name: &str) -> Run {
         .unwrap()
 }
 
+/// Waits until the leader-election Lease `kruntimes-scheduler` in `ns` names `identity`.
+pub async fn wait_leader(client: &Client, ns: &str, identity: &str, timeout: Duration) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let deadline = Instant::now() + timeout;
+    loop {
+        let lease = leases.get_opt("kruntimes-scheduler").await.unwrap();
+        if lease.and_then(|l| l.spec?.holder_identity).as_deref() == Some(identity) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{identity} did not lead within {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// How many of `runs` are in `phase`.
 pub fn count(runs: &[Run], phase: RunPhase) -> usize {
     runs.iter().filter(|r| r.phase() == phase).count()
