@@ -15,6 +15,9 @@ use crate::cli::GlobalArgs;
 #[derive(Clone)]
 pub struct Target {
     pub client: Client,
+    /// The configuration `client` was built from, for callers that need a client with other
+    /// timeouts (leader election).
+    pub config: Config,
     /// Kubeconfig context name, or `in-cluster`.
     pub context: String,
     pub server: String,
@@ -44,11 +47,12 @@ pub async fn connect(global: &GlobalArgs) -> anyhow::Result<Target> {
         .namespace
         .clone()
         .unwrap_or_else(|| config.default_namespace.clone());
-    let client = Client::try_from(config).with_context(|| {
+    let client = Client::try_from(config.clone()).with_context(|| {
         format!("cannot build a client for context {context} (server {server})")
     })?;
     Ok(Target {
         client,
+        config,
         context,
         server,
         namespace,

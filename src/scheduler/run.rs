@@ -94,11 +94,24 @@ pub async fn exec(global: &GlobalArgs, args: &SchedulerRunArgs) -> anyhow::Resul
             .clone()
             .unwrap_or_else(default_identity);
         let duration = args.leader_election_lease_duration.as_secs().max(3);
-        let manager = LeaseManagerBuilder::new(target.client.clone(), LEADER_LEASE)
+        let grace = (duration / 3).max(1);
+        // The lease is renewed `grace` before it expires. A renewal that hangs longer than
+        // that must fail (and stop us) before the Lease lapses, not after: so leader election
+        // gets its own client whose requests time out within `grace`.
+        let mut config = target.config.clone();
+        let timeout = Some(Duration::from_secs(grace));
+        (
+            config.connect_timeout,
+            config.read_timeout,
+            config.write_timeout,
+        ) = (timeout, timeout, timeout);
+        let client =
+            kube::Client::try_from(config).context("cannot build the leader-election client")?;
+        let manager = LeaseManagerBuilder::new(client, LEADER_LEASE)
             .with_namespace(&namespace)
             .with_identity(&identity)
             .with_duration(duration)
-            .with_grace((duration / 3).max(1))
+            .with_grace(grace)
             .build()
             .await
             .map_err(|e| {
