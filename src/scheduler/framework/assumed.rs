@@ -24,8 +24,8 @@
 //! ```
 //!
 //! There is no timer: an entry never expires (expiry double-books Pods, as kube-scheduler
-//! learned). A Run observed Scheduled/Running without a Pod name fits none of the rules above
-//! and keeps its entry, the conservative choice.
+//! learned). A Run observed Scheduled/Running without a Pod name (`Observed::Unassigned`)
+//! fits none of the rules above and keeps its entry, the conservative choice.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -107,7 +107,8 @@ impl AssumedCache {
     pub fn reconcile(&mut self, key: &RunKey, observed: Observed<'_>) -> Option<Reconciled> {
         let assumption = self.get(key)?;
         let outcome = match observed {
-            Observed::Pending => Reconciled::Kept,
+            // Not over and not placed elsewhere: the conservative choice is to keep it.
+            Observed::Pending | Observed::Unassigned => Reconciled::Kept,
             Observed::Active(pod) if pod == assumption.pod => Reconciled::Confirmed {
                 pod: assumption.pod.clone(),
             },
@@ -181,6 +182,7 @@ mod tests {
                 false,
             ),
             (Observed::Active("p2"), dropped.clone(), false),
+            (Observed::Unassigned, Some(Reconciled::Kept), true),
             (Observed::Inactive, dropped.clone(), false),
             (Observed::Absent, dropped, false),
         ];

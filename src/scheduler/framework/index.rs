@@ -660,7 +660,11 @@ enum Placement {
     Pending,
     /// Scheduled or Running with `status.podName`: consumes capacity on that slot.
     Active(SlotId),
-    /// Terminal, or Scheduled/Running without a Pod: neither.
+    /// Scheduled or Running without `status.podName` (a foreign or broken writer): neither
+    /// Pending nor consuming capacity, but not over either; recorded so that an assumption
+    /// for it is kept.
+    Unassigned,
+    /// Terminal: nothing is kept.
     Inactive,
 }
 
@@ -677,7 +681,9 @@ pub enum Observed<'a> {
     Pending,
     /// Active on this Pod.
     Active(&'a str),
-    /// Terminal, or Scheduled/Running without a Pod name.
+    /// Scheduled/Running without a Pod name.
+    Unassigned,
+    /// Terminal.
     Inactive,
     /// Never observed, or deleted.
     Absent,
@@ -910,6 +916,7 @@ impl Index {
         let runtime = run.spec.runtime.clone();
         let active = run.active_pod().map(|pod| (pod, ActiveRun::of(run)));
         let pending = active.is_none() && run.phase() == RunPhase::Pending;
+        let unassigned = active.is_none() && !pending && !run.phase().is_terminal();
 
         // Unchanged active or Pending Runs (status churn) cost one lookup and change nothing.
         if let Some(old) = self.runs.get(&key)
@@ -925,7 +932,10 @@ impl Index {
                     }
                 }
                 (Placement::Pending, None) if pending => return RunChange::default(),
-                (Placement::Inactive, None) if !pending => return RunChange::default(),
+                (Placement::Unassigned, None) if unassigned => return RunChange::default(),
+                (Placement::Inactive, None) if !pending && !unassigned => {
+                    return RunChange::default();
+                }
                 _ => {}
             }
         }
@@ -973,6 +983,8 @@ impl Index {
                         .pending
                         .insert(name.clone(), key.uid.clone());
                     Placement::Pending
+                } else if unassigned {
+                    Placement::Unassigned
                 } else {
                     Placement::Inactive
                 }
@@ -1048,7 +1060,7 @@ impl Index {
                 ns.gc(id);
                 Some((pod_ref, run))
             }
-            Placement::Inactive => None,
+            Placement::Unassigned | Placement::Inactive => None,
         }
     }
 
@@ -1072,6 +1084,7 @@ impl Index {
             Placement::Active(id) => {
                 Observed::Active(&self.namespaces[&key.namespace].slot(id).name)
             }
+            Placement::Unassigned => Observed::Unassigned,
             Placement::Inactive => Observed::Inactive,
         }
     }

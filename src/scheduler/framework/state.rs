@@ -578,6 +578,30 @@ mod tests {
     }
 
     #[test]
+    fn an_assumption_is_kept_when_its_run_is_seen_running_without_a_pod() {
+        let mut state = World::new()
+            .pods([pod("p1").capacity(&[("runs", 1)])])
+            .state();
+        let a = run("a");
+        reserved_pod(&state.schedule(&registry(), &a.build(), NOW));
+        // Neither Pending, nor terminal, nor placed elsewhere: keep the capacity held.
+        let change = state.apply_run(&a.clone().running().build());
+        assert_eq!(change.assumption, Some(Reconciled::Kept));
+        assert!(change.released.is_empty());
+        let full = state.schedule(&registry(), &run("b").build(), NOW);
+        assert!(
+            matches!(full, ScheduleOutcome::Unschedulable(_)),
+            "{full:?}"
+        );
+        // Once it ends, the reservation goes.
+        let change = state.apply_run(&a.clone().succeeded().build());
+        assert!(matches!(
+            change.assumption,
+            Some(Reconciled::Dropped { .. })
+        ));
+    }
+
+    #[test]
     fn an_assumption_is_dropped_when_its_run_ends_disappears_or_lands_elsewhere() {
         let world = World::new().pods([
             pod("p1").capacity(&[("runs", 2)]),
