@@ -1,5 +1,5 @@
 //! One full scheduling cycle (snapshot → PreFilter → Filter → Score → decision) under the
-//! same `SharedState` the controller uses, at 100, 1 000 and 5 000 Runtime Pods with 10 active
+//! same `SharedCache` the controller uses, at 100, 1 000 and 5 000 Runtime Pods with 10 active
 //! Runs each, with and without a required-affinity term; plus 20 active Runs per Pod at 1 000
 //! Pods to show that the cost does not grow with active Runs, and Reserve + release at 5 000.
 //!
@@ -18,7 +18,7 @@ use kruntimes::api::{
     AffinityTerms, LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, RunAffinity, RunAffinityTerm, RunPhase,
     RunResources, RunSpec, RunStatus,
 };
-use kruntimes::scheduler::framework::{Decision, ScheduleOutcome, SharedState};
+use kruntimes::scheduler::framework::{Decision, ScheduleOutcome, SharedCache};
 
 const NS: &str = "bench";
 const RUNTIME: &str = "python";
@@ -100,8 +100,8 @@ fn run(name: &str, labels: BTreeMap<String, String>, affinity: Option<RunAffinit
 
 /// `pods` Runtime Pods, each with `per_pod` active Runs of {runs: 1, gpu: 1}. Pod i's Runs
 /// carry `cohort: c<i % COHORTS>` and an `index` label of their own.
-fn cluster(pods: usize, per_pod: usize) -> SharedState {
-    let shared = SharedState::default();
+fn cluster(pods: usize, per_pod: usize) -> SharedCache {
+    let shared = SharedCache::new(kruntimes::scheduler::plugins::registry());
     for i in 0..pods {
         let name = format!("pod-{i:05}");
         shared.apply_pod(&pod(&name));

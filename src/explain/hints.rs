@@ -349,13 +349,15 @@ fn names(items: &[&str]) -> String {
 mod tests {
     use super::*;
     use crate::explain::report::{build, test_objects};
-    use crate::scheduler::framework::Registry;
     use crate::scheduler::framework::testing::*;
 
     fn hints(pods: &[PodBuilder], runs: &[RunBuilder], run: &RunBuilder) -> Vec<String> {
-        build(&test_objects(pods, runs, run), &Registry::default())
-            .unwrap()
-            .hints
+        build(
+            &test_objects(pods, runs, run),
+            &crate::scheduler::plugins::registry(),
+        )
+        .unwrap()
+        .hints
     }
 
     #[test]
@@ -393,14 +395,16 @@ mod tests {
         let mut objects = test_objects(&pods, &[], &r);
         objects.runtime = None;
         assert_eq!(
-            build(&objects, &Registry::default()).unwrap().hints,
+            build(&objects, &crate::scheduler::plugins::registry())
+                .unwrap()
+                .hints,
             [
                 "no Runtime Pod advertises example.com/tpu: add a kruntimes.io/capacity annotation for it to the Runtime Pods (Runtime python is not found, so nothing projects a spec.capacity onto them)"
             ]
         );
         objects.pods.clear();
         objects.leases.clear();
-        let report = build(&objects, &Registry::default()).unwrap();
+        let report = build(&objects, &crate::scheduler::plugins::registry()).unwrap();
         assert_eq!(report.verdict, "0/0 Runtime Pods are available.");
         assert_eq!(
             report.hints,

@@ -87,7 +87,6 @@ use thiserror::Error;
 
 use crate::cli::{ExplainArgs, GlobalArgs, OutputFormat};
 use crate::output::{self, Palette};
-use crate::scheduler::framework::Registry;
 
 pub use report::{Objects, Report};
 
@@ -127,7 +126,7 @@ pub async fn exec(global: &GlobalArgs, args: &ExplainArgs) -> anyhow::Result<()>
     let name = parse_target(&args.target, args.name.as_deref())?;
     let target = crate::kubeclient::connect(global).await?;
     let objects = load::load(&target, &name).await?;
-    let report = report::build(&objects, &Registry::default())
+    let report = report::build(&objects, &crate::scheduler::plugins::registry())
         .map_err(|e| anyhow!("replaying the scheduler for run {name}: {e}"))?;
     let text = match args.output {
         OutputFormat::Table | OutputFormat::Wide => render::text(

@@ -236,11 +236,14 @@ pub fn age(d: SignedDuration) -> String {
 mod tests {
     use super::*;
     use crate::explain::report::{Report, build, test_objects};
-    use crate::scheduler::framework::Registry;
     use crate::scheduler::framework::testing::*;
 
     fn report(pods: &[PodBuilder], runs: &[RunBuilder], run: &RunBuilder) -> Report {
-        build(&test_objects(pods, runs, run), &Registry::default()).unwrap()
+        build(
+            &test_objects(pods, runs, run),
+            &crate::scheduler::plugins::registry(),
+        )
+        .unwrap()
     }
 
     /// Compares `actual` with `tests/golden/<name>`; `UPDATE_GOLDEN=1` rewrites the file.

@@ -17,11 +17,11 @@ use serde::{Deserialize, Serialize};
 
 use super::hints;
 use crate::api::{Run, RunPhase, Runtime};
-use crate::scheduler::framework::index::Heartbeat as CoreHeartbeat;
+use crate::scheduler::framework::Heartbeat as CoreHeartbeat;
 use crate::scheduler::framework::selector::Operator;
 use crate::scheduler::framework::{
-    CycleError, Decision, Evaluation, PodView, Registry, RunCycleState, Selector, Snapshot, State,
-    evaluate,
+    CycleError, Decision, Evaluation, PodView, Registry, RunCycleState, SchedulerCache, Selector,
+    Snapshot, evaluate,
 };
 
 /// Version of the JSON/YAML structure; bumped on any incompatible change.
@@ -269,7 +269,7 @@ pub struct Target {
 /// Replays the scheduler's cycle for `objects.run` and describes it. The only error is a
 /// Score plugin failure, which the scheduler would retry.
 pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleError> {
-    let state = State::from_objects(&objects.pods, &objects.leases, &objects.runs);
+    let state = SchedulerCache::from_objects(&objects.pods, &objects.leases, &objects.runs);
     let run = &objects.run;
     let namespace = run.namespace().unwrap_or_else(|| objects.namespace.clone());
     let snapshot = state.snapshot(&namespace, &run.spec.runtime, objects.now);
@@ -627,7 +627,11 @@ mod tests {
     use crate::scheduler::framework::testing::*;
 
     fn report(pods: &[PodBuilder], runs: &[RunBuilder], run: &RunBuilder) -> Report {
-        build(&test_objects(pods, runs, run), &Registry::default()).unwrap()
+        build(
+            &test_objects(pods, runs, run),
+            &crate::scheduler::plugins::registry(),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -645,7 +649,7 @@ mod tests {
         let world = World::new().pods(pods).runs(busy);
         let Decision::Unschedulable(u) = world
             .state()
-            .plan(&Registry::default(), &r.build(), NOW)
+            .plan(&crate::scheduler::plugins::registry(), &r.build(), NOW)
             .unwrap()
         else {
             panic!("expected Unschedulable")
@@ -703,7 +707,7 @@ mod tests {
             .pods(pods)
             .runs(busy)
             .state()
-            .plan(&Registry::default(), &r.build(), NOW)
+            .plan(&crate::scheduler::plugins::registry(), &r.build(), NOW)
             .unwrap();
         let Decision::Schedule { pod, total, .. } = plan else {
             panic!("{plan:?}")

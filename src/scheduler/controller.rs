@@ -2,7 +2,7 @@
 //! (`kube::runtime::Controller`), wakeups of Pending Runs, Bind, status writes and leader
 //! election.
 //!
-//! Decisions are made only by [`SharedState::schedule`]; this module carries them out. Watches
+//! Decisions are made only by [`SharedCache::schedule`]; this module carries them out. Watches
 //! run on every replica so a standby's caches stay warm; the queue runs only on the leader.
 //! Losing the lease stops scheduling at once (the process exits, like controller-runtime's
 //! managers), so a new leader always starts with an empty assumed cache.
@@ -29,8 +29,8 @@ use tracing::{debug, info, warn};
 use crate::api::status::{self, CONDITION_SCHEDULED, Outcome, reasons};
 use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, RunPhase};
 use crate::metrics::{STAGE_BIND, STAGE_RESERVE, SchedulerMetrics};
+use crate::scheduler::framework::cache::{ScheduleOutcome, SharedCache};
 use crate::scheduler::framework::index::{RunChange, Wakeup};
-use crate::scheduler::framework::state::{ScheduleOutcome, SharedState};
 
 #[derive(Debug, Error)]
 pub enum Error {
@@ -59,7 +59,7 @@ pub struct Options {
 /// Shared between watch tasks, queue workers and the HTTP probes.
 pub struct Scheduler {
     client: Client,
-    state: SharedState,
+    state: SharedCache,
     metrics: SchedulerMetrics,
     options: Options,
     /// The queue's trigger channel while this replica leads; `None` on a standby.
@@ -77,7 +77,7 @@ impl Scheduler {
     pub fn new(client: Client, metrics: SchedulerMetrics, options: Options) -> Arc<Self> {
         Arc::new(Self {
             client,
-            state: SharedState::default(),
+            state: SharedCache::new(crate::scheduler::plugins::registry()),
             metrics,
             options,
             queue: Mutex::new(None),
@@ -218,9 +218,9 @@ impl Scheduler {
             config,
             "runtime pod",
             |s| &s.pods_synced,
-            SharedState::apply_pod,
-            SharedState::delete_pod,
-            SharedState::reset_pods,
+            SharedCache::apply_pod,
+            SharedCache::delete_pod,
+            SharedCache::reset_pods,
         )
         .await;
     }
@@ -233,9 +233,9 @@ impl Scheduler {
             config,
             "heartbeat lease",
             |s| &s.leases_synced,
-            SharedState::apply_lease,
-            SharedState::delete_lease,
-            SharedState::reset_leases,
+            SharedCache::apply_lease,
+            SharedCache::delete_lease,
+            SharedCache::reset_leases,
         )
         .await;
     }
@@ -249,9 +249,9 @@ impl Scheduler {
         config: watcher::Config,
         what: &'static str,
         synced: fn(&Self) -> &AtomicBool,
-        apply: fn(&SharedState, &K) -> Vec<Wakeup>,
-        delete: fn(&SharedState, &str, &str) -> Vec<Wakeup>,
-        reset: fn(&SharedState, &[K]) -> Vec<Wakeup>,
+        apply: fn(&SharedCache, &K) -> Vec<Wakeup>,
+        delete: fn(&SharedCache, &str, &str) -> Vec<Wakeup>,
+        reset: fn(&SharedCache, &[K]) -> Vec<Wakeup>,
     ) where
         K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
     {

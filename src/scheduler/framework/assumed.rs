@@ -2,7 +2,7 @@
 //! watch shows the bound Run.
 //!
 //! Owns the tentative assignments that later cycles must see as capacity consumption and as
-//! affinity targets. It must not check capacity (that is [`super::state::State::reserve`],
+//! affinity targets. It must not check capacity (that is [`super::cache::SchedulerCache::reserve`],
 //! which sees the index too), read a clock, or persist anything: a new leader starts empty.
 //!
 //! Entries are keyed by the immutable (namespace, Run UID) and hold the Run name, the chosen
@@ -29,8 +29,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::index::{Observed, RunKey};
 use super::selector::Selector;
+use super::types::{Observed, RunKey};
 use crate::api::Resources;
 
 /// One reservation.

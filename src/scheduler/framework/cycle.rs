@@ -21,14 +21,11 @@
 use kube::ResourceExt;
 use thiserror::Error;
 
-use super::index::RunKey;
+use super::plugin::{PreferredTerm, Requested, RequiredTerm, RunCycleState, ScoreError};
 use super::registry::Registry;
 use super::selector::{Selector, SelectorError};
 use super::snapshot::{PodView, Snapshot};
-use super::types::{
-    Code, MAX_SCORE, MIN_SCORE, PreferredTerm, Rejection, Requested, RequiredTerm, ResourceName,
-    RunCycleState, ScoreError,
-};
+use super::types::{Code, MAX_SCORE, MIN_SCORE, Rejection, ResourceName, RunKey};
 use crate::api::resources::{ResourceError, parse_requests};
 use crate::api::status::reasons::INVALID_RESOURCES;
 use crate::api::{AffinityTerms, LABEL_RUNTIME_POD, Run};
@@ -483,7 +480,7 @@ mod tests {
     fn decide(world: &World, r: &RunBuilder) -> Decision {
         let state = world.state();
         let snap = state.snapshot(NS, RUNTIME, NOW);
-        evaluate(&snap, &Registry::default(), &r.build())
+        evaluate(&snap, &crate::scheduler::plugins::registry(), &r.build())
             .unwrap()
             .decision()
     }
@@ -672,7 +669,12 @@ mod tests {
             .runs([run("x").on("p2")]);
         let state = world.state();
         let snap = state.snapshot(NS, RUNTIME, NOW);
-        let eval = evaluate(&snap, &Registry::default(), &run("a").build()).unwrap();
+        let eval = evaluate(
+            &snap,
+            &crate::scheduler::plugins::registry(),
+            &run("a").build(),
+        )
+        .unwrap();
         let pods = eval.pods();
         assert_eq!(pods.len(), 3);
         let first = pods[0].rejection.as_ref().unwrap();
@@ -703,7 +705,12 @@ mod tests {
         let state = world.state();
         let snap = state.snapshot(NS, RUNTIME, NOW);
         for name in ["a", "b"] {
-            let eval = evaluate(&snap, &Registry::default(), &run(name).build()).unwrap();
+            let eval = evaluate(
+                &snap,
+                &crate::scheduler::plugins::registry(),
+                &run(name).build(),
+            )
+            .unwrap();
             let feasible: Vec<_> = eval
                 .pods()
                 .iter()

@@ -1,21 +1,27 @@
 //! The pure planning core: data in, decision out.
 //!
+//! Layered one way, each module importing only those above it:
+//!
+//! - [`types`]: the leaf vocabulary (keys, score bounds, rejections, observations).
+//! - [`selector`]: compiled label selectors.
 //! - [`index`]: Runtime Pods, heartbeat Leases and Runs, fed by watch events; incremental usage.
 //! - [`assumed`]: scheduler-local reservations between Reserve and the observed Bind.
 //! - [`snapshot`]: a borrowed view of one (namespace, runtime) at `now`.
-//! - [`types`]: the vocabulary (codes, scores, rejections, plugin traits, per-Run state).
-//! - [`registry`]: which plugins run, in which order, with which weights.
+//! - [`plugin`]: the Filter and Score traits and the per-Run state PreFilter prepares.
+//! - [`registry`]: which plugins run, in which order, with which weights (the list itself is
+//!   `scheduler::plugins::registry`).
 //! - [`cycle`]: PreFilter → Filter → Score → pick, shared by the scheduler and `explain`.
-//! - [`state`]: the single owner of index + assumed cache, and its `Mutex` wrapper.
+//! - [`cache`]: the scheduler cache, single owner of index + assumed cache, and its `Mutex`
+//!   wrapper.
 //!
 //! Nothing here may use a `kube::Client`, async, tokio or a clock; time comes in as `now`.
 //!
 //! The controller's reconcile, in short:
 //!
 //! ```no_run
-//! # use kruntimes::scheduler::framework::{SharedState, ScheduleOutcome};
+//! # use kruntimes::scheduler::framework::{SharedCache, ScheduleOutcome};
 //! # fn bind(_: &str) -> Result<(), ()> { Ok(()) }
-//! # let shared = SharedState::default();
+//! # let shared = SharedCache::new(kruntimes::scheduler::plugins::registry());
 //! # let run: kruntimes::api::Run = todo!();
 //! # let now = jiff::Timestamp::now();
 //! match shared.schedule(&run, now) {
@@ -34,31 +40,37 @@
 //! ```
 
 pub mod assumed;
+pub mod cache;
 pub mod cycle;
 pub mod index;
+pub mod plugin;
 pub mod registry;
 pub mod selector;
 pub mod snapshot;
-pub mod state;
 pub mod types;
 
+#[cfg(test)]
+mod cache_properties;
 #[cfg(test)]
 pub(crate) mod testing;
 
 pub use assumed::{AssumedCache, Assumption, Reconciled};
+pub use cache::{ReserveError, ScheduleOutcome, SchedulerCache, SharedCache};
 pub use cycle::{
     CycleError, Decision, Evaluation, INVALID_AFFINITY, PluginScore, PodEvaluation, PreFilterError,
     RejectionCount, Unschedulable, evaluate, pre_filter,
 };
 pub use index::{
-    ActiveRun, CountedRequest, Heartbeat, Index, LeaseRecord, Load, Observed, PodRecord, PodRef,
-    ResourceId, RunChange, RunKey, Usage, WakeSource, Wakeup,
+    ActiveRun, CountedRequest, Index, LeaseRecord, Load, PodRecord, PodRef, RunChange, Usage,
+    WakeSource, Wakeup,
+};
+pub use plugin::{
+    FilterPlugin, PreferredTerm, Requested, RequiredTerm, RunCycleState, ScoreError, ScorePlugin,
+    normalize_min_max,
 };
 pub use registry::{Registry, RegistryError};
 pub use selector::{Selector, SelectorError};
 pub use snapshot::{AssumedOnPod, PodSet, PodView, ResourceLoad, Snapshot};
-pub use state::{ReserveError, ScheduleOutcome, SharedState, State};
 pub use types::{
-    Code, FilterPlugin, MAX_SCORE, MIN_SCORE, PreferredTerm, Rejection, Requested, RequiredTerm,
-    ResourceName, RunCycleState, ScoreError, ScorePlugin, normalize_min_max,
+    Code, Heartbeat, MAX_SCORE, MIN_SCORE, Observed, Rejection, ResourceId, ResourceName, RunKey,
 };

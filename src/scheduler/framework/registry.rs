@@ -1,15 +1,13 @@
 //! The plugin registry: which Filter and Score plugins run, in which order, with which weight.
 //!
-//! Owns the deterministic order of the cycle's extension points. The default registry is the
-//! only one the scheduler and `explain` use; weights are internal in v0.x. It must not contain
-//! plugin logic.
+//! Owns the deterministic order of the cycle's extension points and its validation. The
+//! default plugin list lives with the plugins (`scheduler::plugins::registry`, as
+//! kube-scheduler's `plugins/registry.go`), so the framework never imports a plugin. It must
+//! not contain plugin logic.
 
 use thiserror::Error;
 
-use super::types::{FilterPlugin, ScorePlugin};
-use crate::scheduler::plugins::{
-    LeastLoaded, PreferredRunAffinity, RunAffinity, RuntimePodAvailability,
-};
+use super::plugin::{FilterPlugin, ScorePlugin};
 
 pub type Result<T, E = RegistryError> = std::result::Result<T, E>;
 
@@ -73,21 +71,6 @@ impl Registry {
     }
 }
 
-impl Default for Registry {
-    /// Filters: RuntimePodAvailability, RunAffinity. Scores: PreferredRunAffinity (weight 1),
-    /// LeastLoaded (weight 1).
-    fn default() -> Self {
-        Registry::new(
-            vec![Box::new(RuntimePodAvailability), Box::new(RunAffinity)],
-            vec![
-                (Box::new(PreferredRunAffinity), 1),
-                (Box::new(LeastLoaded), 1),
-            ],
-        )
-        .expect("the default registry is valid")
-    }
-}
-
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
@@ -110,23 +93,44 @@ impl std::fmt::Debug for Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::framework::plugin::{RunCycleState, ScoreError};
+    use crate::scheduler::framework::snapshot::{PodView, Snapshot};
+    use crate::scheduler::framework::types::Rejection;
 
-    #[test]
-    fn the_default_registry_lists_plugins_in_the_documented_order() {
-        let r = Registry::default();
-        let filters: Vec<_> = r.filters().iter().map(|f| f.name()).collect();
-        assert_eq!(filters, ["RuntimePodAvailability", "RunAffinity"]);
-        let scores: Vec<_> = r
-            .scores()
-            .iter()
-            .map(|s| (s.plugin.name(), s.weight))
-            .collect();
-        assert_eq!(scores, [("PreferredRunAffinity", 1), ("LeastLoaded", 1)]);
+    /// A plugin that only has a name: the registry never looks further.
+    struct Named(&'static str);
+
+    impl FilterPlugin for Named {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn filter(
+            &self,
+            _: &Snapshot<'_>,
+            _: &RunCycleState,
+            _: &PodView<'_>,
+        ) -> Result<(), Rejection> {
+            Ok(())
+        }
+    }
+
+    impl ScorePlugin for Named {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn score(
+            &self,
+            _: &Snapshot<'_>,
+            _: &RunCycleState,
+            _: &PodView<'_>,
+        ) -> Result<i64, ScoreError> {
+            Ok(0)
+        }
     }
 
     #[test]
     fn a_registry_refuses_non_positive_weights_and_duplicates() {
-        let err = Registry::new(vec![], vec![(Box::new(LeastLoaded), 0)]).unwrap_err();
+        let err = Registry::new(vec![], vec![(Box::new(Named("LeastLoaded")), 0)]).unwrap_err();
         assert_eq!(
             err,
             RegistryError::Weight {
@@ -134,8 +138,14 @@ mod tests {
                 weight: 0
             }
         );
-        let err =
-            Registry::new(vec![Box::new(RunAffinity), Box::new(RunAffinity)], vec![]).unwrap_err();
+        let err = Registry::new(
+            vec![
+                Box::new(Named("RunAffinity")),
+                Box::new(Named("RunAffinity")),
+            ],
+            vec![],
+        )
+        .unwrap_err();
         assert_eq!(
             err,
             RegistryError::Duplicate {

@@ -11,10 +11,11 @@ use jiff::Timestamp;
 
 use super::assumed::{AssumedCache, Assumption};
 use super::index::{
-    ActiveRun, CountedRequest, Heartbeat, Index, Interner, LeaseRecord, Load, NamespaceIndex,
-    Observed, PodRecord, ResourceId, RunKey, Scope, Slot, SlotId,
+    ActiveRun, CountedRequest, Index, Interner, LeaseRecord, Load, NamespaceIndex, PodRecord,
+    Scope, Slot, SlotId,
 };
 use super::selector::Selector;
+use super::types::{Heartbeat, Observed, ResourceId, RunKey};
 use crate::api::Resources;
 
 /// A set of Pods (by slot), as a bit set: membership is one shift and mask per Pod.
@@ -630,7 +631,7 @@ mod tests {
         /// and Pod events: indexed lookups find exactly what a scan finds.
         #[test]
         fn the_label_index_finds_exactly_the_targets_a_scan_finds(ops in proptest::collection::vec(op(), 0..60)) {
-            let mut state = crate::scheduler::framework::State::new();
+            let mut state = crate::scheduler::framework::SchedulerCache::new();
             for i in 0..4 {
                 state.apply_pod(&pod(&format!("p{i}")).build());
             }

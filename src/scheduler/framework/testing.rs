@@ -1,6 +1,6 @@
 //! Test builders that read like the domain: `run("a").requests(&[("example.com/gpu", 1)])`,
 //! `pod("p1").capacity(&[("runs", 4)]).ready()`, and a [`World`] that turns them into a
-//! [`State`]. Test-only; it must not be used by production code.
+//! [`SchedulerCache`]. Test-only; it must not be used by production code.
 
 use std::collections::BTreeMap;
 
@@ -13,11 +13,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 };
 
 use super::assumed::Assumption;
+use super::cache::SchedulerCache;
 use super::cycle::pre_filter;
-use super::index::{RunKey, required_anti_affinity};
+use super::index::required_anti_affinity;
+use super::plugin::{FilterPlugin, ScorePlugin};
 use super::selector::Selector;
-use super::state::State;
-use super::types::{FilterPlugin, ScorePlugin};
+use super::types::RunKey;
 use crate::api::resources::parse_requests;
 use crate::api::{
     AffinityTerms, LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, RunAffinity, RunAffinityTerm, RunPhase,
@@ -443,7 +444,7 @@ pub fn lease(pod: &str, holder: &str, renewed_at: i64, duration: i32) -> Lease {
 
 // ----- World --------------------------------------------------------------------------------
 
-/// Pods (with their Leases), Runs and assumptions, turned into a [`State`] on demand.
+/// Pods (with their Leases), Runs and assumptions, turned into a [`SchedulerCache`] on demand.
 #[derive(Debug, Clone, Default)]
 pub struct World {
     pods: Vec<PodBuilder>,
@@ -472,7 +473,7 @@ impl World {
         self
     }
 
-    pub fn state(&self) -> State {
+    pub fn state(&self) -> SchedulerCache {
         let pods: Vec<Pod> = self.pods.iter().map(PodBuilder::build).collect();
         let leases: Vec<Lease> = self
             .pods
@@ -480,7 +481,7 @@ impl World {
             .filter_map(PodBuilder::build_lease)
             .collect();
         let runs: Vec<Run> = self.runs.iter().map(RunBuilder::build).collect();
-        let mut state = State::from_objects(&pods, &leases, &runs);
+        let mut state = SchedulerCache::from_objects(&pods, &leases, &runs);
         for (r, pod) in &self.assumptions {
             state.apply_run(&r.clone().pending().build());
             state

@@ -187,7 +187,11 @@ mod tests {
         );
         let decision = world
             .state()
-            .plan(&Default::default(), &run("a").build(), NOW)
+            .plan(
+                &crate::scheduler::plugins::registry(),
+                &run("a").build(),
+                NOW,
+            )
             .unwrap();
         assert!(
             matches!(decision, crate::scheduler::framework::Decision::Schedule { ref pod, .. } if pod == "p1"),

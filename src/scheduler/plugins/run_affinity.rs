@@ -202,7 +202,7 @@ mod tests {
         let b = run("b").labels(&[("role", "b")]).requires(&[("role", "a")]);
         let mut state = world.state();
         for r in [&a, &b] {
-            let outcome = state.schedule(&Default::default(), &r.build(), NOW);
+            let outcome = state.schedule(&crate::scheduler::plugins::registry(), &r.build(), NOW);
             let crate::scheduler::framework::ScheduleOutcome::Unschedulable(u) = outcome else {
                 panic!("{outcome:?}")
             };
@@ -224,7 +224,11 @@ mod tests {
         };
         let mut placed = Vec::new();
         for n in ["m1", "m2", "m3"] {
-            match state.schedule(&Default::default(), &member(n).build(), NOW) {
+            match state.schedule(
+                &crate::scheduler::plugins::registry(),
+                &member(n).build(),
+                NOW,
+            ) {
                 crate::scheduler::framework::ScheduleOutcome::Reserved { pod, .. } => {
                     placed.push(pod)
                 }
@@ -235,7 +239,7 @@ mod tests {
         assert_eq!(placed, ["p2", "p2", "p2"]);
         let plan = state
             .plan(
-                &Default::default(),
+                &crate::scheduler::plugins::registry(),
                 &run("outsider").requires(&[("cohort", "c")]).build(),
                 NOW,
             )

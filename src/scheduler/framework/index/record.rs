@@ -1,0 +1,211 @@
+//! Object → record conversion: what the index keeps of a Pod, a Lease and a Run.
+//!
+//! Owns the parsing of watched objects into the small records the index stores (capacity
+//! annotations, Lease expiry, a Run's counted request and affinity selectors). It must not
+//! store anything or know the index layout.
+
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+
+use crate::api::resources::{
+    RUNS, parse_capacity_annotations, parse_requests, parse_whole_quantity,
+};
+use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Resources, Run};
+use crate::scheduler::framework::selector::Selector;
+
+/// What the scheduler knows about a Runtime Pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRecord {
+    pub uid: String,
+    /// Value of the `kruntimes.io/runtime` label.
+    pub runtime: String,
+    /// Whether the `Ready` condition is True.
+    pub ready: bool,
+    /// Whether `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// The complete capacity from the annotations, or why they could not be read. A malformed
+    /// annotation never breaks the watch: the Pod is kept and RuntimePodAvailability rejects
+    /// it with a bounded reason.
+    pub capacity: Result<Resources, String>,
+}
+
+impl PodRecord {
+    /// The record of a Runtime Pod; `None` for a Pod without the `kruntimes.io/runtime` label.
+    pub fn of(pod: &Pod) -> Option<Self> {
+        let runtime = pod.labels().get(LABEL_RUNTIME)?.clone();
+        let ready = crate::api::pod_is_ready(pod);
+        Some(PodRecord {
+            uid: pod.uid().unwrap_or_default(),
+            runtime,
+            ready,
+            deleting: pod.metadata.deletion_timestamp.is_some(),
+            capacity: parse_capacity_annotations(pod.annotations()).map_err(|e| e.to_string()),
+        })
+    }
+}
+
+/// A runtimed heartbeat Lease (named after its Pod).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRecord {
+    pub holder: Option<String>,
+    pub renew_time: Option<Timestamp>,
+    pub duration_seconds: Option<i32>,
+    /// `renew_time + duration_seconds` (a missing or negative duration counts as 0); computed
+    /// once here so a cycle only compares timestamps.
+    pub expires_at: Option<Timestamp>,
+}
+
+impl LeaseRecord {
+    pub fn of(lease: &Lease) -> Self {
+        let spec = lease.spec.as_ref();
+        let holder = spec.and_then(|s| s.holder_identity.clone());
+        let renew_time = spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0);
+        let duration_seconds = spec.and_then(|s| s.lease_duration_seconds);
+        let expires_at = renew_time.map(|t| {
+            let secs = i64::from(duration_seconds.unwrap_or(0).max(0));
+            // An overflow means "beyond the representable future": never expires.
+            t.checked_add(SignedDuration::from_secs(secs))
+                .unwrap_or(Timestamp::MAX)
+        });
+        LeaseRecord {
+            holder,
+            renew_time,
+            duration_seconds,
+            expires_at,
+        }
+    }
+}
+
+/// A Run's request as usage counts it.
+///
+/// A Run that reached the active set with an unparseable request (created before
+/// validation existed, or assigned by something else) is counted conservatively: every
+/// resource whose quantity cannot be read is *unknown*, and a Pod hosting such a Run has none
+/// of that resource left (see [`Usage::get`]) until the Run leaves. Readable entries count at
+/// their value, and `runs` still defaults to 1.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CountedRequest {
+    pub amounts: Resources,
+    pub unknown: Vec<String>,
+}
+
+impl CountedRequest {
+    pub fn of(run: &Run) -> Self {
+        let requests = run.spec.resources.as_ref().map(|r| &r.requests);
+        if let Ok(amounts) = parse_requests(requests) {
+            return CountedRequest {
+                amounts,
+                unknown: Vec::new(),
+            };
+        }
+        let mut out = CountedRequest::default();
+        let mut saw_runs = false;
+        for (name, quantity) in requests.into_iter().flatten() {
+            saw_runs |= name == RUNS;
+            match parse_whole_quantity(&quantity.0) {
+                Ok(0) => {}
+                Ok(amount) => out.amounts.insert(name.clone(), amount),
+                Err(_) => out.unknown.push(name.clone()),
+            }
+        }
+        if !saw_runs {
+            out.amounts.insert(RUNS, 1);
+        }
+        out
+    }
+}
+
+/// Usage of the active Runs on one Pod.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Usage {
+    sum: Resources,
+    /// Resource -> number of active Runs whose amount of it is unknown.
+    unknown: BTreeMap<String, u32>,
+}
+
+impl Usage {
+    /// Amount of `resource` in use; `u64::MAX` (nothing left) while an active Run's amount of
+    /// it is unknown.
+    pub fn get(&self, resource: &str) -> u64 {
+        if !self.unknown.is_empty() && self.unknown.contains_key(resource) {
+            return u64::MAX;
+        }
+        self.sum.get(resource)
+    }
+
+    /// The known part of the usage.
+    pub fn known(&self) -> &Resources {
+        &self.sum
+    }
+
+    /// Resources with an unknown amount in use.
+    pub fn unknown(&self) -> impl Iterator<Item = &str> {
+        self.unknown.keys().map(String::as_str)
+    }
+
+    pub(super) fn add(&mut self, request: &CountedRequest) {
+        self.sum.add(&request.amounts);
+        for name in &request.unknown {
+            *self.unknown.entry(name.clone()).or_insert(0) += 1;
+        }
+    }
+
+    pub(super) fn sub(&mut self, request: &CountedRequest) {
+        self.sum.sub(&request.amounts);
+        for name in &request.unknown {
+            if let Some(n) = self.unknown.get_mut(name) {
+                *n -= 1;
+                if *n == 0 {
+                    self.unknown.remove(name);
+                }
+            }
+        }
+    }
+}
+
+/// An active Run as seen from its Pod: what it consumes and what it offers to affinity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveRun {
+    pub name: String,
+    pub request: CountedRequest,
+    pub labels: BTreeMap<String, String>,
+    /// Its valid required anti-affinity selectors: a Run matching one of them must not join
+    /// this Pod (anti-affinity is symmetric, as in Kubernetes).
+    pub anti_affinity: Vec<Selector>,
+}
+
+impl ActiveRun {
+    pub(super) fn of(run: &Run) -> Self {
+        ActiveRun {
+            name: run.name_any(),
+            request: CountedRequest::of(run),
+            labels: run.labels().clone(),
+            anti_affinity: required_anti_affinity(run),
+        }
+    }
+
+    pub(super) fn same_targets(&self, other: &ActiveRun) -> bool {
+        self.labels == other.labels && self.anti_affinity == other.anti_affinity
+    }
+}
+
+/// The valid required anti-affinity selectors of `run`; invalid terms are skipped (PreFilter
+/// reports them for the Run itself; here they must not break accounting).
+pub(crate) fn required_anti_affinity(run: &Run) -> Vec<Selector> {
+    let terms = run
+        .spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.run_anti_affinity.as_ref())
+        .map(|t| t.required.as_slice())
+        .unwrap_or_default();
+    terms
+        .iter()
+        .filter(|t| t.topology_key == LABEL_RUNTIME_POD)
+        .filter_map(|t| Selector::compile(&t.label_selector, "").ok())
+        .collect()
+}

@@ -1,0 +1,71 @@
+//! The wakeup vocabulary: what an index change means for the Pending Runs of a Runtime.
+//!
+//! Owns the bounded `source` values of `kruntimes_scheduler_pending_run_wakeups_total` and
+//! the per-event change records the controller turns into queue activations. It must not
+//! decide which Runs to wake: that is the cache's `pending_runs`.
+
+use std::collections::BTreeSet;
+
+/// Why the Pending Runs of a Runtime are being woken; values are the bounded `source` label
+/// of `kruntimes_scheduler_pending_run_wakeups_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WakeSource {
+    /// A Runtime Pod became ready or unavailable, or changed capacity or heartbeat.
+    RuntimePod,
+    /// Active or assumed usage was released on a Pod.
+    CapacityReleased,
+}
+
+impl WakeSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WakeSource::RuntimePod => "runtime_pod",
+            WakeSource::CapacityReleased => "capacity_released",
+        }
+    }
+}
+
+/// "Wake the Pending Runs of this (namespace, runtime)": call `pending_runs` and enqueue them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Wakeup {
+    pub namespace: String,
+    pub runtime: String,
+    pub source: WakeSource,
+}
+
+/// A Pod named by a Run change, with the Runtime whose Pending Runs it concerns (the Pod's
+/// Runtime when the Pod is known, else the Run's `spec.runtime`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PodRef {
+    pub namespace: String,
+    pub runtime: String,
+    pub pod: String,
+}
+
+/// What a Run event changed, for wakeups.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunChange {
+    /// Pods on which this Run's capacity was released: it left the active set there, or (from
+    /// [`crate::scheduler::framework::cache::SchedulerCache`]) its assumption on that Pod was dropped.
+    pub released: Vec<PodRef>,
+    /// The Pod whose affinity targets this Run changed: it joined or left the active set
+    /// there, or changed its labels or anti-affinity while active. Pending Runs waiting for
+    /// required Run affinity may now fit; this is not a capacity wakeup.
+    pub targets_changed: Option<PodRef>,
+}
+
+impl RunChange {
+    /// One `capacity_released` wakeup per distinct (namespace, runtime) that got capacity back.
+    pub fn wakeups(&self) -> Vec<Wakeup> {
+        let set: BTreeSet<Wakeup> = self
+            .released
+            .iter()
+            .map(|p| Wakeup {
+                namespace: p.namespace.clone(),
+                runtime: p.runtime.clone(),
+                source: WakeSource::CapacityReleased,
+            })
+            .collect();
+        set.into_iter().collect()
+    }
+}

@@ -1,0 +1,196 @@
+//! The plugin contract: one trait per extension point (Filter, Score), the per-Run state
+//! PreFilter prepares once, and score normalization.
+//!
+//! Everything a plugin may depend on is here or in [`super::types`]. Plugins must not patch
+//! Kubernetes objects, mutate the index or the assumed cache, or choose a Pod: they answer for
+//! one Pod at a time.
+
+use std::collections::BTreeMap;
+
+use thiserror::Error;
+
+use super::selector::Selector;
+use super::snapshot::{PodSet, PodView, Snapshot};
+use super::types::{MAX_SCORE, MIN_SCORE, Rejection, ResourceId, ResourceName, RunKey};
+use crate::api::Resources;
+
+/// A Score plugin failed: the cycle is aborted without an assumption or a status write.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("score plugin {plugin} failed: {message}")]
+pub struct ScoreError {
+    pub plugin: &'static str,
+    pub message: String,
+}
+
+/// One requested resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requested {
+    pub name: ResourceName,
+    /// `None` when no Runtime Pod advertises the resource: it fits nowhere.
+    pub id: Option<ResourceId>,
+    pub amount: u64,
+}
+
+/// A required affinity or anti-affinity term, compiled, with its targets in this snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequiredTerm {
+    pub selector: Selector,
+    /// Pods hosting an actual or assumed Run (not the evaluated one) that matches.
+    pub targets: PodSet,
+    /// Whether the evaluated Run's own labels match (the Inter-Run Affinity seed rule).
+    pub matches_self: bool,
+}
+
+/// A preferred term, compiled, with its targets in this snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreferredTerm {
+    /// The term's weight: positive for `runAffinity`, negative for `runAntiAffinity`.
+    pub weight: i64,
+    pub selector: Selector,
+    pub targets: PodSet,
+}
+
+/// Everything about the evaluated Run that PreFilter validates and computes once, so that
+/// Filter and Score do O(1)-ish work per Pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunCycleState {
+    pub key: RunKey,
+    pub name: String,
+    pub runtime: String,
+    /// The complete request (defaults applied, zero amounts dropped).
+    pub request: Resources,
+    /// The same request as a list with resource ids, for the per-Pod loops.
+    pub(crate) request_list: Vec<Requested>,
+    pub labels: BTreeMap<String, String>,
+    pub required_affinity: Vec<RequiredTerm>,
+    pub required_anti_affinity: Vec<RequiredTerm>,
+    /// Preferred affinity and anti-affinity terms, in that order.
+    pub preferred: Vec<PreferredTerm>,
+    /// Pods hosting a Run whose required anti-affinity matches this Run's labels.
+    pub repelled_by: PodSet,
+}
+
+impl RunCycleState {
+    /// The request in resource-name order, with resource ids.
+    pub fn request_list(&self) -> &[Requested] {
+        &self.request_list
+    }
+
+    /// The requested amount of resource `id` (0 when not requested).
+    pub fn requested(&self, id: ResourceId) -> u64 {
+        self.request_list
+            .iter()
+            .find(|r| r.id == Some(id))
+            .map_or(0, |r| r.amount)
+    }
+
+    /// Selectors of the required anti-affinity terms, as stored in an assumption.
+    pub fn anti_affinity_selectors(&self) -> Vec<Selector> {
+        self.required_anti_affinity
+            .iter()
+            .map(|t| t.selector.clone())
+            .collect()
+    }
+}
+
+/// A hard predicate on one Pod.
+pub trait FilterPlugin: Send + Sync {
+    /// The registry key; also the `plugin` metric label.
+    fn name(&self) -> &'static str;
+
+    /// `Ok` when the Pod is feasible for the Run, else one bounded rejection.
+    fn filter(
+        &self,
+        snapshot: &Snapshot<'_>,
+        state: &RunCycleState,
+        pod: &PodView<'_>,
+    ) -> Result<(), Rejection>;
+}
+
+/// A preference among feasible Pods.
+pub trait ScorePlugin: Send + Sync {
+    /// The registry key.
+    fn name(&self) -> &'static str;
+
+    /// The raw score of one feasible Pod. Unless [`ScorePlugin::normalize`] is overridden it
+    /// must already lie in `MIN_SCORE..=MAX_SCORE`; larger is better.
+    fn score(
+        &self,
+        snapshot: &Snapshot<'_>,
+        state: &RunCycleState,
+        pod: &PodView<'_>,
+    ) -> Result<i64, ScoreError>;
+
+    /// Maps the raw scores of every feasible Pod (in Pod-name order) into
+    /// `MIN_SCORE..=MAX_SCORE` in place, once all are known. The default keeps them.
+    fn normalize(&self, _scores: &mut [i64]) {}
+}
+
+/// Linear min-max normalization onto `MIN_SCORE..=MAX_SCORE` (rounded down): the highest raw
+/// score becomes `MAX_SCORE`, the lowest `MIN_SCORE`. When every score is equal they all become
+/// `when_equal`, which cannot change the outcome since every Pod gets the same value.
+///
+/// Rounding down keeps the order: a raw score strictly below the maximum never reaches
+/// `MAX_SCORE`, so the best Pod of a plugin stays strictly best.
+pub fn normalize_min_max(scores: &mut [i64], when_equal: i64) {
+    let (Some(&min), Some(&max)) = (scores.iter().min(), scores.iter().max()) else {
+        return;
+    };
+    if min == max {
+        scores.fill(when_equal);
+        return;
+    }
+    let span = i128::from(max) - i128::from(min);
+    for s in scores.iter_mut() {
+        let scaled = (i128::from(*s) - i128::from(min)) * i128::from(MAX_SCORE - MIN_SCORE) / span;
+        *s = MIN_SCORE + i64::try_from(scaled).expect("scaled into 0..=100");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn min_max_normalization_maps_the_range_onto_0_to_100() {
+        let table: &[(&[i64], i64, &[i64])] = &[
+            (&[0, 5, 10], 0, &[0, 50, 100]),
+            (&[-10, 0, 10], 0, &[0, 50, 100]),
+            (&[7, 7, 7], 0, &[0, 0, 0]),
+            (&[7, 7], 100, &[100, 100]),
+            (&[0, 2, 3], 0, &[0, 66, 100]),
+            (&[i64::MIN, 0, i64::MAX], 0, &[0, 50, 100]),
+            (&[], 0, &[]),
+        ];
+        for (input, equal, want) in table {
+            let mut s = input.to_vec();
+            normalize_min_max(&mut s, *equal);
+            assert_eq!(&s, want, "{input:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn normalized_scores_stay_within_bounds_and_keep_the_order(
+            raw in proptest::collection::vec(any::<i64>(), 0..20),
+            equal in MIN_SCORE..=MAX_SCORE,
+        ) {
+            let mut s = raw.clone();
+            normalize_min_max(&mut s, equal);
+            for (i, a) in s.iter().enumerate() {
+                prop_assert!((MIN_SCORE..=MAX_SCORE).contains(a));
+                for (j, b) in s.iter().enumerate() {
+                    if raw[i] < raw[j] {
+                        prop_assert!(a <= b);
+                    }
+                }
+            }
+            if let Some(max) = raw.iter().max() && raw.iter().any(|r| r != max) {
+                for (i, r) in raw.iter().enumerate() {
+                    prop_assert_eq!(s[i] == MAX_SCORE, r == max);
+                }
+            }
+        }
+    }
+}
