@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use thiserror::Error;
@@ -34,6 +35,16 @@ pub enum ResourceError {
         value: String,
         why: QuantityError,
     },
+}
+
+impl ResourceError {
+    /// The path of the refused field, e.g. `spec.resources.requests["example.com/gpu"]`.
+    pub fn field(&self) -> &str {
+        match self {
+            ResourceError::InvalidName { field, .. }
+            | ResourceError::InvalidQuantity { field, .. } => field,
+        }
+    }
 }
 
 /// Why a quantity string is not a whole number of logical units.
@@ -110,26 +121,89 @@ impl Resources {
         }
     }
 
-    /// Resources of `request` that do not fit `capacity` on top of `used`, in name order.
-    /// A resource that `capacity` does not advertise never fits.
+    /// Resources of `request` that do not fit `capacity` on top of `used`, in name order
+    /// (see [`Shortfall::check`], the one fit rule).
     pub fn shortfalls<'a>(
         request: &'a Resources,
         used: &'a Resources,
         capacity: &'a Resources,
-    ) -> impl Iterator<Item = &'a str> + 'a {
+    ) -> impl Iterator<Item = Shortfall> + 'a {
         request.iter().filter_map(move |(name, amount)| {
-            let fits = capacity.contains(name)
-                && used
-                    .get(name)
-                    .checked_add(amount)
-                    .is_some_and(|total| total <= capacity.get(name));
-            (!fits).then_some(name)
+            let advertised = capacity.contains(name).then(|| capacity.get(name));
+            Shortfall::check(name, amount, used.get(name), advertised)
         })
     }
 
     /// Whether the complete `request` fits `capacity` on top of `used`.
     pub fn fits(request: &Resources, used: &Resources, capacity: &Resources) -> bool {
         Self::shortfalls(request, used, capacity).next().is_none()
+    }
+}
+
+/// One requested resource that does not fit a Runtime Pod, with the numbers that decided it,
+/// as kube-scheduler's `InsufficientResource` carries requested, used and capacity.
+///
+/// [`Shortfall::check`] is the one capacity-fit rule of the crate: the scheduler's filter,
+/// Reserve and runtimed's admission all decide through it, and `explain` shows what it
+/// returned. Built only on the rejection path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Shortfall {
+    pub resource: Arc<str>,
+    pub requested: u64,
+    /// In use before the request (actual plus assumed); `u64::MAX` when unknown.
+    pub used: u64,
+    /// `None` when the Pod does not advertise the resource at all.
+    pub capacity: Option<u64>,
+}
+
+impl Shortfall {
+    /// Whether `requested` fits on top of `used`: `used + requested <= capacity`. A resource
+    /// that is not advertised (`capacity` is `None`) never fits.
+    pub fn fits(requested: u64, used: u64, capacity: Option<u64>) -> bool {
+        capacity.is_some_and(|capacity| {
+            used.checked_add(requested)
+                .is_some_and(|total| total <= capacity)
+        })
+    }
+
+    /// The shortfall of `resource`, or `None` when the request fits (see [`Shortfall::fits`]).
+    pub fn check(
+        resource: impl Into<Arc<str>>,
+        requested: u64,
+        used: u64,
+        capacity: Option<u64>,
+    ) -> Option<Shortfall> {
+        (!Self::fits(requested, used, capacity)).then(|| Shortfall {
+            resource: resource.into(),
+            requested,
+            used,
+            capacity,
+        })
+    }
+
+    /// How much would have to be released for the request to fit; `None` when releasing
+    /// cannot help (not advertised, usage unknown, or a request above the capacity).
+    pub fn to_release(&self) -> Option<u64> {
+        let capacity = self.capacity?;
+        if self.used == u64::MAX || self.requested > capacity {
+            return None;
+        }
+        // In u128 so a sum beyond u64 still gives the exact amount.
+        let need = u128::from(self.used) + u128::from(self.requested) - u128::from(capacity);
+        Some(u64::try_from(need).unwrap_or(u64::MAX))
+    }
+}
+
+impl fmt::Display for Shortfall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.capacity {
+            Some(cap) => write!(
+                f,
+                "insufficient {}: requested {}, {} of {} in use",
+                self.resource, self.requested, self.used, cap
+            ),
+            None => write!(f, "the Pod does not advertise {}", self.resource),
+        }
     }
 }
 
@@ -579,10 +653,37 @@ mod tests {
         let used = Resources::from_iter([(RUNS, 3), ("example.com/gpu", 1)]);
         assert_eq!(
             Resources::shortfalls(&req, &used, &cap).collect::<Vec<_>>(),
-            ["example.com/gpu"]
+            [Shortfall {
+                resource: "example.com/gpu".into(),
+                requested: 1,
+                used: 1,
+                capacity: Some(1)
+            }]
         );
         let req = Resources::from_iter([("example.com/tpu", 1)]);
         assert!(!Resources::fits(&req, &Resources::new(), &cap));
+    }
+
+    #[test]
+    fn a_shortfall_says_how_much_must_be_released_when_releasing_can_help() {
+        let table = [
+            (1, 3, Some(4), None, "fits"),
+            (2, 3, Some(4), Some(1), "one must go"),
+            (2, 4, Some(4), Some(2), "full"),
+            (5, 0, Some(4), None, "larger than the Pod"),
+            (1, 0, None, None, "not advertised"),
+            (1, u64::MAX, Some(4), None, "usage unknown"),
+            (u64::MAX, 1, Some(u64::MAX), Some(1), "no overflow"),
+        ];
+        for (requested, used, capacity, release, case) in table {
+            let shortfall = Shortfall::check("r", requested, used, capacity);
+            assert_eq!(
+                shortfall.is_none(),
+                case == "fits",
+                "{case}: only a fitting request has no shortfall"
+            );
+            assert_eq!(shortfall.and_then(|s| s.to_release()), release, "{case}");
+        }
     }
 
     proptest! {

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use super::report::{DecisionKind, PodReport, Report, TermKind};
+use super::model::{DecisionKind, PodReport, Report, TermKind};
 use crate::api::status::reasons::INVALID_RESOURCES;
 use crate::scheduler::plugins::run_affinity::{self, AFFINITY_MISMATCH};
 use crate::scheduler::plugins::runtime_pod_availability::{
@@ -28,10 +28,10 @@ pub fn compute(report: &Report) -> Vec<String> {
     let mut out = Vec::new();
     let rt = &report.runtime.name;
     if let (DecisionKind::Invalid, Some(invalid)) = (report.decision, &report.invalid) {
-        let field = invalid
-            .message
-            .split_once(": ")
-            .map_or("the field", |(f, _)| f);
+        let field = match invalid.field.as_str() {
+            "" => "the field",
+            field => field,
+        };
         let why = if invalid.reason == INVALID_RESOURCES {
             "spec.resources is immutable and the scheduler fails an invalid Run for good"
         } else {
@@ -142,10 +142,9 @@ fn release_hints(report: &Report, out: &mut Vec<String>) {
         }
         let mut needed = Vec::new();
         let mut helps = true;
-        for resource in report.request.keys() {
-            match use_of(pod, resource).and_then(|u| u.shortfall()) {
-                Some(0) => {}
-                Some(n) => needed.push((resource.clone(), n)),
+        for shortfall in &pod.shortfalls {
+            match shortfall.to_release {
+                Some(n) => needed.push((shortfall.resource.clone(), n)),
                 None => helps = false,
             }
         }
@@ -186,7 +185,7 @@ fn availability_hints(report: &Report, none_ready: bool, out: &mut Vec<String>) 
             && r.plugin == runtime_pod_availability::NAME
             && r.resource.is_none()
         {
-            by_reason.entry(r.reason.as_str()).or_default().push(pod);
+            by_reason.entry(r.code).or_default().push(pod);
         }
     }
     let order = [
@@ -225,7 +224,7 @@ fn availability_hints(report: &Report, none_ready: bool, out: &mut Vec<String>) 
         };
         let fits: Vec<&str> = pods
             .iter()
-            .filter(|p| would_fit_once_available(report, p))
+            .filter(|p| would_fit_once_available(p))
             .map(|p| p.name.as_str())
             .collect();
         if fits.is_empty() {
@@ -239,17 +238,14 @@ fn availability_hints(report: &Report, none_ready: bool, out: &mut Vec<String>) 
     }
 }
 
-/// Every other filter passes and the request fits the shown capacity.
-fn would_fit_once_available(report: &Report, pod: &PodReport) -> bool {
+/// Every other filter passes and RuntimePodAvailability found no shortfall.
+fn would_fit_once_available(pod: &PodReport) -> bool {
     pod.capacity_error.is_none()
         && pod
             .filters
             .iter()
             .all(|f| f.passed || f.plugin == runtime_pod_availability::NAME)
-        && report
-            .request
-            .keys()
-            .all(|r| use_of(pod, r).and_then(|u| u.shortfall()) == Some(0))
+        && pod.shortfalls.is_empty()
 }
 
 fn affinity_hints(report: &Report, out: &mut Vec<String>) {
@@ -257,7 +253,7 @@ fn affinity_hints(report: &Report, out: &mut Vec<String>) {
         report.pods.iter().any(|p| {
             p.filters
                 .iter()
-                .any(|f| f.plugin == run_affinity::NAME && f.reason.as_deref() == Some(reason))
+                .any(|f| f.plugin == run_affinity::NAME && f.code == Some(reason))
         })
     };
     for term in &report.affinity {
@@ -272,10 +268,10 @@ fn affinity_hints(report: &Report, out: &mut Vec<String>) {
         let (field, selector) = (&term.field, &term.selector);
         match term.kind {
             TermKind::Affinity if pods.is_empty() && !term.matches_self => {
-                let how = if selector.contains([' ', '!']) || !selector.contains('=') {
-                    "matching"
-                } else {
+                let how = if term.labels_only {
                     "labelled"
+                } else {
+                    "matching"
                 };
                 out.push(format!(
                     "needs a Run {how} {selector} to be placed first (required affinity {field}); this Run's own labels do not match it, so it cannot start the group"
@@ -318,7 +314,7 @@ fn affinity_hints(report: &Report, out: &mut Vec<String>) {
     }
 }
 
-fn use_of<'a>(pod: &'a PodReport, resource: &str) -> Option<&'a super::report::ResourceUse> {
+fn use_of<'a>(pod: &'a PodReport, resource: &str) -> Option<&'a super::model::ResourceUse> {
     pod.resources.iter().find(|u| u.name == resource)
 }
 

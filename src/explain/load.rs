@@ -11,7 +11,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use thiserror::Error;
 
-use super::report::Objects;
+use super::model::Objects;
 use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, Runtime};
 use crate::kubeclient::Target;
 

@@ -4,10 +4,11 @@
 //! Owns the explain command: [`load`] reads a live snapshot (the Run, its Runtime, the Pods
 //! labelled `kruntimes.io/runtime=<spec.runtime>`, the heartbeat Leases and the namespace's
 //! Runs — GET and LIST only, never a write), [`report`] replays the scheduler's own cycle on
-//! it ([`crate::scheduler::framework::evaluate`] with the default
-//! [`crate::scheduler::framework::Registry`]), [`hints`] derives advice from the result and
-//! [`render`] prints it. It must never re-implement a scheduling rule: every verdict,
-//! rejection and score comes from the scheduler's plugins.
+//! it ([`crate::scheduler::framework::evaluate`] with
+//! [`crate::scheduler::plugins::registry`]) into the [`model`], [`hints`] derives advice from
+//! the model and [`render`] prints it (`report` → `hints` → `render`, one way). It must never
+//! re-implement a scheduling rule: every verdict, rejection, shortfall and score comes from
+//! the scheduler's plugins.
 //!
 //! What it shows:
 //! - the verdict, exactly in the scheduler's Pending message form (`0/3 Runtime Pods are
@@ -44,8 +45,9 @@
 //! request:       {resource: int} — complete request, defaults applied ({} when invalid)
 //! decision:      "Schedule" | "Unschedulable" | "Invalid"
 //! verdict:       string — the one-line verdict above
-//! invalid:       {reason, message} | null — PreFilter's refusal (reason InvalidResources
-//!                  or InvalidAffinity; message names the field and the value)
+//! invalid:       {reason, field, message} | null — PreFilter's refusal (reason
+//!                  InvalidResources or InvalidAffinity; field is the refused path; message
+//!                  names the field and the value)
 //! chosen:        string|null — the Pod the scheduler would pick
 //! score:         int|null — its weighted total
 //! totalPods:     int
@@ -61,6 +63,9 @@
 //!   resources: [{name, used: int|null (null: an active Run's amount is unreadable),
 //!                assumed: int (always 0), capacity: int|null (null: not advertised),
 //!                request: int}],            — requested and advertised, in name order
+//!   shortfalls: [{resource, requested, used: int|null, capacity: int|null,
+//!                 toRelease: int|null}] — requested resources that do not fit here, as
+//!                 RuntimePodAvailability decided (toRelease null: releasing cannot help)
 //!   filters:   [{plugin, passed: bool, reason, resource}] — every filter's own verdict
 //!   rejection: {plugin, reason, resource}|null — the cycle's first rejection
 //!   scores:    [{plugin, weight, raw, normalized (0..100), weighted}] — feasible Pods only
@@ -77,6 +82,7 @@
 
 pub mod hints;
 pub mod load;
+pub mod model;
 pub mod render;
 pub mod report;
 
@@ -88,7 +94,7 @@ use thiserror::Error;
 use crate::cli::{ExplainArgs, GlobalArgs, OutputFormat};
 use crate::output::{self, Palette};
 
-pub use report::{Objects, Report};
+pub use model::{Objects, Report};
 
 /// Why the command line does not name a Run.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

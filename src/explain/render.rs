@@ -7,14 +7,14 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::report::{DecisionKind, HeartbeatState, PodReport, Report, ResourceUse, replay_line};
+use super::model::{DecisionKind, HeartbeatState, PodReport, Report, ResourceUse};
 use crate::output::{Palette, Table, Tone};
 use crate::scheduler::plugins::run_affinity;
 
 /// The whole text output, ending in a newline.
 pub fn text(report: &Report, wide: bool, palette: &Palette) -> String {
     let mut out = String::new();
-    if let Some(line) = replay_line(&report.run) {
+    if let Some(line) = report.run.replay_line() {
         out.push_str(&palette.paint(&line, Tone::Strong));
         out.push('\n');
     }
@@ -143,7 +143,7 @@ fn pod_table(report: &Report, wide: bool, palette: &Palette) -> String {
         for resource in &resources {
             let column = cells.len();
             let usage = pod.resources.iter().find(|u| &u.name == resource);
-            if usage.is_some_and(|u| u.request > 0 && u.shortfall() != Some(0)) {
+            if pod.shortfalls.iter().any(|s| &s.resource == resource) {
                 tones.push((column, Tone::Bad));
             }
             cells.push(usage.map_or_else(|| "-".to_string(), resource_cell));
@@ -235,7 +235,8 @@ pub fn age(d: SignedDuration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explain::report::{Report, build, test_objects};
+    use crate::explain::model::Report;
+    use crate::explain::report::{build, test_objects};
     use crate::scheduler::framework::testing::*;
 
     fn report(pods: &[PodBuilder], runs: &[RunBuilder], run: &RunBuilder) -> Report {

@@ -1,270 +1,26 @@
-//! The explanation of one Run as plain data: built from listed objects by replaying the
-//! scheduler's own cycle, and serialized as the `-o json|yaml` structure (schema in
-//! [`super`]).
+//! Builds the explanation of one Run ([`Report`]) from listed objects by replaying the
+//! scheduler's own cycle.
 //!
-//! Owns the translation from the pure core's [`Evaluation`] into stable, named fields. It
+//! Owns the translation from the pure core's [`Evaluation`] into the model's named fields. It
 //! must not re-implement a scheduling rule: verdicts, rejections and scores come from
 //! [`evaluate`] with the scheduler's [`Registry`], per-plugin verdicts from the registry's own
-//! filters. It is pure: no client, no clock (`now` comes with the [`Objects`]).
+//! filters, shortfalls from RuntimePodAvailability, heartbeat freshness from
+//! [`Heartbeat::is_fresh_at`]. It is pure: no client, no clock (`now` comes with the
+//! [`Objects`]).
 
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use serde::{Deserialize, Serialize};
 
 use super::hints;
-use crate::api::{Run, RunPhase, Runtime};
-use crate::scheduler::framework::Heartbeat as CoreHeartbeat;
-use crate::scheduler::framework::selector::Operator;
+pub use super::model::*;
+use crate::api::{RunPhase, Runtime};
 use crate::scheduler::framework::{
-    CycleError, Decision, Evaluation, PodView, Registry, RunCycleState, SchedulerCache, Selector,
-    Snapshot, evaluate,
+    CycleError, Decision, Evaluation, Heartbeat, PodView, Registry, RunCycleState, SchedulerCache,
+    Selector, Snapshot, evaluate,
 };
-
-/// Version of the JSON/YAML structure; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
-
-/// Everything an explanation is built from, as read by the loader.
-#[derive(Debug, Clone)]
-pub struct Objects {
-    pub namespace: String,
-    /// The explained Run.
-    pub run: Run,
-    /// Its Runtime, when it exists (Runtime Pods may exist without one).
-    pub runtime: Option<Runtime>,
-    /// The Pods labelled `kruntimes.io/runtime=<spec.runtime>`.
-    pub pods: Vec<Pod>,
-    /// The heartbeat Leases of the namespace (label `kruntimes.io/runtime-pod`).
-    pub leases: Vec<Lease>,
-    /// Every Run of the namespace (usage and affinity targets), including the explained one.
-    pub runs: Vec<Run>,
-    /// When the objects were read; heartbeat freshness is judged at this instant.
-    pub now: Timestamp,
-}
-
-/// The explanation. Field meanings are documented in the module docs of [`super`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Report {
-    pub schema_version: u32,
-    pub namespace: String,
-    pub now: Timestamp,
-    pub run: RunInfo,
-    pub runtime: RuntimeInfo,
-    /// The Run is not Pending: the cycle is replayed as if it were (its own usage left out).
-    pub replayed: bool,
-    /// The complete request (defaults applied, zeros dropped); empty when PreFilter refused it.
-    pub request: BTreeMap<String, u64>,
-    pub decision: DecisionKind,
-    /// One line, in the scheduler's message form.
-    pub verdict: String,
-    pub invalid: Option<Invalid>,
-    /// The Pod the scheduler would pick.
-    pub chosen: Option<String>,
-    /// The chosen Pod's weighted total.
-    pub score: Option<i64>,
-    pub total_pods: usize,
-    /// Filter rejections per reason, ordered like the Pending message.
-    pub histogram: Vec<HistogramEntry>,
-    /// Filter plugins in registry order.
-    pub filter_plugins: Vec<String>,
-    /// Score plugins in registry order, with their weights.
-    pub score_plugins: Vec<ScorePluginInfo>,
-    /// Every Runtime Pod, in name order (empty when PreFilter refused the Run).
-    pub pods: Vec<PodReport>,
-    /// The Run's required affinity and anti-affinity terms with their targets.
-    pub affinity: Vec<TermReport>,
-    /// Pods hosting Runs whose required anti-affinity matches this Run's labels.
-    pub repelled_by: Vec<Target>,
-    /// What would change the verdict.
-    pub hints: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RunInfo {
-    pub name: String,
-    pub uid: Option<String>,
-    pub runtime: String,
-    pub phase: String,
-    pub pod_name: Option<String>,
-    /// `status.reason` and `status.message` as the cluster has them.
-    pub reason: Option<String>,
-    pub message: Option<String>,
-    pub labels: BTreeMap<String, String>,
-    /// `metadata.deletionTimestamp` is set: the scheduler no longer places it.
-    pub deleting: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RuntimeInfo {
-    pub name: String,
-    pub found: bool,
-    pub replicas: Option<i32>,
-    /// `spec.capacity.resources` as declared (quantity strings).
-    pub capacity: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum DecisionKind {
-    Schedule,
-    Unschedulable,
-    Invalid,
-}
-
-/// PreFilter refused the Run: the scheduler fails it with this reason and message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Invalid {
-    pub reason: String,
-    pub message: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HistogramEntry {
-    /// The text in the Pending message, e.g. `Insufficient example.com/gpu`.
-    pub reason: String,
-    pub count: usize,
-    pub plugin: String,
-    /// The resource of an `Insufficient <resource>` reason.
-    pub resource: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ScorePluginInfo {
-    pub name: String,
-    pub weight: i64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PodReport {
-    pub name: String,
-    pub ready: bool,
-    pub terminating: bool,
-    pub heartbeat: Heartbeat,
-    /// Why the capacity annotations could not be read.
-    pub capacity_error: Option<String>,
-    /// Requested resources first-class, plus every advertised one, in name order.
-    pub resources: Vec<ResourceUse>,
-    /// Every filter's own verdict on this Pod (all of them run, unlike the cycle).
-    pub filters: Vec<FilterResult>,
-    /// The cycle's first rejection; `None` when the Pod is feasible.
-    pub rejection: Option<Rejection>,
-    /// Per-plugin scores, when feasible.
-    pub scores: Vec<Score>,
-    pub total: Option<i64>,
-    pub chosen: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Heartbeat {
-    pub state: HeartbeatState,
-    pub holder: Option<String>,
-    pub renew_time: Option<Timestamp>,
-    pub expires_at: Option<Timestamp>,
-    pub duration_seconds: Option<i32>,
-}
-
-/// The heartbeat Lease as shown to the user; the verdict itself is the filter's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum HeartbeatState {
-    Fresh,
-    Stale,
-    Missing,
-    HeldByOther,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ResourceUse {
-    pub name: String,
-    /// Active Runs' usage, without the explained Run; `None` when an active Run's amount is
-    /// unreadable (the Pod then has none of it left).
-    pub used: Option<u64>,
-    /// Scheduler-local reservations: always 0 here, explain has no such cache.
-    pub assumed: u64,
-    /// `None` when the Pod does not advertise the resource.
-    pub capacity: Option<u64>,
-    /// The explained Run's request (0 when it does not request the resource).
-    pub request: u64,
-}
-
-impl ResourceUse {
-    /// How much would have to be released for the request to fit, `None` when releasing
-    /// cannot help (not advertised, unknown usage, or larger than the capacity).
-    pub fn shortfall(&self) -> Option<u64> {
-        let capacity = self.capacity?;
-        let used = self.used?;
-        if self.request > capacity {
-            return None;
-        }
-        Some(
-            used.saturating_add(self.assumed)
-                .saturating_add(self.request)
-                .saturating_sub(capacity),
-        )
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FilterResult {
-    pub plugin: String,
-    pub passed: bool,
-    pub reason: Option<String>,
-    pub resource: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Rejection {
-    pub plugin: String,
-    /// The text in the Pending message.
-    pub reason: String,
-    pub resource: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Score {
-    pub plugin: String,
-    pub weight: i64,
-    pub raw: i64,
-    /// In 0..=100.
-    pub normalized: i64,
-    /// `normalized * weight`.
-    pub weighted: i64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TermReport {
-    pub kind: TermKind,
-    /// Path of the term in the Run, e.g. `spec.affinity.runAffinity.required[0]`.
-    pub field: String,
-    /// The label selector in kubectl's syntax, e.g. `cohort=a`.
-    pub selector: String,
-    /// Whether the Run's own labels match (it may seed an empty affinity group).
-    pub matches_self: bool,
-    /// Pods hosting matching Runs (other than the explained one).
-    pub targets: Vec<Target>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum TermKind {
-    Affinity,
-    AntiAffinity,
-}
-
-/// A Pod and the Runs on it that a term is about.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Target {
-    pub pod: String,
-    pub runs: Vec<String>,
-}
+use crate::scheduler::plugins::runtime_pod_availability;
 
 /// Replays the scheduler's cycle for `objects.run` and describes it. The only error is a
 /// Score plugin failure, which the scheduler would retry.
@@ -290,6 +46,11 @@ pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleErro
             format!("{reason}: {message}"),
             Some(Invalid {
                 reason: reason.to_string(),
+                field: eval
+                    .state()
+                    .err()
+                    .map(|e| e.field().to_string())
+                    .unwrap_or_default(),
                 message: message.clone(),
             }),
             None,
@@ -363,24 +124,6 @@ pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleErro
     Ok(report)
 }
 
-/// The line shown before the verdict when the Run is not Pending.
-pub fn replay_line(run: &RunInfo) -> Option<String> {
-    let where_ = match (&run.pod_name, run.phase.as_str()) {
-        (_, "Pending") if run.pod_name.is_none() => return None,
-        (Some(pod), _) => format!(" on {pod}"),
-        (None, "Scheduled" | "Running") => " without a Pod".to_string(),
-        (None, _) => String::new(),
-    };
-    let reason = match (&run.reason, run.phase.as_str()) {
-        (Some(reason), "Failed") => format!(" ({reason})"),
-        _ => String::new(),
-    };
-    Some(format!(
-        "Run {} is {}{}{}; replaying the scheduler as if it were Pending:",
-        run.name, run.phase, reason, where_
-    ))
-}
-
 fn runtime_info(name: &str, runtime: Option<&Runtime>) -> RuntimeInfo {
     RuntimeInfo {
         name: name.to_string(),
@@ -422,12 +165,14 @@ fn pod_reports(
                                 passed: true,
                                 reason: None,
                                 resource: None,
+                                code: None,
                             },
                             Err(r) => FilterResult {
                                 plugin: f.name().to_string(),
                                 passed: false,
                                 reason: Some(r.message().into_owned()),
-                                resource: r.resource.as_deref().map(str::to_string),
+                                resource: r.resource().map(|s| s.to_string()),
+                                code: Some(r.reason),
                             },
                         })
                         .collect()
@@ -440,16 +185,24 @@ fn pod_reports(
                 heartbeat: heartbeat(view, snapshot.now()),
                 capacity_error: view.capacity().err().map(str::to_string),
                 resources: resources(view, cycle),
+                shortfalls: cycle
+                    .map(|cycle| {
+                        runtime_pod_availability::shortfalls(cycle, view)
+                            .map(|s| ShortfallReport::from(&s))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
                 filters,
-                rejection: pe.rejection.as_ref().map(|r| Rejection {
+                rejection: pe.rejection.as_ref().map(|r| RejectionReport {
                     plugin: r.plugin.to_string(),
                     reason: r.message().into_owned(),
-                    resource: r.resource.as_deref().map(str::to_string),
+                    resource: r.resource().map(|s| s.to_string()),
+                    code: r.reason,
                 }),
                 scores: eval
                     .scores(i)
                     .into_iter()
-                    .map(|s| Score {
+                    .map(|s| ScoreReport {
                         plugin: s.plugin.to_string(),
                         weight: s.weight,
                         raw: s.raw,
@@ -464,16 +217,15 @@ fn pod_reports(
         .collect()
 }
 
-fn heartbeat(view: &PodView<'_>, now: Timestamp) -> Heartbeat {
+fn heartbeat(view: &PodView<'_>, now: Timestamp) -> HeartbeatReport {
     let lease = view.lease();
-    // The core's own classification; only "expired at `now`" is compared here, for display.
     let state = match view.heartbeat() {
-        CoreHeartbeat::Missing => HeartbeatState::Missing,
-        CoreHeartbeat::NotHeld => HeartbeatState::HeldByOther,
-        CoreHeartbeat::Expires(at) if at <= now => HeartbeatState::Stale,
-        CoreHeartbeat::Expires(_) => HeartbeatState::Fresh,
+        Heartbeat::Missing => HeartbeatState::Missing,
+        Heartbeat::NotHeld => HeartbeatState::HeldByOther,
+        hb if hb.is_fresh_at(now) => HeartbeatState::Fresh,
+        Heartbeat::Expires(_) => HeartbeatState::Stale,
     };
-    Heartbeat {
+    HeartbeatReport {
         state,
         holder: lease.and_then(|l| l.holder.clone()),
         renew_time: lease.and_then(|l| l.renew_time),
@@ -508,7 +260,7 @@ fn resources(view: &PodView<'_>, cycle: Option<&RunCycleState>) -> Vec<ResourceU
 fn affinity_reports(
     eval: &Evaluation<'_>,
     cycle: &RunCycleState,
-) -> (Vec<TermReport>, Vec<Target>) {
+) -> (Vec<TermReport>, Vec<TargetReport>) {
     let mut terms = Vec::new();
     let kinds = [
         (
@@ -528,7 +280,7 @@ fn affinity_reports(
                 .pods()
                 .iter()
                 .filter(|pe| term.targets.contains(pe.pod.slot()))
-                .map(|pe| Target {
+                .map(|pe| TargetReport {
                     pod: pe.pod.name().to_string(),
                     runs: runs_on(&pe.pod, |labels, _| term.selector.matches(labels)),
                 })
@@ -536,8 +288,9 @@ fn affinity_reports(
             terms.push(TermReport {
                 kind,
                 field: format!("{base}[{i}]"),
-                selector: selector_text(&term.selector),
+                selector: term.selector.to_string(),
                 matches_self: term.matches_self,
+                labels_only: term.selector.labels_only(),
                 targets,
             });
         }
@@ -546,7 +299,7 @@ fn affinity_reports(
         .pods()
         .iter()
         .filter(|pe| cycle.repelled_by.contains(pe.pod.slot()))
-        .map(|pe| Target {
+        .map(|pe| TargetReport {
             pod: pe.pod.name().to_string(),
             runs: runs_on(&pe.pod, |_, anti| {
                 anti.iter().any(|s| s.matches(&cycle.labels))
@@ -575,27 +328,6 @@ fn runs_on(
     names.sort();
     names.dedup();
     names
-}
-
-/// A compiled selector in kubectl's syntax: `k=v`, `k in (a,b)`, `k notin (a)`, `k`, `!k`;
-/// an empty selector (matching every Run) is `<all Runs>`.
-pub fn selector_text(selector: &Selector) -> String {
-    let parts: Vec<String> = selector
-        .requirements()
-        .iter()
-        .map(|r| match r.operator {
-            Operator::In if r.values.len() == 1 => format!("{}={}", r.key, r.values[0]),
-            Operator::In => format!("{} in ({})", r.key, r.values.join(",")),
-            Operator::NotIn => format!("{} notin ({})", r.key, r.values.join(",")),
-            Operator::Exists => r.key.clone(),
-            Operator::DoesNotExist => format!("!{}", r.key),
-        })
-        .collect();
-    if parts.is_empty() {
-        "<all Runs>".to_string()
-    } else {
-        parts.join(",")
-    }
 }
 
 /// Objects for test Pods (with their Leases) and Runs, with a Runtime `python` of as many
@@ -749,7 +481,7 @@ mod tests {
         );
         assert_eq!(report.pods[0].resources[0].used, Some(0));
         assert_eq!(
-            replay_line(&report.run).unwrap(),
+            report.run.replay_line().unwrap(),
             "Run a is Scheduled on p1; replaying the scheduler as if it were Pending:"
         );
     }
@@ -782,7 +514,8 @@ mod tests {
                 field: "spec.affinity.runAntiAffinity.required[0]".into(),
                 selector: "app=db".into(),
                 matches_self: false,
-                targets: vec![Target {
+                labels_only: true,
+                targets: vec![TargetReport {
                     pod: "p1".into(),
                     runs: vec!["x".into()]
                 }],
@@ -839,22 +572,5 @@ mod tests {
                 (HeartbeatState::Fresh, None),
             ]
         );
-    }
-
-    #[test]
-    fn selectors_read_like_kubectl() {
-        let table = [
-            (selector_expr(&[("a", "In", &["x"])]), "a=x"),
-            (selector_expr(&[("a", "In", &["y", "x"])]), "a in (x,y)"),
-            (selector_expr(&[("a", "NotIn", &["x"])]), "a notin (x)"),
-            (
-                selector_expr(&[("a", "Exists", &[]), ("b", "DoesNotExist", &[])]),
-                "a,!b",
-            ),
-            (Selector::default(), "<all Runs>"),
-        ];
-        for (selector, want) in table {
-            assert_eq!(selector_text(&selector), want);
-        }
     }
 }

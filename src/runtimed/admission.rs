@@ -12,6 +12,7 @@ use std::fmt;
 use thiserror::Error;
 
 use crate::api::Resources;
+use crate::api::resources::Shortfall;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -24,29 +25,6 @@ pub enum Error {
     /// At least one requested resource does not fit on top of the current reservations.
     #[error("{}", NoFitDisplay(.shortfalls))]
     NoFit { shortfalls: Vec<Shortfall> },
-}
-
-/// One requested resource that does not fit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Shortfall {
-    pub resource: String,
-    pub requested: u64,
-    pub used: u64,
-    /// `None` when the Pod does not advertise the resource at all.
-    pub capacity: Option<u64>,
-}
-
-impl fmt::Display for Shortfall {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.capacity {
-            Some(cap) => write!(
-                f,
-                "insufficient {}: requested {}, {} of {} in use",
-                self.resource, self.requested, self.used, cap
-            ),
-            None => write!(f, "the Pod does not advertise {}", self.resource),
-        }
-    }
 }
 
 struct NoFitDisplay<'a>(&'a [Shortfall]);
@@ -119,14 +97,8 @@ impl AdmissionCache {
             return Ok(());
         }
         let capacity = self.capacity.as_ref().ok_or(Error::CapacityUnknown)?;
-        let shortfalls: Vec<Shortfall> = Resources::shortfalls(request, &self.used, capacity)
-            .map(|name| Shortfall {
-                resource: name.to_string(),
-                requested: request.get(name),
-                used: self.used.get(name),
-                capacity: capacity.contains(name).then(|| capacity.get(name)),
-            })
-            .collect();
+        let shortfalls: Vec<Shortfall> =
+            Resources::shortfalls(request, &self.used, capacity).collect();
         if !shortfalls.is_empty() {
             return Err(Error::NoFit { shortfalls });
         }

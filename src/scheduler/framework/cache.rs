@@ -311,11 +311,12 @@ impl SchedulerCache {
                 )
             })
             .collect();
-        if let Some(resource) = Resources::shortfalls(&assumption.request, &in_use, capacity).next()
+        if let Some(shortfall) =
+            Resources::shortfalls(&assumption.request, &in_use, capacity).next()
         {
             return Err(ReserveError::Conflict {
                 pod,
-                resource: resource.to_string(),
+                resource: shortfall.resource.to_string(),
             });
         }
         self.assumed.assume(key, assumption);

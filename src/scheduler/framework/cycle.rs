@@ -25,7 +25,7 @@ use super::plugin::{PreferredTerm, Requested, RequiredTerm, RunCycleState, Score
 use super::registry::Registry;
 use super::selector::{Selector, SelectorError};
 use super::snapshot::{PodView, Snapshot};
-use super::types::{Code, MAX_SCORE, MIN_SCORE, Rejection, ResourceName, RunKey};
+use super::types::{Code, MAX_SCORE, MIN_SCORE, Rejection, ResourceName, RunKey, rejection_text};
 use crate::api::resources::{ResourceError, parse_requests};
 use crate::api::status::reasons::INVALID_RESOURCES;
 use crate::api::{AffinityTerms, LABEL_RUNTIME_POD, Run};
@@ -49,6 +49,17 @@ pub enum PreFilterError {
 }
 
 impl PreFilterError {
+    /// The path of the refused field.
+    pub fn field(&self) -> &str {
+        match self {
+            PreFilterError::Resources(e) => e.field(),
+            PreFilterError::Selector(e) => e.field(),
+            PreFilterError::TopologyKey { field, .. } | PreFilterError::Weight { field, .. } => {
+                field
+            }
+        }
+    }
+
     /// The bounded CamelCase status reason for this error.
     pub fn reason(&self) -> &'static str {
         match self {
@@ -98,13 +109,7 @@ pub struct RejectionCount {
 impl RejectionCount {
     /// The text shown in the Pending message.
     pub fn text(&self) -> String {
-        Rejection {
-            plugin: self.plugin,
-            reason: self.reason,
-            resource: self.resource.clone(),
-        }
-        .message()
-        .into_owned()
+        rejection_text(self.reason, self.resource.as_deref()).into_owned()
     }
 }
 
@@ -234,15 +239,14 @@ impl<'s> Evaluation<'s> {
     pub fn rejections(&self) -> Vec<RejectionCount> {
         let mut counts: Vec<RejectionCount> = Vec::new();
         for r in self.pods.iter().filter_map(|p| p.rejection.as_ref()) {
-            match counts
-                .iter_mut()
-                .find(|c| c.plugin == r.plugin && c.reason == r.reason && c.resource == r.resource)
-            {
+            match counts.iter_mut().find(|c| {
+                c.plugin == r.plugin && c.reason == r.reason && c.resource.as_ref() == r.resource()
+            }) {
                 Some(c) => c.count += 1,
                 None => counts.push(RejectionCount {
                     plugin: r.plugin,
                     reason: r.reason,
-                    resource: r.resource.clone(),
+                    resource: r.resource().cloned(),
                     count: 1,
                 }),
             }

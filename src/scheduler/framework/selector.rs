@@ -5,6 +5,7 @@
 //! Pods, indexes or affinity rules: callers decide what a match means.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use thiserror::Error;
@@ -27,6 +28,17 @@ pub enum SelectorError {
         operator: &'static str,
         count: usize,
     },
+}
+
+impl SelectorError {
+    /// The path of the refused field.
+    pub fn field(&self) -> &str {
+        match self {
+            SelectorError::Operator { field, .. }
+            | SelectorError::MissingValues { field, .. }
+            | SelectorError::UnexpectedValues { field, .. } => field,
+        }
+    }
 }
 
 /// A selector operator.
@@ -159,6 +171,17 @@ impl Selector {
         &self.requirements
     }
 
+    /// Whether the selector asks for label values (`a=x`, possibly with bare `Exists` keys)
+    /// and nothing else, so a Run it wants can be described as "labelled a=x".
+    pub fn labels_only(&self) -> bool {
+        let single = |r: &Requirement| r.operator == Operator::In && r.values.len() == 1;
+        self.requirements.iter().any(single)
+            && self
+                .requirements
+                .iter()
+                .all(|r| single(r) || r.operator == Operator::Exists)
+    }
+
     /// Requirements that a label index can answer positively (`In`, `Exists`): any Run
     /// matching the selector carries one of their (key, value) pairs. Selectors without one
     /// (only `NotIn` / `DoesNotExist`, or empty) have to be evaluated by scanning.
@@ -166,6 +189,29 @@ impl Selector {
         self.requirements
             .iter()
             .filter(|r| matches!(r.operator, Operator::In | Operator::Exists))
+    }
+}
+
+/// kubectl's syntax: `k=v`, `k in (a,b)`, `k notin (a)`, `k`, `!k`; an empty selector
+/// (matching every Run) is `<all Runs>`.
+impl fmt::Display for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.requirements.is_empty() {
+            return f.write_str("<all Runs>");
+        }
+        for (i, r) in self.requirements.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            match r.operator {
+                Operator::In if r.values.len() == 1 => write!(f, "{}={}", r.key, r.values[0])?,
+                Operator::In => write!(f, "{} in ({})", r.key, r.values.join(","))?,
+                Operator::NotIn => write!(f, "{} notin ({})", r.key, r.values.join(","))?,
+                Operator::Exists => f.write_str(&r.key)?,
+                Operator::DoesNotExist => write!(f, "!{}", r.key)?,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -306,5 +352,38 @@ mod tests {
         .unwrap();
         let keys: Vec<_> = s.indexable().map(|r| r.key.as_str()).collect();
         assert_eq!(keys, ["cohort", "owner"]);
+    }
+
+    #[test]
+    fn selectors_read_like_kubectl() {
+        use crate::scheduler::framework::testing::selector_expr;
+        let table = [
+            (selector_expr(&[("a", "In", &["x"])]), "a=x", true),
+            (
+                selector_expr(&[("a", "In", &["y", "x"])]),
+                "a in (x,y)",
+                false,
+            ),
+            (
+                selector_expr(&[("a", "NotIn", &["x"])]),
+                "a notin (x)",
+                false,
+            ),
+            (
+                selector_expr(&[("a", "Exists", &[]), ("b", "DoesNotExist", &[])]),
+                "a,!b",
+                false,
+            ),
+            (
+                selector_expr(&[("a", "In", &["x"]), ("b", "Exists", &[])]),
+                "a=x,b",
+                true,
+            ),
+            (Selector::default(), "<all Runs>", false),
+        ];
+        for (selector, want, labels_only) in table {
+            assert_eq!(selector.to_string(), want);
+            assert_eq!(selector.labels_only(), labels_only, "{want}");
+        }
     }
 }

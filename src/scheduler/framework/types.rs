@@ -12,6 +12,7 @@ use jiff::Timestamp;
 use kube::ResourceExt;
 
 use crate::api::Run;
+use crate::api::resources::Shortfall;
 
 /// The best score a plugin can give a Pod (after normalization).
 pub const MAX_SCORE: i64 = 100;
@@ -37,13 +38,15 @@ pub type ResourceName = Arc<str>;
 /// Why a Filter plugin rejected one Pod.
 ///
 /// `plugin` and `reason` are static constants of the plugin: a bounded set, used as metric
-/// labels. `resource` is set only for "Insufficient <resource>" rejections; it appears in the
-/// Pending message (resource names are what the user asked for) but never in a metric label.
+/// labels. `shortfall` is set only for "Insufficient <resource>" rejections and carries the
+/// numbers that decided it (requested, used, capacity), so `explain` shows the plugin's facts
+/// instead of recomputing them; the resource appears in the Pending message (resource names
+/// are what the user asked for) but never in a metric label.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Rejection {
     pub plugin: &'static str,
     pub reason: &'static str,
-    pub resource: Option<ResourceName>,
+    pub shortfall: Option<Shortfall>,
 }
 
 impl Rejection {
@@ -51,29 +54,36 @@ impl Rejection {
         Rejection {
             plugin,
             reason,
-            resource: None,
+            shortfall: None,
         }
     }
 
     /// A rejection about one resource: its message is `Insufficient <resource>`.
-    pub fn insufficient(
-        plugin: &'static str,
-        reason: &'static str,
-        resource: ResourceName,
-    ) -> Self {
+    pub fn insufficient(plugin: &'static str, reason: &'static str, shortfall: Shortfall) -> Self {
         Rejection {
             plugin,
             reason,
-            resource: Some(resource),
+            shortfall: Some(shortfall),
         }
+    }
+
+    /// The resource of an `Insufficient <resource>` rejection.
+    pub fn resource(&self) -> Option<&ResourceName> {
+        self.shortfall.as_ref().map(|s| &s.resource)
     }
 
     /// The text shown in the Pending message.
     pub fn message(&self) -> Cow<'_, str> {
-        match &self.resource {
-            Some(resource) => Cow::Owned(format!("Insufficient {resource}")),
-            None => Cow::Borrowed(self.reason),
-        }
+        rejection_text(self.reason, self.resource().map(|r| &**r))
+    }
+}
+
+/// The Pending-message text of a rejection: `Insufficient <resource>` for a resource, else the
+/// bounded reason itself.
+pub fn rejection_text<'a>(reason: &'a str, resource: Option<&str>) -> Cow<'a, str> {
+    match resource {
+        Some(resource) => Cow::Owned(format!("Insufficient {resource}")),
+        None => Cow::Borrowed(reason),
     }
 }
 
@@ -147,7 +157,8 @@ mod tests {
 
     #[test]
     fn an_insufficient_rejection_names_the_resource_only_in_its_message() {
-        let r = Rejection::insufficient("P", "Insufficient resource", Arc::from("example.com/gpu"));
+        let shortfall = Shortfall::check("example.com/gpu", 1, 1, Some(1)).unwrap();
+        let r = Rejection::insufficient("P", "Insufficient resource", shortfall);
         assert_eq!(r.message(), "Insufficient example.com/gpu");
         assert_eq!(r.reason, "Insufficient resource");
         assert_eq!(

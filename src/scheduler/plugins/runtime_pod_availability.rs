@@ -9,6 +9,7 @@
 //! node lacks); explain tells the two apart from the capacity it shows. Checks run in the
 //! order above and the first failure is the reason. It must not score or mutate anything.
 
+use crate::api::resources::Shortfall;
 use crate::scheduler::framework::{
     FilterPlugin, Heartbeat, PodView, Rejection, RunCycleState, Snapshot,
 };
@@ -70,32 +71,39 @@ impl FilterPlugin for RuntimePodAvailability {
         match pod.heartbeat() {
             Heartbeat::Missing => return reject(HEARTBEAT_MISSING),
             Heartbeat::NotHeld => return reject(HEARTBEAT_NOT_HELD),
-            Heartbeat::Expires(at) if at <= snapshot.now() => return reject(HEARTBEAT_STALE),
+            hb if !hb.is_fresh_at(snapshot.now()) => return reject(HEARTBEAT_STALE),
             Heartbeat::Expires(_) => {}
         }
         if !pod.capacity_ok() {
             return reject(INVALID_CAPACITY);
         }
-        for requested in state.request_list() {
-            // A resource no Pod advertises has no id, and one this Pod lacks has no load.
-            let fits = requested
-                .id
-                .and_then(|id| pod.load(id))
-                .is_some_and(|load| {
-                    load.effective()
-                        .checked_add(requested.amount)
-                        .is_some_and(|total| total <= load.capacity)
-                });
-            if !fits {
-                return Err(Rejection::insufficient(
-                    NAME,
-                    INSUFFICIENT_RESOURCE,
-                    requested.name.clone(),
-                ));
-            }
+        match shortfalls(state, pod).next() {
+            Some(shortfall) => Err(Rejection::insufficient(
+                NAME,
+                INSUFFICIENT_RESOURCE,
+                shortfall,
+            )),
+            None => Ok(()),
         }
-        Ok(())
     }
+}
+
+/// The requested resources that do not fit on `pod` (actual plus assumed usage), in the
+/// request's order, each with the numbers that decided it. The filter rejects with the first;
+/// `explain` shows them all. A Shortfall is only built for a resource that does not fit.
+pub fn shortfalls<'a>(
+    state: &'a RunCycleState,
+    pod: &'a PodView<'_>,
+) -> impl Iterator<Item = Shortfall> + 'a {
+    state.request_list().iter().filter_map(move |requested| {
+        // A resource no Pod advertises has no id, and one this Pod lacks has no load.
+        let load = requested.id.and_then(|id| pod.load(id));
+        let (used, capacity) = load.map_or((0, None), |l| (l.effective(), Some(l.capacity)));
+        if Shortfall::fits(requested.amount, used, capacity) {
+            return None;
+        }
+        Shortfall::check(requested.name.clone(), requested.amount, used, capacity)
+    })
 }
 
 #[cfg(test)]
