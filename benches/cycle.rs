@@ -104,8 +104,8 @@ fn cluster(pods: usize, per_pod: usize) -> SharedCache {
     let shared = SharedCache::new(kruntimes::scheduler::plugins::registry());
     for i in 0..pods {
         let name = format!("pod-{i:05}");
-        shared.apply_pod(&pod(&name));
-        shared.apply_lease(&lease(&name));
+        shared.apply(&pod(&name));
+        shared.apply(&lease(&name));
         for j in 0..per_pod {
             let labels = map(&[
                 ("cohort", format!("c{}", i % COHORTS)),
@@ -117,7 +117,7 @@ fn cluster(pods: usize, per_pod: usize) -> SharedCache {
                 pod_name: Some(name.clone()),
                 ..Default::default()
             });
-            shared.apply_run(&r);
+            shared.apply(&r);
         }
     }
     shared

@@ -13,3 +13,4 @@ pub mod output;
 pub mod runtime_controller;
 pub mod runtimed;
 pub mod scheduler;
+pub mod signals;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
@@ -27,7 +27,8 @@ use crate::api::resources::{
 };
 use crate::api::status::set_condition;
 use crate::api::{
-    FIELD_MANAGER, LABEL_RUNTIME, LABEL_RUNTIME_POD, Runtime, RuntimeStatus, pod_is_ready,
+    LABEL_RUNTIME, LABEL_RUNTIME_POD, Runtime, RuntimeStatus, patch_params, pod_is_ready,
+    post_params,
 };
 
 /// Reasons on the Runtime's Ready condition and Events.
@@ -297,22 +298,13 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
         for (pod, patch) in &plan.annotate {
             let body = json!({"metadata": {"annotations": patch}});
             pods_api
-                .patch(pod, &PatchParams::default(), &Patch::Merge(&body))
+                .patch(pod, &patch_params(), &Patch::Merge(&body))
                 .await?;
             info!(%pod, namespace = %ns, "projected capacity annotations");
         }
         for _ in 0..plan.create {
             let pod = new_pod(&runtime, &pod_name(&runtime.name_any()), &desired);
-            match pods_api
-                .create(
-                    &PostParams {
-                        field_manager: Some(FIELD_MANAGER.into()),
-                        ..Default::default()
-                    },
-                    &pod,
-                )
-                .await
-            {
+            match pods_api.create(&post_params(), &pod).await {
                 Ok(p) => info!(pod = %p.name_any(), namespace = %ns, "created Runtime Pod"),
                 Err(kube::Error::Api(s)) if s.code == 409 => {} // name collision: next reconcile retries
                 Err(e) => return Err(e.into()),
@@ -330,12 +322,8 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
     if runtime.status.as_ref() != Some(&plan.status) {
         let api: Api<Runtime> = Api::namespaced(ctx.client.clone(), &ns);
         let body = json!({"status": plan.status});
-        api.patch_status(
-            &runtime.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&body),
-        )
-        .await?;
+        api.patch_status(&runtime.name_any(), &patch_params(), &Patch::Merge(&body))
+            .await?;
     }
     Ok(Action::requeue(Duration::from_secs(300)))
 }

@@ -21,3 +21,19 @@ pub fn pod_is_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
 
 /// Field manager for every write kruntimes makes.
 pub const FIELD_MANAGER: &str = "kubectl-kruntimes";
+
+/// Parameters of every create/replace kruntimes makes: its field manager.
+pub fn post_params() -> kube::api::PostParams {
+    kube::api::PostParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..Default::default()
+    }
+}
+
+/// Parameters of every merge patch kruntimes makes: its field manager.
+pub fn patch_params() -> kube::api::PatchParams {
+    kube::api::PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..Default::default()
+    }
+}

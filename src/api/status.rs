@@ -1,10 +1,14 @@
-//! Run status transitions: the one terminal-status helper and condition upserts.
+//! Run status transitions: every status change kruntimes makes, as pure functions.
 //!
 //! Every terminal transition (scheduler, runtimed) goes through [`set_terminal`] so that the
-//! phase, the `Completed` condition and `completionTime` stay normalized. Time is passed in.
+//! phase, the `Completed` condition and `completionTime` stay normalized; Bind, Pending,
+//! Invalid and the runtimed claim are [`set_bound`], [`set_pending`], [`set_invalid`] and
+//! [`set_admitted`]. I/O code builds no status inline: it calls one of these and writes the
+//! result. Time is passed in; nothing here talks to the API server.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
+use super::resources::Resources;
 use super::types::{RunPhase, RunStatus};
 
 pub const CONDITION_SCHEDULED: &str = "Scheduled";
@@ -16,6 +20,7 @@ pub mod reasons {
     pub const UNSCHEDULABLE: &str = "Unschedulable";
     pub const SCHEDULED: &str = "Scheduled";
     pub const INVALID_RESOURCES: &str = "InvalidResources";
+    pub const INVALID_AFFINITY: &str = "InvalidAffinity";
     pub const ADMITTED: &str = "Admitted";
     pub const SUCCEEDED: &str = "Succeeded";
     pub const FAILED: &str = "Failed";
@@ -103,6 +108,80 @@ pub fn set_terminal(
     true
 }
 
+/// Bind: phase Scheduled on `pod` (name and UID), `Scheduled=True`, no message.
+pub fn set_bound(status: &mut RunStatus, pod: &str, pod_uid: &str, now: &Time) {
+    status.phase = Some(RunPhase::Scheduled);
+    status.pod_name = Some(pod.to_string());
+    status.pod_uid = Some(pod_uid.to_string());
+    status.reason = Some(reasons::SCHEDULED.into());
+    status.message = None;
+    set_condition(
+        &mut status.conditions,
+        CONDITION_SCHEDULED,
+        true,
+        reasons::SCHEDULED,
+        "placed by the kruntimes scheduler",
+        now,
+    );
+}
+
+/// Pending: `Scheduled=False/Unschedulable` with the bounded `message`, mirrored in
+/// `status.reason`/`status.message`, phase Pending if unset. Returns whether anything changed,
+/// so an unchanged message is never written again.
+pub fn set_pending(status: &mut RunStatus, message: &str, now: &Time) -> bool {
+    let mut changed = set_condition(
+        &mut status.conditions,
+        CONDITION_SCHEDULED,
+        false,
+        reasons::UNSCHEDULABLE,
+        message,
+        now,
+    );
+    for (field, value) in [
+        (&mut status.reason, reasons::UNSCHEDULABLE),
+        (&mut status.message, message),
+    ] {
+        if field.as_deref() != Some(value) {
+            *field = Some(value.to_string());
+            changed = true;
+        }
+    }
+    if status.phase.is_none() {
+        status.phase = Some(RunPhase::Pending);
+        changed = true;
+    }
+    changed
+}
+
+/// A permanent configuration error found by PreFilter: `Scheduled=False` with `reason`, then
+/// Failed through [`set_terminal`]. Returns whether anything changed.
+pub fn set_invalid(status: &mut RunStatus, reason: &str, message: &str, now: &Time) -> bool {
+    let scheduled = set_condition(
+        &mut status.conditions,
+        CONDITION_SCHEDULED,
+        false,
+        reason,
+        message,
+        now,
+    );
+    set_terminal(status, Outcome::Failed, reason, message, None, now) || scheduled
+}
+
+/// runtimed's claim: phase Running, `startTime`, `Admitted=True` naming the Pod and what it
+/// reserved.
+pub fn set_admitted(status: &mut RunStatus, pod: &str, reserved: &Resources, now: &Time) {
+    status.phase = Some(RunPhase::Running);
+    status.start_time = Some(now.clone());
+    set_condition(
+        &mut status.conditions,
+        CONDITION_ADMITTED,
+        true,
+        reasons::ADMITTED,
+        &format!("runtimed on Pod {pod} reserved {reserved}"),
+        now,
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,5 +266,103 @@ mod tests {
         ));
         assert_eq!(conds[0].last_transition_time, at(4));
         assert_eq!(conds.len(), 1);
+    }
+
+    fn condition<'a>(status: &'a RunStatus, type_: &str) -> &'a Condition {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .unwrap_or_else(|| panic!("no {type_} condition"))
+    }
+
+    #[test]
+    fn set_bound_places_the_run_on_the_pod_and_clears_the_pending_message() {
+        let mut status = RunStatus::default();
+        assert!(set_pending(
+            &mut status,
+            "0/1 Runtime Pods are available.",
+            &at(1)
+        ));
+        set_bound(&mut status, "p1", "uid-p1", &at(2));
+        assert_eq!(status.phase, Some(RunPhase::Scheduled));
+        assert_eq!(
+            (status.pod_name.as_deref(), status.pod_uid.as_deref()),
+            (Some("p1"), Some("uid-p1"))
+        );
+        assert_eq!(status.reason.as_deref(), Some(reasons::SCHEDULED));
+        assert_eq!(status.message, None);
+        let scheduled = condition(&status, CONDITION_SCHEDULED);
+        assert_eq!(
+            (scheduled.status.as_str(), scheduled.reason.as_str()),
+            ("True", reasons::SCHEDULED)
+        );
+        assert_eq!(scheduled.last_transition_time, at(2));
+    }
+
+    #[test]
+    fn set_pending_reports_a_change_only_when_the_message_changes() {
+        let mut status = RunStatus::default();
+        assert!(set_pending(&mut status, "m1", &at(1)));
+        assert_eq!(status.phase, Some(RunPhase::Pending));
+        assert_eq!(status.reason.as_deref(), Some(reasons::UNSCHEDULABLE));
+        assert_eq!(status.message.as_deref(), Some("m1"));
+        assert!(
+            !set_pending(&mut status, "m1", &at(2)),
+            "same message: no write"
+        );
+        assert!(set_pending(&mut status, "m2", &at(3)));
+        assert_eq!(status.message.as_deref(), Some("m2"));
+        let scheduled = condition(&status, CONDITION_SCHEDULED);
+        assert_eq!(
+            (scheduled.status.as_str(), scheduled.message.as_str()),
+            ("False", "m2")
+        );
+        assert_eq!(
+            scheduled.last_transition_time,
+            at(1),
+            "still False since t=1"
+        );
+    }
+
+    #[test]
+    fn set_invalid_fails_the_run_once_through_the_terminal_helper() {
+        let mut status = RunStatus::default();
+        assert!(set_invalid(
+            &mut status,
+            reasons::INVALID_RESOURCES,
+            "bad",
+            &at(1)
+        ));
+        assert_eq!(status.phase, Some(RunPhase::Failed));
+        assert_eq!(status.completion_time, Some(at(1)));
+        assert_eq!(
+            condition(&status, CONDITION_SCHEDULED).reason,
+            reasons::INVALID_RESOURCES
+        );
+        assert_eq!(condition(&status, CONDITION_COMPLETED).status, "True");
+        assert!(!set_invalid(
+            &mut status,
+            reasons::INVALID_RESOURCES,
+            "bad",
+            &at(2)
+        ));
+    }
+
+    #[test]
+    fn set_admitted_runs_the_run_and_says_what_was_reserved() {
+        let mut status = RunStatus::default();
+        set_bound(&mut status, "p1", "uid-p1", &at(1));
+        let reserved = Resources::from_iter([("runs", 1), ("example.com/gpu", 1)]);
+        set_admitted(&mut status, "p1", &reserved, &at(2));
+        assert_eq!(status.phase, Some(RunPhase::Running));
+        assert_eq!(status.start_time, Some(at(2)));
+        assert_eq!(status.pod_name.as_deref(), Some("p1"), "the Pod stays");
+        let admitted = condition(&status, CONDITION_ADMITTED);
+        assert_eq!(admitted.reason, reasons::ADMITTED);
+        assert_eq!(
+            admitted.message,
+            format!("runtimed on Pod p1 reserved {reserved}")
+        );
     }
 }

@@ -16,7 +16,7 @@ use futures::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
@@ -25,12 +25,12 @@ use tokio::time::Instant;
 
 use super::admission::AdmissionCache;
 use super::executor::{self, ChildExit, ChildHandle, Terminal};
-use super::heartbeat::Heartbeat;
+use super::heartbeat::LeaseRenewer;
 use super::plan::{self, Claim};
 use super::{Error, Identity, Result, Settings};
 use crate::api::resources::parse_capacity_annotations;
-use crate::api::status::{self, CONDITION_ADMITTED, Outcome, reasons};
-use crate::api::{FIELD_MANAGER, Resources, Run, RunPhase};
+use crate::api::status::{self, Outcome, reasons};
+use crate::api::{Run, RunPhase, post_params};
 
 /// Attempts of one terminal status write before giving up (conflicts re-read the Run).
 const TERMINAL_WRITE_ATTEMPTS: u32 = 6;
@@ -52,7 +52,7 @@ pub async fn run(
     shutdown: impl Future<Output = &'static str> + Send,
 ) -> Result<()> {
     let me = settings.identity.clone();
-    let heartbeat = Heartbeat::start(
+    let heartbeat = LeaseRenewer::start(
         Api::<Lease>::namespaced(client.clone(), &me.namespace),
         me.clone(),
         settings.heartbeat,
@@ -502,20 +502,14 @@ impl Agent {
 /// The claim: phase Running, `startTime`, Admitted=True, written with the resourceVersion the
 /// decision was made on, so any change since then is a 409, never a blind overwrite.
 async fn write_claim(api: &Api<Run>, pod: &str, claim: &Claim) -> kube::Result<Run> {
-    let now = Time(jiff::Timestamp::now());
     let mut claimed = (*claim.run).clone();
-    let status = claimed.status.get_or_insert_with(Default::default);
-    status.phase = Some(RunPhase::Running);
-    status.start_time = Some(now.clone());
-    status::set_condition(
-        &mut status.conditions,
-        CONDITION_ADMITTED,
-        true,
-        reasons::ADMITTED,
-        &admitted_message(pod, &claim.request),
-        &now,
+    status::set_admitted(
+        claimed.status.get_or_insert_with(Default::default),
+        pod,
+        &claim.request,
+        &Time(jiff::Timestamp::now()),
     );
-    api.replace_status(&claim.run.name_any(), &write_params(), &claimed)
+    api.replace_status(&claim.run.name_any(), &post_params(), &claimed)
         .await
 }
 
@@ -562,7 +556,7 @@ async fn write_terminal(
         ) {
             return;
         }
-        match api.replace_status(name, &write_params(), &updated).await {
+        match api.replace_status(name, &post_params(), &updated).await {
             Ok(_) => return,
             Err(kube::Error::Api(s)) if s.code == 404 => return,
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
@@ -574,19 +568,6 @@ async fn write_terminal(
         }
     }
     tracing::error!(run = %name, "gave up writing the terminal status of Run {name} ({}): {}", terminal.reason, terminal.message);
-}
-
-/// Every status write is made as the kruntimes field manager.
-fn write_params() -> PostParams {
-    PostParams {
-        field_manager: Some(FIELD_MANAGER.to_string()),
-        ..Default::default()
-    }
-}
-
-/// The Admitted condition's message.
-fn admitted_message(pod: &str, request: &Resources) -> String {
-    format!("runtimed on Pod {pod} reserved {request}")
 }
 
 /// Sleeps until `at`, or forever when there is no deadline.

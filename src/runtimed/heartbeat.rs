@@ -61,18 +61,18 @@ pub fn desired_lease(
     }
 }
 
-/// A running heartbeat; [`Heartbeat::stop`] ends it and deletes the Lease.
-pub struct Heartbeat {
+/// A running heartbeat; [`LeaseRenewer::stop`] ends it and deletes the Lease.
+pub struct LeaseRenewer {
     stop: oneshot::Sender<()>,
     task: JoinHandle<()>,
 }
 
-impl Heartbeat {
+impl LeaseRenewer {
     /// Starts renewing at once, then every `config.interval`.
     pub fn start(api: Api<Lease>, me: Identity, config: Config) -> Self {
         let (stop, stopped) = oneshot::channel();
         let task = tokio::spawn(renew_until_stopped(api, me, config, stopped));
-        Heartbeat { stop, task }
+        LeaseRenewer { stop, task }
     }
 
     /// Stops renewing and deletes the Lease (failures are logged).

@@ -52,12 +52,6 @@ pub enum Error {
     },
     #[error("the watch of {0} ended unexpectedly")]
     WatchEnded(&'static str),
-    #[error("cannot listen for {signal}: {source}")]
-    Signal {
-        signal: &'static str,
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 /// One part of the Pod identity.
@@ -168,7 +162,7 @@ impl Settings {
 pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(args)?;
     // Listen before connecting so that an early SIGTERM is a clean shutdown, not a kill.
-    let shutdown = shutdown_signal()?;
+    let shutdown = crate::signals::shutdown_signal()?;
     let target = kubeclient::connect(global).await?;
     let me = &settings.identity;
     tracing::info!(
@@ -185,25 +179,6 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
             other => anyhow::Error::new(other),
         })
         .context("runtimed stopped")
-}
-
-/// Resolves on the first SIGTERM or SIGINT.
-fn shutdown_signal() -> Result<impl Future<Output = &'static str> + Send + 'static> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).map_err(|source| Error::Signal {
-        signal: "SIGTERM",
-        source,
-    })?;
-    let mut int = signal(SignalKind::interrupt()).map_err(|source| Error::Signal {
-        signal: "SIGINT",
-        source,
-    })?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        }
-    })
 }
 
 #[cfg(test)]

@@ -13,12 +13,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedSender, unbounded};
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -26,11 +26,12 @@ use kube::{Client, ResourceExt};
 use thiserror::Error;
 use tracing::{debug, info, warn};
 
-use crate::api::status::{self, CONDITION_SCHEDULED, Outcome, reasons};
-use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, RunPhase};
+use crate::api::status;
+use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, RunPhase, post_params};
 use crate::metrics::{STAGE_BIND, STAGE_RESERVE, SchedulerMetrics};
-use crate::scheduler::framework::cache::{ScheduleOutcome, SharedCache};
-use crate::scheduler::framework::index::{RunChange, Wakeup};
+use crate::scheduler::framework::{Changes, Indexed, ScheduleOutcome, SharedCache};
+use crate::scheduler::plugins;
+use crate::scheduler::watch::{IndexEvent, InitBuffer};
 
 #[derive(Debug, Error)]
 pub enum Error {
@@ -59,7 +60,7 @@ pub struct Options {
 /// Shared between watch tasks, queue workers and the HTTP probes.
 pub struct Scheduler {
     client: Client,
-    state: SharedCache,
+    cache: SharedCache,
     metrics: SchedulerMetrics,
     options: Options,
     /// The queue's trigger channel while this replica leads; `None` on a standby.
@@ -77,7 +78,7 @@ impl Scheduler {
     pub fn new(client: Client, metrics: SchedulerMetrics, options: Options) -> Arc<Self> {
         Arc::new(Self {
             client,
-            state: SharedCache::new(crate::scheduler::plugins::registry()),
+            cache: SharedCache::new(plugins::registry()),
             metrics,
             options,
             queue: Mutex::new(None),
@@ -127,13 +128,14 @@ impl Scheduler {
         self.queue.lock().unwrap().is_some()
     }
 
-    /// Wakes the Pending Runs of each (namespace, runtime), counting the keys by source.
-    fn wake(&self, wakeups: Vec<Wakeup>) {
-        if wakeups.is_empty() || !self.is_leading() {
+    /// Enqueues the Pending Runs that `changes` concern: the wakeups counted by source, the
+    /// Runtimes whose affinity targets changed uncounted (not a capacity or Runtime Pod event).
+    fn wake(&self, changes: Changes) {
+        if changes.is_empty() || !self.is_leading() {
             return;
         }
-        for wakeup in wakeups {
-            let names = self.state.pending_runs(&wakeup.namespace, &wakeup.runtime);
+        for wakeup in changes.wakeups {
+            let names = self.cache.pending_runs(&wakeup.namespace, &wakeup.runtime);
             self.metrics
                 .pending_run_wakeups
                 .with_label_values(&[wakeup.source.as_str()])
@@ -142,13 +144,8 @@ impl Scheduler {
                 self.enqueue(ObjectRef::new(&name).within(&wakeup.namespace));
             }
         }
-    }
-
-    /// Affinity targets changed on a Pod: Pending Runs of that Runtime may now satisfy a
-    /// required term. Not a capacity or Runtime Pod event, so not counted as a wakeup.
-    fn wake_for_targets(&self, change: &RunChange) {
-        if let Some(pod) = &change.targets_changed {
-            for name in self.state.pending_runs(&pod.namespace, &pod.runtime) {
+        for pod in changes.targets_changed {
+            for name in self.cache.pending_runs(&pod.namespace, &pod.runtime) {
                 self.enqueue(ObjectRef::new(&name).within(&pod.namespace));
             }
         }
@@ -156,135 +153,89 @@ impl Scheduler {
 
     /// Releases a Run's reservation and wakes the Pending Runs that may use it.
     fn release(&self, namespace: &str, uid: &str) {
-        if let Some(wakeup) = self.state.release(namespace, uid) {
-            self.wake(vec![wakeup]);
+        if let Some(wakeup) = self.cache.release(namespace, uid) {
+            self.wake(vec![wakeup].into());
         }
     }
 
-    fn on_run_change(&self, change: RunChange) {
-        self.wake_for_targets(&change);
-        self.wake(change.wakeups());
-    }
-
-    /// Watches Runs into the store the queue reads and into the index.
-    async fn watch_runs(self: Arc<Self>, writer: reflector::store::Writer<Run>) {
-        let mut initial = Vec::new();
-        let stream = watcher(self.api::<Run>(), watcher::Config::default())
-            .default_backoff()
-            .reflect(writer);
-        let mut stream = std::pin::pin!(stream);
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(watcher::Event::Apply(run)) => {
-                    let change = self.state.apply_run(&run);
-                    self.on_run_change(change);
-                    if wants_scheduling(&run) {
-                        self.enqueue(ObjectRef::from_obj(&run));
-                    }
+    /// The queue side of a Run event, after the index has it: a Run that wants scheduling is
+    /// enqueued; a deleted one is forgotten by the queue bookkeeping.
+    fn on_run_event(&self, event: &IndexEvent<Run>) {
+        match event {
+            IndexEvent::Apply(run) if wants_scheduling(run) => {
+                self.enqueue(ObjectRef::from_obj(run));
+            }
+            IndexEvent::Apply(_) => {}
+            IndexEvent::Delete(run) => {
+                let key = ObjectRef::from_obj(run);
+                self.enqueued_at.lock().unwrap().remove(&key);
+                self.failures.lock().unwrap().remove(&key);
+            }
+            IndexEvent::Reset(runs) => {
+                for run in runs.iter().filter(|r| wants_scheduling(r)) {
+                    self.enqueue(ObjectRef::from_obj(run));
                 }
-                Ok(watcher::Event::Delete(run)) => {
-                    let key = ObjectRef::from_obj(&run);
-                    self.enqueued_at.lock().unwrap().remove(&key);
-                    self.failures.lock().unwrap().remove(&key);
-                    let change = self.state.delete_run(
-                        &run.namespace().unwrap_or_default(),
-                        &run.uid().unwrap_or_default(),
-                    );
-                    self.on_run_change(change);
-                }
-                Ok(watcher::Event::Init) => initial.clear(),
-                Ok(watcher::Event::InitApply(run)) => initial.push(run),
-                Ok(watcher::Event::InitDone) => {
-                    for change in self.state.reset_runs(&initial) {
-                        self.on_run_change(change);
-                    }
-                    for run in initial.drain(..) {
-                        if wants_scheduling(&run) {
-                            self.enqueue(ObjectRef::from_obj(&run));
-                        }
-                    }
-                    self.runs_synced.store(true, Ordering::Release);
-                }
-                Err(e) => warn!("run watch: {e}"),
             }
         }
     }
 
+    /// The one watch→index loop: feeds every event of one watched kind into the cache, wakes
+    /// the Pending Runs it concerns, then hands the event to `after` (the Run watch's queue
+    /// side). Marks `synced` after the first complete list.
+    async fn watch_into_index<K>(
+        self: Arc<Self>,
+        events: impl Stream<Item = watcher::Result<watcher::Event<K>>>,
+        what: &'static str,
+        synced: fn(&Self) -> &AtomicBool,
+        after: fn(&Self, &IndexEvent<K>),
+    ) where
+        K: Indexed,
+    {
+        let mut buffer = InitBuffer::default();
+        let mut events = std::pin::pin!(events);
+        while let Some(event) = events.next().await {
+            let event = match event {
+                Ok(event) => buffer.feed(event),
+                Err(e) => {
+                    warn!("{what} watch: {e}");
+                    None
+                }
+            };
+            let Some(event) = event else { continue };
+            let changes = match &event {
+                IndexEvent::Apply(obj) => self.cache.apply(obj),
+                IndexEvent::Delete(obj) => self.cache.delete(obj),
+                IndexEvent::Reset(objs) => self.cache.reset(objs),
+            };
+            self.wake(changes);
+            after(&self, &event);
+            if matches!(event, IndexEvent::Reset(_)) {
+                synced(&self).store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Watches Runs into the store the queue reads and into the index.
+    async fn watch_runs(self: Arc<Self>, writer: reflector::store::Writer<Run>) {
+        let events = watcher(self.api::<Run>(), watcher::Config::default())
+            .default_backoff()
+            .reflect(writer);
+        self.watch_into_index(events, "run", |s| &s.runs_synced, Self::on_run_event)
+            .await;
+    }
+
     async fn watch_pods(self: Arc<Self>) {
         let config = watcher::Config::default().labels(LABEL_RUNTIME);
-        let api = self.api::<Pod>();
-        self.watch_into_index(
-            api,
-            config,
-            "runtime pod",
-            |s| &s.pods_synced,
-            SharedCache::apply_pod,
-            SharedCache::delete_pod,
-            SharedCache::reset_pods,
-        )
-        .await;
+        let events = watcher(self.api::<Pod>(), config).default_backoff();
+        self.watch_into_index(events, "runtime pod", |s| &s.pods_synced, |_, _| {})
+            .await;
     }
 
     async fn watch_leases(self: Arc<Self>) {
         let config = watcher::Config::default().labels(LABEL_RUNTIME_POD);
-        let api = self.api::<Lease>();
-        self.watch_into_index(
-            api,
-            config,
-            "heartbeat lease",
-            |s| &s.leases_synced,
-            SharedCache::apply_lease,
-            SharedCache::delete_lease,
-            SharedCache::reset_leases,
-        )
-        .await;
-    }
-
-    /// Feeds one watched kind into the index and wakes the Pending Runs its events concern;
-    /// marks `synced` after the first complete list.
-    #[allow(clippy::too_many_arguments)]
-    async fn watch_into_index<K>(
-        self: Arc<Self>,
-        api: Api<K>,
-        config: watcher::Config,
-        what: &'static str,
-        synced: fn(&Self) -> &AtomicBool,
-        apply: fn(&SharedCache, &K) -> Vec<Wakeup>,
-        delete: fn(&SharedCache, &str, &str) -> Vec<Wakeup>,
-        reset: fn(&SharedCache, &[K]) -> Vec<Wakeup>,
-    ) where
-        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-    {
-        let mut initial = Vec::new();
-        let mut stream = std::pin::pin!(watcher(api, config).default_backoff());
-        while let Some(event) = stream.next().await {
-            let wakeups = match event {
-                Ok(watcher::Event::Apply(obj)) => apply(&self.state, &obj),
-                Ok(watcher::Event::Delete(obj)) => delete(
-                    &self.state,
-                    &obj.namespace().unwrap_or_default(),
-                    &obj.name_any(),
-                ),
-                Ok(watcher::Event::Init) => {
-                    initial.clear();
-                    Vec::new()
-                }
-                Ok(watcher::Event::InitApply(obj)) => {
-                    initial.push(obj);
-                    Vec::new()
-                }
-                Ok(watcher::Event::InitDone) => {
-                    let wakeups = reset(&self.state, &std::mem::take(&mut initial));
-                    synced(&self).store(true, Ordering::Release);
-                    wakeups
-                }
-                Err(e) => {
-                    warn!("{what} watch: {e}");
-                    Vec::new()
-                }
-            };
-            self.wake(wakeups);
-        }
+        let events = watcher(self.api::<Lease>(), config).default_backoff();
+        self.watch_into_index(events, "heartbeat lease", |s| &s.leases_synced, |_, _| {})
+            .await;
     }
 
     /// Runs the queue for as long as this task lives (it is aborted on shutdown). Call only
@@ -346,6 +297,8 @@ async fn reconcile(run: Arc<Run>, scheduler: Arc<Scheduler>) -> Result<Action, E
     result
 }
 
+/// Plan (the pure cycle, under the cache lock), then carry the outcome out: Bind, a Pending
+/// message, or a terminal Failed for an invalid Run.
 async fn schedule_one(
     run: &Arc<Run>,
     scheduler: &Scheduler,
@@ -360,127 +313,27 @@ async fn schedule_one(
     if !wants_scheduling(run) {
         return Ok(Action::await_change());
     }
-    let name = run.name_any();
-    let namespace = run.namespace().unwrap_or_default();
     let outcome = {
         let _timer = scheduler.metrics.cycle_timer();
-        scheduler.state.schedule(run, jiff::Timestamp::now())
+        scheduler.cache.schedule(run, jiff::Timestamp::now())
     };
-    scheduler
-        .metrics
-        .schedule_attempts
-        .with_label_values(&[outcome.result()])
-        .inc();
-    for rejection in outcome.rejections() {
-        scheduler
-            .metrics
-            .filter_rejections
-            .with_label_values(&[rejection.plugin, rejection.reason])
-            .inc_by(rejection.count as u64);
-    }
-    let api: Api<Run> = Api::namespaced(scheduler.client.clone(), &namespace);
+    scheduler.record_attempt(&outcome);
+    let api: Api<Run> = Api::namespaced(
+        scheduler.client.clone(),
+        &run.namespace().unwrap_or_default(),
+    );
     match outcome {
         ScheduleOutcome::Reserved { pod, pod_uid, .. } => {
-            let uid = run.uid().unwrap_or_default();
-            // A stale Pod observation discards the reservation, like a conflict (the spec's
-            // Bind rule): never bind to a Pod that is gone, replaced or terminating.
-            let pod_current = scheduler.state.with(|s| {
-                s.index()
-                    .pod(&namespace, &pod)
-                    .is_some_and(|p| p.uid == pod_uid && !p.deleting)
-            });
-            if !pod_current {
-                scheduler.release(&namespace, &uid);
-                debug!(run = %name, %namespace, "chosen Runtime Pod changed before Bind; requeued");
-                return Ok(Action::requeue(Duration::from_millis(50)));
-            }
-            let mut bound = Run::clone(run);
-            let status = bound.status.get_or_insert_with(Default::default);
-            let now = now();
-            status.phase = Some(RunPhase::Scheduled);
-            status.pod_name = Some(pod.clone());
-            status.pod_uid = Some(pod_uid);
-            status.reason = Some(reasons::SCHEDULED.into());
-            status.message = None;
-            status::set_condition(
-                &mut status.conditions,
-                CONDITION_SCHEDULED,
-                true,
-                reasons::SCHEDULED,
-                "placed by the kruntimes scheduler",
-                &now,
-            );
-            match api
-                .replace_status(&name, &PostParams::default(), &bound)
-                .await
-            {
-                // The assumption stays until the watch shows the Run active on the Pod.
-                Ok(_) => {
-                    info!(run = %name, %namespace, %pod, "scheduled");
-                    Ok(Action::await_change())
-                }
-                Err(kube::Error::Api(s)) if s.code == 409 => {
-                    scheduler.release(&namespace, &uid);
-                    scheduler
-                        .metrics
-                        .reservation_conflicts
-                        .with_label_values(&[STAGE_BIND])
-                        .inc();
-                    // The newer version's watch event brings the key back to the queue.
-                    debug!(run = %name, %namespace, "bind conflict; waiting for the newer version");
-                    Ok(Action::await_change())
-                }
-                Err(source) => {
-                    // A failed transport may hide a write that landed: keep the assumption
-                    // when the Run now says it is bound to this Pod, as the watch will too.
-                    let landed = matches!(
-                        api.get_opt(&name).await,
-                        Ok(Some(current)) if current.active_pod() == Some(pod.as_str())
-                    );
-                    if !landed {
-                        scheduler.release(&namespace, &uid);
-                    }
-                    Err(Error::Bind {
-                        run: name,
-                        namespace,
-                        source,
-                    })
-                }
-            }
+            bind(scheduler, &api, run, &pod, &pod_uid).await
         }
         ScheduleOutcome::Unschedulable(unschedulable) => {
-            let message = unschedulable.message();
-            write_pending(&api, run, &message).await?;
+            write_pending(&api, run, &unschedulable.message()).await?;
             // Wakeups bring it back when something changes; the periodic retry is a safety
             // net for a lost wakeup (as kube-scheduler flushes its unschedulable queue).
             Ok(Action::requeue(UNSCHEDULABLE_RETRY))
         }
         ScheduleOutcome::Invalid { reason, message } => {
-            let mut failed = Run::clone(run);
-            let status = failed.status.get_or_insert_with(Default::default);
-            let now = now();
-            status::set_condition(
-                &mut status.conditions,
-                CONDITION_SCHEDULED,
-                false,
-                reason,
-                &message,
-                &now,
-            );
-            status::set_terminal(status, Outcome::Failed, reason, &message, None, &now);
-            match api
-                .replace_status(&name, &PostParams::default(), &failed)
-                .await
-            {
-                Ok(_) => {
-                    info!(run = %name, %namespace, "failed: {message}");
-                    Ok(Action::await_change())
-                }
-                Err(kube::Error::Api(s)) if s.code == 409 => {
-                    Ok(Action::requeue(Duration::from_millis(50)))
-                }
-                Err(source) => Err(Error::Status { run: name, source }),
-            }
+            fail_invalid(&api, run, reason, &message).await
         }
         ScheduleOutcome::ReserveConflict { error, .. } => {
             scheduler
@@ -488,14 +341,120 @@ async fn schedule_one(
                 .reservation_conflicts
                 .with_label_values(&[STAGE_RESERVE])
                 .inc();
-            debug!(run = %name, %namespace, "reserve conflict: {error}");
+            debug!(run = %run.name_any(), "reserve conflict: {error}");
             Ok(Action::requeue(Duration::from_millis(50)))
         }
         ScheduleOutcome::AlreadyPlaced { .. } => Ok(Action::await_change()),
         ScheduleOutcome::Error(e) => Err(Error::Cycle {
-            run: name,
+            run: run.name_any(),
             message: e.to_string(),
         }),
+    }
+}
+
+impl Scheduler {
+    /// Counts one attempt and its filter rejections.
+    fn record_attempt(&self, outcome: &ScheduleOutcome) {
+        self.metrics
+            .schedule_attempts
+            .with_label_values(&[outcome.result()])
+            .inc();
+        for rejection in outcome.rejections() {
+            self.metrics
+                .filter_rejections
+                .with_label_values(&[rejection.plugin, rejection.reason])
+                .inc_by(rejection.count as u64);
+        }
+    }
+}
+
+/// Bind: a status replace carrying the observed resourceVersion. The reservation stays until
+/// the watch shows the Run active on the Pod; any failed write releases it.
+async fn bind(
+    scheduler: &Scheduler,
+    api: &Api<Run>,
+    run: &Run,
+    pod: &str,
+    pod_uid: &str,
+) -> Result<Action, Error> {
+    let (name, namespace) = (run.name_any(), run.namespace().unwrap_or_default());
+    let uid = run.uid().unwrap_or_default();
+    // A stale Pod observation discards the reservation, like a conflict (the spec's Bind
+    // rule): never bind to a Pod that is gone, replaced or terminating.
+    let pod_current = scheduler.cache.with(|s| {
+        s.index()
+            .pod(&namespace, pod)
+            .is_some_and(|p| p.uid == pod_uid && !p.deleting)
+    });
+    if !pod_current {
+        scheduler.release(&namespace, &uid);
+        debug!(run = %name, %namespace, "chosen Runtime Pod changed before Bind; requeued");
+        return Ok(Action::requeue(Duration::from_millis(50)));
+    }
+    let mut bound = run.clone();
+    status::set_bound(
+        bound.status.get_or_insert_with(Default::default),
+        pod,
+        pod_uid,
+        &now(),
+    );
+    match api.replace_status(&name, &post_params(), &bound).await {
+        Ok(_) => {
+            info!(run = %name, %namespace, %pod, "scheduled");
+            Ok(Action::await_change())
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            scheduler.release(&namespace, &uid);
+            scheduler
+                .metrics
+                .reservation_conflicts
+                .with_label_values(&[STAGE_BIND])
+                .inc();
+            // The newer version's watch event brings the key back to the queue.
+            debug!(run = %name, %namespace, "bind conflict; waiting for the newer version");
+            Ok(Action::await_change())
+        }
+        Err(source) => {
+            // A failed transport may hide a write that landed: keep the assumption when the
+            // Run now says it is bound to this Pod, as the watch will too.
+            let landed = matches!(
+                api.get_opt(&name).await,
+                Ok(Some(current)) if current.active_pod() == Some(pod)
+            );
+            if !landed {
+                scheduler.release(&namespace, &uid);
+            }
+            Err(Error::Bind {
+                run: name,
+                namespace,
+                source,
+            })
+        }
+    }
+}
+
+/// Fails an invalid Run for good through the terminal helper.
+async fn fail_invalid(
+    api: &Api<Run>,
+    run: &Run,
+    reason: &'static str,
+    message: &str,
+) -> Result<Action, Error> {
+    let name = run.name_any();
+    let mut failed = run.clone();
+    status::set_invalid(
+        failed.status.get_or_insert_with(Default::default),
+        reason,
+        message,
+        &now(),
+    );
+    match api.replace_status(&name, &post_params(), &failed).await {
+        Ok(_) => {
+            info!(run = %name, namespace = %run.namespace().unwrap_or_default(), "failed: {message}");
+            Ok(Action::await_change())
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(Action::requeue(Duration::from_millis(50))),
+        Err(source) => Err(Error::Status { run: name, source }),
     }
 }
 
@@ -504,33 +463,11 @@ async fn schedule_one(
 async fn write_pending(api: &Api<Run>, run: &Run, message: &str) -> Result<(), Error> {
     let mut pending = run.clone();
     let status = pending.status.get_or_insert_with(Default::default);
-    let now = now();
-    let mut changed = status::set_condition(
-        &mut status.conditions,
-        CONDITION_SCHEDULED,
-        false,
-        reasons::UNSCHEDULABLE,
-        message,
-        &now,
-    );
-    for (field, value) in [
-        (&mut status.reason, reasons::UNSCHEDULABLE),
-        (&mut status.message, message),
-    ] {
-        if field.as_deref() != Some(value) {
-            *field = Some(value.to_string());
-            changed = true;
-        }
-    }
-    if status.phase.is_none() {
-        status.phase = Some(RunPhase::Pending);
-        changed = true;
-    }
-    if !changed {
+    if !status::set_pending(status, message, &now()) {
         return Ok(());
     }
     match api
-        .replace_status(&run.name_any(), &PostParams::default(), &pending)
+        .replace_status(&run.name_any(), &post_params(), &pending)
         .await
     {
         Ok(_) => Ok(()),

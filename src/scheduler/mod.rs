@@ -11,4 +11,6 @@ pub mod framework;
 pub mod plugins;
 
 pub mod controller;
+pub mod leader;
 pub mod run;
+pub mod watch;

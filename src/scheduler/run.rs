@@ -1,6 +1,7 @@
 //! `kubectl kruntimes scheduler run`: the controller manager. Wires the Runtime controller,
-//! the scheduler controller, Lease leader election, `/metrics`, `/healthz` and `/readyz`, and
-//! shuts down on SIGTERM.
+//! the scheduler controller, Lease leader election ([`super::leader`]), `/metrics`,
+//! `/healthz` and `/readyz`, supervises every long-lived task, and shuts down on SIGTERM or
+//! SIGINT. It decides nothing itself.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,20 +12,21 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
 use futures::FutureExt;
-use kube_lease_manager::LeaseManagerBuilder;
 use tokio::sync::watch;
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
 use crate::cli::{GlobalArgs, SchedulerRunArgs};
 use crate::kubeclient;
 use crate::metrics::{self, SchedulerMetrics};
 use crate::runtime_controller;
 use crate::scheduler::controller::{self, Options, Scheduler};
-
-/// Name of the leader-election Lease.
-pub const LEADER_LEASE: &str = "kruntimes-scheduler";
+use crate::scheduler::leader::Election;
+pub use crate::scheduler::leader::LEADER_LEASE;
+use crate::signals::shutdown_signal;
 
 pub async fn exec(global: &GlobalArgs, args: &SchedulerRunArgs) -> anyhow::Result<()> {
+    // Listen before connecting so that an early SIGTERM is a clean shutdown, not a kill.
+    let shutdown = shutdown_signal()?;
     let target = kubeclient::connect(global).await?;
     let registry = prometheus::Registry::new();
     let metrics = SchedulerMetrics::register(&registry).context("cannot register metrics")?;
@@ -38,14 +40,75 @@ pub async fn exec(global: &GlobalArgs, args: &SchedulerRunArgs) -> anyhow::Resul
     );
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let stopped = {
-        let mut rx = stop_rx.clone();
-        async move {
-            let _ = rx.wait_for(|s| *s).await;
-        }
-        .shared()
+    let stopped = wait_for(stop_rx).shared();
+    serve_endpoints(args, &registry, &scheduler, stopped.clone()).await?;
+
+    let (leading_tx, leading_rx) = watch::channel(false);
+    let election = if args.leader_elect {
+        Some(Election::start(&target, args, leading_tx).await?)
+    } else {
+        let _ = leading_tx.send(true);
+        None
     };
 
+    // Every long-lived task is supervised the same way: if one ends (or panics) while we
+    // run, the process stops instead of leading with half of its work dead.
+    let mut runtime_controller = {
+        let (client, namespace) = (target.client.clone(), args.watch_namespace.clone());
+        let (leading, stopped) = (wait_for(leading_rx.clone()), stopped.clone());
+        tokio::spawn(async move {
+            leading.await;
+            runtime_controller::run(client, namespace, stopped).await;
+        })
+    };
+    let mut scheduling = tokio::spawn(controller::run(
+        scheduler,
+        wait_for(leading_rx),
+        stopped.clone(),
+    ));
+
+    let failed = tokio::select! {
+        signal = shutdown => {
+            info!("{signal} received");
+            None
+        }
+        ended = &mut scheduling => Some(match ended {
+            Ok(Ok(())) => anyhow!("the scheduler stopped unexpectedly"),
+            Ok(Err(e)) => anyhow::Error::new(e),
+            Err(e) => anyhow!("the scheduler task failed: {e}"),
+        }),
+        ended = &mut runtime_controller => Some(match ended {
+            Ok(()) => anyhow!("the Runtime controller stopped unexpectedly"),
+            Err(e) => anyhow!("the Runtime controller task failed: {e}"),
+        }),
+    };
+    info!("shutting down");
+    let _ = stop_tx.send(true);
+    if failed.is_none() {
+        let _ = tokio::time::timeout(Duration::from_secs(10), scheduling).await;
+    }
+    runtime_controller.abort();
+    if let Some(election) = election {
+        election.release().await;
+    }
+    match failed {
+        Some(err) => Err(err),
+        None => Ok(()),
+    }
+}
+
+/// Resolves once the flag is `true`.
+async fn wait_for(mut flag: watch::Receiver<bool>) {
+    let _ = flag.wait_for(|set| *set).await;
+}
+
+/// `/metrics` and the `/healthz`, `/readyz` probes, each on its own address unless disabled.
+async fn serve_endpoints(
+    args: &SchedulerRunArgs,
+    registry: &prometheus::Registry,
+    scheduler: &Arc<Scheduler>,
+    stopped: impl std::future::Future<Output = ()> + Clone + Send + 'static,
+) -> anyhow::Result<()> {
     if let Some(addr) = parse_bind(&args.metrics_bind_address, "--metrics-bind-address")? {
         let registry = registry.clone();
         let app = Router::new().route(
@@ -77,137 +140,9 @@ pub async fn exec(global: &GlobalArgs, args: &SchedulerRunArgs) -> anyhow::Resul
                     }
                 }),
             );
-        serve(addr, app, stopped.clone()).await?;
-    }
-
-    let (leading_tx, leading_rx) = watch::channel(false);
-    let mut lease_task = None;
-    let mut lease_manager = None;
-    if args.leader_elect {
-        let namespace = args
-            .leader_election_namespace
-            .clone()
-            .or_else(|| std::env::var("POD_NAMESPACE").ok())
-            .unwrap_or_else(|| target.namespace.clone());
-        let identity = args
-            .leader_election_identity
-            .clone()
-            .unwrap_or_else(default_identity);
-        let duration = args.leader_election_lease_duration.as_secs().max(3);
-        let grace = (duration / 3).max(1);
-        // The lease is renewed `grace` before it expires. A renewal that hangs longer than
-        // that must fail (and stop us) before the Lease lapses, not after: so leader election
-        // gets its own client whose requests time out within `grace`.
-        let mut config = target.config.clone();
-        let timeout = Some(Duration::from_secs(grace));
-        (
-            config.connect_timeout,
-            config.read_timeout,
-            config.write_timeout,
-        ) = (timeout, timeout, timeout);
-        let client =
-            kube::Client::try_from(config).context("cannot build the leader-election client")?;
-        let manager = LeaseManagerBuilder::new(client, LEADER_LEASE)
-            .with_namespace(&namespace)
-            .with_identity(&identity)
-            .with_duration(duration)
-            .with_grace(grace)
-            .build()
-            .await
-            .map_err(|e| {
-                anyhow!(
-                    "cannot set up leader election on Lease {namespace}/{LEADER_LEASE} in {}: {e}",
-                    target.describe()
-                )
-            })?;
-        info!(%identity, lease = %format!("{namespace}/{LEADER_LEASE}"), "waiting for leadership");
-        let manager = Arc::new(manager);
-        lease_manager = Some(manager.clone());
-        let leading_tx = leading_tx.clone();
-        lease_task = Some(tokio::spawn(async move {
-            let mut leader = false;
-            loop {
-                // `changed` must keep running: it is what renews the lease while we hold it.
-                match manager.changed().await {
-                    Ok(true) if !leader => {
-                        leader = true;
-                        let _ = leading_tx.send(true);
-                    }
-                    Ok(false) if leader => {
-                        // Another replica may schedule now: stop at once, nothing in flight.
-                        error!(
-                            "lost the leader-election lease; exiting so scheduling stops at once"
-                        );
-                        std::process::exit(1);
-                    }
-                    Ok(_) => {}
-                    Err(e) if leader => {
-                        // A failed renewal may already have let the Lease lapse: we can no
-                        // longer prove we lead, so stop before another replica starts.
-                        error!(
-                            "renewing the leader-election lease failed: {e}; exiting so scheduling stops at once"
-                        );
-                        std::process::exit(1);
-                    }
-                    Err(e) => {
-                        warn!("leader election: {e}; retrying");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
-                }
-            }
-        }));
-    } else {
-        let _ = leading_tx.send(true);
-    }
-
-    let leading = {
-        let mut rx = leading_rx.clone();
-        async move {
-            let _ = rx.wait_for(|l| *l).await;
-        }
-    };
-    let runtime_controller = {
-        let client = target.client.clone();
-        let namespace = args.watch_namespace.clone();
-        let stopped = stopped.clone();
-        let mut rx = leading_rx.clone();
-        tokio::spawn(async move {
-            let _ = rx.wait_for(|l| *l).await;
-            runtime_controller::run(client, namespace, stopped).await;
-        })
-    };
-    let mut scheduling = tokio::spawn(controller::run(scheduler, leading, stopped.clone()));
-
-    let failed = tokio::select! {
-        _ = shutdown_signal() => None,
-        ended = &mut scheduling => Some(match ended {
-            Ok(Ok(())) => anyhow!("the scheduler stopped unexpectedly"),
-            Ok(Err(e)) => anyhow::Error::new(e),
-            Err(e) => anyhow!("the scheduler task failed: {e}"),
-        }),
-    };
-    info!("shutting down");
-    let _ = stop_tx.send(true);
-    if failed.is_none() {
-        let _ = tokio::time::timeout(Duration::from_secs(10), scheduling).await;
-    }
-    runtime_controller.abort();
-    if let (Some(task), Some(manager)) = (lease_task, lease_manager) {
-        // Hand the lease over at once instead of letting it expire.
-        task.abort();
-        let _ = tokio::time::timeout(Duration::from_secs(2), manager.release()).await;
-    }
-    if let Some(err) = failed {
-        return Err(err);
+        serve(addr, app, stopped).await?;
     }
     Ok(())
-}
-
-fn default_identity() -> String {
-    let host = std::env::var("POD_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| "kruntimes-scheduler".into());
-    format!("{host}-{}", std::process::id())
 }
 
 /// `:8080` binds every interface, `0` disables the endpoint.
@@ -243,19 +178,4 @@ async fn serve(
         }
     });
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = ctrl_c => {},
-                _ = term.recv() => {},
-            }
-        }
-        Err(_) => {
-            let _ = ctrl_c.await;
-        }
-    }
 }

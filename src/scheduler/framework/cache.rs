@@ -11,11 +11,12 @@ use std::sync::{Mutex, MutexGuard};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 use thiserror::Error;
 
 use super::assumed::{AssumedCache, Assumption, Reconciled};
 use super::cycle::{CycleError, Decision, PluginScore, RejectionCount, Unschedulable, evaluate};
-use super::index::{Index, PodRef, RunChange, WakeSource, Wakeup};
+use super::index::{Changes, Index, PodRef, RunChange, WakeSource, Wakeup};
 use super::registry::Registry;
 use super::snapshot::Snapshot;
 use super::types::{Observed, RunKey};
@@ -89,6 +90,60 @@ impl ScheduleOutcome {
     }
 }
 
+/// A watched kind the scheduler cache keeps: the one seam between a watch and the cache.
+/// The controller feeds every watched kind through [`SharedCache::apply`], `delete` and
+/// `reset`; tests feed objects the same way, synchronously.
+pub trait Indexed: Sized {
+    fn apply(cache: &mut SchedulerCache, obj: &Self) -> Changes;
+    fn delete(cache: &mut SchedulerCache, obj: &Self) -> Changes;
+    fn reset(cache: &mut SchedulerCache, objs: &[Self]) -> Changes;
+}
+
+impl Indexed for Pod {
+    fn apply(cache: &mut SchedulerCache, pod: &Pod) -> Changes {
+        cache.index.apply_pod(pod).into()
+    }
+
+    fn delete(cache: &mut SchedulerCache, pod: &Pod) -> Changes {
+        let (namespace, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+        cache.index.delete_pod(&namespace, &name).into()
+    }
+
+    fn reset(cache: &mut SchedulerCache, pods: &[Pod]) -> Changes {
+        cache.index.reset_pods(pods).into()
+    }
+}
+
+impl Indexed for Lease {
+    fn apply(cache: &mut SchedulerCache, lease: &Lease) -> Changes {
+        cache.index.apply_lease(lease).into()
+    }
+
+    fn delete(cache: &mut SchedulerCache, lease: &Lease) -> Changes {
+        let (namespace, name) = (lease.namespace().unwrap_or_default(), lease.name_any());
+        cache.index.delete_lease(&namespace, &name).into()
+    }
+
+    fn reset(cache: &mut SchedulerCache, leases: &[Lease]) -> Changes {
+        cache.index.reset_leases(leases).into()
+    }
+}
+
+impl Indexed for Run {
+    fn apply(cache: &mut SchedulerCache, run: &Run) -> Changes {
+        cache.apply_run(run).into()
+    }
+
+    fn delete(cache: &mut SchedulerCache, run: &Run) -> Changes {
+        let key = RunKey::of(run);
+        cache.delete_run(&key.namespace, &key.uid).into()
+    }
+
+    fn reset(cache: &mut SchedulerCache, runs: &[Run]) -> Changes {
+        cache.reset_runs(runs).into_iter().collect()
+    }
+}
+
 /// The index and the assumed cache, updated together.
 #[derive(Debug, Clone, Default)]
 pub struct SchedulerCache {
@@ -107,17 +162,17 @@ impl SchedulerCache {
         leases: impl IntoIterator<Item = &'a Lease>,
         runs: impl IntoIterator<Item = &'a Run>,
     ) -> Self {
-        let mut state = SchedulerCache::new();
+        let mut cache = SchedulerCache::new();
         for pod in pods {
-            state.apply_pod(pod);
+            cache.apply(pod);
         }
         for lease in leases {
-            state.apply_lease(lease);
+            cache.apply(lease);
         }
         for run in runs {
-            state.apply_run(run);
+            cache.apply(run);
         }
-        state
+        cache
     }
 
     pub fn index(&self) -> &Index {
@@ -128,28 +183,19 @@ impl SchedulerCache {
         &self.assumed
     }
 
-    pub fn apply_pod(&mut self, pod: &Pod) -> Vec<Wakeup> {
-        self.index.apply_pod(pod)
+    /// Records a watched object (Pod, Lease or Run).
+    pub fn apply<K: Indexed>(&mut self, obj: &K) -> Changes {
+        K::apply(self, obj)
     }
 
-    pub fn delete_pod(&mut self, namespace: &str, name: &str) -> Vec<Wakeup> {
-        self.index.delete_pod(namespace, name)
+    /// Records the deletion of a watched object.
+    pub fn delete<K: Indexed>(&mut self, obj: &K) -> Changes {
+        K::delete(self, obj)
     }
 
-    pub fn reset_pods(&mut self, pods: &[Pod]) -> Vec<Wakeup> {
-        self.index.reset_pods(pods)
-    }
-
-    pub fn apply_lease(&mut self, lease: &Lease) -> Vec<Wakeup> {
-        self.index.apply_lease(lease)
-    }
-
-    pub fn delete_lease(&mut self, namespace: &str, name: &str) -> Vec<Wakeup> {
-        self.index.delete_lease(namespace, name)
-    }
-
-    pub fn reset_leases(&mut self, leases: &[Lease]) -> Vec<Wakeup> {
-        self.index.reset_leases(leases)
+    /// Replaces every object of the kind (a watch's initial list or relist).
+    pub fn reset<K: Indexed>(&mut self, objs: &[K]) -> Changes {
+        K::reset(self, objs)
     }
 
     /// Records a Run event and reconciles the Run's assumption against it.
@@ -397,40 +443,16 @@ impl SharedCache {
         self.lock().pending_runs(namespace, runtime)
     }
 
-    pub fn apply_run(&self, run: &Run) -> RunChange {
-        self.lock().apply_run(run)
+    pub fn apply<K: Indexed>(&self, obj: &K) -> Changes {
+        self.lock().apply(obj)
     }
 
-    pub fn delete_run(&self, namespace: &str, uid: &str) -> RunChange {
-        self.lock().delete_run(namespace, uid)
+    pub fn delete<K: Indexed>(&self, obj: &K) -> Changes {
+        self.lock().delete(obj)
     }
 
-    pub fn reset_runs(&self, runs: &[Run]) -> Vec<RunChange> {
-        self.lock().reset_runs(runs)
-    }
-
-    pub fn apply_pod(&self, pod: &Pod) -> Vec<Wakeup> {
-        self.lock().apply_pod(pod)
-    }
-
-    pub fn delete_pod(&self, namespace: &str, name: &str) -> Vec<Wakeup> {
-        self.lock().delete_pod(namespace, name)
-    }
-
-    pub fn reset_pods(&self, pods: &[Pod]) -> Vec<Wakeup> {
-        self.lock().reset_pods(pods)
-    }
-
-    pub fn apply_lease(&self, lease: &Lease) -> Vec<Wakeup> {
-        self.lock().apply_lease(lease)
-    }
-
-    pub fn delete_lease(&self, namespace: &str, name: &str) -> Vec<Wakeup> {
-        self.lock().delete_lease(namespace, name)
-    }
-
-    pub fn reset_leases(&self, leases: &[Lease]) -> Vec<Wakeup> {
-        self.lock().reset_leases(leases)
+    pub fn reset<K: Indexed>(&self, objs: &[K]) -> Changes {
+        self.lock().reset(objs)
     }
 }
 
@@ -677,8 +699,8 @@ mod tests {
             pod("p1").capacity(&[("runs", 3)]),
             pod("p2").capacity(&[("runs", 2)]),
         ] {
-            shared.apply_pod(&p.build());
-            shared.apply_lease(&p.build_lease().unwrap());
+            shared.apply(&p.build());
+            shared.apply(&p.build_lease().unwrap());
         }
         let handles: Vec<_> = (0..4)
             .map(|w| {

@@ -281,10 +281,10 @@ fn state_of(objs: &[Obj]) -> SchedulerCache {
     for o in objs {
         match o {
             Obj::Pod(p) => {
-                state.apply_pod(p);
+                state.apply(p.as_ref());
             }
             Obj::Lease(l) => {
-                state.apply_lease(l);
+                state.apply(l.as_ref());
             }
             Obj::Run(r) => {
                 state.apply_run(r);

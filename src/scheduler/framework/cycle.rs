@@ -27,11 +27,8 @@ use super::selector::{Selector, SelectorError};
 use super::snapshot::{PodView, Snapshot};
 use super::types::{Code, MAX_SCORE, MIN_SCORE, Rejection, ResourceName, RunKey, rejection_text};
 use crate::api::resources::{ResourceError, parse_requests};
-use crate::api::status::reasons::INVALID_RESOURCES;
+use crate::api::status::reasons::{INVALID_AFFINITY, INVALID_RESOURCES};
 use crate::api::{AffinityTerms, LABEL_RUNTIME_POD, Run};
-
-/// Status reason of a Run whose affinity terms are invalid.
-pub const INVALID_AFFINITY: &str = "InvalidAffinity";
 
 /// Why PreFilter refused a Run. Messages name the field and the offending value.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

@@ -55,14 +55,14 @@ mod cache_properties;
 pub(crate) mod testing;
 
 pub use assumed::{AssumedCache, Assumption, Reconciled};
-pub use cache::{ReserveError, ScheduleOutcome, SchedulerCache, SharedCache};
+pub use cache::{Indexed, ReserveError, ScheduleOutcome, SchedulerCache, SharedCache};
 pub use cycle::{
-    CycleError, Decision, Evaluation, INVALID_AFFINITY, PluginScore, PodEvaluation, PreFilterError,
-    RejectionCount, Unschedulable, evaluate, pre_filter,
+    CycleError, Decision, Evaluation, PluginScore, PodEvaluation, PreFilterError, RejectionCount,
+    Unschedulable, evaluate, pre_filter,
 };
 pub use index::{
-    ActiveRun, CountedRequest, Index, LeaseRecord, Load, PodRecord, PodRef, RunChange, Usage,
-    WakeSource, Wakeup,
+    ActiveRun, Changes, CountedRequest, Index, LeaseRecord, Load, PodRecord, PodRef, RunChange,
+    Usage, WakeSource, Wakeup,
 };
 pub use plugin::{
     FilterPlugin, PreferredTerm, Requested, RequiredTerm, RunCycleState, ScoreError, ScorePlugin,

@@ -633,7 +633,7 @@ mod tests {
         fn the_label_index_finds_exactly_the_targets_a_scan_finds(ops in proptest::collection::vec(op(), 0..60)) {
             let mut state = crate::scheduler::framework::SchedulerCache::new();
             for i in 0..4 {
-                state.apply_pod(&pod(&format!("p{i}")).build());
+                state.apply(&pod(&format!("p{i}")).build());
             }
             for op in ops {
                 match op {
@@ -652,10 +652,10 @@ mod tests {
                     }
                     Op::PodMoves { pod: p, elsewhere } => {
                         let runtime = if elsewhere { "other" } else { RUNTIME };
-                        state.apply_pod(&pod(&format!("p{p}")).runtime(runtime).build());
+                        state.apply(&pod(&format!("p{p}")).runtime(runtime).build());
                     }
                     Op::PodDeleted(p) => {
-                        state.delete_pod(NS, &format!("p{p}"));
+                        state.delete(&pod(&format!("p{p}")).build());
                     }
                 }
             }

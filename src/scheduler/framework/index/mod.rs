@@ -34,7 +34,7 @@ pub(in crate::scheduler::framework) use layout::{Interner, NamespaceIndex, Scope
 #[cfg(test)]
 pub(in crate::scheduler::framework) use record::required_anti_affinity;
 pub use record::{ActiveRun, CountedRequest, LeaseRecord, PodRecord, Usage};
-pub use wakeup::{PodRef, RunChange, WakeSource, Wakeup};
+pub use wakeup::{Changes, PodRef, RunChange, WakeSource, Wakeup};
 
 use crate::api::{Run, RunPhase};
 use crate::scheduler::framework::types::{Observed, RunKey};

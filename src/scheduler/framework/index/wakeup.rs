@@ -69,3 +69,50 @@ impl RunChange {
         set.into_iter().collect()
     }
 }
+
+/// What one watch event changed, whatever its kind: the wakeups to count and enqueue, and the
+/// Pods whose affinity targets changed (their Runtime's Pending Runs are enqueued uncounted).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    pub wakeups: Vec<Wakeup>,
+    pub targets_changed: Vec<PodRef>,
+}
+
+impl Changes {
+    pub fn is_empty(&self) -> bool {
+        self.wakeups.is_empty() && self.targets_changed.is_empty()
+    }
+
+    /// Adds what a Run event changed.
+    pub fn add_run(&mut self, change: RunChange) {
+        self.wakeups.extend(change.wakeups());
+        self.targets_changed.extend(change.targets_changed);
+    }
+}
+
+impl From<Vec<Wakeup>> for Changes {
+    fn from(wakeups: Vec<Wakeup>) -> Self {
+        Changes {
+            wakeups,
+            targets_changed: Vec::new(),
+        }
+    }
+}
+
+impl From<RunChange> for Changes {
+    fn from(change: RunChange) -> Self {
+        let mut changes = Changes::default();
+        changes.add_run(change);
+        changes
+    }
+}
+
+impl FromIterator<RunChange> for Changes {
+    fn from_iter<I: IntoIterator<Item = RunChange>>(iter: I) -> Self {
+        let mut changes = Changes::default();
+        for change in iter {
+            changes.add_run(change);
+        }
+        changes
+    }
+}
