@@ -12,11 +12,6 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The API group of both resources.
-pub const GROUP: &str = "kruntimes.io";
-/// The only served version.
-pub const VERSION: &str = "v1alpha1";
-
 /// A pool of Runtime Pods that advertise logical capacity.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]
 #[kube(

@@ -279,7 +279,7 @@ fn affinity_reports(
             let targets = eval
                 .pods()
                 .iter()
-                .filter(|pe| term.targets.contains(pe.pod.slot()))
+                .filter(|pe| term.targets.holds(&pe.pod))
                 .map(|pe| TargetReport {
                     pod: pe.pod.name().to_string(),
                     runs: runs_on(&pe.pod, |labels, _| term.selector.matches(labels)),
@@ -298,7 +298,7 @@ fn affinity_reports(
     let repelled = eval
         .pods()
         .iter()
-        .filter(|pe| cycle.repelled_by.contains(pe.pod.slot()))
+        .filter(|pe| cycle.repelled_by.holds(&pe.pod))
         .map(|pe| TargetReport {
             pod: pe.pod.name().to_string(),
             runs: runs_on(&pe.pod, |_, anti| {

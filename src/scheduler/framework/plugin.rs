@@ -60,7 +60,7 @@ pub struct RunCycleState {
     /// The complete request (defaults applied, zero amounts dropped).
     pub request: Resources,
     /// The same request as a list with resource ids, for the per-Pod loops.
-    pub(crate) request_list: Vec<Requested>,
+    pub(in crate::scheduler::framework) request_list: Vec<Requested>,
     pub labels: BTreeMap<String, String>,
     pub required_affinity: Vec<RequiredTerm>,
     pub required_anti_affinity: Vec<RequiredTerm>,

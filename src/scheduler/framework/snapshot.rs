@@ -33,7 +33,7 @@ impl PodSet {
         }
     }
 
-    pub(crate) fn insert(&mut self, slot: SlotId) {
+    pub(in crate::scheduler::framework) fn insert(&mut self, slot: SlotId) {
         let (word, bit) = (slot as usize / 64, slot % 64);
         if word >= self.words.len() {
             self.words.resize(word + 1, 0);
@@ -44,7 +44,12 @@ impl PodSet {
         }
     }
 
-    pub fn contains(&self, slot: SlotId) -> bool {
+    /// Whether `pod` is in the set.
+    pub fn holds(&self, pod: &PodView<'_>) -> bool {
+        self.contains(pod.slot())
+    }
+
+    pub(in crate::scheduler::framework) fn contains(&self, slot: SlotId) -> bool {
         let (word, bit) = (slot as usize / 64, slot % 64);
         self.words.get(word).is_some_and(|w| w & (1 << bit) != 0)
     }
@@ -72,7 +77,7 @@ pub struct AssumedOnPod<'a> {
 /// Where the evaluated Run itself already sits. Its own usage and assumption are left out of
 /// the numbers a cycle sees, so `explain` of a placed Run answers "where would it go".
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Own<'a> {
+pub(in crate::scheduler::framework) struct Own<'a> {
     /// Borrowed from the index or the assumed cache: a Run that is neither active nor assumed
     /// appears in no Pod, so there is nothing to leave out.
     uid: Option<&'a str>,
@@ -180,7 +185,10 @@ impl<'a> Snapshot<'a> {
         Some(self.view(id, Own::default()))
     }
 
-    pub(crate) fn pods_for<'s>(&'s self, own: Own<'s>) -> impl Iterator<Item = PodView<'s>> {
+    pub(in crate::scheduler::framework) fn pods_for<'s>(
+        &'s self,
+        own: Own<'s>,
+    ) -> impl Iterator<Item = PodView<'s>> {
         self.scope
             .into_iter()
             .flat_map(|s| s.pods.values())
@@ -211,7 +219,7 @@ impl<'a> Snapshot<'a> {
     }
 
     /// Where the Run `key` already sits (active or assumed) in this namespace.
-    pub(crate) fn own(&self, key: &RunKey) -> Own<'_> {
+    pub(in crate::scheduler::framework) fn own(&self, key: &RunKey) -> Own<'_> {
         let mut own = Own::default();
         let Some(ns) = self.ns else {
             return own;
@@ -418,11 +426,6 @@ impl<'a> PodView<'a> {
         self.slot.hot.heartbeat
     }
 
-    /// Whether the Lease is held by the Pod's own UID (fresh or not).
-    pub fn heartbeat_held(&self) -> bool {
-        matches!(self.slot.hot.heartbeat, Heartbeat::Expires(_))
-    }
-
     /// The advertised capacity, or why the annotations could not be read.
     pub fn capacity(&self) -> Result<&'a Resources, &'a str> {
         self.record.capacity.as_ref().map_err(String::as_str)
@@ -470,11 +473,6 @@ impl<'a> PodView<'a> {
         self.slot.hot.load.iter().map(|l| self.resolve(l))
     }
 
-    /// The name of a resource id.
-    pub fn resource_name(&self, id: ResourceId) -> &'a str {
-        self.interner.name(id)
-    }
-
     /// Usage of the active Runs on the Pod (`u64::MAX` when an active Run's amount of it is
     /// unknown, see [`CountedRequest`]).
     pub fn used(&self, resource: &str) -> u64 {
@@ -518,7 +516,7 @@ impl<'a> PodView<'a> {
             .filter(move |(uid, _)| Some(*uid) != own)
     }
 
-    pub(crate) fn slot(&self) -> SlotId {
+    pub(in crate::scheduler::framework) fn slot(&self) -> SlotId {
         self.id
     }
 }

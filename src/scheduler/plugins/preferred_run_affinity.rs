@@ -31,11 +31,10 @@ impl ScorePlugin for PreferredRunAffinity {
         state: &RunCycleState,
         pod: &PodView<'_>,
     ) -> Result<i64, ScoreError> {
-        let slot = pod.slot();
         Ok(state
             .preferred
             .iter()
-            .filter(|t| t.targets.contains(slot))
+            .filter(|t| t.targets.holds(pod))
             .map(|t| t.weight)
             .sum())
     }

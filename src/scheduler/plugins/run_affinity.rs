@@ -52,24 +52,23 @@ impl FilterPlugin for RunAffinity {
         state: &RunCycleState,
         pod: &PodView<'_>,
     ) -> Result<(), Rejection> {
-        let slot = pod.slot();
         for term in &state.required_affinity {
             if term.targets.is_empty() {
                 if !term.matches_self {
                     return Err(Rejection::new(NAME, AFFINITY_WAITING));
                 }
-            } else if !term.targets.contains(slot) {
+            } else if !term.targets.holds(pod) {
                 return Err(Rejection::new(NAME, AFFINITY_MISMATCH));
             }
         }
         if state
             .required_anti_affinity
             .iter()
-            .any(|t| t.targets.contains(slot))
+            .any(|t| t.targets.holds(pod))
         {
             return Err(Rejection::new(NAME, ANTI_AFFINITY));
         }
-        if state.repelled_by.contains(slot) {
+        if state.repelled_by.holds(pod) {
             return Err(Rejection::new(NAME, EXISTING_ANTI_AFFINITY));
         }
         Ok(())

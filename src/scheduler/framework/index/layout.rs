@@ -17,7 +17,7 @@ pub type SlotId = u32;
 /// Resource names advertised by Runtime Pods, as dense ids, so a cycle compares integers
 /// instead of strings (string compares dominated a 5 000-Pod cycle).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Interner {
+pub(in crate::scheduler::framework) struct Interner {
     ids: HashMap<String, ResourceId>,
     names: Vec<String>,
 }
@@ -55,7 +55,7 @@ pub struct Load {
 
 /// Everything known under one Pod name in a namespace.
 #[derive(Debug, Clone)]
-pub(crate) struct Slot {
+pub(in crate::scheduler::framework) struct Slot {
     pub name: String,
     pub pod: Option<PodRecord>,
     pub lease: Option<LeaseRecord>,
@@ -69,7 +69,7 @@ pub(crate) struct Slot {
 /// The per-Pod data Filter and Score read, in one place so a cycle touches one small block
 /// per Pod (string compares and scattered reads dominated a 5 000-Pod cycle).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Hot {
+pub(in crate::scheduler::framework) struct Hot {
     pub ready: bool,
     pub deleting: bool,
     pub capacity_ok: bool,
@@ -138,11 +138,12 @@ impl Slot {
 }
 
 /// Label key -> value -> slot -> number of active Runs carrying that label there.
-pub(crate) type LabelIndex = HashMap<String, HashMap<String, HashMap<SlotId, u32>>>;
+pub(in crate::scheduler::framework) type LabelIndex =
+    HashMap<String, HashMap<String, HashMap<SlotId, u32>>>;
 
 /// One (namespace, runtime): the unit every scheduling cycle reads.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Scope {
+pub(in crate::scheduler::framework) struct Scope {
     /// Runtime Pods labelled with this runtime, in name order (the Filter order).
     pub pods: BTreeMap<String, SlotId>,
     /// Labels of the active Runs on those Pods.
@@ -207,7 +208,7 @@ impl Scope {
 
 /// Everything known in one namespace.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct NamespaceIndex {
+pub(in crate::scheduler::framework) struct NamespaceIndex {
     pub(super) slots: Vec<Option<Slot>>,
     free: Vec<SlotId>,
     pub(super) by_name: HashMap<String, SlotId>,

@@ -73,11 +73,14 @@ impl Index {
         Self::default()
     }
 
-    pub(crate) fn namespace(&self, namespace: &str) -> Option<&NamespaceIndex> {
+    pub(in crate::scheduler::framework) fn namespace(
+        &self,
+        namespace: &str,
+    ) -> Option<&NamespaceIndex> {
         self.namespaces.get(namespace)
     }
 
-    pub(crate) fn interner(&self) -> &Interner {
+    pub(in crate::scheduler::framework) fn interner(&self) -> &Interner {
         &self.interner
     }
 
@@ -468,7 +471,7 @@ impl Index {
     }
 
     /// (name, UID) of the Pending Runs of (namespace, runtime), in name order.
-    pub(crate) fn pending_keys<'a>(
+    pub(in crate::scheduler::framework) fn pending_keys<'a>(
         &'a self,
         namespace: &str,
         runtime: &str,
@@ -490,21 +493,6 @@ impl Index {
     pub fn active_runs(&self, namespace: &str, pod: &str) -> Option<&BTreeMap<String, ActiveRun>> {
         let ns = self.namespaces.get(namespace)?;
         Some(&ns.slot(ns.slot_id(pod)?).active)
-    }
-
-    /// Every Pod name in `namespace` with active usage (for invariant checks).
-    pub fn pods_with_usage(&self, namespace: &str) -> Vec<String> {
-        self.namespaces
-            .get(namespace)
-            .map(|ns| {
-                ns.slots
-                    .iter()
-                    .flatten()
-                    .filter(|s| !s.active.is_empty())
-                    .map(|s| s.name.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
     }
 }
 

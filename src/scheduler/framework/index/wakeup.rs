@@ -46,7 +46,7 @@ pub struct PodRef {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunChange {
     /// Pods on which this Run's capacity was released: it left the active set there, or (from
-    /// [`crate::scheduler::framework::cache::SchedulerCache`]) its assumption on that Pod was dropped.
+    /// the scheduler cache) its assumption on that Pod was dropped.
     pub released: Vec<PodRef>,
     /// The Pod whose affinity targets this Run changed: it joined or left the active set
     /// there, or changed its labels or anti-affinity while active. Pending Runs waiting for
