@@ -353,18 +353,26 @@ pub(crate) fn test_objects(
     }
 }
 
+/// The report of `run` among test Pods and Runs, with the scheduler's registry.
+#[cfg(test)]
+pub(crate) fn test_report(
+    pods: &[crate::scheduler::framework::testing::PodBuilder],
+    runs: &[crate::scheduler::framework::testing::RunBuilder],
+    run: &crate::scheduler::framework::testing::RunBuilder,
+) -> Report {
+    build(
+        &test_objects(pods, runs, run),
+        &crate::scheduler::plugins::registry(),
+    )
+    .expect("no score plugin fails on test objects")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::scheduler::framework::testing::*;
 
-    fn report(pods: &[PodBuilder], runs: &[RunBuilder], run: &RunBuilder) -> Report {
-        build(
-            &test_objects(pods, runs, run),
-            &crate::scheduler::plugins::registry(),
-        )
-        .unwrap()
-    }
+    use test_report as report;
 
     #[test]
     fn the_verdict_is_exactly_the_schedulers_pending_message() {
