@@ -451,10 +451,10 @@ async fn a_fitting_run_names_the_pod_the_scheduler_then_picks() {
     assert_eq!(report["decision"], "Schedule");
     assert_eq!(
         report["verdict"],
-        "Fits: would be placed on py-c (score 100)"
+        "Fits: would be placed on py-c (score 75)"
     );
     assert_eq!(report["chosen"], "py-c");
-    assert_eq!(report["score"], 100);
+    assert_eq!(report["score"], 75);
     assert_eq!(report["histogram"], json!([]));
     assert_eq!(
         first_rejections(&report),
@@ -466,7 +466,7 @@ async fn a_fitting_run_names_the_pod_the_scheduler_then_picks() {
         py_c["scores"],
         json!([
             {"plugin": "PreferredRunAffinity", "weight": 1, "raw": 0, "normalized": 0, "weighted": 0},
-            {"plugin": "LeastLoaded", "weight": 1, "raw": py_c["scores"][1]["raw"], "normalized": 100, "weighted": 100},
+            {"plugin": "LeastLoaded", "weight": 1, "raw": py_c["scores"][1]["raw"], "normalized": 75, "weighted": 75},
         ])
     );
     assert_eq!(
@@ -498,7 +498,7 @@ async fn a_fitting_run_names_the_pod_the_scheduler_then_picks() {
     assert_eq!(report["run"]["podName"], "py-c");
     assert_eq!(
         report["verdict"],
-        "Fits: would be placed on py-c (score 100)"
+        "Fits: would be placed on py-c (score 75)"
     );
     assert_eq!(report["pods"][2]["resources"][0]["used"], 0);
     assert_eq!(report["hints"], json!([]));
@@ -515,12 +515,12 @@ async fn terminal_and_invalid_runs_are_replayed() {
     assert_eq!(report["run"]["phase"], "Succeeded");
     assert_eq!(
         report["verdict"],
-        "Fits: would be placed on py-a (score 100)"
+        "Fits: would be placed on py-a (score 0)"
     );
     let text = String::from_utf8(explain(&ns, "run/done", &[]).stdout).unwrap();
     assert!(
         text.starts_with(
-            "Run done is Succeeded; replaying the scheduler as if it were Pending:\nFits: would be placed on py-a (score 100)\n"
+            "Run done is Succeeded; replaying the scheduler as if it were Pending:\nFits: would be placed on py-a (score 0)\n"
         ),
         "{text}"
     );

@@ -158,11 +158,15 @@ pub struct Shortfall {
 
 impl Shortfall {
     /// Whether `requested` fits on top of `used`: `used + requested <= capacity`. A resource
-    /// that is not advertised (`capacity` is `None`) never fits.
+    /// that is not advertised (`capacity` is `None`) never fits, and neither does anything
+    /// against a capacity of 0, not even a request of 0: `runs: "0"` closes a Pod to every
+    /// Run, including one that asks for `runs: "0"`.
     pub fn fits(requested: u64, used: u64, capacity: Option<u64>) -> bool {
         capacity.is_some_and(|capacity| {
-            used.checked_add(requested)
-                .is_some_and(|total| total <= capacity)
+            capacity > 0
+                && used
+                    .checked_add(requested)
+                    .is_some_and(|total| total <= capacity)
         })
     }
 
@@ -185,7 +189,7 @@ impl Shortfall {
     /// cannot help (not advertised, usage unknown, or a request above the capacity).
     pub fn to_release(&self) -> Option<u64> {
         let capacity = self.capacity?;
-        if self.used == u64::MAX || self.requested > capacity {
+        if capacity == 0 || self.used == u64::MAX || self.requested > capacity {
             return None;
         }
         // In u128 so a sum beyond u64 still gives the exact amount.
@@ -386,7 +390,9 @@ fn parse_entry(field: impl Fn() -> String, name: &str, value: &str) -> Result<u6
 }
 
 /// Validates a Run's `spec.resources.requests` into the complete request: zero amounts are
-/// dropped and `runs` defaults to 1 when it is not requested.
+/// dropped and `runs` defaults to 1 when it is not requested. An explicit `runs: "0"` is kept
+/// as 0: it uses no slot, but a Pod that advertises `runs: "0"` still takes no Run (see
+/// [`Shortfall::fits`]).
 pub fn parse_requests(requests: Option<&BTreeMap<String, Quantity>>) -> Result<Resources> {
     let mut out = Resources::new();
     let mut saw_runs = false;
@@ -397,7 +403,7 @@ pub fn parse_requests(requests: Option<&BTreeMap<String, Quantity>>) -> Result<R
             &quantity.0,
         )?;
         saw_runs |= name == RUNS;
-        if amount > 0 {
+        if amount > 0 || name == RUNS {
             out.insert(name.clone(), amount);
         }
     }
@@ -551,7 +557,11 @@ mod tests {
         );
 
         let zero_runs = BTreeMap::from([(RUNS.to_string(), q("0"))]);
-        assert!(parse_requests(Some(&zero_runs)).unwrap().is_empty());
+        assert_eq!(
+            parse_requests(Some(&zero_runs)).unwrap(),
+            Resources::from_iter([(RUNS, 0)]),
+            "an explicit runs: 0 is kept, so a Pod with runs: 0 can refuse it"
+        );
     }
 
     #[test]
@@ -674,6 +684,14 @@ mod tests {
             (1, 0, None, None, "not advertised"),
             (1, u64::MAX, Some(4), None, "usage unknown"),
             (u64::MAX, 1, Some(u64::MAX), Some(1), "no overflow"),
+            (
+                0,
+                0,
+                Some(0),
+                None,
+                "a zero capacity takes nothing, not even 0",
+            ),
+            (1, 0, Some(0), None, "nothing to release on a closed Pod"),
         ];
         for (requested, used, capacity, release, case) in table {
             let shortfall = Shortfall::check("r", requested, used, capacity);

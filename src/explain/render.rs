@@ -238,7 +238,6 @@ mod tests {
     use crate::explain::report::test_report as report;
     use crate::scheduler::framework::testing::*;
 
-
     /// Compares `actual` with `tests/golden/<name>`; `UPDATE_GOLDEN=1` rewrites the file.
     fn golden(name: &str, actual: &str) {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

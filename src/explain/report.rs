@@ -471,9 +471,9 @@ mod tests {
                 .iter()
                 .map(|s| (s.plugin.as_str(), s.normalized))
                 .collect::<Vec<_>>(),
-            [("PreferredRunAffinity", 0), ("LeastLoaded", 100)]
+            [("PreferredRunAffinity", 0), ("LeastLoaded", 75)]
         );
-        assert_eq!(p2.total, Some(100));
+        assert_eq!(p2.total, Some(75));
         assert!(!report.replayed);
     }
 
@@ -484,8 +484,8 @@ mod tests {
         let report = report(&pods, std::slice::from_ref(&me), &me);
         assert!(report.replayed);
         assert_eq!(
-            report.verdict, "Fits: would be placed on p1 (score 100)",
-            "its own run must not count against p1"
+            report.verdict, "Fits: would be placed on p1 (score 0)",
+            "its own run must not count against p1 (it would not fit at all)"
         );
         assert_eq!(report.pods[0].resources[0].used, Some(0));
         assert_eq!(

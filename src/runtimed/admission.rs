@@ -174,6 +174,16 @@ mod tests {
     }
 
     #[test]
+    fn runs_zero_admits_no_run_not_even_one_asking_for_zero_runs() {
+        let mut c = cache(&[(RUNS, 0), ("example.com/gpu", 1)]);
+        for request in [res(&[(RUNS, 1)]), res(&[(RUNS, 0), ("example.com/gpu", 1)])] {
+            let err = c.try_reserve("a", &request).unwrap_err();
+            assert!(err.to_string().contains("insufficient runs"), "{err}");
+        }
+        assert!(c.is_empty());
+    }
+
+    #[test]
     fn a_resource_the_pod_does_not_advertise_never_fits() {
         let mut c = cache(&[(RUNS, 4)]);
         let err = c

@@ -575,9 +575,8 @@ mod tests {
 
     #[test]
     fn preferred_affinity_and_least_loaded_add_up_to_one_total() {
-        // p1 hosts the preferred target but is fuller: 100 (affinity) + 0 (load) = 100
-        // p2 is emptier but has no target: 0 + 100 = 100 -> tie, p1 wins by name.
-        // p3 is as empty as p2 and has no target: 0 + 100 -> loses to p1 by name.
+        // p1 hosts the preferred target (weight 50) but is fuller: 50 (affinity) + 50
+        // (headroom after 2/4) = 100. p2 and p3 are emptier without a target: 0 + 75 = 75.
         let world = World::new()
             .pods([
                 pod("p1").capacity(&[("runs", 4)]),
@@ -599,7 +598,7 @@ mod tests {
                 .iter()
                 .map(|s| (s.plugin, s.normalized))
                 .collect::<Vec<_>>(),
-            [("PreferredRunAffinity", 100), ("LeastLoaded", 0)]
+            [("PreferredRunAffinity", 50), ("LeastLoaded", 50)]
         );
     }
 
@@ -686,7 +685,11 @@ mod tests {
         );
         assert!(eval.scores(0).is_empty());
         assert_eq!(eval.scores(1).len(), 2);
-        assert_eq!(eval.total(2), Some(100));
+        assert_eq!(
+            eval.total(2),
+            Some(50),
+            "0 (no preference) + 50 (headroom after 1/2)"
+        );
         assert_eq!(eval.chosen().unwrap().pod.name(), "p3");
         assert_eq!(pods[1].pod.used("runs"), 1);
         let rejections = eval.rejections();

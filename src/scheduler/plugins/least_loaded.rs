@@ -3,19 +3,19 @@
 //! Owns the capacity-spreading preference. For every resource the Pod advertises (requested
 //! or not) the projected utilization is `(used + assumed + request) / capacity`, in parts per
 //! million, capped at 10 (1000 %) so an overcommitted Pod cannot overflow; an advertised
-//! capacity of 0 counts as 0 % when nothing is used and as the cap otherwise. Pods compare by
-//! the dominant (highest) utilization, then by the sum of utilizations.
+//! capacity of 0 counts as 0 % when nothing is used and as the cap otherwise.
 //!
-//! The raw score encodes that comparison in one integer, `-(dominant * 2^38 + sum)`, so a
-//! larger raw score is a less loaded Pod. Normalization is min-max over the feasible Pods onto
-//! 0..=100, rounded down: the least loaded Pod gets 100 and every other Pod strictly less, so
-//! with neutral preferred affinity the pick is exactly "lowest dominant, then lowest sum, then
-//! Pod name". When dominants differ the sum barely moves the score; when they are equal the sum
-//! spans the whole range. All equal ⇒ every Pod gets 100. It never rejects a Pod and must not
-//! mutate anything.
+//! The score is the projected headroom of the dominant (most utilized) resource,
+//! `100 × (1 − dominant)` rounded down and never below 0, as kube-scheduler's LeastAllocated
+//! scores free capacity: it is already in 0..=100, so there is no normalization, and a small
+//! load difference moves the score by a little. That is what lets a preferred-affinity match
+//! outweigh a slightly emptier Pod while a much emptier Pod still wins over a weak preference
+//! (a min-max normalization would swing any difference to 100 points). Pods whose dominant
+//! utilizations round to the same score tie, and the framework breaks the tie by Pod name. It
+//! never rejects a Pod and must not mutate anything.
 
 use crate::scheduler::framework::{
-    MAX_SCORE, PodView, RunCycleState, ScoreError, ScorePlugin, Snapshot, normalize_min_max,
+    MAX_SCORE, PodView, RunCycleState, ScoreError, ScorePlugin, Snapshot,
 };
 
 /// Registry key.
@@ -25,9 +25,6 @@ pub const NAME: &str = "LeastLoaded";
 const PPM: u128 = 1_000_000;
 /// Per-resource utilization cap (1000 %).
 const MAX_UTILIZATION: u128 = 10 * PPM;
-/// Weight of the dominant utilization in the raw score: larger than any possible sum
-/// (2^38 / 10^7 ≈ 27 000 advertised resources).
-const DOMINANT_WEIGHT: i64 = 1 << 38;
 
 /// See the module documentation.
 #[derive(Debug, Clone, Copy, Default)]
@@ -75,39 +72,44 @@ impl ScorePlugin for LeastLoaded {
         state: &RunCycleState,
         pod: &PodView<'_>,
     ) -> Result<i64, ScoreError> {
-        let (dominant, sum) = projected_utilization(state, pod);
-        let dominant = i64::try_from(dominant).expect("capped at 10^7");
-        let sum = i64::try_from(sum)
-            .unwrap_or(i64::MAX)
-            .min(DOMINANT_WEIGHT - 1);
-        Ok(-(dominant * DOMINANT_WEIGHT + sum))
+        let (dominant, _) = projected_utilization(state, pod);
+        Ok(headroom_score(dominant))
     }
+}
 
-    fn normalize(&self, scores: &mut [i64]) {
-        normalize_min_max(scores, MAX_SCORE);
-    }
+/// `100 × (1 − dominant)` for a utilization in parts per million, rounded down, in 0..=100.
+fn headroom_score(dominant_ppm: u64) -> i64 {
+    let used = u128::from(dominant_ppm).min(PPM);
+    let score = (PPM - used) * MAX_SCORE as u128 / PPM;
+    i64::try_from(score).expect("at most 100")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::framework::Decision;
     use crate::scheduler::framework::testing::*;
 
-    fn normalized(world: World, r: RunBuilder) -> Vec<(String, i64)> {
+    fn scores(world: World, r: RunBuilder) -> Vec<(String, i64)> {
         score_table(&LeastLoaded, &world, &r)
             .into_iter()
             .map(|(name, _, norm)| (name, norm))
             .collect()
     }
 
-    fn best(world: World, r: RunBuilder) -> String {
-        let scores = normalized(world, r);
-        let max = scores.iter().map(|(_, s)| *s).max().unwrap();
-        scores.into_iter().find(|(_, s)| *s == max).unwrap().0
+    fn placed(world: World, r: RunBuilder) -> String {
+        let decision = world
+            .state()
+            .plan(&crate::scheduler::plugins::registry(), &r.build(), NOW)
+            .unwrap();
+        match decision {
+            Decision::Schedule { pod, .. } => pod,
+            other => panic!("expected a placement, got {other:?}"),
+        }
     }
 
     #[test]
-    fn least_loaded_prefers_lower_dominant_utilization() {
+    fn least_loaded_scores_the_headroom_of_the_dominant_resource() {
         // After placement: p1 runs 3/4 (75 %), p2 runs 2/4 but gpu 2/2 (100 %), p3 runs 2/4 (50 %).
         let world = World::new()
             .pods([
@@ -122,28 +124,26 @@ mod tests {
                 run("w").on("p3"),
             ]);
         assert_eq!(
-            normalized(world.clone(), run("a")),
-            [("p1".into(), 50), ("p2".into(), 0), ("p3".into(), 100)]
+            scores(world.clone(), run("a")),
+            [("p1".into(), 25), ("p2".into(), 0), ("p3".into(), 50)]
         );
-        assert_eq!(best(world, run("a")), "p3");
+        assert_eq!(placed(world, run("a")), "p3");
     }
 
     #[test]
-    fn least_loaded_breaks_equal_dominant_utilization_by_the_sum() {
-        // Both Pods reach 50 % runs; p1 also has gpu at 50 %, p2 at 0 %.
-        let world = World::new()
-            .pods([
-                pod("p1").capacity(&[("runs", 4), ("example.com/gpu", 2)]),
-                pod("p2").capacity(&[("runs", 4), ("example.com/gpu", 2)]),
-            ])
-            .runs([
-                run("x").requests(&[("example.com/gpu", 1)]).on("p1"),
-                run("y").on("p2"),
-            ]);
-        assert_eq!(
-            normalized(world, run("a")),
-            [("p1".into(), 0), ("p2".into(), 100)]
-        );
+    fn headroom_is_rounded_down_and_bounded() {
+        let table = [
+            (0, 100),
+            (1, 99),
+            (10_000, 99),
+            (10_001, 98),
+            (500_000, 50),
+            (PPM as u64, 0),
+            (MAX_UTILIZATION as u64, 0),
+        ];
+        for (dominant, want) in table {
+            assert_eq!(headroom_score(dominant), want, "{dominant} ppm");
+        }
     }
 
     #[test]
@@ -157,7 +157,7 @@ mod tests {
             .runs([run("x")
                 .requests(&[("example.com/gpu", 1), ("runs", 0)])
                 .on("p1")]);
-        assert_eq!(best(world, run("a")), "p2");
+        assert_eq!(placed(world, run("a")), "p2");
     }
 
     #[test]
@@ -169,33 +169,64 @@ mod tests {
             ])
             .assume(run("y").requests(&[("runs", 2)]), "p1");
         // p1: (2 + 2) / 4 = 100 %; p2: 2 / 8 = 25 %.
-        let scores = score_table(&LeastLoaded, &world, &run("a").requests(&[("runs", 2)]));
-        assert_eq!(scores[0].1, -(PPM as i64 * DOMINANT_WEIGHT + PPM as i64));
-        assert_eq!(scores[1].1, -(250_000 * DOMINANT_WEIGHT + 250_000));
-        assert_eq!((scores[0].2, scores[1].2), (0, 100));
+        assert_eq!(
+            scores(world, run("a").requests(&[("runs", 2)])),
+            [("p1".into(), 0), ("p2".into(), 75)]
+        );
     }
 
     #[test]
-    fn equally_loaded_pods_all_score_100_and_the_name_breaks_the_tie() {
+    fn a_small_load_difference_gives_a_small_score_difference_and_preference_counts() {
+        let pods = || {
+            [
+                pod("p1").capacity(&[("runs", 100)]),
+                pod("p2").capacity(&[("runs", 100)]),
+            ]
+        };
+        // p1 hosts the preferred cohort and 10 Runs; p2 hosts 8 Runs: p2 is slightly emptier.
+        let mut busy: Vec<RunBuilder> = (0..10)
+            .map(|i| run(&format!("a{i}")).labels(&[("cohort", "a")]).on("p1"))
+            .collect();
+        busy.extend((0..8).map(|i| run(&format!("b{i}")).on("p2")));
+        let world = World::new().pods(pods()).runs(busy.clone());
+        assert_eq!(
+            scores(world.clone(), run("new")),
+            [("p1".into(), 89), ("p2".into(), 91)],
+            "two Runs of difference are two points, not 100"
+        );
+        assert_eq!(
+            placed(world.clone(), run("new")),
+            "p2",
+            "no preference: emptier wins"
+        );
+        assert_eq!(
+            placed(world, run("new").prefers(10, &[("cohort", "a")])),
+            "p1",
+            "a preferred match outweighs a slightly emptier Pod"
+        );
+
+        // p2 much emptier (0 Runs against 60): a weak preference does not drag the Run to p1.
+        let busy: Vec<RunBuilder> = (0..60)
+            .map(|i| run(&format!("a{i}")).labels(&[("cohort", "a")]).on("p1"))
+            .collect();
+        let world = World::new().pods(pods()).runs(busy);
+        assert_eq!(
+            placed(world, run("new").prefers(10, &[("cohort", "a")])),
+            "p2",
+            "a much emptier Pod wins over a weak preference"
+        );
+    }
+
+    #[test]
+    fn equally_loaded_pods_score_the_same_and_the_name_breaks_the_tie() {
         let world = World::new().pods([
             pod("p2").capacity(&[("runs", 4)]),
             pod("p1").capacity(&[("runs", 4)]),
         ]);
         assert_eq!(
-            normalized(world.clone(), run("a")),
-            [("p1".into(), 100), ("p2".into(), 100)]
+            scores(world.clone(), run("a")),
+            [("p1".into(), 75), ("p2".into(), 75)]
         );
-        let decision = world
-            .state()
-            .plan(
-                &crate::scheduler::plugins::registry(),
-                &run("a").build(),
-                NOW,
-            )
-            .unwrap();
-        assert!(
-            matches!(decision, crate::scheduler::framework::Decision::Schedule { ref pod, .. } if pod == "p1"),
-            "{decision:?}"
-        );
+        assert_eq!(placed(world, run("a")), "p1");
     }
 }

@@ -2,13 +2,15 @@
 //!
 //! Owns the soft co-location preference. Raw score of a Pod: the sum of the weights of the
 //! preferred `runAffinity` terms with a matching actual or assumed target on it, minus the
-//! weights of the preferred `runAntiAffinity` terms with one. Normalization is min-max over the
-//! feasible Pods (the best becomes 100, the worst 0, rounded down); when all raw scores are
-//! equal (typically: no preferred terms) every Pod gets 0, which cannot change the outcome and
-//! shows "no preference" in explain. It never rejects a Pod and must not mutate anything.
+//! weights of the preferred `runAntiAffinity` terms with one. Normalization across the
+//! feasible Pods keeps the weights' size: the scores are shifted up so the least preferred
+//! Pod is at 0 when any Pod is below 0 (anti-affinity), then capped at 100. A term of weight
+//! 10 is worth 10 points against LeastLoaded's headroom, so a weak preference cannot outweigh a
+//! much emptier Pod, while a weight-100 preference can outweigh any load difference. No
+//! preferred terms: every Pod scores 0. It never rejects a Pod and must not mutate anything.
 
 use crate::scheduler::framework::{
-    MIN_SCORE, PodView, RunCycleState, ScoreError, ScorePlugin, Snapshot, normalize_min_max,
+    MAX_SCORE, MIN_SCORE, PodView, RunCycleState, ScoreError, ScorePlugin, Snapshot,
 };
 
 /// Registry key.
@@ -40,7 +42,10 @@ impl ScorePlugin for PreferredRunAffinity {
     }
 
     fn normalize(&self, scores: &mut [i64]) {
-        normalize_min_max(scores, MIN_SCORE);
+        let lowest = scores.iter().copied().min().unwrap_or(0).min(0);
+        for s in scores.iter_mut() {
+            *s = s.saturating_sub(lowest).clamp(MIN_SCORE, MAX_SCORE);
+        }
     }
 }
 
@@ -50,7 +55,7 @@ mod tests {
     use crate::scheduler::framework::testing::*;
 
     #[test]
-    fn preferred_run_affinity_sums_weights_and_normalizes_min_to_max() {
+    fn preferred_run_affinity_sums_weights_and_keeps_their_size() {
         let pods = || {
             [
                 pod("p1").capacity(&[("runs", 8)]),
@@ -75,7 +80,7 @@ mod tests {
                 run("a")
                     .prefers(10, &[("app", "db")])
                     .prefers(30, &[("tier", "gold")]),
-                [(10, 25), (40, 100), (0, 0)],
+                [(10, 10), (40, 40), (0, 0)],
             ),
             (
                 "preferred anti-affinity subtracts its weight",
@@ -83,7 +88,7 @@ mod tests {
                     .pods(pods())
                     .runs([run("x").labels(&[("app", "noisy")]).on("p2")]),
                 run("a").avoids(50, &[("app", "noisy")]),
-                [(0, 100), (-50, 0), (0, 100)],
+                [(0, 50), (-50, 0), (0, 50)],
             ),
             (
                 "assumed targets count like actual ones",
@@ -91,17 +96,27 @@ mod tests {
                     .pods(pods())
                     .assume(run("y").labels(&[("app", "db")]), "p3"),
                 run("a").prefers(5, &[("app", "db")]),
-                [(0, 0), (0, 0), (5, 100)],
+                [(0, 0), (0, 0), (5, 5)],
             ),
             (
-                "every Pod equally preferred: all 0",
+                "weights add up to at most 100",
+                World::new()
+                    .pods(pods())
+                    .runs([run("x").labels(&[("app", "db"), ("tier", "gold")]).on("p1")]),
+                run("a")
+                    .prefers(80, &[("app", "db")])
+                    .prefers(70, &[("tier", "gold")]),
+                [(150, 100), (0, 0), (0, 0)],
+            ),
+            (
+                "every Pod equally preferred: all equal",
                 World::new().pods(pods()).runs([
                     run("x").labels(&[("app", "db")]).on("p1"),
                     run("y").labels(&[("app", "db")]).on("p2"),
                     run("z").labels(&[("app", "db")]).on("p3"),
                 ]),
                 run("a").prefers(7, &[("app", "db")]),
-                [(7, 0), (7, 0), (7, 0)],
+                [(7, 7), (7, 7), (7, 7)],
             ),
         ];
         for (case, world, r, want) in table {

@@ -154,6 +154,26 @@ mod tests {
                 no("Insufficient example.com/gpu"),
             ),
             (
+                "runs: 0 closes the Pod to every Run",
+                World::new().pods([pod("p1").capacity(&[("runs", 0), ("example.com/gpu", 1)])]),
+                run("a").requests(&[("example.com/gpu", 1)]),
+                no("Insufficient runs"),
+            ),
+            (
+                "runs: 0 closes the Pod even to a Run that asks for runs: 0",
+                World::new().pods([pod("p1").capacity(&[("runs", 0), ("example.com/gpu", 1)])]),
+                run("a").requests(&[("example.com/gpu", 1), ("runs", 0)]),
+                no("Insufficient runs"),
+            ),
+            (
+                "a Run that asks for runs: 0 takes no slot on an open Pod",
+                World::new()
+                    .pods([pod("p1").capacity(&[("runs", 1), ("example.com/gpu", 2)])])
+                    .runs([run("x").on("p1")]),
+                run("a").requests(&[("example.com/gpu", 1), ("runs", 0)]),
+                ok.clone(),
+            ),
+            (
                 "every requested resource must fit: all fit",
                 World::new()
                     .pods([pod("p1").capacity(&[("runs", 4), ("example.com/gpu", 2)])])
