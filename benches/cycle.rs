@@ -104,8 +104,8 @@ fn cluster(pods: usize, per_pod: usize) -> SharedCache {
     let shared = SharedCache::new(kruntimes::scheduler::plugins::registry());
     for i in 0..pods {
         let name = format!("pod-{i:05}");
-        shared.apply(&pod(&name));
-        shared.apply(&lease(&name));
+        shared.apply(&pod(&name), NOW);
+        shared.apply(&lease(&name), NOW);
         for j in 0..per_pod {
             let labels = map(&[
                 ("cohort", format!("c{}", i % COHORTS)),
@@ -117,7 +117,7 @@ fn cluster(pods: usize, per_pod: usize) -> SharedCache {
                 pod_name: Some(name.clone()),
                 ..Default::default()
             });
-            shared.apply(&r);
+            shared.apply(&r, NOW);
         }
     }
     shared

@@ -513,10 +513,7 @@ async fn terminal_and_invalid_runs_are_replayed() {
     let report = explain_json(&ns, "done");
     assert_eq!(report["replayed"], true);
     assert_eq!(report["run"]["phase"], "Succeeded");
-    assert_eq!(
-        report["verdict"],
-        "Fits: would be placed on py-a (score 0)"
-    );
+    assert_eq!(report["verdict"], "Fits: would be placed on py-a (score 0)");
     let text = String::from_utf8(explain(&ns, "run/done", &[]).stdout).unwrap();
     assert!(
         text.starts_with(

@@ -396,7 +396,10 @@ mod tests {
         objects.pods.clear();
         objects.leases.clear();
         let report = build(&objects, &crate::scheduler::plugins::registry()).unwrap();
-        assert_eq!(report.verdict, "0/0 Runtime Pods are available.");
+        assert_eq!(
+            report.verdict, "Runtime \"python\" not found in this namespace.",
+            "the scheduler's message for a Run of a missing Runtime"
+        );
         assert_eq!(
             report.hints,
             [

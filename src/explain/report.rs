@@ -25,7 +25,13 @@ use crate::scheduler::plugins::runtime_pod_availability;
 /// Replays the scheduler's cycle for `objects.run` and describes it. The only error is a
 /// Score plugin failure, which the scheduler would retry.
 pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleError> {
-    let state = SchedulerCache::from_objects(&objects.pods, &objects.leases, &objects.runs);
+    let state = SchedulerCache::from_objects(
+        &objects.runtime,
+        &objects.pods,
+        &objects.leases,
+        &objects.runs,
+        objects.now,
+    );
     let run = &objects.run;
     let namespace = run.namespace().unwrap_or_else(|| objects.namespace.clone());
     let snapshot = state.snapshot(&namespace, &run.spec.runtime, objects.now);

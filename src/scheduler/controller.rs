@@ -144,9 +144,9 @@ impl Scheduler {
                 self.enqueue(ObjectRef::new(&name).within(&wakeup.namespace));
             }
         }
-        for pod in changes.targets_changed {
-            for name in self.cache.pending_runs(&pod.namespace, &pod.runtime) {
-                self.enqueue(ObjectRef::new(&name).within(&pod.namespace));
+        for scope in changes.rechecks {
+            for name in self.cache.pending_runs(&scope.namespace, &scope.runtime) {
+                self.enqueue(ObjectRef::new(&name).within(&scope.namespace));
             }
         }
     }
@@ -202,10 +202,11 @@ impl Scheduler {
                 }
             };
             let Some(event) = event else { continue };
+            let now = jiff::Timestamp::now();
             let changes = match &event {
-                IndexEvent::Apply(obj) => self.cache.apply(obj),
-                IndexEvent::Delete(obj) => self.cache.delete(obj),
-                IndexEvent::Reset(objs) => self.cache.reset(objs),
+                IndexEvent::Apply(obj) => self.cache.apply(obj, now),
+                IndexEvent::Delete(obj) => self.cache.delete(obj, now),
+                IndexEvent::Reset(objs) => self.cache.reset(objs, now),
             };
             self.wake(changes);
             after(&self, &event);

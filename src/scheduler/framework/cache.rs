@@ -8,7 +8,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
@@ -16,11 +16,11 @@ use thiserror::Error;
 
 use super::assumed::{AssumedCache, Assumption, Reconciled};
 use super::cycle::{CycleError, Decision, PluginScore, RejectionCount, Unschedulable, evaluate};
-use super::index::{Changes, Index, PodRef, RunChange, WakeSource, Wakeup};
+use super::index::{Changes, Index, LostRun, PodRef, RunChange, WakeSource, Wakeup};
 use super::registry::Registry;
 use super::snapshot::Snapshot;
 use super::types::{Observed, RunKey};
-use crate::api::{Resources, Run};
+use crate::api::{Resources, Run, Runtime};
 
 /// Why Reserve refused the chosen Pod. Every variant is a `stage="reserve"` conflict.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -92,55 +92,81 @@ impl ScheduleOutcome {
 
 /// A watched kind the scheduler cache keeps: the one seam between a watch and the cache.
 /// The controller feeds every watched kind through [`SharedCache::apply`], `delete` and
-/// `reset`; tests feed objects the same way, synchronously.
+/// `reset`, with the instant it observed the event; tests feed objects the same way,
+/// synchronously.
 pub trait Indexed: Sized {
-    fn apply(cache: &mut SchedulerCache, obj: &Self) -> Changes;
-    fn delete(cache: &mut SchedulerCache, obj: &Self) -> Changes;
-    fn reset(cache: &mut SchedulerCache, objs: &[Self]) -> Changes;
+    fn apply(cache: &mut SchedulerCache, obj: &Self, now: Timestamp) -> Changes;
+    fn delete(cache: &mut SchedulerCache, obj: &Self, now: Timestamp) -> Changes;
+    fn reset(cache: &mut SchedulerCache, objs: &[Self], now: Timestamp) -> Changes;
 }
 
 impl Indexed for Pod {
-    fn apply(cache: &mut SchedulerCache, pod: &Pod) -> Changes {
+    fn apply(cache: &mut SchedulerCache, pod: &Pod, _: Timestamp) -> Changes {
         cache.index.apply_pod(pod).into()
     }
 
-    fn delete(cache: &mut SchedulerCache, pod: &Pod) -> Changes {
+    fn delete(cache: &mut SchedulerCache, pod: &Pod, _: Timestamp) -> Changes {
         let (namespace, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
         cache.index.delete_pod(&namespace, &name).into()
     }
 
-    fn reset(cache: &mut SchedulerCache, pods: &[Pod]) -> Changes {
+    fn reset(cache: &mut SchedulerCache, pods: &[Pod], _: Timestamp) -> Changes {
         cache.index.reset_pods(pods).into()
     }
 }
 
 impl Indexed for Lease {
-    fn apply(cache: &mut SchedulerCache, lease: &Lease) -> Changes {
-        cache.index.apply_lease(lease).into()
+    fn apply(cache: &mut SchedulerCache, lease: &Lease, now: Timestamp) -> Changes {
+        cache.index.apply_lease(lease, now).into()
     }
 
-    fn delete(cache: &mut SchedulerCache, lease: &Lease) -> Changes {
+    fn delete(cache: &mut SchedulerCache, lease: &Lease, now: Timestamp) -> Changes {
         let (namespace, name) = (lease.namespace().unwrap_or_default(), lease.name_any());
-        cache.index.delete_lease(&namespace, &name).into()
+        cache.index.delete_lease(&namespace, &name, now).into()
     }
 
-    fn reset(cache: &mut SchedulerCache, leases: &[Lease]) -> Changes {
-        cache.index.reset_leases(leases).into()
+    fn reset(cache: &mut SchedulerCache, leases: &[Lease], now: Timestamp) -> Changes {
+        cache.index.reset_leases(leases, now).into()
     }
 }
 
 impl Indexed for Run {
-    fn apply(cache: &mut SchedulerCache, run: &Run) -> Changes {
+    fn apply(cache: &mut SchedulerCache, run: &Run, _: Timestamp) -> Changes {
         cache.apply_run(run).into()
     }
 
-    fn delete(cache: &mut SchedulerCache, run: &Run) -> Changes {
+    fn delete(cache: &mut SchedulerCache, run: &Run, _: Timestamp) -> Changes {
         let key = RunKey::of(run);
         cache.delete_run(&key.namespace, &key.uid).into()
     }
 
-    fn reset(cache: &mut SchedulerCache, runs: &[Run]) -> Changes {
+    fn reset(cache: &mut SchedulerCache, runs: &[Run], _: Timestamp) -> Changes {
         cache.reset_runs(runs).into_iter().collect()
+    }
+}
+
+impl Indexed for Runtime {
+    fn apply(cache: &mut SchedulerCache, runtime: &Runtime, _: Timestamp) -> Changes {
+        let namespace = runtime.namespace().unwrap_or_default();
+        let changed = cache.index.apply_runtime(&namespace, &runtime.name_any());
+        changed.into_iter().collect::<Vec<_>>().into()
+    }
+
+    fn delete(cache: &mut SchedulerCache, runtime: &Runtime, _: Timestamp) -> Changes {
+        let namespace = runtime.namespace().unwrap_or_default();
+        let changed = cache.index.delete_runtime(&namespace, &runtime.name_any());
+        changed.into_iter().collect::<Vec<_>>().into()
+    }
+
+    fn reset(cache: &mut SchedulerCache, runtimes: &[Runtime], _: Timestamp) -> Changes {
+        let keys: Vec<(String, String)> = runtimes
+            .iter()
+            .map(|r| (r.namespace().unwrap_or_default(), r.name_any()))
+            .collect();
+        cache
+            .index
+            .reset_runtimes(keys.iter().map(|(ns, name)| (ns.as_str(), name.as_str())))
+            .into()
     }
 }
 
@@ -156,21 +182,26 @@ impl SchedulerCache {
         Self::default()
     }
 
-    /// A state built from listed objects, as `explain` does; no assumptions.
+    /// A cache built from objects listed at `now`, as `explain` does; no assumptions.
     pub fn from_objects<'a>(
+        runtimes: impl IntoIterator<Item = &'a Runtime>,
         pods: impl IntoIterator<Item = &'a Pod>,
         leases: impl IntoIterator<Item = &'a Lease>,
         runs: impl IntoIterator<Item = &'a Run>,
+        now: Timestamp,
     ) -> Self {
         let mut cache = SchedulerCache::new();
+        for runtime in runtimes {
+            cache.apply(runtime, now);
+        }
         for pod in pods {
-            cache.apply(pod);
+            cache.apply(pod, now);
         }
         for lease in leases {
-            cache.apply(lease);
+            cache.apply(lease, now);
         }
         for run in runs {
-            cache.apply(run);
+            cache.apply(run, now);
         }
         cache
     }
@@ -183,19 +214,24 @@ impl SchedulerCache {
         &self.assumed
     }
 
-    /// Records a watched object (Pod, Lease or Run).
-    pub fn apply<K: Indexed>(&mut self, obj: &K) -> Changes {
-        K::apply(self, obj)
+    /// Records a watched object (Runtime, Pod, Lease or Run) observed at `now`.
+    pub fn apply<K: Indexed>(&mut self, obj: &K, now: Timestamp) -> Changes {
+        K::apply(self, obj, now)
     }
 
-    /// Records the deletion of a watched object.
-    pub fn delete<K: Indexed>(&mut self, obj: &K) -> Changes {
-        K::delete(self, obj)
+    /// Records the deletion of a watched object observed at `now`.
+    pub fn delete<K: Indexed>(&mut self, obj: &K, now: Timestamp) -> Changes {
+        K::delete(self, obj, now)
     }
 
-    /// Replaces every object of the kind (a watch's initial list or relist).
-    pub fn reset<K: Indexed>(&mut self, objs: &[K]) -> Changes {
-        K::reset(self, objs)
+    /// Replaces every object of the kind (a watch's initial list or relist at `now`).
+    pub fn reset<K: Indexed>(&mut self, objs: &[K], now: Timestamp) -> Changes {
+        K::reset(self, objs, now)
+    }
+
+    /// The active Runs whose Runtime Pod is lost (see [`Index::lost_runs`]).
+    pub fn lost_runs(&mut self, now: Timestamp, grace: SignedDuration) -> Vec<LostRun> {
+        self.index.lost_runs(now, grace)
     }
 
     /// Records a Run event and reconciles the Run's assumption against it.
@@ -443,16 +479,29 @@ impl SharedCache {
         self.lock().pending_runs(namespace, runtime)
     }
 
-    pub fn apply<K: Indexed>(&self, obj: &K) -> Changes {
-        self.lock().apply(obj)
+    pub fn apply<K: Indexed>(&self, obj: &K, now: Timestamp) -> Changes {
+        self.lock().apply(obj, now)
     }
 
-    pub fn delete<K: Indexed>(&self, obj: &K) -> Changes {
-        self.lock().delete(obj)
+    pub fn delete<K: Indexed>(&self, obj: &K, now: Timestamp) -> Changes {
+        self.lock().delete(obj, now)
     }
 
-    pub fn reset<K: Indexed>(&self, objs: &[K]) -> Changes {
-        self.lock().reset(objs)
+    pub fn reset<K: Indexed>(&self, objs: &[K], now: Timestamp) -> Changes {
+        self.lock().reset(objs, now)
+    }
+
+    pub fn lost_runs(&self, now: Timestamp, grace: SignedDuration) -> Vec<LostRun> {
+        self.lock().lost_runs(now, grace)
+    }
+
+    /// Heartbeat-expiry wakeups in `(after, until]` and the next expiry after `until`.
+    pub fn expiries(&self, after: Timestamp, until: Timestamp) -> (Vec<Wakeup>, Option<Timestamp>) {
+        let cache = self.lock();
+        (
+            cache.index.expired_between(after, until),
+            cache.index.next_expiry_after(until),
+        )
     }
 }
 
@@ -699,8 +748,8 @@ mod tests {
             pod("p1").capacity(&[("runs", 3)]),
             pod("p2").capacity(&[("runs", 2)]),
         ] {
-            shared.apply(&p.build());
-            shared.apply(&p.build_lease().unwrap());
+            shared.apply(&p.build(), NOW);
+            shared.apply(&p.build_lease().unwrap(), NOW);
         }
         let handles: Vec<_> = (0..4)
             .map(|w| {

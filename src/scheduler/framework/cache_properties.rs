@@ -281,10 +281,10 @@ fn state_of(objs: &[Obj]) -> SchedulerCache {
     for o in objs {
         match o {
             Obj::Pod(p) => {
-                state.apply(p.as_ref());
+                state.apply(p.as_ref(), NOW);
             }
             Obj::Lease(l) => {
-                state.apply(l.as_ref());
+                state.apply(l.as_ref(), NOW);
             }
             Obj::Run(r) => {
                 state.apply_run(r);

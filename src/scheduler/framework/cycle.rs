@@ -116,6 +116,8 @@ pub struct Unschedulable {
     pub total_pods: usize,
     /// Ordered by count (descending), then text.
     pub histogram: Vec<RejectionCount>,
+    /// The Run's Runtime, when it does not exist and no Runtime Pod names it.
+    pub missing_runtime: Option<String>,
 }
 
 impl Unschedulable {
@@ -123,6 +125,9 @@ impl Unschedulable {
     /// example.com/gpu, 1 runtimed heartbeat stale.` It names resources the Run requested but
     /// never Pods, Runs or selectors.
     pub fn message(&self) -> String {
+        if let Some(runtime) = &self.missing_runtime {
+            return format!("Runtime {runtime:?} not found in this namespace.");
+        }
         if self.histogram.is_empty() {
             return format!("0/{} Runtime Pods are available.", self.total_pods);
         }
@@ -187,6 +192,8 @@ pub struct Evaluation<'s> {
     scores: Vec<(&'static str, i64, Vec<i64>, Vec<i64>)>,
     totals: Vec<i64>,
     chosen: Option<usize>,
+    /// The Runtime's name when it does not exist and has no Runtime Pods.
+    missing_runtime: Option<&'s str>,
 }
 
 impl<'s> Evaluation<'s> {
@@ -274,6 +281,7 @@ impl<'s> Evaluation<'s> {
             None => Decision::Unschedulable(Unschedulable {
                 total_pods: self.pods.len(),
                 histogram: self.rejections(),
+                missing_runtime: self.missing_runtime.map(str::to_string),
             }),
         }
     }
@@ -394,6 +402,7 @@ pub fn evaluate<'s>(
                 scores: Vec::new(),
                 totals: Vec::new(),
                 chosen: None,
+                missing_runtime: None,
             });
         }
     };
@@ -464,12 +473,17 @@ pub fn evaluate<'s>(
         }
     }
 
+    // Runtime Pods without a Runtime object are used as they are; only a Runtime with
+    // neither says "not found".
+    let missing_runtime =
+        (pods.is_empty() && !snapshot.runtime_exists()).then(|| snapshot.runtime());
     Ok(Evaluation {
         state: Ok(state),
         pods,
         scores,
         totals,
         chosen: chosen.map(|(i, _)| i),
+        missing_runtime,
     })
 }
 
@@ -479,9 +493,10 @@ mod tests {
     use crate::scheduler::framework::testing::*;
 
     fn decide(world: &World, r: &RunBuilder) -> Decision {
+        let run = r.build();
         let state = world.state();
-        let snap = state.snapshot(NS, RUNTIME, NOW);
-        evaluate(&snap, &crate::scheduler::plugins::registry(), &r.build())
+        let snap = state.snapshot(NS, &run.spec.runtime, NOW);
+        evaluate(&snap, &crate::scheduler::plugins::registry(), &run)
             .unwrap()
             .decision()
     }
@@ -521,6 +536,17 @@ mod tests {
     fn with_no_runtime_pods_the_message_says_zero_of_zero() {
         let d = decide(&World::new(), &run("a"));
         assert_eq!(message(&d), "0/0 Runtime Pods are available.");
+    }
+
+    #[test]
+    fn a_run_of_a_missing_runtime_says_the_runtime_is_not_found() {
+        let world = World::new().pods([pod("p1")]);
+        let d = decide(&world, &run("a").runtime("nope"));
+        assert_eq!(message(&d), "Runtime \"nope\" not found in this namespace.");
+        // Runtime Pods that name a Runtime without the object are still used as they are.
+        let orphans = World::new().pods([pod("o1").runtime("orphan")]);
+        let d = decide(&orphans, &run("a").runtime("orphan"));
+        assert_eq!(scheduled_on(&d), "o1");
     }
 
     #[test]

@@ -61,8 +61,8 @@ pub use cycle::{
     Unschedulable, evaluate, pre_filter,
 };
 pub use index::{
-    ActiveRun, Changes, CountedRequest, Index, LeaseRecord, Load, PodRecord, PodRef, RunChange,
-    Usage, WakeSource, Wakeup,
+    ActiveRun, Changes, CountedRequest, Index, LeaseRecord, Load, LostRun, PodLoss, PodRecord,
+    PodRef, RunChange, ScopeRef, Usage, WakeSource, Wakeup,
 };
 pub use plugin::{
     FilterPlugin, PreferredTerm, Requested, RequiredTerm, RunCycleState, ScoreError, ScorePlugin,

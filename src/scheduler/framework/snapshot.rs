@@ -165,6 +165,11 @@ impl<'a> Snapshot<'a> {
         self.now
     }
 
+    /// Whether the Runtime itself exists in the namespace.
+    pub fn runtime_exists(&self) -> bool {
+        self.index.runtime_exists(self.namespace, self.runtime)
+    }
+
     /// Number of Runtime Pods in the scope.
     pub fn len(&self) -> usize {
         self.scope.map_or(0, |s| s.pods.len())
@@ -631,7 +636,7 @@ mod tests {
         fn the_label_index_finds_exactly_the_targets_a_scan_finds(ops in proptest::collection::vec(op(), 0..60)) {
             let mut state = crate::scheduler::framework::SchedulerCache::new();
             for i in 0..4 {
-                state.apply(&pod(&format!("p{i}")).build());
+                state.apply(&pod(&format!("p{i}")).build(), NOW);
             }
             for op in ops {
                 match op {
@@ -650,10 +655,10 @@ mod tests {
                     }
                     Op::PodMoves { pod: p, elsewhere } => {
                         let runtime = if elsewhere { "other" } else { RUNTIME };
-                        state.apply(&pod(&format!("p{p}")).runtime(runtime).build());
+                        state.apply(&pod(&format!("p{p}")).runtime(runtime).build(), NOW);
                     }
                     Op::PodDeleted(p) => {
-                        state.delete(&pod(&format!("p{p}")).build());
+                        state.delete(&pod(&format!("p{p}")).build(), NOW);
                     }
                 }
             }

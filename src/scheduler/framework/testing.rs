@@ -253,6 +253,8 @@ impl RunBuilder {
         run.status = Some(RunStatus {
             phase: Some(self.phase),
             pod_name: self.pod.clone(),
+            // Bound to the Pod's default UID, as the scheduler's Bind writes it.
+            pod_uid: self.pod.as_ref().map(|p| format!("pod-uid-{p}")),
             ..Default::default()
         });
         run
@@ -423,6 +425,12 @@ impl PodBuilder {
 }
 
 /// A heartbeat Lease for `pod` in [`NS`], renewed `renewed_at` seconds after [`NOW`].
+/// `NOW + seconds`.
+pub fn at(seconds: i64) -> Timestamp {
+    NOW.checked_add(SignedDuration::from_secs(seconds))
+        .expect("test time in range")
+}
+
 pub fn lease(pod: &str, holder: &str, renewed_at: i64, duration: i32) -> Lease {
     Lease {
         metadata: ObjectMeta {
@@ -481,7 +489,10 @@ impl World {
             .filter_map(PodBuilder::build_lease)
             .collect();
         let runs: Vec<Run> = self.runs.iter().map(RunBuilder::build).collect();
-        let mut state = SchedulerCache::from_objects(&pods, &leases, &runs);
+        // The world's Runtime exists; its Pods are the world's Pods.
+        let mut runtime = crate::api::Runtime::new(RUNTIME, Default::default());
+        runtime.metadata.namespace = Some(NS.to_string());
+        let mut state = SchedulerCache::from_objects([&runtime], &pods, &leases, &runs, NOW);
         for (r, pod) in &self.assumptions {
             state.apply_run(&r.clone().pending().build());
             state

@@ -8,6 +8,8 @@
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 
+use jiff::Timestamp;
+
 use super::record::{ActiveRun, CountedRequest, LeaseRecord, PodRecord, Usage};
 use crate::scheduler::framework::types::{Heartbeat, ResourceId};
 
@@ -59,6 +61,9 @@ pub(in crate::scheduler::framework) struct Slot {
     pub name: String,
     pub pod: Option<PodRecord>,
     pub lease: Option<LeaseRecord>,
+    /// When the scheduler saw the Pod without a heartbeat Lease (deleted, or not there when
+    /// the Pod was first seen); cleared by a Lease. How long a Pod has gone without one.
+    pub lease_gone_at: Option<Timestamp>,
     pub usage: Usage,
     /// Active Runs assigned to this Pod name, by UID.
     pub active: BTreeMap<String, ActiveRun>,
@@ -245,6 +250,7 @@ impl NamespaceIndex {
             name: name.to_string(),
             pod: None,
             lease: None,
+            lease_gone_at: None,
             usage: Usage::default(),
             active: BTreeMap::new(),
             hot: Hot::default(),

@@ -21,6 +21,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
@@ -34,10 +35,35 @@ pub(in crate::scheduler::framework) use layout::{Interner, NamespaceIndex, Scope
 #[cfg(test)]
 pub(in crate::scheduler::framework) use record::required_anti_affinity;
 pub use record::{ActiveRun, CountedRequest, LeaseRecord, PodRecord, Usage};
-pub use wakeup::{Changes, PodRef, RunChange, WakeSource, Wakeup};
+pub use wakeup::{Changes, PodRef, RunChange, ScopeRef, WakeSource, Wakeup};
 
 use crate::api::{Run, RunPhase};
-use crate::scheduler::framework::types::{Observed, RunKey};
+use crate::scheduler::framework::types::{Heartbeat, Observed, RunKey};
+
+/// Why a Runtime Pod counts as lost for a Run on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodLoss {
+    /// No Pod of that name any more.
+    Gone,
+    /// A Pod of that name with another UID: the Run's Pod is gone.
+    Replaced,
+    /// The Pod is being deleted.
+    Terminating,
+    /// runtimed's heartbeat has been stale or missing for longer than the grace period.
+    HeartbeatStale,
+}
+
+/// An active Run on a lost Runtime Pod (see [`Index::lost_runs`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostRun {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub pod: String,
+    /// runtimed had claimed it (Running): it is failed; otherwise it is placed again.
+    pub admitted: bool,
+    pub why: PodLoss,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Placement {
@@ -66,6 +92,8 @@ pub struct Index {
     namespaces: HashMap<String, NamespaceIndex>,
     runs: HashMap<RunKey, RunRecord>,
     interner: Interner,
+    /// Runtime names per namespace: a Run of a missing Runtime is told so.
+    runtimes: HashMap<String, BTreeSet<String>>,
 }
 
 impl Index {
@@ -164,8 +192,8 @@ impl Index {
         &mut self,
         objects: &[K],
         held: fn(&Slot) -> bool,
-        delete: fn(&mut Self, &str, &str) -> Vec<Wakeup>,
-        apply: fn(&mut Self, &K) -> Vec<Wakeup>,
+        delete: impl Fn(&mut Self, &str, &str) -> Vec<Wakeup>,
+        apply: impl Fn(&mut Self, &K) -> Vec<Wakeup>,
     ) -> Vec<Wakeup> {
         let keep: HashSet<(String, String)> = objects
             .iter()
@@ -207,30 +235,92 @@ impl Index {
             .unwrap_or_default()
     }
 
+    // ----- Runtimes ---------------------------------------------------------------------
+
+    /// Records a Runtime. Its Pending Runs are rechecked when it appears (their message
+    /// changes from "not found").
+    pub fn apply_runtime(&mut self, namespace: &str, name: &str) -> Option<ScopeRef> {
+        let known = self.runtimes.entry(namespace.to_string()).or_default();
+        known
+            .insert(name.to_string())
+            .then(|| ScopeRef::new(namespace, name))
+    }
+
+    /// Forgets a deleted Runtime.
+    pub fn delete_runtime(&mut self, namespace: &str, name: &str) -> Option<ScopeRef> {
+        let known = self.runtimes.get_mut(namespace)?;
+        let removed = known.remove(name);
+        if known.is_empty() {
+            self.runtimes.remove(namespace);
+        }
+        removed.then(|| ScopeRef::new(namespace, name))
+    }
+
+    /// Replaces every Runtime (after a watch relist); returns the scopes that changed.
+    pub fn reset_runtimes<'a>(
+        &mut self,
+        runtimes: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Vec<ScopeRef> {
+        let mut listed: HashMap<String, BTreeSet<String>> = HashMap::new();
+        for (namespace, name) in runtimes {
+            listed
+                .entry(namespace.to_string())
+                .or_default()
+                .insert(name.to_string());
+        }
+        let mut changed = Vec::new();
+        for (namespace, names) in &self.runtimes {
+            let now = listed.get(namespace);
+            changed.extend(
+                names
+                    .iter()
+                    .filter(|n| !now.is_some_and(|l| l.contains(*n)))
+                    .map(|n| ScopeRef::new(namespace, n)),
+            );
+        }
+        for (namespace, names) in &listed {
+            let before = self.runtimes.get(namespace);
+            changed.extend(
+                names
+                    .iter()
+                    .filter(|n| !before.is_some_and(|b| b.contains(*n)))
+                    .map(|n| ScopeRef::new(namespace, n)),
+            );
+        }
+        self.runtimes = listed;
+        changed
+    }
+
+    /// Whether a Runtime of that name exists in the namespace.
+    pub fn runtime_exists(&self, namespace: &str, name: &str) -> bool {
+        self.runtimes
+            .get(namespace)
+            .is_some_and(|names| names.contains(name))
+    }
+
     // ----- Leases -----------------------------------------------------------------------
 
-    /// Records a heartbeat Lease. Wakes the Pod's Runtime when availability may have turned
-    /// on: a first Lease, a new holder or duration, or a renewal after the previous term had
-    /// lapsed. Ordinary renewals wake nobody.
-    pub fn apply_lease(&mut self, lease: &Lease) -> Vec<Wakeup> {
+    /// Records a heartbeat Lease observed at `now` (see [`LeaseRecord::observe`]). Wakes the
+    /// Pod's Runtime when availability may have turned on: a first Lease, a new holder or
+    /// duration, or a renewal seen after the previous term had lapsed. Ordinary renewals wake
+    /// nobody.
+    pub fn apply_lease(&mut self, lease: &Lease, now: Timestamp) -> Vec<Wakeup> {
         let namespace = lease.namespace().unwrap_or_default();
         let name = lease.name_any();
-        let record = LeaseRecord::of(lease);
         let ns = self.namespaces.entry(namespace.clone()).or_default();
         let id = ns.slot_id_or_insert(&name);
         let slot = ns.slot_mut(id);
+        let record = LeaseRecord::observe(lease, now, slot.lease.as_ref());
         let old = slot.lease.replace(record.clone());
+        slot.lease_gone_at = None;
         slot.refresh_hot();
         let relevant = match &old {
             None => true,
             Some(old) => {
                 old.holder != record.holder
                     || old.duration_seconds != record.duration_seconds
-                    || match (old.expires_at, record.renew_time) {
-                        (Some(expired), Some(renewed)) => expired <= renewed,
-                        (None, Some(_)) => true,
-                        _ => false,
-                    }
+                    || (old.renew_time != record.renew_time
+                        && old.expires_at.is_none_or(|expired| expired <= now))
             }
         };
         match ns.runtime_of(id) {
@@ -243,7 +333,8 @@ impl Index {
         }
     }
 
-    pub fn delete_lease(&mut self, namespace: &str, name: &str) -> Vec<Wakeup> {
+    /// Forgets a Lease deleted (or found missing) at `now`.
+    pub fn delete_lease(&mut self, namespace: &str, name: &str, now: Timestamp) -> Vec<Wakeup> {
         let Some(ns) = self.namespaces.get_mut(namespace) else {
             return Vec::new();
         };
@@ -254,6 +345,7 @@ impl Index {
         if slot.lease.take().is_none() {
             return Vec::new();
         }
+        slot.lease_gone_at = Some(now);
         slot.refresh_hot();
         let wake = ns.runtime_of(id).map(|runtime| Wakeup {
             namespace: namespace.to_string(),
@@ -265,13 +357,13 @@ impl Index {
         wake.into_iter().collect()
     }
 
-    /// Replaces every Lease with `leases` (after a watch relist).
-    pub fn reset_leases(&mut self, leases: &[Lease]) -> Vec<Wakeup> {
+    /// Replaces every Lease with `leases` (after a watch relist at `now`).
+    pub fn reset_leases(&mut self, leases: &[Lease], now: Timestamp) -> Vec<Wakeup> {
         self.reset_with(
             leases,
             |s| s.lease.is_some(),
-            Self::delete_lease,
-            Self::apply_lease,
+            |index, ns, name| index.delete_lease(ns, name, now),
+            |index, lease| index.apply_lease(lease, now),
         )
     }
 
@@ -494,6 +586,94 @@ impl Index {
         let ns = self.namespaces.get(namespace)?;
         Some(&ns.slot(ns.slot_id(pod)?).active)
     }
+    // ----- Lifecycle --------------------------------------------------------------------
+
+    /// The active Runs whose Runtime Pod is lost at `now`, with why (see [`PodLoss`]):
+    /// - the Pod is gone, or replaced by another of the same name (other UID): every Run;
+    /// - the Pod is terminating: unclaimed Runs at once (runtimed stops claiming on SIGTERM);
+    ///   claimed ones only once its heartbeat has been stale for longer than `grace`, since
+    ///   runtimed reports those itself while it lives;
+    /// - the Pod's heartbeat has been stale, or its Lease missing, for longer than `grace` (a
+    ///   lost node): every Run.
+    ///
+    /// How long a Pod has been without a Lease is counted from when this index first saw it
+    /// without one, so the call records that instant; otherwise it changes nothing.
+    pub fn lost_runs(&mut self, now: Timestamp, grace: SignedDuration) -> Vec<LostRun> {
+        let mut lost = Vec::new();
+        for (namespace, ns) in &mut self.namespaces {
+            for slot in ns.slots.iter_mut().flatten() {
+                if slot.active.is_empty() {
+                    continue;
+                }
+                let stale_since = match slot.lease.as_ref().and_then(|l| l.expires_at) {
+                    Some(at) => at,
+                    None => *slot.lease_gone_at.get_or_insert(now),
+                };
+                let stale_too_long = stale_since
+                    .checked_add(grace)
+                    .is_ok_and(|deadline| deadline <= now);
+                for (uid, run) in &slot.active {
+                    let why = match &slot.pod {
+                        None => Some(PodLoss::Gone),
+                        Some(pod) if run.pod_uid.as_ref().is_some_and(|u| *u != pod.uid) => {
+                            Some(PodLoss::Replaced)
+                        }
+                        Some(pod) if pod.deleting && (!run.admitted || stale_too_long) => {
+                            Some(PodLoss::Terminating)
+                        }
+                        Some(_) if stale_too_long => Some(PodLoss::HeartbeatStale),
+                        Some(_) => None,
+                    };
+                    if let Some(why) = why {
+                        lost.push(LostRun {
+                            namespace: namespace.clone(),
+                            name: run.name.clone(),
+                            uid: uid.clone(),
+                            pod: slot.name.clone(),
+                            admitted: run.admitted,
+                            why,
+                        });
+                    }
+                }
+            }
+        }
+        lost.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        lost
+    }
+
+    /// Runtimes whose Pods' heartbeats expired in `(after, until]`: their Pending Runs are
+    /// woken at the expiry instant, not at the next safety requeue.
+    pub fn expired_between(&self, after: Timestamp, until: Timestamp) -> Vec<Wakeup> {
+        let mut wakeups = BTreeSet::new();
+        for (namespace, ns) in &self.namespaces {
+            for slot in ns.slots.iter().flatten() {
+                if let (Some(pod), Heartbeat::Expires(at)) = (&slot.pod, slot.hot.heartbeat)
+                    && after < at
+                    && at <= until
+                {
+                    wakeups.insert(Wakeup {
+                        namespace: namespace.clone(),
+                        runtime: pod.runtime.clone(),
+                        source: WakeSource::RuntimePod,
+                    });
+                }
+            }
+        }
+        wakeups.into_iter().collect()
+    }
+
+    /// The earliest heartbeat expiry after `now`, for the expiry timer.
+    pub fn next_expiry_after(&self, now: Timestamp) -> Option<Timestamp> {
+        self.namespaces
+            .values()
+            .flat_map(|ns| ns.slots.iter().flatten())
+            .filter(|slot| slot.pod.is_some())
+            .filter_map(|slot| match slot.hot.heartbeat {
+                Heartbeat::Expires(at) if at > now => Some(at),
+                _ => None,
+            })
+            .min()
+    }
 }
 
 #[cfg(test)]
@@ -506,7 +686,7 @@ mod tests {
         for p in pods {
             index.apply_pod(&p.build());
             if let Some(l) = p.build_lease() {
-                index.apply_lease(&l);
+                index.apply_lease(&l, NOW);
             }
         }
         for r in runs {
@@ -676,25 +856,29 @@ mod tests {
         index.apply_pod(&p.build());
         let uid = p.build().uid().unwrap();
         assert_eq!(
-            index.apply_lease(&lease("p1", &uid, 0, 40)).len(),
+            index.apply_lease(&lease("p1", &uid, 0, 40), at(0)).len(),
             1,
             "first lease"
         );
         assert!(
-            index.apply_lease(&lease("p1", &uid, 10, 40)).is_empty(),
+            index
+                .apply_lease(&lease("p1", &uid, 10, 40), at(10))
+                .is_empty(),
             "renewal in term"
         );
         assert_eq!(
-            index.apply_lease(&lease("p1", &uid, 60, 40)).len(),
+            index.apply_lease(&lease("p1", &uid, 60, 40), at(60)).len(),
             1,
             "renewal after lapse"
         );
         assert_eq!(
-            index.apply_lease(&lease("p1", "other", 61, 40)).len(),
+            index
+                .apply_lease(&lease("p1", "other", 61, 40), at(61))
+                .len(),
             1,
             "new holder"
         );
-        assert_eq!(index.delete_lease(NS, "p1").len(), 1);
+        assert_eq!(index.delete_lease(NS, "p1", at(62)).len(), 1);
     }
 
     #[test]
@@ -745,5 +929,139 @@ mod tests {
         assert_eq!(changes.iter().map(|c| c.released.len()).sum::<usize>(), 1);
         assert_eq!(index.pending_runs(NS, RUNTIME), ["c"]);
         assert_eq!(index.usage(NS, "p1").unwrap().get("runs"), 0);
+    }
+
+    // ----- lifecycle ------------------------------------------------------------------------
+
+    const GRACE: SignedDuration = SignedDuration::from_secs(40);
+
+    fn lost(index: &mut Index, now: Timestamp) -> Vec<(String, bool, PodLoss)> {
+        index
+            .lost_runs(now, GRACE)
+            .into_iter()
+            .map(|l| (l.name, l.admitted, l.why))
+            .collect()
+    }
+
+    #[test]
+    fn runs_on_a_healthy_pod_are_not_lost() {
+        let mut index = idx(&[pod("p1").capacity(&[("runs", 4)])], &[]);
+        index.apply_run(&run("s").on("p1").build());
+        index.apply_run(&run("r").on("p1").running().build());
+        assert_eq!(lost(&mut index, NOW), []);
+    }
+
+    #[test]
+    fn a_gone_or_replaced_pod_loses_every_run_at_once() {
+        let runs = [run("s").on("p1"), run("r").on("p1").running()];
+        let mut gone = idx(&[], &runs);
+        assert_eq!(
+            lost(&mut gone, NOW),
+            [
+                ("r".to_string(), true, PodLoss::Gone),
+                ("s".to_string(), false, PodLoss::Gone)
+            ]
+        );
+        let mut replaced = idx(&[pod("p1").uid("new-incarnation")], &runs);
+        assert_eq!(
+            lost(&mut replaced, NOW),
+            [
+                ("r".to_string(), true, PodLoss::Replaced),
+                ("s".to_string(), false, PodLoss::Replaced)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_terminating_pod_loses_unclaimed_runs_at_once_and_running_ones_after_the_grace() {
+        let runs = [run("s").on("p1"), run("r").on("p1").running()];
+        let mut index = idx(&[pod("p1").deleting()], &runs);
+        // runtimed reports the Running one itself while its heartbeat lives.
+        assert_eq!(
+            lost(&mut index, NOW),
+            [("s".to_string(), false, PodLoss::Terminating)]
+        );
+        // The heartbeat (renewed 5 s ago, 40 s) lapses at +35 s; the grace ends at +75 s.
+        assert_eq!(lost(&mut index, at(74)).len(), 1);
+        assert_eq!(
+            lost(&mut index, at(75)),
+            [
+                ("r".to_string(), true, PodLoss::Terminating),
+                ("s".to_string(), false, PodLoss::Terminating)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_heartbeat_stale_longer_than_the_grace_loses_the_pods_runs() {
+        let mut index = idx(&[pod("p1")], &[run("r").on("p1").running()]);
+        assert_eq!(lost(&mut index, at(74)), [], "within lease + grace");
+        assert_eq!(
+            lost(&mut index, at(75)),
+            [("r".to_string(), true, PodLoss::HeartbeatStale)]
+        );
+        // A renewal observed in time keeps it: the term restarts at the observation.
+        let uid = pod("p1").build().uid().unwrap();
+        index.apply_lease(&lease("p1", &uid, 70, 40), at(70));
+        assert_eq!(lost(&mut index, at(149)), []);
+    }
+
+    #[test]
+    fn a_missing_lease_counts_from_when_it_was_first_seen_missing() {
+        let mut index = idx(&[pod("p1").no_lease()], &[run("r").on("p1").running()]);
+        assert_eq!(
+            lost(&mut index, at(10)),
+            [],
+            "first seen without a Lease at +10 s"
+        );
+        assert_eq!(lost(&mut index, at(49)), []);
+        assert_eq!(
+            lost(&mut index, at(50)),
+            [("r".to_string(), true, PodLoss::HeartbeatStale)]
+        );
+        // A deleted Lease counts from the deletion.
+        let mut index = idx(&[pod("p1")], &[run("r").on("p1").running()]);
+        index.delete_lease(NS, "p1", at(5));
+        assert_eq!(lost(&mut index, at(44)), []);
+        assert_eq!(lost(&mut index, at(45)).len(), 1);
+    }
+
+    #[test]
+    fn freshness_is_judged_by_the_observers_clock() {
+        let uid = pod("p1").build().uid().unwrap();
+        let mut index = idx(&[pod("p1").no_lease()], &[]);
+        // runtimed's clock is 120 s behind: its renewTime is already "expired" when seen.
+        index.apply_lease(&lease("p1", &uid, -120, 40), at(0));
+        index.apply_lease(&lease("p1", &uid, -110, 40), at(10));
+        assert_eq!(
+            index.lease(NS, "p1").unwrap().expires_at,
+            Some(at(50)),
+            "a renewal seen at +10 s lasts 40 s from then, whatever its renewTime says"
+        );
+        // Ahead by 120 s: a renewal cannot last longer than 40 s from when it was seen.
+        let mut index = idx(&[pod("p1").no_lease()], &[]);
+        index.apply_lease(&lease("p1", &uid, 120, 40), at(0));
+        assert_eq!(index.lease(NS, "p1").unwrap().expires_at, Some(at(40)));
+        // An unchanged Lease (a relist) keeps its expiry.
+        index.apply_lease(&lease("p1", &uid, 120, 40), at(30));
+        assert_eq!(index.lease(NS, "p1").unwrap().expires_at, Some(at(40)));
+    }
+
+    #[test]
+    fn expiries_wake_the_runtime_at_the_instant_and_name_the_next_one() {
+        let index = idx(&[pod("p1"), pod("p2").lease_renewed_ago(20)], &[]);
+        // p2 expires at +20 s, p1 (renewed 5 s ago) at +35 s.
+        assert_eq!(index.next_expiry_after(NOW), Some(at(20)));
+        assert_eq!(index.expired_between(NOW, at(19)), []);
+        assert_eq!(
+            index.expired_between(NOW, at(20)),
+            [Wakeup {
+                namespace: NS.into(),
+                runtime: RUNTIME.into(),
+                source: WakeSource::RuntimePod
+            }]
+        );
+        assert_eq!(index.next_expiry_after(at(20)), Some(at(35)));
+        assert_eq!(index.next_expiry_after(at(35)), None);
     }
 }

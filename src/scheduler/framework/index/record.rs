@@ -14,7 +14,7 @@ use kube::ResourceExt;
 use crate::api::resources::{
     RUNS, parse_capacity_annotations, parse_requests, parse_whole_quantity,
 };
-use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Resources, Run};
+use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Resources, Run, RunPhase};
 use crate::scheduler::framework::selector::Selector;
 
 /// What the scheduler knows about a Runtime Pod.
@@ -60,17 +60,35 @@ pub struct LeaseRecord {
 }
 
 impl LeaseRecord {
-    pub fn of(lease: &Lease) -> Self {
+    /// The record of `lease` as observed at `observed_at` (the scheduler's clock), given what
+    /// was known before.
+    ///
+    /// Freshness is judged by the observer's clock, as Kubernetes' node lifecycle controller
+    /// judges node leases, so clock skew between runtimed and the scheduler can neither hide
+    /// a renewal nor stretch a dead one: a renewal seen now lasts `leaseDurationSeconds` from
+    /// now; an unchanged Lease keeps the expiry it had; a Lease seen for the first time (a
+    /// start or relist) counts from the earlier of its `renewTime` and now, so a long-dead
+    /// agent is not taken for alive after a scheduler restart.
+    pub fn observe(lease: &Lease, observed_at: Timestamp, previous: Option<&LeaseRecord>) -> Self {
         let spec = lease.spec.as_ref();
         let holder = spec.and_then(|s| s.holder_identity.clone());
         let renew_time = spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0);
         let duration_seconds = spec.and_then(|s| s.lease_duration_seconds);
-        let expires_at = renew_time.map(|t| {
-            let secs = i64::from(duration_seconds.unwrap_or(0).max(0));
-            // An overflow means "beyond the representable future": never expires.
-            t.checked_add(SignedDuration::from_secs(secs))
-                .unwrap_or(Timestamp::MAX)
-        });
+        let duration = SignedDuration::from_secs(i64::from(duration_seconds.unwrap_or(0).max(0)));
+        // An overflow means "beyond the representable future": never expires.
+        let after = |t: Timestamp| t.checked_add(duration).unwrap_or(Timestamp::MAX);
+        let expires_at = match (renew_time, previous) {
+            (None, _) => None,
+            (Some(renewed), Some(prev))
+                if prev.renew_time == Some(renewed)
+                    && prev.holder == holder
+                    && prev.duration_seconds == duration_seconds =>
+            {
+                prev.expires_at
+            }
+            (Some(_), Some(prev)) if prev.renew_time.is_some() => Some(after(observed_at)),
+            (Some(renewed), _) => Some(after(renewed.min(observed_at))),
+        };
         LeaseRecord {
             holder,
             renew_time,
@@ -171,6 +189,11 @@ impl Usage {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActiveRun {
     pub name: String,
+    /// `status.podUID`: the Pod incarnation it was bound to (`None` from a writer that left it
+    /// out; such a Run is judged by the Pod name alone).
+    pub pod_uid: Option<String>,
+    /// runtimed claimed it (phase Running); otherwise it is Scheduled and unclaimed.
+    pub admitted: bool,
     pub request: CountedRequest,
     pub labels: BTreeMap<String, String>,
     /// Its valid required anti-affinity selectors: a Run matching one of them must not join
@@ -180,8 +203,11 @@ pub struct ActiveRun {
 
 impl ActiveRun {
     pub(super) fn of(run: &Run) -> Self {
+        let status = run.status.as_ref();
         ActiveRun {
             name: run.name_any(),
+            pod_uid: status.and_then(|s| s.pod_uid.clone()),
+            admitted: run.phase() == RunPhase::Running,
             request: CountedRequest::of(run),
             labels: run.labels().clone(),
             anti_affinity: required_anti_affinity(run),

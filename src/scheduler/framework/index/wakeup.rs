@@ -70,23 +70,45 @@ impl RunChange {
     }
 }
 
+/// One (namespace, runtime): the Pending Runs it names.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ScopeRef {
+    pub namespace: String,
+    pub runtime: String,
+}
+
+impl ScopeRef {
+    pub fn new(namespace: &str, runtime: &str) -> Self {
+        ScopeRef {
+            namespace: namespace.to_string(),
+            runtime: runtime.to_string(),
+        }
+    }
+}
+
 /// What one watch event changed, whatever its kind: the wakeups to count and enqueue, and the
-/// Pods whose affinity targets changed (their Runtime's Pending Runs are enqueued uncounted).
+/// scopes whose Pending Runs must be looked at again for another reason (affinity targets
+/// changed, the Runtime appeared or went away), enqueued uncounted: they are neither a
+/// Runtime Pod nor a released-capacity event.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Changes {
     pub wakeups: Vec<Wakeup>,
-    pub targets_changed: Vec<PodRef>,
+    pub rechecks: Vec<ScopeRef>,
 }
 
 impl Changes {
     pub fn is_empty(&self) -> bool {
-        self.wakeups.is_empty() && self.targets_changed.is_empty()
+        self.wakeups.is_empty() && self.rechecks.is_empty()
     }
 
     /// Adds what a Run event changed.
     pub fn add_run(&mut self, change: RunChange) {
         self.wakeups.extend(change.wakeups());
-        self.targets_changed.extend(change.targets_changed);
+        self.rechecks.extend(
+            change
+                .targets_changed
+                .map(|p| ScopeRef::new(&p.namespace, &p.runtime)),
+        );
     }
 }
 
@@ -94,7 +116,16 @@ impl From<Vec<Wakeup>> for Changes {
     fn from(wakeups: Vec<Wakeup>) -> Self {
         Changes {
             wakeups,
-            targets_changed: Vec::new(),
+            rechecks: Vec::new(),
+        }
+    }
+}
+
+impl From<Vec<ScopeRef>> for Changes {
+    fn from(rechecks: Vec<ScopeRef>) -> Self {
+        Changes {
+            wakeups: Vec::new(),
+            rechecks,
         }
     }
 }
