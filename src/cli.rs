@@ -114,6 +114,10 @@ pub struct SchedulerRunArgs {
     /// Address of /healthz and /readyz (`0` disables them).
     #[arg(long, default_value = ":8081")]
     pub health_probe_bind_address: String,
+    /// How long a Runtime Pod's runtimed heartbeat may be stale (or its Lease missing) before
+    /// the Runs running there are failed with reason RuntimePodLost, as on a lost node.
+    #[arg(long, default_value = "40s", value_parser = parse_duration)]
+    pub pod_lost_grace: Duration,
 }
 
 /// `runtimed`: the Pod identity comes from the downward API (`POD_NAME`, `POD_NAMESPACE`,

@@ -28,6 +28,7 @@ pub mod reasons {
     pub const START_FAILED: &str = "StartFailed";
     pub const RUNTIMED_RESTARTED: &str = "RuntimedRestarted";
     pub const RUNTIME_POD_TERMINATED: &str = "RuntimePodTerminated";
+    pub const RUNTIME_POD_LOST: &str = "RuntimePodLost";
 }
 
 /// How a Run ended.
@@ -165,6 +166,29 @@ pub fn set_invalid(status: &mut RunStatus, reason: &str, message: &str, now: &Ti
         now,
     );
     set_terminal(status, Outcome::Failed, reason, message, None, now) || scheduled
+}
+
+/// The Run's Runtime Pod was lost before runtimed admitted it: back to Pending, unassigned,
+/// with `Scheduled=False/RuntimePodLost`, so the scheduler places it again. Returns whether
+/// anything changed.
+pub fn set_unbound(status: &mut RunStatus, message: &str, now: &Time) -> bool {
+    if status.phase.is_some_and(RunPhase::is_terminal) {
+        return false;
+    }
+    let changed = status.phase != Some(RunPhase::Pending) || status.pod_name.is_some();
+    status.phase = Some(RunPhase::Pending);
+    status.pod_name = None;
+    status.pod_uid = None;
+    status.reason = Some(reasons::RUNTIME_POD_LOST.into());
+    status.message = Some(message.to_string());
+    set_condition(
+        &mut status.conditions,
+        CONDITION_SCHEDULED,
+        false,
+        reasons::RUNTIME_POD_LOST,
+        message,
+        now,
+    ) || changed
 }
 
 /// runtimed's claim: phase Running, `startTime`, `Admitted=True` naming the Pod and what it
@@ -364,5 +388,40 @@ mod tests {
             admitted.message,
             format!("runtimed on Pod p1 reserved {reserved}")
         );
+    }
+
+    #[test]
+    fn set_unbound_returns_a_lost_scheduled_run_to_pending_without_a_pod() {
+        let mut status = RunStatus::default();
+        set_bound(&mut status, "p1", "uid-p1", &at(1));
+        assert!(set_unbound(&mut status, "its Runtime Pod was lost", &at(2)));
+        assert_eq!(status.phase, Some(RunPhase::Pending));
+        assert_eq!(
+            (status.pod_name.as_ref(), status.pod_uid.as_ref()),
+            (None, None)
+        );
+        let scheduled = condition(&status, CONDITION_SCHEDULED);
+        assert_eq!(
+            (scheduled.status.as_str(), scheduled.reason.as_str()),
+            ("False", reasons::RUNTIME_POD_LOST)
+        );
+        assert!(!set_unbound(
+            &mut status,
+            "its Runtime Pod was lost",
+            &at(3)
+        ));
+        // Never a terminal Run.
+        let mut done = RunStatus::default();
+        set_terminal(
+            &mut done,
+            Outcome::Succeeded,
+            reasons::SUCCEEDED,
+            "",
+            Some(0),
+            &at(1),
+        );
+        let before = done.clone();
+        assert!(!set_unbound(&mut done, "lost", &at(2)));
+        assert_eq!(done, before);
     }
 }
