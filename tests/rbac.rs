@@ -2,7 +2,7 @@
 //! `kruntimes-scheduler` (deploy/scheduler.yaml) elects itself leader, creates Runtime Pods and
 //! schedules a Run; `runtimed` with a token of `kruntimes-runtimed`
 //! (deploy/runtimed-rbac.yaml) bound to its Pod, as the kubelet mounts it, heartbeats, claims
-//! and completes it.
+//! and completes it under the admission policy that `install` applies.
 
 mod support;
 
@@ -81,6 +81,26 @@ async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
     assert_eq!(status.exit_code, Some(0));
     let status = runtimes.get("python").await.unwrap().status.unwrap();
     assert_eq!((status.replicas, status.ready_replicas), (1, 1));
+    // The start-up check of the admission policy is allowed, for that one object only.
+    for (object, allowed) in [
+        ("validatingadmissionpolicies/kruntimes-runtimed", "yes"),
+        (
+            "validatingadmissionpolicybindings/kruntimes-runtimed",
+            "yes",
+        ),
+        ("validatingadmissionpolicies/other", "no"),
+    ] {
+        let out = support::kubectl()
+            .args(["auth", "can-i", "get", object, "--as"])
+            .arg("system:serviceaccount:kruntimes-system:kruntimes-scheduler")
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            allowed,
+            "get {object}"
+        );
+    }
 }
 
 /// `kubectl apply -f` of a manifest of this repository, in `ns` when given.

@@ -1,6 +1,7 @@
 //! `kubectl kruntimes scheduler run`: the controller manager. Wires the Runtime controller,
 //! the scheduler controller, Lease leader election, `/metrics`, `/healthz` and `/readyz`, and
-//! shuts down on SIGTERM.
+//! shuts down on SIGTERM. At start it warns once when Runtime Pods are not restricted by the
+//! admission policy.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use kube_lease_manager::LeaseManagerBuilder;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
+use crate::admission_policy;
 use crate::cli::{GlobalArgs, SchedulerRunArgs};
 use crate::kubeclient;
 use crate::metrics::{self, SchedulerMetrics};
@@ -26,6 +28,12 @@ pub const LEADER_LEASE: &str = "kruntimes-scheduler";
 
 pub async fn exec(global: &GlobalArgs, args: &SchedulerRunArgs) -> anyhow::Result<()> {
     let target = kubeclient::connect(global).await?;
+    // Informational only: kruntimes works without the policy, Runtime Pods are just not
+    // restricted then.
+    let presence = admission_policy::presence(&target.client).await;
+    if let Some(warning) = admission_policy::warning(&presence, &target.describe()) {
+        warn!("{warning}");
+    }
     let registry = prometheus::Registry::new();
     let metrics = SchedulerMetrics::register(&registry).context("cannot register metrics")?;
     let scheduler = Scheduler::new(
