@@ -9,6 +9,7 @@
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
+pub mod roles;
 pub mod tokens;
 pub mod world;
 
