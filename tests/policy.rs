@@ -162,6 +162,15 @@ impl Fixture {
         me: &Identity,
         holder: &str,
     ) -> kube::Result<Lease> {
+        self.apply_lease_in(&self.leases(client), me, holder).await
+    }
+
+    async fn apply_lease_in(
+        &self,
+        leases: &Api<Lease>,
+        me: &Identity,
+        holder: &str,
+    ) -> kube::Result<Lease> {
         let now = MicroTime(jiff::Timestamp::now());
         let config = heartbeat::Config {
             interval: Duration::from_secs(10),
@@ -169,7 +178,7 @@ impl Fixture {
         };
         let mut lease = desired_lease(me, &config, &now, &now);
         lease.spec.as_mut().unwrap().holder_identity = Some(holder.to_string());
-        self.leases(client)
+        leases
             .patch(
                 &me.pod_name,
                 &PatchParams::apply(FIELD_MANAGER).force(),
@@ -505,6 +514,17 @@ async fn a_pod_token_cannot_write_other_pods_runs_nor_make_transitions_runtimed_
     );
     f.assert_run_unchanged(&mine).await;
 
+    // A claim changes nothing but phase, startTime and Admitted (here it also sets exitCode).
+    assert_refused(
+        f.write_status(&f.as_a, &mine, |s| {
+            claim(s);
+            s.exit_code = Some(0);
+        })
+        .await,
+        &format!("may not change Run {ns}/mine from phase Scheduled to Running this way"),
+    );
+    f.assert_run_unchanged(&mine).await;
+
     // Claimed (allowed), a Running Run never goes back to Scheduled or Pending.
     let running = f.write_status(&f.as_a, &mine, claim).await.unwrap();
     for (phase, name) in [
@@ -662,6 +682,58 @@ async fn a_pod_token_cannot_change_a_runs_spec_or_labels_even_with_edit_rights()
     );
     f.assert_run_unchanged(&mine).await;
     assert!(f.runs(&f.admin).get_opt("new").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_pod_token_cannot_write_in_another_namespace_even_with_rights_there() {
+    let f = Fixture::new("policy-home").await;
+    let a = f.identity(&f.pod_a);
+    let elsewhere = support::namespace(&f.admin, "policy-elsewhere").await;
+    // runtimed's Role in the other namespace, bound to this namespace's service account.
+    apply("deploy/runtimed-rbac.yaml", Some(&elsewhere));
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "visitor"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": RUNTIMED},
+        "subjects": [{"kind": "ServiceAccount", "name": RUNTIMED, "namespace": f.ns}]
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(f.admin.clone(), &elsewhere)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let there = Identity {
+        namespace: elsewhere.clone(),
+        ..a.clone()
+    };
+    let leases: Api<Lease> = Api::namespaced(f.as_a.clone(), &elsewhere);
+    let deadline = Instant::now() + WAIT;
+    let refused = loop {
+        let result = f.apply_lease_in(&leases, &there, &a.pod_uid).await;
+        match &result {
+            Err(kube::Error::Api(s)) if s.message.contains("cannot patch resource") => {
+                assert!(
+                    Instant::now() < deadline,
+                    "the RoleBinding never took effect"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            _ => break result,
+        }
+    };
+    assert_refused(
+        refused,
+        &format!(
+            "runtimed of Pod {}/pod-a may write only in namespace {}, not in namespace {elsewhere}",
+            f.ns, f.ns
+        ),
+    );
+    assert!(
+        Api::<Lease>::namespaced(f.admin.clone(), &elsewhere)
+            .get_opt("pod-a")
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[tokio::test]
