@@ -87,6 +87,10 @@ pub fn user_kubeconfig(dir: &Path, user: &str, ns: &str) -> PathBuf {
 
 fn set_namespace(path: &Path, ns: &str) {
     let text = std::fs::read_to_string(path).unwrap();
+    assert!(
+        text.contains("    namespace: default\n"),
+        "unexpected kubeconfig layout: {text}"
+    );
     let text = text.replace(
         "    namespace: default\n",
         &format!("    namespace: {ns}\n"),
