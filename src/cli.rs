@@ -50,7 +50,8 @@ pub enum LogFormat {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Install or update the Runtime and Run CRDs (server-side apply).
+    /// Install or update the Runtime and Run CRDs, the user ClusterRoles and the admission
+    /// policy that restricts Runtime Pods (server-side apply).
     Install(InstallArgs),
     /// The agent inside a Runtime Pod: heartbeat, local admission, execution of Task Runs.
     Runtimed(RuntimedArgs),
@@ -157,7 +158,7 @@ impl Command {
 
 #[derive(Debug, Clone, Args)]
 pub struct InstallArgs {
-    /// Write the two CRDs as YAML to stdout and touch no cluster.
+    /// Write everything install applies as YAML to stdout and touch no cluster.
     #[arg(long, conflicts_with_all = ["dry_run", "yes"])]
     pub print: bool,
     /// Ask the API server to validate the apply without persisting anything.

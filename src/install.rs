@@ -1,36 +1,71 @@
-//! `kubectl kruntimes install`: applies the Runtime and Run CRDs and waits for them.
+//! `kubectl kruntimes install`: applies the Runtime and Run CRDs, the aggregated user
+//! ClusterRoles and the admission policy that restricts Runtime Pods, and waits for the CRDs.
 //!
-//! Owns the CRD rendering (from the Rust types) and their server-side apply. It never touches
-//! anything but CustomResourceDefinitions.
+//! Owns the CRD rendering (from the Rust types), the list of cluster-scoped objects kruntimes
+//! ships (`deploy/user-roles.yaml` and `deploy/runtimed-policy.yaml`, embedded as files so that
+//! `--print` shows exactly what is shipped) and their server-side apply. It never touches a
+//! namespaced object.
 
+use std::fmt::Debug;
 use std::io::{IsTerminal, Write};
 
 use anyhow::{Context, anyhow};
+use k8s_openapi::ClusterResourceScope;
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::wait::{await_condition, conditions};
-use kube::{CustomResourceExt, ResourceExt};
+use kube::{CustomResourceExt, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
+use crate::admission_policy;
 use crate::api::{FIELD_MANAGER, Run, Runtime};
 use crate::cli::{GlobalArgs, InstallArgs};
 use crate::kubeclient::{self, Target};
+
+/// `deploy/user-roles.yaml`, as shipped: ClusterRoles aggregated into view, edit and admin.
+pub const USER_ROLES: &str = include_str!("../deploy/user-roles.yaml");
 
 /// The two CRDs, generated from the Rust types, Runtime first.
 pub fn crds() -> [CustomResourceDefinition; 2] {
     [Runtime::crd(), Run::crd()]
 }
 
-/// Both CRDs as one multi-document YAML stream.
-pub fn crds_yaml() -> anyhow::Result<String> {
+/// The user ClusterRoles of [`USER_ROLES`], in file order.
+pub fn user_roles() -> anyhow::Result<Vec<ClusterRole>> {
+    serde_yaml::Deserializer::from_str(USER_ROLES)
+        .enumerate()
+        .map(|(i, doc)| {
+            serde::Deserialize::deserialize(doc).map_err(|e| {
+                anyhow!(
+                    "document {} of the embedded deploy/user-roles.yaml is not a ClusterRole: {e}; fix the file and rebuild",
+                    i + 1
+                )
+            })
+        })
+        .collect()
+}
+
+/// Everything install applies, as one multi-document YAML stream: the CRDs, then the shipped
+/// files verbatim (comments included).
+pub fn manifests_yaml() -> anyhow::Result<String> {
     let mut out = String::new();
     for crd in crds() {
         out.push_str("---\n");
         out.push_str(&serde_yaml::to_string(&crd).context("cannot render a CRD as YAML")?);
     }
+    for file in [USER_ROLES, admission_policy::MANIFEST] {
+        out.push_str("---\n");
+        out.push_str(file);
+        if !file.ends_with('\n') {
+            out.push('\n');
+        }
+    }
     Ok(out)
 }
 
-/// What the apply did to one CRD, in kubectl's words.
+/// What the apply did to one object, in kubectl's words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applied {
     Created,
@@ -50,7 +85,7 @@ impl Applied {
 
 pub async fn exec(global: &GlobalArgs, args: &InstallArgs) -> anyhow::Result<()> {
     if args.print {
-        print!("{}", crds_yaml()?);
+        print!("{}", manifests_yaml()?);
         return Ok(());
     }
     let target = kubeclient::connect(global).await?;
@@ -64,12 +99,8 @@ pub async fn exec(global: &GlobalArgs, args: &InstallArgs) -> anyhow::Result<()>
     } else {
         ""
     };
-    for (name, applied) in &results {
-        writeln!(
-            stdout,
-            "customresourcedefinition.apiextensions.k8s.io/{name} {}{suffix}",
-            applied.as_str()
-        )?;
+    for (object, applied) in &results {
+        writeln!(stdout, "{object} {}{suffix}", applied.as_str())?;
     }
     if args.dry_run {
         return Ok(());
@@ -85,7 +116,8 @@ pub async fn exec(global: &GlobalArgs, args: &InstallArgs) -> anyhow::Result<()>
 
 fn confirm(target: &Target) -> anyhow::Result<()> {
     let question = format!(
-        "Install the kruntimes CRDs (runtimes.kruntimes.io, runs.kruntimes.io) into {}?",
+        "Install the kruntimes CRDs (runtimes.kruntimes.io, runs.kruntimes.io), the ClusterRoles kruntimes-view and kruntimes-edit and the admission policy {} into {}?",
+        admission_policy::NAME,
         target.describe()
     );
     if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
@@ -106,32 +138,55 @@ fn confirm(target: &Target) -> anyhow::Result<()> {
     }
 }
 
-/// Server-side applies both CRDs (or dry-runs them) and reports what changed.
+/// Server-side applies (or dry-runs) the CRDs, the user ClusterRoles, the admission policy
+/// and its binding, in that order, and reports what changed as `kind.group/name`.
 pub async fn apply(target: &Target, dry_run: bool) -> anyhow::Result<Vec<(String, Applied)>> {
-    let api: Api<CustomResourceDefinition> = Api::all(target.client.clone());
-    let mut params = PatchParams::apply(FIELD_MANAGER).force();
-    params.dry_run = dry_run;
+    let roles = user_roles()?;
+    let (policy, binding) = admission_policy::objects()?;
     let mut results = Vec::new();
     for crd in crds() {
-        let name = crd.name_any();
-        let before = api
-            .get_opt(&name)
-            .await
-            .map_err(|e| target.explain_error(e, &format!("cannot read CRD {name}")))?;
-        let after = api
-            .patch(&name, &params, &Patch::Apply(&crd))
-            .await
-            .map_err(|e| target.explain_error(e, &format!("cannot apply CRD {name}")))?;
-        let applied = match before {
-            None => Applied::Created,
-            Some(before) if before.resource_version() == after.resource_version() => {
-                Applied::Unchanged
-            }
-            Some(_) => Applied::Configured,
-        };
-        results.push((name, applied));
+        results.push(apply_one(target, &crd, dry_run).await?);
     }
+    for role in &roles {
+        results.push(apply_one(target, role, dry_run).await?);
+    }
+    results.push(apply_one(target, &policy, dry_run).await?);
+    results.push(apply_one(target, &binding, dry_run).await?);
     Ok(results)
+}
+
+/// Server-side applies one cluster-scoped object with the kruntimes field manager.
+async fn apply_one<K>(
+    target: &Target,
+    object: &K,
+    dry_run: bool,
+) -> anyhow::Result<(String, Applied)>
+where
+    K: Resource<DynamicType = (), Scope = ClusterResourceScope>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned,
+{
+    let api: Api<K> = Api::all(target.client.clone());
+    let mut params = PatchParams::apply(FIELD_MANAGER).force();
+    params.dry_run = dry_run;
+    let name = object.name_any();
+    let what = format!("{}.{}/{name}", K::kind(&()).to_lowercase(), K::group(&()));
+    let before = api
+        .get_opt(&name)
+        .await
+        .map_err(|e| target.explain_error(e, &format!("cannot read {what}")))?;
+    let after = api
+        .patch(&name, &params, &Patch::Apply(object))
+        .await
+        .map_err(|e| target.explain_error(e, &format!("cannot apply {what}")))?;
+    let applied = match before {
+        None => Applied::Created,
+        Some(before) if before.resource_version() == after.resource_version() => Applied::Unchanged,
+        Some(_) => Applied::Configured,
+    };
+    Ok((what, applied))
 }
 
 /// Waits until both CRDs report `Established`.
@@ -161,14 +216,75 @@ pub async fn wait_established(target: &Target, timeout: std::time::Duration) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::Deserialize as _;
 
     #[test]
-    fn printed_yaml_holds_exactly_the_two_crds() {
-        let yaml = crds_yaml().unwrap();
-        let docs: Vec<CustomResourceDefinition> = serde_yaml::Deserializer::from_str(&yaml)
-            .map(|d| serde::Deserialize::deserialize(d).unwrap())
+    fn printed_yaml_holds_the_crds_the_user_roles_and_the_policy_in_apply_order() {
+        let yaml = manifests_yaml().unwrap();
+        let docs: Vec<(String, String)> = serde_yaml::Deserializer::from_str(&yaml)
+            .map(|d| {
+                let v = serde_json::Value::deserialize(d).unwrap();
+                (
+                    v["kind"].as_str().unwrap().to_string(),
+                    v["metadata"]["name"].as_str().unwrap().to_string(),
+                )
+            })
             .collect();
-        let names: Vec<_> = docs.iter().map(|c| c.name_any()).collect();
-        assert_eq!(names, ["runtimes.kruntimes.io", "runs.kruntimes.io"]);
+        let expected = [
+            ("CustomResourceDefinition", "runtimes.kruntimes.io"),
+            ("CustomResourceDefinition", "runs.kruntimes.io"),
+            ("ClusterRole", "kruntimes-view"),
+            ("ClusterRole", "kruntimes-edit"),
+            ("ValidatingAdmissionPolicy", "kruntimes-runtimed"),
+            ("ValidatingAdmissionPolicyBinding", "kruntimes-runtimed"),
+        ]
+        .map(|(k, n)| (k.to_string(), n.to_string()));
+        assert_eq!(docs, expected);
+    }
+
+    #[test]
+    fn parsing_the_user_roles_keeps_every_field_of_the_shipped_file() {
+        let raw: Vec<serde_json::Value> = serde_yaml::Deserializer::from_str(USER_ROLES)
+            .map(|d| serde_json::Value::deserialize(d).unwrap())
+            .collect();
+        let typed: Vec<serde_json::Value> = user_roles()
+            .unwrap()
+            .into_iter()
+            .map(|r| serde_json::to_value(r).unwrap())
+            .collect();
+        assert_eq!(typed, raw);
+    }
+
+    #[test]
+    fn user_roles_aggregate_into_the_built_in_roles_and_never_grant_status() {
+        let roles = user_roles().unwrap();
+        let label = |role: &ClusterRole, to: &str| {
+            role.labels()
+                .get(&format!("rbac.authorization.k8s.io/aggregate-to-{to}"))
+                .map(String::as_str)
+                == Some("true")
+        };
+        let view = roles
+            .iter()
+            .find(|r| r.name_any() == "kruntimes-view")
+            .unwrap();
+        let edit = roles
+            .iter()
+            .find(|r| r.name_any() == "kruntimes-edit")
+            .unwrap();
+        assert!(["view", "edit", "admin"].iter().all(|to| label(view, to)));
+        assert!(!label(edit, "view"), "viewers must not write Runs");
+        assert!(["edit", "admin"].iter().all(|to| label(edit, to)));
+        for role in &roles {
+            for rule in role.rules.iter().flatten() {
+                for resource in rule.resources.iter().flatten() {
+                    assert!(
+                        !resource.contains('/') && resource != "*",
+                        "{} grants {resource}",
+                        role.name_any()
+                    );
+                }
+            }
+        }
     }
 }

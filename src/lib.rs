@@ -2,6 +2,7 @@
 //!
 //! The library holds everything; `main.rs` only parses the command line and dispatches.
 
+pub mod admission_policy;
 pub mod api;
 pub mod cli;
 pub mod explain;

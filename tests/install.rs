@@ -1,8 +1,10 @@
-//! `install` and the CRDs against the real control plane: apply, idempotence, `--print`,
-//! kubectl round trips with the printer columns, CEL immutability, and clear failures.
+//! `install` against the real control plane: the CRDs, the user ClusterRoles and the admission
+//! policy; apply, idempotence, `--print`, kubectl round trips with the printer columns, CEL
+//! immutability, and clear failures.
 
 mod support;
 
+use std::io::Write as _;
 use std::process::Output;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -71,11 +73,19 @@ async fn install_creates_established_crds_and_rerunning_changes_nothing() {
         .unwrap();
     let (stdout, stderr) = text(&second);
     assert!(second.status.success(), "second install failed: {stderr}");
-    assert!(
-        stdout.contains("runtimes.kruntimes.io unchanged")
-            && stdout.contains("runs.kruntimes.io unchanged"),
-        "{stdout}"
-    );
+    for object in [
+        "customresourcedefinition.apiextensions.k8s.io/runtimes.kruntimes.io",
+        "customresourcedefinition.apiextensions.k8s.io/runs.kruntimes.io",
+        "clusterrole.rbac.authorization.k8s.io/kruntimes-view",
+        "clusterrole.rbac.authorization.k8s.io/kruntimes-edit",
+        "validatingadmissionpolicy.admissionregistration.k8s.io/kruntimes-runtimed",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io/kruntimes-runtimed",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == format!("{object} unchanged")),
+            "{object}: {stdout}"
+        );
+    }
     assert_eq!(
         crd_versions(&client).await,
         before,
@@ -96,11 +106,17 @@ async fn install_dry_run_validates_without_persisting() {
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("(server dry run)"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "validatingadmissionpolicy.admissionregistration.k8s.io/kruntimes-runtimed unchanged (server dry run)"
+        ),
+        "{stdout}"
+    );
     assert_eq!(crd_versions(&client).await, before);
 }
 
 #[test]
-fn install_print_writes_two_crds_and_touches_no_cluster() {
+fn install_print_writes_what_install_applies_and_touches_no_cluster() {
     let out = std::process::Command::new(support::binary())
         .args(["install", "--print"])
         .env("KUBECONFIG", "/nonexistent/kubeconfig")
@@ -108,11 +124,65 @@ fn install_print_writes_two_crds_and_touches_no_cluster() {
         .unwrap();
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
-    let docs: Vec<CustomResourceDefinition> = serde_yaml::Deserializer::from_str(&stdout)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+    let docs: Vec<(String, String)> = serde_yaml::Deserializer::from_str(&stdout)
+        .map(|d| {
+            let v: serde_json::Value = serde::Deserialize::deserialize(d).unwrap();
+            (
+                v["kind"].as_str().unwrap().to_string(),
+                v["metadata"]["name"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
-    let names: Vec<_> = docs.iter().map(|c| c.name_any()).collect();
-    assert_eq!(names, ["runtimes.kruntimes.io", "runs.kruntimes.io"]);
+    let expected = [
+        ("CustomResourceDefinition", "runtimes.kruntimes.io"),
+        ("CustomResourceDefinition", "runs.kruntimes.io"),
+        ("ClusterRole", "kruntimes-view"),
+        ("ClusterRole", "kruntimes-edit"),
+        ("ValidatingAdmissionPolicy", "kruntimes-runtimed"),
+        ("ValidatingAdmissionPolicyBinding", "kruntimes-runtimed"),
+    ]
+    .map(|(k, n)| (k.to_string(), n.to_string()));
+    assert_eq!(docs, expected);
+    // The shipped files are printed verbatim, so deploy/ and --print cannot drift.
+    for file in ["deploy/user-roles.yaml", "deploy/runtimed-policy.yaml"] {
+        let shipped =
+            std::fs::read_to_string(format!("{}/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        assert!(stdout.contains(&shipped), "--print does not hold {file}");
+    }
+}
+
+#[tokio::test]
+async fn install_print_piped_to_kubectl_apply_is_accepted_by_the_server() {
+    support::control_plane();
+    let printed = std::process::Command::new(support::binary())
+        .args(["install", "--print"])
+        .output()
+        .unwrap();
+    assert!(printed.status.success());
+    let mut kubectl = support::kubectl()
+        .args([
+            "apply",
+            "--server-side",
+            "--dry-run=server",
+            "--force-conflicts",
+            "-f",
+            "-",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    kubectl
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&printed.stdout)
+        .unwrap();
+    let out = kubectl.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stdout.lines().count(), 6, "{stdout}");
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! The shipped RBAC is enough: `scheduler run` with a real service-account token of
 //! `kruntimes-scheduler` (deploy/scheduler.yaml) elects itself leader, creates Runtime Pods and
 //! schedules a Run; `runtimed` with a token of `kruntimes-runtimed`
-//! (deploy/runtimed-rbac.yaml) heartbeats, claims and completes it.
+//! (deploy/runtimed-rbac.yaml) bound to its Pod, as the kubelet mounts it, heartbeats, claims
+//! and completes it under the admission policy that `install` applies.
 
 mod support;
 
@@ -12,6 +13,7 @@ use kube::api::Api;
 use serde_json::json;
 
 use kruntimes::api::{RunPhase, Runtime};
+use support::tokens;
 use support::world::{self, SchedulerProcess, run, wait_runs};
 
 #[tokio::test]
@@ -24,13 +26,13 @@ async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
 
     let ns = support::namespace(&client, "rbac").await;
     apply("deploy/runtimed-rbac.yaml", Some(&ns));
-    let runtimed_kubeconfig = service_account_kubeconfig(&dir, "kruntimes-runtimed", &ns);
     let runtimes: Api<Runtime> = Api::namespaced(client.clone(), &ns);
     let runtime: Runtime = serde_json::from_value(json!({
         "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime",
         "metadata": {"name": "python"},
         "spec": {"replicas": 1, "capacity": {"resources": {"runs": "2", "example.com/gpu": "1"}},
-                 "template": {"spec": {"containers": [{"name": "runtimed", "image": "kruntimes.invalid/runtimed"}]}}}
+                 "template": {"spec": {"serviceAccountName": "kruntimes-runtimed",
+                                       "containers": [{"name": "runtimed", "image": "kruntimes.invalid/runtimed"}]}}}
     }))
     .unwrap();
     runtimes
@@ -48,6 +50,8 @@ async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
         "1"
     );
     world::set_ready(&client, &ns, &pod.name_any(), true).await;
+    let token = tokens::pod_bound_token(&client, &ns, "kruntimes-runtimed", &pod).await;
+    let runtimed_kubeconfig = tokens::token_kubeconfig(dir.path(), "runtimed", &token, &ns);
     // No heartbeat written by the test: runtimed's own Lease must make the Pod available.
     let mut runtimed = std::process::Command::new(support::binary())
         .args(["runtimed", "--heartbeat-interval", "1s"])
@@ -77,6 +81,26 @@ async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
     assert_eq!(status.exit_code, Some(0));
     let status = runtimes.get("python").await.unwrap().status.unwrap();
     assert_eq!((status.replicas, status.ready_replicas), (1, 1));
+    // The start-up check of the admission policy is allowed, for that one object only.
+    for (object, allowed) in [
+        ("validatingadmissionpolicies/kruntimes-runtimed", "yes"),
+        (
+            "validatingadmissionpolicybindings/kruntimes-runtimed",
+            "yes",
+        ),
+        ("validatingadmissionpolicies/other", "no"),
+    ] {
+        let out = support::kubectl()
+            .args(["auth", "can-i", "get", object, "--as"])
+            .arg("system:serviceaccount:kruntimes-system:kruntimes-scheduler")
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            allowed,
+            "get {object}"
+        );
+    }
 }
 
 /// `kubectl apply -f` of a manifest of this repository, in `ns` when given.

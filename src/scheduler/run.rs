@@ -1,7 +1,8 @@
 //! `kubectl kruntimes scheduler run`: the controller manager. Wires the Runtime controller,
 //! the scheduler controller, Lease leader election ([`super::leader`]), `/metrics`,
 //! `/healthz` and `/readyz`, supervises every long-lived task, and shuts down on SIGTERM or
-//! SIGINT. It decides nothing itself.
+//! SIGINT. It decides nothing itself. At start it warns once when Runtime Pods are not restricted by
+//! the admission policy.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,8 +14,9 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use futures::FutureExt;
 use tokio::sync::watch;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
+use crate::admission_policy;
 use crate::cli::{GlobalArgs, SchedulerRunArgs};
 use crate::kubeclient;
 use crate::metrics::{self, SchedulerMetrics};
@@ -28,6 +30,12 @@ pub async fn exec(global: &GlobalArgs, args: &SchedulerRunArgs) -> anyhow::Resul
     // Listen before connecting so that an early SIGTERM is a clean shutdown, not a kill.
     let shutdown = shutdown_signal()?;
     let target = kubeclient::connect(global).await?;
+    // Informational only: kruntimes works without the policy, Runtime Pods are just not
+    // restricted then.
+    let presence = admission_policy::presence(&target.client).await;
+    if let Some(warning) = admission_policy::warning(&presence, &target.describe()) {
+        warn!("{warning}");
+    }
     let registry = prometheus::Registry::new();
     let metrics = SchedulerMetrics::register(&registry).context("cannot register metrics")?;
     let scheduler = Scheduler::new(

@@ -9,6 +9,8 @@
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
+pub mod roles;
+pub mod tokens;
 pub mod world;
 
 use std::io::Write as _;

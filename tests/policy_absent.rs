@@ -1,0 +1,330 @@
+//! Without the admission policy kruntimes still works: `scheduler run` says once, at start, that
+//! Runtime Pods are not restricted (or that it cannot tell), and runtimed with a Pod-bound token
+//! runs its Runs. A test binary of its own because its control plane must never get the policy
+//! (every other binary installs it with `install`): only the CRDs are applied here.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, ResourceExt as _};
+use serde::Deserialize as _;
+use serde_json::json;
+
+use kruntimes::api::{FIELD_MANAGER, Run, RunPhase, Runtime};
+use support::tokens;
+use support::world::{self, free_port, http_get, wait_runs};
+
+const WAIT: Duration = Duration::from_secs(60);
+const NOT_RESTRICTED: &str = "Runtime Pods are not restricted: ValidatingAdmissionPolicy kruntimes-runtimed is not installed in";
+const CANNOT_TELL: &str = "cannot tell whether Runtime Pods are restricted in";
+
+/// The CRDs alone (what `install` applied before the policy existed), once per binary.
+async fn crds_only(client: &Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in kruntimes::install::crds() {
+        let name = crd.name_any();
+        api.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("apply CRD {name}: {e}"));
+        tokio::time::timeout(
+            WAIT,
+            await_condition(api.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("CRD {name} not Established"))
+        .unwrap();
+    }
+    let policies: Api<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy> =
+        Api::all(client.clone());
+    assert!(
+        policies
+            .get_opt(kruntimes::admission_policy::NAME)
+            .await
+            .unwrap()
+            .is_none(),
+        "this binary's control plane must not have the policy"
+    );
+}
+
+/// `kubectl apply -f` of a manifest of this repository in `ns`.
+fn apply(manifest: &str, ns: &str) {
+    let path = format!("{}/{manifest}", env!("CARGO_MANIFEST_DIR"));
+    let out = support::kubectl()
+        .args(["apply", "-n", ns, "-f", &path])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl apply {manifest}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `scheduler run` for one namespace, its log in a file; killed on drop.
+struct Scheduler {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Scheduler {
+    async fn start(kubeconfig: &Path, ns: &str, log: PathBuf) -> Scheduler {
+        let health = free_port();
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(support::binary())
+            .args([
+                "scheduler",
+                "run",
+                "--watch-namespace",
+                ns,
+                "--leader-elect=false",
+            ])
+            .arg("--metrics-bind-address=0")
+            .arg(format!("--health-probe-bind-address=127.0.0.1:{health}"))
+            .env("KUBECONFIG", kubeconfig)
+            .env("NO_COLOR", "1")
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .expect("start the scheduler binary");
+        let mut scheduler = Scheduler { child, log };
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Ok(Some(status)) = scheduler.child.try_wait() {
+                panic!("scheduler exited early ({status}):\n{}", scheduler.log());
+            }
+            if let Ok((200, _)) = http_get(health, "/readyz").await {
+                return scheduler;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the scheduler never became ready:\n{}",
+                scheduler.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// How many log lines contain `text`.
+    fn lines_with(&self, text: &str) -> usize {
+        self.log().lines().filter(|l| l.contains(text)).count()
+    }
+}
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A Runtime `python` of one Pod running as kruntimes-runtimed, capacity 4 runs.
+async fn runtime(client: &Client, ns: &str) {
+    let runtime: Runtime = serde_json::from_value(json!({
+        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime",
+        "metadata": {"name": "python"},
+        "spec": {"replicas": 1, "capacity": {"resources": {"runs": "4"}},
+                 "template": {"spec": {"serviceAccountName": "kruntimes-runtimed",
+                                       "containers": [{"name": "runtimed", "image": "kruntimes.invalid/runtimed"}]}}}
+    }))
+    .unwrap();
+    Api::<Runtime>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &runtime)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn without_the_policy_kruntimes_works_and_the_scheduler_warns_once_that_pods_are_unrestricted()
+ {
+    let admin = support::client().await;
+    crds_only(&admin).await;
+    let ns = support::namespace(&admin, "no-policy").await;
+    let dir = tempfile::tempdir().unwrap();
+    apply("deploy/runtimed-rbac.yaml", &ns);
+    runtime(&admin, &ns).await;
+    let scheduler = Scheduler::start(
+        &support::control_plane().kubeconfig,
+        &ns,
+        dir.path().join("scheduler.log"),
+    )
+    .await;
+
+    // runtimed with its Pod-bound token runs a Run end to end.
+    let pod = world::runtime_pods(&admin, &ns, "python", 1)
+        .await
+        .remove(0);
+    world::set_ready(&admin, &ns, &pod.name_any(), true).await;
+    let token = tokens::pod_bound_token(&admin, &ns, "kruntimes-runtimed", &pod).await;
+    let kubeconfig = tokens::token_kubeconfig(dir.path(), "runtimed", &token, &ns);
+    let mut runtimed = Command::new(support::binary())
+        .args(["runtimed", "--heartbeat-interval", "1s"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("RUST_LOG", "warn")
+        .env("POD_NAME", pod.name_any())
+        .env("POD_NAMESPACE", &ns)
+        .env("POD_UID", pod.uid().unwrap())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    world::run("r", "python").create(&admin, &ns).await;
+    let status = wait_runs(&admin, &ns, WAIT, "r succeeded", |runs| {
+        runs.iter()
+            .find(|r| r.name_any() == "r" && r.phase() == RunPhase::Succeeded)
+            .and_then(|r| r.status.clone())
+    })
+    .await;
+    let _ = runtimed.kill();
+    let _ = runtimed.wait();
+    assert_eq!(status.pod_name.as_deref(), Some(pod.name_any().as_str()));
+
+    // What the warning is about: the same token may end a Run that is not its Pod's.
+    world::run("stranger", "python").create(&admin, &ns).await;
+    let as_pod = Api::<Run>::namespaced(support::client_for(&kubeconfig).await, &ns);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        // The scheduler may write the Run meanwhile (409): read it again and retry.
+        let mut taken = as_pod.get("stranger").await.unwrap();
+        taken.status = Some(kruntimes::api::RunStatus {
+            phase: Some(RunPhase::Succeeded),
+            ..Default::default()
+        });
+        match as_pod
+            .replace_status("stranger", &PostParams::default(), &taken)
+            .await
+        {
+            Ok(_) => break,
+            Err(kube::Error::Api(s)) if s.code == 409 && Instant::now() < deadline => {}
+            Err(e) => panic!("without the policy a Pod's token may write any Run: {e}"),
+        }
+    }
+
+    assert_eq!(
+        scheduler.lines_with(NOT_RESTRICTED),
+        1,
+        "expected one warning:\n{}",
+        scheduler.log()
+    );
+    assert!(
+        scheduler
+            .log()
+            .contains("run `kubectl kruntimes install` to install it"),
+        "{}",
+        scheduler.log()
+    );
+}
+
+#[tokio::test]
+async fn a_scheduler_that_cannot_read_the_policy_says_so_once_and_schedules_anyway() {
+    let admin = support::client().await;
+    crds_only(&admin).await;
+    let ns = support::namespace(&admin, "no-policy-read").await;
+    let dir = tempfile::tempdir().unwrap();
+
+    // The shipped scheduler ClusterRole minus its rule on the admission policy.
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/scheduler.yaml"
+    ))
+    .unwrap();
+    let mut role: ClusterRole = serde_yaml::Deserializer::from_str(&shipped)
+        .map(|d| serde_json::Value::deserialize(d).unwrap())
+        .find(|v| v["kind"] == "ClusterRole")
+        .map(|v| serde_json::from_value(v).unwrap())
+        .unwrap();
+    let before = role.rules.as_ref().unwrap().len();
+    role.rules.as_mut().unwrap().retain(|r| {
+        !r.api_groups
+            .iter()
+            .flatten()
+            .any(|g| g == "admissionregistration.k8s.io")
+    });
+    assert_eq!(role.rules.as_ref().unwrap().len(), before - 1);
+    let name = format!("scheduler-without-policy-read-{ns}");
+    role.metadata = serde_json::from_value(json!({"name": name})).unwrap();
+    Api::<ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "scheduler"}})).unwrap();
+    Api::<ServiceAccount>::namespaced(admin.clone(), &ns)
+        .create(&PostParams::default(), &sa)
+        .await
+        .unwrap();
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "scheduler", "namespace": ns}]
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let token = tokens::unbound_token(&admin, &ns, "scheduler").await;
+    let kubeconfig = tokens::token_kubeconfig(dir.path(), "scheduler", &token, &ns);
+
+    // A Runtime Pod made here (the Runtime keeps 0 of its own), Ready with a heartbeat.
+    world::ready_pod(&admin, &ns, "python", "python-0", &[("runs", 4)]).await;
+    let runtime: Runtime = serde_json::from_value(json!({
+        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime",
+        "metadata": {"name": "python"},
+        "spec": {"replicas": 0, "capacity": {"resources": {"runs": "4"}},
+                 "template": {"spec": {"containers": [{"name": "runtimed", "image": "kruntimes.invalid/runtimed"}]}}}
+    }))
+    .unwrap();
+    Api::<Runtime>::namespaced(admin.clone(), &ns)
+        .create(&PostParams::default(), &runtime)
+        .await
+        .unwrap();
+    // RBAC is cached briefly: retry until the token may list Runs before starting.
+    let runs: Api<Run> = Api::namespaced(support::client_for(&kubeconfig).await, &ns);
+    let deadline = Instant::now() + WAIT;
+    while let Err(e) = runs.list(&Default::default()).await {
+        assert!(
+            Instant::now() < deadline,
+            "the scheduler's RBAC never took effect: {e}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let scheduler = Scheduler::start(&kubeconfig, &ns, dir.path().join("scheduler.log")).await;
+    world::run("r", "python").create(&admin, &ns).await;
+    wait_runs(&admin, &ns, WAIT, "r Scheduled on python-0", |runs| {
+        runs.iter()
+            .find(|r| r.name_any() == "r")
+            .and_then(|r| r.active_pod().map(str::to_string))
+            .filter(|p| p == "python-0")
+    })
+    .await;
+    assert_eq!(
+        scheduler.lines_with(CANNOT_TELL),
+        1,
+        "expected one warning:\n{}",
+        scheduler.log()
+    );
+    assert!(
+        scheduler.log().contains("is forbidden"),
+        "the warning says why: {}",
+        scheduler.log()
+    );
+    assert_eq!(scheduler.lines_with(NOT_RESTRICTED), 0);
+}

@@ -1,0 +1,99 @@
+//! Real credentials for tests: service-account tokens from the TokenRequest API — bound to a
+//! Pod, as the kubelet mounts them, or not bound — and people by impersonation, each as a
+//! kubeconfig file (for the built binary) or a client.
+//!
+//! Nothing here is faked: the API server signs the tokens and puts the Pod claims
+//! (`authentication.kubernetes.io/pod-name`, `pod-uid`) into the user info itself.
+
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use kube::api::{Api, PostParams};
+use kube::{Client, ResourceExt as _};
+
+/// Tokens last longer than any test.
+const EXPIRATION_SECONDS: i64 = 3600;
+
+/// A token of service account `sa` in `ns` bound to `pod` (name and UID), as the kubelet
+/// projects it into the Pod. The Pod must run as `sa`.
+pub async fn pod_bound_token(client: &Client, ns: &str, sa: &str, pod: &Pod) -> String {
+    let bound = BoundObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(pod.name_any()),
+        uid: pod.uid(),
+    };
+    request_token(client, ns, sa, Some(bound)).await
+}
+
+/// A token of service account `sa` in `ns` bound to nothing (`kubectl create token SA`).
+pub async fn unbound_token(client: &Client, ns: &str, sa: &str) -> String {
+    request_token(client, ns, sa, None).await
+}
+
+async fn request_token(
+    client: &Client,
+    ns: &str,
+    sa: &str,
+    bound: Option<BoundObjectReference>,
+) -> String {
+    let what = match &bound {
+        Some(b) => format!("a token of {ns}/{sa} bound to Pod {:?}", b.name),
+        None => format!("a token of {ns}/{sa}"),
+    };
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            audiences: None,
+            bound_object_ref: bound,
+            expiration_seconds: Some(EXPIRATION_SECONDS),
+        }),
+        ..Default::default()
+    };
+    Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create_token_request(sa, &PostParams::default(), &request)
+        .await
+        .unwrap_or_else(|e| panic!("request {what}: {e}"))
+        .status
+        .and_then(|s| s.token)
+        .unwrap_or_else(|| panic!("the TokenRequest for {what} returned no token"))
+}
+
+/// A kubeconfig in `dir` that authenticates with `token` (default namespace `ns`).
+pub fn token_kubeconfig(dir: &Path, file: &str, token: &str, ns: &str) -> PathBuf {
+    let cp = super::control_plane();
+    let path = dir.join(file);
+    super::write_kubeconfig(&path, &cp.server, &cp.ca_pem, token).unwrap();
+    set_namespace(&path, ns);
+    path
+}
+
+/// A kubeconfig in `dir` for the person `user` (namespace `ns`): the admin credentials with
+/// `as: user`, so every request is authorized as `user` (plus `system:authenticated`).
+pub fn user_kubeconfig(dir: &Path, user: &str, ns: &str) -> PathBuf {
+    let cp = super::control_plane();
+    let path = dir.join(format!("user-{user}"));
+    super::write_kubeconfig(&path, &cp.server, &cp.ca_pem, super::ADMIN_TOKEN).unwrap();
+    set_namespace(&path, ns);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let text = text.replace(
+        &format!("    token: {}\n", super::ADMIN_TOKEN),
+        &format!("    token: {}\n    as: {user}\n", super::ADMIN_TOKEN),
+    );
+    assert!(text.contains("    as: "), "impersonation not written");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn set_namespace(path: &Path, ns: &str) {
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(
+        text.contains("    namespace: default\n"),
+        "unexpected kubeconfig layout: {text}"
+    );
+    let text = text.replace(
+        "    namespace: default\n",
+        &format!("    namespace: {ns}\n"),
+    );
+    std::fs::write(path, text).unwrap();
+}
