@@ -27,8 +27,8 @@ use crate::api::resources::{
 };
 use crate::api::status::set_condition;
 use crate::api::{
-    LABEL_RUNTIME, LABEL_RUNTIME_POD, Runtime, RuntimeStatus, patch_params, pod_is_ready,
-    post_params,
+    ANNOTATION_SCALE_DOWN, LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, Runtime, RuntimeStatus,
+    patch_params, pod_is_ready, post_params,
 };
 
 /// Reasons on the Runtime's Ready condition and Events.
@@ -60,8 +60,21 @@ pub struct Plan {
     pub invalid_capacity: Option<String>,
 }
 
-/// Decides what to do for `runtime` given its current Pods. Pure.
-pub fn plan(runtime: &Runtime, pods: &[Pod], now: &Time) -> Plan {
+/// Decides what to do for `runtime` given its current Pods and how many active Runs each
+/// hosts (by Pod name). Pure.
+///
+/// Scaling down removes the Pods that disturb the least: fewest active Runs first (idle Pods
+/// before any that run something, as a ReplicaSet prefers unassigned Pods), then not ready
+/// before ready, then the newest names. A Pod chosen for removal is marked with
+/// [`ANNOTATION_SCALE_DOWN`] before it is deleted, so the scheduler stops placing on it at
+/// once; Runs still on it end through the lifecycle rules (runtimed's SIGTERM, or
+/// RuntimePodLost).
+pub fn plan(
+    runtime: &Runtime,
+    pods: &[Pod],
+    active_runs: &BTreeMap<String, usize>,
+    now: &Time,
+) -> Plan {
     let mut status = runtime.status.clone().unwrap_or_default();
     status.observed_generation = runtime.metadata.generation;
     let live: Vec<&Pod> = pods
@@ -100,9 +113,15 @@ pub fn plan(runtime: &Runtime, pods: &[Pod], now: &Time) -> Plan {
         ..Default::default()
     };
     if live.len() > wanted {
-        // Remove the least useful Pods first: not ready, then the newest names.
         let mut victims: Vec<&Pod> = live.clone();
-        victims.sort_by_key(|p| (pod_is_ready(p), std::cmp::Reverse(p.name_any())));
+        victims.sort_by_key(|p| {
+            let name = p.name_any();
+            (
+                active_runs.get(&name).copied().unwrap_or(0),
+                pod_is_ready(p),
+                std::cmp::Reverse(name),
+            )
+        });
         plan.delete = victims
             .into_iter()
             .take(live.len() - wanted)
@@ -276,8 +295,19 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
         .into_iter()
         .filter(|p| p.owner_references().iter().any(|o| o.uid == uid))
         .collect();
+    let wanted = usize::try_from(runtime.spec.replicas.max(0)).unwrap_or(0);
+    let live = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .count();
+    // Only a scale-down needs to know where Runs are; it is rare, so a list is fine.
+    let active_runs = if live > wanted {
+        active_runs(&ctx.client, &ns, &runtime.name_any()).await?
+    } else {
+        BTreeMap::new()
+    };
     let now = Time(jiff::Timestamp::now());
-    let plan = plan(&runtime, &pods, &now);
+    let plan = plan(&runtime, &pods, &active_runs, &now);
 
     if let Some(message) = &plan.invalid_capacity {
         warn!(runtime = %runtime.name_any(), namespace = %ns, "{message}");
@@ -311,6 +341,16 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
             }
         }
         for pod in &plan.delete {
+            // Marked first: the scheduler stops placing on it before it goes.
+            let mark = json!({"metadata": {"annotations": {ANNOTATION_SCALE_DOWN: "true"}}});
+            match pods_api
+                .patch(pod, &patch_params(), &Patch::Merge(&mark))
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => continue,
+                Err(e) => return Err(e.into()),
+            }
             match pods_api.delete(pod, &DeleteParams::default()).await {
                 Ok(_) => info!(%pod, namespace = %ns, "deleted surplus Runtime Pod"),
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
@@ -326,6 +366,25 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
             .await?;
     }
     Ok(Action::requeue(Duration::from_secs(300)))
+}
+
+/// Active Runs of `runtime` per Runtime Pod name.
+async fn active_runs(
+    client: &Client,
+    ns: &str,
+    runtime: &str,
+) -> Result<BTreeMap<String, usize>, Error> {
+    let runs: Api<Run> = Api::namespaced(client.clone(), ns);
+    let listed = runs
+        .list(&ListParams::default().fields(&format!("spec.runtime={runtime}")))
+        .await?;
+    let mut active = BTreeMap::new();
+    for run in &listed.items {
+        if let Some(pod) = run.active_pod() {
+            *active.entry(pod.to_string()).or_insert(0) += 1;
+        }
+    }
+    Ok(active)
 }
 
 fn error_policy(runtime: Arc<Runtime>, err: &Error, _: Arc<Context>) -> Action {
@@ -405,6 +464,7 @@ mod tests {
                 true,
                 &[("kruntimes.io/capacity.runs", "4")],
             )],
+            &BTreeMap::new(),
             &now(),
         );
         assert_eq!(plan.create, 2);
@@ -426,7 +486,7 @@ mod tests {
                 ("unrelated", "x"),
             ],
         );
-        let plan = plan(&rt, &[existing], &now());
+        let plan = plan(&rt, &[existing], &BTreeMap::new(), &now());
         assert_eq!(plan.create, 0);
         assert_eq!(
             plan.annotate,
@@ -447,7 +507,7 @@ mod tests {
     #[test]
     fn plan_with_malformed_capacity_touches_no_pod_and_says_why() {
         let rt = runtime(3, &[("example.com/gpu", "1.5")]);
-        let plan = plan(&rt, &[pod("python-a", true, &[])], &now());
+        let plan = plan(&rt, &[pod("python-a", true, &[])], &BTreeMap::new(), &now());
         assert_eq!(
             (plan.create, plan.delete.len(), plan.annotate.len()),
             (0, 0, 0)
@@ -469,8 +529,30 @@ mod tests {
             pod("python-b", false, &[]),
             pod("python-c", true, &[]),
         ];
-        let plan = plan(&rt, &pods, &now());
+        let plan = plan(&rt, &pods, &BTreeMap::new(), &now());
         assert_eq!(plan.delete, ["python-b", "python-c"]);
+    }
+
+    #[test]
+    fn plan_removes_idle_pods_first_then_those_with_the_fewest_runs() {
+        let rt = runtime(1, &[]);
+        let pods = [
+            pod("python-a", true, &[]),
+            pod("python-b", false, &[]),
+            pod("python-c", true, &[]),
+            pod("python-d", true, &[]),
+        ];
+        let active = BTreeMap::from([
+            ("python-a".to_string(), 3),
+            ("python-b".to_string(), 2),
+            ("python-d".to_string(), 1),
+        ]);
+        let plan = plan(&rt, &pods, &active, &now());
+        assert_eq!(
+            plan.delete,
+            ["python-c", "python-d", "python-b"],
+            "idle c, then d with 1 Run, then b with 2; a with 3 stays"
+        );
     }
 
     #[test]

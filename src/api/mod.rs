@@ -11,6 +11,9 @@ pub use types::*;
 pub const LABEL_RUNTIME: &str = "kruntimes.io/runtime";
 /// Label on Runtime Pods naming the Pod itself; the only affinity topology key.
 pub const LABEL_RUNTIME_POD: &str = "kruntimes.io/runtime-pod";
+/// Annotation the Runtime controller puts on a Runtime Pod it has chosen to remove, before
+/// deleting it: the scheduler treats the Pod as terminating from then on.
+pub const ANNOTATION_SCALE_DOWN: &str = "kruntimes.io/scale-down";
 /// Whether a Pod's `Ready` condition is True.
 pub fn pod_is_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
     pod.status

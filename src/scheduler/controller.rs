@@ -27,9 +27,11 @@ use thiserror::Error;
 use tracing::{debug, info, warn};
 
 use crate::api::status;
-use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, RunPhase, post_params};
+use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, RunPhase, Runtime, post_params};
 use crate::metrics::{STAGE_BIND, STAGE_RESERVE, SchedulerMetrics};
-use crate::scheduler::framework::{Changes, Indexed, ScheduleOutcome, SharedCache};
+use crate::scheduler::framework::{
+    Changes, Indexed, LostRun, PodLoss, ScheduleOutcome, SharedCache,
+};
 use crate::scheduler::plugins;
 use crate::scheduler::watch::{IndexEvent, InitBuffer};
 
@@ -55,6 +57,8 @@ pub struct Options {
     pub workers: u16,
     /// Watch one namespace instead of the whole cluster.
     pub namespace: Option<String>,
+    /// How long a heartbeat may be stale before Runs on that Pod count as lost.
+    pub pod_lost_grace: Duration,
 }
 
 /// Shared between watch tasks, queue workers and the HTTP probes.
@@ -70,6 +74,7 @@ pub struct Scheduler {
     /// Consecutive failed reconciles per key, for exponential retry backoff.
     failures: Mutex<HashMap<ObjectRef<Run>, u32>>,
     runs_synced: AtomicBool,
+    runtimes_synced: AtomicBool,
     pods_synced: AtomicBool,
     leases_synced: AtomicBool,
 }
@@ -85,6 +90,7 @@ impl Scheduler {
             enqueued_at: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
             runs_synced: AtomicBool::new(false),
+            runtimes_synced: AtomicBool::new(false),
             pods_synced: AtomicBool::new(false),
             leases_synced: AtomicBool::new(false),
         })
@@ -93,6 +99,7 @@ impl Scheduler {
     /// Ready once every watch has delivered its initial list.
     pub fn caches_synced(&self) -> bool {
         self.runs_synced.load(Ordering::Acquire)
+            && self.runtimes_synced.load(Ordering::Acquire)
             && self.pods_synced.load(Ordering::Acquire)
             && self.leases_synced.load(Ordering::Acquire)
     }
@@ -232,6 +239,12 @@ impl Scheduler {
             .await;
     }
 
+    async fn watch_runtimes(self: Arc<Self>) {
+        let events = watcher(self.api::<Runtime>(), watcher::Config::default()).default_backoff();
+        self.watch_into_index(events, "runtime", |s| &s.runtimes_synced, |_, _| {})
+            .await;
+    }
+
     async fn watch_leases(self: Arc<Self>) {
         let config = watcher::Config::default().labels(LABEL_RUNTIME_POD);
         let events = watcher(self.api::<Lease>(), config).default_backoff();
@@ -257,7 +270,8 @@ impl Scheduler {
             }
         }
         let workers = self.options.workers.max(1);
-        Controller::for_stream(futures::stream::pending(), store)
+        let lifecycle = self.clone().heal(store.clone());
+        let queue = Controller::for_stream(futures::stream::pending(), store)
             .reconcile_on(rx)
             .with_config(kube::runtime::controller::Config::default().concurrency(workers))
             .run(reconcile, error_policy, self)
@@ -265,8 +279,100 @@ impl Scheduler {
                 if let Err(e) = result {
                     debug!("reconcile: {e}");
                 }
-            })
-            .await;
+            });
+        // Neither ends on its own; whichever does ends the leader's work.
+        tokio::select! {
+            () = queue => {}
+            () = lifecycle => {}
+        }
+    }
+
+    /// The leader's lifecycle loop, Kubernetes' node lifecycle controller for Runtime Pods:
+    /// at every heartbeat expiry (a timer) it wakes the Pending Runs of that Runtime, and at
+    /// least every [`LIFECYCLE_PERIOD`] it heals the Runs of lost Runtime Pods: unclaimed ones
+    /// go back to Pending to be placed again, running ones end Failed with `RuntimePodLost`.
+    async fn heal(self: Arc<Self>, store: Store<Run>) {
+        let grace = jiff::SignedDuration::try_from(self.options.pod_lost_grace)
+            .unwrap_or(jiff::SignedDuration::MAX);
+        let mut last = jiff::Timestamp::now();
+        loop {
+            let now = jiff::Timestamp::now();
+            let (expired, next) = self.cache.expiries(last, now);
+            last = now;
+            self.wake(expired.into());
+            for lost in self.cache.lost_runs(now, grace) {
+                self.heal_one(&store, lost).await;
+            }
+            let until_next = next
+                .and_then(|at| Duration::try_from(at.duration_since(now)).ok())
+                .map_or(LIFECYCLE_PERIOD, |d| d.min(LIFECYCLE_PERIOD));
+            tokio::time::sleep(until_next.max(Duration::from_millis(10))).await;
+        }
+    }
+
+    /// Writes what a lost Run becomes, on the version the store has; a conflict is retried at
+    /// the next pass with the newer version.
+    async fn heal_one(&self, store: &Store<Run>, lost: LostRun) {
+        let key = ObjectRef::new(&lost.name).within(&lost.namespace);
+        let Some(run) = store.get(&key) else { return };
+        if run.uid().as_deref() != Some(lost.uid.as_str()) {
+            return;
+        }
+        let mut healed = Run::clone(&run);
+        let status = healed.status.get_or_insert_with(Default::default);
+        let now = now();
+        let changed = if lost.admitted {
+            status::set_terminal(
+                status,
+                status::Outcome::Failed,
+                status::reasons::RUNTIME_POD_LOST,
+                &lost_message(&lost, self.options.pod_lost_grace),
+                None,
+                &now,
+            )
+        } else {
+            status::set_unbound(
+                status,
+                "its Runtime Pod was lost before runtimed admitted it; placing it again",
+                &now,
+            )
+        };
+        if !changed {
+            return;
+        }
+        let api: Api<Run> = Api::namespaced(self.client.clone(), &lost.namespace);
+        match api
+            .replace_status(&lost.name, &post_params(), &healed)
+            .await
+        {
+            Ok(_) if lost.admitted => {
+                warn!(run = %lost.name, namespace = %lost.namespace, pod = %lost.pod, "failed: Runtime Pod lost ({:?})", lost.why)
+            }
+            Ok(_) => {
+                info!(run = %lost.name, namespace = %lost.namespace, pod = %lost.pod, "Runtime Pod lost ({:?}) before admission; placing the Run again", lost.why)
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
+            Err(e) => {
+                warn!(run = %lost.name, namespace = %lost.namespace, "cannot heal the Run of a lost Runtime Pod: {e}; retrying")
+            }
+        }
+    }
+}
+
+/// How often the lifecycle loop looks for Runs of lost Runtime Pods at the least.
+const LIFECYCLE_PERIOD: Duration = Duration::from_secs(1);
+
+/// The Failed message of a Run whose Runtime Pod was lost while it ran.
+fn lost_message(lost: &LostRun, grace: Duration) -> String {
+    let pod = &lost.pod;
+    match lost.why {
+        PodLoss::Gone => format!("Runtime Pod {pod} was deleted while the Run was running"),
+        PodLoss::Replaced => {
+            format!("Runtime Pod {pod} was replaced by a new Pod while the Run was running")
+        }
+        PodLoss::Terminating | PodLoss::HeartbeatStale => format!(
+            "the runtimed heartbeat of Runtime Pod {pod} has been stale for longer than {grace:?} while the Run was running (node or runtimed lost)"
+        ),
     }
 }
 
@@ -508,6 +614,7 @@ pub async fn run(
 ) -> Result<(), Error> {
     let (reader, writer) = reflector::store();
     let mut runs = tokio::spawn(scheduler.clone().watch_runs(writer));
+    let mut runtimes = tokio::spawn(scheduler.clone().watch_runtimes());
     let mut pods = tokio::spawn(scheduler.clone().watch_pods());
     let mut leases = tokio::spawn(scheduler.clone().watch_leases());
     let mut queue = {
@@ -521,11 +628,12 @@ pub async fn run(
     let result = tokio::select! {
         _ = shutdown => Ok(()),
         _ = &mut runs => Err(Error::TaskEnded("Run watch")),
+        _ = &mut runtimes => Err(Error::TaskEnded("Runtime watch")),
         _ = &mut pods => Err(Error::TaskEnded("Runtime Pod watch")),
         _ = &mut leases => Err(Error::TaskEnded("heartbeat Lease watch")),
         _ = &mut queue => Err(Error::TaskEnded("scheduling queue")),
     };
-    for task in [queue, runs, pods, leases] {
+    for task in [queue, runs, runtimes, pods, leases] {
         task.abort();
     }
     result

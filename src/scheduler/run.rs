@@ -44,6 +44,7 @@ pub async fn exec(global: &GlobalArgs, args: &SchedulerRunArgs) -> anyhow::Resul
         Options {
             workers: args.workers,
             namespace: args.watch_namespace.clone(),
+            pod_lost_grace: args.pod_lost_grace,
         },
     );
 

@@ -1064,4 +1064,17 @@ mod tests {
         assert_eq!(index.next_expiry_after(at(20)), Some(at(35)));
         assert_eq!(index.next_expiry_after(at(35)), None);
     }
+
+    #[test]
+    fn a_pod_chosen_for_scale_down_counts_as_terminating() {
+        let mut marked = pod("p1").build();
+        marked
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(crate::api::ANNOTATION_SCALE_DOWN.into(), "true".into());
+        let mut index = Index::new();
+        index.apply_pod(&marked);
+        assert!(index.pod(NS, "p1").unwrap().deleting);
+    }
 }

@@ -14,7 +14,9 @@ use kube::ResourceExt;
 use crate::api::resources::{
     RUNS, parse_capacity_annotations, parse_requests, parse_whole_quantity,
 };
-use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Resources, Run, RunPhase};
+use crate::api::{
+    ANNOTATION_SCALE_DOWN, LABEL_RUNTIME, LABEL_RUNTIME_POD, Resources, Run, RunPhase,
+};
 use crate::scheduler::framework::selector::Selector;
 
 /// What the scheduler knows about a Runtime Pod.
@@ -42,7 +44,9 @@ impl PodRecord {
             uid: pod.uid().unwrap_or_default(),
             runtime,
             ready,
-            deleting: pod.metadata.deletion_timestamp.is_some(),
+            // Chosen for removal counts as terminating: nothing new is placed there.
+            deleting: pod.metadata.deletion_timestamp.is_some()
+                || pod.annotations().contains_key(ANNOTATION_SCALE_DOWN),
             capacity: parse_capacity_annotations(pod.annotations()).map_err(|e| e.to_string()),
         })
     }
