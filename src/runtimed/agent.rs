@@ -32,8 +32,8 @@ use crate::api::resources::parse_capacity_annotations;
 use crate::api::status::{self, Outcome, reasons};
 use crate::api::{Run, RunPhase, post_params};
 
-/// Attempts of one terminal status write before giving up (conflicts re-read the Run).
-const TERMINAL_WRITE_ATTEMPTS: u32 = 6;
+/// Longest pause between two attempts of a status write or read across an API outage.
+const MAX_WRITE_BACKOFF: Duration = Duration::from_secs(5);
 /// How long to wait for killed children to be reaped before exiting anyway.
 const REAP_TIMEOUT: Duration = Duration::from_secs(5);
 /// Claim writes in flight at once.
@@ -96,6 +96,13 @@ struct Agent {
     /// that same version again. A newer version from the watch is tried at once; without this,
     /// a stale store would be claimed again and again in a tight loop.
     claim_failed: HashMap<String, (String, Instant)>,
+    /// Claims whose write outcome is unknown (a transport error or timeout), by UID. The
+    /// reservation stays held and the Run counts as this agent's own until a fresh read says
+    /// whether the claim landed: never guessed, so a Run this agent did claim is never later
+    /// failed as RuntimedRestarted.
+    uncertain: HashMap<String, Claim>,
+    resolved_tx: mpsc::UnboundedSender<(String, Option<Run>)>,
+    resolved_rx: mpsc::UnboundedReceiver<(String, Option<Run>)>,
 }
 
 impl Agent {
@@ -103,7 +110,11 @@ impl Agent {
         let me = settings.identity.clone();
         let (exits_tx, exits_rx) = mpsc::unbounded_channel();
         let (written_tx, written_rx) = mpsc::unbounded_channel();
+        let (resolved_tx, resolved_rx) = mpsc::unbounded_channel();
         Agent {
+            uncertain: HashMap::new(),
+            resolved_tx,
+            resolved_rx,
             runs_api: Api::namespaced(client.clone(), &me.namespace),
             pods_api: Api::namespaced(client, &me.namespace),
             me,
@@ -207,6 +218,10 @@ impl Agent {
                     self.on_exit(exit, &runs);
                     dirty = true;
                 }
+                Some((uid, landed)) = self.resolved_rx.recv() => {
+                    self.on_resolved(uid, landed);
+                    dirty = true;
+                }
                 Some(uid) = self.written_rx.recv() => {
                     self.in_flight -= 1;
                     self.cache.release(&uid);
@@ -242,7 +257,11 @@ impl Agent {
                     return Ok(());
                 }
             }
-            if self.draining && self.children.is_empty() && self.in_flight == 0 {
+            if self.draining
+                && self.children.is_empty()
+                && self.in_flight == 0
+                && self.uncertain.is_empty()
+            {
                 tracing::info!("no Run is running any more; runtimed exits");
                 return Ok(());
             }
@@ -307,7 +326,12 @@ impl Agent {
         loop {
             let state = claimable(&mut self.claim_failed, runs.state(), Instant::now());
             self.forget_observed_finishes(&state);
-            let owned: HashSet<String> = self.children.keys().cloned().collect();
+            let owned: HashSet<String> = self
+                .children
+                .keys()
+                .chain(self.uncertain.keys())
+                .cloned()
+                .collect();
             let plan = plan::plan(
                 &state,
                 &self.me,
@@ -379,34 +403,74 @@ impl Agent {
     /// Starts the task of a Run whose claim write returned `result`. Returns whether the
     /// reservation is still held (false: it was or will be released, so others may fit).
     fn start(&mut self, claim: Claim, result: kube::Result<Run>) -> bool {
-        let Claim { run, request, task } = claim;
-        let name = run.name_any();
-        let uid = run.uid().unwrap_or_default();
-        let retry_in = match &result {
-            Ok(_) => None,
+        let name = claim.run.name_any();
+        let uid = claim.run.uid().unwrap_or_default();
+        let retry_in = match result {
+            Ok(written) => return self.spawn_claimed(claim, written),
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 tracing::info!(run = %name, "Run {name} changed since it was observed; releasing and re-reading it from the watch");
-                Some(CLAIM_RETRY_STALE)
+                CLAIM_RETRY_STALE
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {
                 tracing::info!(run = %name, "Run {name} was deleted before it could be claimed");
-                Some(CLAIM_RETRY_STALE)
+                CLAIM_RETRY_STALE
+            }
+            Err(kube::Error::Api(s)) => {
+                tracing::warn!(run = %name, "cannot claim Run {name}: {}; releasing it and retrying in {CLAIM_RETRY_ERROR:?}", s.message);
+                CLAIM_RETRY_ERROR
             }
             Err(e) => {
-                tracing::warn!(run = %name, "cannot claim Run {name}: {e}; releasing it and retrying in {CLAIM_RETRY_ERROR:?}");
-                Some(CLAIM_RETRY_ERROR)
+                // The write may have landed: find out by reading, holding the reservation.
+                tracing::warn!(run = %name, "the claim of Run {name} has an unknown outcome ({e}); reading it back");
+                let (api, me, done) = (
+                    self.runs_api.clone(),
+                    self.me.clone(),
+                    self.resolved_tx.clone(),
+                );
+                tokio::spawn(async move {
+                    let landed = read_back_claim(&api, &me, &name, &uid).await;
+                    let _ = done.send((uid, landed));
+                });
+                let key = claim.run.uid().unwrap_or_default();
+                self.uncertain.insert(key, claim);
+                return true;
             }
         };
-        let written = match (result, retry_in) {
-            (Ok(written), _) => written,
-            (Err(_), retry_in) => {
-                self.cache.release(&uid);
-                let rv = run.resource_version().unwrap_or_default();
-                let at = Instant::now() + retry_in.unwrap_or(CLAIM_RETRY_ERROR);
-                self.claim_failed.insert(uid, (rv, at));
-                return false;
-            }
+        self.claim_not_landed(&claim, retry_in);
+        false
+    }
+
+    /// Releases a claim that did not land; the same version is tried again after `retry_in`.
+    fn claim_not_landed(&mut self, claim: &Claim, retry_in: Duration) {
+        let uid = claim.run.uid().unwrap_or_default();
+        self.cache.release(&uid);
+        let rv = claim.run.resource_version().unwrap_or_default();
+        self.claim_failed
+            .insert(uid, (rv, Instant::now() + retry_in));
+    }
+
+    /// A claim of unknown outcome has been read back: it landed (the Run as read), or not.
+    fn on_resolved(&mut self, uid: String, landed: Option<Run>) {
+        let Some(claim) = self.uncertain.remove(&uid) else {
+            return;
         };
+        match landed {
+            Some(written) => {
+                self.spawn_claimed(claim, written);
+            }
+            None => {
+                tracing::info!(run = %claim.run.name_any(), "the claim of Run {} did not land; retrying it", claim.run.name_any());
+                self.claim_not_landed(&claim, CLAIM_RETRY_ERROR);
+            }
+        }
+    }
+
+    /// Spawns the task of a Run this agent has claimed (`written` is the claimed Run).
+    /// Returns whether the reservation is still held.
+    fn spawn_claimed(&mut self, claim: Claim, written: Run) -> bool {
+        let Claim { run, request, task } = claim;
+        let name = run.name_any();
+        let uid = run.uid().unwrap_or_default();
         tracing::info!(run = %name, "claimed Run {name} with {request}; starting {:?}", task.program);
         match executor::spawn(&task, &name, &uid, self.exits_tx.clone()) {
             Ok(handle) => {
@@ -513,9 +577,34 @@ async fn write_claim(api: &Api<Run>, pod: &str, claim: &Claim) -> kube::Result<R
         .await
 }
 
+/// Reads back a Run whose claim had an unknown outcome, retrying reads with capped backoff
+/// until the API server answers: the Run as read when it is Running on this Pod (the claim
+/// landed), `None` when it is not (still Scheduled, changed by someone else, or gone).
+async fn read_back_claim(api: &Api<Run>, me: &Identity, name: &str, uid: &str) -> Option<Run> {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match api.get_opt(name).await {
+            Ok(Some(run)) => {
+                let ours = run.uid().as_deref() == Some(uid)
+                    && run.phase() == RunPhase::Running
+                    && plan::assigned_to(&run, me);
+                return ours.then_some(run);
+            }
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::warn!(run = %name, "cannot read Run {name} back: {e}; retrying in {delay:?}");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(MAX_WRITE_BACKOFF);
+            }
+        }
+    }
+}
+
 /// Writes a terminal status through [`status::set_terminal`] with the Run's
-/// resourceVersion; on a conflict it re-reads the Run and tries again. Nothing is written
-/// when the Run is gone, recreated, terminal already, or no longer on this Pod.
+/// resourceVersion, for as long as this process lives: API errors and outages are retried
+/// with capped exponential backoff, and a conflict re-reads the Run and applies the same
+/// outcome again. Nothing is written when the Run is gone, recreated, terminal already
+/// (whoever wrote that), or no longer on this Pod.
 async fn write_terminal(
     api: &Api<Run>,
     me: &Identity,
@@ -526,16 +615,16 @@ async fn write_terminal(
 ) {
     let mut current = first;
     let mut delay = Duration::from_millis(100);
-    for attempt in 1..=TERMINAL_WRITE_ATTEMPTS {
+    for attempt in 1u64.. {
         let run = match current.take() {
             Some(run) => run,
             None => match api.get_opt(name).await {
                 Ok(Some(run)) => run,
                 Ok(None) => return,
                 Err(e) => {
-                    tracing::warn!(run = %name, "cannot read Run {name} (attempt {attempt}): {e}");
+                    tracing::warn!(run = %name, "cannot read Run {name} (attempt {attempt}): {e}; retrying in {delay:?}");
                     tokio::time::sleep(delay).await;
-                    delay *= 2;
+                    delay = (delay * 2).min(MAX_WRITE_BACKOFF);
                     continue;
                 }
             },
@@ -561,13 +650,12 @@ async fn write_terminal(
             Err(kube::Error::Api(s)) if s.code == 404 => return,
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
             Err(e) => {
-                tracing::warn!(run = %name, "cannot write the terminal status of Run {name} (attempt {attempt}): {e}");
+                tracing::warn!(run = %name, "cannot write the terminal status of Run {name} ({}; attempt {attempt}): {e}; retrying in {delay:?}", terminal.reason);
                 tokio::time::sleep(delay).await;
-                delay *= 2;
+                delay = (delay * 2).min(MAX_WRITE_BACKOFF);
             }
         }
     }
-    tracing::error!(run = %name, "gave up writing the terminal status of Run {name} ({}): {}", terminal.reason, terminal.message);
 }
 
 /// Sleeps until `at`, or forever when there is no deadline.
