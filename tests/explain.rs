@@ -588,7 +588,17 @@ async fn a_missing_runtime_has_no_pods_and_says_so() {
             "Runtime ghost not found in namespace {ns}: create it, or point spec.runtime of Run lost at an existing Runtime"
         )]
     );
-    assert_scheduler_agrees(&client, &ns, "lost", "0/0 Runtime Pods are available.").await;
+    let missing = "Runtime \"ghost\" not found in this namespace.";
+    assert_eq!(report["verdict"], missing);
+    let _scheduler = SchedulerProcess::start(&ns, 1, None, "lost").await;
+    scheduler_message(&client, &ns, "lost", missing).await;
+    // The Runtime appears: the Run is woken and its message says what is missing now.
+    runtime(&client, &ns, "ghost", &[("runs", "1")]).await;
+    scheduler_message(&client, &ns, "lost", "0/0 Runtime Pods are available.").await;
+    assert_eq!(
+        explain_json(&ns, "lost")["verdict"],
+        "0/0 Runtime Pods are available."
+    );
 }
 
 #[tokio::test]
