@@ -13,3 +13,5 @@ pub mod output;
 pub mod runtime_controller;
 pub mod runtimed;
 pub mod scheduler;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;

@@ -344,16 +344,11 @@ fn names(items: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explain::report::{build, test_objects};
-    use crate::scheduler::framework::testing::*;
+    use crate::explain::report::{build, test_objects, test_report};
+    use crate::testing::*;
 
     fn hints(pods: &[PodBuilder], runs: &[RunBuilder], run: &RunBuilder) -> Vec<String> {
-        build(
-            &test_objects(pods, runs, run),
-            &crate::scheduler::plugins::registry(),
-        )
-        .unwrap()
-        .hints
+        test_report(pods, runs, run).hints
     }
 
     #[test]

@@ -235,17 +235,8 @@ pub fn age(d: SignedDuration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explain::model::Report;
-    use crate::explain::report::{build, test_objects};
-    use crate::scheduler::framework::testing::*;
-
-    fn report(pods: &[PodBuilder], runs: &[RunBuilder], run: &RunBuilder) -> Report {
-        build(
-            &test_objects(pods, runs, run),
-            &crate::scheduler::plugins::registry(),
-        )
-        .unwrap()
-    }
+    use crate::explain::report::test_report as report;
+    use crate::testing::*;
 
     /// Compares `actual` with `tests/golden/<name>`; `UPDATE_GOLDEN=1` rewrites the file.
     fn golden(name: &str, actual: &str) {

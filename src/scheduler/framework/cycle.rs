@@ -479,10 +479,10 @@ pub fn evaluate<'s>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::framework::testing::*;
+    use crate::testing::*;
 
     fn decide(world: &World, r: &RunBuilder) -> Decision {
-        let state = world.state();
+        let state = world.cache();
         let snap = state.snapshot(NS, RUNTIME, NOW);
         evaluate(&snap, &crate::scheduler::plugins::registry(), &r.build())
             .unwrap()
@@ -671,7 +671,7 @@ mod tests {
                 pod("p3").capacity(&[("runs", 2)]),
             ])
             .runs([run("x").on("p2")]);
-        let state = world.state();
+        let state = world.cache();
         let snap = state.snapshot(NS, RUNTIME, NOW);
         let eval = evaluate(
             &snap,
@@ -706,7 +706,7 @@ mod tests {
             ])
             .runs([run("a").on("p1")])
             .assume(run("b"), "p2");
-        let state = world.state();
+        let state = world.cache();
         let snap = state.snapshot(NS, RUNTIME, NOW);
         for name in ["a", "b"] {
             let eval = evaluate(

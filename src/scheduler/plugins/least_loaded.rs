@@ -91,7 +91,7 @@ impl ScorePlugin for LeastLoaded {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::framework::testing::*;
+    use crate::testing::*;
 
     fn normalized(world: World, r: RunBuilder) -> Vec<(String, i64)> {
         score_table(&LeastLoaded, &world, &r)
@@ -186,7 +186,7 @@ mod tests {
             [("p1".into(), 100), ("p2".into(), 100)]
         );
         let decision = world
-            .state()
+            .cache()
             .plan(
                 &crate::scheduler::plugins::registry(),
                 &run("a").build(),

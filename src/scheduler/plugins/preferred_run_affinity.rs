@@ -48,7 +48,7 @@ impl ScorePlugin for PreferredRunAffinity {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::framework::testing::*;
+    use crate::testing::*;
 
     #[test]
     fn preferred_run_affinity_sums_weights_and_normalizes_min_to_max() {
