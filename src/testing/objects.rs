@@ -28,6 +28,20 @@ use crate::runtimed::heartbeat::{self, desired_lease};
 use crate::scheduler::framework::index::required_anti_affinity;
 use crate::scheduler::framework::{Assumption, RunKey, Selector};
 
+/// Builder methods that set one field: `name(args) => field = value;` becomes
+/// `pub fn name(mut self, args) -> Self { self.field = value; self }`.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*) => $field:ident = $value:expr;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, $($arg: $ty),*) -> Self {
+                self.$field = $value;
+                self
+            }
+        )*
+    };
+}
+
 pub const NS: &str = "default";
 pub const RUNTIME: &str = "python";
 /// The fixed "now" of every unit test and bench.
@@ -88,6 +102,11 @@ fn match_labels(pairs: &[(&str, &str)]) -> LabelSelector {
     }
 }
 
+/// The UID set on a builder, else `<prefix>-<name>`.
+fn uid_or_default(uid: &Option<String>, prefix: &str, name: &str) -> String {
+    uid.clone().unwrap_or_else(|| format!("{prefix}-{name}"))
+}
+
 fn time_after_now(seconds: i64) -> Timestamp {
     NOW.checked_add(SignedDuration::from_secs(seconds))
         .expect("test time in range")
@@ -136,35 +155,24 @@ pub fn run(name: &str) -> RunBuilder {
 }
 
 impl RunBuilder {
-    pub fn ns(mut self, namespace: &str) -> Self {
-        self.namespace = namespace.to_string();
-        self
-    }
-
-    pub fn runtime(mut self, runtime: &str) -> Self {
-        self.runtime = runtime.to_string();
-        self
-    }
-
-    pub fn uid(mut self, uid: &str) -> Self {
-        self.uid = Some(uid.to_string());
-        self
-    }
-
-    pub fn resource_version(mut self, rv: &str) -> Self {
-        self.resource_version = Some(rv.to_string());
-        self
+    setters! {
+        ns(namespace: &str) => namespace = namespace.to_string();
+        runtime(runtime: &str) => runtime = runtime.to_string();
+        uid(uid: &str) => uid = Some(uid.to_string());
+        resource_version(rv: &str) => resource_version = Some(rv.to_string());
+        /// Deleted, with its finalizers still holding it.
+        deleting() => deleting = true;
+        /// The UID of the Pod it is bound to (`status.podUID`).
+        pod_uid(uid: &str) => pod_uid = Some(uid.to_string());
+        running() => phase = RunPhase::Running;
+        succeeded() => phase = RunPhase::Succeeded;
+        failed() => phase = RunPhase::Failed;
+        pending() => phase = RunPhase::Pending;
     }
 
     /// Created `seconds` after the Unix epoch.
     pub fn created(mut self, seconds: i64) -> Self {
         self.created = Some(Timestamp::from_second(seconds).expect("test time in range"));
-        self
-    }
-
-    /// Deleted, with its finalizers still holding it.
-    pub fn deleting(mut self) -> Self {
-        self.deleting = true;
         self
     }
 
@@ -274,32 +282,6 @@ impl RunBuilder {
         self
     }
 
-    /// The UID of the Pod it is bound to (`status.podUID`).
-    pub fn pod_uid(mut self, uid: &str) -> Self {
-        self.pod_uid = Some(uid.to_string());
-        self
-    }
-
-    pub fn running(mut self) -> Self {
-        self.phase = RunPhase::Running;
-        self
-    }
-
-    pub fn succeeded(mut self) -> Self {
-        self.phase = RunPhase::Succeeded;
-        self
-    }
-
-    pub fn failed(mut self) -> Self {
-        self.phase = RunPhase::Failed;
-        self
-    }
-
-    pub fn pending(mut self) -> Self {
-        self.phase = RunPhase::Pending;
-        self
-    }
-
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -324,11 +306,7 @@ impl RunBuilder {
         );
         let meta = &mut run.metadata;
         meta.namespace = Some(self.namespace.clone());
-        meta.uid = Some(
-            self.uid
-                .clone()
-                .unwrap_or_else(|| format!("uid-{}", self.name)),
-        );
+        meta.uid = Some(uid_or_default(&self.uid, "uid", &self.name));
         meta.resource_version = self.resource_version.clone();
         meta.creation_timestamp = self.created.map(Time);
         meta.deletion_timestamp = self.deleting.then_some(Time(NOW));
@@ -395,20 +373,39 @@ pub fn pod(name: &str) -> PodBuilder {
     }
 }
 
+/// One [`pod`] of `capacity` per name.
+pub fn pods(names: &[&str], capacity: &[(&str, u64)]) -> Vec<PodBuilder> {
+    names.iter().map(|n| pod(n).capacity(capacity)).collect()
+}
+
 impl PodBuilder {
+    setters! {
+        ns(namespace: &str) => namespace = namespace.to_string();
+        runtime(runtime: &str) => runtime = runtime.to_string();
+        uid(uid: &str) => uid = Some(uid.to_string());
+        ready() => ready = true;
+        not_ready() => ready = false;
+        /// Deleted, with a finalizer still holding it.
+        deleting() => deleting = true;
+        /// Heartbeat renewed `seconds` ago with a [`LEASE_SECONDS`] duration.
+        lease_renewed_ago(seconds: i64) => lease = LeaseState::RenewedAgo(seconds);
+        no_lease() => lease = LeaseState::Missing;
+        /// A fresh Lease held by some other identity.
+        foreign_lease() => lease = LeaseState::Foreign;
+    }
+
     /// Replaces the capacity annotations, each written under
     /// [`capacity_annotation`]`(resource)` as the Runtime controller writes it.
     pub fn capacity(self, capacity: &[(&str, u64)]) -> Self {
-        let values: Vec<(&str, String)> = capacity
-            .iter()
-            .map(|(resource, amount)| (*resource, amount.to_string()))
-            .collect();
-        let refs: Vec<(&str, &str)> = values.iter().map(|(r, v)| (*r, v.as_str())).collect();
-        self.capacity_strs(&refs)
+        self.capacity_annotations(capacity)
     }
 
     /// Replaces the capacity annotations with raw (possibly malformed) values.
-    pub fn capacity_strs(mut self, capacity: &[(&str, &str)]) -> Self {
+    pub fn capacity_strs(self, capacity: &[(&str, &str)]) -> Self {
+        self.capacity_annotations(capacity)
+    }
+
+    fn capacity_annotations<V: ToString>(mut self, capacity: &[(&str, V)]) -> Self {
         self.annotations
             .retain(|key, _| resource_of_annotation(key).is_none());
         for (resource, value) in capacity {
@@ -428,57 +425,9 @@ impl PodBuilder {
         self
     }
 
-    pub fn ns(mut self, namespace: &str) -> Self {
-        self.namespace = namespace.to_string();
-        self
-    }
-
-    pub fn runtime(mut self, runtime: &str) -> Self {
-        self.runtime = runtime.to_string();
-        self
-    }
-
-    pub fn uid(mut self, uid: &str) -> Self {
-        self.uid = Some(uid.to_string());
-        self
-    }
-
-    pub fn ready(mut self) -> Self {
-        self.ready = true;
-        self
-    }
-
-    pub fn not_ready(mut self) -> Self {
-        self.ready = false;
-        self
-    }
-
-    /// Deleted, with a finalizer still holding it.
-    pub fn deleting(mut self) -> Self {
-        self.deleting = true;
-        self
-    }
-
     /// Heartbeat renewed 60 s ago with a 40 s duration.
     pub fn stale(self) -> Self {
         self.lease_renewed_ago(60)
-    }
-
-    /// Heartbeat renewed `seconds` ago with a [`LEASE_SECONDS`] duration.
-    pub fn lease_renewed_ago(mut self, seconds: i64) -> Self {
-        self.lease = LeaseState::RenewedAgo(seconds);
-        self
-    }
-
-    pub fn no_lease(mut self) -> Self {
-        self.lease = LeaseState::Missing;
-        self
-    }
-
-    /// A fresh Lease held by some other identity.
-    pub fn foreign_lease(mut self) -> Self {
-        self.lease = LeaseState::Foreign;
-        self
     }
 
     pub fn name(&self) -> &str {
@@ -486,9 +435,7 @@ impl PodBuilder {
     }
 
     fn uid_value(&self) -> String {
-        self.uid
-            .clone()
-            .unwrap_or_else(|| format!("pod-uid-{}", self.name))
+        uid_or_default(&self.uid, "pod-uid", &self.name)
     }
 
     pub fn build(&self) -> Pod {
@@ -607,24 +554,11 @@ pub fn runtime(name: &str) -> RuntimeBuilder {
 }
 
 impl RuntimeBuilder {
-    pub fn ns(mut self, namespace: &str) -> Self {
-        self.namespace = namespace.to_string();
-        self
-    }
-
-    pub fn uid(mut self, uid: &str) -> Self {
-        self.uid = Some(uid.to_string());
-        self
-    }
-
-    pub fn generation(mut self, generation: i64) -> Self {
-        self.generation = Some(generation);
-        self
-    }
-
-    pub fn replicas(mut self, replicas: i32) -> Self {
-        self.replicas = replicas;
-        self
+    setters! {
+        ns(namespace: &str) => namespace = namespace.to_string();
+        uid(uid: &str) => uid = Some(uid.to_string());
+        generation(generation: i64) => generation = Some(generation);
+        replicas(replicas: i32) => replicas = replicas;
     }
 
     /// Declares whole-number capacities in `spec.capacity.resources`.
@@ -672,11 +606,7 @@ impl RuntimeBuilder {
         runtime.spec.capacity.resources = self.capacity.clone();
         let meta = &mut runtime.metadata;
         meta.namespace = Some(self.namespace.clone());
-        meta.uid = Some(
-            self.uid
-                .clone()
-                .unwrap_or_else(|| format!("runtime-uid-{}", self.name)),
-        );
+        meta.uid = Some(uid_or_default(&self.uid, "runtime-uid", &self.name));
         meta.generation = self.generation;
         runtime
     }
