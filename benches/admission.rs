@@ -11,6 +11,7 @@ use kruntimes::api::{Resources, Run};
 use kruntimes::runtimed::Identity;
 use kruntimes::runtimed::admission::AdmissionCache;
 use kruntimes::runtimed::plan::plan;
+use kruntimes::testing::{NS, run};
 
 fn request() -> Resources {
     Resources::from_iter([("runs", 1), ("example.com/gpu", 1), ("example.com/fpga", 2)])
@@ -61,27 +62,17 @@ fn reserve_release(c: &mut Criterion) {
     });
 }
 
+/// `n` Runs of {gpu: 1} bound to `rt-0`, created one second apart.
 fn assigned_runs(n: usize) -> Vec<Arc<Run>> {
     (0..n)
         .map(|i| {
-            let run: Run = serde_json::from_value(serde_json::json!({
-                "apiVersion": "kruntimes.io/v1alpha1",
-                "kind": "Run",
-                "metadata": {
-                    "name": format!("run-{i:04}"),
-                    "namespace": "ns",
-                    "uid": format!("uid-{i:04}"),
-                    "creationTimestamp": format!("2026-01-01T00:{:02}:{:02}Z", i / 60 % 60, i % 60),
-                },
-                "spec": {
-                    "runtime": "rt",
-                    "resources": {"requests": {"example.com/gpu": "1"}},
-                    "mode": {"task": {"args": ["true"]}}
-                },
-                "status": {"phase": "Scheduled", "podName": "rt-0", "podUID": "pod-uid"}
-            }))
-            .unwrap();
-            Arc::new(run)
+            let r = run(&format!("run-{i:04}"))
+                .runtime("rt")
+                .requests(&[("example.com/gpu", 1)])
+                .created(1_767_225_600 + i as i64)
+                .on("rt-0")
+                .pod_uid("pod-uid");
+            Arc::new(r.build())
         })
         .collect()
 }
@@ -89,7 +80,7 @@ fn assigned_runs(n: usize) -> Vec<Arc<Run>> {
 fn planning(c: &mut Criterion) {
     let me = Identity {
         pod_name: "rt-0".into(),
-        namespace: "ns".into(),
+        namespace: NS.into(),
         pod_uid: "pod-uid".into(),
     };
     let mut group = c.benchmark_group("admission/plan_over_queued_runs");

@@ -5,98 +5,17 @@
 //!
 //! Run: `cargo bench --bench cycle -- --warm-up-time 1 --measurement-time 3`
 
-use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, MicroTime, ObjectMeta};
-use kruntimes::api::{
-    AffinityTerms, LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, RunAffinity, RunAffinityTerm, RunPhase,
-    RunResources, RunSpec, RunStatus,
-};
+use kruntimes::api::Run;
 use kruntimes::scheduler::framework::{Decision, ScheduleOutcome, SharedCache};
+use kruntimes::testing::{NOW, NS, pod, run};
 
-const NS: &str = "bench";
-const RUNTIME: &str = "python";
-const NOW: Timestamp = Timestamp::constant(1_700_000_000, 0);
 /// Distinct cohorts: a required-affinity term finds its targets on 1 Pod in 50.
 const COHORTS: usize = 50;
-
-fn map(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect()
-}
-
-fn pod(name: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some(NS.into()),
-            uid: Some(format!("uid-{name}")),
-            labels: Some(map(&[
-                (LABEL_RUNTIME, RUNTIME.into()),
-                (LABEL_RUNTIME_POD, name.into()),
-            ])),
-            annotations: Some(map(&[
-                ("kruntimes.io/capacity.runs", "64".into()),
-                ("kruntimes.io/capacity.example.com/gpu", "32".into()),
-            ])),
-            ..Default::default()
-        },
-        spec: None,
-        status: Some(PodStatus {
-            conditions: Some(vec![PodCondition {
-                type_: "Ready".into(),
-                status: "True".into(),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-    }
-}
-
-fn lease(name: &str) -> Lease {
-    Lease {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some(NS.into()),
-            ..Default::default()
-        },
-        spec: Some(LeaseSpec {
-            holder_identity: Some(format!("uid-{name}")),
-            renew_time: Some(MicroTime(NOW - SignedDuration::from_secs(5))),
-            lease_duration_seconds: Some(40),
-            ..Default::default()
-        }),
-    }
-}
-
-fn run(name: &str, labels: BTreeMap<String, String>, affinity: Option<RunAffinity>) -> Run {
-    let mut run = Run::new(
-        name,
-        RunSpec {
-            runtime: RUNTIME.into(),
-            resources: Some(RunResources {
-                requests: BTreeMap::from([
-                    ("runs".to_string(), Quantity("1".into())),
-                    ("example.com/gpu".to_string(), Quantity("1".into())),
-                ]),
-            }),
-            affinity,
-            mode: None,
-        },
-    );
-    run.metadata.namespace = Some(NS.into());
-    run.metadata.uid = Some(format!("uid-{name}"));
-    run.metadata.labels = Some(labels);
-    run
-}
+/// What every Run asks for.
+const REQUEST: &[(&str, u64)] = &[("runs", 1), ("example.com/gpu", 1)];
 
 /// `pods` Runtime Pods, each with `per_pod` active Runs of {runs: 1, gpu: 1}. Pod i's Runs
 /// carry `cohort: c<i % COHORTS>` and an `index` label of their own.
@@ -104,20 +23,17 @@ fn cluster(pods: usize, per_pod: usize) -> SharedCache {
     let shared = SharedCache::new(kruntimes::scheduler::plugins::registry());
     for i in 0..pods {
         let name = format!("pod-{i:05}");
-        shared.apply(&pod(&name), NOW);
-        shared.apply(&lease(&name), NOW);
+        let p = pod(&name).capacity(&[("runs", 64), ("example.com/gpu", 32)]);
+        shared.apply(&p.build(), NOW);
+        shared.apply(&p.build_lease().expect("a fresh heartbeat"), NOW);
+        let cohort = format!("c{}", i % COHORTS);
         for j in 0..per_pod {
-            let labels = map(&[
-                ("cohort", format!("c{}", i % COHORTS)),
-                ("index", format!("{j}")),
-            ]);
-            let mut r = run(&format!("active-{i}-{j}"), labels, None);
-            r.status = Some(RunStatus {
-                phase: Some(RunPhase::Running),
-                pod_name: Some(name.clone()),
-                ..Default::default()
-            });
-            shared.apply(&r, NOW);
+            let r = run(&format!("active-{i}-{j}"))
+                .requests(REQUEST)
+                .labels(&[("cohort", &cohort), ("index", &j.to_string())])
+                .on(&name)
+                .running();
+            shared.apply(&r.build(), NOW);
         }
     }
     shared
@@ -125,20 +41,13 @@ fn cluster(pods: usize, per_pod: usize) -> SharedCache {
 
 /// The Run to place, optionally requiring co-location with cohort c7.
 fn pending(affinity: bool) -> Run {
-    let affinity = affinity.then(|| RunAffinity {
-        run_affinity: Some(AffinityTerms {
-            required: vec![RunAffinityTerm {
-                label_selector: LabelSelector {
-                    match_labels: Some(map(&[("cohort", "c7".into())])),
-                    match_expressions: None,
-                },
-                topology_key: LABEL_RUNTIME_POD.into(),
-            }],
-            preferred: Vec::new(),
-        }),
-        run_anti_affinity: None,
-    });
-    run("new", map(&[("cohort", "c7".into())]), affinity)
+    let r = run("new").requests(REQUEST).labels(&[("cohort", "c7")]);
+    let r = if affinity {
+        r.requires(&[("cohort", "c7")])
+    } else {
+        r
+    };
+    r.build()
 }
 
 fn bench_cycle(c: &mut Criterion) {

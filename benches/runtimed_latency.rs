@@ -10,39 +10,18 @@
 mod support;
 
 use std::collections::HashMap;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::Pod;
 use kruntimes::api::{Run, RunPhase};
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
-use kube::{Client, ResourceExt as _};
+use kruntimes::testing::{percentile, pod, run};
+use kube::ResourceExt as _;
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
-
-struct Runtimed(Child);
-
-impl Drop for Runtimed {
-    fn drop(&mut self) {
-        // SAFETY: plain kill(2) on our own child's pid.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use support::world::{Create, RunEvents, RuntimedProcess, TestNs, eventually};
 
 struct Scenario {
     name: &'static str,
-    capacity: usize,
+    capacity: u64,
     /// Pause between binds; zero binds back to back.
     pace: Duration,
 }
@@ -55,85 +34,28 @@ struct Figures {
     binding: Duration,
 }
 
-async fn measure(client: &Client, runs_n: usize, scenario: &Scenario) -> Figures {
-    let ns = support::namespace(client, "rtd-bench").await;
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {
-            "name": "rt-0",
-            "labels": {"kruntimes.io/runtime": "rt", "kruntimes.io/runtime-pod": "rt-0"},
-            "annotations": {"kruntimes.io/capacity.runs": scenario.capacity.to_string()},
-        },
-        "spec": {"containers": [{"name": "runtimed", "image": "example.invalid/kruntimes:bench"}]}
-    }))
-    .unwrap();
-    let pod = Api::<Pod>::namespaced(client.clone(), &ns)
-        .create(&PostParams::default(), &pod)
-        .await
-        .expect("create the Runtime Pod");
-    let runs = Api::<Run>::namespaced(client.clone(), &ns);
+/// Started: past Scheduled (Running, or terminal if Running was never observed).
+fn started(run: &Run) -> bool {
+    !matches!(run.phase(), RunPhase::Pending | RunPhase::Scheduled)
+}
 
+async fn measure(runs_n: usize, scenario: &Scenario) -> Figures {
+    let ns = TestNs::new("rtd-bench").await;
+    // runtimed writes the heartbeat itself.
+    let rt_0 = pod("rt-0").capacity(&[("runs", scenario.capacity)]);
+    let pod = rt_0.no_lease().create(&ns).await;
     for i in 0..runs_n {
-        let run: Run = serde_json::from_value(json!({
-            "apiVersion": "kruntimes.io/v1alpha1", "kind": "Run",
-            "metadata": {"name": format!("r-{i:04}")},
-            "spec": {"runtime": "rt", "mode": {"task": {"args": ["true"]}}}
-        }))
-        .unwrap();
-        runs.create(&PostParams::default(), &run)
-            .await
-            .expect("create Run");
+        run(&format!("r-{i:04}")).create(&ns).await;
     }
 
-    // When each Run was first seen Running (or terminal, if Running was never observed).
-    let seen: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    let sink = seen.clone();
-    let watch = tokio::spawn({
-        let runs = runs.clone();
-        async move {
-            let mut ready = Some(ready_tx);
-            let mut stream = watcher(runs, watcher::Config::default()).boxed();
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(watcher::Event::Apply(run))
-                        if run.phase() != RunPhase::Scheduled
-                            && run.phase() != RunPhase::Pending =>
-                    {
-                        sink.lock()
-                            .unwrap()
-                            .entry(run.name_any())
-                            .or_insert_with(Instant::now);
-                    }
-                    Ok(watcher::Event::InitDone) => {
-                        if let Some(tx) = ready.take() {
-                            let _ = tx.send(());
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-    });
-    ready_rx.await.unwrap();
-
-    let _runtimed = Runtimed(
-        Command::new(support::binary())
-            .arg("runtimed")
-            .env("KUBECONFIG", &support::control_plane().kubeconfig)
-            .env("POD_NAME", "rt-0")
-            .env("POD_NAMESPACE", &ns)
-            .env("POD_UID", pod.uid().unwrap())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start runtimed"),
-    );
+    let events = RunEvents::start(&ns).await;
+    let _runtimed = RuntimedProcess::start(&pod, &[]);
     // Let runtimed finish its initial lists so that start-up is not measured.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    let started = Instant::now();
+    let first_bind = Instant::now();
     let mut bound = HashMap::new();
+    let runs = ns.runs();
     for i in 0..runs_n {
         let name = format!("r-{i:04}");
         let patch = json!({"status": {"phase": "Scheduled", "podName": "rt-0", "podUID": pod.uid().unwrap()}});
@@ -145,18 +67,18 @@ async fn measure(client: &Client, runs_n: usize, scenario: &Scenario) -> Figures
             tokio::time::sleep(scenario.pace).await;
         }
     }
-    let binding = started.elapsed();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while seen.lock().unwrap().len() < runs_n {
-        assert!(
-            Instant::now() < deadline,
-            "not every Run started within 300s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let wall = started.elapsed();
-    watch.abort();
-    let seen = seen.lock().unwrap();
+    let binding = first_bind.elapsed();
+    let what = format!("all {runs_n} Runs started");
+    let seen = eventually(Duration::from_secs(300), &what, async || {
+        let seen = events.first_seen(started);
+        if seen.len() == runs_n {
+            Ok(seen)
+        } else {
+            Err(format!("{} started", seen.len()))
+        }
+    })
+    .await;
+    let last = seen.values().max().copied().unwrap();
     let mut latencies: Vec<Duration> = bound
         .iter()
         .map(|(name, at)| seen[name].saturating_duration_since(*at))
@@ -164,14 +86,9 @@ async fn measure(client: &Client, runs_n: usize, scenario: &Scenario) -> Figures
     latencies.sort();
     Figures {
         latencies,
-        wall,
+        wall: last.saturating_duration_since(first_bind),
         binding,
     }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 fn main() {
@@ -187,10 +104,9 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let client = support::client().await;
         let scenarios = [
-            Scenario { name: "paced 20ms, capacity >= runs (no queueing)", capacity: runs_n, pace: Duration::from_millis(20) },
-            Scenario { name: "burst, capacity >= runs", capacity: runs_n, pace: Duration::ZERO },
+            Scenario { name: "paced 20ms, capacity >= runs (no queueing)", capacity: runs_n as u64, pace: Duration::from_millis(20) },
+            Scenario { name: "burst, capacity >= runs", capacity: runs_n as u64, pace: Duration::ZERO },
             Scenario { name: "burst, capacity 4 (queueing included)", capacity: 4, pace: Duration::ZERO },
         ];
         println!("Runs/s: Runs started per second from the first bind; binds: time the bench took to write them");
@@ -200,7 +116,7 @@ fn main() {
             "scenario", "p50", "p90", "p99", "max", "Runs/s", "binds"
         );
         for scenario in &scenarios {
-            let f = measure(&client, runs_n, scenario).await;
+            let f = measure(runs_n, scenario).await;
             println!(
                 "{:<46} {:>9.1?} {:>9.1?} {:>9.1?} {:>9.1?} {:>9.1} {:>9.1?}",
                 scenario.name,

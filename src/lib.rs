@@ -15,3 +15,5 @@ pub mod runtime_controller;
 pub mod runtimed;
 pub mod scheduler;
 pub mod signals;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;

@@ -421,33 +421,15 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::RuntimeSpec;
-    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use crate::testing::{RuntimeBuilder, pod, runtime};
 
-    fn runtime(replicas: i32, capacity: &[(&str, &str)]) -> Runtime {
-        let mut rt = Runtime::new(
-            "python",
-            RuntimeSpec {
-                replicas,
-                ..Default::default()
-            },
-        );
-        rt.metadata.namespace = Some("team-a".into());
-        rt.metadata.uid = Some("rt-uid".into());
-        rt.metadata.generation = Some(3);
-        rt.spec.capacity.resources = capacity
-            .iter()
-            .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
-            .collect();
-        rt
-    }
-
-    fn pod(name: &str, ready: bool, annotations: &[(&str, &str)]) -> Pod {
-        serde_json::from_value(json!({
-            "metadata": {"name": name, "annotations": annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_,_>>()},
-            "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}
-        }))
-        .unwrap()
+    /// Runtime `python` in `team-a` at generation 3.
+    fn python(replicas: i32) -> RuntimeBuilder {
+        runtime("python")
+            .ns("team-a")
+            .uid("rt-uid")
+            .generation(3)
+            .replicas(replicas)
     }
 
     fn now() -> Time {
@@ -456,17 +438,9 @@ mod tests {
 
     #[test]
     fn plan_creates_missing_pods_and_reports_status() {
-        let rt = runtime(3, &[("runs", "4")]);
-        let plan = plan(
-            &rt,
-            &[pod(
-                "python-a",
-                true,
-                &[("kruntimes.io/capacity.runs", "4")],
-            )],
-            &BTreeMap::new(),
-            &now(),
-        );
+        let rt = python(3).capacity(&[("runs", 4)]).build();
+        let existing = pod("python-a").capacity(&[("runs", 4)]).build();
+        let plan = plan(&rt, &[existing], &BTreeMap::new(), &now());
         assert_eq!(plan.create, 2);
         assert!(plan.delete.is_empty() && plan.annotate.is_empty());
         assert_eq!((plan.status.replicas, plan.status.ready_replicas), (1, 1));
@@ -476,16 +450,11 @@ mod tests {
 
     #[test]
     fn plan_projects_capacity_in_place_and_removes_undeclared_resources() {
-        let rt = runtime(1, &[("runs", "8")]);
-        let existing = pod(
-            "python-a",
-            true,
-            &[
-                ("kruntimes.io/capacity.runs", "4"),
-                ("kruntimes.io/capacity.example.com_gpu", "1"),
-                ("unrelated", "x"),
-            ],
-        );
+        let rt = python(1).capacity(&[("runs", 8)]).build();
+        let existing = pod("python-a")
+            .capacity(&[("runs", 4), ("example.com/gpu", 1)])
+            .annotation("unrelated", "x")
+            .build();
         let plan = plan(&rt, &[existing], &BTreeMap::new(), &now());
         assert_eq!(plan.create, 0);
         assert_eq!(
@@ -506,8 +475,10 @@ mod tests {
 
     #[test]
     fn plan_with_malformed_capacity_touches_no_pod_and_says_why() {
-        let rt = runtime(3, &[("example.com/gpu", "1.5")]);
-        let plan = plan(&rt, &[pod("python-a", true, &[])], &BTreeMap::new(), &now());
+        let rt = python(3)
+            .capacity_strs(&[("example.com/gpu", "1.5")])
+            .build();
+        let plan = plan(&rt, &[pod("python-a").build()], &BTreeMap::new(), &now());
         assert_eq!(
             (plan.create, plan.delete.len(), plan.annotate.len()),
             (0, 0, 0)
@@ -523,11 +494,11 @@ mod tests {
 
     #[test]
     fn plan_removes_surplus_pods_not_ready_first() {
-        let rt = runtime(1, &[]);
+        let rt = python(1).build();
         let pods = [
-            pod("python-a", true, &[]),
-            pod("python-b", false, &[]),
-            pod("python-c", true, &[]),
+            pod("python-a").build(),
+            pod("python-b").not_ready().build(),
+            pod("python-c").build(),
         ];
         let plan = plan(&rt, &pods, &BTreeMap::new(), &now());
         assert_eq!(plan.delete, ["python-b", "python-c"]);
@@ -535,12 +506,12 @@ mod tests {
 
     #[test]
     fn plan_removes_idle_pods_first_then_those_with_the_fewest_runs() {
-        let rt = runtime(1, &[]);
+        let rt = python(1).build();
         let pods = [
-            pod("python-a", true, &[]),
-            pod("python-b", false, &[]),
-            pod("python-c", true, &[]),
-            pod("python-d", true, &[]),
+            pod("python-a").build(),
+            pod("python-b").not_ready().build(),
+            pod("python-c").build(),
+            pod("python-d").build(),
         ];
         let active = BTreeMap::from([
             ("python-a".to_string(), 3),
@@ -557,12 +528,8 @@ mod tests {
 
     #[test]
     fn new_pods_carry_labels_owner_annotations_and_downward_api_identity() {
-        let mut rt = runtime(1, &[("runs", "2")]);
-        rt.spec.template = serde_json::from_value(
-            json!({"spec": {"containers": [{"name": "runtimed", "image": "x"}]}}),
-        )
-        .unwrap();
-        let ann = BTreeMap::from([("kruntimes.io/capacity.runs".to_string(), "2".to_string())]);
+        let rt = python(1).capacity(&[("runs", 2)]).build();
+        let ann = capacity_annotations(&Resources::from_iter([("runs", 2)]));
         let p = new_pod(&rt, "python-bcdfg", &ann);
         assert_eq!(p.labels()[LABEL_RUNTIME], "python");
         assert_eq!(p.labels()[LABEL_RUNTIME_POD], "python-bcdfg");

@@ -4,99 +4,46 @@
 mod support;
 
 use std::collections::HashMap;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::Api;
-use serde_json::json;
 
-use kruntimes::api::{RunPhase, Runtime};
-use support::world::{self, OvercommitWatch, SchedulerProcess, run, wait_runs};
-
-/// A runtimed process for one Pod; killed on drop.
-struct Runtimed(Child);
-
-impl Runtimed {
-    fn start(pod: &Pod) -> Self {
-        let cp = support::control_plane();
-        let child = Command::new(support::binary())
-            .arg("runtimed")
-            .args(["--heartbeat-interval", "1s", "--heartbeat-duration", "10s"])
-            .env("KUBECONFIG", &cp.kubeconfig)
-            .env("RUST_LOG", "warn")
-            .env("POD_NAME", pod.name_any())
-            .env("POD_NAMESPACE", pod.namespace().unwrap())
-            .env("POD_UID", pod.uid().unwrap())
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("start runtimed");
-        Runtimed(child)
-    }
-}
-
-impl Drop for Runtimed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use kruntimes::api::{Resources, RunPhase};
+use kruntimes::testing::{run, runtime};
+use support::world::{Create, OvercommitWatch, RuntimedProcess, SchedulerProcess, TestNs};
 
 #[tokio::test]
 async fn twenty_short_runs_on_two_runtime_pods_all_succeed_without_overcommit() {
-    let client = support::client().await;
-    support::install_crds();
-    let ns = support::namespace(&client, "e2e").await;
-    let runtimes: Api<Runtime> = Api::namespaced(client.clone(), &ns);
-    let runtime: Runtime = serde_json::from_value(json!({
-        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime",
-        "metadata": {"name": "sh"},
-        "spec": {"replicas": 2, "capacity": {"resources": {"runs": "2"}},
-                 "template": {"spec": {"containers": [{"name": "runtimed", "image": "kruntimes.invalid/runtimed", "args": ["runtimed"]}]}}}
-    }))
-    .unwrap();
-    runtimes
-        .create(&Default::default(), &runtime)
-        .await
-        .unwrap();
-    let _scheduler = SchedulerProcess::start(&ns, 4, None, "e2e").await;
+    let ns = TestNs::new("e2e").await;
+    let sh = runtime("sh").replicas(2).capacity(&[("runs", 2)]);
+    sh.create(&ns).await;
+    let _scheduler = SchedulerProcess::start(&ns.name, 4, None, "e2e").await;
 
     // The Runtime controller creates the Pods; the test plays the kubelet.
-    let runtime_pods = world::runtime_pods(&client, &ns, "sh", 2).await;
+    let runtime_pods = ns.runtime_pods("sh", 2).await;
     let mut agents = Vec::new();
     let mut capacity = HashMap::new();
+    let heartbeat = ["--heartbeat-interval", "1s", "--heartbeat-duration", "10s"];
     for pod in &runtime_pods {
         assert_eq!(pod.annotations()["kruntimes.io/capacity.runs"], "2");
-        world::set_ready(&client, &ns, &pod.name_any(), true).await;
-        agents.push(Runtimed::start(pod));
-        capacity.insert(pod.name_any(), HashMap::from([("runs".to_string(), 2u64)]));
+        ns.set_ready(&pod.name_any(), true).await;
+        agents.push(RuntimedProcess::start(pod, &heartbeat));
+        capacity.insert(pod.name_any(), Resources::from_iter([("runs", 2)]));
     }
-    let watch = OvercommitWatch::start(&client, &ns, capacity).await;
+    let watch = OvercommitWatch::start(&ns, capacity).await;
 
     let started = Instant::now();
     for i in 0..20 {
-        let mut b = run(&format!("task-{i:02}"), "sh");
-        b = b.labels(&[("batch", "e2e")]);
-        let mut r = b.build();
-        r.spec.mode.as_mut().unwrap().task.as_mut().unwrap().args =
-            vec!["sh".into(), "-c".into(), "sleep 0.2".into()];
-        Api::<kruntimes::api::Run>::namespaced(client.clone(), &ns)
-            .create(&Default::default(), &r)
-            .await
-            .unwrap();
+        let task = run(&format!("task-{i:02}")).runtime("sh");
+        let task = task.labels(&[("batch", "e2e")]);
+        task.task(&["sh", "-c", "sleep 0.2"]).create(&ns).await;
     }
-    let runs = wait_runs(
-        &client,
-        &ns,
-        Duration::from_secs(90),
-        "all 20 Runs Succeeded",
-        |runs| {
+    let runs = ns
+        .wait_runs(Duration::from_secs(90), "all 20 Runs Succeeded", |runs| {
             (runs.len() == 20 && runs.iter().all(|r| r.phase() == RunPhase::Succeeded))
                 .then(|| runs.to_vec())
-        },
-    )
-    .await;
+        })
+        .await;
     let events = watch.finish().await;
     let per_pod = runs
         .iter()

@@ -8,21 +8,15 @@
 mod support;
 
 use std::process::Output;
-use std::time::Duration;
 
-use kube::api::{Api, PostParams};
-use kube::{Client, ResourceExt};
+use kube::ResourceExt;
 use serde_json::{Value, json};
 
-use kruntimes::api::{Run, RunPhase, Runtime};
-use support::world::{self, SchedulerProcess, run, wait_runs};
+use kruntimes::api::{Run, RunPhase};
+use kruntimes::testing::{RunBuilder, pod, pods, run, runtime};
+use support::world::{Create, SchedulerProcess, TestNs, WAIT, eventually, pod_of};
 
-async fn setup(prefix: &str) -> (Client, String) {
-    let client = support::client().await;
-    support::install_crds();
-    let ns = support::namespace(&client, prefix).await;
-    (client, ns)
-}
+const GPU: &str = "example.com/gpu";
 
 /// Runs `kubectl-kruntimes explain <target> -n <ns> <extra>` and returns its output.
 fn explain(ns: &str, target: &str, extra: &[&str]) -> Output {
@@ -72,6 +66,19 @@ fn rejections(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Asserts that the report lists exactly `pods`, each first rejected with `reason`.
+fn assert_all_rejected(report: &Value, pods: &[&str], reason: &str) {
+    let pairs: Vec<(&str, &str)> = pods.iter().map(|p| (*p, reason)).collect();
+    assert_eq!(first_rejections(report), rejections(&pairs));
+}
+
+/// Asserts that the table output of `explain run/<name>` starts with `start`.
+fn assert_table_starts_with(ns: &TestNs, name: &str, start: &str) {
+    let out = explain(&ns.name, &format!("run/{name}"), &[]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with(start), "{text}");
+}
+
 fn hints(report: &Value) -> Vec<String> {
     report["hints"]
         .as_array()
@@ -87,91 +94,51 @@ fn hints(report: &Value) -> Vec<String> {
 /// Waiting (rather than taking the first message) is deliberate: a scheduler whose Pod or
 /// Lease watch has not delivered its first list yet can write a message from a partial view,
 /// and corrects it once the watch catches up.
-async fn scheduler_message(client: &Client, ns: &str, name: &str, expected: &str) {
-    let api: Api<Run> = Api::namespaced(client.clone(), ns);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let mut last = None;
-    while std::time::Instant::now() < deadline {
-        let run = api.get(name).await.unwrap();
-        last = run.status.and_then(|s| s.message);
-        if last.as_deref() == Some(expected) {
-            return;
+async fn scheduler_message(ns: &TestNs, name: &str, expected: &str) {
+    let what = format!("the scheduler to write explain's verdict {expected:?} on {name}");
+    eventually(WAIT, &what, async || {
+        let message = ns.get_run(name).await.status.and_then(|s| s.message);
+        if message.as_deref() == Some(expected) {
+            Ok(())
+        } else {
+            Err(format!("the scheduler wrote {message:?}"))
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the scheduler wrote {last:?} on {name}, explain said {expected:?}");
+    })
+    .await
 }
 
 /// Asserts the verdict before the scheduler runs, then that the running scheduler writes
 /// exactly that message, and that a second explain agrees with what it wrote.
-async fn assert_scheduler_agrees(client: &Client, ns: &str, name: &str, verdict: &str) {
-    let before = explain_json(ns, name);
+async fn assert_scheduler_agrees(ns: &TestNs, name: &str, verdict: &str) {
+    let before = explain_json(&ns.name, name);
     assert_eq!(before["verdict"], verdict);
-    let _scheduler = SchedulerProcess::start(ns, 1, None, name).await;
-    scheduler_message(client, ns, name, verdict).await;
-    let after = explain_json(ns, name);
+    let _scheduler = SchedulerProcess::start(&ns.name, 1, None, name).await;
+    scheduler_message(ns, name, verdict).await;
+    let after = explain_json(&ns.name, name);
     assert_eq!(after["verdict"], verdict);
     assert_eq!(after["run"]["message"], verdict);
     assert_eq!(after["run"]["reason"], "Unschedulable");
 }
 
-/// A Runtime object with `replicas: 0` (so the controller creates no Pods of its own) and the
-/// given declared capacity; the tests create the Runtime Pods themselves.
-async fn runtime(client: &Client, ns: &str, name: &str, capacity: &[(&str, &str)]) {
-    let resources: serde_json::Map<String, Value> = capacity
-        .iter()
-        .map(|(k, v)| (k.to_string(), json!(v)))
-        .collect();
-    let rt: Runtime = serde_json::from_value(json!({
-        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime",
-        "metadata": {"name": name},
-        "spec": {"replicas": 0, "capacity": {"resources": resources},
-                 "template": {"spec": {"containers": [{"name": "runtimed", "image": "kruntimes.invalid/runtimed"}]}}}
-    }))
-    .unwrap();
-    Api::<Runtime>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &rt)
-        .await
-        .unwrap_or_else(|e| panic!("create runtime {name}: {e}"));
-}
-
-/// A Run created and immediately marked Running on `pod`, as runtimed would have it.
-async fn running(client: &Client, ns: &str, b: world::RunBuilder, pod: &str) {
-    let name = b.build().name_any();
-    b.create(client, ns).await;
-    world::set_phase(client, ns, &name, "Running", Some(pod)).await;
+/// A Run created and marked Running on `pod`, as runtimed would have it.
+async fn running(ns: &TestNs, b: RunBuilder, pod: &str) {
+    b.on(pod).running().create(ns).await;
 }
 
 #[tokio::test]
 async fn insufficient_resource_on_some_pods_says_what_to_release() {
-    let (client, ns) = setup("ex-insufficient").await;
-    let gpu = [("runs", 4), ("example.com/gpu", 1)];
-    world::ready_pod(&client, &ns, "python", "py-a", &gpu).await;
-    world::ready_pod(&client, &ns, "python", "py-b", &gpu).await;
-    world::ready_pod(&client, &ns, "python", "py-c", &[("runs", 4)]).await;
-    let one_gpu = [("example.com/gpu", "1")];
-    running(
-        &client,
-        &ns,
-        run("busy-a", "python").requests(&one_gpu),
-        "py-a",
-    )
-    .await;
-    running(
-        &client,
-        &ns,
-        run("busy-b", "python").requests(&one_gpu),
-        "py-b",
-    )
-    .await;
-    run("train", "python")
-        .requests(&one_gpu)
-        .create(&client, &ns)
-        .await;
+    let ns = TestNs::new("ex-insufficient").await;
+    let gpu = [("runs", 4), (GPU, 1)];
+    pods(&["py-a", "py-b"], &gpu).create(&ns).await;
+    pod("py-c").capacity(&[("runs", 4)]).create(&ns).await;
+    let one_gpu = [(GPU, 1)];
+    running(&ns, run("busy-a").requests(&one_gpu), "py-a").await;
+    running(&ns, run("busy-b").requests(&one_gpu), "py-b").await;
+    run("train").requests(&one_gpu).create(&ns).await;
 
-    let report = explain_json(&ns, "train");
+    let report = explain_json(&ns.name, "train");
     assert_eq!(report["schemaVersion"], 1);
-    assert_eq!(report["namespace"], ns.as_str());
+    assert_eq!(report["namespace"], ns.name.as_str());
     assert_eq!(report["decision"], "Unschedulable");
     assert_eq!(report["replayed"], false);
     assert_eq!(report["request"], json!({"example.com/gpu": 1, "runs": 1}));
@@ -180,14 +147,8 @@ async fn insufficient_resource_on_some_pods_says_what_to_release() {
         json!([{"reason": "Insufficient example.com/gpu", "count": 3,
                 "plugin": "RuntimePodAvailability", "resource": "example.com/gpu"}])
     );
-    assert_eq!(
-        first_rejections(&report),
-        rejections(&[
-            ("py-a", "Insufficient example.com/gpu"),
-            ("py-b", "Insufficient example.com/gpu"),
-            ("py-c", "Insufficient example.com/gpu"),
-        ])
-    );
+    let reason = "Insufficient example.com/gpu";
+    assert_all_rejected(&report, &["py-a", "py-b", "py-c"], reason);
     let py_a = &report["pods"][0];
     assert_eq!(
         py_a["resources"][0],
@@ -203,63 +164,43 @@ async fn insufficient_resource_on_some_pods_says_what_to_release() {
         hints(&report),
         ["fits once 1 example.com/gpu is released on any of 2 Pods (py-a and py-b)"]
     );
-    assert_scheduler_agrees(
-        &client,
-        &ns,
-        "train",
-        "0/3 Runtime Pods are available: 3 Insufficient example.com/gpu.",
-    )
-    .await;
+    let verdict = "0/3 Runtime Pods are available: 3 Insufficient example.com/gpu.";
+    assert_scheduler_agrees(&ns, "train", verdict).await;
 }
 
 #[tokio::test]
 async fn an_unadvertised_resource_points_at_the_runtime_capacity() {
-    let (client, ns) = setup("ex-unadvertised").await;
-    runtime(&client, &ns, "python", &[("runs", "4")]).await;
-    world::ready_pod(&client, &ns, "python", "py-a", &[("runs", 4)]).await;
-    world::ready_pod(&client, &ns, "python", "py-b", &[("runs", 4)]).await;
-    run("tpu", "python")
-        .requests(&[("example.com/tpu", "1")])
-        .create(&client, &ns)
+    let ns = TestNs::new("ex-unadvertised").await;
+    // replicas: 0, so that the Runtime controller creates no Pods of its own.
+    let python = runtime("python").replicas(0).capacity(&[("runs", 4)]);
+    python.create(&ns).await;
+    pods(&["py-a", "py-b"], &[("runs", 4)]).create(&ns).await;
+    run("tpu")
+        .requests(&[("example.com/tpu", 1)])
+        .create(&ns)
         .await;
 
-    let report = explain_json(&ns, "tpu");
+    let report = explain_json(&ns.name, "tpu");
     assert_eq!(report["runtime"]["found"], true);
     assert_eq!(report["runtime"]["capacity"], json!({"runs": "4"}));
-    assert_eq!(
-        first_rejections(&report),
-        rejections(&[
-            ("py-a", "Insufficient example.com/tpu"),
-            ("py-b", "Insufficient example.com/tpu"),
-        ])
-    );
-    assert_eq!(
-        hints(&report),
-        [
-            "no Runtime Pod advertises example.com/tpu: add it to Runtime python's spec.capacity.resources"
-        ]
-    );
-    assert_scheduler_agrees(
-        &client,
-        &ns,
-        "tpu",
-        "0/2 Runtime Pods are available: 2 Insufficient example.com/tpu.",
-    )
-    .await;
+    let reason = "Insufficient example.com/tpu";
+    assert_all_rejected(&report, &["py-a", "py-b"], reason);
+    let hint = "no Runtime Pod advertises example.com/tpu: add it to Runtime python's spec.capacity.resources";
+    assert_eq!(hints(&report), [hint]);
+    let verdict = "0/2 Runtime Pods are available: 2 Insufficient example.com/tpu.";
+    assert_scheduler_agrees(&ns, "tpu", verdict).await;
 }
 
 #[tokio::test]
 async fn a_stale_heartbeat_is_reported_with_where_the_run_would_fit() {
-    let (client, ns) = setup("ex-stale").await;
-    let stale = world::create_pod(&client, &ns, "python", "py-a", &[("runs", 4)], &[]).await;
-    world::set_ready(&client, &ns, "py-a", true).await;
-    let renewed = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(120);
-    world::heartbeat(&client, &stale, renewed, 40).await;
-    world::ready_pod(&client, &ns, "python", "py-b", &[("runs", 1)]).await;
-    running(&client, &ns, run("busy", "python"), "py-b").await;
-    run("job", "python").create(&client, &ns).await;
+    let ns = TestNs::new("ex-stale").await;
+    let stale = pod("py-a").capacity(&[("runs", 4)]).lease_renewed_ago(120);
+    stale.create(&ns).await;
+    pod("py-b").capacity(&[("runs", 1)]).create(&ns).await;
+    running(&ns, run("busy"), "py-b").await;
+    run("job").create(&ns).await;
 
-    let report = explain_json(&ns, "job");
+    let report = explain_json(&ns.name, "job");
     assert_eq!(
         first_rejections(&report),
         rejections(&[
@@ -276,144 +217,96 @@ async fn a_stale_heartbeat_is_reported_with_where_the_run_would_fit() {
             "runtimed heartbeat stale on py-a: check that runtimed runs there and can renew its Lease; the Run would fit on py-a once available",
         ]
     );
-    assert_scheduler_agrees(
-        &client,
-        &ns,
-        "job",
-        "0/2 Runtime Pods are available: 1 Insufficient runs, 1 runtimed heartbeat stale.",
-    )
-    .await;
+    let verdict =
+        "0/2 Runtime Pods are available: 1 Insufficient runs, 1 runtimed heartbeat stale.";
+    assert_scheduler_agrees(&ns, "job", verdict).await;
 }
 
 #[tokio::test]
 async fn a_not_ready_pod_and_a_runtime_without_ready_pods() {
-    let (client, ns) = setup("ex-notready").await;
-    world::ready_pod(&client, &ns, "python", "py-a", &[("runs", 4)]).await;
-    world::set_ready(&client, &ns, "py-a", false).await;
-    run("job", "python").create(&client, &ns).await;
+    let ns = TestNs::new("ex-notready").await;
+    pod("py-a")
+        .capacity(&[("runs", 4)])
+        .not_ready()
+        .create(&ns)
+        .await;
+    run("job").create(&ns).await;
 
-    let report = explain_json(&ns, "job");
+    let report = explain_json(&ns.name, "job");
     assert_eq!(report["pods"][0]["ready"], false);
     assert_eq!(
         first_rejections(&report),
         rejections(&[("py-a", "Runtime Pod not ready")])
     );
     assert_eq!(hints(&report), ["Runtime python has 0 ready Pods (of 1)"]);
-    assert_scheduler_agrees(
-        &client,
-        &ns,
-        "job",
-        "0/1 Runtime Pods are available: 1 Runtime Pod not ready.",
-    )
-    .await;
+    let verdict = "0/1 Runtime Pods are available: 1 Runtime Pod not ready.";
+    assert_scheduler_agrees(&ns, "job", verdict).await;
 }
 
 #[tokio::test]
 async fn required_affinity_waits_for_a_matching_run_then_follows_it() {
-    let (client, ns) = setup("ex-affinity").await;
-    world::ready_pod(&client, &ns, "python", "py-a", &[("runs", 4)]).await;
-    world::ready_pod(&client, &ns, "python", "py-b", &[("runs", 4)]).await;
-    run("follower", "python")
-        .labels(&[("app", "worker")])
-        .requires(false, "app", "leader")
-        .create(&client, &ns)
-        .await;
+    let ns = TestNs::new("ex-affinity").await;
+    pods(&["py-a", "py-b"], &[("runs", 4)]).create(&ns).await;
+    let follower = run("follower").labels(&[("app", "worker")]);
+    follower.requires(&[("app", "leader")]).create(&ns).await;
 
-    let report = explain_json(&ns, "follower");
-    assert_eq!(
-        first_rejections(&report),
-        rejections(&[
-            ("py-a", "waiting for required Run affinity"),
-            ("py-b", "waiting for required Run affinity"),
-        ])
-    );
+    let report = explain_json(&ns.name, "follower");
+    let reason = "waiting for required Run affinity";
+    assert_all_rejected(&report, &["py-a", "py-b"], reason);
     assert_eq!(
         report["affinity"],
         json!([{"kind": "affinity", "field": "spec.affinity.runAffinity.required[0]",
                 "selector": "app=leader", "matchesSelf": false, "targets": []}])
     );
-    assert_eq!(
-        hints(&report),
-        [
-            "needs a Run labelled app=leader to be placed first (required affinity spec.affinity.runAffinity.required[0]); this Run's own labels do not match it, so it cannot start the group"
-        ]
-    );
+    let hint = "needs a Run labelled app=leader to be placed first (required affinity spec.affinity.runAffinity.required[0]); this Run's own labels do not match it, so it cannot start the group";
+    assert_eq!(hints(&report), [hint]);
     let verdict = "0/2 Runtime Pods are available: 2 waiting for required Run affinity.";
-    let before = explain_json(&ns, "follower");
+    let before = explain_json(&ns.name, "follower");
     assert_eq!(before["verdict"], verdict);
-    let _scheduler = SchedulerProcess::start(&ns, 1, None, "affinity").await;
-    scheduler_message(&client, &ns, "follower", verdict).await;
+    let _scheduler = SchedulerProcess::start(&ns.name, 1, None, "affinity").await;
+    scheduler_message(&ns, "follower", verdict).await;
 
     // The leader arrives; the follower joins it, and explain replays that placement.
-    run("leader", "python")
-        .labels(&[("app", "leader")])
-        .create(&client, &ns)
-        .await;
-    let runs = wait_runs(
-        &client,
-        &ns,
-        Duration::from_secs(20),
-        "both scheduled",
-        |runs| {
+    run("leader").labels(&[("app", "leader")]).create(&ns).await;
+    let runs = ns
+        .wait_runs(WAIT, "both scheduled", |runs| {
             runs.iter()
                 .all(|r| r.phase() == RunPhase::Scheduled)
                 .then(|| runs.to_vec())
-        },
-    )
-    .await;
-    let pod_of = |name: &str| {
-        runs.iter()
-            .find(|r| r.name_any() == name)
-            .and_then(|r| r.active_pod().map(str::to_string))
-            .unwrap()
-    };
-    let leader_pod = pod_of("leader");
-    assert_eq!(pod_of("follower"), leader_pod);
-    let report = explain_json(&ns, "follower");
+        })
+        .await;
+    let leader_pod = pod_of(&runs, "leader").unwrap();
+    assert_eq!(pod_of(&runs, "follower").unwrap(), leader_pod);
+    let report = explain_json(&ns.name, "follower");
     assert_eq!(report["replayed"], true);
     assert_eq!(report["chosen"], leader_pod.as_str());
     assert_eq!(
         report["affinity"][0]["targets"],
         json!([{"pod": leader_pod, "runs": ["leader"]}])
     );
-    let table = explain(&ns, "run/follower", &[]);
-    let text = String::from_utf8(table.stdout).unwrap();
-    assert!(
-        text.starts_with(&format!(
-            "Run follower is Scheduled on {leader_pod}; replaying the scheduler as if it were Pending:\nFits: would be placed on {leader_pod} (score "
-        )),
-        "{text}"
+    let replay = format!(
+        "Run follower is Scheduled on {leader_pod}; replaying the scheduler as if it were Pending:\nFits: would be placed on {leader_pod} (score "
     );
+    assert_table_starts_with(&ns, "follower", &replay);
 }
 
 #[tokio::test]
 async fn anti_affinity_conflicts_name_the_runs_in_the_way() {
-    let (client, ns) = setup("ex-anti").await;
-    world::ready_pod(&client, &ns, "python", "py-a", &[("runs", 4)]).await;
-    world::ready_pod(&client, &ns, "python", "py-b", &[("runs", 4)]).await;
+    let ns = TestNs::new("ex-anti").await;
+    pods(&["py-a", "py-b"], &[("runs", 4)]).create(&ns).await;
+    let spread = [("spread", "x")];
     for (name, pod) in [("spread-0", "py-a"), ("spread-1", "py-b")] {
-        running(
-            &client,
-            &ns,
-            run(name, "python").labels(&[("spread", "x")]),
-            pod,
-        )
-        .await;
+        running(&ns, run(name).labels(&spread), pod).await;
     }
-    run("spread-2", "python")
-        .labels(&[("spread", "x")])
-        .requires(true, "spread", "x")
-        .create(&client, &ns)
+    run("spread-2")
+        .labels(&spread)
+        .anti(&spread)
+        .create(&ns)
         .await;
 
-    let report = explain_json(&ns, "spread-2");
-    assert_eq!(
-        first_rejections(&report),
-        rejections(&[
-            ("py-a", "didn't match Run anti-affinity rules"),
-            ("py-b", "didn't match Run anti-affinity rules"),
-        ])
-    );
+    let report = explain_json(&ns.name, "spread-2");
+    let reason = "didn't match Run anti-affinity rules";
+    assert_all_rejected(&report, &["py-a", "py-b"], reason);
     assert_eq!(
         report["pods"][0]["filters"],
         json!([
@@ -422,32 +315,23 @@ async fn anti_affinity_conflicts_name_the_runs_in_the_way() {
              "reason": "didn't match Run anti-affinity rules", "resource": null},
         ])
     );
-    assert_eq!(
-        hints(&report),
-        [
-            "required anti-affinity spec.affinity.runAntiAffinity.required[0] (spread=x) excludes py-a and py-b, where spread-0 and spread-1 are placed: the Run fits there only once they end"
-        ]
-    );
-    assert_scheduler_agrees(
-        &client,
-        &ns,
-        "spread-2",
-        "0/2 Runtime Pods are available: 2 didn't match Run anti-affinity rules.",
-    )
-    .await;
+    let hint = "required anti-affinity spec.affinity.runAntiAffinity.required[0] (spread=x) excludes py-a and py-b, where spread-0 and spread-1 are placed: the Run fits there only once they end";
+    assert_eq!(hints(&report), [hint]);
+    let verdict = "0/2 Runtime Pods are available: 2 didn't match Run anti-affinity rules.";
+    assert_scheduler_agrees(&ns, "spread-2", verdict).await;
 }
 
 #[tokio::test]
 async fn a_fitting_run_names_the_pod_the_scheduler_then_picks() {
-    let (client, ns) = setup("ex-fits").await;
-    world::ready_pod(&client, &ns, "python", "py-a", &[("runs", 4)]).await;
-    world::ready_pod(&client, &ns, "python", "py-b", &[("runs", 4)]).await;
-    world::ready_pod(&client, &ns, "python", "py-c", &[("runs", 4)]).await;
-    running(&client, &ns, run("busy-a", "python"), "py-a").await;
-    running(&client, &ns, run("busy-b", "python"), "py-b").await;
-    run("fit", "python").create(&client, &ns).await;
+    let ns = TestNs::new("ex-fits").await;
+    pods(&["py-a", "py-b", "py-c"], &[("runs", 4)])
+        .create(&ns)
+        .await;
+    running(&ns, run("busy-a"), "py-a").await;
+    running(&ns, run("busy-b"), "py-b").await;
+    run("fit").create(&ns).await;
 
-    let report = explain_json(&ns, "fit");
+    let report = explain_json(&ns.name, "fit");
     assert_eq!(report["decision"], "Schedule");
     assert_eq!(
         report["verdict"],
@@ -456,10 +340,8 @@ async fn a_fitting_run_names_the_pod_the_scheduler_then_picks() {
     assert_eq!(report["chosen"], "py-c");
     assert_eq!(report["score"], 75);
     assert_eq!(report["histogram"], json!([]));
-    assert_eq!(
-        first_rejections(&report),
-        rejections(&[("py-a", "-"), ("py-b", "-"), ("py-c", "-")])
-    );
+    let reason = "-";
+    assert_all_rejected(&report, &["py-a", "py-b", "py-c"], reason);
     let py_c = &report["pods"][2];
     assert_eq!(py_c["chosen"], true);
     assert_eq!(
@@ -476,23 +358,18 @@ async fn a_fitting_run_names_the_pod_the_scheduler_then_picks() {
         )]
     );
 
-    let _scheduler = SchedulerProcess::start(&ns, 1, None, "fits").await;
-    let placed = wait_runs(
-        &client,
-        &ns,
-        Duration::from_secs(20),
-        "fit scheduled",
-        |runs| {
+    let _scheduler = SchedulerProcess::start(&ns.name, 1, None, "fits").await;
+    let placed = ns
+        .wait_runs(WAIT, "fit scheduled", |runs| {
             runs.iter()
                 .find(|r| r.name_any() == "fit" && r.phase() == RunPhase::Scheduled)
                 .and_then(|r| r.active_pod().map(str::to_string))
-        },
-    )
-    .await;
+        })
+        .await;
     assert_eq!(placed, "py-c", "explain predicted py-c");
 
     // Replayed after placement: its own Run must not count against py-c.
-    let report = explain_json(&ns, "fit");
+    let report = explain_json(&ns.name, "fit");
     assert_eq!(report["replayed"], true);
     assert_eq!(report["run"]["phase"], "Scheduled");
     assert_eq!(report["run"]["podName"], "py-c");
@@ -506,29 +383,23 @@ async fn a_fitting_run_names_the_pod_the_scheduler_then_picks() {
 
 #[tokio::test]
 async fn terminal_and_invalid_runs_are_replayed() {
-    let (client, ns) = setup("ex-terminal").await;
-    world::ready_pod(&client, &ns, "python", "py-a", &[("runs", 1)]).await;
-    run("done", "python").create(&client, &ns).await;
-    world::set_phase(&client, &ns, "done", "Succeeded", None).await;
-    let report = explain_json(&ns, "done");
+    let ns = TestNs::new("ex-terminal").await;
+    pod("py-a").capacity(&[("runs", 1)]).create(&ns).await;
+    run("done").succeeded().create(&ns).await;
+    let report = explain_json(&ns.name, "done");
     assert_eq!(report["replayed"], true);
     assert_eq!(report["run"]["phase"], "Succeeded");
-    assert_eq!(report["verdict"], "Fits: would be placed on py-a (score 0)");
-    let text = String::from_utf8(explain(&ns, "run/done", &[]).stdout).unwrap();
-    assert!(
-        text.starts_with(
-            "Run done is Succeeded; replaying the scheduler as if it were Pending:\nFits: would be placed on py-a (score 0)\n"
-        ),
-        "{text}"
+    assert_eq!(
+        report["verdict"],
+        "Fits: would be placed on py-a (score 0)"
     );
+    let replay = "Run done is Succeeded; replaying the scheduler as if it were Pending:\nFits: would be placed on py-a (score 0)\n";
+    assert_table_starts_with(&ns, "done", replay);
 
     // An invalid request: explain says why before the scheduler fails the Run, with the same
     // reason and message it then writes.
-    run("bad", "python")
-        .requests(&[("example.com/gpu", "1.5")])
-        .create(&client, &ns)
-        .await;
-    let report = explain_json(&ns, "bad");
+    run("bad").request_strs(&[(GPU, "1.5")]).create(&ns).await;
+    let report = explain_json(&ns.name, "bad");
     assert_eq!(report["decision"], "Invalid");
     assert_eq!(report["invalid"]["reason"], "InvalidResources");
     let message = report["invalid"]["message"].as_str().unwrap().to_string();
@@ -540,43 +411,35 @@ async fn terminal_and_invalid_runs_are_replayed() {
     );
     assert_eq!(report["verdict"], format!("InvalidResources: {message}"));
     assert_eq!(report["pods"], json!([]));
-    let out = explain(&ns, "run/bad", &[]);
+    let out = explain(&ns.name, "run/bad", &[]);
     assert!(
         out.status.success(),
         "an invalid Run is a verdict, not an error"
     );
-    let _scheduler = SchedulerProcess::start(&ns, 1, None, "terminal").await;
-    let failed: Run = wait_runs(
-        &client,
-        &ns,
-        Duration::from_secs(20),
-        "bad failed",
-        |runs| {
+    let _scheduler = SchedulerProcess::start(&ns.name, 1, None, "terminal").await;
+    let failed: Run = ns
+        .wait_runs(WAIT, "bad failed", |runs| {
             runs.iter()
                 .find(|r| r.name_any() == "bad" && r.phase() == RunPhase::Failed)
                 .cloned()
-        },
-    )
-    .await;
+        })
+        .await;
     let status = failed.status.unwrap();
     assert_eq!(status.reason.as_deref(), Some("InvalidResources"));
     assert_eq!(status.message.as_deref(), Some(message.as_str()));
-    let report = explain_json(&ns, "bad");
+    let report = explain_json(&ns.name, "bad");
     assert_eq!(report["replayed"], true);
-    let text = String::from_utf8(explain(&ns, "run/bad", &[]).stdout).unwrap();
-    assert!(
-        text.starts_with(&format!(
-            "Run bad is Failed (InvalidResources); replaying the scheduler as if it were Pending:\nInvalidResources: {message}\n"
-        )),
-        "{text}"
+    let replay = format!(
+        "Run bad is Failed (InvalidResources); replaying the scheduler as if it were Pending:\nInvalidResources: {message}\n"
     );
+    assert_table_starts_with(&ns, "bad", &replay);
 }
 
 #[tokio::test]
 async fn a_missing_runtime_has_no_pods_and_says_so() {
-    let (client, ns) = setup("ex-noruntime").await;
-    run("lost", "ghost").create(&client, &ns).await;
-    let report = explain_json(&ns, "lost");
+    let ns = TestNs::new("ex-noruntime").await;
+    run("lost").runtime("ghost").create(&ns).await;
+    let report = explain_json(&ns.name, "lost");
     assert_eq!(
         report["runtime"],
         json!({"name": "ghost", "found": false, "replicas": null, "capacity": {}})
@@ -590,27 +453,27 @@ async fn a_missing_runtime_has_no_pods_and_says_so() {
     );
     let missing = "Runtime \"ghost\" not found in this namespace.";
     assert_eq!(report["verdict"], missing);
-    let _scheduler = SchedulerProcess::start(&ns, 1, None, "lost").await;
-    scheduler_message(&client, &ns, "lost", missing).await;
+    let _scheduler = SchedulerProcess::start(&ns.name, 1, None, "lost").await;
+    scheduler_message(&ns, "lost", missing).await;
     // The Runtime appears: the Run is woken and its message says what is missing now.
-    runtime(&client, &ns, "ghost", &[("runs", "1")]).await;
-    scheduler_message(&client, &ns, "lost", "0/0 Runtime Pods are available.").await;
+    runtime("ghost").replicas(0).create(&ns).await;
+    scheduler_message(&ns, "lost", "0/0 Runtime Pods are available.").await;
     assert_eq!(
-        explain_json(&ns, "lost")["verdict"],
+        explain_json(&ns.name, "lost")["verdict"],
         "0/0 Runtime Pods are available."
     );
 }
 
 #[tokio::test]
 async fn errors_are_one_line_with_a_non_zero_exit() {
-    let (_client, ns) = setup("ex-errors").await;
+    let ns = TestNs::new("ex-errors").await;
     let one_line = |out: &Output| {
         assert!(!out.status.success(), "expected a failure");
         assert!(out.stdout.is_empty(), "nothing on stdout");
         String::from_utf8(out.stderr.clone()).unwrap()
     };
 
-    let err = one_line(&explain(&ns, "run/nope", &[]));
+    let err = one_line(&explain(&ns.name, "run/nope", &[]));
     assert_eq!(
         err,
         format!(
@@ -622,7 +485,7 @@ async fn errors_are_one_line_with_a_non_zero_exit() {
         err,
         "error: namespace \"no-such-namespace\" not found; pass an existing namespace with -n\n"
     );
-    let err = one_line(&explain(&ns, "pod/nope", &[]));
+    let err = one_line(&explain(&ns.name, "pod/nope", &[]));
     assert_eq!(
         err,
         "error: \"pod/nope\" is not a Run: explain supports run/NAME, runs/NAME or run NAME\n"
@@ -631,7 +494,7 @@ async fn errors_are_one_line_with_a_non_zero_exit() {
     // An identity without RBAC grants is told who refused and what to do.
     let out = support::kruntimes()
         .env("KUBECONFIG", &support::control_plane().nobody_kubeconfig)
-        .args(["explain", "run/nope", "-n", &ns])
+        .args(["explain", "run/nope", "-n", &ns.name])
         .output()
         .unwrap();
     let err = one_line(&out);
@@ -649,7 +512,7 @@ async fn errors_are_one_line_with_a_non_zero_exit() {
 
     // No cluster: a kubeconfig pointing at a closed port.
     let dir = tempfile::tempdir().unwrap();
-    let port = world::free_port();
+    let port = support::free_port();
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(
         &kubeconfig,
@@ -660,7 +523,7 @@ async fn errors_are_one_line_with_a_non_zero_exit() {
     .unwrap();
     let out = support::kruntimes()
         .env("KUBECONFIG", &kubeconfig)
-        .args(["explain", "run", "x", "-n", &ns])
+        .args(["explain", "run", "x", "-n", &ns.name])
         .output()
         .unwrap();
     let err = one_line(&out);
@@ -675,20 +538,16 @@ async fn errors_are_one_line_with_a_non_zero_exit() {
 
 #[tokio::test]
 async fn table_yaml_and_color_outputs_agree_with_json() {
-    let (client, ns) = setup("ex-outputs").await;
-    world::ready_pod(
-        &client,
-        &ns,
-        "python",
-        "py-a",
-        &[("runs", 1), ("example.com/gpu", 1)],
-    )
-    .await;
-    running(&client, &ns, run("busy", "python"), "py-a").await;
-    run("job", "python").create(&client, &ns).await;
+    let ns = TestNs::new("ex-outputs").await;
+    pod("py-a")
+        .capacity(&[("runs", 1), (GPU, 1)])
+        .create(&ns)
+        .await;
+    running(&ns, run("busy"), "py-a").await;
+    run("job").create(&ns).await;
     let verdict = "0/1 Runtime Pods are available: 1 Insufficient runs.";
 
-    let table = explain(&ns, "run/job", &[]);
+    let table = explain(&ns.name, "run/job", &[]);
     assert!(table.status.success());
     let text = String::from_utf8(table.stdout).unwrap();
     assert!(!text.contains('\u{1b}'), "NO_COLOR and a pipe: no colors");
@@ -714,28 +573,28 @@ async fn table_yaml_and_color_outputs_agree_with_json() {
         "{text}"
     );
 
-    let wide = String::from_utf8(explain(&ns, "run/job", &["-o", "wide"]).stdout).unwrap();
+    let wide = String::from_utf8(explain(&ns.name, "run/job", &["-o", "wide"]).stdout).unwrap();
     assert!(
         wide.contains("example.com/gpu") && wide.contains("0+0/1"),
         "{wide}"
     );
 
     let colored =
-        String::from_utf8(explain(&ns, "run/job", &["--color", "always"]).stdout).unwrap();
+        String::from_utf8(explain(&ns.name, "run/job", &["--color", "always"]).stdout).unwrap();
     assert!(
         colored.contains("\u{1b}["),
         "--color always colors even with NO_COLOR set"
     );
     let never = support::kruntimes()
         .env_remove("NO_COLOR")
-        .args(["explain", "run/job", "-n", &ns, "--color", "never"])
+        .args(["explain", "run/job", "-n", &ns.name, "--color", "never"])
         .output()
         .unwrap();
     assert!(!String::from_utf8(never.stdout).unwrap().contains('\u{1b}'));
 
-    let yaml = explain(&ns, "run/job", &["-o", "yaml"]);
+    let yaml = explain(&ns.name, "run/job", &["-o", "yaml"]);
     let yaml: Value = serde_yaml::from_slice(&yaml.stdout).unwrap();
-    let json = explain_json(&ns, "job");
+    let json = explain_json(&ns.name, "job");
     for field in [
         "verdict",
         "decision",

@@ -5,18 +5,25 @@
 mod support;
 
 use std::io::Write as _;
-use std::process::Output;
+use std::process::{Command, Output};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kruntimes::api::Run;
+use kruntimes::testing::run;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
+use support::world::{Create, TestNs};
 
-fn text(out: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+/// Runs `cmd` to completion: its output, stdout and stderr.
+fn output(cmd: &mut Command) -> (Output, String, String) {
+    let out = cmd.output().expect("run the command");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, stdout, stderr)
+}
+
+/// The built binary, without the test control plane's kubeconfig.
+fn binary() -> Command {
+    Command::new(support::binary())
 }
 
 async fn crd_versions(client: &kube::Client) -> Vec<String> {
@@ -39,11 +46,7 @@ async fn the_control_plane_is_the_real_kube_apiserver_1_36_3() {
 #[tokio::test]
 async fn install_creates_established_crds_and_rerunning_changes_nothing() {
     let client = support::client().await;
-    let first = support::kruntimes()
-        .args(["install", "--yes"])
-        .output()
-        .unwrap();
-    let (stdout, stderr) = text(&first);
+    let (first, stdout, stderr) = output(support::kruntimes().args(["install", "--yes"]));
     assert!(first.status.success(), "install failed: {stderr}");
     assert!(
         stdout.contains("kruntimes CRDs are established"),
@@ -67,11 +70,7 @@ async fn install_creates_established_crds_and_rerunning_changes_nothing() {
     }
 
     let before = crd_versions(&client).await;
-    let second = support::kruntimes()
-        .args(["install", "--yes"])
-        .output()
-        .unwrap();
-    let (stdout, stderr) = text(&second);
+    let (second, stdout, stderr) = output(support::kruntimes().args(["install", "--yes"]));
     assert!(second.status.success(), "second install failed: {stderr}");
     for object in [
         "customresourcedefinition.apiextensions.k8s.io/runtimes.kruntimes.io",
@@ -99,11 +98,7 @@ async fn install_dry_run_validates_without_persisting() {
     let client = support::client().await;
     support::install_crds();
     let before = crd_versions(&client).await;
-    let out = support::kruntimes()
-        .args(["install", "--dry-run"])
-        .output()
-        .unwrap();
-    let (stdout, stderr) = text(&out);
+    let (out, stdout, stderr) = output(support::kruntimes().args(["install", "--dry-run"]));
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("(server dry run)"), "{stdout}");
     assert!(
@@ -117,12 +112,11 @@ async fn install_dry_run_validates_without_persisting() {
 
 #[test]
 fn install_print_writes_what_install_applies_and_touches_no_cluster() {
-    let out = std::process::Command::new(support::binary())
-        .args(["install", "--print"])
-        .env("KUBECONFIG", "/nonexistent/kubeconfig")
-        .output()
-        .unwrap();
-    let (stdout, stderr) = text(&out);
+    let (out, stdout, stderr) = output(
+        binary()
+            .args(["install", "--print"])
+            .env("KUBECONFIG", "/nonexistent/kubeconfig"),
+    );
     assert!(out.status.success(), "{stderr}");
     let docs: Vec<(String, String)> = serde_yaml::Deserializer::from_str(&stdout)
         .map(|d| {
@@ -154,11 +148,8 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
 #[tokio::test]
 async fn install_print_piped_to_kubectl_apply_is_accepted_by_the_server() {
     support::control_plane();
-    let printed = std::process::Command::new(support::binary())
-        .args(["install", "--print"])
-        .output()
-        .unwrap();
-    assert!(printed.status.success());
+    let (printed, _, stderr) = output(binary().args(["install", "--print"]));
+    assert!(printed.status.success(), "{stderr}");
     let mut kubectl = support::kubectl()
         .args([
             "apply",
@@ -180,20 +171,23 @@ async fn install_print_piped_to_kubectl_apply_is_accepted_by_the_server() {
         .write_all(&printed.stdout)
         .unwrap();
     let out = kubectl.wait_with_output().unwrap();
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(stdout.lines().count(), 6, "{stdout}");
 }
 
 #[test]
 fn install_without_a_terminal_and_without_yes_refuses_and_says_to_pass_yes() {
     support::control_plane();
-    let out = support::kruntimes()
-        .arg("install")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let (_, stderr) = text(&out);
+    let (out, _, stderr) = output(
+        support::kruntimes()
+            .arg("install")
+            .stdin(std::process::Stdio::null()),
+    );
     assert!(!out.status.success());
     assert!(stderr.contains("pass --yes"), "{stderr}");
     assert!(
@@ -212,12 +206,11 @@ fn install_against_an_unreachable_server_fails_with_one_line() {
         "apiVersion: v1\nkind: Config\nclusters:\n- name: gone\n  cluster:\n    server: https://127.0.0.1:1\n    insecure-skip-tls-verify: true\ncontexts:\n- name: gone\n  context: {cluster: gone, user: u}\ncurrent-context: gone\nusers:\n- name: u\n  user: {token: t}\n",
     )
     .unwrap();
-    let out = std::process::Command::new(support::binary())
-        .args(["install", "--yes", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .output()
-        .unwrap();
-    let (_, stderr) = text(&out);
+    let (out, _, stderr) = output(
+        binary()
+            .args(["install", "--yes", "--kubeconfig"])
+            .arg(&kubeconfig),
+    );
     assert!(!out.status.success());
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(
@@ -228,11 +221,8 @@ fn install_against_an_unreachable_server_fails_with_one_line() {
 
 #[test]
 fn install_with_a_missing_kubeconfig_fails_with_one_line() {
-    let out = std::process::Command::new(support::binary())
-        .args(["install", "--yes", "--kubeconfig", "/nonexistent/config"])
-        .output()
-        .unwrap();
-    let (_, stderr) = text(&out);
+    let (out, _, stderr) =
+        output(binary().args(["install", "--yes", "--kubeconfig", "/nonexistent/config"]));
     assert!(!out.status.success());
     assert_eq!(
         stderr.trim(),
@@ -243,12 +233,11 @@ fn install_with_a_missing_kubeconfig_fails_with_one_line() {
 #[test]
 fn install_when_forbidden_fails_with_one_line_naming_the_server() {
     let cp = support::control_plane();
-    let out = std::process::Command::new(support::binary())
-        .args(["install", "--yes", "--kubeconfig"])
-        .arg(&cp.nobody_kubeconfig)
-        .output()
-        .unwrap();
-    let (_, stderr) = text(&out);
+    let (out, _, stderr) = output(
+        binary()
+            .args(["install", "--yes", "--kubeconfig"])
+            .arg(&cp.nobody_kubeconfig),
+    );
     assert!(!out.status.success());
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("refused"), "{stderr}");
@@ -258,25 +247,15 @@ fn install_when_forbidden_fails_with_one_line_naming_the_server() {
 
 #[tokio::test]
 async fn kubectl_applies_fixtures_and_get_runs_shows_the_printer_columns() {
-    let client = support::client().await;
-    support::install_crds();
-    let ns = support::namespace(&client, "fixtures").await;
+    let ns = TestNs::new("fixtures").await;
     let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
     for file in ["runtime.yaml", "run.yaml"] {
-        let out = support::kubectl()
-            .args(["apply", "-n", &ns, "-f"])
-            .arg(format!("{fixtures}/{file}"))
-            .output()
-            .unwrap();
-        let (stdout, stderr) = text(&out);
+        let apply = ["apply", "-n", &ns.name, "-f", &format!("{fixtures}/{file}")];
+        let (out, stdout, stderr) = output(support::kubectl().args(apply));
         assert!(out.status.success(), "kubectl apply {file}: {stderr}");
         assert!(stdout.contains("created"), "{stdout}");
     }
-    let out = support::kubectl()
-        .args(["get", "runs", "-n", &ns])
-        .output()
-        .unwrap();
-    let (stdout, stderr) = text(&out);
+    let (out, stdout, stderr) = output(support::kubectl().args(["get", "runs", "-n", &ns.name]));
     assert!(out.status.success(), "{stderr}");
     let header: Vec<&str> = stdout.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(header, ["NAME", "RUNTIME", "PHASE", "POD", "AGE"]);
@@ -285,28 +264,19 @@ async fn kubectl_applies_fixtures_and_get_runs_shows_the_printer_columns() {
         "{stdout}"
     );
 
-    let out = support::kubectl()
-        .args(["get", "runtimes", "-n", &ns])
-        .output()
-        .unwrap();
-    let (stdout, _) = text(&out);
+    let (_, stdout, _) = output(support::kubectl().args(["get", "runtimes", "-n", &ns.name]));
     let header: Vec<&str> = stdout.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(header, ["NAME", "REPLICAS", "READY", "AGE"]);
 
-    let out = support::kubectl()
-        .args([
-            "get",
-            "runs",
-            "-n",
-            &ns,
-            "--field-selector",
-            "spec.runtime=python",
-            "-o",
-            "name",
-        ])
-        .output()
-        .unwrap();
-    let (stdout, stderr) = text(&out);
+    let selected = [
+        "get",
+        "runs",
+        "-n",
+        &ns.name,
+        "--field-selector",
+        "spec.runtime=python",
+    ];
+    let (out, stdout, stderr) = output(support::kubectl().args(selected).args(["-o", "name"]));
     assert!(
         out.status.success(),
         "field selector on spec.runtime: {stderr}"
@@ -316,17 +286,9 @@ async fn kubectl_applies_fixtures_and_get_runs_shows_the_printer_columns() {
 
 #[tokio::test]
 async fn changing_spec_resources_is_rejected_by_the_api_server() {
-    let client = support::client().await;
-    support::install_crds();
-    let ns = support::namespace(&client, "immutable").await;
-    let runs: Api<Run> = Api::namespaced(client.clone(), &ns);
-    let run: Run = serde_json::from_value(serde_json::json!({
-        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Run",
-        "metadata": {"name": "r"},
-        "spec": {"runtime": "python", "resources": {"requests": {"runs": "1"}}}
-    }))
-    .unwrap();
-    runs.create(&Default::default(), &run).await.unwrap();
+    let ns = TestNs::new("immutable").await;
+    let runs = ns.runs();
+    run("r").requests(&[("runs", 1)]).create(&ns).await;
 
     let change = serde_json::json!({"spec": {"resources": {"requests": {"runs": "2"}}}});
     let err = runs
@@ -364,18 +326,10 @@ async fn changing_spec_resources_is_rejected_by_the_api_server() {
 async fn a_fractional_quantity_is_stored_verbatim_and_refused_by_request_validation() {
     // The API server accepts any int-or-string quantity; the scheduler's PreFilter refuses it
     // (and fails the Run with InvalidResources). The stored value must reach it unchanged.
-    let client = support::client().await;
-    support::install_crds();
-    let ns = support::namespace(&client, "badquantity").await;
-    let runs: Api<Run> = Api::namespaced(client.clone(), &ns);
-    let run: Run = serde_json::from_value(serde_json::json!({
-        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Run",
-        "metadata": {"name": "bad"},
-        "spec": {"runtime": "python", "resources": {"requests": {"example.com/gpu": "1.5"}}}
-    }))
-    .unwrap();
-    runs.create(&Default::default(), &run).await.unwrap();
-    let stored = runs.get("bad").await.unwrap();
+    let ns = TestNs::new("badquantity").await;
+    let bad = run("bad").request_strs(&[("example.com/gpu", "1.5")]);
+    bad.create(&ns).await;
+    let stored = ns.get_run("bad").await;
     let requests = stored.spec.resources.as_ref().map(|r| &r.requests);
     let err = kruntimes::api::resources::parse_requests(requests).unwrap_err();
     assert_eq!(

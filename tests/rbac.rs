@@ -9,77 +9,52 @@ mod support;
 use std::time::Duration;
 
 use kube::ResourceExt;
-use kube::api::Api;
-use serde_json::json;
 
 use kruntimes::api::{RunPhase, Runtime};
+use kruntimes::testing::{run, runtime};
 use support::tokens;
-use support::world::{self, SchedulerProcess, run, wait_runs};
+use support::world::{self, Create, RuntimedProcess, SchedulerProcess, TestNs, create_in};
+
+const GPU: &str = "example.com/gpu";
 
 #[tokio::test]
 async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
-    let client = support::client().await;
-    support::install_crds();
+    let ns = TestNs::new("rbac").await;
     let dir = tempfile::tempdir().unwrap();
     apply("deploy/scheduler.yaml", None);
     let kubeconfig = service_account_kubeconfig(&dir, "kruntimes-scheduler", "kruntimes-system");
 
-    let ns = support::namespace(&client, "rbac").await;
-    apply("deploy/runtimed-rbac.yaml", Some(&ns));
-    let runtimes: Api<Runtime> = Api::namespaced(client.clone(), &ns);
-    let runtime: Runtime = serde_json::from_value(json!({
-        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime",
-        "metadata": {"name": "python"},
-        "spec": {"replicas": 1, "capacity": {"resources": {"runs": "2", "example.com/gpu": "1"}},
-                 "template": {"spec": {"serviceAccountName": "kruntimes-runtimed",
-                                       "containers": [{"name": "runtimed", "image": "kruntimes.invalid/runtimed"}]}}}
-    }))
-    .unwrap();
-    runtimes
-        .create(&Default::default(), &runtime)
-        .await
-        .unwrap();
+    apply("deploy/runtimed-rbac.yaml", Some(&ns.name));
+    let mut python = runtime("python").capacity(&[("runs", 2), (GPU, 1)]).build();
+    let template = python.spec.template.spec.as_mut().expect("a Pod template");
+    template.service_account_name = Some("kruntimes-runtimed".into());
+    create_in(&ns, python).await;
 
-    let _scheduler =
-        SchedulerProcess::start_as(&kubeconfig, &ns, 2, Some("kruntimes-system"), "rbac").await;
-    let pod = world::runtime_pods(&client, &ns, "python", 1)
-        .await
-        .remove(0);
+    let system = Some("kruntimes-system");
+    let _scheduler = SchedulerProcess::start_as(&kubeconfig, &ns.name, 2, system, "rbac").await;
+    let pod = ns.runtime_pods("python", 1).await.remove(0);
     assert_eq!(
         pod.annotations()["kruntimes.io/capacity.example.com_gpu"],
         "1"
     );
-    world::set_ready(&client, &ns, &pod.name_any(), true).await;
-    let token = tokens::pod_bound_token(&client, &ns, "kruntimes-runtimed", &pod).await;
-    let runtimed_kubeconfig = tokens::token_kubeconfig(dir.path(), "runtimed", &token, &ns);
+    ns.set_ready(&pod.name_any(), true).await;
+    let token = tokens::pod_bound_token(&ns.client, &ns.name, "kruntimes-runtimed", &pod).await;
+    let runtimed_kubeconfig = tokens::token_kubeconfig(dir.path(), "runtimed", &token, &ns.name);
     // No heartbeat written by the test: runtimed's own Lease must make the Pod available.
-    let mut runtimed = std::process::Command::new(support::binary())
-        .args(["runtimed", "--heartbeat-interval", "1s"])
-        .env("KUBECONFIG", &runtimed_kubeconfig)
-        .env("RUST_LOG", "warn")
-        .env("POD_NAME", pod.name_any())
-        .env("POD_NAMESPACE", &ns)
-        .env("POD_UID", pod.uid().unwrap())
-        .spawn()
-        .unwrap();
-    run("r", "python")
-        .requests(&[("example.com/gpu", "1")])
-        .create(&client, &ns)
+    let heartbeat = ["--heartbeat-interval", "1s"];
+    let runtimed = RuntimedProcess::start_as(&runtimed_kubeconfig, &pod, &heartbeat);
+    run("r").requests(&[(GPU, 1)]).create(&ns).await;
+    let runs = ns
+        .wait_runs(Duration::from_secs(30), "r succeeded", |runs| {
+            (world::phase_of(runs, "r") == Some(RunPhase::Succeeded)).then(|| runs.to_vec())
+        })
         .await;
-    let runs = wait_runs(
-        &client,
-        &ns,
-        Duration::from_secs(30),
-        "r succeeded",
-        |runs| (world::phase_of(runs, "r") == Some(RunPhase::Succeeded)).then(|| runs.to_vec()),
-    )
-    .await;
-    let _ = runtimed.kill();
-    let _ = runtimed.wait();
+    drop(runtimed);
     let status = runs[0].status.as_ref().unwrap();
     assert_eq!(status.pod_name.as_deref(), Some(pod.name_any().as_str()));
     assert_eq!(status.exit_code, Some(0));
-    let status = runtimes.get("python").await.unwrap().status.unwrap();
+    let runtime = ns.api::<Runtime>().get("python").await.unwrap();
+    let status = runtime.status.unwrap();
     assert_eq!((status.replicas, status.ready_replicas), (1, 1));
     // The start-up check of the admission policy is allowed, for that one object only.
     for (object, allowed) in [

@@ -8,20 +8,22 @@
 mod support;
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
 
-use futures::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod};
+use kruntimes::api::resources::capacity_annotation;
 use kruntimes::api::status::{CONDITION_ADMITTED, reasons};
 use kruntimes::api::{Run, RunPhase};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
-use kube::{Client, ResourceExt as _};
+use kruntimes::testing::{RunBuilder, pod, run};
+use kube::ResourceExt as _;
+use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
+use support::world::{Create, RunEvent, RunEvents, RuntimedProcess, TestNs, eventually, replay};
 
 const WAIT: Duration = Duration::from_secs(30);
 /// A prefixed resource: advertised as `kruntimes.io/capacity.example.com_gpu` (see
@@ -32,49 +34,22 @@ const GPU: &str = "example.com/gpu";
 // Fixture: a namespace, a Runtime Pod object, the runtimed process and a recording watch.
 
 struct Fixture {
-    client: Client,
-    ns: String,
+    ns: TestNs,
     pod: Pod,
-    runs: Api<Run>,
-    recorder: Recorder,
+    events: RunEvents,
     dir: tempfile::TempDir,
 }
 
 impl Fixture {
-    async fn new(prefix: &str, capacity: &[(&str, &str)]) -> Fixture {
-        support::install_crds();
-        let client = support::client().await;
-        let ns = support::namespace(&client, prefix).await;
-        let annotations: BTreeMap<String, String> = capacity
-            .iter()
-            .map(|(k, v)| {
-                (
-                    kruntimes::api::resources::capacity_annotation(k).unwrap(),
-                    v.to_string(),
-                )
-            })
-            .collect();
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {
-                "name": "rt-0",
-                "labels": {"kruntimes.io/runtime": "rt", "kruntimes.io/runtime-pod": "rt-0"},
-                "annotations": annotations,
-            },
-            "spec": {"containers": [{"name": "runtimed", "image": "example.invalid/kruntimes:test"}]}
-        }))
-        .unwrap();
-        let pod = Api::<Pod>::namespaced(client.clone(), &ns)
-            .create(&PostParams::default(), &pod)
-            .await
-            .unwrap_or_else(|e| panic!("create the Runtime Pod in {ns}: {e}"));
-        let runs = Api::<Run>::namespaced(client.clone(), &ns);
-        let recorder = Recorder::start(runs.clone()).await;
+    /// A namespace with the Runtime Pod `rt-0` of `capacity`; its heartbeat is runtimed's.
+    async fn new(prefix: &str, capacity: &[(&str, u64)]) -> Fixture {
+        let ns = TestNs::new(prefix).await;
+        let pod = pod("rt-0").capacity(capacity).no_lease().create(&ns).await;
+        let events = RunEvents::start(&ns).await;
         Fixture {
-            client,
             ns,
             pod,
-            runs,
-            recorder,
+            events,
             dir: tempfile::tempdir().unwrap(),
         }
     }
@@ -83,61 +58,19 @@ impl Fixture {
         self.pod.uid().unwrap()
     }
 
-    /// Starts `kubectl-kruntimes runtimed` as this Pod's agent.
-    fn runtimed(&self, extra: &[&str]) -> Runtimed {
-        let log = self
-            .dir
-            .path()
-            .join(format!("runtimed-{}.log", extra.len()));
-        let file = std::fs::File::create(&log).unwrap();
-        let mut args = extra.to_vec();
+    /// Starts `kubectl-kruntimes runtimed -v <extra>` as this Pod's agent (with a shutdown
+    /// grace of 1s unless `extra` sets one).
+    fn runtimed(&self, extra: &[&str]) -> RuntimedProcess {
+        let mut args = vec!["-v"];
+        args.extend(extra);
         if !args.contains(&"--shutdown-grace") {
             args.extend(["--shutdown-grace", "1s"]);
         }
-        let child = Command::new(support::binary())
-            .args(["runtimed", "-v"])
-            .args(&args)
-            .env("KUBECONFIG", &support::control_plane().kubeconfig)
-            .env("NO_COLOR", "1")
-            .env_remove("RUST_LOG")
-            .env("POD_NAME", "rt-0")
-            .env("POD_NAMESPACE", &self.ns)
-            .env("POD_UID", self.pod_uid())
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .spawn()
-            .expect("start kubectl-kruntimes runtimed");
-        Runtimed {
-            child: Some(child),
-            log,
-        }
+        RuntimedProcess::start(&self.pod, &args)
     }
 
-    /// Creates a Run that executes `args` and requests `requests`.
-    async fn create(&self, name: &str, args: &[&str], requests: &[(&str, &str)]) -> Run {
-        self.create_with(name, json!({"task": {"args": args}}), requests)
-            .await
-    }
-
-    async fn create_with(
-        &self,
-        name: &str,
-        mode: serde_json::Value,
-        requests: &[(&str, &str)],
-    ) -> Run {
-        let requests: BTreeMap<&str, &str> = requests.iter().copied().collect();
-        let run: Run = serde_json::from_value(json!({
-            "apiVersion": "kruntimes.io/v1alpha1",
-            "kind": "Run",
-            "metadata": {"name": name},
-            "spec": {"runtime": "rt", "resources": {"requests": requests}, "mode": mode}
-        }))
-        .unwrap();
-        self.runs
-            .create(&PostParams::default(), &run)
-            .await
-            .unwrap_or_else(|e| panic!("create Run {name}: {e}"))
+    async fn create(&self, run: RunBuilder) -> Run {
+        run.create(&self.ns).await
     }
 
     /// Plays the scheduler: binds `name` to `pod` (this fixture's Pod when `None`) with the
@@ -147,187 +80,79 @@ impl Fixture {
         let (pod_name, pod_uid) = pod.unwrap_or(("rt-0", uid.as_str()));
         let patch = json!({"status": {"phase": phase, "podName": pod_name, "podUID": pod_uid}});
         let written = self
-            .runs
+            .ns
+            .runs()
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .unwrap_or_else(|e| panic!("bind Run {name}: {e}"));
         written.resource_version().unwrap()
     }
 
-    async fn assign(&self, name: &str, args: &[&str], requests: &[(&str, &str)]) -> String {
-        self.create(name, args, requests).await;
-        self.bind(name, "Scheduled", None).await
+    /// Creates the Run and binds it to this Pod; returns the resourceVersion of the bind.
+    async fn assign(&self, run: RunBuilder) -> String {
+        let name = run.name().to_string();
+        self.create(run).await;
+        self.bind(&name, "Scheduled", None).await
     }
 
     async fn get(&self, name: &str) -> Run {
-        self.runs
-            .get(name)
-            .await
-            .unwrap_or_else(|e| panic!("get Run {name}: {e}"))
+        self.ns.get_run(name).await
+    }
+
+    /// The recorded history so far.
+    fn state(&self) -> State {
+        State(self.events.events())
+    }
+
+    /// Waits until every Run of `names` has ended; returns the recorded state then.
+    async fn until_ended(&self, rtd: &RuntimedProcess, names: &[&str]) -> State {
+        let what = format!("{names:?} to end");
+        self.wait_until(rtd, &what, |s| s.all_terminal(names)).await;
+        self.state()
     }
 
     /// Polls until `check` holds for the recorded state, or fails with `what` and the log.
-    async fn wait_until(&self, rtd: &Runtimed, what: &str, check: impl Fn(&State) -> bool) {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if check(&self.recorder.state()) {
-                return;
+    async fn wait_until(&self, rtd: &RuntimedProcess, what: &str, check: impl Fn(&State) -> bool) {
+        eventually(WAIT, what, async || {
+            let state = self.state();
+            if check(&state) {
+                Ok(())
+            } else {
+                Err(Stuck { state, rtd })
             }
-            if Instant::now() > deadline {
-                panic!(
-                    "timed out after {WAIT:?} waiting for {what}\nlast phases: {:?}\n--- runtimed log ---\n{}",
-                    self.recorder.state().phases(),
-                    rtd.log_tail()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
     }
 }
 
-/// The runtimed process; dropped ⇒ SIGTERM, then SIGKILL after a few seconds.
-struct Runtimed {
-    child: Option<Child>,
-    log: PathBuf,
+/// The last phases and runtimed's log, for a timeout message.
+struct Stuck<'a> {
+    state: State,
+    rtd: &'a RuntimedProcess,
 }
 
-impl Runtimed {
-    fn pid(&self) -> i32 {
-        self.child.as_ref().unwrap().id() as i32
-    }
-
-    fn is_running(&mut self) -> bool {
-        matches!(self.child.as_mut().unwrap().try_wait(), Ok(None))
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(40)..].join("\n")
-    }
-
-    fn sigterm(&self) {
-        // SAFETY: plain kill(2) on our own child's pid.
-        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
-    }
-
-    /// Waits for the process to exit; returns its status.
-    async fn wait(&mut self, timeout: Duration) -> std::process::ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                return status;
-            }
-            if Instant::now() > deadline {
-                panic!(
-                    "runtimed did not exit within {timeout:?}\n--- runtimed log ---\n{}",
-                    self.log_tail()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+impl fmt::Display for Stuck<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let phases = self.state.phases();
+        let log = self.rtd.log_tail();
+        write!(f, "phases {phases:?}\n--- runtimed log ---\n{log}")
     }
 }
 
-impl Drop for Runtimed {
-    fn drop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        if let Ok(None) = child.try_wait() {
-            // SAFETY: plain kill(2) on our own child's pid.
-            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
+/// A Run of `args`.
+fn task(name: &str, args: &[&str]) -> RunBuilder {
+    run(name).task(args)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Recorder: every Run event of the namespace, in the API server's order.
+// The recorded history of every Run event of the namespace, in the API server's order.
 
-#[derive(Clone)]
-struct Observed {
-    run: Arc<Run>,
-    deleted: bool,
-}
-
-struct Recorder {
-    events: Arc<Mutex<Vec<Observed>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Recorder {
-    async fn start(api: Api<Run>) -> Recorder {
-        let events = Arc::new(Mutex::new(Vec::new()));
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let sink = events.clone();
-        let task = tokio::spawn(async move {
-            let mut ready = Some(ready_tx);
-            let mut stream = watcher(api, watcher::Config::default()).boxed();
-            while let Some(event) = stream.next().await {
-                let mut sink = sink.lock().unwrap();
-                match event {
-                    Ok(watcher::Event::Apply(run) | watcher::Event::InitApply(run)) => {
-                        sink.push(Observed {
-                            run: Arc::new(run),
-                            deleted: false,
-                        })
-                    }
-                    Ok(watcher::Event::Delete(run)) => sink.push(Observed {
-                        run: Arc::new(run),
-                        deleted: true,
-                    }),
-                    Ok(watcher::Event::InitDone) => {
-                        if let Some(tx) = ready.take() {
-                            let _ = tx.send(());
-                        }
-                    }
-                    Ok(watcher::Event::Init) => {}
-                    Err(e) => eprintln!("recorder watch error: {e}"),
-                }
-            }
-        });
-        tokio::time::timeout(WAIT, ready_rx)
-            .await
-            .expect("the recording watch did not start")
-            .unwrap();
-        Recorder { events, task }
-    }
-
-    fn state(&self) -> State {
-        State(self.events.lock().unwrap().clone())
-    }
-}
-
-/// The recorded history.
-struct State(Vec<Observed>);
+struct State(Vec<RunEvent>);
 
 impl State {
     /// Latest version of every Run (deleted ones dropped).
-    fn latest(&self) -> HashMap<String, Arc<Run>> {
-        let mut out = HashMap::new();
-        for e in &self.0 {
-            if e.deleted {
-                out.remove(&e.run.name_any());
-            } else {
-                out.insert(e.run.name_any(), e.run.clone());
-            }
-        }
-        out
+    fn latest(&self) -> BTreeMap<String, Arc<Run>> {
+        replay(&self.0, |_| {})
     }
 
     fn phase(&self, name: &str) -> Option<RunPhase> {
@@ -356,22 +181,8 @@ impl State {
 
     /// The Running Runs after every recorded event, in order.
     fn running_after_each_event(&self) -> Vec<Vec<String>> {
-        let mut current: BTreeMap<String, RunPhase> = BTreeMap::new();
         let mut out = Vec::new();
-        for e in &self.0 {
-            if e.deleted {
-                current.remove(&e.run.name_any());
-            } else {
-                current.insert(e.run.name_any(), e.run.phase());
-            }
-            out.push(
-                current
-                    .iter()
-                    .filter(|(_, p)| **p == RunPhase::Running)
-                    .map(|(n, _)| n.clone())
-                    .collect(),
-            );
-        }
+        replay(&self.0, |present| out.push(running(present)));
         out
     }
 
@@ -383,6 +194,14 @@ impl State {
             .map(|e| e.run.clone())
             .collect()
     }
+}
+
+/// The names of the Running Runs among `present`.
+fn running(present: &BTreeMap<String, Arc<Run>>) -> Vec<String> {
+    let running = present
+        .iter()
+        .filter(|(_, r)| r.phase() == RunPhase::Running);
+    running.map(|(name, _)| name.clone()).collect()
 }
 
 fn reason(run: &Run) -> Option<&str> {
@@ -431,23 +250,23 @@ fn assert_untouched_until_claimed(state: &State, name: &str, scheduled_rv: &str)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_assignments_beyond_capacity_wait_untouched_and_all_complete() {
-    let fx = Fixture::new("rtd-stale", &[("runs", "2")]).await;
+    let fx = Fixture::new("rtd-stale", &[("runs", 2)]).await;
     let rtd = fx.runtimed(&[]);
     let names = ["s-1", "s-2", "s-3", "s-4", "s-5"];
     // A Run assigned to another Pod of the namespace is none of this agent's business.
-    fx.create("elsewhere", &["true"], &[]).await;
+    fx.create(task("elsewhere", &["true"])).await;
     let elsewhere_rv = fx
         .bind("elsewhere", "Scheduled", Some(("rt-1", "uid-of-rt-1")))
         .await;
 
     let mut scheduled_rv = HashMap::new();
     for name in names {
-        scheduled_rv.insert(name, fx.assign(name, &["sh", "-c", "sleep 0.3"], &[]).await);
+        scheduled_rv.insert(
+            name,
+            fx.assign(task(name, &["sh", "-c", "sleep 0.3"])).await,
+        );
     }
-    fx.wait_until(&rtd, "all five Runs to end", |s| s.all_terminal(&names))
-        .await;
-
-    let state = fx.recorder.state();
+    let state = fx.until_ended(&rtd, &names).await;
     for (i, running) in state.running_after_each_event().iter().enumerate() {
         assert!(
             running.len() <= 2,
@@ -477,16 +296,12 @@ async fn stale_assignments_beyond_capacity_wait_untouched_and_all_complete() {
         .iter()
         .filter(|n| {
             // Waited: Scheduled at an event where both slots were taken by others.
-            let mut current: BTreeMap<String, RunPhase> = BTreeMap::new();
-            state.0.iter().any(|e| {
-                current.insert(e.run.name_any(), e.run.phase());
-                current.get(**n) == Some(&RunPhase::Scheduled)
-                    && current
-                        .values()
-                        .filter(|p| **p == RunPhase::Running)
-                        .count()
-                        == 2
-            })
+            let mut waited = false;
+            replay(&state.0, |present| {
+                let scheduled = present.get(**n).map(|r| r.phase()) == Some(RunPhase::Scheduled);
+                waited |= scheduled && running(present).len() == 2;
+            });
+            waited
         })
         .count();
     assert!(
@@ -502,8 +317,7 @@ async fn stale_assignments_beyond_capacity_wait_untouched_and_all_complete() {
         "a Run of another Pod was written to"
     );
     assert!(
-        std::fs::read_to_string(&rtd.log)
-            .unwrap()
+        rtd.log()
             .contains("watching Runs with the field selector status.podName=rt-0"),
         "runtimed should watch with the server-side field selector\n{}",
         rtd.log_tail()
@@ -512,20 +326,12 @@ async fn stale_assignments_beyond_capacity_wait_untouched_and_all_complete() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_sharing_one_gpu_run_one_after_the_other() {
-    let fx = Fixture::new("rtd-gpu", &[("runs", "4"), (GPU, "1")]).await;
+    let fx = Fixture::new("rtd-gpu", &[("runs", 4), (GPU, 1)]).await;
     let rtd = fx.runtimed(&[]);
-    let a = fx
-        .assign("gpu-a", &["sh", "-c", "sleep 0.5"], &[(GPU, "1")])
-        .await;
-    let b = fx
-        .assign("gpu-b", &["sh", "-c", "sleep 0.5"], &[(GPU, "1")])
-        .await;
-    fx.wait_until(&rtd, "both GPU Runs to end", |s| {
-        s.all_terminal(&["gpu-a", "gpu-b"])
-    })
-    .await;
-
-    let state = fx.recorder.state();
+    let gpu_task = |name| task(name, &["sh", "-c", "sleep 0.5"]).requests(&[(GPU, 1)]);
+    let a = fx.assign(gpu_task("gpu-a")).await;
+    let b = fx.assign(gpu_task("gpu-b")).await;
+    let state = fx.until_ended(&rtd, &["gpu-a", "gpu-b"]).await;
     for running in state.running_after_each_event() {
         assert!(
             running.len() <= 1,
@@ -559,22 +365,18 @@ async fn runs_sharing_one_gpu_run_one_after_the_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_exits_and_unstartable_programs_are_failed_and_release_capacity() {
-    let fx = Fixture::new("rtd-fail", &[("runs", "1")]).await;
+    let fx = Fixture::new("rtd-fail", &[("runs", 1)]).await;
     let rtd = fx.runtimed(&[]);
-    fx.assign("exit-3", &["sh", "-c", "echo about to fail; exit 3"], &[])
+    fx.assign(task("exit-3", &["sh", "-c", "echo about to fail; exit 3"]))
         .await;
-    fx.assign(
+    fx.assign(task(
         "missing",
         &["/nonexistent/kruntimes-no-such-program", "--flag"],
-        &[],
-    )
+    ))
     .await;
-    fx.assign("after", &["true"], &[]).await;
+    fx.assign(task("after", &["true"])).await;
     let names = ["exit-3", "missing", "after"];
-    fx.wait_until(&rtd, "the three Runs to end", |s| s.all_terminal(&names))
-        .await;
-
-    let state = fx.recorder.state();
+    let state = fx.until_ended(&rtd, &names).await;
     let latest = state.latest();
     let exit3 = latest["exit-3"].status.as_ref().unwrap();
     assert_eq!(exit3.phase, Some(RunPhase::Failed));
@@ -606,9 +408,7 @@ async fn failed_exits_and_unstartable_programs_are_failed_and_release_capacity()
         assert!(running.len() <= 1, "{running:?}");
     }
     assert!(
-        std::fs::read_to_string(&rtd.log)
-            .unwrap()
-            .contains("[exit-3] about to fail"),
+        rtd.log().contains("[exit-3] about to fail"),
         "child output is logged with the Run name\n{}",
         rtd.log_tail()
     );
@@ -616,23 +416,24 @@ async fn failed_exits_and_unstartable_programs_are_failed_and_release_capacity()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_that_cannot_be_run_as_written_fail_without_being_claimed() {
-    let fx = Fixture::new("rtd-invalid", &[("runs", "1")]).await;
+    let fx = Fixture::new("rtd-invalid", &[("runs", 1)]).await;
     let rtd = fx.runtimed(&[]);
-    fx.create_with(
-        "value-from",
-        json!({"task": {"args": ["true"], "env": [{"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]}}),
-        &[],
-    )
-    .await;
-    fx.bind("value-from", "Scheduled", None).await;
-    fx.create_with("no-task", json!({}), &[]).await;
-    fx.bind("no-task", "Scheduled", None).await;
-    fx.assign("after", &["true"], &[]).await;
+    let node = EnvVar {
+        name: "NODE".into(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: "spec.nodeName".into(),
+                api_version: None,
+            }),
+            ..Default::default()
+        }),
+    };
+    fx.assign(task("value-from", &["true"]).env(node)).await;
+    fx.assign(run("no-task").no_task()).await;
+    fx.assign(task("after", &["true"])).await;
     let names = ["value-from", "no-task", "after"];
-    fx.wait_until(&rtd, "the three Runs to end", |s| s.all_terminal(&names))
-        .await;
-
-    let state = fx.recorder.state();
+    let state = fx.until_ended(&rtd, &names).await;
     let latest = state.latest();
     for (name, want) in [
         (
@@ -661,17 +462,17 @@ async fn runs_that_cannot_be_run_as_written_fail_without_being_claimed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raising_the_capacity_annotation_raises_concurrency_without_a_restart() {
-    let fx = Fixture::new("rtd-raise", &[("runs", "1")]).await;
+    let fx = Fixture::new("rtd-raise", &[("runs", 1)]).await;
     let mut rtd = fx.runtimed(&[]);
     let pid = rtd.pid();
     let names = ["r-1", "r-2", "r-3"];
     for name in names {
-        fx.assign(name, &["sleep", "30"], &[]).await;
+        fx.assign(task(name, &["sleep", "30"])).await;
     }
     fx.wait_until(&rtd, "one Run Running", |s| s.count(RunPhase::Running) == 1)
         .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let state = fx.recorder.state();
+    let state = fx.state();
     assert_eq!(
         state.count(RunPhase::Running),
         1,
@@ -680,11 +481,8 @@ async fn raising_the_capacity_annotation_raises_concurrency_without_a_restart() 
     );
     assert_eq!(state.count(RunPhase::Scheduled), 2, "{:?}", state.phases());
 
-    let patch = json!({"metadata": {"annotations": {"kruntimes.io/capacity.runs": "3"}}});
-    Api::<Pod>::namespaced(fx.client.clone(), &fx.ns)
-        .patch("rt-0", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    let raise = json!({"metadata": {"annotations": {capacity_annotation("runs").unwrap(): "3"}}});
+    let _: Pod = fx.ns.merge("rt-0", raise).await;
     fx.wait_until(&rtd, "three Runs Running after the raise", |s| {
         s.count(RunPhase::Running) == 3
     })
@@ -699,7 +497,7 @@ async fn raising_the_capacity_annotation_raises_concurrency_without_a_restart() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lease_is_renewed_and_sigterm_drains_kills_and_drops_it() {
-    let fx = Fixture::new("rtd-lease", &[("runs", "2")]).await;
+    let fx = Fixture::new("rtd-lease", &[("runs", 2)]).await;
     let mut rtd = fx.runtimed(&[
         "--heartbeat-interval",
         "1s",
@@ -708,20 +506,13 @@ async fn the_lease_is_renewed_and_sigterm_drains_kills_and_drops_it() {
         "--shutdown-grace",
         "4s",
     ]);
-    let leases = Api::<Lease>::namespaced(fx.client.clone(), &fx.ns);
+    let leases = fx.ns.api::<Lease>();
 
-    let deadline = Instant::now() + WAIT;
-    let first = loop {
-        if let Some(lease) = leases.get_opt("rt-0").await.unwrap() {
-            break lease;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no Lease rt-0 appeared\n{}",
-            rtd.log_tail()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let first = eventually(WAIT, "the Lease rt-0 to appear", async || {
+        let lease = leases.get_opt("rt-0").await.unwrap();
+        lease.ok_or_else(|| format!("no Lease\n--- runtimed log ---\n{}", rtd.log_tail()))
+    })
+    .await;
     let spec = first.spec.clone().unwrap();
     assert_eq!(
         spec.holder_identity,
@@ -748,13 +539,13 @@ async fn the_lease_is_renewed_and_sigterm_drains_kills_and_drops_it() {
         later.renew_time
     );
 
-    fx.assign("long", &["sleep", "60"], &[]).await;
-    fx.assign("short", &["sleep", "2"], &[]).await;
+    fx.assign(task("long", &["sleep", "60"])).await;
+    fx.assign(task("short", &["sleep", "2"])).await;
     fx.wait_until(&rtd, "both Runs Running", |s| {
         s.count(RunPhase::Running) == 2
     })
     .await;
-    let queued_rv = fx.assign("queued", &["true"], &[]).await;
+    let queued_rv = fx.assign(task("queued", &["true"])).await;
     rtd.sigterm();
     let status = rtd.wait(Duration::from_secs(20)).await;
     assert!(
@@ -788,7 +579,7 @@ async fn the_lease_is_renewed_and_sigterm_drains_kills_and_drops_it() {
         Some(queued_rv),
         "the queued Run was written to"
     );
-    assert_eq!(fx.recorder.state().count(RunPhase::Running), 0);
+    assert_eq!(fx.state().count(RunPhase::Running), 0);
     assert!(
         leases.get_opt("rt-0").await.unwrap().is_none(),
         "the Lease survived the shutdown"
@@ -797,16 +588,12 @@ async fn the_lease_is_renewed_and_sigterm_drains_kills_and_drops_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn running_runs_left_by_an_earlier_runtimed_are_failed_on_start() {
-    let fx = Fixture::new("rtd-restart", &[("runs", "1")]).await;
-    fx.create("orphan", &["sleep", "60"], &[]).await;
+    let fx = Fixture::new("rtd-restart", &[("runs", 1)]).await;
+    fx.create(task("orphan", &["sleep", "60"])).await;
     fx.bind("orphan", "Running", None).await;
-    fx.assign("next", &["true"], &[]).await;
+    fx.assign(task("next", &["true"])).await;
     let rtd = fx.runtimed(&[]);
-    fx.wait_until(&rtd, "both Runs to end", |s| {
-        s.all_terminal(&["orphan", "next"])
-    })
-    .await;
-    let latest = fx.recorder.state().latest();
+    let latest = fx.until_ended(&rtd, &["orphan", "next"]).await.latest();
     assert_eq!(latest["orphan"].phase(), RunPhase::Failed);
     assert_eq!(reason(&latest["orphan"]), Some(reasons::RUNTIMED_RESTARTED));
     assert_eq!(
@@ -818,33 +605,29 @@ async fn running_runs_left_by_an_earlier_runtimed_are_failed_on_start() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_running_run_kills_its_process_and_releases_capacity() {
-    let fx = Fixture::new("rtd-delete", &[("runs", "1")]).await;
+    let fx = Fixture::new("rtd-delete", &[("runs", 1)]).await;
     let rtd = fx.runtimed(&[]);
     let pidfile = fx.dir.path().join("victim.pid");
     let script = format!("echo $$ > {} && exec sleep 60", pidfile.display());
-    fx.assign("victim", &["sh", "-c", &script], &[]).await;
-    fx.assign("next", &["true"], &[]).await;
+    fx.assign(task("victim", &["sh", "-c", &script])).await;
+    fx.assign(task("next", &["true"])).await;
     fx.wait_until(&rtd, "victim Running", |s| {
         s.phase("victim") == Some(RunPhase::Running)
     })
     .await;
-    let deadline = Instant::now() + WAIT;
-    let pid = loop {
-        if let Ok(text) = std::fs::read_to_string(&pidfile)
-            && let Ok(pid) = text.trim().parse::<u32>()
-        {
-            break pid;
-        }
-        assert!(Instant::now() < deadline, "the victim never wrote its pid");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let pid = eventually(WAIT, "the victim to write its pid", async || {
+        let text = std::fs::read_to_string(&pidfile).unwrap_or_default();
+        text.trim().parse::<u32>().map_err(|_| format!("{text:?}"))
+    })
+    .await;
     // The recorder may not have seen next's bind yet: wait for it, it must stay Scheduled.
     fx.wait_until(&rtd, "next to be seen Scheduled behind the victim", |s| {
         s.phase("next") == Some(RunPhase::Scheduled)
     })
     .await;
 
-    fx.runs
+    fx.ns
+        .runs()
         .delete("victim", &DeleteParams::default())
         .await
         .unwrap();
@@ -853,14 +636,15 @@ async fn deleting_a_running_run_kills_its_process_and_releases_capacity() {
     })
     .await;
     let proc = PathBuf::from(format!("/proc/{pid}"));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while proc.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "the process of the deleted Run ({pid}) is still alive"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let what = format!("the process of the deleted Run ({pid}) to exit");
+    eventually(Duration::from_secs(10), &what, async || {
+        if proc.exists() {
+            Err("still alive")
+        } else {
+            Ok(())
+        }
+    })
+    .await;
 }
 
 #[test]

@@ -12,66 +12,40 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
-use kruntimes::api::{Run, RunPhase};
-use support::world::{self, OvercommitWatch, SchedulerProcess, run, wait_runs};
+use kruntimes::api::{Resources, Run, RunPhase, Runtime};
+use kruntimes::testing::{pod, pods, run, runtime};
+use support::world::{
+    self, Create, OvercommitWatch, SchedulerProcess, TestNs, WAIT, eventually, message_of, pod_of,
+};
 
-fn pod_of(runs: &[Run], name: &str) -> Option<String> {
-    runs.iter()
-        .find(|r| r.name_any() == name)
-        .and_then(|r| r.active_pod().map(str::to_string))
-}
-
-fn message_of(runs: &[Run], name: &str) -> Option<String> {
-    runs.iter()
-        .find(|r| r.name_any() == name)
-        .and_then(|r| r.status.as_ref()?.message.clone())
-}
-
-async fn setup(prefix: &str) -> (kube::Client, String) {
-    let client = support::client().await;
-    support::install_crds();
-    let ns = support::namespace(&client, prefix).await;
-    (client, ns)
-}
+const GPU: &str = "example.com/gpu";
 
 #[tokio::test]
 async fn multi_resource_placement_picks_the_least_loaded_pod_and_unadvertised_stays_pending() {
-    let (client, ns) = setup("placement").await;
-    let gpu = [("runs", 4), ("example.com/gpu", 2)];
-    world::ready_pod(&client, &ns, "python", "py-a", &gpu).await;
-    world::ready_pod(&client, &ns, "python", "py-b", &gpu).await;
+    let ns = TestNs::new("placement").await;
+    let gpu = [("runs", 4), (GPU, 2)];
+    pods(&["py-a", "py-b"], &gpu).create(&ns).await;
     // py-a already runs a GPU Run, so py-b is less loaded.
-    run("busy", "python")
-        .requests(&[("example.com/gpu", "1")])
-        .create(&client, &ns)
-        .await;
-    world::set_phase(&client, &ns, "busy", "Running", Some("py-a")).await;
-    let _scheduler = SchedulerProcess::start(&ns, 4, None, "placement").await;
+    let busy = run("busy").requests(&[(GPU, 1)]).on("py-a").running();
+    busy.create(&ns).await;
+    let _scheduler = SchedulerProcess::start(&ns.name, 4, None, "placement").await;
 
-    run("train", "python")
-        .requests(&[("example.com/gpu", "1")])
-        .create(&client, &ns)
-        .await;
-    run("tpu", "python")
-        .requests(&[("example.com/tpu", "1")])
-        .create(&client, &ns)
+    run("train").requests(&[(GPU, 1)]).create(&ns).await;
+    run("tpu")
+        .requests(&[("example.com/tpu", 1)])
+        .create(&ns)
         .await;
 
-    let runs = wait_runs(
-        &client,
-        &ns,
-        Duration::from_secs(20),
-        "train scheduled and tpu pending",
-        |runs| {
+    let runs = ns
+        .wait_runs(WAIT, "train scheduled and tpu pending", |runs| {
             (world::phase_of(runs, "train") == Some(RunPhase::Scheduled)
                 && message_of(runs, "tpu").is_some())
             .then(|| runs.to_vec())
-        },
-    )
-    .await;
+        })
+        .await;
     assert_eq!(pod_of(&runs, "train").as_deref(), Some("py-b"));
     let tpu = runs.iter().find(|r| r.name_any() == "tpu").unwrap();
     assert_eq!(tpu.phase(), RunPhase::Pending);
@@ -97,30 +71,21 @@ async fn multi_resource_placement_picks_the_least_loaded_pod_and_unadvertised_st
         .status
         .clone()
         .unwrap();
-    let pod: Pod = Api::namespaced(client.clone(), &ns)
-        .get("py-b")
-        .await
-        .unwrap();
+    let pod: Pod = ns.api().get("py-b").await.unwrap();
     assert_eq!(train.pod_uid, pod.uid());
 }
 
 #[tokio::test]
 async fn an_invalid_request_fails_the_run_with_invalid_resources_naming_field_and_value() {
-    let (client, ns) = setup("invalid").await;
-    world::ready_pod(&client, &ns, "python", "py-a", &[("runs", 4)]).await;
-    let _scheduler = SchedulerProcess::start(&ns, 1, None, "invalid").await;
-    run("bad", "python")
-        .requests(&[("example.com/gpu", "1.5")])
-        .create(&client, &ns)
+    let ns = TestNs::new("invalid").await;
+    pod("py-a").capacity(&[("runs", 4)]).create(&ns).await;
+    let _scheduler = SchedulerProcess::start(&ns.name, 1, None, "invalid").await;
+    run("bad").request_strs(&[(GPU, "1.5")]).create(&ns).await;
+    let run = ns
+        .wait_runs(WAIT, "bad failed", |runs| {
+            runs.iter().find(|r| r.phase() == RunPhase::Failed).cloned()
+        })
         .await;
-    let run = wait_runs(
-        &client,
-        &ns,
-        Duration::from_secs(20),
-        "bad failed",
-        |runs| runs.iter().find(|r| r.phase() == RunPhase::Failed).cloned(),
-    )
-    .await;
     let status = run.status.unwrap();
     assert_eq!(status.reason.as_deref(), Some("InvalidResources"));
     let message = status.message.unwrap();
@@ -140,63 +105,44 @@ async fn an_invalid_request_fails_the_run_with_invalid_resources_naming_field_an
 
 #[tokio::test]
 async fn a_burst_of_500_runs_on_20_pods_never_overcommits_and_schedules_every_run_that_fits() {
-    let (client, ns) = setup("burst").await;
-    let mut capacity = Vec::new();
+    let ns = TestNs::new("burst").await;
+    let mut capacity = HashMap::new();
     for i in 0..20u64 {
         let name = format!("py-{i:02}");
         let runs = 10 + (i % 4) * 5; // 10, 15, 20, 25
         let mut cap = vec![("runs", runs)];
         if i % 2 == 0 {
-            cap.push(("example.com/gpu", 2));
+            cap.push((GPU, 2));
         }
-        world::ready_pod(&client, &ns, "python", &name, &cap).await;
-        capacity.push((
-            name,
-            cap.iter()
-                .map(|(r, v)| (r.to_string(), *v))
-                .collect::<HashMap<_, _>>(),
-        ));
+        pod(&name).capacity(&cap).create(&ns).await;
+        capacity.insert(name, Resources::from_iter(cap));
     }
     // Capacity: 350 runs, 20 GPUs. Demand: 500 runs, 100 of them asking for a GPU.
-    let capacity: HashMap<String, HashMap<String, u64>> = capacity.into_iter().collect();
-    let watch = OvercommitWatch::start(&client, &ns, capacity.clone()).await;
-    let scheduler = SchedulerProcess::start(&ns, 4, None, "burst").await;
+    let watch = OvercommitWatch::start(&ns, capacity.clone()).await;
+    let scheduler = SchedulerProcess::start(&ns.name, 4, None, "burst").await;
 
     let started = Instant::now();
+    let ns = &ns;
     futures::stream::iter(0..500)
-        .for_each_concurrent(16, |i| {
-            let client = client.clone();
-            let ns = ns.clone();
-            async move {
-                let b = run(&format!("r-{i:03}"), "python");
-                let b = if i % 5 == 0 {
-                    b.requests(&[("example.com/gpu", "1")])
-                } else {
-                    b
-                };
-                b.create(&client, &ns).await;
-            }
+        .for_each_concurrent(16, |i| async move {
+            let b = run(&format!("r-{i:03}"));
+            let b = if i % 5 == 0 {
+                b.requests(&[(GPU, 1)])
+            } else {
+                b
+            };
+            b.create(ns).await;
         })
         .await;
 
     // Quiescent: every Run is Scheduled or carries a Pending message.
-    let runs = wait_runs(
-        &client,
-        &ns,
-        Duration::from_secs(120),
-        "all 500 Runs decided",
-        |runs| {
-            let decided = runs
-                .iter()
-                .filter(|r| {
-                    r.phase() == RunPhase::Scheduled
-                        || r.status.as_ref().and_then(|s| s.message.as_ref()).is_some()
-                })
-                .count();
+    let is_decided = |r: &Run| r.phase() == RunPhase::Scheduled || world::has_message(r);
+    let runs = ns
+        .wait_runs(Duration::from_secs(120), "all 500 Runs decided", |runs| {
+            let decided = runs.iter().filter(|r| is_decided(r)).count();
             (runs.len() == 500 && decided == 500).then(|| runs.to_vec())
-        },
-    )
-    .await;
+        })
+        .await;
     let elapsed = started.elapsed();
     let events = watch.finish().await;
 
@@ -206,7 +152,7 @@ async fn a_burst_of_500_runs_on_20_pods_never_overcommits_and_schedules_every_ru
             let slot = used.entry(pod.to_string()).or_default();
             *slot.entry("runs".into()).or_default() += 1;
             if r.spec.resources.is_some() {
-                *slot.entry("example.com/gpu".into()).or_default() += 1;
+                *slot.entry(GPU.into()).or_default() += 1;
             }
         }
     }
@@ -220,11 +166,9 @@ async fn a_burst_of_500_runs_on_20_pods_never_overcommits_and_schedules_every_ru
         let gpu = r.spec.resources.is_some();
         let fits_somewhere = capacity.iter().any(|(pod, cap)| {
             let u = used.get(pod).cloned().unwrap_or_default();
-            let runs_ok = u.get("runs").copied().unwrap_or(0) < cap["runs"];
-            let gpu_ok = !gpu
-                || cap
-                    .get("example.com/gpu")
-                    .is_some_and(|c| u.get("example.com/gpu").copied().unwrap_or(0) < *c);
+            let runs_ok = u.get("runs").copied().unwrap_or(0) < cap.get("runs");
+            let gpu_ok =
+                !gpu || cap.contains(GPU) && u.get(GPU).copied().unwrap_or(0) < cap.get(GPU);
             runs_ok && gpu_ok
         });
         assert!(!fits_somewhere, "{} is Pending but fits", r.name_any());
@@ -255,48 +199,33 @@ async fn a_burst_of_500_runs_on_20_pods_never_overcommits_and_schedules_every_ru
 
 #[tokio::test]
 async fn released_capacity_and_raised_runtime_capacity_wake_pending_runs() {
-    let (client, ns) = setup("release").await;
-    world::ready_pod(&client, &ns, "python", "py-a", &[("runs", 1)]).await;
-    world::ready_pod(&client, &ns, "python", "py-b", &[("runs", 1)]).await;
-    let scheduler = SchedulerProcess::start(&ns, 2, None, "release").await;
+    let ns = TestNs::new("release").await;
+    pods(&["py-a", "py-b"], &[("runs", 1)]).create(&ns).await;
+    let scheduler = SchedulerProcess::start(&ns.name, 2, None, "release").await;
     for name in ["a", "b", "c", "d"] {
-        run(name, "python").create(&client, &ns).await;
+        run(name).create(&ns).await;
     }
-    let first: Vec<String> = wait_runs(
-        &client,
-        &ns,
-        Duration::from_secs(20),
-        "two scheduled, two pending",
-        |runs| {
+    let first: Vec<String> = ns
+        .wait_runs(WAIT, "two scheduled, two pending", |runs| {
             let scheduled: Vec<String> = runs
                 .iter()
                 .filter(|r| r.phase() == RunPhase::Scheduled)
                 .map(|r| r.name_any())
                 .collect();
-            let waiting = runs
-                .iter()
-                .filter(|r| r.status.as_ref().and_then(|s| s.message.as_ref()).is_some())
-                .count();
+            let waiting = runs.iter().filter(|r| world::has_message(r)).count();
             (scheduled.len() == 2 && waiting == 2).then_some(scheduled)
-        },
-    )
-    .await;
+        })
+        .await;
     for name in &first {
-        world::set_phase(&client, &ns, name, "Succeeded", None).await;
+        ns.set_phase(name, RunPhase::Succeeded, None).await;
     }
-    wait_runs(
-        &client,
-        &ns,
-        Duration::from_secs(20),
-        "the other two scheduled",
-        |runs| {
-            let others = runs.iter().filter(|r| !first.contains(&r.name_any()));
-            others
-                .clone()
-                .all(|r| r.phase() == RunPhase::Scheduled)
-                .then_some(())
-        },
-    )
+    ns.wait_runs(WAIT, "the other two scheduled", |runs| {
+        let others = runs.iter().filter(|r| !first.contains(&r.name_any()));
+        others
+            .clone()
+            .all(|r| r.phase() == RunPhase::Scheduled)
+            .then_some(())
+    })
     .await;
     let metrics = scheduler.metrics().await;
     let released = world::sample(
@@ -306,132 +235,85 @@ async fn released_capacity_and_raised_runtime_capacity_wake_pending_runs() {
     assert!(released.unwrap_or(0.0) >= 1.0, "{metrics}");
 
     // Raising a Runtime's capacity reaches the Pods through the projected annotations.
-    let runtime: kruntimes::api::Runtime = serde_json::from_value(json!({
-        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime",
-        "metadata": {"name": "grow"},
-        "spec": {"replicas": 1, "capacity": {"resources": {"runs": "1"}},
-                 "template": {"spec": {"containers": [{"name": "runtimed", "image": "kruntimes.invalid/runtimed"}]}}}
-    }))
-    .unwrap();
-    let runtimes: Api<kruntimes::api::Runtime> = Api::namespaced(client.clone(), &ns);
-    runtimes
-        .create(&Default::default(), &runtime)
-        .await
-        .unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let pod = world::runtime_pods(&client, &ns, "grow", 1).await.remove(0);
+    runtime("grow").capacity(&[("runs", 1)]).create(&ns).await;
+    let pod = ns.runtime_pods("grow", 1).await.remove(0);
     assert_eq!(
         pod.annotations()
             .get("kruntimes.io/capacity.runs")
             .map(String::as_str),
         Some("1")
     );
-    world::set_ready(&client, &ns, &pod.name_any(), true).await;
-    world::heartbeat(&client, &pod, jiff::Timestamp::now(), 3600).await;
-    run("g1", "grow").create(&client, &ns).await;
-    run("g2", "grow").create(&client, &ns).await;
-    wait_runs(
-        &client,
-        &ns,
-        Duration::from_secs(20),
-        "g1/g2: one scheduled, one pending",
-        |runs| {
-            let g: Vec<&Run> = runs.iter().filter(|r| r.spec.runtime == "grow").collect();
-            let scheduled = g
-                .iter()
-                .filter(|r| r.phase() == RunPhase::Scheduled)
-                .count();
-            let waiting = g
-                .iter()
-                .filter(|r| {
-                    r.phase() == RunPhase::Pending
-                        && r.status.as_ref().and_then(|s| s.message.as_ref()).is_some()
-                })
-                .count();
-            (scheduled == 1 && waiting == 1).then_some(())
-        },
-    )
+    ns.set_ready(&pod.name_any(), true).await;
+    ns.heartbeat(&pod).await;
+    run("g1").runtime("grow").create(&ns).await;
+    run("g2").runtime("grow").create(&ns).await;
+    let grow = |runs: &[Run]| -> Vec<Run> {
+        let grow = runs.iter().filter(|r| r.spec.runtime == "grow");
+        grow.cloned().collect()
+    };
+    ns.wait_runs(WAIT, "g1/g2: one scheduled, one pending", |runs| {
+        let g = grow(runs);
+        (world::count(&g, RunPhase::Scheduled) == 1 && world::waiting(&g) == 1).then_some(())
+    })
     .await;
-    runtimes
-        .patch(
-            "grow",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"capacity": {"resources": {"runs": "2"}}}})),
-        )
-        .await
-        .unwrap();
-    wait_runs(
-        &client,
-        &ns,
-        Duration::from_secs(20),
+    let raise = json!({"spec": {"capacity": {"resources": {"runs": "2"}}}});
+    let _: Runtime = ns.merge("grow", raise).await;
+    ns.wait_runs(
+        WAIT,
         "g1 and g2 scheduled after the capacity raise",
         |runs| {
-            runs.iter()
-                .filter(|r| r.spec.runtime == "grow")
-                .all(|r| r.phase() == RunPhase::Scheduled)
-                .then_some(())
+            let g = grow(runs);
+            (world::count(&g, RunPhase::Scheduled) == g.len()).then_some(())
         },
     )
     .await;
-    let same_pod = pods.get(&pod.name_any()).await.unwrap();
+    let same_pod = ns.api::<Pod>().get(&pod.name_any()).await.unwrap();
     assert_eq!(
         same_pod.uid(),
         pod.uid(),
         "the Pod was recreated instead of annotated"
     );
     assert_eq!(same_pod.annotations()["kruntimes.io/capacity.runs"], "2");
-    let rt = runtimes.get("grow").await.unwrap();
+    let rt = ns.api::<Runtime>().get("grow").await.unwrap();
     assert_eq!(rt.status.unwrap().replicas, 1);
 }
 
 #[tokio::test]
 async fn required_affinity_cohorts_colocate_anti_affinity_spreads_and_mutual_dependencies_wait() {
-    let (client, ns) = setup("affinity").await;
-    for p in ["py-a", "py-b", "py-c", "py-d"] {
-        world::ready_pod(&client, &ns, "python", p, &[("runs", 8)]).await;
-    }
-    let _scheduler = SchedulerProcess::start(&ns, 4, None, "affinity").await;
+    let ns = TestNs::new("affinity").await;
+    let four = ["py-a", "py-b", "py-c", "py-d"];
+    pods(&four, &[("runs", 8)]).create(&ns).await;
+    let _scheduler = SchedulerProcess::start(&ns.name, 4, None, "affinity").await;
     // Created concurrently: the first member seeds, the rest follow its assumed placement.
     let cohort: Vec<_> = (0..4)
         .map(|i| {
-            run(&format!("cohort-{i}"), "python")
-                .labels(&[("cohort", "a")])
-                .requires(false, "cohort", "a")
+            let cohort = [("cohort", "a")];
+            run(&format!("cohort-{i}"))
+                .labels(&cohort)
+                .requires(&cohort)
         })
         .collect();
-    futures::future::join_all(cohort.iter().map(|b| b.create(&client, &ns))).await;
+    futures::future::join_all(cohort.iter().map(|b| b.create(&ns))).await;
     for i in 0..3 {
-        run(&format!("spread-{i}"), "python")
-            .labels(&[("spread", "x")])
-            .requires(true, "spread", "x")
-            .create(&client, &ns)
-            .await;
+        let spread = [("spread", "x")];
+        let b = run(&format!("spread-{i}")).labels(&spread).anti(&spread);
+        b.create(&ns).await;
     }
-    run("needs-b", "python")
-        .labels(&[("app", "a")])
-        .requires(false, "app", "b")
-        .create(&client, &ns)
-        .await;
-    run("needs-a", "python")
-        .labels(&[("app", "b")])
-        .requires(false, "app", "a")
-        .create(&client, &ns)
-        .await;
+    let needs_b = run("needs-b").labels(&[("app", "a")]);
+    needs_b.requires(&[("app", "b")]).create(&ns).await;
+    let needs_a = run("needs-a").labels(&[("app", "b")]);
+    needs_a.requires(&[("app", "a")]).create(&ns).await;
 
-    let runs = wait_runs(
-        &client,
-        &ns,
-        Duration::from_secs(30),
-        "cohort and spread placed, mutual pending",
-        |runs| {
+    let what = "cohort and spread placed, mutual pending";
+    let runs = ns
+        .wait_runs(Duration::from_secs(30), what, |runs| {
             let placed = world::count(runs, RunPhase::Scheduled);
             let waiting = ["needs-a", "needs-b"]
                 .iter()
                 .all(|n| message_of(runs, n).is_some());
             (placed == 7 && waiting).then(|| runs.to_vec())
-        },
-    )
-    .await;
+        })
+        .await;
     let cohort: Vec<String> = (0..4)
         .map(|i| pod_of(&runs, &format!("cohort-{i}")).unwrap())
         .collect();
@@ -456,18 +338,17 @@ async fn required_affinity_cohorts_colocate_anti_affinity_spreads_and_mutual_dep
 
 #[tokio::test]
 async fn a_bind_conflict_releases_the_reservation_requeues_and_counts() {
-    let (client, ns) = setup("conflict").await;
-    world::ready_pod(&client, &ns, "python", "py-a", &[("runs", 1)]).await;
-    let created = run("contended", "python").create(&client, &ns).await;
+    let ns = TestNs::new("conflict").await;
+    pod("py-a").capacity(&[("runs", 1)]).create(&ns).await;
+    let created = run("contended").create(&ns).await;
     assert!(created.status.is_none());
     // Another client keeps writing the Run's status, so the scheduler's observed
     // resourceVersion is usually stale by the time it binds.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writers: Vec<_> = (0..2)
         .map(|w| {
-            let (client, ns, stop) = (client.clone(), ns.clone(), stop.clone());
+            let (api, stop) = (ns.runs(), stop.clone());
             tokio::spawn(async move {
-                let api: Api<Run> = Api::namespaced(client, &ns);
                 let mut i = 0u64;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     i += 1;
@@ -478,14 +359,10 @@ async fn a_bind_conflict_releases_the_reservation_requeues_and_counts() {
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let scheduler = SchedulerProcess::start(&ns, 1, None, "conflict").await;
-    wait_runs(
-        &client,
-        &ns,
-        Duration::from_secs(60),
-        "contended scheduled",
-        |runs| (world::phase_of(runs, "contended") == Some(RunPhase::Scheduled)).then_some(()),
-    )
+    let scheduler = SchedulerProcess::start(&ns.name, 1, None, "conflict").await;
+    ns.wait_runs(Duration::from_secs(60), "contended scheduled", |runs| {
+        (world::phase_of(runs, "contended") == Some(RunPhase::Scheduled)).then_some(())
+    })
     .await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for w in writers {
@@ -502,15 +379,12 @@ async fn a_bind_conflict_releases_the_reservation_requeues_and_counts() {
         "no bind conflict was provoked:\n{metrics}"
     );
     // The released reservation did not leak: the one slot holds exactly the bound Run.
-    run("second", "python").create(&client, &ns).await;
-    let runs = wait_runs(
-        &client,
-        &ns,
-        Duration::from_secs(20),
-        "second pending",
-        |runs| message_of(runs, "second").map(|_| runs.to_vec()),
-    )
-    .await;
+    run("second").create(&ns).await;
+    let runs = ns
+        .wait_runs(WAIT, "second pending", |runs| {
+            message_of(runs, "second").map(|_| runs.to_vec())
+        })
+        .await;
     assert_eq!(pod_of(&runs, "contended").as_deref(), Some("py-a"));
     assert_eq!(
         message_of(&runs, "second").unwrap(),
@@ -520,55 +394,43 @@ async fn a_bind_conflict_releases_the_reservation_requeues_and_counts() {
 
 #[tokio::test]
 async fn failover_the_standby_takes_over_and_nothing_is_overcommitted() {
-    let (client, ns) = setup("failover").await;
-    let mut capacity = Vec::new();
+    let ns = TestNs::new("failover").await;
+    let mut capacity = HashMap::new();
     for i in 0..10 {
         let name = format!("py-{i}");
-        world::ready_pod(&client, &ns, "python", &name, &[("runs", 10)]).await;
-        capacity.push((name, HashMap::from([("runs".to_string(), 10u64)])));
+        pod(&name).capacity(&[("runs", 10)]).create(&ns).await;
+        capacity.insert(name, Resources::from_iter([("runs", 10)]));
     }
-    let watch = OvercommitWatch::start(&client, &ns, capacity.into_iter().collect()).await;
-    let mut first = SchedulerProcess::start(&ns, 4, Some(&ns), "first").await;
-    world::wait_leader(&client, &ns, "first", Duration::from_secs(20)).await;
-    let _second = SchedulerProcess::start(&ns, 4, Some(&ns), "second").await;
+    let watch = OvercommitWatch::start(&ns, capacity).await;
+    let mut first = SchedulerProcess::start(&ns.name, 4, Some(&ns.name), "first").await;
+    ns.wait_leader("first", Duration::from_secs(20)).await;
+    let _second = SchedulerProcess::start(&ns.name, 4, Some(&ns.name), "second").await;
 
     for i in 0..60 {
-        run(&format!("r-{i:03}"), "python")
-            .create(&client, &ns)
-            .await;
+        run(&format!("r-{i:03}")).create(&ns).await;
     }
     let killed_at = Instant::now();
     first.kill();
     for i in 60..120 {
-        run(&format!("r-{i:03}"), "python")
-            .create(&client, &ns)
-            .await;
+        run(&format!("r-{i:03}")).create(&ns).await;
     }
-    world::wait_leader(&client, &ns, "second", Duration::from_secs(30)).await;
+    ns.wait_leader("second", Duration::from_secs(30)).await;
     let takeover = killed_at.elapsed();
     // Lease duration 4s, plus one retry period of the standby.
     assert!(
         takeover < Duration::from_secs(8),
         "takeover took {takeover:?}"
     );
-    let runs = wait_runs(
-        &client,
-        &ns,
-        Duration::from_secs(60),
-        "100 scheduled, 20 pending",
-        |runs| {
-            let scheduled = world::count(runs, RunPhase::Scheduled);
-            let waiting = runs
-                .iter()
-                .filter(|r| {
-                    r.phase() == RunPhase::Pending
-                        && r.status.as_ref().and_then(|s| s.message.as_ref()).is_some()
-                })
-                .count();
-            (scheduled == 100 && waiting == 20).then(|| runs.to_vec())
-        },
-    )
-    .await;
+    let runs = ns
+        .wait_runs(
+            Duration::from_secs(60),
+            "100 scheduled, 20 pending",
+            |runs| {
+                let scheduled = world::count(runs, RunPhase::Scheduled);
+                (scheduled == 100 && world::waiting(runs) == 20).then(|| runs.to_vec())
+            },
+        )
+        .await;
     watch.finish().await;
     eprintln!(
         "failover: standby took over {:.1}s after the leader was killed",
@@ -579,44 +441,31 @@ async fn failover_the_standby_takes_over_and_nothing_is_overcommitted() {
 
 #[tokio::test]
 async fn stale_heartbeat_not_ready_and_deleted_pods_are_removed_from_placement() {
-    let (client, ns) = setup("availability").await;
-    let stale = world::create_pod(&client, &ns, "python", "py-stale", &[("runs", 4)], &[]).await;
-    world::set_ready(&client, &ns, "py-stale", true).await;
-    world::heartbeat(
-        &client,
-        &stale,
-        jiff::Timestamp::now() - jiff::SignedDuration::from_secs(120),
-        40,
-    )
-    .await;
-    world::ready_pod(&client, &ns, "python", "py-notready", &[("runs", 4)]).await;
-    world::set_ready(&client, &ns, "py-notready", false).await;
-    let deleting = world::create_pod(
-        &client,
-        &ns,
-        "python",
-        "py-deleting",
-        &[("runs", 4)],
-        &["kruntimes.io/test-hold"],
-    )
-    .await;
-    world::set_ready(&client, &ns, "py-deleting", true).await;
-    world::heartbeat(&client, &deleting, jiff::Timestamp::now(), 3600).await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    pods.delete("py-deleting", &DeleteParams::default())
-        .await
-        .unwrap();
-    world::ready_pod(&client, &ns, "python", "py-ok", &[("runs", 1)]).await;
+    let ns = TestNs::new("availability").await;
+    let four = [("runs", 4)];
+    pod("py-stale")
+        .capacity(&four)
+        .lease_renewed_ago(120)
+        .create(&ns)
+        .await;
+    pod("py-notready")
+        .capacity(&four)
+        .not_ready()
+        .create(&ns)
+        .await;
+    pod("py-deleting")
+        .capacity(&four)
+        .deleting()
+        .create(&ns)
+        .await;
+    pod("py-ok").capacity(&[("runs", 1)]).create(&ns).await;
+    let pods = ns.api::<Pod>();
 
-    let _scheduler = SchedulerProcess::start(&ns, 2, None, "availability").await;
-    run("first", "python").create(&client, &ns).await;
-    run("second", "python").create(&client, &ns).await;
-    let runs = wait_runs(
-        &client,
-        &ns,
-        Duration::from_secs(20),
-        "one placed on py-ok, one pending",
-        |runs| {
+    let _scheduler = SchedulerProcess::start(&ns.name, 2, None, "availability").await;
+    run("first").create(&ns).await;
+    run("second").create(&ns).await;
+    let runs = ns
+        .wait_runs(WAIT, "one placed on py-ok, one pending", |runs| {
             let placed = world::count(runs, RunPhase::Scheduled);
             let waiting = runs
                 .iter()
@@ -626,9 +475,8 @@ async fn stale_heartbeat_not_ready_and_deleted_pods_are_removed_from_placement()
                 .then_some(())
                 .and(waiting)
                 .map(|m| (runs.to_vec(), m))
-        },
-    )
-    .await;
+        })
+        .await;
     let (runs, message) = runs;
     let placed = runs
         .iter()
@@ -649,47 +497,34 @@ async fn stale_heartbeat_not_ready_and_deleted_pods_are_removed_from_placement()
     pods.delete("py-ok", &DeleteParams::default())
         .await
         .unwrap();
-    world::set_phase(&client, &ns, &placed.name_any(), "Succeeded", None).await;
-    wait_runs(&client, &ns, Duration::from_secs(20), "message without py-ok", |runs| {
+    ns.set_phase(&placed.name_any(), RunPhase::Succeeded, None)
+        .await;
+    ns.wait_runs(WAIT, "message without py-ok", |runs| {
         let m = message_of(runs, &waiting)?;
         (m == "0/3 Runtime Pods are available: 1 Runtime Pod not ready, 1 Runtime Pod terminating, 1 runtimed heartbeat stale.").then_some(())
     })
     .await;
     // Let the held Pod go.
-    pods.patch(
-        "py-deleting",
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    let release = json!({"metadata": {"finalizers": null}});
+    let _: Pod = ns.merge("py-deleting", release).await;
 }
 
 #[tokio::test]
 async fn metrics_expose_every_named_metric_with_only_bounded_labels() {
-    let (client, ns) = setup("metrics").await;
-    world::ready_pod(&client, &ns, "python", "py-a", &[("runs", 1)]).await;
-    let scheduler = SchedulerProcess::start(&ns, 2, None, "metrics").await;
-    run("m1", "python").create(&client, &ns).await;
-    run("m2", "python").create(&client, &ns).await;
-    run("m3", "python")
-        .requests(&[("example.com/tpu", "1")])
-        .create(&client, &ns)
+    let ns = TestNs::new("metrics").await;
+    pod("py-a").capacity(&[("runs", 1)]).create(&ns).await;
+    let scheduler = SchedulerProcess::start(&ns.name, 2, None, "metrics").await;
+    run("m1").create(&ns).await;
+    run("m2").create(&ns).await;
+    run("m3")
+        .requests(&[("example.com/tpu", 1)])
+        .create(&ns)
         .await;
-    wait_runs(
-        &client,
-        &ns,
-        Duration::from_secs(20),
-        "one scheduled, two pending",
-        |runs| {
-            let waiting = runs
-                .iter()
-                .filter(|r| r.status.as_ref().and_then(|s| s.message.as_ref()).is_some())
-                .count();
-            let placed = world::count(runs, RunPhase::Scheduled);
-            (placed == 1 && waiting == 2).then_some(())
-        },
-    )
+    ns.wait_runs(WAIT, "one scheduled, two pending", |runs| {
+        let waiting = runs.iter().filter(|r| world::has_message(r)).count();
+        let placed = world::count(runs, RunPhase::Scheduled);
+        (placed == 1 && waiting == 2).then_some(())
+    })
     .await;
     let body = scheduler.metrics().await;
     for name in [
@@ -713,7 +548,7 @@ async fn metrics_expose_every_named_metric_with_only_bounded_labels() {
         .collect();
     for line in body.lines().filter(|l| l.starts_with("kruntimes_")) {
         assert!(
-            !line.contains(&ns)
+            !line.contains(&ns.name)
                 && !line.contains("py-a")
                 && !line.contains("m1")
                 && !line.contains("tpu"),
@@ -760,61 +595,36 @@ async fn metrics_expose_every_named_metric_with_only_bounded_labels() {
 #[tokio::test]
 async fn the_runtime_controller_keeps_replicas_and_reports_a_malformed_capacity_without_touching_pods()
  {
-    let (client, ns) = setup("runtimectl").await;
-    let _scheduler = SchedulerProcess::start(&ns, 1, None, "runtimectl").await;
-    let runtimes: Api<kruntimes::api::Runtime> = Api::namespaced(client.clone(), &ns);
-    let runtime: kruntimes::api::Runtime = serde_json::from_value(json!({
-        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime",
-        "metadata": {"name": "python"},
-        "spec": {"replicas": 3, "capacity": {"resources": {"runs": "4"}},
-                 "template": {"metadata": {"labels": {"team": "a"}},
-                              "spec": {"containers": [{"name": "runtimed", "image": "kruntimes.invalid/runtimed"}]}}}
-    }))
-    .unwrap();
-    runtimes
-        .create(&Default::default(), &runtime)
-        .await
-        .unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let three = world::runtime_pods(&client, &ns, "python", 3).await;
+    let ns = TestNs::new("runtimectl").await;
+    let _scheduler = SchedulerProcess::start(&ns.name, 1, None, "runtimectl").await;
+    let python = runtime("python").replicas(3).capacity(&[("runs", 4)]);
+    python.template_labels(&[("team", "a")]).create(&ns).await;
+    let three = ns.runtime_pods("python", 3).await;
     for pod in &three {
         assert_eq!(pod.labels()["team"], "a");
         assert_eq!(pod.labels()["kruntimes.io/runtime-pod"], pod.name_any());
         assert_eq!(pod.annotations()["kruntimes.io/capacity.runs"], "4");
         assert_eq!(pod.owner_references()[0].kind, "Runtime");
     }
-    runtimes
-        .patch(
-            "python",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"replicas": 1}})),
-        )
-        .await
-        .unwrap();
-    let one = world::runtime_pods(&client, &ns, "python", 1).await;
+    let _: Runtime = ns.merge("python", json!({"spec": {"replicas": 1}})).await;
+    let one = ns.runtime_pods("python", 1).await;
 
     // A malformed capacity: reported on the status and in an Event; the Pod is left alone.
     let before = one[0].resource_version();
-    runtimes
-        .patch(
-            "python",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"capacity": {"resources": {"runs": "1.5"}}}})),
-        )
-        .await
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let condition = loop {
+    let malformed = json!({"spec": {"capacity": {"resources": {"runs": "1.5"}}}});
+    let _: Runtime = ns.merge("python", malformed).await;
+    let runtimes = ns.api::<Runtime>();
+    let condition = eventually(WAIT, "an InvalidCapacity condition", async || {
         let rt = runtimes.get("python").await.unwrap();
-        let cond = rt
+        let ready = rt
             .status
             .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready"));
-        if let Some(c) = cond.filter(|c| c.reason == "InvalidCapacity") {
-            break c;
+        match ready {
+            Some(c) if c.reason == "InvalidCapacity" => Ok(c),
+            other => Err(format!("Ready condition {other:?}")),
         }
-        assert!(Instant::now() < deadline, "no InvalidCapacity condition");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    })
+    .await;
     assert_eq!(condition.status, "False");
     assert!(
         condition
@@ -823,26 +633,28 @@ async fn the_runtime_controller_keeps_replicas_and_reports_a_malformed_capacity_
         "{}",
         condition.message
     );
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let found = events
+    let events = ns.api::<k8s_openapi::api::events::v1::Event>();
+    eventually(WAIT, "an InvalidCapacity event", async || {
+        let reasons: Vec<Option<String>> = events
             .list(&Default::default())
             .await
             .unwrap()
             .items
             .into_iter()
-            .any(|e| {
-                e.reason.as_deref() == Some("InvalidCapacity")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("python")
-            });
-        if found {
-            break;
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("python"))
+            .map(|e| e.reason)
+            .collect();
+        if reasons
+            .iter()
+            .any(|r| r.as_deref() == Some("InvalidCapacity"))
+        {
+            Ok(())
+        } else {
+            Err(format!("events of python: {reasons:?}"))
         }
-        assert!(Instant::now() < deadline, "no InvalidCapacity event");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let pod = pods.get(&one[0].name_any()).await.unwrap();
+    })
+    .await;
+    let pod = ns.api::<Pod>().get(&one[0].name_any()).await.unwrap();
     assert_eq!(
         pod.resource_version(),
         before,
@@ -853,19 +665,14 @@ async fn the_runtime_controller_keeps_replicas_and_reports_a_malformed_capacity_
 
 #[tokio::test]
 async fn a_leader_that_loses_its_lease_while_alive_stops_at_once() {
-    let (client, ns) = setup("leaselost").await;
-    world::ready_pod(&client, &ns, "python", "py-a", &[("runs", 4)]).await;
-    let mut leader = SchedulerProcess::start(&ns, 1, Some(&ns), "leader").await;
-    world::wait_leader(&client, &ns, "leader", Duration::from_secs(20)).await;
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
-    run("before", "python").create(&client, &ns).await;
-    wait_runs(
-        &client,
-        &ns,
-        Duration::from_secs(20),
-        "before scheduled",
-        |runs| (world::phase_of(runs, "before") == Some(RunPhase::Scheduled)).then_some(()),
-    )
+    let ns = TestNs::new("leaselost").await;
+    pod("py-a").capacity(&[("runs", 4)]).create(&ns).await;
+    let mut leader = SchedulerProcess::start(&ns.name, 1, Some(&ns.name), "leader").await;
+    ns.wait_leader("leader", Duration::from_secs(20)).await;
+    run("before").create(&ns).await;
+    ns.wait_runs(WAIT, "before scheduled", |runs| {
+        (world::phase_of(runs, "before") == Some(RunPhase::Scheduled)).then_some(())
+    })
     .await;
 
     // Another replica takes the Lease over while the leader is alive and connected.
@@ -874,29 +681,19 @@ async fn a_leader_that_loses_its_lease_while_alive_stops_at_once() {
         "leaseDurationSeconds": 300,
         "renewTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
     }});
-    leases
-        .patch(
-            "kruntimes-scheduler",
-            &PatchParams::default(),
-            &Patch::Merge(&takeover),
-        )
-        .await
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = leader.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the deposed leader kept running");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let _: Lease = ns.merge("kruntimes-scheduler", takeover).await;
+    let what = "the deposed leader to exit";
+    let status = eventually(Duration::from_secs(10), what, async || {
+        leader.child.try_wait().unwrap().ok_or("still running")
+    })
+    .await;
     assert!(
         !status.success(),
         "a deposed leader must exit non-zero, got {status}"
     );
-    run("after", "python").create(&client, &ns).await;
+    run("after").create(&ns).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let after = world::get_run(&client, &ns, "after").await;
+    let after = ns.get_run("after").await;
     assert_eq!(
         after.phase(),
         RunPhase::Pending,

@@ -293,7 +293,8 @@ mod tests {
 
     #[test]
     fn run_without_status_is_pending_and_inactive() {
-        let run = Run::new("a", RunSpec::default());
+        let run = crate::testing::run("a").build();
+        assert!(run.status.is_none());
         assert_eq!(run.phase(), RunPhase::Pending);
         assert_eq!(run.active_pod(), None);
     }

@@ -345,7 +345,7 @@ fn names(items: &[&str]) -> String {
 mod tests {
     use super::*;
     use crate::explain::report::{build, test_objects, test_report};
-    use crate::scheduler::framework::testing::*;
+    use crate::testing::*;
 
     fn hints(pods: &[PodBuilder], runs: &[RunBuilder], run: &RunBuilder) -> Vec<String> {
         test_report(pods, runs, run).hints

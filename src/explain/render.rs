@@ -235,8 +235,9 @@ pub fn age(d: SignedDuration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::explain::model::Report;
     use crate::explain::report::test_report as report;
-    use crate::scheduler::framework::testing::*;
+    use crate::testing::*;
 
     /// Compares `actual` with `tests/golden/<name>`; `UPDATE_GOLDEN=1` rewrites the file.
     fn golden(name: &str, actual: &str) {
@@ -280,14 +281,15 @@ mod tests {
         )
     }
 
+    /// The report on `r` in [`gpu_world`].
+    fn gpu_report(r: RunBuilder) -> Report {
+        let (pods, runs) = gpu_world();
+        report(&pods, &runs, &r)
+    }
+
     #[test]
     fn golden_table_for_an_insufficient_resource() {
-        let (pods, runs) = gpu_world();
-        let r = report(
-            &pods,
-            &runs,
-            &run("train").requests(&[("example.com/gpu", 1)]),
-        );
+        let r = gpu_report(run("train").requests(&[("example.com/gpu", 1)]));
         golden(
             "explain-insufficient.txt",
             &text(&r, false, &Palette::plain()),
@@ -296,8 +298,7 @@ mod tests {
 
     #[test]
     fn golden_wide_table_shows_every_advertised_resource() {
-        let (pods, runs) = gpu_world();
-        let r = report(&pods, &runs, &run("small"));
+        let r = gpu_report(run("small"));
         golden("explain-fits-wide.txt", &text(&r, true, &Palette::plain()));
     }
 
@@ -337,12 +338,7 @@ mod tests {
 
     #[test]
     fn colors_appear_only_when_the_palette_is_enabled() {
-        let (pods, runs) = gpu_world();
-        let r = report(
-            &pods,
-            &runs,
-            &run("train").requests(&[("example.com/gpu", 1)]),
-        );
+        let r = gpu_report(run("train").requests(&[("example.com/gpu", 1)]));
         let plain = text(&r, false, &Palette::plain());
         assert!(!plain.contains('\u{1b}'));
         let colored = text(&r, false, &Palette::new(true));

@@ -340,18 +340,16 @@ fn runs_on(
 /// replicas as Pods and no declared capacity.
 #[cfg(test)]
 pub(crate) fn test_objects(
-    pods: &[crate::scheduler::framework::testing::PodBuilder],
-    runs: &[crate::scheduler::framework::testing::RunBuilder],
-    run: &crate::scheduler::framework::testing::RunBuilder,
+    pods: &[crate::testing::PodBuilder],
+    runs: &[crate::testing::RunBuilder],
+    run: &crate::testing::RunBuilder,
 ) -> Objects {
-    use crate::scheduler::framework::testing::{NOW, NS, PodBuilder, RUNTIME, RunBuilder};
-    let mut runtime = Runtime::new(RUNTIME, Default::default());
-    runtime.metadata.namespace = Some(NS.to_string());
-    runtime.spec.replicas = i32::try_from(pods.len()).unwrap_or(i32::MAX);
+    use crate::testing::{NOW, NS, PodBuilder, RUNTIME, RunBuilder, runtime};
+    let replicas = i32::try_from(pods.len()).unwrap_or(i32::MAX);
     Objects {
         namespace: NS.to_string(),
         run: run.build(),
-        runtime: Some(runtime),
+        runtime: Some(runtime(RUNTIME).replicas(replicas).build()),
         pods: pods.iter().map(PodBuilder::build).collect(),
         leases: pods.iter().filter_map(PodBuilder::build_lease).collect(),
         runs: runs.iter().map(RunBuilder::build).collect(),
@@ -359,26 +357,26 @@ pub(crate) fn test_objects(
     }
 }
 
-/// The report of `run` among test Pods and Runs, with the scheduler's registry.
+/// The report on `run` among `pods` and `runs` (see [`test_objects`]).
 #[cfg(test)]
 pub(crate) fn test_report(
-    pods: &[crate::scheduler::framework::testing::PodBuilder],
-    runs: &[crate::scheduler::framework::testing::RunBuilder],
-    run: &crate::scheduler::framework::testing::RunBuilder,
+    pods: &[crate::testing::PodBuilder],
+    runs: &[crate::testing::RunBuilder],
+    run: &crate::testing::RunBuilder,
 ) -> Report {
     build(
         &test_objects(pods, runs, run),
         &crate::scheduler::plugins::registry(),
     )
-    .expect("no score plugin fails on test objects")
+    .expect("a report on test objects")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::framework::testing::*;
+    use crate::testing::*;
 
-    use test_report as report;
+    use super::test_report as report;
 
     #[test]
     fn the_verdict_is_exactly_the_schedulers_pending_message() {
@@ -394,7 +392,7 @@ mod tests {
         let report = report(&pods, &busy, &r);
         let world = World::new().pods(pods).runs(busy);
         let Decision::Unschedulable(u) = world
-            .state()
+            .cache()
             .plan(&crate::scheduler::plugins::registry(), &r.build(), NOW)
             .unwrap()
         else {
@@ -452,7 +450,7 @@ mod tests {
         let plan = World::new()
             .pods(pods)
             .runs(busy)
-            .state()
+            .cache()
             .plan(&crate::scheduler::plugins::registry(), &r.build(), NOW)
             .unwrap();
         let Decision::Schedule { pod, total, .. } = plan else {

@@ -687,12 +687,11 @@ async fn sleep_until(at: Option<Instant>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::run;
 
-    fn run(uid: &str, rv: &str) -> Arc<Run> {
-        let mut r = Run::new(uid, Default::default());
-        r.metadata.uid = Some(uid.into());
-        r.metadata.resource_version = Some(rv.into());
-        Arc::new(r)
+    /// Run `uid` (named after its UID) at resourceVersion `rv`.
+    fn run_at(uid: &str, rv: &str) -> Arc<Run> {
+        Arc::new(run(uid).uid(uid).resource_version(rv).build())
     }
 
     #[test]
@@ -707,14 +706,14 @@ mod tests {
         assert_eq!(
             names(claimable(
                 &mut failed,
-                vec![run("a", "1"), run("b", "1")],
+                vec![run_at("a", "1"), run_at("b", "1")],
                 now
             )),
             ["b"]
         );
         // The watch brought a newer version: claimable at once, the failure is forgotten.
         assert_eq!(
-            names(claimable(&mut failed, vec![run("a", "2")], now)),
+            names(claimable(&mut failed, vec![run_at("a", "2")], now)),
             ["a"]
         );
         assert!(failed.is_empty());
@@ -723,7 +722,7 @@ mod tests {
         assert_eq!(
             names(claimable(
                 &mut failed,
-                vec![run("a", "1")],
+                vec![run_at("a", "1")],
                 now + Duration::from_secs(2)
             )),
             ["a"]

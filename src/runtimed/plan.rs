@@ -159,83 +159,31 @@ pub fn plan(
 mod tests {
     use super::*;
     use crate::api::resources::RUNS;
-    use crate::api::{RunMode, RunResources, RunSpec, RunStatus, TaskMode};
-    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use crate::testing::{NS, RunBuilder, run};
 
     const GPU: &str = "example.com/gpu";
 
     fn me() -> Identity {
         Identity {
             pod_name: "pod-1".into(),
-            namespace: "ns".into(),
+            namespace: NS.into(),
             pod_uid: "pod-uid-1".into(),
         }
     }
 
-    /// A Run builder that reads like the domain: `run("a").scheduled().requests(&[..])`.
-    struct RunBuilder(Run);
-
-    fn run(name: &str) -> RunBuilder {
-        let mut r = Run::new(
-            name,
-            RunSpec {
-                runtime: "rt".into(),
-                mode: Some(RunMode {
-                    task: Some(TaskMode {
-                        args: vec!["true".into()],
-                        ..Default::default()
-                    }),
-                }),
-                ..Default::default()
-            },
-        );
-        r.metadata.uid = Some(format!("uid-{name}"));
-        r.metadata.namespace = Some("ns".into());
-        RunBuilder(r)
+    /// The vocabulary of this agent's Pod on top of the shared builders.
+    trait OnThisPod {
+        /// Scheduled on this agent's Pod (`pod-1`, incarnation `pod-uid-1`).
+        fn here(self) -> Self;
+        fn arc(self) -> Arc<Run>;
     }
 
-    impl RunBuilder {
-        fn phase_on(mut self, phase: RunPhase, pod: &str, pod_uid: Option<&str>) -> Self {
-            self.0.status = Some(RunStatus {
-                phase: Some(phase),
-                pod_name: Some(pod.into()),
-                pod_uid: pod_uid.map(Into::into),
-                ..Default::default()
-            });
-            self
+    impl OnThisPod for RunBuilder {
+        fn here(self) -> Self {
+            self.on("pod-1").pod_uid("pod-uid-1")
         }
-        fn scheduled(self) -> Self {
-            self.phase_on(RunPhase::Scheduled, "pod-1", Some("pod-uid-1"))
-        }
-        fn running(self) -> Self {
-            self.phase_on(RunPhase::Running, "pod-1", Some("pod-uid-1"))
-        }
-        fn created(mut self, secs: i64) -> Self {
-            self.0.metadata.creation_timestamp =
-                Some(Time(jiff::Timestamp::from_second(secs).unwrap()));
-            self
-        }
-        fn requests(mut self, reqs: &[(&str, &str)]) -> Self {
-            self.0.spec.resources = Some(RunResources {
-                requests: reqs
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
-                    .collect(),
-            });
-            self
-        }
-        fn no_task(mut self) -> Self {
-            self.0.spec.mode = None;
-            self
-        }
-        fn deleting(mut self) -> Self {
-            self.0.metadata.deletion_timestamp =
-                Some(Time(jiff::Timestamp::from_second(1).unwrap()));
-            self
-        }
-        fn build(self) -> Arc<Run> {
-            Arc::new(self.0)
+        fn arc(self) -> Arc<Run> {
+            Arc::new(self.build())
         }
     }
 
@@ -256,9 +204,9 @@ mod tests {
     #[test]
     fn plan_claims_in_creation_order_up_to_capacity_and_leaves_the_rest_waiting() {
         let runs = vec![
-            run("c").scheduled().created(3).build(),
-            run("a").scheduled().created(1).build(),
-            run("b").scheduled().created(2).build(),
+            run("c").here().created(3).arc(),
+            run("a").here().created(1).arc(),
+            run("b").here().created(2).arc(),
         ];
         let mut c = cache(&[(RUNS, 2)]);
         let p = plan(&runs, &me(), &none(), &none(), &mut c, true);
@@ -277,16 +225,8 @@ mod tests {
     #[test]
     fn plan_does_not_let_a_big_run_block_a_smaller_one() {
         let runs = vec![
-            run("big")
-                .scheduled()
-                .created(1)
-                .requests(&[(GPU, "2")])
-                .build(),
-            run("small")
-                .scheduled()
-                .created(2)
-                .requests(&[(GPU, "1")])
-                .build(),
+            run("big").here().created(1).requests(&[(GPU, 2)]).arc(),
+            run("small").here().created(2).requests(&[(GPU, 1)]).arc(),
         ];
         let mut c = cache(&[(RUNS, 4), (GPU, 1)]);
         let p = plan(&runs, &me(), &none(), &none(), &mut c, true);
@@ -297,19 +237,12 @@ mod tests {
     #[test]
     fn plan_ignores_runs_of_other_pods_other_incarnations_and_owned_or_finished_runs() {
         let runs = vec![
-            run("other-pod")
-                .phase_on(RunPhase::Scheduled, "pod-2", None)
-                .build(),
-            run("old-incarnation")
-                .phase_on(RunPhase::Scheduled, "pod-1", Some("old-uid"))
-                .build(),
-            run("no-uid-yet")
-                .phase_on(RunPhase::Scheduled, "pod-1", None)
-                .created(1)
-                .build(),
-            run("owned").scheduled().build(),
-            run("finished").running().build(),
-            run("pending").build(),
+            run("other-pod").on("pod-2").arc(),
+            run("old-incarnation").on("pod-1").pod_uid("old-uid").arc(),
+            run("no-uid-yet").on("pod-1").created(1).arc(),
+            run("owned").here().arc(),
+            run("finished").here().running().arc(),
+            run("pending").arc(),
         ];
         let owned = HashSet::from(["uid-owned".to_string()]);
         let finished = HashSet::from(["uid-finished".to_string()]);
@@ -322,7 +255,7 @@ mod tests {
 
     #[test]
     fn plan_claims_nothing_while_draining_or_before_capacity_is_known() {
-        let runs = vec![run("a").scheduled().build()];
+        let runs = vec![run("a").here().arc()];
         let mut c = cache(&[(RUNS, 1)]);
         assert!(
             plan(&runs, &me(), &none(), &none(), &mut c, false)
@@ -342,8 +275,8 @@ mod tests {
     #[test]
     fn plan_fails_invalid_requests_and_tasks_without_reserving() {
         let runs = vec![
-            run("frac").scheduled().requests(&[(GPU, "1.5")]).build(),
-            run("no-task").scheduled().no_task().build(),
+            run("frac").here().request_strs(&[(GPU, "1.5")]).arc(),
+            run("no-task").here().no_task().arc(),
         ];
         let mut c = cache(&[(RUNS, 4), (GPU, 4)]);
         let p = plan(&runs, &me(), &none(), &none(), &mut c, true);
@@ -371,8 +304,8 @@ mod tests {
     #[test]
     fn plan_fails_running_runs_that_no_child_owns() {
         let runs = vec![
-            run("left-over").running().build(),
-            run("mine").running().build(),
+            run("left-over").here().running().arc(),
+            run("mine").here().running().arc(),
         ];
         let owned = HashSet::from(["uid-mine".to_string()]);
         let mut c = cache(&[(RUNS, 4)]);
@@ -385,14 +318,10 @@ mod tests {
     #[test]
     fn plan_kills_children_whose_run_is_gone_deleting_reassigned_or_terminal() {
         let runs = vec![
-            run("alive").running().build(),
-            run("deleting").running().deleting().build(),
-            run("moved")
-                .phase_on(RunPhase::Running, "pod-2", None)
-                .build(),
-            run("done")
-                .phase_on(RunPhase::Failed, "pod-1", None)
-                .build(),
+            run("alive").here().running().arc(),
+            run("deleting").here().running().deleting().arc(),
+            run("moved").on("pod-2").running().arc(),
+            run("done").on("pod-1").failed().arc(),
         ];
         let owned: HashSet<String> = ["alive", "deleting", "moved", "done", "gone"]
             .iter()
@@ -408,7 +337,7 @@ mod tests {
 
     #[test]
     fn plan_never_claims_a_run_being_deleted() {
-        let runs = vec![run("a").scheduled().deleting().build()];
+        let runs = vec![run("a").here().deleting().arc()];
         let mut c = cache(&[(RUNS, 1)]);
         let p = plan(&runs, &me(), &none(), &none(), &mut c, true);
         assert!(p.claims.is_empty() && p.failures.is_empty());

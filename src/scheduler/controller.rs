@@ -642,6 +642,7 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::run;
 
     #[test]
     fn retry_delay_doubles_from_200ms_and_is_capped() {
@@ -653,19 +654,8 @@ mod tests {
 
     #[test]
     fn only_pending_unassigned_live_runs_want_scheduling() {
-        let mut run = Run::new("a", Default::default());
-        assert!(wants_scheduling(&run));
-        run.status = Some(crate::api::RunStatus {
-            phase: Some(RunPhase::Scheduled),
-            pod_name: Some("p".into()),
-            ..Default::default()
-        });
-        assert!(!wants_scheduling(&run));
-        run.status = Some(crate::api::RunStatus {
-            phase: Some(RunPhase::Pending),
-            ..Default::default()
-        });
-        run.metadata.deletion_timestamp = Some(now());
-        assert!(!wants_scheduling(&run));
+        assert!(wants_scheduling(&run("a").build()));
+        assert!(!wants_scheduling(&run("a").on("p").build()));
+        assert!(!wants_scheduling(&run("a").deleting().build()));
     }
 }

@@ -508,7 +508,7 @@ impl SharedCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::framework::testing::*;
+    use crate::testing::*;
 
     fn registry() -> Registry {
         crate::scheduler::plugins::registry()
@@ -528,7 +528,7 @@ mod tests {
                 pod("p1").capacity(&[("runs", 1)]),
                 pod("p2").capacity(&[("runs", 1)]),
             ])
-            .state();
+            .cache();
         let a = run("a");
         assert_eq!(
             reserved_pod(&state.schedule(&registry(), &a.build(), NOW)),
@@ -556,7 +556,7 @@ mod tests {
         let mut state = World::new()
             .pods([pod("p1").capacity(&[("runs", 2), ("example.com/gpu", 1)])])
             .runs([run("x").on("p1")])
-            .state();
+            .cache();
         let a = run("a").requests(&[("example.com/gpu", 1)]);
         state.reserve(&a.key(), a.assumption("p1")).unwrap();
         let b = run("b")
@@ -592,7 +592,7 @@ mod tests {
     fn a_failed_bind_releases_the_reservation_and_wakes_the_runtime() {
         let mut state = World::new()
             .pods([pod("p1").capacity(&[("runs", 1)])])
-            .state();
+            .cache();
         let a = run("a");
         state.apply_run(&a.build());
         reserved_pod(&state.schedule(&registry(), &a.build(), NOW));
@@ -619,7 +619,7 @@ mod tests {
     fn an_assumption_is_kept_while_pending_and_handed_off_exactly_once_bound() {
         let mut state = World::new()
             .pods([pod("p1").capacity(&[("runs", 2)])])
-            .state();
+            .cache();
         let a = run("a");
         reserved_pod(&state.schedule(&registry(), &a.build(), NOW));
         let effective = |s: &SchedulerCache| {
@@ -652,7 +652,7 @@ mod tests {
     fn an_assumption_is_kept_when_its_run_is_seen_running_without_a_pod() {
         let mut state = World::new()
             .pods([pod("p1").capacity(&[("runs", 1)])])
-            .state();
+            .cache();
         let a = run("a");
         reserved_pod(&state.schedule(&registry(), &a.build(), NOW));
         // Neither Pending, nor terminal, nor placed elsewhere: keep the capacity held.
@@ -698,7 +698,7 @@ mod tests {
             ),
         ];
         for (case, event) in events {
-            let mut state = world.state();
+            let mut state = world.cache();
             assert_eq!(
                 reserved_pod(&state.schedule(&registry(), &a.build(), NOW)),
                 "p1",
@@ -727,7 +727,7 @@ mod tests {
 
     #[test]
     fn an_invalid_run_is_reported_and_nothing_is_reserved() {
-        let mut state = World::new().pods([pod("p1")]).state();
+        let mut state = World::new().pods([pod("p1")]).cache();
         let outcome = state.schedule(
             &registry(),
             &run("a").request_strs(&[("runs", "-1")]).build(),

@@ -5,9 +5,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use proptest::prelude::*;
 
-use super::testing::*;
 use super::*;
 use crate::api::Run;
+use crate::testing::*;
 
 fn registry() -> Registry {
     crate::scheduler::plugins::registry()
@@ -67,7 +67,7 @@ proptest! {
             .enumerate()
             .map(|(i, (r, g))| run(&format!("r{i}")).requests(&[("runs", *r), ("example.com/gpu", *g)]))
             .collect();
-        let mut state = World::new().pods(pods).runs(runs.clone()).state();
+        let mut state = World::new().pods(pods).runs(runs.clone()).cache();
         let mut model = vec![RunModel::default(); runs.len()];
         let registry = registry();
 

@@ -490,11 +490,11 @@ pub fn evaluate<'s>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::framework::testing::*;
+    use crate::testing::*;
 
     fn decide(world: &World, r: &RunBuilder) -> Decision {
         let run = r.build();
-        let state = world.state();
+        let state = world.cache();
         let snap = state.snapshot(NS, &run.spec.runtime, NOW);
         evaluate(&snap, &crate::scheduler::plugins::registry(), &run)
             .unwrap()
@@ -693,7 +693,7 @@ mod tests {
                 pod("p3").capacity(&[("runs", 2)]),
             ])
             .runs([run("x").on("p2")]);
-        let state = world.state();
+        let state = world.cache();
         let snap = state.snapshot(NS, RUNTIME, NOW);
         let eval = evaluate(
             &snap,
@@ -732,7 +732,7 @@ mod tests {
             ])
             .runs([run("a").on("p1")])
             .assume(run("b"), "p2");
-        let state = world.state();
+        let state = world.cache();
         let snap = state.snapshot(NS, RUNTIME, NOW);
         for name in ["a", "b"] {
             let eval = evaluate(

@@ -51,8 +51,6 @@ pub mod types;
 
 #[cfg(test)]
 mod cache_properties;
-#[cfg(test)]
-pub(crate) mod testing;
 
 pub use assumed::{AssumedCache, Assumption, Reconciled};
 pub use cache::{Indexed, ReserveError, ScheduleOutcome, SchedulerCache, SharedCache};

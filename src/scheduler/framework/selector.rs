@@ -356,7 +356,7 @@ mod tests {
 
     #[test]
     fn selectors_read_like_kubectl() {
-        use crate::scheduler::framework::testing::selector_expr;
+        use crate::testing::selector_expr;
         let table = [
             (selector_expr(&[("a", "In", &["x"])]), "a=x", true),
             (

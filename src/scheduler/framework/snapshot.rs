@@ -223,6 +223,12 @@ impl<'a> Snapshot<'a> {
         }
     }
 
+    /// The scope's Runtime Pods as the cycle of the Run `key` sees them: its own usage and
+    /// assumption left out (what Filter and Score plugins are given).
+    pub fn pods_seen_by<'s>(&'s self, key: &RunKey) -> impl Iterator<Item = PodView<'s>> + 's {
+        self.pods_for(self.own(key))
+    }
+
     /// Where the Run `key` already sits (active or assumed) in this namespace.
     pub(in crate::scheduler::framework) fn own(&self, key: &RunKey) -> Own<'_> {
         let mut own = Own::default();
@@ -529,7 +535,7 @@ impl<'a> PodView<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::framework::testing::*;
+    use crate::testing::*;
     use proptest::prelude::*;
 
     fn target_names(snap: &Snapshot<'_>, set: &PodSet) -> Vec<String> {
@@ -549,7 +555,7 @@ mod tests {
                 run("self").labels(&[("cohort", "x")]).on("p4"),
             ])
             .assume(run("c").labels(&[("cohort", "x")]), "p3");
-        let state = world.state();
+        let state = world.cache();
         let snap = state.snapshot(NS, RUNTIME, NOW);
         let uid = run("self").build().metadata.uid.unwrap();
         let set = snap.targets(&Selector::from_labels([("cohort", "x")]), &uid);
@@ -565,7 +571,7 @@ mod tests {
             run("b").labels(&[("cohort", "x")]).on("p2"),
             run("c").labels(&[("cohort", "y")]).on("p3"),
         ]);
-        let state = world.state();
+        let state = world.cache();
         let snap = state.snapshot(NS, RUNTIME, NOW);
         let indexed = Selector::from_labels([("cohort", "x"), ("tier", "gold")]);
         assert_eq!(target_names(&snap, &snap.targets(&indexed, "")), ["p1"]);
@@ -587,7 +593,7 @@ mod tests {
             ])
             .runs([run("a").on("p1")])
             .assume(run("b").requests(&[("runs", 2)]), "p1");
-        let state = world.state();
+        let state = world.cache();
         let snap = state.snapshot(NS, RUNTIME, NOW);
         let names: Vec<_> = snap.pods().map(|p| p.name()).collect();
         assert_eq!(names, ["p1", "p2"]);

@@ -88,7 +88,7 @@ fn headroom_score(dominant_ppm: u64) -> i64 {
 mod tests {
     use super::*;
     use crate::scheduler::framework::Decision;
-    use crate::scheduler::framework::testing::*;
+    use crate::testing::*;
 
     fn scores(world: World, r: RunBuilder) -> Vec<(String, i64)> {
         score_table(&LeastLoaded, &world, &r)
@@ -99,7 +99,7 @@ mod tests {
 
     fn placed(world: World, r: RunBuilder) -> String {
         let decision = world
-            .state()
+            .cache()
             .plan(&crate::scheduler::plugins::registry(), &r.build(), NOW)
             .unwrap();
         match decision {

@@ -52,7 +52,7 @@ impl ScorePlugin for PreferredRunAffinity {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::framework::testing::*;
+    use crate::testing::*;
 
     #[test]
     fn preferred_run_affinity_sums_weights_and_keeps_their_size() {

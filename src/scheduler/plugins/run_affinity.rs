@@ -79,7 +79,7 @@ impl FilterPlugin for RunAffinity {
 mod tests {
     use super::*;
     use crate::scheduler::framework::Decision;
-    use crate::scheduler::framework::testing::*;
+    use crate::testing::*;
 
     fn pods() -> [PodBuilder; 3] {
         [
@@ -199,7 +199,7 @@ mod tests {
         let world = World::new().pods(pods());
         let a = run("a").labels(&[("role", "a")]).requires(&[("role", "b")]);
         let b = run("b").labels(&[("role", "b")]).requires(&[("role", "a")]);
-        let mut state = world.state();
+        let mut state = world.cache();
         for r in [&a, &b] {
             let outcome = state.schedule(&crate::scheduler::plugins::registry(), &r.build(), NOW);
             let crate::scheduler::framework::ScheduleOutcome::Unschedulable(u) = outcome else {
@@ -215,7 +215,7 @@ mod tests {
     #[test]
     fn a_cohort_bootstraps_from_its_first_member_and_follows_its_assumption() {
         let world = World::new().pods(pods()).runs([run("busy").on("p1")]);
-        let mut state = world.state();
+        let mut state = world.cache();
         let member = |n: &str| {
             run(n)
                 .labels(&[("cohort", "c")])

@@ -109,7 +109,7 @@ pub fn shortfalls<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::framework::testing::*;
+    use crate::testing::*;
 
     fn verdict(world: World, r: RunBuilder) -> Result<(), String> {
         let mut verdicts = filter_verdicts(&RuntimePodAvailability, &world, &r);
@@ -240,7 +240,7 @@ mod tests {
             ),
             (
                 "a malformed capacity annotation rejects the Pod with a bounded reason",
-                World::new().pods([pod("p1").annotation("kruntimes.io/capacity.runs", "lots")]),
+                World::new().pods([pod("p1").capacity_strs(&[("runs", "lots")])]),
                 run("a"),
                 no(INVALID_CAPACITY),
             ),

@@ -32,8 +32,8 @@ mod wakeup;
 
 pub use layout::Load;
 pub(in crate::scheduler::framework) use layout::{Interner, NamespaceIndex, Scope, Slot, SlotId};
-#[cfg(test)]
-pub(in crate::scheduler::framework) use record::required_anti_affinity;
+#[cfg(any(test, feature = "testing"))]
+pub use record::required_anti_affinity;
 pub use record::{ActiveRun, CountedRequest, LeaseRecord, PodRecord, Usage};
 pub use wakeup::{Changes, PodRef, RunChange, ScopeRef, WakeSource, Wakeup};
 
@@ -679,7 +679,7 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::framework::testing::*;
+    use crate::testing::*;
 
     fn idx(pods: &[PodBuilder], runs: &[RunBuilder]) -> Index {
         let mut index = Index::new();
@@ -714,10 +714,7 @@ mod tests {
 
     #[test]
     fn a_malformed_capacity_annotation_is_recorded_not_fatal() {
-        let index = idx(
-            &[pod("p1").annotation("kruntimes.io/capacity.runs", "two")],
-            &[],
-        );
+        let index = idx(&[pod("p1").capacity_strs(&[("runs", "two")])], &[]);
         let record = index.pod(NS, "p1").unwrap();
         let err = record.capacity.as_ref().unwrap_err();
         assert!(

@@ -225,7 +225,7 @@ impl ActiveRun {
 
 /// The valid required anti-affinity selectors of `run`; invalid terms are skipped (PreFilter
 /// reports them for the Run itself; here they must not break accounting).
-pub(in crate::scheduler::framework) fn required_anti_affinity(run: &Run) -> Vec<Selector> {
+pub fn required_anti_affinity(run: &Run) -> Vec<Selector> {
     let terms = run
         .spec
         .affinity

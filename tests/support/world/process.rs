@@ -1,0 +1,229 @@
+//! The built binary as the scheduler and as runtimed: started against the test control plane,
+//! killed and reaped on drop, so that a failing test leaves no process behind.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt as _;
+
+use super::eventually;
+
+/// The scheduler as the built binary; killed on drop.
+pub struct SchedulerProcess {
+    pub child: Child,
+    pub metrics_port: u16,
+    pub health_port: u16,
+    pub identity: String,
+}
+
+impl SchedulerProcess {
+    /// Starts `scheduler run` watching only `ns` and waits until `/readyz` answers 200.
+    /// `leader_lease_ns`: `Some` enables leader election with its Lease there.
+    pub async fn start(
+        ns: &str,
+        workers: u16,
+        leader_lease_ns: Option<&str>,
+        identity: &str,
+    ) -> Self {
+        let kubeconfig = crate::support::control_plane().kubeconfig.clone();
+        Self::start_as(&kubeconfig, ns, workers, leader_lease_ns, identity).await
+    }
+
+    /// [`Self::start`] with the identity of another kubeconfig.
+    pub async fn start_as(
+        kubeconfig: &Path,
+        ns: &str,
+        workers: u16,
+        leader_lease_ns: Option<&str>,
+        identity: &str,
+    ) -> Self {
+        let metrics_port = crate::support::free_port();
+        let health_port = crate::support::free_port();
+        let mut cmd = Command::new(crate::support::binary());
+        cmd.env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "warn")
+            .args(["scheduler", "run", "--watch-namespace", ns])
+            .arg(format!("--workers={workers}"))
+            .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
+            .arg(format!(
+                "--health-probe-bind-address=127.0.0.1:{health_port}"
+            ))
+            .arg(format!("--leader-election-identity={identity}"))
+            .stdin(Stdio::null());
+        match leader_lease_ns {
+            Some(lease_ns) => cmd.args([
+                "--leader-elect=true",
+                "--leader-election-namespace",
+                lease_ns,
+                "--leader-election-lease-duration=4s",
+            ]),
+            None => cmd.arg("--leader-elect=false"),
+        };
+        let child = cmd.spawn().expect("start the scheduler binary");
+        let mut process = Self {
+            child,
+            metrics_port,
+            health_port,
+            identity: identity.to_string(),
+        };
+        let what = "the scheduler to answer /readyz with 200";
+        eventually(Duration::from_secs(30), what, async || {
+            if let Some(status) = process.child.try_wait().unwrap() {
+                panic!("scheduler exited early: {status}");
+            }
+            match http_get(health_port, "/readyz").await {
+                Ok((200, _)) => Ok(()),
+                Ok((code, body)) => Err(format!("{code} {body}")),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+        .await;
+        process
+    }
+
+    pub async fn metrics(&self) -> String {
+        let (code, body) = http_get(self.metrics_port, "/metrics")
+            .await
+            .expect("scrape /metrics");
+        assert_eq!(code, 200);
+        body
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for SchedulerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `kubectl-kruntimes runtimed` as the agent of one Pod, its output in a log file of its own.
+/// Dropped: SIGTERM (so it stops the processes of its Runs), SIGKILL after 5 s, reaped.
+pub struct RuntimedProcess {
+    child: Child,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl RuntimedProcess {
+    /// Starts `runtimed <args>` as the agent of `pod` with the admin identity.
+    pub fn start(pod: &Pod, args: &[&str]) -> Self {
+        Self::start_as(&crate::support::control_plane().kubeconfig, pod, args)
+    }
+
+    /// [`Self::start`] with the identity of another kubeconfig.
+    pub fn start_as(kubeconfig: &Path, pod: &Pod, args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("a log directory for runtimed");
+        let log = dir.path().join("runtimed.log");
+        let file = std::fs::File::create(&log).expect("create the runtimed log");
+        let child = Command::new(crate::support::binary())
+            .arg("runtimed")
+            .args(args)
+            .env("KUBECONFIG", kubeconfig)
+            .env("NO_COLOR", "1")
+            .env_remove("RUST_LOG")
+            .env("POD_NAME", pod.name_any())
+            .env("POD_NAMESPACE", pod.namespace().expect("a created Pod"))
+            .env("POD_UID", pod.uid().expect("a created Pod"))
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("share the runtimed log"))
+            .stderr(file)
+            .spawn()
+            .expect("start kubectl-kruntimes runtimed");
+        Self {
+            child,
+            log,
+            _dir: dir,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Everything runtimed logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The last 40 lines of the log.
+    pub fn log_tail(&self) -> String {
+        let text = self.log();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    pub fn sigterm(&self) {
+        let pid = i32::try_from(self.pid()).expect("a pid fits i32");
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+
+    /// Waits for the process to exit; returns its status.
+    pub async fn wait(&mut self, timeout: Duration) -> ExitStatus {
+        eventually(timeout, "runtimed to exit", async || {
+            match self.child.try_wait().unwrap() {
+                Some(status) => Ok(status),
+                None => Err(format!(
+                    "still running\n--- runtimed log ---\n{}",
+                    self.log_tail()
+                )),
+            }
+        })
+        .await
+    }
+}
+
+impl Drop for RuntimedProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.sigterm();
+            // Drop cannot await: a bounded blocking wait for the graceful exit.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The value of one sample line (`name{labels} value`) in a Prometheus text body.
+pub fn sample(body: &str, series: &str) -> Option<f64> {
+    body.lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// A minimal HTTP/1.0 GET on loopback, enough for probes and metrics.
+pub async fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await?;
+    let mut buf = String::new();
+    stream.read_to_string(&mut buf).await?;
+    let code = buf
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = buf
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((code, body))
+}
