@@ -21,6 +21,10 @@ pub struct RunEvent {
     pub deleted: bool,
     /// When the watch delivered it.
     pub at: Instant,
+    /// The first event of a complete (re)list: every Run seen before is replaced by the list
+    /// (after a watch expiry or an API-server restart, Runs deleted meanwhile are gone). An
+    /// empty list is one such event with `deleted` set and a nameless Run.
+    pub reset: bool,
 }
 
 #[derive(Default)]
@@ -33,6 +37,7 @@ struct Recorded {
 pub struct RunEvents {
     recorded: Arc<Mutex<Recorded>>,
     task: tokio::task::JoinHandle<()>,
+    ns: kube::Api<Run>,
 }
 
 impl Drop for RunEvents {
@@ -50,25 +55,36 @@ impl RunEvents {
         let api = ns.runs();
         let task = tokio::spawn(async move {
             let mut ready = Some(ready_tx);
+            let mut listing: Vec<Run> = Vec::new();
             let mut stream = watcher(api, watcher::Config::default()).boxed();
             while let Some(event) = stream.next().await {
                 let mut sink = sink.lock().unwrap();
-                let mut record = |run, deleted| {
+                let mut record = |run, deleted, reset| {
                     let at = Instant::now();
                     let run = Arc::new(run);
-                    sink.events.push(RunEvent { run, deleted, at });
+                    sink.events.push(RunEvent {
+                        run,
+                        deleted,
+                        at,
+                        reset,
+                    });
                 };
                 match event {
-                    Ok(watcher::Event::Apply(run) | watcher::Event::InitApply(run)) => {
-                        record(run, false)
-                    }
-                    Ok(watcher::Event::Delete(run)) => record(run, true),
+                    Ok(watcher::Event::Apply(run)) => record(run, false, false),
+                    Ok(watcher::Event::Delete(run)) => record(run, true, false),
+                    Ok(watcher::Event::Init) => listing.clear(),
+                    Ok(watcher::Event::InitApply(run)) => listing.push(run),
                     Ok(watcher::Event::InitDone) => {
+                        if listing.is_empty() {
+                            record(Run::new("", Default::default()), true, true);
+                        }
+                        for (i, run) in listing.drain(..).enumerate() {
+                            record(run, false, i == 0);
+                        }
                         if let Some(tx) = ready.take() {
                             let _ = tx.send(());
                         }
                     }
-                    Ok(watcher::Event::Init) => {}
                     Err(e) => sink.errors.push(format!("watch error: {e}")),
                 }
             }
@@ -77,7 +93,11 @@ impl RunEvents {
             .await
             .expect("the Run watch did not list the Runs within 30s")
             .expect("the Run watch ended before listing the Runs");
-        Self { recorded, task }
+        Self {
+            recorded,
+            task,
+            ns: ns.runs(),
+        }
     }
 
     /// Every event so far.
@@ -105,15 +125,36 @@ impl RunEvents {
         first
     }
 
-    /// Waits until no event arrived for 300 ms.
-    pub async fn quiesce(&self) {
-        loop {
-            let seen = self.len();
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            if self.len() == seen {
-                return;
-            }
-        }
+    /// Waits until the recorded events have reached the API server's current state: a fresh
+    /// list of the namespace's Runs, every one at the resourceVersion the events end with, and
+    /// no other. Every event up to now is then recorded; nothing is sampled.
+    pub async fn catch_up(&self) {
+        let listed = self
+            .ns
+            .list(&Default::default())
+            .await
+            .expect("list the Runs to catch up with");
+        let want: BTreeMap<String, String> = listed
+            .items
+            .iter()
+            .map(|r| (r.name_any(), r.resource_version().unwrap_or_default()))
+            .collect();
+        super::eventually(
+            Duration::from_secs(30),
+            "the Run watch to catch up",
+            async || {
+                let seen: BTreeMap<String, String> = replay(&self.events(), |_| {})
+                    .into_iter()
+                    .map(|(name, r)| (name, r.resource_version().unwrap_or_default()))
+                    .collect();
+                if seen == want {
+                    Ok(())
+                } else {
+                    Err(format!("{} Runs seen, {} listed", seen.len(), want.len()))
+                }
+            },
+        )
+        .await;
     }
 }
 
@@ -125,6 +166,9 @@ pub fn replay(
 ) -> BTreeMap<String, Arc<Run>> {
     let mut present = BTreeMap::new();
     for e in events {
+        if e.reset {
+            present.clear();
+        }
         if e.deleted {
             present.remove(&e.run.name_any());
         } else {
@@ -149,11 +193,28 @@ impl OvercommitWatch {
         Self { events, capacity }
     }
 
-    /// Lets the watch drain (no event for 300 ms), stops it, and panics if any event showed
-    /// overcommit. Returns the number of events checked.
+    /// Waits until the watch has recorded every event up to the namespace's current state,
+    /// stops it, and panics if any event showed overcommit or the watch failed. Returns the
+    /// number of events checked.
     pub async fn finish(self) -> usize {
-        self.events.quiesce().await;
-        let (events, mut violations) = (self.events.events(), self.events.errors());
+        self.finish_checking(true).await
+    }
+
+    /// As [`OvercommitWatch::finish`], for a scenario that takes the API server or etcd down
+    /// on purpose: the watch's errors during the outage are expected (it relists after it),
+    /// overcommit still is not.
+    pub async fn finish_across_outages(self) -> usize {
+        self.finish_checking(false).await
+    }
+
+    async fn finish_checking(self, watch_errors_fail: bool) -> usize {
+        self.events.catch_up().await;
+        let events = self.events.events();
+        let mut violations = if watch_errors_fail {
+            self.events.errors()
+        } else {
+            Vec::new()
+        };
         drop(self.events);
         replay(&events, |runs| {
             violations.extend(overcommitted(runs.values(), &self.capacity));
