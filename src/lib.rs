@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod dev;
 pub mod explain;
 pub mod install;
 pub mod kubeclient;
