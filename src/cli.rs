@@ -60,10 +60,30 @@ pub enum Command {
     /// Explain why a Run is or is not placed: replays the scheduler's plugins on a live
     /// snapshot of its Runtime Pods (reads only).
     Explain(ExplainArgs),
+    /// Run the whole system on this machine: etcd and kube-apiserver, the CRDs, the scheduler,
+    /// and a local Pod host that runs a real runtimed for every Runtime Pod.
+    Dev(DevArgs),
     /// Print a shell completion script (e.g. `source <(kubectl kruntimes completion bash)`).
     Completion(CompletionArgs),
     /// Print the version.
     Version,
+}
+
+/// `dev`: a local, persistent kruntimes cluster in the foreground.
+#[derive(Debug, Clone, Args)]
+pub struct DevArgs {
+    /// Where etcd's data, the certificates, the logs and DIR/kubeconfig (context
+    /// kruntimes-dev) live; starting again on the same DIR keeps every Runtime and Run
+    /// [default: $XDG_STATE_HOME/kruntimes/dev, else ~/.local/state/kruntimes/dev]
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Apply examples/, show the Runs' progress until they finish, explain a Run that had to
+    /// wait, then stop everything and exit.
+    #[arg(long)]
+    pub demo: bool,
+    /// How long --demo waits for its Runs to finish.
+    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    pub demo_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -141,13 +161,21 @@ pub struct RuntimedArgs {
 }
 
 impl Command {
-    /// Long-running commands log the client library's own errors; one-shot commands report a
-    /// single error line instead.
-    pub fn is_daemon(&self) -> bool {
-        !matches!(
-            self,
-            Command::Install(_) | Command::Explain(_) | Command::Completion(_) | Command::Version
-        )
+    /// The log filter when neither `-v` nor `RUST_LOG` says otherwise. Daemons (`scheduler
+    /// run`, `runtimed`) log at info, as controllers do. `dev` logs warnings of its own parts
+    /// but not the client library's retries while the API server starts (its runtimed
+    /// children log into files and it prints its own progress). One-shot commands log
+    /// warnings only and keep the client library quiet: their failures are reported once, as
+    /// the command's own error line.
+    pub fn default_log_filter(&self) -> &'static str {
+        match self {
+            Command::Runtimed(_) | Command::Scheduler(_) => "info",
+            Command::Dev(_)
+            | Command::Install(_)
+            | Command::Explain(_)
+            | Command::Completion(_)
+            | Command::Version => "warn,kube_client=off",
+        }
     }
 }
 

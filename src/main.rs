@@ -11,7 +11,7 @@ async fn main() -> ExitCode {
     kruntimes::logging::init(
         cli.global.verbose,
         cli.global.log_format,
-        cli.command.is_daemon(),
+        cli.command.default_log_filter(),
     );
     let result = match &cli.command {
         Command::Install(args) => kruntimes::install::exec(&cli.global, args).await,
@@ -20,6 +20,7 @@ async fn main() -> ExitCode {
         Command::Scheduler(SchedulerCommand::Run(args)) => {
             kruntimes::scheduler::run::exec(&cli.global, args).await
         }
+        Command::Dev(args) => kruntimes::dev::exec(&cli.global, args).await,
         Command::Completion(args) => {
             print!("{}", kruntimes::cli::completion_script(args.shell));
             Ok(())

@@ -26,6 +26,17 @@ pub const LEADER_LEASE: &str = "kruntimes-scheduler";
 
 pub async fn exec(global: &GlobalArgs, args: &SchedulerRunArgs) -> anyhow::Result<()> {
     let target = kubeclient::connect(global).await?;
+    run(target, args.clone(), shutdown_signal()).await
+}
+
+/// Runs the controller manager against `target` until `shutdown` resolves (SIGTERM/SIGINT
+/// for `scheduler run`; `dev` passes its own stop signal), or until the scheduler stops.
+pub async fn run(
+    target: kubeclient::Target,
+    args: SchedulerRunArgs,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
+    let args = &args;
     let registry = prometheus::Registry::new();
     let metrics = SchedulerMetrics::register(&registry).context("cannot register metrics")?;
     let scheduler = Scheduler::new(
@@ -179,7 +190,7 @@ pub async fn exec(global: &GlobalArgs, args: &SchedulerRunArgs) -> anyhow::Resul
     let mut scheduling = tokio::spawn(controller::run(scheduler, leading, stopped.clone()));
 
     let failed = tokio::select! {
-        _ = shutdown_signal() => None,
+        _ = shutdown => None,
         ended = &mut scheduling => Some(match ended {
             Ok(Ok(())) => anyhow!("the scheduler stopped unexpectedly"),
             Ok(Err(e)) => anyhow::Error::new(e),
