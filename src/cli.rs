@@ -63,10 +63,18 @@ pub enum Command {
     /// Run the whole system on this machine: etcd and kube-apiserver, the CRDs, the scheduler,
     /// and a local Pod host that runs a real runtimed for every Runtime Pod.
     Dev(DevArgs),
-    /// Print a shell completion script (e.g. `source <(kubectl kruntimes completion bash)`).
+    /// Print a shell completion script (e.g. `source <(kubectl kruntimes completion bash)`),
+    /// or with `kubectl` the completion hook for `kubectl kruntimes <TAB>`.
     Completion(CompletionArgs),
     /// Print the version.
     Version,
+    /// Regenerate the committed completions/, man/ and deploy/crds.yaml (`cargo xtask gen`).
+    #[command(hide = true)]
+    Gen(GenArgs),
+    /// Completion candidates for the words after `kubectl kruntimes` (called by the hook
+    /// `kubectl_complete-kruntimes`).
+    #[command(name = "__complete", hide = true)]
+    Complete(CompleteArgs),
 }
 
 /// `dev`: a local, persistent kruntimes cluster in the foreground.
@@ -88,9 +96,22 @@ pub struct DevArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct CompletionArgs {
-    /// The shell to complete in.
+    /// The shell to complete in, or `kubectl` for the kubectl plugin completion hook.
     #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
+    pub shell: CompletionShell,
+}
+
+/// `completion SHELL`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+    Elvish,
+    Powershell,
+    /// The executable `kubectl_complete-kruntimes` that kubectl (1.26 and newer) runs to
+    /// complete `kubectl kruntimes <TAB>`.
+    Kubectl,
 }
 
 /// The completion script for `shell`, generated from these definitions.
@@ -99,6 +120,22 @@ pub fn completion_script(shell: clap_complete::Shell) -> String {
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut cmd, "kubectl-kruntimes", &mut out);
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Hidden `gen`: where to write the generated files.
+#[derive(Debug, Clone, Args)]
+pub struct GenArgs {
+    /// The repository root to write completions/, man/ and deploy/crds.yaml into.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+/// Hidden `__complete`: the words typed after `kubectl kruntimes`, the last one being the
+/// word to complete (possibly empty).
+#[derive(Debug, Clone, Args)]
+pub struct CompleteArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    pub words: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -174,7 +211,9 @@ impl Command {
             | Command::Install(_)
             | Command::Explain(_)
             | Command::Completion(_)
-            | Command::Version => "warn,kube_client=off",
+            | Command::Version
+            | Command::Gen(_)
+            | Command::Complete(_) => "warn,kube_client=off",
         }
     }
 }

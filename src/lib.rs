@@ -4,8 +4,10 @@
 
 pub mod api;
 pub mod cli;
+pub mod complete;
 pub mod dev;
 pub mod explain;
+pub mod generate;
 pub mod install;
 pub mod kubeclient;
 pub mod logging;
