@@ -1,6 +1,8 @@
 //! Packaging as a kubectl plugin: the committed generated files (completions, the kubectl
-//! completion hook, man pages, the CRDs) match what the code generates, and the completion
-//! hook answers through the real kubectl, with the namespace's Runs for `explain run/<TAB>`.
+//! completion hook, man pages, the CRDs) match what the code generates; the completion hook
+//! answers through the real kubectl, with the namespace's Runs for `explain run/<TAB>`; the
+//! krew manifest is valid for krew's own validator; and krew itself installs the release
+//! archive so that kubectl finds the plugin.
 
 mod support;
 
@@ -240,4 +242,138 @@ async fn kubectl_completion_hook_completes_subcommands_flags_and_the_namespaces_
     let (runs, directive) = kubectl_complete(&unreachable, &["explain", "run/"]);
     assert!(runs.is_empty(), "{runs:?}");
     assert_eq!(directive, ":4");
+}
+
+/// krew and validate-krew-manifest, built from sigs.k8s.io/krew by tests/krew/build.sh.
+fn krew_bin_dir() -> PathBuf {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let result = DIR.get_or_init(|| {
+        let out = Command::new("bash")
+            .arg(repo().join("tests/krew/build.sh"))
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .map_err(|e| format!("cannot run tests/krew/build.sh: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "tests/krew/build.sh failed ({}); it needs Go and the Go module proxy, see its output above",
+                out.status
+            ));
+        }
+        Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+    });
+    match result {
+        Ok(dir) => dir.clone(),
+        Err(e) => panic!("krew unavailable: {e}"),
+    }
+}
+
+fn validate_manifest(manifest: &Path) {
+    let out = Command::new(krew_bin_dir().join("validate-krew-manifest"))
+        .arg("-manifest")
+        .arg(manifest)
+        .arg("-skip-install")
+        .output()
+        .unwrap();
+    ok(
+        &out,
+        &format!("validate-krew-manifest {}", manifest.display()),
+    );
+}
+
+#[test]
+fn krew_manifest_is_valid_and_carries_the_crate_version() {
+    let manifest = repo().join("krew/kruntimes.yaml");
+    validate_manifest(&manifest);
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let doc: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+    assert_eq!(
+        doc["spec"]["version"],
+        format!("v{}", env!("CARGO_PKG_VERSION"))
+    );
+    let platforms: Vec<String> = doc["spec"]["platforms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let l = &p["selector"]["matchLabels"];
+            format!(
+                "{}/{}",
+                l["os"].as_str().unwrap(),
+                l["arch"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        platforms,
+        ["linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64"]
+    );
+    assert!(
+        doc["spec"]["caveats"]
+            .as_str()
+            .unwrap()
+            .contains("kubectl_complete-kruntimes")
+    );
+    assert!(repo().join("LICENSE").exists());
+}
+
+#[test]
+fn krew_installs_the_release_archive_and_kubectl_runs_the_plugin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dist = tmp.path().join("dist");
+    let out = Command::new("bash")
+        .arg(repo().join("krew/release.sh"))
+        .arg("-o")
+        .arg(&dist)
+        .arg("--binary")
+        .arg(support::binary())
+        .output()
+        .unwrap();
+    ok(&out, "krew/release.sh");
+    let manifest = dist.join("kruntimes.yaml");
+    validate_manifest(&manifest);
+    let archive = std::fs::read_dir(&dist)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
+        .expect("release.sh built an archive");
+
+    // The manifest carries the archive's sha256 (krew refuses the install otherwise).
+    let root = tmp.path().join("krew-root");
+    let out = Command::new(krew_bin_dir().join("krew"))
+        .arg("install")
+        .arg(format!("--manifest={}", manifest.display()))
+        .arg(format!("--archive={}", archive.display()))
+        .env("KREW_ROOT", &root)
+        .env("KREW_NO_UPGRADE_CHECK", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    ok(&out, "krew install");
+    let installed = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        installed.contains("Installed plugin: kruntimes"),
+        "{installed}"
+    );
+    let store = root
+        .join("store/kruntimes")
+        .join(format!("v{}", env!("CARGO_PKG_VERSION")));
+    for file in ["kubectl-kruntimes", "kubectl_complete-kruntimes", "LICENSE"] {
+        assert!(
+            store.join(file).exists(),
+            "{file} not installed in {}",
+            store.display()
+        );
+    }
+
+    // kubectl finds the plugin through krew's bin directory on PATH.
+    let out = Command::new(support::bin_dir().join("kubectl"))
+        .args(["kruntimes", "version"])
+        .env("PATH", root.join("bin"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        ok(&out, "kubectl kruntimes version").trim(),
+        format!("kubectl-kruntimes {}", env!("CARGO_PKG_VERSION"))
+    );
 }
