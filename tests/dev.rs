@@ -328,7 +328,7 @@ fn agents(procs: &HashSet<(u32, u64)>) -> Vec<(u32, String, String)> {
 }
 
 #[test]
-fn dev_demo_runs_the_examples_to_completion_and_explains_a_run_that_waited() {
+fn dev_demo_runs_the_examples_to_completion_explains_a_run_that_waited_and_runs_again() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let mut dev = Dev::start(&data, dir.path(), &["--demo"]);
@@ -360,6 +360,21 @@ fn dev_demo_runs_the_examples_to_completion_and_explains_a_run_that_waited() {
         stderr.contains("stopped; the cluster's state is kept in"),
         "{stderr}"
     );
+    let left = mentioning(&data.canonicalize().unwrap());
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+
+    // Again on the same data dir: the Runs of the first demo are still there, and replaced.
+    let mut dev = Dev::start(&data, dir.path(), &["--demo"]);
+    let (ok, stdout, stderr) = dev.wait_exit(Duration::from_secs(300));
+    assert!(
+        ok,
+        "second dev --demo failed\n{stdout}\n--- stderr ---\n{stderr}"
+    );
+    assert!(
+        stdout.contains("Deleting the 13 Runs an earlier demo left in namespace kruntimes-demo."),
+        "{stdout}"
+    );
+    assert!(stdout.contains("(13 Succeeded, 0 Failed)"), "{stdout}");
     let left = mentioning(&data.canonicalize().unwrap());
     assert!(left.is_empty(), "processes left behind: {left:?}");
 }
