@@ -337,7 +337,7 @@ fn dev_demo_runs_the_examples_to_completion_explains_a_run_that_waited_and_runs_
     for expected in [
         "kruntimes dev cluster is up",
         "(context kruntimes-dev)",
-        "Applied examples/ (1 Namespace, 13 Run, 1 Runtime) in namespace kruntimes-demo.",
+        "Applied examples/ (1 Namespace, 13 Runs, 1 Runtime) in namespace kruntimes-demo.",
         "13/13 Runs finished",
         "All 13 Runs finished",
         "(13 Succeeded, 0 Failed)",

@@ -248,7 +248,10 @@ pub async fn run(ctx: Context<'_>) -> Result<()> {
             .unwrap_or_default();
         *kinds.entry(kind).or_default() += 1;
     }
-    let applied: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    let applied: Vec<String> = kinds
+        .iter()
+        .map(|(k, n)| format!("{n} {k}{}", if *n == 1 { "" } else { "s" }))
+        .collect();
     let _ = writeln!(
         out,
         "Applied examples/ ({}) in namespace {NAMESPACE}.\n",
@@ -310,7 +313,10 @@ pub async fn run(ctx: Context<'_>) -> Result<()> {
             last_line = line;
         }
     }
-    bar.finish();
+    if !bar.is_hidden() {
+        bar.finish();
+        let _ = writeln!(out);
+    }
 
     let _ = writeln!(
         out,
