@@ -200,8 +200,18 @@ fn run_yaml(name: &str, script: &str) -> String {
     )
 }
 
-fn examples(file: &str) -> String {
-    format!("{}/examples/{file}", env!("CARGO_MANIFEST_DIR"))
+/// A file of the copy of examples/ that dev writes into its data dir (the path its banner
+/// prints), checked against the repository's.
+fn examples(data_dir: &Path, file: &str) -> String {
+    let copy = data_dir.join("examples").join(file);
+    let original = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(file);
+    assert_eq!(
+        std::fs::read_to_string(&copy).unwrap(),
+        std::fs::read_to_string(original).unwrap()
+    );
+    copy.display().to_string()
 }
 
 /// (pid, start time) of every process on the machine, with its parent.
@@ -389,6 +399,14 @@ fn dev_serves_kubectl_keeps_state_across_restarts_refuses_a_second_instance_and_
     let mut dev = Dev::start(&data, dir.path(), &[]);
     let server = dev.wait_line("API server", up);
     dev.wait_line("export KUBECONFIG=", Duration::from_secs(5));
+    let apply = dev.wait_line(" apply -f ", Duration::from_secs(5));
+    assert!(
+        apply.trim_end().ends_with(&format!(
+            "{}",
+            data.canonicalize().unwrap().join("examples").display()
+        )),
+        "{apply}"
+    );
     assert!(server.contains("https://127.0.0.1:"), "{server}");
 
     // The real kubectl uses the kubeconfig dev wrote.
@@ -401,9 +419,9 @@ fn dev_serves_kubectl_keeps_state_across_restarts_refuses_a_second_instance_and_
         &[
             "apply",
             "-f",
-            &examples("00-namespace.yaml"),
+            &examples(&data, "00-namespace.yaml"),
             "-f",
-            &examples("10-runtime.yaml"),
+            &examples(&data, "10-runtime.yaml"),
         ],
     );
     // The Pod host marks the Runtime Pods Running and Ready.

@@ -74,6 +74,7 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
         }
     };
 
+    let examples = write_examples(&data_dir)?;
     let layout = Layout::new(&data_dir);
     controlplane::ensure_pki(&layout)?;
     let token = admin_token(&layout)?;
@@ -168,6 +169,7 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
         metrics_port,
         bin_dir: &bin_dir,
         exe: &exe,
+        examples: &examples,
         demo: args.demo,
         up_in: started.elapsed(),
     });
@@ -228,6 +230,19 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
         data_dir.display()
     );
     outcome
+}
+
+/// Writes the embedded examples/ to `DIR/examples/` (so the printed `kubectl apply -f` works
+/// without a checkout) and returns that directory.
+fn write_examples(data_dir: &Path) -> anyhow::Result<PathBuf> {
+    let dir = data_dir.join("examples");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for (file, body) in demo::EXAMPLES {
+        let name = Path::new(file).file_name().unwrap_or_default();
+        let path = dir.join(name);
+        std::fs::write(&path, body).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(dir)
 }
 
 /// The admin bearer token of this data directory, created once.
@@ -340,6 +355,7 @@ struct Banner<'a> {
     metrics_port: u16,
     bin_dir: &'a Path,
     exe: &'a Path,
+    examples: &'a Path,
     demo: bool,
     up_in: Duration,
 }
@@ -387,11 +403,12 @@ fn print_banner(b: &Banner<'_>) {
             out,
             "Next, in another terminal:\n\
              \n  export KUBECONFIG={}\
-             \n  {kubectl} apply -f examples/\
+             \n  {kubectl} apply -f {}\
              \n  {kubectl} get runs -n {ns} -w\
              \n  {kruntimes} explain run/train-6 -n {ns}\n\
              \nCtrl-C stops everything; the next `dev` on {} continues where this one stopped.",
             b.kubeconfig.display(),
+            b.examples.display(),
             b.data_dir.display(),
             ns = demo::NAMESPACE,
         );
