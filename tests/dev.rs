@@ -558,6 +558,44 @@ fn dev_serves_kubectl_keeps_state_across_restarts_refuses_a_second_instance_and_
         |out| out.lines().filter(|l| *l == "Running/True").count() == 3,
     );
 
+    // An agent that dies is restarted for the same Pod, and the Pod counts the restart. (One
+    // without a running Run: a killed agent's task would outlive it.)
+    let (crashed_pid, crashed_pod, crashed_uid) = agents(&descendants(dev.pid()))
+        .into_iter()
+        .find(|(_, name, _)| *name != long_pod)
+        .unwrap();
+    // SAFETY: kill(2) on a grandchild whose pid we just read from /proc.
+    unsafe { libc::kill(crashed_pid as libc::pid_t, libc::SIGKILL) };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let again = agents(&descendants(dev.pid()));
+        if again
+            .iter()
+            .any(|(pid, _, uid)| *uid == crashed_uid && *pid != crashed_pid)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the agent of {crashed_pod} was not restarted"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    wait_kubectl(
+        &data,
+        &[
+            "get",
+            "pod",
+            &crashed_pod,
+            "-n",
+            NS,
+            "-o",
+            "jsonpath={.status.containerStatuses[0].restartCount}",
+        ],
+        "the Pod to count the agent's restart",
+        |out| out == "1",
+    );
+
     // SIGTERM stops everything and leaves no process behind.
     let before = descendants(dev.pid());
     assert!(
