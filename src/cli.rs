@@ -61,17 +61,58 @@ pub enum Command {
     /// Explain why a Run is or is not placed: replays the scheduler's plugins on a live
     /// snapshot of its Runtime Pods (reads only).
     Explain(ExplainArgs),
-    /// Print a shell completion script (e.g. `source <(kubectl kruntimes completion bash)`).
+    /// Run the whole system on this machine: etcd and kube-apiserver, the CRDs, the scheduler,
+    /// and a local Pod host that runs a real runtimed for every Runtime Pod.
+    Dev(DevArgs),
+    /// Print a shell completion script (e.g. `source <(kubectl kruntimes completion bash)`),
+    /// or with `kubectl` the completion hook for `kubectl kruntimes <TAB>`.
     Completion(CompletionArgs),
     /// Print the version.
     Version,
+    /// Regenerate the committed completions/, man/ and deploy/crds.yaml (`cargo xtask gen`).
+    #[command(hide = true)]
+    Gen(GenArgs),
+    /// Completion candidates for the words after `kubectl kruntimes` (called by the hook
+    /// `kubectl_complete-kruntimes`).
+    #[command(name = "__complete", hide = true)]
+    Complete(CompleteArgs),
+}
+
+/// `dev`: a local, persistent kruntimes cluster in the foreground.
+#[derive(Debug, Clone, Args)]
+pub struct DevArgs {
+    /// Where etcd's data, the certificates, the logs and DIR/kubeconfig (context
+    /// kruntimes-dev) live; starting again on the same DIR keeps every Runtime and Run
+    /// [default: $XDG_STATE_HOME/kruntimes/dev, else ~/.local/state/kruntimes/dev]
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Apply examples/, show the Runs' progress until they finish, explain a Run that had to
+    /// wait, then stop everything and exit.
+    #[arg(long)]
+    pub demo: bool,
+    /// How long --demo waits for its Runs to finish.
+    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    pub demo_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct CompletionArgs {
-    /// The shell to complete in.
+    /// The shell to complete in, or `kubectl` for the kubectl plugin completion hook.
     #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
+    pub shell: CompletionShell,
+}
+
+/// `completion SHELL`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+    Elvish,
+    Powershell,
+    /// The executable `kubectl_complete-kruntimes` that kubectl (1.26 and newer) runs to
+    /// complete `kubectl kruntimes <TAB>`.
+    Kubectl,
 }
 
 /// The completion script for `shell`, generated from these definitions.
@@ -80,6 +121,22 @@ pub fn completion_script(shell: clap_complete::Shell) -> String {
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut cmd, "kubectl-kruntimes", &mut out);
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Hidden `gen`: where to write the generated files.
+#[derive(Debug, Clone, Args)]
+pub struct GenArgs {
+    /// The repository root to write completions/, man/ and deploy/crds.yaml into.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+/// Hidden `__complete`: the words typed after `kubectl kruntimes`, the last one being the
+/// word to complete (possibly empty).
+#[derive(Debug, Clone, Args)]
+pub struct CompleteArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    pub words: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -146,13 +203,23 @@ pub struct RuntimedArgs {
 }
 
 impl Command {
-    /// Long-running commands log the client library's own errors; one-shot commands report a
-    /// single error line instead.
-    pub fn is_daemon(&self) -> bool {
-        !matches!(
-            self,
-            Command::Install(_) | Command::Explain(_) | Command::Completion(_) | Command::Version
-        )
+    /// The log filter when neither `-v` nor `RUST_LOG` says otherwise. Daemons (`scheduler
+    /// run`, `runtimed`) log at info, as controllers do. `dev` logs warnings of its own parts
+    /// but not the client library's retries while the API server starts (its runtimed
+    /// children log into files and it prints its own progress). One-shot commands log
+    /// warnings only and keep the client library quiet: their failures are reported once, as
+    /// the command's own error line.
+    pub fn default_log_filter(&self) -> &'static str {
+        match self {
+            Command::Runtimed(_) | Command::Scheduler(_) => "info",
+            Command::Dev(_)
+            | Command::Install(_)
+            | Command::Explain(_)
+            | Command::Completion(_)
+            | Command::Version
+            | Command::Gen(_)
+            | Command::Complete(_) => "warn,kube_client=off",
+        }
     }
 }
 

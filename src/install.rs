@@ -47,14 +47,21 @@ pub fn user_roles() -> anyhow::Result<Vec<ClusterRole>> {
         .collect()
 }
 
-/// Everything install applies, as one multi-document YAML stream: the CRDs, then the shipped
-/// files verbatim (comments included).
-pub fn manifests_yaml() -> anyhow::Result<String> {
+/// The two CRDs as one multi-document YAML stream (committed as `deploy/crds.yaml`).
+pub fn crds_yaml() -> anyhow::Result<String> {
     let mut out = String::new();
     for crd in crds() {
         out.push_str("---\n");
         out.push_str(&serde_yaml::to_string(&crd).context("cannot render a CRD as YAML")?);
     }
+    Ok(out)
+}
+
+/// Everything install applies, as one multi-document YAML stream: the CRDs, then the shipped
+/// files verbatim (comments included): `deploy/crds.yaml`, `deploy/user-roles.yaml` and
+/// `deploy/runtimed-policy.yaml`, in that order.
+pub fn manifests_yaml() -> anyhow::Result<String> {
+    let mut out = crds_yaml()?;
     for file in [USER_ROLES, admission_policy::MANIFEST] {
         out.push_str("---\n");
         out.push_str(file);

@@ -5,7 +5,10 @@
 pub mod admission_policy;
 pub mod api;
 pub mod cli;
+pub mod complete;
+pub mod dev;
 pub mod explain;
+pub mod generate;
 pub mod install;
 pub mod kubeclient;
 pub mod logging;

@@ -4,15 +4,11 @@ use tracing_subscriber::EnvFilter;
 
 use crate::cli::LogFormat;
 
-/// Installs the global subscriber once. `RUST_LOG` wins over `-v`.
-///
-/// Daemons (`scheduler run`, `runtimed`) log at info by default, as controllers do. One-shot
-/// commands log warnings only and keep the client library quiet: their failures are reported
-/// once, as the command's own error line.
-pub fn init(verbose: u8, format: LogFormat, daemon: bool) {
+/// Installs the global subscriber once. `RUST_LOG` wins over `-v`; without either the
+/// command's `default` filter applies (see `Command::default_log_filter`).
+pub fn init(verbose: u8, format: LogFormat, default: &str) {
     let default = match verbose {
-        0 if !daemon => "warn,kube_client=off",
-        0 => "info",
+        0 => default,
         1 => "info",
         2 => "debug",
         _ => "trace",

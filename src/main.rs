@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use kruntimes::cli::{Cli, Command, SchedulerCommand};
+use kruntimes::cli::{Cli, Command, CompletionShell, SchedulerCommand};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -11,7 +11,7 @@ async fn main() -> ExitCode {
     kruntimes::logging::init(
         cli.global.verbose,
         cli.global.log_format,
-        cli.command.is_daemon(),
+        cli.command.default_log_filter(),
     );
     let result = match &cli.command {
         Command::Install(args) => kruntimes::install::exec(&cli.global, args).await,
@@ -20,14 +20,17 @@ async fn main() -> ExitCode {
         Command::Scheduler(SchedulerCommand::Run(args)) => {
             kruntimes::scheduler::run::exec(&cli.global, args).await
         }
+        Command::Dev(args) => kruntimes::dev::exec(&cli.global, args).await,
         Command::Completion(args) => {
-            print!("{}", kruntimes::cli::completion_script(args.shell));
+            completion(args.shell);
             Ok(())
         }
         Command::Version => {
             println!("kubectl-kruntimes {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
+        Command::Gen(args) => kruntimes::generate::exec(args),
+        Command::Complete(args) => kruntimes::complete::exec(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -36,4 +39,30 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn completion(shell: CompletionShell) {
+    use clap_complete::Shell;
+    let shell = match shell {
+        CompletionShell::Bash => Shell::Bash,
+        CompletionShell::Zsh => Shell::Zsh,
+        CompletionShell::Fish => Shell::Fish,
+        CompletionShell::Elvish => Shell::Elvish,
+        CompletionShell::Powershell => Shell::PowerShell,
+        CompletionShell::Kubectl => {
+            use std::io::IsTerminal as _;
+            print!("{}", kruntimes::generate::kubectl_hook());
+            let hook = kruntimes::generate::KUBECTL_HOOK_NAME;
+            let how = format!(
+                "save this as an executable named {hook} in a directory on your PATH (next to kubectl-kruntimes), e.g.\n  kubectl kruntimes completion kubectl > ~/.local/bin/{hook} && chmod +x ~/.local/bin/{hook}\nthen `kubectl kruntimes <TAB>` completes subcommands, flags and `explain run/<TAB>` (kubectl 1.26 or newer)."
+            );
+            if std::io::stdout().is_terminal() {
+                println!("\n# {}", how.replace('\n', "\n# "));
+            } else {
+                eprintln!("{how}");
+            }
+            return;
+        }
+    };
+    print!("{}", kruntimes::cli::completion_script(shell));
 }

@@ -389,10 +389,7 @@ async fn terminal_and_invalid_runs_are_replayed() {
     let report = explain_json(&ns.name, "done");
     assert_eq!(report["replayed"], true);
     assert_eq!(report["run"]["phase"], "Succeeded");
-    assert_eq!(
-        report["verdict"],
-        "Fits: would be placed on py-a (score 0)"
-    );
+    assert_eq!(report["verdict"], "Fits: would be placed on py-a (score 0)");
     let replay = "Run done is Succeeded; replaying the scheduler as if it were Pending:\nFits: would be placed on py-a (score 0)\n";
     assert_table_starts_with(&ns, "done", replay);
 

@@ -28,8 +28,23 @@ use crate::signals::shutdown_signal;
 
 pub async fn exec(global: &GlobalArgs, args: &SchedulerRunArgs) -> anyhow::Result<()> {
     // Listen before connecting so that an early SIGTERM is a clean shutdown, not a kill.
-    let shutdown = shutdown_signal()?;
+    let signal = shutdown_signal()?;
     let target = kubeclient::connect(global).await?;
+    let shutdown = async move {
+        let signal = signal.await;
+        info!("{signal} received");
+    };
+    run(target, args.clone(), shutdown).await
+}
+
+/// Runs the controller manager against `target` until `shutdown` resolves (SIGTERM/SIGINT
+/// for `scheduler run`; `dev` passes its own stop signal), or until one of its tasks stops.
+pub async fn run(
+    target: kubeclient::Target,
+    args: SchedulerRunArgs,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
+    let args = &args;
     // Informational only: kruntimes works without the policy, Runtime Pods are just not
     // restricted then.
     let presence = admission_policy::presence(&target.client).await;
@@ -77,10 +92,7 @@ pub async fn exec(global: &GlobalArgs, args: &SchedulerRunArgs) -> anyhow::Resul
     ));
 
     let failed = tokio::select! {
-        signal = shutdown => {
-            info!("{signal} received");
-            None
-        }
+        () = shutdown => None,
         ended = &mut scheduling => Some(match ended {
             Ok(Ok(())) => anyhow!("the scheduler stopped unexpectedly"),
             Ok(Err(e)) => anyhow::Error::new(e),

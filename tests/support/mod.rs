@@ -1,6 +1,8 @@
 //! The real test control plane: etcd and kube-apiserver built from Go modules
 //! (`tests/controlplane/build.sh`), started once per test binary on free loopback ports, with a
-//! CA-signed serving certificate, token identities and RBAC on.
+//! CA-signed serving certificate, token identities and RBAC on. Building, PKI, start,
+//! readiness and kubeconfigs are the crate's own (`kruntimes::dev::controlplane`, which
+//! `kubectl kruntimes dev` uses too); this module only holds one per test binary.
 //!
 //! There is no fake here: every test that crosses the API talks to this server. When Go or the
 //! module proxy is unavailable the first test that asks for the control plane fails with that
@@ -14,17 +16,16 @@ pub mod tokens;
 pub mod world;
 
 use std::io::Write as _;
-use std::net::{IpAddr, Ipv4Addr, TcpListener};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
 use kube::api::{Api, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+
+use kruntimes::dev::controlplane::{self as cp, KubeconfigSpec, Layout, Ports, Spec, TokenUser};
 
 /// Bearer token of the admin identity (group `system:masters`).
 pub const ADMIN_TOKEN: &str = "kruntimes-test-admin-token";
@@ -44,12 +45,8 @@ pub struct ControlPlane {
     pub version: String,
 }
 
-struct Processes {
-    children: Vec<Child>,
-    dir: PathBuf,
-}
-
-static PROCESSES: Mutex<Option<Processes>> = Mutex::new(None);
+/// The processes, stopped when the test binary exits.
+static RUNNING: Mutex<Option<(cp::ControlPlane, PathBuf)>> = Mutex::new(None);
 static CONTROL_PLANE: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
 
 /// The control plane of this test binary, started on first use.
@@ -78,17 +75,25 @@ pub fn control_plane() -> &'static ControlPlane {
     }
 }
 
+/// The directory holding kube-apiserver, etcd and kubectl, built on first use (without
+/// starting a control plane).
+pub fn bin_dir() -> PathBuf {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    match DIR.get_or_init(build) {
+        Ok(dir) => dir.clone(),
+        Err(e) => panic!("test control plane binaries unavailable: {e}"),
+    }
+}
+
 /// A client for the admin identity, bound to the calling test's runtime.
 pub async fn client() -> Client {
     client_for(&control_plane().kubeconfig).await
 }
 
 pub async fn client_for(kubeconfig: &Path) -> Client {
-    let kc = Kubeconfig::read_from(kubeconfig).expect("read test kubeconfig");
-    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+    cp::client_for(kubeconfig)
         .await
-        .expect("test kubeconfig is usable");
-    Client::try_from(config).expect("build client")
+        .unwrap_or_else(|e| panic!("test kubeconfig is unusable: {e}"))
 }
 
 /// Creates a fresh namespace for one test and returns its name.
@@ -144,61 +149,21 @@ pub fn install_crds() {
     });
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("find a free loopback port")
-}
-
 fn build() -> Result<PathBuf, String> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/controlplane/build.sh");
-    let out = Command::new("bash")
-        .arg(script)
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| format!("cannot run {script}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{script} failed (exit {}); it needs the Go toolchain and the Go module proxy, see its output above",
-            out.status
-        ));
-    }
-    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
-}
-
-fn spawn(bin: &Path, args: &[String], log: &Path) -> Result<Child, String> {
-    let log_file =
-        std::fs::File::create(log).map_err(|e| format!("create {}: {e}", log.display()))?;
-    let mut cmd = Command::new(bin);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(log_file.try_clone().unwrap())
-        .stderr(log_file);
-    // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill the child when this
-    // (long-lived) thread dies, so a crashed or killed test binary leaves no orphans.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    cmd.spawn()
-        .map_err(|e| format!("start {}: {e}", bin.display()))
+    // Written straight to stderr: libtest captures only the print macros.
+    cp::build(&mut |line| {
+        let _ = writeln!(std::io::stderr(), "{line}");
+    })
+    .map_err(|e| e.to_string())
 }
 
 extern "C" fn stop_at_exit() {
-    if let Ok(mut guard) = PROCESSES.lock()
-        && let Some(mut procs) = guard.take()
+    if let Ok(mut guard) = RUNNING.lock()
+        && let Some((mut running, dir)) = guard.take()
     {
-        // apiserver first, then etcd.
-        for child in procs.children.iter_mut().rev() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        let _ = std::fs::remove_dir_all(&procs.dir);
+        // apiserver first, then etcd; no grace: the data dies with the test binary.
+        running.stop(Duration::ZERO);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
@@ -217,80 +182,58 @@ fn start() -> Result<ControlPlane, String> {
         .tempdir()
         .map_err(|e| format!("create temp dir: {e}"))?
         .keep();
-    write_pki(&dir)?;
-
-    let etcd_port = free_port();
-    let peer_port = free_port();
-    let api_port = free_port();
-    let etcd_url = format!("http://127.0.0.1:{etcd_port}");
-    let etcd = spawn(
-        &bin_dir.join("etcd"),
+    let layout = Layout::new(&dir);
+    cp::ensure_pki(&layout).map_err(|e| e.to_string())?;
+    cp::write_tokens(
+        &layout,
         &[
-            format!("--data-dir={}", dir.join("etcd").display()),
-            format!("--listen-client-urls={etcd_url}"),
-            format!("--advertise-client-urls={etcd_url}"),
-            format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"),
-            format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"),
-            format!("--initial-cluster=default=http://127.0.0.1:{peer_port}"),
-            "--unsafe-no-fsync=true".into(),
-            "--log-level=warn".into(),
+            TokenUser {
+                token: ADMIN_TOKEN.into(),
+                name: "kruntimes-admin".into(),
+                uid: "uid-admin".into(),
+                groups: vec!["system:masters".into()],
+            },
+            TokenUser {
+                token: NOBODY_TOKEN.into(),
+                name: "nobody".into(),
+                uid: "uid-nobody".into(),
+                groups: vec![],
+            },
         ],
-        &dir.join("etcd.log"),
-    )?;
-    *PROCESSES.lock().unwrap() = Some(Processes {
-        children: vec![etcd],
-        dir: dir.clone(),
-    });
-    // SAFETY: registering a plain extern "C" function with no captured state.
-    unsafe { libc::atexit(stop_at_exit) };
-
-    let p = |f: &str| dir.join(f).display().to_string();
-    let apiserver = spawn(
-        &bin_dir.join("kube-apiserver"),
-        &[
-            format!("--etcd-servers={etcd_url}"),
-            "--bind-address=127.0.0.1".into(),
-            format!("--secure-port={api_port}"),
-            format!("--cert-dir={}", p("certs")),
-            format!("--tls-cert-file={}", p("serving.crt")),
-            format!("--tls-private-key-file={}", p("serving.key")),
-            format!("--client-ca-file={}", p("ca.crt")),
-            format!("--token-auth-file={}", p("tokens.csv")),
-            "--authorization-mode=RBAC".into(),
-            "--service-cluster-ip-range=10.0.0.0/24".into(),
-            "--allow-privileged=true".into(),
-            "--disable-admission-plugins=ServiceAccount".into(),
-            "--service-account-issuer=https://kubernetes.default.svc".into(),
-            format!("--service-account-key-file={}", p("sa.pub")),
-            format!("--service-account-signing-key-file={}", p("sa.key")),
-            "--enable-priority-and-fairness=false".into(),
-            "--v=0".into(),
-        ],
-        &dir.join("kube-apiserver.log"),
-    )?;
-    PROCESSES
-        .lock()
-        .unwrap()
-        .as_mut()
-        .unwrap()
-        .children
-        .push(apiserver);
-
-    let server = format!("https://127.0.0.1:{api_port}");
-    let ca_pem = std::fs::read_to_string(dir.join("ca.crt")).unwrap();
+    )
+    .map_err(|e| e.to_string())?;
+    let spec = Spec {
+        layout: layout.clone(),
+        bin_dir: bin_dir.clone(),
+        ports: Ports::pick().map_err(|e| e.to_string())?,
+        durable: false,
+    };
+    let mut running = cp::ControlPlane::start(&spec).map_err(|e| e.to_string())?;
+    let server = running.server.clone();
+    let ca_pem = running.ca_pem.clone();
     let kubeconfig = dir.join("kubeconfig");
     let nobody_kubeconfig = dir.join("kubeconfig-nobody");
     write_kubeconfig(&kubeconfig, &server, &ca_pem, ADMIN_TOKEN)?;
     write_kubeconfig(&nobody_kubeconfig, &server, &ca_pem, NOBODY_TOKEN)?;
 
-    let version = wait_ready(&kubeconfig, Duration::from_secs(90)).map_err(|e| {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let ready = rt.block_on(async {
+        let client = cp::client_for(&kubeconfig).await?;
+        running.wait_ready(&client, Duration::from_secs(90)).await
+    });
+    let version = ready.map_err(|e| {
         format!(
             "{e}\n--- kube-apiserver.log ---\n{}\n--- etcd.log ---\n{}",
-            tail(&dir.join("kube-apiserver.log")),
-            tail(&dir.join("etcd.log"))
+            tail(&layout.logs().join("kube-apiserver.log")),
+            tail(&layout.logs().join("etcd.log"))
         )
     })?;
-    // Written straight to stderr: libtest captures only the print macros.
+    *RUNNING.lock().unwrap() = Some((running, dir.clone()));
+    // SAFETY: registering a plain extern "C" function with no captured state.
+    unsafe { libc::atexit(stop_at_exit) };
     let _ = writeln!(
         std::io::stderr(),
         "test control plane: kube-apiserver {version} with etcd at {server} (binaries {} ready in {:.1}s, control plane up in {:.1}s)",
@@ -309,113 +252,29 @@ fn start() -> Result<ControlPlane, String> {
     })
 }
 
-fn wait_ready(kubeconfig: &Path, timeout: Duration) -> Result<String, String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    rt.block_on(async {
-        let client = client_for(kubeconfig).await;
-        let deadline = Instant::now() + timeout;
-        let mut last = String::new();
-        while Instant::now() < deadline {
-            if let Some(exited) = exited_process() {
-                return Err(exited);
-            }
-            let req = http::Request::get("/readyz").body(Vec::new()).unwrap();
-            match client.request_text(req).await {
-                Ok(body) if body.trim() == "ok" => {
-                    let version = client
-                        .apiserver_version()
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    return Ok(version.git_version);
-                }
-                Ok(body) => last = body,
-                Err(e) => last = e.to_string(),
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        Err(format!(
-            "kube-apiserver did not become ready within {}s: {last}",
-            timeout.as_secs()
-        ))
-    })
-}
-
-/// Describes a control-plane process that has already exited, if any.
-fn exited_process() -> Option<String> {
-    let mut guard = PROCESSES.lock().ok()?;
-    let procs = guard.as_mut()?;
-    procs
-        .children
-        .iter_mut()
-        .enumerate()
-        .find_map(|(i, child)| {
-            let name = if i == 0 { "etcd" } else { "kube-apiserver" };
-            match child.try_wait() {
-                Ok(Some(status)) => Some(format!("{name} exited early ({status})")),
-                _ => None,
-            }
-        })
-}
-
-fn write_pki(dir: &Path) -> Result<(), String> {
-    use rcgen::{
-        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair,
-        KeyUsagePurpose, SanType,
-    };
-    let err = |e: rcgen::Error| format!("generate test PKI: {e}");
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "kruntimes-test-ca");
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca =
-        CertifiedIssuer::self_signed(ca_params, KeyPair::generate().map_err(err)?).map_err(err)?;
-
-    let serving_key = KeyPair::generate().map_err(err)?;
-    let mut serving = CertificateParams::new(vec!["localhost".to_string()]).map_err(err)?;
-    serving
-        .subject_alt_names
-        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
-    serving
-        .distinguished_name
-        .push(DnType::CommonName, "kube-apiserver");
-    let serving_cert = serving.signed_by(&serving_key, &ca).map_err(err)?;
-    let sa_key = KeyPair::generate().map_err(err)?;
-
-    let write = |name: &str, body: String| {
-        std::fs::write(dir.join(name), body).map_err(|e| format!("write {name}: {e}"))
-    };
-    write("ca.crt", ca.pem())?;
-    write("serving.crt", serving_cert.pem())?;
-    write("serving.key", serving_key.serialize_pem())?;
-    write("sa.key", sa_key.serialize_pem())?;
-    write("sa.pub", sa_key.public_key_pem())?;
-    write(
-        "tokens.csv",
-        format!(
-            "{ADMIN_TOKEN},kruntimes-admin,uid-admin,\"system:masters\"\n{NOBODY_TOKEN},nobody,uid-nobody\n"
-        ),
-    )
-}
-
 pub fn write_kubeconfig(
     path: &Path,
     server: &str,
     ca_pem: &str,
     token: &str,
 ) -> Result<(), String> {
-    use base64::Engine as _;
-    let body = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {server}\n    certificate-authority-data: {}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\n    namespace: default\ncurrent-context: test\nusers:\n- name: test\n  user:\n    token: {token}\n",
-        base64::engine::general_purpose::STANDARD.encode(ca_pem.as_bytes())
-    );
-    std::fs::write(path, body).map_err(|e| format!("write {}: {e}", path.display()))
+    cp::write_kubeconfig(
+        path,
+        &KubeconfigSpec {
+            server,
+            ca_pem,
+            token,
+            name: "test",
+            namespace: "default",
+        },
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// A free loopback port (the scheduler's metrics and probe endpoints in tests).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("find a free loopback port")
 }

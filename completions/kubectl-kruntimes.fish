@@ -1,0 +1,160 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_kubectl_kruntimes_global_optspecs
+    string join \n kubeconfig= context= n/namespace= v/verbose log-format= h/help V/version
+end
+
+function __fish_kubectl_kruntimes_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_kubectl_kruntimes_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_kubectl_kruntimes_using_subcommand
+    set -l cmd (__fish_kubectl_kruntimes_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l context -d 'The kubeconfig context to use' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l log-format -d 'Log format' -r -f -a "text\t''
+json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -s h -l help -d 'Print help'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -s V -l version -d 'Print version'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "install" -d 'Install or update the Runtime and Run CRDs, the user ClusterRoles and the admission policy that restricts Runtime Pods (server-side apply)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "runtimed" -d 'The agent inside a Runtime Pod: heartbeat, local admission, execution of Task Runs'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "scheduler" -d 'The scheduler controller manager'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "explain" -d 'Explain why a Run is or is not placed: replays the scheduler\'s plugins on a live snapshot of its Runtime Pods (reads only)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "dev" -d 'Run the whole system on this machine: etcd and kube-apiserver, the CRDs, the scheduler, and a local Pod host that runs a real runtimed for every Runtime Pod'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "completion" -d 'Print a shell completion script (e.g. `source <(kubectl kruntimes completion bash)`), or with `kubectl` the completion hook for `kubectl kruntimes <TAB>`'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "version" -d 'Print the version'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "gen" -d 'Regenerate the committed completions/, man/ and deploy/crds.yaml (`cargo xtask gen`)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "__complete" -d 'Completion candidates for the words after `kubectl kruntimes` (called by the hook `kubectl_complete-kruntimes`)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l timeout -d 'How long to wait for the CRDs to become Established (e.g. 60s, 2m)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l context -d 'The kubeconfig context to use' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l log-format -d 'Log format' -r -f -a "text\t''
+json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l print -d 'Write everything install applies as YAML to stdout and touch no cluster'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l dry-run -d 'Ask the API server to validate the apply without persisting anything'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -s y -l yes -d 'Do not ask for confirmation'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -s h -l help -d 'Print help'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l pod-name -d 'Name of the Runtime Pod this agent runs in' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l pod-namespace -d 'Namespace of the Runtime Pod' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l pod-uid -d 'UID of the Runtime Pod; the heartbeat Lease is held by it' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l heartbeat-interval -d 'How often the heartbeat Lease is renewed' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l heartbeat-duration -d 'How long one renewal holds (the Lease\'s leaseDurationSeconds)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l shutdown-grace -d 'On SIGTERM/SIGINT, how long running Runs may take to finish before they are killed' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l context -d 'The kubeconfig context to use' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l log-format -d 'Log format' -r -f -a "text\t''
+json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -s h -l help -d 'Print help'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l context -d 'The kubeconfig context to use' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l log-format -d 'Log format' -r -f -a "text\t''
+json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -s h -l help -d 'Print help'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -f -a "run" -d 'Run the Runtime controller and the scheduler, with leader election and metrics'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l workers -d 'Runs scheduled concurrently (queue workers)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l watch-namespace -d 'Watch only this namespace (default: all namespaces)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l leader-elect -d 'Elect a leader on a Lease so only one replica schedules' -r -f -a "true\t''
+false\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l leader-election-namespace -d 'Namespace of the leader-election Lease `kruntimes-scheduler` (default: $POD_NAMESPACE, then the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l leader-election-identity -d 'Identity in the leader-election Lease (default: Pod or host name plus process id)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l leader-election-lease-duration -d 'How long a leader\'s Lease is valid without renewal; a standby takes over after it' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l metrics-bind-address -d 'Address of the /metrics endpoint (`0` disables it)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l health-probe-bind-address -d 'Address of /healthz and /readyz (`0` disables them)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l pod-lost-grace -d 'How long a Runtime Pod\'s runtimed heartbeat may be stale (or its Lease missing) before the Runs running there are failed with reason RuntimePodLost, as on a lost node' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l context -d 'The kubeconfig context to use' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l log-format -d 'Log format' -r -f -a "text\t''
+json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from help" -f -a "run" -d 'Run the Runtime controller and the scheduler, with leader election and metrics'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -s o -l output -d 'Output format: a table, a table with every advertised resource, or a documented structure for scripts' -r -f -a "table\t''
+wide\t''
+json\t''
+yaml\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l color -d 'When to color the table (auto: only on a terminal and when NO_COLOR is unset)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l context -d 'The kubeconfig context to use' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l log-format -d 'Log format' -r -f -a "text\t''
+json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -s h -l help -d 'Print help'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l data-dir -d 'Where etcd\'s data, the certificates, the logs and DIR/kubeconfig (context kruntimes-dev) live; starting again on the same DIR keeps every Runtime and Run [default: $XDG_STATE_HOME/kruntimes/dev, else ~/.local/state/kruntimes/dev]' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l demo-timeout -d 'How long --demo waits for its Runs to finish' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l context -d 'The kubeconfig context to use' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l log-format -d 'Log format' -r -f -a "text\t''
+json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l demo -d 'Apply examples/, show the Runs\' progress until they finish, explain a Run that had to wait, then stop everything and exit'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -s h -l help -d 'Print help'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l context -d 'The kubeconfig context to use' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l log-format -d 'Log format' -r -f -a "text\t''
+json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l context -d 'The kubeconfig context to use' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l log-format -d 'Log format' -r -f -a "text\t''
+json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -s h -l help -d 'Print help'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l out -d 'The repository root to write completions/, man/ and deploy/crds.yaml into' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l context -d 'The kubeconfig context to use' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l log-format -d 'Log format' -r -f -a "text\t''
+json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -s h -l help -d 'Print help'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l context -d 'The kubeconfig context to use' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l log-format -d 'Log format' -r -f -a "text\t''
+json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -s h -l help -d 'Print help'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain dev completion version gen __complete help" -f -a "install" -d 'Install or update the Runtime and Run CRDs, the user ClusterRoles and the admission policy that restricts Runtime Pods (server-side apply)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain dev completion version gen __complete help" -f -a "runtimed" -d 'The agent inside a Runtime Pod: heartbeat, local admission, execution of Task Runs'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain dev completion version gen __complete help" -f -a "scheduler" -d 'The scheduler controller manager'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain dev completion version gen __complete help" -f -a "explain" -d 'Explain why a Run is or is not placed: replays the scheduler\'s plugins on a live snapshot of its Runtime Pods (reads only)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain dev completion version gen __complete help" -f -a "dev" -d 'Run the whole system on this machine: etcd and kube-apiserver, the CRDs, the scheduler, and a local Pod host that runs a real runtimed for every Runtime Pod'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain dev completion version gen __complete help" -f -a "completion" -d 'Print a shell completion script (e.g. `source <(kubectl kruntimes completion bash)`), or with `kubectl` the completion hook for `kubectl kruntimes <TAB>`'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain dev completion version gen __complete help" -f -a "version" -d 'Print the version'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain dev completion version gen __complete help" -f -a "gen" -d 'Regenerate the committed completions/, man/ and deploy/crds.yaml (`cargo xtask gen`)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain dev completion version gen __complete help" -f -a "__complete" -d 'Completion candidates for the words after `kubectl kruntimes` (called by the hook `kubectl_complete-kruntimes`)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain dev completion version gen __complete help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and __fish_seen_subcommand_from scheduler" -f -a "run" -d 'Run the Runtime controller and the scheduler, with leader election and metrics'

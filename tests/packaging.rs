@@ -1,0 +1,385 @@
+//! Packaging as a kubectl plugin: the committed generated files (completions, the kubectl
+//! completion hook, man pages, the CRDs) match what the code generates; the completion hook
+//! answers through the real kubectl, with the namespace's Runs for `explain run/<TAB>`; the
+//! krew manifest is valid for krew's own validator; and krew itself installs the release
+//! archive so that kubectl finds the plugin.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+use kruntimes::api::Run;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn ok(out: &Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Files under `dir`, relative to it.
+fn files_under(dir: &Path) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.strip_prefix(dir).unwrap().to_path_buf());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn committed_completions_man_pages_and_crds_match_what_the_code_generates() {
+    let tmp = tempfile::tempdir().unwrap();
+    ok(
+        &Command::new(support::binary())
+            .args(["gen", "--out"])
+            .arg(tmp.path())
+            .output()
+            .unwrap(),
+        "kubectl-kruntimes gen",
+    );
+    let generated = files_under(tmp.path());
+    assert!(generated.contains(Path::new("deploy/crds.yaml")));
+    for dir in ["completions", "man"] {
+        let committed: BTreeSet<PathBuf> = files_under(&repo().join(dir))
+            .into_iter()
+            .map(|p| Path::new(dir).join(p))
+            .collect();
+        let fresh: BTreeSet<PathBuf> = generated
+            .iter()
+            .filter(|p| p.starts_with(dir))
+            .cloned()
+            .collect();
+        assert_eq!(
+            committed, fresh,
+            "{dir}/ holds other files than the code generates; run `cargo xtask gen` and commit"
+        );
+    }
+    for rel in &generated {
+        let fresh = std::fs::read(tmp.path().join(rel)).unwrap();
+        let committed = std::fs::read(repo().join(rel)).unwrap_or_default();
+        assert!(
+            fresh == committed,
+            "{} differs from what the code generates; run `cargo xtask gen` and commit the result",
+            rel.display()
+        );
+    }
+    use std::os::unix::fs::PermissionsExt as _;
+    let hook = repo().join("completions/kubectl_complete-kruntimes");
+    assert!(
+        hook.metadata().unwrap().permissions().mode() & 0o111 != 0,
+        "the kubectl completion hook must be executable"
+    );
+}
+
+#[test]
+fn install_print_is_the_committed_deploy_files() {
+    let printed = ok(
+        &Command::new(support::binary())
+            .args(["install", "--print"])
+            .output()
+            .unwrap(),
+        "install --print",
+    );
+    let file = |name: &str| std::fs::read_to_string(repo().join("deploy").join(name)).unwrap();
+    let committed = format!(
+        "{}---\n{}---\n{}",
+        file("crds.yaml"),
+        file("user-roles.yaml"),
+        file("runtimed-policy.yaml")
+    );
+    assert_eq!(
+        printed, committed,
+        "install --print differs from deploy/crds.yaml + user-roles.yaml + runtimed-policy.yaml; run `cargo xtask gen`"
+    );
+}
+
+#[test]
+fn completion_kubectl_prints_the_hook_and_says_where_to_put_it() {
+    let out = Command::new(support::binary())
+        .args(["completion", "kubectl"])
+        .output()
+        .unwrap();
+    let script = ok(&out, "completion kubectl");
+    assert_eq!(
+        script,
+        std::fs::read_to_string(repo().join("completions/kubectl_complete-kruntimes")).unwrap()
+    );
+    let how = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        how.contains("executable named kubectl_complete-kruntimes in a directory on your PATH"),
+        "{how}"
+    );
+}
+
+/// A PATH directory holding the plugin and its completion hook, as a user installs them.
+fn plugin_path() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("kruntimes-plugin-path-")
+            .tempdir()
+            .unwrap()
+            .keep();
+        std::os::unix::fs::symlink(support::binary(), dir.join("kubectl-kruntimes")).unwrap();
+        std::fs::copy(
+            repo().join("completions/kubectl_complete-kruntimes"),
+            dir.join("kubectl_complete-kruntimes"),
+        )
+        .unwrap();
+        dir
+    })
+}
+
+/// `kubectl __complete kruntimes WORDS…`: what kubectl's shell completion asks for when the
+/// user presses TAB after `kubectl kruntimes WORDS…`. Returns the candidates (values only)
+/// and the directive.
+fn kubectl_complete(kubeconfig: &Path, words: &[&str]) -> (Vec<String>, String) {
+    let path = format!(
+        "{}:{}",
+        plugin_path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let started = Instant::now();
+    let out = support::kubectl()
+        .env("KUBECONFIG", kubeconfig)
+        .env("PATH", path)
+        .arg("__complete")
+        .arg("kruntimes")
+        .args(words)
+        .output()
+        .unwrap();
+    let stdout = ok(&out, "kubectl __complete");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "completion took {:?}",
+        started.elapsed()
+    );
+    let mut lines: Vec<&str> = stdout.lines().collect();
+    let directive = lines.pop().unwrap_or_default().to_string();
+    let values = lines
+        .iter()
+        .filter(|l| !l.starts_with("Completion ended"))
+        .map(|l| l.split('\t').next().unwrap().to_string())
+        .collect();
+    (values, directive)
+}
+
+#[tokio::test]
+async fn kubectl_completion_hook_completes_subcommands_flags_and_the_namespaces_runs() {
+    let client = support::client().await;
+    support::install_crds();
+    let ns = support::namespace(&client, "complete").await;
+    let other = support::namespace(&client, "complete-other").await;
+    for (namespace, name) in [
+        (&ns, "train-1"),
+        (&ns, "train-2"),
+        (&ns, "prep-1"),
+        (&other, "elsewhere"),
+    ] {
+        let run: Run = serde_json::from_value(json!({
+            "apiVersion": "kruntimes.io/v1alpha1", "kind": "Run",
+            "metadata": {"name": name},
+            "spec": {"runtime": "python", "mode": {"task": {"args": ["true"]}}}
+        }))
+        .unwrap();
+        Api::<Run>::namespaced(client.clone(), namespace)
+            .create(&PostParams::default(), &run)
+            .await
+            .unwrap();
+    }
+    let kubeconfig = support::control_plane().kubeconfig.clone();
+
+    let (subs, _) = kubectl_complete(&kubeconfig, &[""]);
+    for sub in [
+        "dev",
+        "explain",
+        "install",
+        "scheduler",
+        "completion",
+        "version",
+    ] {
+        assert!(subs.contains(&sub.to_string()), "{sub} missing: {subs:?}");
+    }
+    let (flags, _) = kubectl_complete(&kubeconfig, &["dev", "--"]);
+    assert!(flags.contains(&"--demo".to_string()), "{flags:?}");
+
+    let (runs, directive) = kubectl_complete(&kubeconfig, &["explain", "-n", &ns, "run/"]);
+    assert_eq!(runs, ["run/prep-1", "run/train-1", "run/train-2"]);
+    assert_eq!(directive, ":4");
+    let (runs, _) = kubectl_complete(&kubeconfig, &["explain", "-n", &ns, "run/tr"]);
+    assert_eq!(runs, ["run/train-1", "run/train-2"]);
+
+    // No cluster: no candidates, no error, and quickly.
+    let dir = tempfile::tempdir().unwrap();
+    let unreachable = dir.path().join("kubeconfig");
+    support::write_kubeconfig(
+        &unreachable,
+        "https://127.0.0.1:1",
+        &support::control_plane().ca_pem,
+        support::ADMIN_TOKEN,
+    )
+    .unwrap();
+    let (runs, directive) = kubectl_complete(&unreachable, &["explain", "run/"]);
+    assert!(runs.is_empty(), "{runs:?}");
+    assert_eq!(directive, ":4");
+}
+
+/// krew and validate-krew-manifest, built from sigs.k8s.io/krew by tests/krew/build.sh.
+fn krew_bin_dir() -> PathBuf {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let result = DIR.get_or_init(|| {
+        let out = Command::new("bash")
+            .arg(repo().join("tests/krew/build.sh"))
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .map_err(|e| format!("cannot run tests/krew/build.sh: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "tests/krew/build.sh failed ({}); it needs Go and the Go module proxy, see its output above",
+                out.status
+            ));
+        }
+        Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+    });
+    match result {
+        Ok(dir) => dir.clone(),
+        Err(e) => panic!("krew unavailable: {e}"),
+    }
+}
+
+fn validate_manifest(manifest: &Path) {
+    let out = Command::new(krew_bin_dir().join("validate-krew-manifest"))
+        .arg("-manifest")
+        .arg(manifest)
+        .arg("-skip-install")
+        .output()
+        .unwrap();
+    ok(
+        &out,
+        &format!("validate-krew-manifest {}", manifest.display()),
+    );
+}
+
+#[test]
+fn krew_manifest_is_valid_and_carries_the_crate_version() {
+    let manifest = repo().join("krew/kruntimes.yaml");
+    validate_manifest(&manifest);
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let doc: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+    assert_eq!(
+        doc["spec"]["version"],
+        format!("v{}", env!("CARGO_PKG_VERSION"))
+    );
+    let platforms: Vec<String> = doc["spec"]["platforms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let l = &p["selector"]["matchLabels"];
+            format!(
+                "{}/{}",
+                l["os"].as_str().unwrap(),
+                l["arch"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        platforms,
+        ["linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64"]
+    );
+    assert!(
+        doc["spec"]["caveats"]
+            .as_str()
+            .unwrap()
+            .contains("kubectl_complete-kruntimes")
+    );
+    assert!(repo().join("LICENSE").exists());
+}
+
+#[test]
+fn krew_installs_the_release_archive_and_kubectl_runs_the_plugin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dist = tmp.path().join("dist");
+    let out = Command::new("bash")
+        .arg(repo().join("krew/release.sh"))
+        .arg("-o")
+        .arg(&dist)
+        .arg("--binary")
+        .arg(support::binary())
+        .output()
+        .unwrap();
+    ok(&out, "krew/release.sh");
+    let manifest = dist.join("kruntimes.yaml");
+    validate_manifest(&manifest);
+    let archive = std::fs::read_dir(&dist)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
+        .expect("release.sh built an archive");
+
+    // The manifest carries the archive's sha256 (krew refuses the install otherwise).
+    let root = tmp.path().join("krew-root");
+    let out = Command::new(krew_bin_dir().join("krew"))
+        .arg("install")
+        .arg(format!("--manifest={}", manifest.display()))
+        .arg(format!("--archive={}", archive.display()))
+        .env("KREW_ROOT", &root)
+        .env("KREW_NO_UPGRADE_CHECK", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    ok(&out, "krew install");
+    let installed = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        installed.contains("Installed plugin: kruntimes"),
+        "{installed}"
+    );
+    let store = root
+        .join("store/kruntimes")
+        .join(format!("v{}", env!("CARGO_PKG_VERSION")));
+    for file in ["kubectl-kruntimes", "kubectl_complete-kruntimes", "LICENSE"] {
+        assert!(
+            store.join(file).exists(),
+            "{file} not installed in {}",
+            store.display()
+        );
+    }
+
+    // kubectl finds the plugin through krew's bin directory on PATH.
+    let out = Command::new(support::bin_dir().join("kubectl"))
+        .args(["kruntimes", "version"])
+        .env("PATH", root.join("bin"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        ok(&out, "kubectl kruntimes version").trim(),
+        format!("kubectl-kruntimes {}", env!("CARGO_PKG_VERSION"))
+    );
+}
