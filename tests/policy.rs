@@ -11,23 +11,26 @@ mod support;
 
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt as _};
+use kube::{Client, Resource, ResourceExt as _};
 use serde_json::json;
 
 use kruntimes::api::status::{self, CONDITION_ADMITTED, Outcome, reasons};
 use kruntimes::api::{FIELD_MANAGER, Run, RunPhase, RunStatus, Runtime};
 use kruntimes::runtimed::Identity;
 use kruntimes::runtimed::heartbeat::{self, desired_lease};
-use support::world::{self, SchedulerProcess, wait_runs};
+use kruntimes::testing::{RunBuilder, pod, run, runtime};
+use support::world::{
+    self, Create, RuntimedProcess, SchedulerProcess, TestNs, create_in, eventually,
+};
 use support::{roles, tokens};
 
 const RUNTIMED: &str = "kruntimes-runtimed";
@@ -41,8 +44,9 @@ const WAIT: Duration = Duration::from_secs(60);
 // same service account.
 
 struct Fixture {
+    ns: TestNs,
+    /// The admin client of `ns`.
     admin: Client,
-    ns: String,
     pod_a: Pod,
     pod_b: Pod,
     /// A token bound to Pod A, as A's kubelet would mount it.
@@ -54,28 +58,21 @@ struct Fixture {
 
 impl Fixture {
     async fn new(prefix: &str) -> Fixture {
-        support::install_crds();
-        let admin = support::client().await;
-        let ns = support::namespace(&admin, prefix).await;
-        apply("deploy/runtimed-rbac.yaml", Some(&ns));
-        let pod_a = runtime_pod(&admin, &ns, "pod-a").await;
-        let pod_b = runtime_pod(&admin, &ns, "pod-b").await;
+        let ns = TestNs::new(prefix).await;
+        let admin = ns.client.clone();
+        apply("deploy/runtimed-rbac.yaml", Some(&ns.name));
+        let pod_a = runtime_pod(&ns, "pod-a").await;
+        let pod_b = runtime_pod(&ns, "pod-b").await;
         let dir = tempfile::tempdir().unwrap();
-        let token_a = tokens::pod_bound_token(&admin, &ns, RUNTIMED, &pod_a).await;
-        let token_unbound = tokens::unbound_token(&admin, &ns, RUNTIMED).await;
-        let as_a =
-            support::client_for(&tokens::token_kubeconfig(dir.path(), "a", &token_a, &ns)).await;
-        let unbound = support::client_for(&tokens::token_kubeconfig(
-            dir.path(),
-            "unbound",
-            &token_unbound,
-            &ns,
-        ))
-        .await;
-        await_enforced(&ns, &[&as_a, &unbound]).await;
+        let token_a = tokens::pod_bound_token(&admin, &ns.name, RUNTIMED, &pod_a).await;
+        let token_unbound = tokens::unbound_token(&admin, &ns.name, RUNTIMED).await;
+        let kubeconfig = |file, token| tokens::token_kubeconfig(dir.path(), file, token, &ns.name);
+        let as_a = support::client_for(&kubeconfig("a", &token_a)).await;
+        let unbound = support::client_for(&kubeconfig("unbound", &token_unbound)).await;
+        await_enforced(&ns.name, &[&as_a, &unbound]).await;
         Fixture {
-            admin,
             ns,
+            admin,
             pod_a,
             pod_b,
             as_a,
@@ -85,48 +82,42 @@ impl Fixture {
     }
 
     fn runs(&self, client: &Client) -> Api<Run> {
-        Api::namespaced(client.clone(), &self.ns)
+        Api::namespaced(client.clone(), &self.ns.name)
     }
 
     fn leases(&self, client: &Client) -> Api<Lease> {
-        Api::namespaced(client.clone(), &self.ns)
+        Api::namespaced(client.clone(), &self.ns.name)
     }
 
     fn identity(&self, pod: &Pod) -> Identity {
         Identity {
             pod_name: pod.name_any(),
-            namespace: self.ns.clone(),
+            namespace: self.ns.name.clone(),
             pod_uid: pod.uid().unwrap(),
         }
     }
 
-    /// Creates a Run and, as the scheduler would, gives it `phase` on `pod` (no status when
-    /// `phase` is None). Returns it as stored.
-    async fn run(&self, name: &str, phase: Option<&str>, pod: Option<&Pod>) -> Run {
-        world::run(name, "python")
-            .labels(&[("team", "a")])
-            .create(&self.admin, &self.ns)
-            .await;
-        if let Some(phase) = phase {
-            let mut status = json!({"phase": phase});
-            if let Some(pod) = pod {
-                status["podName"] = json!(pod.name_any());
-                status["podUID"] = json!(pod.uid().unwrap());
-            }
-            self.runs(&self.admin)
-                .patch_status(
-                    name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"status": status})),
-                )
-                .await
-                .unwrap_or_else(|e| panic!("bind Run {name}: {e}"));
-        }
-        self.get(name).await
+    /// A Run of this fixture (labelled `team=a`), Pending and unbound.
+    fn run(&self, name: &str) -> RunBuilder {
+        run(name).labels(&[("team", "a")])
+    }
+
+    /// [`Self::run`] as the scheduler binds it: Scheduled on `pod`, with the Pod's real UID.
+    fn on(&self, name: &str, pod: &Pod) -> RunBuilder {
+        self.run(name)
+            .on(&pod.name_any())
+            .pod_uid(&pod.uid().unwrap())
+    }
+
+    /// Creates the Run (and writes its status, if it has one, as the scheduler would).
+    /// Returns it as stored.
+    async fn create(&self, run: RunBuilder) -> Run {
+        run.create(&self.ns).await;
+        self.get(run.name()).await
     }
 
     async fn get(&self, name: &str) -> Run {
-        self.runs(&self.admin).get(name).await.unwrap()
+        self.ns.get_run(name).await
     }
 
     /// Asserts that the Run was not written since `before` (same resourceVersion).
@@ -198,24 +189,13 @@ impl Fixture {
     }
 }
 
-/// A Runtime Pod object running as kruntimes-runtimed (there is no kubelet: it never runs).
-async fn runtime_pod(client: &Client, ns: &str, name: &str) -> Pod {
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {
-            "name": name,
-            "labels": {"kruntimes.io/runtime": "python", "kruntimes.io/runtime-pod": name},
-            "annotations": {"kruntimes.io/capacity.runs": "4"},
-        },
-        "spec": {
-            "serviceAccountName": RUNTIMED,
-            "containers": [{"name": "runtimed", "image": "kruntimes.invalid/runtimed"}]
-        }
-    }))
-    .unwrap();
-    Api::<Pod>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &pod)
-        .await
-        .unwrap_or_else(|e| panic!("create Pod {ns}/{name}: {e}"))
+/// A Runtime Pod object running as kruntimes-runtimed with a capacity of 4 runs, as created
+/// (there is no kubelet: it never runs, has no status and no heartbeat).
+async fn runtime_pod(ns: &TestNs, name: &str) -> Pod {
+    let mut pod = pod(name).capacity(&[("runs", 4)]).build();
+    pod.spec.as_mut().unwrap().service_account_name = Some(RUNTIMED.into());
+    pod.status = None;
+    create_in(ns, pod).await
 }
 
 /// Asserts that spec, labels and status of `now` are those of `before`.
@@ -227,6 +207,15 @@ fn assert_run_content(now: &Run, before: &Run) {
         "Run {} changed",
         before.name_any()
     );
+}
+
+/// `object` as the body of a create in `ns` by a client other than the admin: in `ns`, its UID
+/// left to the API server, as [`create_in`] sends it for the admin.
+fn body<K: Resource>(mut object: K, ns: &TestNs) -> K {
+    let meta = object.meta_mut();
+    meta.namespace = Some(ns.name.clone());
+    meta.uid = None;
+    object
 }
 
 fn write_params() -> PostParams {
@@ -324,49 +313,41 @@ fn apply(manifest: &str, ns: Option<&str>) {
 /// `ns`): the policy and its binding become active a moment after they are created, RBAC and
 /// new tokens a moment after theirs. Probes with a server-side dry run, which persists nothing.
 async fn await_enforced(ns: &str, clients: &[&Client]) {
-    let deadline = Instant::now() + WAIT;
-    for client in clients {
-        let probe: Lease =
-            serde_json::from_value(json!({"metadata": {"name": "policy-probe"}})).unwrap();
-        let dry_run = PostParams {
-            dry_run: true,
-            ..Default::default()
-        };
-        let leases: Api<Lease> = Api::namespaced((*client).clone(), ns);
-        loop {
-            let last = match leases.create(&dry_run, &probe).await {
-                Err(kube::Error::Api(s)) if s.message.contains(POLICY_DENIED) => break,
-                other => format!("{other:?}"),
-            };
-            assert!(
-                Instant::now() < deadline,
-                "the policy kruntimes-runtimed is not enforced after {WAIT:?}: {last}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
+    let probe: Lease =
+        serde_json::from_value(json!({"metadata": {"name": "policy-probe"}})).unwrap();
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let leases: Vec<Api<Lease>> = clients
+        .iter()
+        .map(|client| Api::namespaced((*client).clone(), ns))
+        .collect();
+    let what = "the policy kruntimes-runtimed to be enforced for every token";
+    eventually(WAIT, what, async || {
+        for (i, leases) in leases.iter().enumerate() {
+            match leases.create(&dry_run, &probe).await {
+                Err(kube::Error::Api(s)) if s.message.contains(POLICY_DENIED) => {}
+                other => return Err(format!("token {i}: {other:?}")),
+            }
         }
-    }
+        Ok(())
+    })
+    .await
 }
 
 /// Waits until `probe` stops failing with 401/403 (RBAC and tokens are cached briefly).
-async fn await_allowed<T: Debug, F: Future<Output = kube::Result<T>>>(
-    what: &str,
-    mut probe: impl FnMut() -> F,
-) {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        match probe().await {
-            Ok(_) => return,
-            Err(kube::Error::Api(s)) if (s.code == 401 || s.code == 403) => {
-                assert!(
-                    Instant::now() < deadline,
-                    "{what} is still refused after {WAIT:?}: {}",
-                    s.message
-                );
-            }
+async fn await_allowed<T: Debug>(what: &str, mut probe: impl AsyncFnMut() -> kube::Result<T>) {
+    let allowed = format!("{what} to be allowed");
+    eventually(WAIT, &allowed, async || {
+        let probed = probe().await;
+        match probed {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if (s.code == 401 || s.code == 403) => Err(s.message),
             Err(e) => panic!("{what}: {e}"),
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -378,7 +359,7 @@ async fn every_write_runtimed_makes_is_allowed_with_its_pod_token() {
     let a = f.identity(&f.pod_a);
 
     // Claim, then end: Scheduled -> Running -> Succeeded.
-    let run = f.run("ok", Some("Scheduled"), Some(&f.pod_a)).await;
+    let run = f.create(f.on("ok", &f.pod_a)).await;
     let claimed = f.write_status(&f.as_a, &run, claim).await.unwrap();
     assert_eq!(claimed.phase(), RunPhase::Running);
     // A retry whose first attempt landed: the same claim again, and a write that changes nothing.
@@ -395,7 +376,7 @@ async fn every_write_runtimed_makes_is_allowed_with_its_pod_token() {
     assert_eq!(done.phase(), RunPhase::Succeeded);
 
     // A Scheduled Run that cannot start ends without running (invalid task or request).
-    let run = f.run("no-task", Some("Scheduled"), Some(&f.pod_a)).await;
+    let run = f.create(f.on("no-task", &f.pod_a)).await;
     let failed = f
         .write_status(
             &f.as_a,
@@ -407,7 +388,7 @@ async fn every_write_runtimed_makes_is_allowed_with_its_pod_token() {
     assert_eq!(failed.phase(), RunPhase::Failed);
 
     // A Run left Running by an earlier runtimed (or killed at shutdown) is failed.
-    let run = f.run("left-over", Some("Running"), Some(&f.pod_a)).await;
+    let run = f.create(f.on("left-over", &f.pod_a).running()).await;
     let failed = f
         .write_status(
             &f.as_a,
@@ -451,7 +432,7 @@ async fn a_pod_token_cannot_write_other_pods_runs_nor_make_transitions_runtimed_
     let (a, b) = (f.identity(&f.pod_a), f.identity(&f.pod_b));
 
     // The status of a Run assigned to Pod B: neither claimed nor ended.
-    let of_b = f.run("of-b", Some("Scheduled"), Some(&f.pod_b)).await;
+    let of_b = f.create(f.on("of-b", &f.pod_b)).await;
     let says = format!(
         "runtimed of Pod {ns}/pod-a may update only Runs assigned to its Pod: Run {ns}/of-b has status.podName/podUID pod-b (UID {}), not pod-a (UID {})",
         b.pod_uid, a.pod_uid
@@ -469,7 +450,7 @@ async fn a_pod_token_cannot_write_other_pods_runs_nor_make_transitions_runtimed_
     f.assert_run_unchanged(&of_b).await;
 
     // A Pending Run: not assigned to anyone, so not Pod A's to start.
-    let pending = f.run("pending", None, None).await;
+    let pending = f.create(f.run("pending")).await;
     let set_running_on_a = |s: &mut RunStatus| {
         s.pod_name = Some(a.pod_name.clone());
         s.pod_uid = Some(a.pod_uid.clone());
@@ -483,7 +464,7 @@ async fn a_pod_token_cannot_write_other_pods_runs_nor_make_transitions_runtimed_
     );
     f.assert_run_unchanged(&pending).await;
     // Even a Pending Run that still names Pod A (a placement taken back) is not A's to start.
-    let taken_back = f.run("taken-back", Some("Pending"), Some(&f.pod_a)).await;
+    let taken_back = f.create(f.on("taken-back", &f.pod_a).pending()).await;
     assert_refused(
         f.write_status(&f.as_a, &taken_back, claim).await,
         &format!("may not change Run {ns}/taken-back from phase Pending to Running this way"),
@@ -491,7 +472,7 @@ async fn a_pod_token_cannot_write_other_pods_runs_nor_make_transitions_runtimed_
     f.assert_run_unchanged(&taken_back).await;
 
     // Pod A's own Run cannot be moved to Pod B, nor given up.
-    let mine = f.run("mine", Some("Scheduled"), Some(&f.pod_a)).await;
+    let mine = f.create(f.on("mine", &f.pod_a)).await;
     let to_b = |s: &mut RunStatus| {
         s.pod_name = Some(b.pod_name.clone());
         s.pod_uid = Some(b.pod_uid.clone());
@@ -612,7 +593,7 @@ async fn a_pod_token_cannot_create_renew_or_delete_another_pods_lease_or_hold_it
 async fn a_pod_token_cannot_change_a_runs_spec_or_labels_even_with_edit_rights() {
     let f = Fixture::new("policy-spec").await;
     let ns = &f.ns;
-    let mine = f.run("mine", Some("Running"), Some(&f.pod_a)).await;
+    let mine = f.create(f.on("mine", &f.pod_a).running()).await;
     let relabel = json!({"metadata": {"labels": {"team": "b"}}, "spec": {"runtime": "other"}});
     let runs = f.runs(&f.as_a);
 
@@ -638,29 +619,22 @@ async fn a_pod_token_cannot_change_a_runs_spec_or_labels_even_with_edit_rights()
     let binding: RoleBinding = serde_json::from_value(json!({
         "metadata": {"name": "runtimed-edit-by-mistake"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kruntimes-edit"},
-        "subjects": [{"kind": "ServiceAccount", "name": RUNTIMED, "namespace": ns}]
+        "subjects": [{"kind": "ServiceAccount", "name": RUNTIMED, "namespace": ns.name}]
     }))
     .unwrap();
-    Api::<RoleBinding>::namespaced(f.admin.clone(), ns)
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
-    let deadline = Instant::now() + WAIT;
-    let refused = loop {
-        match runs
+    create_in(ns, binding).await;
+    let refused = eventually(WAIT, "the RoleBinding to take effect", async || {
+        let relabeled = runs
             .patch("mine", &PatchParams::default(), &Patch::Merge(&relabel))
-            .await
-        {
+            .await;
+        match relabeled {
             Err(kube::Error::Api(s)) if s.message.contains("cannot patch resource") => {
-                assert!(
-                    Instant::now() < deadline,
-                    "the RoleBinding never took effect"
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                Err(s.message)
             }
-            other => break other,
+            other => Ok(other),
         }
-    };
+    })
+    .await;
     let only = format!(
         "runtimed of Pod {ns}/pod-a may write only the status of Runs assigned to its Pod and its own heartbeat Lease; "
     );
@@ -675,7 +649,7 @@ async fn a_pod_token_cannot_change_a_runs_spec_or_labels_even_with_edit_rights()
         runs.delete("mine", &DeleteParams::default()).await,
         &format!("{only}DELETE of runs mine is refused"),
     );
-    let new_run = world::run("new", "python").build();
+    let new_run = body(run("new").build(), ns);
     assert_refused(
         runs.create(&PostParams::default(), &new_run).await,
         &format!("{only}CREATE of runs new is refused"),
@@ -688,38 +662,30 @@ async fn a_pod_token_cannot_change_a_runs_spec_or_labels_even_with_edit_rights()
 async fn a_pod_token_cannot_write_in_another_namespace_even_with_rights_there() {
     let f = Fixture::new("policy-home").await;
     let a = f.identity(&f.pod_a);
-    let elsewhere = support::namespace(&f.admin, "policy-elsewhere").await;
+    let elsewhere = TestNs::new("policy-elsewhere").await;
     // runtimed's Role in the other namespace, bound to this namespace's service account.
-    apply("deploy/runtimed-rbac.yaml", Some(&elsewhere));
+    apply("deploy/runtimed-rbac.yaml", Some(&elsewhere.name));
     let binding: RoleBinding = serde_json::from_value(json!({
         "metadata": {"name": "visitor"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": RUNTIMED},
-        "subjects": [{"kind": "ServiceAccount", "name": RUNTIMED, "namespace": f.ns}]
+        "subjects": [{"kind": "ServiceAccount", "name": RUNTIMED, "namespace": f.ns.name}]
     }))
     .unwrap();
-    Api::<RoleBinding>::namespaced(f.admin.clone(), &elsewhere)
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
+    create_in(&elsewhere, binding).await;
     let there = Identity {
-        namespace: elsewhere.clone(),
+        namespace: elsewhere.name.clone(),
         ..a.clone()
     };
-    let leases: Api<Lease> = Api::namespaced(f.as_a.clone(), &elsewhere);
-    let deadline = Instant::now() + WAIT;
-    let refused = loop {
-        let result = f.apply_lease_in(&leases, &there, &a.pod_uid).await;
-        match &result {
+    let leases: Api<Lease> = Api::namespaced(f.as_a.clone(), &elsewhere.name);
+    let refused = eventually(WAIT, "the RoleBinding to take effect", async || {
+        match f.apply_lease_in(&leases, &there, &a.pod_uid).await {
             Err(kube::Error::Api(s)) if s.message.contains("cannot patch resource") => {
-                assert!(
-                    Instant::now() < deadline,
-                    "the RoleBinding never took effect"
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                Err(s.message)
             }
-            _ => break result,
+            other => Ok(other),
         }
-    };
+    })
+    .await;
     assert_refused(
         refused,
         &format!(
@@ -728,7 +694,8 @@ async fn a_pod_token_cannot_write_in_another_namespace_even_with_rights_there() 
         ),
     );
     assert!(
-        Api::<Lease>::namespaced(f.admin.clone(), &elsewhere)
+        elsewhere
+            .api::<Lease>()
             .get_opt("pod-a")
             .await
             .unwrap()
@@ -743,8 +710,8 @@ async fn a_token_of_the_runtimed_service_account_not_bound_to_a_pod_can_write_no
     let not_bound =
         "a kruntimes-runtimed service account may write only with a token bound to its Runtime Pod";
 
-    let scheduled = f.run("scheduled", Some("Scheduled"), Some(&f.pod_a)).await;
-    let running = f.run("running", Some("Running"), Some(&f.pod_a)).await;
+    let scheduled = f.create(f.on("scheduled", &f.pod_a)).await;
+    let running = f.create(f.on("running", &f.pod_a).running()).await;
     assert_refused(
         f.write_status(&f.unbound, &scheduled, claim).await,
         not_bound,
@@ -806,165 +773,84 @@ fn scheduler_kubeconfig(dir: &Path) -> PathBuf {
     tokens::token_kubeconfig(dir, "scheduler", token.trim(), "kruntimes-system")
 }
 
-/// `runtimed` as the built binary with a kubeconfig; its log goes to a file.
-struct Runtimed {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Runtimed {
-    fn start(kubeconfig: &Path, ns: &str, pod: &Pod, log: PathBuf) -> Runtimed {
-        let file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(support::binary())
-            .args([
-                "runtimed",
-                "--heartbeat-interval",
-                "1s",
-                "--shutdown-grace",
-                "1s",
-            ])
-            .env("KUBECONFIG", kubeconfig)
-            .env("NO_COLOR", "1")
-            .env("RUST_LOG", "info")
-            .env("POD_NAME", pod.name_any())
-            .env("POD_NAMESPACE", ns)
-            .env("POD_UID", pod.uid().unwrap())
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .spawn()
-            .expect("start kubectl-kruntimes runtimed");
-        Runtimed { child, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn signal(&self, signal: i32) {
-        // SAFETY: plain kill(2) on our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, signal) };
-    }
-
-    async fn wait(&mut self) -> std::process::ExitStatus {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "runtimed did not exit:\n{}",
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for Runtimed {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The Lease `name` in `ns` as read by the admin, when it exists.
-async fn lease(client: &Client, ns: &str, name: &str) -> Option<Lease> {
-    Api::<Lease>::namespaced(client.clone(), ns)
-        .get_opt(name)
-        .await
-        .unwrap()
+/// Kills runtimed outright, with no chance to clean up (as a crash would).
+fn sigkill(runtimed: &RuntimedProcess) {
+    let pid = i32::try_from(runtimed.pid()).expect("a pid fits i32");
+    // SAFETY: plain kill(2) on our own child's pid.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
 }
 
 #[tokio::test]
 async fn runtimed_lives_its_whole_life_under_the_policy_with_the_scheduler() {
-    support::install_crds();
-    let admin = support::client().await;
-    let ns = support::namespace(&admin, "policy-life").await;
+    let ns = TestNs::new("policy-life").await;
     let dir = tempfile::tempdir().unwrap();
-    apply("deploy/runtimed-rbac.yaml", Some(&ns));
+    apply("deploy/runtimed-rbac.yaml", Some(&ns.name));
     let scheduler = scheduler_kubeconfig(dir.path());
-    let runtime: Runtime = serde_json::from_value(json!({
-        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime",
-        "metadata": {"name": "python"},
-        "spec": {"replicas": 1, "capacity": {"resources": {"runs": "4"}},
-                 "template": {"spec": {"serviceAccountName": RUNTIMED,
-                                       "containers": [{"name": "runtimed", "image": "kruntimes.invalid/runtimed"}]}}}
-    }))
-    .unwrap();
-    Api::<Runtime>::namespaced(admin.clone(), &ns)
-        .create(&PostParams::default(), &runtime)
-        .await
-        .unwrap();
+    let mut python = runtime("python").capacity(&[("runs", 4)]).build();
+    let template = python.spec.template.spec.as_mut().expect("a Pod template");
+    template.service_account_name = Some(RUNTIMED.into());
+    create_in(&ns, python).await;
     // The scheduler runs with its own service account: the policy does not apply to it.
-    let _scheduler = SchedulerProcess::start_as(&scheduler, &ns, 2, None, "policy").await;
-    let pod = world::runtime_pods(&admin, &ns, "python", 1)
-        .await
-        .remove(0);
+    let _scheduler = SchedulerProcess::start_as(&scheduler, &ns.name, 2, None, "policy").await;
+    let pod = ns.runtime_pods("python", 1).await.remove(0);
     let (pod_name, pod_uid) = (pod.name_any(), pod.uid().unwrap());
-    world::set_ready(&admin, &ns, &pod_name, true).await;
-    let token = tokens::pod_bound_token(&admin, &ns, RUNTIMED, &pod).await;
-    let kubeconfig = tokens::token_kubeconfig(dir.path(), "runtimed", &token, &ns);
+    ns.set_ready(&pod_name, true).await;
+    let token = tokens::pod_bound_token(&ns.client, &ns.name, RUNTIMED, &pod).await;
+    let kubeconfig = tokens::token_kubeconfig(dir.path(), "runtimed", &token, &ns.name);
     let as_pod = support::client_for(&kubeconfig).await;
-    await_enforced(&ns, &[&as_pod]).await;
+    await_enforced(&ns.name, &[&as_pod]).await;
 
-    let mut runtimed = Runtimed::start(&kubeconfig, &ns, &pod, dir.path().join("runtimed-1.log"));
+    // `-v`: info, so that every refusal runtimed meets is in its log.
+    let args = ["-v", "--heartbeat-interval", "1s", "--shutdown-grace", "1s"];
+    let mut runtimed = RuntimedProcess::start_as(&kubeconfig, &pod, &args);
 
     // Heartbeat: the Lease named after the Pod, held by its UID, renewed.
-    let deadline = Instant::now() + WAIT;
+    let leases = ns.api::<Lease>();
     let mut renewals = Vec::new();
-    while renewals.len() < 2 {
-        if let Some(spec) = lease(&admin, &ns, &pod_name).await.and_then(|l| l.spec) {
+    eventually(WAIT, "a renewed heartbeat", async || {
+        let lease = leases.get_opt(&pod_name).await.unwrap();
+        if let Some(spec) = lease.and_then(|l| l.spec) {
             assert_eq!(spec.holder_identity.as_deref(), Some(pod_uid.as_str()));
             if renewals.last() != Some(&spec.renew_time) {
                 renewals.push(spec.renew_time);
             }
         }
-        assert!(
-            Instant::now() < deadline,
-            "no renewed heartbeat:\n{}",
-            runtimed.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        if renewals.len() >= 2 {
+            Ok(())
+        } else {
+            let log = runtimed.log_tail();
+            Err(format!(
+                "renewals {renewals:?}\n--- runtimed log ---\n{log}"
+            ))
+        }
+    })
+    .await;
 
     // Claim, run and report: success, an exit code, and a task that cannot start (ended while
     // still Scheduled).
-    world::run("ok", "python").create(&admin, &ns).await;
-    let mut exit3 = world::run("exit-3", "python").build();
-    exit3
-        .spec
-        .mode
-        .as_mut()
-        .unwrap()
-        .task
-        .as_mut()
-        .unwrap()
-        .args = vec!["sh".into(), "-c".into(), "exit 3".into()];
-    Api::<Run>::namespaced(admin.clone(), &ns)
-        .create(&PostParams::default(), &exit3)
-        .await
-        .unwrap();
-    let mut no_task = world::run("no-task", "python").build();
+    run("ok").create(&ns).await;
+    run("exit-3")
+        .task(&["sh", "-c", "exit 3"])
+        .create(&ns)
+        .await;
+    // No mode at all (the builder's `no_task` writes an empty one).
+    let mut no_task = run("no-task").build();
     no_task.spec.mode = None;
-    Api::<Run>::namespaced(admin.clone(), &ns)
-        .create(&PostParams::default(), &no_task)
-        .await
-        .unwrap();
+    create_in(&ns, no_task).await;
     let ended = |runs: &[Run], name: &str| {
         runs.iter()
             .find(|r| r.name_any() == name && r.phase().is_terminal())
             .map(|r| r.status.clone().unwrap())
     };
-    let (ok, exit3, no_task) = wait_runs(&admin, &ns, WAIT, "three Runs ended", |runs| {
-        Some((
-            ended(runs, "ok")?,
-            ended(runs, "exit-3")?,
-            ended(runs, "no-task")?,
-        ))
-    })
-    .await;
+    let (ok, exit3, no_task) = ns
+        .wait_runs(WAIT, "three Runs ended", |runs| {
+            Some((
+                ended(runs, "ok")?,
+                ended(runs, "exit-3")?,
+                ended(runs, "no-task")?,
+            ))
+        })
+        .await;
     assert_eq!(
         (ok.phase, ok.exit_code, ok.pod_name.as_deref()),
         (Some(RunPhase::Succeeded), Some(0), Some(pod_name.as_str()))
@@ -983,54 +869,39 @@ async fn runtimed_lives_its_whole_life_under_the_policy_with_the_scheduler() {
     );
 
     // Restart: a Run left Running by the killed agent is failed by the next one.
-    let mut long = world::run("long", "python").build();
-    long.spec.mode.as_mut().unwrap().task.as_mut().unwrap().args =
-        vec!["sleep".into(), "30".into()];
-    Api::<Run>::namespaced(admin.clone(), &ns)
-        .create(&PostParams::default(), &long)
-        .await
-        .unwrap();
-    wait_runs(&admin, &ns, WAIT, "long Running", |runs| {
+    run("long").task(&["sleep", "30"]).create(&ns).await;
+    ns.wait_runs(WAIT, "long Running", |runs| {
         (world::phase_of(runs, "long") == Some(RunPhase::Running)).then_some(())
     })
     .await;
-    runtimed.signal(libc::SIGKILL);
-    runtimed.wait().await;
+    sigkill(&runtimed);
+    runtimed.wait(WAIT).await;
     let first_log = runtimed.log();
-    let mut runtimed = Runtimed::start(&kubeconfig, &ns, &pod, dir.path().join("runtimed-2.log"));
-    let long = wait_runs(
-        &admin,
-        &ns,
-        WAIT,
-        "long failed by the next runtimed",
-        |runs| ended(runs, "long"),
-    )
-    .await;
+    let mut runtimed = RuntimedProcess::start_as(&kubeconfig, &pod, &args);
+    let long = ns
+        .wait_runs(WAIT, "long failed by the next runtimed", |runs| {
+            ended(runs, "long")
+        })
+        .await;
     assert_eq!(
         (long.phase, long.reason.as_deref()),
         (Some(RunPhase::Failed), Some(reasons::RUNTIMED_RESTARTED))
     );
 
     // SIGTERM: a Run killed at shutdown is failed and the Lease is deleted.
-    let mut last = world::run("last", "python").build();
-    last.spec.mode.as_mut().unwrap().task.as_mut().unwrap().args =
-        vec!["sleep".into(), "30".into()];
-    Api::<Run>::namespaced(admin.clone(), &ns)
-        .create(&PostParams::default(), &last)
-        .await
-        .unwrap();
-    wait_runs(&admin, &ns, WAIT, "last Running", |runs| {
+    run("last").task(&["sleep", "30"]).create(&ns).await;
+    ns.wait_runs(WAIT, "last Running", |runs| {
         (world::phase_of(runs, "last") == Some(RunPhase::Running)).then_some(())
     })
     .await;
-    runtimed.signal(libc::SIGTERM);
-    let status = runtimed.wait().await;
+    runtimed.sigterm();
+    let status = runtimed.wait(WAIT).await;
     assert!(
         status.success(),
         "runtimed after SIGTERM: {status}\n{}",
         runtimed.log()
     );
-    let last = world::get_run(&admin, &ns, "last").await.status.unwrap();
+    let last = ns.get_run("last").await.status.unwrap();
     assert_eq!(
         (last.phase, last.reason.as_deref()),
         (
@@ -1039,7 +910,7 @@ async fn runtimed_lives_its_whole_life_under_the_policy_with_the_scheduler() {
         )
     );
     assert!(
-        lease(&admin, &ns, &pod_name).await.is_none(),
+        leases.get_opt(&pod_name).await.unwrap().is_none(),
         "the heartbeat Lease was not deleted:\n{}",
         runtimed.log()
     );
@@ -1058,11 +929,9 @@ async fn runtimed_lives_its_whole_life_under_the_policy_with_the_scheduler() {
 
 #[tokio::test]
 async fn people_who_can_edit_create_runs_viewers_explain_and_nobody_writes_status() {
-    support::install_crds();
-    let admin = support::client().await;
+    let ns = TestNs::new("policy-people").await;
     // What kube-controller-manager would do (there is none here): fill view/edit/admin.
-    roles::aggregate_cluster_roles(&admin).await;
-    let ns = support::namespace(&admin, "policy-people").await;
+    roles::aggregate_cluster_roles(&ns.client).await;
     let dir = tempfile::tempdir().unwrap();
     for (user, role) in [("alice", "edit"), ("bob", "view")] {
         let binding: RoleBinding = serde_json::from_value(json!({
@@ -1071,43 +940,36 @@ async fn people_who_can_edit_create_runs_viewers_explain_and_nobody_writes_statu
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
         }))
         .unwrap();
-        Api::<RoleBinding>::namespaced(admin.clone(), &ns)
-            .create(&PostParams::default(), &binding)
-            .await
-            .unwrap();
+        create_in(&ns, binding).await;
     }
-    let alice_kubeconfig = tokens::user_kubeconfig(dir.path(), "alice", &ns);
-    let bob_kubeconfig = tokens::user_kubeconfig(dir.path(), "bob", &ns);
+    let alice_kubeconfig = tokens::user_kubeconfig(dir.path(), "alice", &ns.name);
+    let bob_kubeconfig = tokens::user_kubeconfig(dir.path(), "bob", &ns.name);
     let alice = support::client_for(&alice_kubeconfig).await;
     let bob = support::client_for(&bob_kubeconfig).await;
     for (who, client) in [("alice", &alice), ("bob", &bob)] {
-        let runs: Api<Run> = Api::namespaced(client.clone(), &ns);
-        await_allowed(&format!("{who} listing Runs"), || {
-            let runs = runs.clone();
-            async move { runs.list(&Default::default()).await }
+        let runs: Api<Run> = Api::namespaced(client.clone(), &ns.name);
+        await_allowed(&format!("{who} listing Runs"), async || {
+            runs.list(&Default::default()).await
         })
         .await;
     }
 
     // alice (edit) creates a Runtime and a Run and reads them back.
-    let runtime: Runtime = serde_json::from_value(json!({
-        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime",
-        "metadata": {"name": "python"},
-        "spec": {"replicas": 0, "capacity": {"resources": {"runs": "4"}},
-                 "template": {"spec": {"containers": [{"name": "runtimed", "image": "kruntimes.invalid/runtimed"}]}}}
-    }))
-    .unwrap();
-    Api::<Runtime>::namespaced(alice.clone(), &ns)
-        .create(&PostParams::default(), &runtime)
+    let python = runtime("python").replicas(0).capacity(&[("runs", 4)]);
+    Api::<Runtime>::namespaced(alice.clone(), &ns.name)
+        .create(&PostParams::default(), &body(python.build(), &ns))
         .await
         .unwrap();
-    let train = world::run("train", "python").create(&alice, &ns).await;
-    Api::<Runtime>::namespaced(alice.clone(), &ns)
+    let train = Api::<Run>::namespaced(alice.clone(), &ns.name)
+        .create(&PostParams::default(), &body(run("train").build(), &ns))
+        .await
+        .unwrap();
+    Api::<Runtime>::namespaced(alice.clone(), &ns.name)
         .get("python")
         .await
         .unwrap();
     // A Runtime Pod with a heartbeat, as the scheduler and runtimed would make them.
-    world::ready_pod(&admin, &ns, "python", "python-0", &[("runs", 4)]).await;
+    pod("python-0").capacity(&[("runs", 4)]).create(&ns).await;
 
     // Both can explain it.
     for (who, kubeconfig) in [("alice", &alice_kubeconfig), ("bob", &bob_kubeconfig)] {
@@ -1130,15 +992,15 @@ async fn people_who_can_edit_create_runs_viewers_explain_and_nobody_writes_statu
     }
 
     // bob (view) cannot create a Run.
-    let other = world::run("other", "python").build();
+    let other = body(run("other").build(), &ns);
     assert_forbidden_by_rbac(
-        Api::<Run>::namespaced(bob.clone(), &ns)
+        Api::<Run>::namespaced(bob.clone(), &ns.name)
             .create(&PostParams::default(), &other)
             .await,
         "User \"bob\" cannot create resource \"runs\"",
     );
     // Neither writes runs/status: no placing or finishing a Run by hand.
-    let before = world::get_run(&admin, &ns, "train").await;
+    let before = ns.get_run("train").await;
     for (who, client) in [("alice", &alice), ("bob", &bob)] {
         let mut placed = train.clone();
         placed.metadata.resource_version = before.resource_version();
@@ -1147,13 +1009,13 @@ async fn people_who_can_edit_create_runs_viewers_explain_and_nobody_writes_statu
             ..Default::default()
         });
         assert_forbidden_by_rbac(
-            Api::<Run>::namespaced(client.clone(), &ns)
+            Api::<Run>::namespaced(client.clone(), &ns.name)
                 .replace_status("train", &PostParams::default(), &placed)
                 .await,
             &format!("User \"{who}\" cannot update resource \"runs/status\""),
         );
         assert_forbidden_by_rbac(
-            Api::<Run>::namespaced(client.clone(), &ns)
+            Api::<Run>::namespaced(client.clone(), &ns.name)
                 .patch_status(
                     "train",
                     &PatchParams::default(),
@@ -1163,6 +1025,6 @@ async fn people_who_can_edit_create_runs_viewers_explain_and_nobody_writes_statu
             &format!("User \"{who}\" cannot patch resource \"runs/status\""),
         );
     }
-    let after = world::get_run(&admin, &ns, "train").await;
+    let after = ns.get_run("train").await;
     assert_eq!(after.resource_version(), before.resource_version());
 }

@@ -7,7 +7,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -18,9 +18,10 @@ use kube::{Client, ResourceExt as _};
 use serde::Deserialize as _;
 use serde_json::json;
 
-use kruntimes::api::{FIELD_MANAGER, Run, RunPhase, Runtime};
+use kruntimes::api::{FIELD_MANAGER, Run, RunPhase, RunStatus};
+use kruntimes::testing::{pod, run, runtime};
 use support::tokens;
-use support::world::{self, free_port, http_get, wait_runs};
+use support::world::{self, Create, RuntimedProcess, TestNs, create_in, eventually, http_get};
 
 const WAIT: Duration = Duration::from_secs(60);
 const NOT_RESTRICTED: &str = "Runtime Pods are not restricted: ValidatingAdmissionPolicy kruntimes-runtimed is not installed in";
@@ -58,6 +59,17 @@ async fn crds_only(client: &Client) {
     );
 }
 
+/// A fresh namespace on this binary's control plane. Not [`TestNs::new`]: that runs `install`,
+/// which would apply the policy.
+async fn namespace(client: &Client, prefix: &str) -> TestNs {
+    crds_only(client).await;
+    let name = support::namespace(client, prefix).await;
+    TestNs {
+        client: client.clone(),
+        name,
+    }
+}
+
 /// `kubectl apply -f` of a manifest of this repository in `ns`.
 fn apply(manifest: &str, ns: &str) {
     let path = format!("{}/{manifest}", env!("CARGO_MANIFEST_DIR"));
@@ -80,7 +92,7 @@ struct Scheduler {
 
 impl Scheduler {
     async fn start(kubeconfig: &Path, ns: &str, log: PathBuf) -> Scheduler {
-        let health = free_port();
+        let health = support::free_port();
         let file = std::fs::File::create(&log).unwrap();
         let child = Command::new(support::binary())
             .args([
@@ -101,21 +113,23 @@ impl Scheduler {
             .spawn()
             .expect("start the scheduler binary");
         let mut scheduler = Scheduler { child, log };
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Ok(Some(status)) = scheduler.child.try_wait() {
+        let what = "the scheduler to answer /readyz with 200";
+        eventually(WAIT, what, async || {
+            if let Some(status) = scheduler.child.try_wait().unwrap() {
                 panic!("scheduler exited early ({status}):\n{}", scheduler.log());
             }
-            if let Ok((200, _)) = http_get(health, "/readyz").await {
-                return scheduler;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the scheduler never became ready:\n{}",
+            let answer = match http_get(health, "/readyz").await {
+                Ok((200, _)) => return Ok(()),
+                Ok((code, body)) => format!("{code} {body}"),
+                Err(e) => e.to_string(),
+            };
+            Err(format!(
+                "{answer}\n--- scheduler log ---\n{}",
                 scheduler.log()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+            ))
+        })
+        .await;
+        scheduler
     }
 
     fn log(&self) -> String {
@@ -136,73 +150,54 @@ impl Drop for Scheduler {
 }
 
 /// A Runtime `python` of one Pod running as kruntimes-runtimed, capacity 4 runs.
-async fn runtime(client: &Client, ns: &str) {
-    let runtime: Runtime = serde_json::from_value(json!({
-        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime",
-        "metadata": {"name": "python"},
-        "spec": {"replicas": 1, "capacity": {"resources": {"runs": "4"}},
-                 "template": {"spec": {"serviceAccountName": "kruntimes-runtimed",
-                                       "containers": [{"name": "runtimed", "image": "kruntimes.invalid/runtimed"}]}}}
-    }))
-    .unwrap();
-    Api::<Runtime>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &runtime)
-        .await
-        .unwrap();
+async fn runtimed_runtime(ns: &TestNs) {
+    let mut python = runtime("python").capacity(&[("runs", 4)]).build();
+    let template = python.spec.template.spec.as_mut().expect("a Pod template");
+    template.service_account_name = Some("kruntimes-runtimed".into());
+    create_in(ns, python).await;
 }
 
 #[tokio::test]
 async fn without_the_policy_kruntimes_works_and_the_scheduler_warns_once_that_pods_are_unrestricted()
  {
     let admin = support::client().await;
-    crds_only(&admin).await;
-    let ns = support::namespace(&admin, "no-policy").await;
+    let ns = namespace(&admin, "no-policy").await;
     let dir = tempfile::tempdir().unwrap();
-    apply("deploy/runtimed-rbac.yaml", &ns);
-    runtime(&admin, &ns).await;
+    apply("deploy/runtimed-rbac.yaml", &ns.name);
+    runtimed_runtime(&ns).await;
     let scheduler = Scheduler::start(
         &support::control_plane().kubeconfig,
-        &ns,
+        &ns.name,
         dir.path().join("scheduler.log"),
     )
     .await;
 
     // runtimed with its Pod-bound token runs a Run end to end.
-    let pod = world::runtime_pods(&admin, &ns, "python", 1)
-        .await
-        .remove(0);
-    world::set_ready(&admin, &ns, &pod.name_any(), true).await;
-    let token = tokens::pod_bound_token(&admin, &ns, "kruntimes-runtimed", &pod).await;
-    let kubeconfig = tokens::token_kubeconfig(dir.path(), "runtimed", &token, &ns);
-    let mut runtimed = Command::new(support::binary())
-        .args(["runtimed", "--heartbeat-interval", "1s"])
-        .env("KUBECONFIG", &kubeconfig)
-        .env("RUST_LOG", "warn")
-        .env("POD_NAME", pod.name_any())
-        .env("POD_NAMESPACE", &ns)
-        .env("POD_UID", pod.uid().unwrap())
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    world::run("r", "python").create(&admin, &ns).await;
-    let status = wait_runs(&admin, &ns, WAIT, "r succeeded", |runs| {
-        runs.iter()
-            .find(|r| r.name_any() == "r" && r.phase() == RunPhase::Succeeded)
-            .and_then(|r| r.status.clone())
-    })
-    .await;
-    let _ = runtimed.kill();
-    let _ = runtimed.wait();
+    let pod = ns.runtime_pods("python", 1).await.remove(0);
+    ns.set_ready(&pod.name_any(), true).await;
+    let token = tokens::pod_bound_token(&admin, &ns.name, "kruntimes-runtimed", &pod).await;
+    let kubeconfig = tokens::token_kubeconfig(dir.path(), "runtimed", &token, &ns.name);
+    let heartbeat = ["--heartbeat-interval", "1s"];
+    let runtimed = RuntimedProcess::start_as(&kubeconfig, &pod, &heartbeat);
+    run("r").create(&ns).await;
+    let status = ns
+        .wait_runs(WAIT, "r succeeded", |runs| {
+            runs.iter()
+                .find(|r| r.name_any() == "r" && r.phase() == RunPhase::Succeeded)
+                .and_then(|r| r.status.clone())
+        })
+        .await;
+    drop(runtimed);
     assert_eq!(status.pod_name.as_deref(), Some(pod.name_any().as_str()));
 
     // What the warning is about: the same token may end a Run that is not its Pod's.
-    world::run("stranger", "python").create(&admin, &ns).await;
-    let as_pod = Api::<Run>::namespaced(support::client_for(&kubeconfig).await, &ns);
-    let deadline = Instant::now() + WAIT;
-    loop {
+    run("stranger").create(&ns).await;
+    let as_pod = Api::<Run>::namespaced(support::client_for(&kubeconfig).await, &ns.name);
+    let what = "the Pod's token to end the Run stranger";
+    eventually(WAIT, what, async || {
         // The scheduler may write the Run meanwhile (409): read it again and retry.
         let mut taken = as_pod.get("stranger").await.unwrap();
-        taken.status = Some(kruntimes::api::RunStatus {
+        taken.status = Some(RunStatus {
             phase: Some(RunPhase::Succeeded),
             ..Default::default()
         });
@@ -210,11 +205,12 @@ async fn without_the_policy_kruntimes_works_and_the_scheduler_warns_once_that_po
             .replace_status("stranger", &PostParams::default(), &taken)
             .await
         {
-            Ok(_) => break,
-            Err(kube::Error::Api(s)) if s.code == 409 && Instant::now() < deadline => {}
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => Err(s.message),
             Err(e) => panic!("without the policy a Pod's token may write any Run: {e}"),
         }
-    }
+    })
+    .await;
 
     assert_eq!(
         scheduler.lines_with(NOT_RESTRICTED),
@@ -234,8 +230,7 @@ async fn without_the_policy_kruntimes_works_and_the_scheduler_warns_once_that_po
 #[tokio::test]
 async fn a_scheduler_that_cannot_read_the_policy_says_so_once_and_schedules_anyway() {
     let admin = support::client().await;
-    crds_only(&admin).await;
-    let ns = support::namespace(&admin, "no-policy-read").await;
+    let ns = namespace(&admin, "no-policy-read").await;
     let dir = tempfile::tempdir().unwrap();
 
     // The shipped scheduler ClusterRole minus its rule on the admission policy.
@@ -265,54 +260,36 @@ async fn a_scheduler_that_cannot_read_the_policy_says_so_once_and_schedules_anyw
         .unwrap();
     let sa: ServiceAccount =
         serde_json::from_value(json!({"metadata": {"name": "scheduler"}})).unwrap();
-    Api::<ServiceAccount>::namespaced(admin.clone(), &ns)
-        .create(&PostParams::default(), &sa)
-        .await
-        .unwrap();
+    create_in(&ns, sa).await;
     let binding: ClusterRoleBinding = serde_json::from_value(json!({
         "metadata": {"name": name},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": "scheduler", "namespace": ns}]
+        "subjects": [{"kind": "ServiceAccount", "name": "scheduler", "namespace": ns.name}]
     }))
     .unwrap();
     Api::<ClusterRoleBinding>::all(admin.clone())
         .create(&PostParams::default(), &binding)
         .await
         .unwrap();
-    let token = tokens::unbound_token(&admin, &ns, "scheduler").await;
-    let kubeconfig = tokens::token_kubeconfig(dir.path(), "scheduler", &token, &ns);
+    let token = tokens::unbound_token(&admin, &ns.name, "scheduler").await;
+    let kubeconfig = tokens::token_kubeconfig(dir.path(), "scheduler", &token, &ns.name);
 
     // A Runtime Pod made here (the Runtime keeps 0 of its own), Ready with a heartbeat.
-    world::ready_pod(&admin, &ns, "python", "python-0", &[("runs", 4)]).await;
-    let runtime: Runtime = serde_json::from_value(json!({
-        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime",
-        "metadata": {"name": "python"},
-        "spec": {"replicas": 0, "capacity": {"resources": {"runs": "4"}},
-                 "template": {"spec": {"containers": [{"name": "runtimed", "image": "kruntimes.invalid/runtimed"}]}}}
-    }))
-    .unwrap();
-    Api::<Runtime>::namespaced(admin.clone(), &ns)
-        .create(&PostParams::default(), &runtime)
-        .await
-        .unwrap();
+    pod("python-0").capacity(&[("runs", 4)]).create(&ns).await;
+    let python = runtime("python").replicas(0).capacity(&[("runs", 4)]);
+    python.create(&ns).await;
     // RBAC is cached briefly: retry until the token may list Runs before starting.
-    let runs: Api<Run> = Api::namespaced(support::client_for(&kubeconfig).await, &ns);
-    let deadline = Instant::now() + WAIT;
-    while let Err(e) = runs.list(&Default::default()).await {
-        assert!(
-            Instant::now() < deadline,
-            "the scheduler's RBAC never took effect: {e}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let runs: Api<Run> = Api::namespaced(support::client_for(&kubeconfig).await, &ns.name);
+    eventually(WAIT, "the scheduler's RBAC to take effect", async || {
+        runs.list(&Default::default()).await.map(|_| ())
+    })
+    .await;
 
-    let scheduler = Scheduler::start(&kubeconfig, &ns, dir.path().join("scheduler.log")).await;
-    world::run("r", "python").create(&admin, &ns).await;
-    wait_runs(&admin, &ns, WAIT, "r Scheduled on python-0", |runs| {
-        runs.iter()
-            .find(|r| r.name_any() == "r")
-            .and_then(|r| r.active_pod().map(str::to_string))
-            .filter(|p| p == "python-0")
+    let log = dir.path().join("scheduler.log");
+    let scheduler = Scheduler::start(&kubeconfig, &ns.name, log).await;
+    run("r").create(&ns).await;
+    ns.wait_runs(WAIT, "r Scheduled on python-0", |runs| {
+        world::pod_of(runs, "r").filter(|p| p == "python-0")
     })
     .await;
     assert_eq!(
