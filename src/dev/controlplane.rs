@@ -98,6 +98,8 @@ pub enum Error {
     },
     #[error("kubeconfig {}: {reason}", path.display())]
     Kubeconfig { path: PathBuf, reason: String },
+    #[error("the control plane has no process {name:?}; its processes are etcd and kube-apiserver")]
+    NoSuchProcess { name: String },
 }
 
 fn io(doing: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
@@ -489,6 +491,8 @@ struct Process {
     name: &'static str,
     child: Child,
     log: PathBuf,
+    /// What it was started with, so it can be started again on the same data and ports.
+    args: Vec<String>,
 }
 
 /// A running etcd + kube-apiserver pair. Dropping it stops both.
@@ -587,8 +591,50 @@ impl ControlPlane {
         let child = cmd
             .spawn()
             .map_err(io(format!("cannot start {}", bin.display())))?;
-        self.processes.push(Process { name, child, log });
+        self.processes.push(Process {
+            name,
+            child,
+            log,
+            args: args.to_vec(),
+        });
         Ok(())
+    }
+
+    /// SIGKILLs `name` (`etcd` or `kube-apiserver`), as a crash would, and reaps it. Its data,
+    /// certificates and ports stay: [`ControlPlane::restart`] starts it again on them.
+    pub fn kill(&mut self, name: &str) -> Result<()> {
+        let process = self.process(name)?;
+        let _ = process.child.kill();
+        let _ = process.child.wait();
+        Ok(())
+    }
+
+    /// Starts `name` again with the arguments it was first started with (same data
+    /// directory, ports and certificates), killing it first if it still runs. Call from the
+    /// thread that started the control plane (see [`kill_with_parent_thread`]).
+    pub fn restart(&mut self, name: &str) -> Result<()> {
+        self.kill(name)?;
+        let i = self.position(name)?;
+        let old = self.processes.remove(i);
+        self.spawn(old.name, &old.args)?;
+        // Keep the order: etcd, then kube-apiserver, so `stop` stops the server first.
+        let new = self.processes.pop().expect("just spawned");
+        self.processes.insert(i, new);
+        Ok(())
+    }
+
+    fn position(&self, name: &str) -> Result<usize> {
+        self.processes
+            .iter()
+            .position(|p| p.name == name)
+            .ok_or_else(|| Error::NoSuchProcess {
+                name: name.to_string(),
+            })
+    }
+
+    fn process(&mut self, name: &str) -> Result<&mut Process> {
+        let i = self.position(name)?;
+        Ok(&mut self.processes[i])
     }
 
     /// Process ids of etcd and kube-apiserver.

@@ -73,10 +73,10 @@ pub struct Scheduler {
     enqueued_at: Mutex<HashMap<ObjectRef<Run>, Instant>>,
     /// Consecutive failed reconciles per key, for exponential retry backoff.
     failures: Mutex<HashMap<ObjectRef<Run>, u32>>,
-    runs_synced: AtomicBool,
-    runtimes_synced: AtomicBool,
-    pods_synced: AtomicBool,
-    leases_synced: AtomicBool,
+    runs: WatchHealth,
+    runtimes: WatchHealth,
+    pods: WatchHealth,
+    leases: WatchHealth,
 }
 
 impl Scheduler {
@@ -89,19 +89,18 @@ impl Scheduler {
             queue: Mutex::new(None),
             enqueued_at: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
-            runs_synced: AtomicBool::new(false),
-            runtimes_synced: AtomicBool::new(false),
-            pods_synced: AtomicBool::new(false),
-            leases_synced: AtomicBool::new(false),
+            runs: WatchHealth::default(),
+            runtimes: WatchHealth::default(),
+            pods: WatchHealth::default(),
+            leases: WatchHealth::default(),
         })
     }
 
     /// Ready once every watch has delivered its initial list.
     pub fn caches_synced(&self) -> bool {
-        self.runs_synced.load(Ordering::Acquire)
-            && self.runtimes_synced.load(Ordering::Acquire)
-            && self.pods_synced.load(Ordering::Acquire)
-            && self.leases_synced.load(Ordering::Acquire)
+        [&self.runs, &self.runtimes, &self.pods, &self.leases]
+            .iter()
+            .all(|w| w.synced.load(Ordering::Acquire))
     }
 
     fn api<K>(&self) -> Api<K>
@@ -188,12 +187,13 @@ impl Scheduler {
 
     /// The one watch→index loop: feeds every event of one watched kind into the cache, wakes
     /// the Pending Runs it concerns, then hands the event to `after` (the Run watch's queue
-    /// side). Marks `synced` after the first complete list.
+    /// side). Keeps `health`: synced after the first complete list, broken from a watch error
+    /// until the next complete list.
     async fn watch_into_index<K>(
         self: Arc<Self>,
         events: impl Stream<Item = watcher::Result<watcher::Event<K>>>,
         what: &'static str,
-        synced: fn(&Self) -> &AtomicBool,
+        health: fn(&Self) -> &WatchHealth,
         after: fn(&Self, &IndexEvent<K>),
     ) where
         K: Indexed,
@@ -205,6 +205,7 @@ impl Scheduler {
                 Ok(event) => buffer.feed(event),
                 Err(e) => {
                     warn!("{what} watch: {e}");
+                    health(&self).broken.store(true, Ordering::Release);
                     None
                 }
             };
@@ -218,7 +219,7 @@ impl Scheduler {
             self.wake(changes);
             after(&self, &event);
             if matches!(event, IndexEvent::Reset(_)) {
-                synced(&self).store(true, Ordering::Release);
+                health(&self).listed(jiff::Timestamp::now());
             }
         }
     }
@@ -228,27 +229,27 @@ impl Scheduler {
         let events = watcher(self.api::<Run>(), watcher::Config::default())
             .default_backoff()
             .reflect(writer);
-        self.watch_into_index(events, "run", |s| &s.runs_synced, Self::on_run_event)
+        self.watch_into_index(events, "run", |s| &s.runs, Self::on_run_event)
             .await;
     }
 
     async fn watch_pods(self: Arc<Self>) {
         let config = watcher::Config::default().labels(LABEL_RUNTIME);
         let events = watcher(self.api::<Pod>(), config).default_backoff();
-        self.watch_into_index(events, "runtime pod", |s| &s.pods_synced, |_, _| {})
+        self.watch_into_index(events, "runtime pod", |s| &s.pods, |_, _| {})
             .await;
     }
 
     async fn watch_runtimes(self: Arc<Self>) {
         let events = watcher(self.api::<Runtime>(), watcher::Config::default()).default_backoff();
-        self.watch_into_index(events, "runtime", |s| &s.runtimes_synced, |_, _| {})
+        self.watch_into_index(events, "runtime", |s| &s.runtimes, |_, _| {})
             .await;
     }
 
     async fn watch_leases(self: Arc<Self>) {
         let config = watcher::Config::default().labels(LABEL_RUNTIME_POD);
         let events = watcher(self.api::<Lease>(), config).default_backoff();
-        self.watch_into_index(events, "heartbeat lease", |s| &s.leases_synced, |_, _| {})
+        self.watch_into_index(events, "heartbeat lease", |s| &s.leases, |_, _| {})
             .await;
     }
 
@@ -300,7 +301,15 @@ impl Scheduler {
             let (expired, next) = self.cache.expiries(last, now);
             last = now;
             self.wake(expired.into());
-            for lost in self.cache.lost_runs(now, grace) {
+            // Heartbeats count as stale only for as long as the scheduler could see them: not
+            // while the Pod or Lease watch is broken (an API-server outage hides renewals),
+            // and from their last complete list on.
+            let observed_since = [&self.pods, &self.leases]
+                .iter()
+                .map(|w| w.observed_since(now))
+                .max()
+                .unwrap_or(now);
+            for lost in self.cache.lost_runs(now, grace, observed_since) {
                 self.heal_one(&store, lost).await;
             }
             let until_next = next
@@ -355,6 +364,34 @@ impl Scheduler {
             Err(e) => {
                 warn!(run = %lost.name, namespace = %lost.namespace, "cannot heal the Run of a lost Runtime Pod: {e}; retrying")
             }
+        }
+    }
+}
+
+/// What the scheduler knows of one of its watches.
+#[derive(Debug, Default)]
+struct WatchHealth {
+    /// The first complete list has been applied.
+    synced: AtomicBool,
+    /// The watch failed and has not completed a list since.
+    broken: AtomicBool,
+    /// When the last complete list was applied.
+    listed_at: Mutex<Option<jiff::Timestamp>>,
+}
+
+impl WatchHealth {
+    fn listed(&self, now: jiff::Timestamp) {
+        *self.listed_at.lock().unwrap() = Some(now);
+        self.broken.store(false, Ordering::Release);
+        self.synced.store(true, Ordering::Release);
+    }
+
+    /// Since when what this watch shows can be trusted: its last complete list, or `now`
+    /// while it is broken or has never listed.
+    fn observed_since(&self, now: jiff::Timestamp) -> jiff::Timestamp {
+        match *self.listed_at.lock().unwrap() {
+            Some(at) if !self.broken.load(Ordering::Acquire) => at,
+            _ => now,
         }
     }
 }

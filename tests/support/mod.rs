@@ -48,6 +48,36 @@ pub struct ControlPlane {
 /// The processes, stopped when the test binary exits.
 static RUNNING: Mutex<Option<(cp::ControlPlane, PathBuf)>> = Mutex::new(None);
 static CONTROL_PLANE: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
+/// Fault injection on the control-plane thread (see [`fault`]).
+static FAULTS: OnceLock<Mutex<FaultSender>> = OnceLock::new();
+type FaultSender = std::sync::mpsc::Sender<(Fault, std::sync::mpsc::Sender<Result<(), String>>)>;
+
+/// A fault injected into this binary's control plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// SIGKILL the process (`etcd` or `kube-apiserver`), as a crash would.
+    Kill(&'static str),
+    /// Start it again on the same data directory, ports and certificates.
+    Restart(&'static str),
+}
+
+/// Injects `fault` and returns once it is done. The processes are (re)started on the
+/// long-lived control-plane thread, so `PR_SET_PDEATHSIG` keeps them tied to this binary.
+pub fn fault(fault: Fault) {
+    control_plane();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    FAULTS
+        .get()
+        .expect("the control-plane thread takes faults")
+        .lock()
+        .unwrap()
+        .send((fault, done_tx))
+        .expect("the control-plane thread is alive");
+    let done = done_rx.recv().expect("the control-plane thread answers");
+    if let Err(e) = done {
+        panic!("fault {fault:?} failed: {e}");
+    }
+}
 
 /// The control plane of this test binary, started on first use.
 ///
@@ -57,10 +87,24 @@ pub fn control_plane() -> &'static ControlPlane {
         // Processes are spawned from a thread that lives as long as the test binary, because
         // PR_SET_PDEATHSIG fires when the spawning *thread* exits, and test threads do.
         let (tx, rx) = std::sync::mpsc::channel();
+        let (faults_tx, faults_rx) = std::sync::mpsc::channel();
+        let _ = FAULTS.set(Mutex::new(faults_tx));
         std::thread::Builder::new()
             .name("control-plane".into())
             .spawn(move || {
                 let _ = tx.send(start());
+                for (fault, done) in faults_rx {
+                    let mut running = RUNNING.lock().unwrap();
+                    let result = match running.as_mut() {
+                        Some((running, _)) => match fault {
+                            Fault::Kill(name) => running.kill(name),
+                            Fault::Restart(name) => running.restart(name),
+                        }
+                        .map_err(|e| e.to_string()),
+                        None => Err("the control plane is not running".to_string()),
+                    };
+                    let _: Result<(), _> = done.send(result);
+                }
                 loop {
                     std::thread::park();
                 }

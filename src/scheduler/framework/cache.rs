@@ -230,8 +230,13 @@ impl SchedulerCache {
     }
 
     /// The active Runs whose Runtime Pod is lost (see [`Index::lost_runs`]).
-    pub fn lost_runs(&mut self, now: Timestamp, grace: SignedDuration) -> Vec<LostRun> {
-        self.index.lost_runs(now, grace)
+    pub fn lost_runs(
+        &mut self,
+        now: Timestamp,
+        grace: SignedDuration,
+        observed_since: Timestamp,
+    ) -> Vec<LostRun> {
+        self.index.lost_runs(now, grace, observed_since)
     }
 
     /// Records a Run event and reconciles the Run's assumption against it.
@@ -491,8 +496,13 @@ impl SharedCache {
         self.lock().reset(objs, now)
     }
 
-    pub fn lost_runs(&self, now: Timestamp, grace: SignedDuration) -> Vec<LostRun> {
-        self.lock().lost_runs(now, grace)
+    pub fn lost_runs(
+        &self,
+        now: Timestamp,
+        grace: SignedDuration,
+        observed_since: Timestamp,
+    ) -> Vec<LostRun> {
+        self.lock().lost_runs(now, grace, observed_since)
     }
 
     /// Heartbeat-expiry wakeups in `(after, until]` and the next expiry after `until`.

@@ -39,6 +39,18 @@ impl SchedulerProcess {
         leader_lease_ns: Option<&str>,
         identity: &str,
     ) -> Self {
+        Self::start_with(kubeconfig, ns, workers, leader_lease_ns, identity, &[]).await
+    }
+
+    /// [`Self::start_as`] with more `scheduler run` flags (e.g. `--pod-lost-grace=5s`).
+    pub async fn start_with(
+        kubeconfig: &Path,
+        ns: &str,
+        workers: u16,
+        leader_lease_ns: Option<&str>,
+        identity: &str,
+        extra: &[&str],
+    ) -> Self {
         let metrics_port = crate::support::free_port();
         let health_port = crate::support::free_port();
         let mut cmd = Command::new(crate::support::binary());
@@ -51,6 +63,7 @@ impl SchedulerProcess {
                 "--health-probe-bind-address=127.0.0.1:{health_port}"
             ))
             .arg(format!("--leader-election-identity={identity}"))
+            .args(extra)
             .stdin(Stdio::null());
         match leader_lease_ns {
             Some(lease_ns) => cmd.args([
@@ -164,9 +177,22 @@ impl RuntimedProcess {
     }
 
     pub fn sigterm(&self) {
+        self.signal(libc::SIGTERM);
+    }
+
+    /// Sends `signal` (e.g. SIGSTOP to freeze the agent, as a hung node would, SIGCONT to
+    /// thaw it).
+    pub fn signal(&self, signal: i32) {
         let pid = i32::try_from(self.pid()).expect("a pid fits i32");
-        // SAFETY: plain kill(2) on our own child's pid.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
+        // SAFETY: plain kill(2) on our own child's pid, which is not reaped yet.
+        unsafe { libc::kill(pid, signal) };
+    }
+
+    /// SIGKILLs the agent, as a crash would (its Runs' processes are orphaned, not told), and
+    /// reaps it.
+    pub fn crash(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Waits for the process to exit; returns its status.

@@ -597,8 +597,16 @@ impl Index {
     ///   lost node): every Run.
     ///
     /// How long a Pod has been without a Lease is counted from when this index first saw it
-    /// without one, so the call records that instant; otherwise it changes nothing.
-    pub fn lost_runs(&mut self, now: Timestamp, grace: SignedDuration) -> Vec<LostRun> {
+    /// without one, so the call records that instant; otherwise it changes nothing. Staleness
+    /// counts only from `observed_since` on: the instant from which the caller's watches of
+    /// Pods and Leases could be trusted (an API-server outage hides renewals; a Pod gone or
+    /// replaced is a definite event and does not wait).
+    pub fn lost_runs(
+        &mut self,
+        now: Timestamp,
+        grace: SignedDuration,
+        observed_since: Timestamp,
+    ) -> Vec<LostRun> {
         let mut lost = Vec::new();
         for (namespace, ns) in &mut self.namespaces {
             for slot in ns.slots.iter_mut().flatten() {
@@ -608,7 +616,8 @@ impl Index {
                 let stale_since = match slot.lease.as_ref().and_then(|l| l.expires_at) {
                     Some(at) => at,
                     None => *slot.lease_gone_at.get_or_insert(now),
-                };
+                }
+                .max(observed_since);
                 let stale_too_long = stale_since
                     .checked_add(grace)
                     .is_ok_and(|deadline| deadline <= now);
@@ -934,7 +943,7 @@ mod tests {
 
     fn lost(index: &mut Index, now: Timestamp) -> Vec<(String, bool, PodLoss)> {
         index
-            .lost_runs(now, GRACE)
+            .lost_runs(now, GRACE, NOW)
             .into_iter()
             .map(|l| (l.name, l.admitted, l.why))
             .collect()
@@ -1073,5 +1082,18 @@ mod tests {
         let mut index = Index::new();
         index.apply_pod(&marked);
         assert!(index.pod(NS, "p1").unwrap().deleting);
+    }
+
+    #[test]
+    fn staleness_counts_only_from_when_the_watches_could_be_trusted() {
+        let mut index = idx(&[pod("p1")], &[run("r").on("p1").running()]);
+        // The heartbeat lapsed at +35 s, but the watches were broken until +60 s (an API
+        // server outage hides renewals): the grace runs from +60 s.
+        let lost = |index: &mut Index, now| index.lost_runs(now, GRACE, at(60)).len();
+        assert_eq!(lost(&mut index, at(99)), 0);
+        assert_eq!(lost(&mut index, at(100)), 1);
+        // A Pod that is gone is lost at once, whatever the watches.
+        let mut gone = idx(&[], &[run("r").on("p1").running()]);
+        assert_eq!(gone.lost_runs(NOW, GRACE, at(60)).len(), 1);
     }
 }
