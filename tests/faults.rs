@@ -343,7 +343,7 @@ async fn a_pod_force_deleted_with_an_unclaimed_run_gets_it_placed_again() {
     let _shared = CONTROL_PLANE.read().await;
     let ns = TestNs::new("lostsched").await;
     // py-a has a heartbeat but no runtimed: a Run placed there stays Scheduled, unclaimed.
-    pod("py-a")
+    let py_a = pod("py-a")
         .runtime("sh")
         .capacity(&[("runs", 1)])
         .create(&ns)
@@ -363,7 +363,10 @@ async fn a_pod_force_deleted_with_an_unclaimed_run_gets_it_placed_again() {
     let mut pool = Pool {
         ns,
         agents: BTreeMap::new(),
-        capacity: HashMap::new(),
+        capacity: HashMap::from([(
+            "py-a".to_string(),
+            parse_capacity_annotations(py_a.annotations()).unwrap(),
+        )]),
     };
     let py_b = pod("py-b")
         .runtime("sh")
@@ -393,6 +396,7 @@ async fn a_pod_force_deleted_with_an_unclaimed_run_gets_it_placed_again() {
         "placed again on the live Pod"
     );
     watch.finish().await;
+    pool.capacity.remove("py-a");
     pool.assert_no_leaked_capacity("probe").await;
 }
 
@@ -520,6 +524,10 @@ async fn scaling_a_runtime_down_under_load_removes_idle_pods_first() {
     }
     let done = pool.all_done(&busy).await;
     assert_eq!(done["busy-00"].phase(), RunPhase::Succeeded);
+    eprintln!(
+        "scale 3 -> 1: the busy Pod {busy_pod} stayed, the 2 idle ones went; busy Run ended {:?}",
+        phases(&done)
+    );
     watch.finish().await;
     pool.assert_no_leaked_capacity("probe").await;
 }
