@@ -226,30 +226,6 @@ mod tests {
     use serde::Deserialize as _;
 
     #[test]
-    fn printed_yaml_holds_the_crds_the_user_roles_and_the_policy_in_apply_order() {
-        let yaml = manifests_yaml().unwrap();
-        let docs: Vec<(String, String)> = serde_yaml::Deserializer::from_str(&yaml)
-            .map(|d| {
-                let v = serde_json::Value::deserialize(d).unwrap();
-                (
-                    v["kind"].as_str().unwrap().to_string(),
-                    v["metadata"]["name"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect();
-        let expected = [
-            ("CustomResourceDefinition", "runtimes.kruntimes.io"),
-            ("CustomResourceDefinition", "runs.kruntimes.io"),
-            ("ClusterRole", "kruntimes-view"),
-            ("ClusterRole", "kruntimes-edit"),
-            ("ValidatingAdmissionPolicy", "kruntimes-runtimed"),
-            ("ValidatingAdmissionPolicyBinding", "kruntimes-runtimed"),
-        ]
-        .map(|(k, n)| (k.to_string(), n.to_string()));
-        assert_eq!(docs, expected);
-    }
-
-    #[test]
     fn parsing_the_user_roles_keeps_every_field_of_the_shipped_file() {
         let raw: Vec<serde_json::Value> = serde_yaml::Deserializer::from_str(USER_ROLES)
             .map(|d| serde_json::Value::deserialize(d).unwrap())

@@ -187,11 +187,16 @@ async fn wait_api(ns: &TestNs) {
     .await;
 }
 
-/// A burst of 40 short Runs on 2 Pods of `runs: 2`; `fault` strikes once 8 have succeeded.
-/// Every Run must succeed, with no overcommit at any event.
-async fn burst_survives(prefix: &str, fault: impl AsyncFnOnce(&TestNs)) {
+/// A burst of 40 short Runs on 2 Pods of `runs: 2` under the schedulers `start` returns;
+/// `fault` strikes once 8 have succeeded. Every Run must succeed, with no overcommit at any
+/// event and no capacity left held.
+async fn burst_survives(
+    prefix: &str,
+    start: impl AsyncFnOnce(&TestNs) -> Vec<SchedulerProcess>,
+    fault: impl AsyncFnOnce(&TestNs, &mut Vec<SchedulerProcess>),
+) {
     let ns = TestNs::new(prefix).await;
-    let _scheduler = scheduler(&ns, prefix).await;
+    let mut schedulers = start(&ns).await;
     let pool = Pool::start(ns, 2, &[("runs", 2)]).await;
     let watch = pool.overcommit_watch().await;
     let started = Instant::now();
@@ -200,7 +205,7 @@ async fn burst_survives(prefix: &str, fault: impl AsyncFnOnce(&TestNs)) {
         (count(runs, RunPhase::Succeeded) >= 8).then_some(())
     })
     .await;
-    fault(&pool.ns).await;
+    fault(&pool.ns, &mut schedulers).await;
     let healed = Instant::now();
     let done = pool.all_done(&names).await;
     let events = watch.finish_across_outages().await;
@@ -222,10 +227,15 @@ async fn burst_survives(prefix: &str, fault: impl AsyncFnOnce(&TestNs)) {
     pool.assert_no_leaked_capacity("probe").await;
 }
 
+/// One scheduler without leader election.
+async fn one_scheduler(ns: &TestNs) -> Vec<SchedulerProcess> {
+    vec![scheduler(ns, "only").await]
+}
+
 #[tokio::test]
 async fn kube_apiserver_killed_and_restarted_mid_burst_loses_no_result() {
     let _exclusive = CONTROL_PLANE.write().await;
-    burst_survives("apiserver", async |ns| {
+    burst_survives("apiserver", one_scheduler, async |ns, _| {
         support::fault(Fault::Kill("kube-apiserver"));
         // The outage itself: long enough for terminal writes and heartbeats to fail.
         tokio::time::sleep(Duration::from_secs(8)).await;
@@ -238,7 +248,7 @@ async fn kube_apiserver_killed_and_restarted_mid_burst_loses_no_result() {
 #[tokio::test]
 async fn etcd_restarted_mid_burst_loses_no_result() {
     let _exclusive = CONTROL_PLANE.write().await;
-    burst_survives("etcd", async |ns| {
+    burst_survives("etcd", one_scheduler, async |ns, _| {
         support::fault(Fault::Kill("etcd"));
         tokio::time::sleep(Duration::from_secs(4)).await;
         support::fault(Fault::Restart("etcd"));
@@ -250,59 +260,31 @@ async fn etcd_restarted_mid_burst_loses_no_result() {
 #[tokio::test]
 async fn the_scheduler_killed_mid_burst_and_restarted_places_every_run() {
     let _shared = CONTROL_PLANE.read().await;
-    let ns = TestNs::new("schedkill").await;
-    let mut first = scheduler(&ns, "first").await;
-    let pool = Pool::start(ns, 2, &[("runs", 2)]).await;
-    let watch = pool.overcommit_watch().await;
-    let names = pool.runs("r", 40, "sleep 0.3").await;
-    pool.until("8 Runs succeeded", |runs| {
-        (count(runs, RunPhase::Succeeded) >= 8).then_some(())
+    burst_survives("schedkill", one_scheduler, async |ns, schedulers| {
+        schedulers[0].kill();
+        schedulers[0] = scheduler(ns, "restarted").await;
     })
     .await;
-    first.kill();
-    let healed = Instant::now();
-    let _second = scheduler(&pool.ns, "second").await;
-    let done = pool.all_done(&names).await;
-    let events = watch.finish().await;
-    eprintln!(
-        "scheduler SIGKILL: 40 Runs; ended {:?}; healed {:.1}s after the restart; {events} events",
-        phases(&done),
-        healed.elapsed().as_secs_f64()
-    );
-    assert!(done.values().all(|r| r.phase() == RunPhase::Succeeded));
-    pool.assert_no_leaked_capacity("probe").await;
 }
 
 #[tokio::test]
 async fn leader_failover_mid_burst_with_two_replicas_places_every_run() {
     let _shared = CONTROL_PLANE.read().await;
-    let ns = TestNs::new("failover").await;
-    let kubeconfig = support::control_plane().kubeconfig.clone();
-    let lease_ns = Some(ns.name.as_str());
-    let mut leader =
-        SchedulerProcess::start_with(&kubeconfig, &ns.name, 4, lease_ns, "one", &[GRACE]).await;
-    ns.wait_leader("one", Duration::from_secs(20)).await;
-    let _standby =
-        SchedulerProcess::start_with(&kubeconfig, &ns.name, 4, lease_ns, "two", &[GRACE]).await;
-    let pool = Pool::start(ns, 2, &[("runs", 2)]).await;
-    let watch = pool.overcommit_watch().await;
-    let names = pool.runs("r", 40, "sleep 0.3").await;
-    pool.until("8 Runs succeeded", |runs| {
-        (count(runs, RunPhase::Succeeded) >= 8).then_some(())
+    let elected = async |ns: &TestNs, identity: &str| {
+        let kubeconfig = support::control_plane().kubeconfig.clone();
+        let lease_ns = Some(ns.name.as_str());
+        SchedulerProcess::start_with(&kubeconfig, &ns.name, 4, lease_ns, identity, &[GRACE]).await
+    };
+    let start = async |ns: &TestNs| {
+        let leader = elected(ns, "one").await;
+        ns.wait_leader("one", Duration::from_secs(20)).await;
+        vec![leader, elected(ns, "two").await]
+    };
+    burst_survives("failover", start, async |ns, schedulers| {
+        schedulers[0].kill();
+        ns.wait_leader("two", Duration::from_secs(20)).await;
     })
     .await;
-    leader.kill();
-    let healed = Instant::now();
-    pool.ns.wait_leader("two", Duration::from_secs(20)).await;
-    let done = pool.all_done(&names).await;
-    let events = watch.finish().await;
-    eprintln!(
-        "leader failover: 40 Runs; ended {:?}; healed {:.1}s after the leader died; {events} events",
-        phases(&done),
-        healed.elapsed().as_secs_f64()
-    );
-    assert!(done.values().all(|r| r.phase() == RunPhase::Succeeded));
-    pool.assert_no_leaked_capacity("probe").await;
 }
 
 #[tokio::test]

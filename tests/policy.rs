@@ -60,7 +60,7 @@ impl Fixture {
     async fn new(prefix: &str) -> Fixture {
         let ns = TestNs::new(prefix).await;
         let admin = ns.client.clone();
-        apply("deploy/runtimed-rbac.yaml", Some(&ns.name));
+        support::kubectl_apply("deploy/runtimed-rbac.yaml", Some(&ns.name));
         let pod_a = runtime_pod(&ns, "pod-a").await;
         let pod_b = runtime_pod(&ns, "pod-b").await;
         let dir = tempfile::tempdir().unwrap();
@@ -291,22 +291,6 @@ fn assert_forbidden_by_rbac<T: Debug>(result: kube::Result<T>, says: &str) {
         }
         other => panic!("expected RBAC to refuse ({says:?}), got {other:?}"),
     }
-}
-
-/// `kubectl apply -f` of a manifest of this repository, in `ns` when given.
-fn apply(manifest: &str, ns: Option<&str>) {
-    let path = format!("{}/{manifest}", env!("CARGO_MANIFEST_DIR"));
-    let mut cmd = support::kubectl();
-    cmd.args(["apply", "-f", &path]);
-    if let Some(ns) = ns {
-        cmd.args(["-n", ns]);
-    }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl apply {manifest}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Waits until the policy is enforced for each of `clients` (tokens of kruntimes-runtimed in
@@ -664,7 +648,7 @@ async fn a_pod_token_cannot_write_in_another_namespace_even_with_rights_there() 
     let a = f.identity(&f.pod_a);
     let elsewhere = TestNs::new("policy-elsewhere").await;
     // runtimed's Role in the other namespace, bound to this namespace's service account.
-    apply("deploy/runtimed-rbac.yaml", Some(&elsewhere.name));
+    support::kubectl_apply("deploy/runtimed-rbac.yaml", Some(&elsewhere.name));
     let binding: RoleBinding = serde_json::from_value(json!({
         "metadata": {"name": "visitor"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": RUNTIMED},
@@ -753,7 +737,7 @@ async fn a_token_of_the_runtimed_service_account_not_bound_to_a_pod_can_write_no
 /// token; applied once per test binary.
 fn scheduler_kubeconfig(dir: &Path) -> PathBuf {
     static APPLIED: OnceLock<()> = OnceLock::new();
-    APPLIED.get_or_init(|| apply("deploy/scheduler.yaml", None));
+    APPLIED.get_or_init(|| support::kubectl_apply("deploy/scheduler.yaml", None));
     let out = support::kubectl()
         .args([
             "create",
@@ -784,7 +768,7 @@ fn sigkill(runtimed: &RuntimedProcess) {
 async fn runtimed_lives_its_whole_life_under_the_policy_with_the_scheduler() {
     let ns = TestNs::new("policy-life").await;
     let dir = tempfile::tempdir().unwrap();
-    apply("deploy/runtimed-rbac.yaml", Some(&ns.name));
+    support::kubectl_apply("deploy/runtimed-rbac.yaml", Some(&ns.name));
     let scheduler = scheduler_kubeconfig(dir.path());
     let mut python = runtime("python").capacity(&[("runs", 4)]).build();
     let template = python.spec.template.spec.as_mut().expect("a Pod template");

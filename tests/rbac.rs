@@ -21,10 +21,10 @@ const GPU: &str = "example.com/gpu";
 async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
     let ns = TestNs::new("rbac").await;
     let dir = tempfile::tempdir().unwrap();
-    apply("deploy/scheduler.yaml", None);
+    support::kubectl_apply("deploy/scheduler.yaml", None);
     let kubeconfig = service_account_kubeconfig(&dir, "kruntimes-scheduler", "kruntimes-system");
 
-    apply("deploy/runtimed-rbac.yaml", Some(&ns.name));
+    support::kubectl_apply("deploy/runtimed-rbac.yaml", Some(&ns.name));
     let mut python = runtime("python").capacity(&[("runs", 2), (GPU, 1)]).build();
     let template = python.spec.template.spec.as_mut().expect("a Pod template");
     template.service_account_name = Some("kruntimes-runtimed".into());
@@ -76,22 +76,6 @@ async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
             "get {object}"
         );
     }
-}
-
-/// `kubectl apply -f` of a manifest of this repository, in `ns` when given.
-fn apply(manifest: &str, ns: Option<&str>) {
-    let path = format!("{}/{manifest}", env!("CARGO_MANIFEST_DIR"));
-    let mut cmd = support::kubectl();
-    cmd.args(["apply", "-f", &path]);
-    if let Some(ns) = ns {
-        cmd.args(["-n", ns]);
-    }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl apply {manifest}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A kubeconfig holding a real token of the service account `sa` in `ns` (TokenRequest).

@@ -280,14 +280,10 @@ impl RunBuilder {
         self.preferred(true, weight, labels)
     }
 
-    /// Scheduled on `pod` (active), bound to the Pod's default UID as Bind writes it (see
-    /// `pod_uid` for another incarnation).
+    /// Scheduled on `pod` (active); `status.podUID` stays unset unless `pod_uid` sets it.
     pub fn on(mut self, pod: &str) -> Self {
         self.phase = RunPhase::Scheduled;
         self.pod = Some(pod.to_string());
-        if self.pod_uid.is_none() {
-            self.pod_uid = Some(uid_or_default(&None, "pod-uid", pod));
-        }
         self
     }
 

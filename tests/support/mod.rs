@@ -177,6 +177,22 @@ pub fn kubectl() -> Command {
     cmd
 }
 
+/// `kubectl apply -f` of a manifest of this repository, in `ns` when given.
+pub fn kubectl_apply(manifest: &str, ns: Option<&str>) {
+    let path = format!("{}/{manifest}", env!("CARGO_MANIFEST_DIR"));
+    let mut cmd = kubectl();
+    cmd.args(["apply", "-f", &path]);
+    if let Some(ns) = ns {
+        cmd.args(["-n", ns]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl apply {manifest}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Installs the CRDs with the real binary and waits until they are Established.
 pub fn install_crds() {
     static DONE: OnceLock<()> = OnceLock::new();

@@ -959,7 +959,11 @@ mod tests {
 
     #[test]
     fn a_gone_or_replaced_pod_loses_every_run_at_once() {
-        let runs = [run("s").on("p1"), run("r").on("p1").running()];
+        // Bound to p1's default incarnation, as Bind writes it.
+        let runs = [
+            run("s").on("p1").pod_uid("pod-uid-p1"),
+            run("r").on("p1").pod_uid("pod-uid-p1").running(),
+        ];
         let mut gone = idx(&[], &runs);
         assert_eq!(
             lost(&mut gone, NOW),
