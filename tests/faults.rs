@@ -138,7 +138,33 @@ impl Pool {
             *m.entry(r.active_pod_or_last().to_string()).or_insert(0) += 1;
             m
         });
-        eprintln!("no leaked capacity: full-capacity probe ran on {per_pod:?}");
+        // And explain, reading only the API, sees no usage left on any Pod.
+        let probe = names.last().expect("a live Pod to probe");
+        let out = support::kruntimes()
+            .args([
+                "explain",
+                &format!("run/{probe}"),
+                "-n",
+                &self.ns.name,
+                "-o",
+                "json",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        for pod in report["pods"].as_array().unwrap() {
+            for resource in pod["resources"].as_array().unwrap() {
+                assert_eq!(resource["used"], 0, "explain shows usage left: {pod}");
+            }
+        }
+        eprintln!(
+            "no leaked capacity: a full-capacity probe ran on {per_pod:?}; explain shows zero usage on every Pod"
+        );
     }
 }
 
