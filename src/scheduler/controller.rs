@@ -624,7 +624,9 @@ async fn write_pending(api: &Api<Run>, run: &Run, message: &str) -> Result<(), E
     }
 }
 
-/// Retries a failed cycle with exponential backoff per Run: 200ms, 400ms, … up to 30s.
+/// Retries a failed cycle with exponential backoff per Run: 200ms, 400ms, … up to 10s
+/// (kube-scheduler's longest Pod backoff), so after an API-server outage every Run is retried
+/// within 10 s of its return.
 fn error_policy(run: Arc<Run>, error: &Error, scheduler: Arc<Scheduler>) -> Action {
     let mut failures = scheduler.failures.lock().unwrap();
     let n = failures
@@ -638,7 +640,7 @@ fn error_policy(run: Arc<Run>, error: &Error, scheduler: Arc<Scheduler>) -> Acti
 
 fn retry_delay(failures: u32) -> Duration {
     let exp = failures.saturating_sub(1).min(8);
-    Duration::from_millis(200 << exp).min(Duration::from_secs(30))
+    Duration::from_millis(200 << exp).min(Duration::from_secs(10))
 }
 
 /// Starts the watches now and the queue whenever `leading` resolves; runs until `shutdown`.
@@ -686,7 +688,7 @@ mod tests {
         assert_eq!(retry_delay(1), Duration::from_millis(200));
         assert_eq!(retry_delay(2), Duration::from_millis(400));
         assert_eq!(retry_delay(5), Duration::from_millis(3200));
-        assert_eq!(retry_delay(100), Duration::from_secs(30));
+        assert_eq!(retry_delay(100), Duration::from_secs(10));
     }
 
     #[test]
