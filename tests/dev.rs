@@ -425,19 +425,7 @@ fn dev_serves_kubectl_keeps_state_across_restarts_refuses_a_second_instance_and_
         ],
     );
     // The Pod host marks the Runtime Pods Running and Ready.
-    wait_kubectl(
-        &data,
-        &[
-            "get",
-            "pods",
-            "-n",
-            NS,
-            "-o",
-            r#"jsonpath={range .items[*]}{.status.phase}/{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}"#,
-        ],
-        "3 Runtime Pods Running and Ready",
-        |out| out.lines().filter(|l| *l == "Running/True").count() == 3,
-    );
+    wait_three_pods_ready(&data, "3 Runtime Pods Running and Ready");
     kubectl_apply(&data, &run_yaml("quick", "echo hello from quick"));
     kubectl_apply(&data, &run_yaml("long", "sleep 600"));
     wait_kubectl(
@@ -544,19 +532,7 @@ fn dev_serves_kubectl_keeps_state_across_restarts_refuses_a_second_instance_and_
     )
     .unwrap();
     assert!(log.contains("SIGTERM received"), "{log}");
-    wait_kubectl(
-        &data,
-        &[
-            "get",
-            "pods",
-            "-n",
-            NS,
-            "-o",
-            r#"jsonpath={range .items[*]}{.status.phase}/{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}"#,
-        ],
-        "a replacement Pod, Running and Ready",
-        |out| out.lines().filter(|l| *l == "Running/True").count() == 3,
-    );
+    wait_three_pods_ready(&data, "a replacement Pod, Running and Ready");
 
     // An agent that dies is restarted for the same Pod, and the Pod counts the restart. (One
     // without a running Run: a killed agent's task would outlive it.)
@@ -649,4 +625,21 @@ fn dev_serves_kubectl_keeps_state_across_restarts_refuses_a_second_instance_and_
     assert!(ok, "dev did not stop cleanly: {stderr}");
     let left = still_alive(&before);
     assert!(left.is_empty(), "processes left behind: {left:?}");
+}
+
+/// Waits until the demo Runtime's 3 Pods are Running and Ready (the Pod host marks them so).
+fn wait_three_pods_ready(data: &Path, what: &str) {
+    wait_kubectl(
+        data,
+        &[
+            "get",
+            "pods",
+            "-n",
+            NS,
+            "-o",
+            r#"jsonpath={range .items[*]}{.status.phase}/{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}"#,
+        ],
+        what,
+        |out| out.lines().filter(|l| *l == "Running/True").count() == 3,
+    );
 }

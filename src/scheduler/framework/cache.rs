@@ -229,16 +229,6 @@ impl SchedulerCache {
         K::reset(self, objs, now)
     }
 
-    /// The active Runs whose Runtime Pod is lost (see [`Index::lost_runs`]).
-    pub fn lost_runs(
-        &mut self,
-        now: Timestamp,
-        grace: SignedDuration,
-        observed_since: Timestamp,
-    ) -> Vec<LostRun> {
-        self.index.lost_runs(now, grace, observed_since)
-    }
-
     /// Records a Run event and reconciles the Run's assumption against it.
     pub fn apply_run(&mut self, run: &Run) -> RunChange {
         let mut change = self.index.apply_run(run);
@@ -496,13 +486,14 @@ impl SharedCache {
         self.lock().reset(objs, now)
     }
 
+    /// The active Runs whose Runtime Pod is lost (see [`Index::lost_runs`]).
     pub fn lost_runs(
         &self,
         now: Timestamp,
         grace: SignedDuration,
-        observed_since: Timestamp,
+        since: Timestamp,
     ) -> Vec<LostRun> {
-        self.lock().lost_runs(now, grace, observed_since)
+        self.lock().index.lost_runs(now, grace, since)
     }
 
     /// Heartbeat-expiry wakeups in `(after, until]` and the next expiry after `until`.
