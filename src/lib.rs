@@ -18,5 +18,6 @@ pub mod runtime_controller;
 pub mod runtimed;
 pub mod scheduler;
 pub mod signals;
+pub mod status;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
