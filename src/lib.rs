@@ -7,6 +7,7 @@ pub mod api;
 pub mod cli;
 pub mod complete;
 pub mod dev;
+pub mod events;
 pub mod explain;
 pub mod generate;
 pub mod install;

@@ -12,7 +12,9 @@ use serde_json::json;
 
 use kruntimes::api::RunPhase;
 use kruntimes::testing::{pod, run};
-use support::world::{Create, SchedulerProcess, TestNs, WAIT, eventually, sample};
+use support::world::{
+    self, Create, RuntimedProcess, SchedulerProcess, TestNs, WAIT, eventually, sample,
+};
 
 /// (reason, note, series count) of the Events regarding Run `name`, oldest first.
 async fn events_of(ns: &TestNs, name: &str) -> Vec<(String, String, i32)> {
@@ -106,19 +108,20 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
         )
         .unwrap_or(0.0)
     };
-    let before = attempts(&scheduler.metrics().await);
+    // One at a time: the queue coalesces a key's events while it waits.
     for i in 0..5 {
+        let before = attempts(&scheduler.metrics().await);
         ns.merge::<kruntimes::api::Run>(
             "waiter",
             json!({"metadata": {"annotations": {"touched": i.to_string()}}}),
         )
         .await;
+        eventually(WAIT, "one more unschedulable cycle", async || {
+            let n = attempts(&scheduler.metrics().await);
+            if n > before { Ok(()) } else { Err(n) }
+        })
+        .await;
     }
-    eventually(WAIT, "five more unschedulable cycles", async || {
-        let n = attempts(&scheduler.metrics().await);
-        if n >= before + 5.0 { Ok(()) } else { Err(n) }
-    })
-    .await;
     assert_eq!(
         events_of(&ns, "waiter").await,
         [("FailedScheduling".to_string(), full.to_string(), 1)]
@@ -179,6 +182,57 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
     )
     .await;
 
+    // runtimed admits, starts and completes it; a Run bound to the same full Pod by hand waits
+    // there until it is done.
+    let squeezed = run("squeezed")
+        .pod_uid(&py_a.uid().unwrap())
+        .on("py-a")
+        .create(&ns)
+        .await;
+    let runtimed = RuntimedProcess::start(&py_a, &[]);
+    ns.wait_runs(WAIT, "waiter and squeezed Succeeded", |runs| {
+        let done = |name| world::phase_of(runs, name) == Some(RunPhase::Succeeded);
+        (done("waiter") && done("squeezed")).then_some(())
+    })
+    .await;
+    let reasons = |events: &[(String, String, i32)]| {
+        events.iter().map(|(r, _, _)| r.clone()).collect::<Vec<_>>()
+    };
+    eventually(WAIT, "the whole story of waiter", async || {
+        let events = events_of(&ns, "waiter").await;
+        let want = [
+            "FailedScheduling",
+            "FailedScheduling",
+            "Scheduled",
+            "Admitted",
+            "Started",
+            "Completed",
+        ];
+        if reasons(&events) == want {
+            Ok(())
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
+    let events = eventually(WAIT, "squeezed waited, then ran", async || {
+        let events = events_of(&ns, "squeezed").await;
+        if reasons(&events) == ["Waiting", "Admitted", "Started", "Completed"] {
+            Ok(events)
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
+    assert!(
+        events[0]
+            .1
+            .starts_with("does not fit on Runtime Pod py-a now: "),
+        "{events:?}\n{}",
+        runtimed.log()
+    );
+    assert_eq!(squeezed.status.unwrap().pod_name.as_deref(), Some("py-a"));
+
     // The real kubectl tells the story, in order.
     let out = support::kubectl()
         .args(["describe", "run", "waiter", "-n", &ns.name])
@@ -196,9 +250,9 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
         .unwrap_or_else(|| panic!("{text}"));
     let lines: Vec<&str> = events
         .lines()
-        .filter(|l| l.contains("kruntimes-scheduler"))
+        .filter(|l| l.contains("kruntimes-scheduler") || l.contains("kruntimes-runtimed"))
         .collect();
-    assert_eq!(lines.len(), 3, "{events}");
+    assert_eq!(lines.len(), 6, "{events}");
     assert!(
         lines[0].contains("Warning")
             && lines[0].contains("FailedScheduling")
@@ -213,6 +267,16 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
         lines[2].contains("Normal")
             && lines[2].contains("Scheduled")
             && lines[2].contains("Assigned to Runtime Pod py-a"),
+        "{events}"
+    );
+    for (line, reason) in lines[3..].iter().zip(["Admitted", "Started", "Completed"]) {
+        assert!(
+            line.contains("Normal") && line.contains(reason) && line.contains("kruntimes-runtimed"),
+            "{events}"
+        );
+    }
+    assert!(
+        lines[5].contains("the process exited with code 0 (exit code 0)"),
         "{events}"
     );
 }

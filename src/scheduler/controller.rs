@@ -20,15 +20,16 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, Resource as _, ResourceExt};
+use kube::{Client, ResourceExt};
 use thiserror::Error;
 use tracing::{debug, info, warn};
 
 use crate::api::status;
 use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, RunPhase, Runtime, post_params};
+use crate::events::{RunEvents, reasons as event_reasons};
 use crate::metrics::{
     PENDING_BACKOFF, PENDING_QUEUED, PENDING_STATES, PENDING_UNSCHEDULABLE, POD_AVAILABLE,
     POD_UNAVAILABLE, STAGE_BIND, STAGE_RESERVE, SchedulerMetrics,
@@ -71,7 +72,7 @@ pub struct Scheduler {
     cache: SharedCache,
     metrics: SchedulerMetrics,
     /// Publishes the Events on Runs (events.k8s.io/v1, deduplicated into series).
-    recorder: Recorder,
+    events: RunEvents,
     options: Options,
     /// The queue's trigger channel while this replica leads; `None` on a standby.
     queue: Mutex<Option<UnboundedSender<ObjectRef<Run>>>>,
@@ -87,12 +88,12 @@ pub struct Scheduler {
 
 impl Scheduler {
     pub fn new(client: Client, metrics: SchedulerMetrics, options: Options) -> Arc<Self> {
-        let reporter = Reporter {
-            controller: REPORTING_CONTROLLER.into(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
         Arc::new(Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            events: RunEvents::new(
+                client.clone(),
+                crate::events::SCHEDULER,
+                std::env::var("POD_NAME").ok(),
+            ),
             client,
             cache: SharedCache::new(plugins::registry()),
             metrics,
@@ -141,32 +142,9 @@ impl Scheduler {
         }
     }
 
-    /// Publishes an Event on `run` without waiting: an Event is never worth delaying or
-    /// failing a cycle, so a failed write is only logged.
+    /// Publishes an Event on `run` in the background (see [`RunEvents`]).
     fn emit(&self, run: &Run, type_: EventType, reason: &str, action: &str, note: String) {
-        let mut regarding = run.object_ref(&());
-        // The recorder folds repeats into a series by comparing references whole; the
-        // resourceVersion changes with every status write.
-        regarding.resource_version = None;
-        // The recorder keys a series on (type, reason, action, reporter, Run), not the note, so
-        // a different note would be counted into an older series under that series' note; the
-        // note's digest in the action keeps each distinct message its own series (client-go's
-        // events library keys on the note itself).
-        let action = format!("{action}-{:08x}", digest(&note));
-        let event = Event {
-            type_,
-            reason: reason.to_string(),
-            note: Some(note.chars().take(1000).collect()),
-            action,
-            secondary: None,
-        };
-        let recorder = self.recorder.clone();
-        let name = run.name_any();
-        tokio::spawn(async move {
-            if let Err(e) = recorder.publish(&event, &regarding).await {
-                warn!(run = %name, namespace = ?regarding.namespace, "cannot publish the {} event: {e}", event.reason);
-            }
-        });
+        self.events.emit(run, type_, reason, action, note);
     }
 
     /// Sets the gauges from the Run store and the cache at `now`: Pending Runs by state and
@@ -516,18 +494,8 @@ impl WatchHealth {
     }
 }
 
-/// `reportingController` of the scheduler's Events.
-pub const REPORTING_CONTROLLER: &str = "kruntimes-scheduler";
-
 /// How often the gauges are refreshed.
 const GAUGE_PERIOD: Duration = Duration::from_secs(1);
-
-/// FNV-1a: a stable digest of an Event note (no randomness, unlike `DefaultHasher`).
-fn digest(text: &str) -> u32 {
-    text.bytes().fold(0x811c_9dc5u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    })
-}
 
 /// How often the lifecycle loop looks for Runs of lost Runtime Pods at the least.
 const LIFECYCLE_PERIOD: Duration = Duration::from_secs(1);
@@ -545,9 +513,6 @@ fn lost_message(lost: &LostRun, grace: Duration) -> String {
         ),
     }
 }
-
-/// The reason of the Event for a Run that does not fit anywhere (kube-scheduler's).
-pub const EVENT_FAILED_SCHEDULING: &str = "FailedScheduling";
 
 /// How long an Unschedulable Run waits for a wakeup before it is retried anyway.
 const UNSCHEDULABLE_RETRY: Duration = Duration::from_secs(60);
@@ -612,7 +577,7 @@ async fn schedule_one(
                 scheduler.emit(
                     run,
                     EventType::Warning,
-                    EVENT_FAILED_SCHEDULING,
+                    event_reasons::FAILED_SCHEDULING,
                     "Scheduling",
                     message,
                 );
@@ -697,7 +662,7 @@ async fn bind(
             scheduler.emit(
                 run,
                 EventType::Normal,
-                status::reasons::SCHEDULED,
+                event_reasons::SCHEDULED,
                 "Binding",
                 format!("Assigned to Runtime Pod {pod}"),
             );
