@@ -145,7 +145,7 @@ async fn frame(target: &Target, args: &StatusArgs, palette: &Palette) -> anyhow:
 
 fn humantime(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")
