@@ -1,7 +1,8 @@
 //! `status` against the real control plane: the built binary reads real objects; its Pending
 //! demand must be exactly what the running scheduler (the built binary too) writes on the Runs,
 //! its table matches the golden file (colors off), its JSON follows the documented structure,
-//! `--watch` draws a new frame when a Run finishes and stops cleanly on Ctrl-C, and `-A` stays
+//! `--watch` draws a new frame when a Run finishes, redraws in place on a pseudo-terminal and
+//! stops cleanly on Ctrl-C, and `-A` stays
 //! fast with 10,000 Runs.
 //!
 //! Each test has its own namespace; schedulers watch only that namespace.
@@ -404,4 +405,62 @@ async fn all_namespaces_stays_fast_with_ten_thousand_runs() {
         took < Duration::from_secs(10),
         "status -A took {took:?} with 10,000 Runs"
     );
+}
+
+#[tokio::test]
+async fn watch_on_a_terminal_redraws_in_place() {
+    use std::io::Read as _;
+    use std::os::fd::{FromRawFd as _, OwnedFd};
+
+    let ns = TestNs::new("st-tty").await;
+    pod("py-a").create(&ns).await;
+    let (mut master, mut slave) = (0, 0);
+    let opened = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(opened, 0, "openpty: {}", std::io::Error::last_os_error());
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let mut child = support::kruntimes()
+        .args(["status", "--watch", "--interval", "100ms", "-n", &ns.name])
+        .stdout(Stdio::from(slave))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut master = std::fs::File::from(master);
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    // Three frames, each homing the cursor and clearing the screen before it is drawn.
+    const CLEAR: &str = "\u{1b}[H\u{1b}[2J";
+    let mut seen = String::new();
+    let deadline = Instant::now() + WAIT;
+    while seen.matches(CLEAR).count() < 3 {
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .unwrap_or_else(|| panic!("three redraws on the terminal; got {seen:?}"));
+        let chunk = rx.recv_timeout(left).unwrap_or_else(|_| panic!("{seen:?}"));
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    for frame in seen.split(CLEAR).skip(1).take(2) {
+        assert!(
+            frame.starts_with("Every 100ms: kubectl kruntimes status"),
+            "{frame:?}"
+        );
+        assert!(frame.contains("Runtime python in namespace"), "{frame:?}");
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "exit status {status:?} after SIGINT");
 }
