@@ -2,8 +2,7 @@
 //! demand must be exactly what the running scheduler (the built binary too) writes on the Runs,
 //! its table matches the golden file (colors off), its JSON follows the documented structure,
 //! `--watch` draws a new frame when a Run finishes, redraws in place on a pseudo-terminal and
-//! stops cleanly on Ctrl-C, and `-A` stays
-//! fast with 10,000 Runs.
+//! stops cleanly on Ctrl-C, and `-A` stays fast with 10,000 Runs.
 //!
 //! Each test has its own namespace; schedulers watch only that namespace.
 
