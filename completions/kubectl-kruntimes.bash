@@ -43,6 +43,9 @@ _kubectl__kruntimes() {
             kubectl__kruntimes,scheduler)
                 cmd="kubectl__kruntimes__subcmd__scheduler"
                 ;;
+            kubectl__kruntimes,status)
+                cmd="kubectl__kruntimes__subcmd__status"
+                ;;
             kubectl__kruntimes,version)
                 cmd="kubectl__kruntimes__subcmd__version"
                 ;;
@@ -73,6 +76,9 @@ _kubectl__kruntimes() {
             kubectl__kruntimes__subcmd__help,scheduler)
                 cmd="kubectl__kruntimes__subcmd__help__subcmd__scheduler"
                 ;;
+            kubectl__kruntimes__subcmd__help,status)
+                cmd="kubectl__kruntimes__subcmd__help__subcmd__status"
+                ;;
             kubectl__kruntimes__subcmd__help,version)
                 cmd="kubectl__kruntimes__subcmd__help__subcmd__version"
                 ;;
@@ -98,7 +104,7 @@ _kubectl__kruntimes() {
 
     case "${cmd}" in
         kubectl__kruntimes)
-            opts="-n -v -h -V --kubeconfig --context --namespace --verbose --log-format --help --version install runtimed scheduler explain dev completion version gen __complete help"
+            opts="-n -v -h -V --kubeconfig --context --namespace --verbose --log-format --help --version install runtimed scheduler explain status dev completion version gen __complete help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -326,7 +332,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__help)
-            opts="install runtimed scheduler explain dev completion version gen __complete help"
+            opts="install runtimed scheduler explain status dev completion version gen __complete help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -468,6 +474,20 @@ _kubectl__kruntimes() {
         kubectl__subcmd__kruntimes__subcmd__help__subcmd__scheduler__subcmd__run)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kubectl__subcmd__kruntimes__subcmd__help__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -706,6 +726,56 @@ _kubectl__kruntimes() {
                     ;;
                 --pod-lost-grace)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kubectl__subcmd__kruntimes__subcmd__status)
+            opts="-A -o -w -n -v -h --all-namespaces --output --watch --interval --color --kubeconfig --context --namespace --verbose --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
                     return 0
                     ;;
                 --kubeconfig)

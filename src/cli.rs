@@ -61,6 +61,9 @@ pub enum Command {
     /// Explain why a Run is or is not placed: replays the scheduler's plugins on a live
     /// snapshot of its Runtime Pods (reads only).
     Explain(ExplainArgs),
+    /// The pool at a glance: per Runtime, Pods available, used/capacity per resource, Runs by
+    /// phase and the Pending demand by the scheduler's reasons (reads only).
+    Status(StatusArgs),
     /// Run the whole system on this machine: etcd and kube-apiserver, the CRDs, the scheduler,
     /// and a local Pod host that runs a real runtimed for every Runtime Pod.
     Dev(DevArgs),
@@ -215,6 +218,7 @@ impl Command {
             Command::Dev(_)
             | Command::Install(_)
             | Command::Explain(_)
+            | Command::Status(_)
             | Command::Completion(_)
             | Command::Version
             | Command::Gen(_)
@@ -255,6 +259,37 @@ pub struct ExplainArgs {
     /// When to color the table (auto: only on a terminal and when NO_COLOR is unset).
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub color: ColorChoice,
+}
+
+/// `status [RUNTIME]`: which pool to show and how.
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    /// Only this Runtime.
+    #[arg(value_name = "RUNTIME")]
+    pub runtime: Option<String>,
+    /// Every namespace (overrides -n).
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// Output format: the pool view, or a documented structure for scripts and dashboards.
+    #[arg(short = 'o', long, value_enum, default_value_t = StatusFormat::Table)]
+    pub output: StatusFormat,
+    /// Print a new view every --interval until Ctrl-C (in place on a terminal).
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+    /// How often --watch refreshes.
+    #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
+    pub interval: Duration,
+    /// When to color the view (auto: only on a terminal and when NO_COLOR is unset).
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
+}
+
+/// `status -o`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusFormat {
+    Table,
+    Json,
+    Yaml,
 }
 
 /// `-o`: how a command prints its result.
@@ -300,6 +335,7 @@ mod tests {
             "scheduler",
             "runtimed",
             "explain",
+            "status",
             "completion",
             "version",
         ] {

@@ -7,6 +7,7 @@ pub mod api;
 pub mod cli;
 pub mod complete;
 pub mod dev;
+pub mod events;
 pub mod explain;
 pub mod generate;
 pub mod install;
@@ -18,5 +19,6 @@ pub mod runtime_controller;
 pub mod runtimed;
 pub mod scheduler;
 pub mod signals;
+pub mod status;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

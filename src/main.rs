@@ -17,6 +17,7 @@ async fn main() -> ExitCode {
         Command::Install(args) => kruntimes::install::exec(&cli.global, args).await,
         Command::Runtimed(args) => kruntimes::runtimed::exec(&cli.global, args).await,
         Command::Explain(args) => kruntimes::explain::exec(&cli.global, args).await,
+        Command::Status(args) => kruntimes::status::exec(&cli.global, args).await,
         Command::Scheduler(SchedulerCommand::Run(args)) => {
             kruntimes::scheduler::run::exec(&cli.global, args).await
         }

@@ -5,11 +5,25 @@
 
 use std::time::Instant;
 
-use prometheus::{Encoder, Histogram, HistogramOpts, IntCounterVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+};
 
 /// Stages of `kruntimes_scheduler_reservation_conflicts_total`.
 pub const STAGE_RESERVE: &str = "reserve";
 pub const STAGE_BIND: &str = "bind";
+
+/// States of `kruntimes_scheduler_pending_runs`: the scheduler wrote its Unschedulable
+/// message, a cycle failed and is retried with backoff, or the Run waits for its first cycle.
+pub const PENDING_UNSCHEDULABLE: &str = "unschedulable";
+pub const PENDING_BACKOFF: &str = "backoff";
+pub const PENDING_QUEUED: &str = "queued";
+pub const PENDING_STATES: [&str; 3] = [PENDING_UNSCHEDULABLE, PENDING_BACKOFF, PENDING_QUEUED];
+
+/// States of `kruntimes_scheduler_runtime_pods`: RuntimePodAvailability's Pod checks pass or
+/// not.
+pub const POD_AVAILABLE: &str = "available";
+pub const POD_UNAVAILABLE: &str = "unavailable";
 
 #[derive(Clone)]
 pub struct SchedulerMetrics {
@@ -19,6 +33,8 @@ pub struct SchedulerMetrics {
     pub cycle_duration: Histogram,
     pub queue_duration: Histogram,
     pub schedule_attempts: IntCounterVec,
+    pub pending_runs: IntGaugeVec,
+    pub runtime_pods: IntGaugeVec,
 }
 
 impl SchedulerMetrics {
@@ -66,7 +82,23 @@ impl SchedulerMetrics {
                 "Scheduling attempts by result.",
                 &["result"],
             )?,
+            pending_runs: IntGaugeVec::new(
+                Opts::new(
+                    "kruntimes_scheduler_pending_runs",
+                    "Runs waiting for a Runtime Pod (Pending, unassigned), by state: unschedulable, backoff or queued.",
+                ),
+                &["state"],
+            )?,
+            runtime_pods: IntGaugeVec::new(
+                Opts::new(
+                    "kruntimes_scheduler_runtime_pods",
+                    "Runtime Pods by state: available (not terminating, Ready, runtimed heartbeat fresh, capacity readable) or unavailable.",
+                ),
+                &["state"],
+            )?,
         };
+        registry.register(Box::new(metrics.pending_runs.clone()))?;
+        registry.register(Box::new(metrics.runtime_pods.clone()))?;
         registry.register(Box::new(metrics.filter_rejections.clone()))?;
         registry.register(Box::new(metrics.reservation_conflicts.clone()))?;
         registry.register(Box::new(metrics.pending_run_wakeups.clone()))?;
@@ -76,6 +108,12 @@ impl SchedulerMetrics {
         // Bounded label sets start at zero so dashboards see every series from the start.
         for stage in [STAGE_RESERVE, STAGE_BIND] {
             metrics.reservation_conflicts.with_label_values(&[stage]);
+        }
+        for state in PENDING_STATES {
+            metrics.pending_runs.with_label_values(&[state]);
+        }
+        for state in [POD_AVAILABLE, POD_UNAVAILABLE] {
+            metrics.runtime_pods.with_label_values(&[state]);
         }
         Ok(metrics)
     }
@@ -134,6 +172,11 @@ mod tests {
             "kruntimes_scheduler_scheduling_cycle_duration_seconds_count 1",
             "kruntimes_scheduler_queue_duration_seconds_count 1",
             "kruntimes_scheduler_schedule_attempts_total",
+            "kruntimes_scheduler_pending_runs{state=\"unschedulable\"} 0",
+            "kruntimes_scheduler_pending_runs{state=\"backoff\"} 0",
+            "kruntimes_scheduler_pending_runs{state=\"queued\"} 0",
+            "kruntimes_scheduler_runtime_pods{state=\"available\"} 0",
+            "kruntimes_scheduler_runtime_pods{state=\"unavailable\"} 0",
         ] {
             assert!(text.contains(name), "missing {name} in\n{text}");
         }

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -406,6 +407,89 @@ async fn every_write_runtimed_makes_is_allowed_with_its_pod_token() {
     );
 }
 
+/// An Event as runtimed's recorder writes it: about Run `run`, reported by
+/// `controller`/`instance`.
+fn event(ns: &TestNs, name: &str, run: &Run, controller: &str, instance: &str) -> Event {
+    let mut regarding = run.object_ref(&());
+    regarding.resource_version = None;
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns.name},
+        "eventTime": MicroTime(jiff::Timestamp::now()),
+        "reason": "Started",
+        "action": "Start",
+        "note": "started the task",
+        "type": "Normal",
+        "reportingController": controller,
+        "reportingInstance": instance,
+        "regarding": regarding,
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_pod_token_writes_only_events_it_reports_itself_on_runs() {
+    let f = Fixture::new("policy-events").await;
+    let mine = f.create(f.on("mine", &f.pod_a)).await;
+    let events: Api<Event> = Api::namespaced(f.as_a.clone(), &f.ns.name);
+    let ok = event(&f.ns, "mine.1", &mine, "kruntimes-runtimed", "pod-a");
+    events.create(&PostParams::default(), &ok).await.unwrap();
+    // A repeat is folded into a series with a patch, as kube-runtime's recorder does.
+    let series =
+        json!({"series": {"count": 2, "lastObservedTime": MicroTime(jiff::Timestamp::now())}});
+    events
+        .patch("mine.1", &PatchParams::default(), &Patch::Merge(&series))
+        .await
+        .unwrap();
+
+    let ns = &f.ns;
+    let only = format!(
+        "runtimed of Pod {ns}/pod-a may write only Events about Runs of namespace {ns} that it reports itself (reportingController kruntimes-runtimed, reportingInstance pod-a); "
+    );
+    let as_b = event(ns, "mine.2", &mine, "kruntimes-runtimed", "pod-b");
+    assert_refused(
+        events.create(&PostParams::default(), &as_b).await,
+        &format!("{only}CREATE of event mine.2 is refused"),
+    );
+    let as_scheduler = event(ns, "mine.3", &mine, "kruntimes-scheduler", "pod-a");
+    assert_refused(
+        events.create(&PostParams::default(), &as_scheduler).await,
+        &format!("{only}CREATE of event mine.3 is refused"),
+    );
+    let mut about_pod = event(ns, "mine.4", &mine, "kruntimes-runtimed", "pod-a");
+    about_pod.regarding = Some(f.pod_b.object_ref(&()));
+    assert_refused(
+        events.create(&PostParams::default(), &about_pod).await,
+        &format!("{only}CREATE of event mine.4 is refused"),
+    );
+    // Nor may it take over an Event someone else reported.
+    let theirs = event(ns, "theirs", &mine, "kruntimes-scheduler", "sched-0");
+    Api::<Event>::namespaced(f.admin.clone(), &ns.name)
+        .create(&PostParams::default(), &theirs)
+        .await
+        .unwrap();
+    // (An Event is immutable but for its series: the policy judges the Event it replaces.)
+    assert_refused(
+        events
+            .patch("theirs", &PatchParams::default(), &Patch::Merge(&series))
+            .await,
+        &format!("{only}UPDATE of event theirs is refused"),
+    );
+    // RBAC grants no delete: runtimed cannot remove the story.
+    assert_forbidden_by_rbac(
+        events.delete("mine.1", &DeleteParams::default()).await,
+        "cannot delete resource \"events\"",
+    );
+    let kept: Vec<String> = Api::<Event>::namespaced(f.admin.clone(), &ns.name)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|e| e.name_any())
+        .collect();
+    assert_eq!(kept, ["mine.1", "theirs"]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Pod A's token cannot act beyond Pod A.
 
@@ -620,7 +704,7 @@ async fn a_pod_token_cannot_change_a_runs_spec_or_labels_even_with_edit_rights()
     })
     .await;
     let only = format!(
-        "runtimed of Pod {ns}/pod-a may write only the status of Runs assigned to its Pod and its own heartbeat Lease; "
+        "runtimed of Pod {ns}/pod-a may write only the status of Runs assigned to its Pod, its own heartbeat Lease and the Events it reports on Runs; "
     );
     assert_refused(refused, &format!("{only}UPDATE of runs mine is refused"));
     let mut respec = mine.clone();
@@ -897,6 +981,55 @@ async fn runtimed_lives_its_whole_life_under_the_policy_with_the_scheduler() {
         leases.get_opt(&pod_name).await.unwrap().is_none(),
         "the heartbeat Lease was not deleted:\n{}",
         runtimed.log()
+    );
+
+    // Its Events tell each Run's story, reported as its own Pod.
+    let story = |name: &str| {
+        let events = ns.api::<Event>();
+        let name = name.to_string();
+        let pod_name = pod_name.clone();
+        async move {
+            let mut events: Vec<Event> = events
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter(|e| {
+                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
+                        && e.reporting_controller.as_deref() == Some("kruntimes-runtimed")
+                })
+                .collect();
+            events.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+            for e in &events {
+                assert_eq!(e.reporting_instance.as_deref(), Some(pod_name.as_str()));
+            }
+            events
+                .into_iter()
+                .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let ok_story = story("ok").await;
+    let reasons_of = |s: &[(String, String)]| s.iter().map(|(r, _)| r.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        reasons_of(&ok_story),
+        ["Admitted", "Started", "Completed"],
+        "{ok_story:?}"
+    );
+    assert_eq!(
+        ok_story[2].1,
+        "the process exited with code 0 (exit code 0)"
+    );
+    let exit3_story = story("exit-3").await;
+    assert_eq!(
+        reasons_of(&exit3_story),
+        ["Admitted", "Started", "Failed"],
+        "{exit3_story:?}"
+    );
+    assert_eq!(
+        exit3_story[2].1,
+        "the process exited with code 3 (exit code 3)"
     );
 
     // Not one of runtimed's requests was refused along the way.

@@ -545,6 +545,8 @@ async fn metrics_expose_every_named_metric_with_only_bounded_labels() {
         "kruntimes_scheduler_scheduling_cycle_duration_seconds",
         "kruntimes_scheduler_queue_duration_seconds",
         "kruntimes_scheduler_schedule_attempts_total",
+        "kruntimes_scheduler_pending_runs",
+        "kruntimes_scheduler_runtime_pods",
     ] {
         assert!(
             body.contains(&format!("# TYPE {name} ")),
@@ -586,6 +588,10 @@ async fn metrics_expose_every_named_metric_with_only_bounded_labels() {
                         "error",
                     ]
                     .contains(&value),
+                    "state" if line.starts_with("kruntimes_scheduler_pending_runs{") => {
+                        kruntimes::metrics::PENDING_STATES.contains(&value)
+                    }
+                    "state" => ["available", "unavailable"].contains(&value),
                     "le" => true,
                     other => panic!("unexpected label {other} in {line}"),
                 };

@@ -57,6 +57,7 @@ pub async fn load(target: &Target, name: &str) -> Result<Objects> {
     };
 
     let runtime_name = run.spec.runtime.clone();
+    let scope = Some(namespace.as_str());
     let runtime = async {
         Api::<Runtime>::namespaced(client.clone(), &namespace)
             .get_opt(&runtime_name)
@@ -68,43 +69,9 @@ pub async fn load(target: &Target, name: &str) -> Result<Objects> {
                 )
             })
     };
-    let pods = async {
-        // A Runtime name that is not a valid label value cannot label any Pod (and would make
-        // the selector itself invalid).
-        if !is_label_value(&runtime_name) {
-            return Ok(Vec::new());
-        }
-        let selector = format!("{LABEL_RUNTIME}={runtime_name}");
-        Api::<Pod>::namespaced(client.clone(), &namespace)
-            .list(&ListParams::default().labels(&selector))
-            .await
-            .map(|l| l.items)
-            .map_err(|e| {
-                api_error(
-                    e,
-                    format!("listing the Runtime Pods of {runtime_name} in namespace {namespace}"),
-                )
-            })
-    };
-    let leases = async {
-        Api::<Lease>::namespaced(client.clone(), &namespace)
-            .list(&ListParams::default().labels(LABEL_RUNTIME_POD))
-            .await
-            .map(|l| l.items)
-            .map_err(|e| {
-                api_error(
-                    e,
-                    format!("listing heartbeat leases in namespace {namespace}"),
-                )
-            })
-    };
-    let runs = async {
-        runs_api
-            .list(&ListParams::default())
-            .await
-            .map(|l| l.items)
-            .map_err(|e| api_error(e, format!("listing runs in namespace {namespace}")))
-    };
+    let pods = list_runtime_pods(target, scope, Some(&runtime_name));
+    let leases = list_leases(target, scope);
+    let runs = list_runs(target, scope);
     let (runtime, pods, leases, runs) = try_join!(runtime, pods, leases, runs)?;
     let now = jiff::Timestamp::now();
     // Explain the Run as the list has it, so it is consistent with the usage it is judged by.
@@ -124,15 +91,125 @@ pub async fn load(target: &Target, name: &str) -> Result<Objects> {
     })
 }
 
+/// `Api::namespaced` for `Some(namespace)`, `Api::all` for `None` (all namespaces).
+fn api<K>(target: &Target, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(target.client.clone(), ns),
+        None => Api::all(target.client.clone()),
+    }
+}
+
+/// `in namespace X` or `in all namespaces`, for error messages.
+fn where_(namespace: Option<&str>) -> String {
+    namespace.map_or_else(
+        || "in all namespaces".to_string(),
+        |ns| format!("in namespace {ns}"),
+    )
+}
+
+fn api_error(target: &Target, e: kube::Error, doing: &str) -> Error {
+    Error::Api(format!("{:#}", target.explain_error(e, doing)))
+}
+
+/// The Runtime Pods (label `kruntimes.io/runtime`, of `runtime` when given), as the
+/// scheduler's Pod watch selects them.
+pub async fn list_runtime_pods(
+    target: &Target,
+    namespace: Option<&str>,
+    runtime: Option<&str>,
+) -> Result<Vec<Pod>> {
+    let selector = match runtime {
+        // A Runtime name that is not a valid label value cannot label any Pod (and would make
+        // the selector itself invalid).
+        Some(rt) if !is_label_value(rt) => return Ok(Vec::new()),
+        Some(rt) => format!("{LABEL_RUNTIME}={rt}"),
+        None => LABEL_RUNTIME.to_string(),
+    };
+    let of = runtime.map(|rt| format!(" of {rt}")).unwrap_or_default();
+    api::<Pod>(target, namespace)
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map(|l| l.items)
+        .map_err(|e| {
+            api_error(
+                target,
+                e,
+                &format!("listing the Runtime Pods{of} {}", where_(namespace)),
+            )
+        })
+}
+
+/// The heartbeat Leases (label `kruntimes.io/runtime-pod`).
+pub async fn list_leases(target: &Target, namespace: Option<&str>) -> Result<Vec<Lease>> {
+    api::<Lease>(target, namespace)
+        .list(&ListParams::default().labels(LABEL_RUNTIME_POD))
+        .await
+        .map(|l| l.items)
+        .map_err(|e| {
+            api_error(
+                target,
+                e,
+                &format!("listing heartbeat leases {}", where_(namespace)),
+            )
+        })
+}
+
+/// Every Run; a missing CRD is [`Error::NotInstalled`].
+pub async fn list_runs(target: &Target, namespace: Option<&str>) -> Result<Vec<Run>> {
+    match api::<Run>(target, namespace)
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(l) => Ok(l.items),
+        Err(kube::Error::Api(s)) if s.code == 404 => Err(Error::NotInstalled {
+            target: target.describe(),
+        }),
+        Err(e) => Err(api_error(
+            target,
+            e,
+            &format!("listing runs {}", where_(namespace)),
+        )),
+    }
+}
+
+/// Every Runtime.
+pub async fn list_runtimes(target: &Target, namespace: Option<&str>) -> Result<Vec<Runtime>> {
+    match api::<Runtime>(target, namespace)
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(l) => Ok(l.items),
+        Err(kube::Error::Api(s)) if s.code == 404 => Err(Error::NotInstalled {
+            target: target.describe(),
+        }),
+        Err(e) => Err(api_error(
+            target,
+            e,
+            &format!("listing runtimes {}", where_(namespace)),
+        )),
+    }
+}
+
+/// Whether `namespace` is missing (`false` when the user may not read namespaces).
+pub async fn namespace_missing(target: &Target, namespace: &str) -> bool {
+    matches!(
+        Api::<Namespace>::all(target.client.clone())
+            .get_opt(namespace)
+            .await,
+        Ok(None)
+    )
+}
+
 /// Tells a missing namespace, a missing Run and a missing CRD apart.
 async fn not_found(target: &Target, name: &str, status: &kube::core::Status) -> Error {
     let namespace = target.namespace.clone();
     // A namespaced GET does not check the namespace; ask for it (a user who may not read
     // namespaces just gets the Run's own error).
-    if let Ok(None) = Api::<Namespace>::all(target.client.clone())
-        .get_opt(&namespace)
-        .await
-    {
+    if namespace_missing(target, &namespace).await {
         return Error::NamespaceNotFound { namespace };
     }
     let names_the_run = status.details.as_ref().is_some_and(|d| d.name == name);

@@ -17,6 +17,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ListParams};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
@@ -31,6 +32,7 @@ use super::{Error, Identity, Result, Settings};
 use crate::api::resources::parse_capacity_annotations;
 use crate::api::status::{self, Outcome, reasons};
 use crate::api::{Run, RunPhase, post_params};
+use crate::events::{RunEvents, reasons as event_reasons};
 
 /// Longest pause between two attempts of a status write or read across an API outage.
 const MAX_WRITE_BACKOFF: Duration = Duration::from_secs(5);
@@ -103,6 +105,11 @@ struct Agent {
     uncertain: HashMap<String, Claim>,
     resolved_tx: mpsc::UnboundedSender<(String, Option<Run>)>,
     resolved_rx: mpsc::UnboundedReceiver<(String, Option<Run>)>,
+    /// Publishes Admitted, Started, Waiting, Completed and Failed on the Runs of this Pod.
+    events: RunEvents,
+    /// The Waiting note last published per Run name, while the Run waits: a Run is told once
+    /// per distinct reason, not at every reconcile.
+    waiting_noted: HashMap<String, String>,
 }
 
 impl Agent {
@@ -112,6 +119,12 @@ impl Agent {
         let (written_tx, written_rx) = mpsc::unbounded_channel();
         let (resolved_tx, resolved_rx) = mpsc::unbounded_channel();
         Agent {
+            events: RunEvents::new(
+                client.clone(),
+                crate::events::RUNTIMED,
+                Some(me.pod_name.clone()),
+            ),
+            waiting_noted: HashMap::new(),
             uncertain: HashMap::new(),
             resolved_tx,
             resolved_rx,
@@ -343,6 +356,7 @@ impl Agent {
             for (name, why) in &plan.waiting {
                 tracing::debug!(run = %name, "Run {name} stays Scheduled: {why}");
             }
+            self.note_waiting(&state, &plan.waiting);
             for uid in &plan.kills {
                 if let Some(child) = self.children.get_mut(uid)
                     && !child.handle.kill_requested()
@@ -384,6 +398,31 @@ impl Agent {
             if !freed {
                 return;
             }
+        }
+    }
+
+    /// Publishes `Waiting` for a Run that newly waits, or waits for another reason.
+    fn note_waiting(&mut self, state: &[Arc<Run>], waiting: &[(String, String)]) {
+        self.waiting_noted
+            .retain(|name, _| waiting.iter().any(|(n, _)| n == name));
+        for (name, why) in waiting {
+            if self.waiting_noted.get(name) == Some(why) {
+                continue;
+            }
+            let Some(run) = state.iter().find(|r| &r.name_any() == name) else {
+                continue;
+            };
+            self.waiting_noted.insert(name.clone(), why.clone());
+            self.events.emit(
+                run,
+                EventType::Normal,
+                event_reasons::WAITING,
+                "Admission",
+                format!(
+                    "does not fit on Runtime Pod {} now: {why}",
+                    self.me.pod_name
+                ),
+            );
         }
     }
 
@@ -472,8 +511,23 @@ impl Agent {
         let name = run.name_any();
         let uid = run.uid().unwrap_or_default();
         tracing::info!(run = %name, "claimed Run {name} with {request}; starting {:?}", task.program);
+        let pod = &self.me.pod_name;
+        self.events.emit(
+            &written,
+            EventType::Normal,
+            event_reasons::ADMITTED,
+            "Admission",
+            format!("admitted on Runtime Pod {pod} with {request}"),
+        );
         match executor::spawn(&task, &name, &uid, self.exits_tx.clone()) {
             Ok(handle) => {
+                self.events.emit(
+                    &written,
+                    EventType::Normal,
+                    event_reasons::STARTED,
+                    "Start",
+                    format!("started the task on Runtime Pod {pod}"),
+                );
                 self.children.insert(
                     uid,
                     Child {
@@ -505,13 +559,26 @@ impl Agent {
     fn finish(&mut self, name: String, uid: String, first: Run, terminal: Terminal) {
         self.finished.insert(uid.clone());
         self.in_flight += 1;
-        let (api, me, done) = (
+        let (api, me, done, events) = (
             self.runs_api.clone(),
             self.me.clone(),
             self.written_tx.clone(),
+            self.events.clone(),
         );
         tokio::spawn(async move {
-            write_terminal(&api, &me, &name, &uid, Some(first), &terminal).await;
+            if let Some(written) =
+                write_terminal(&api, &me, &name, &uid, Some(first), &terminal).await
+            {
+                let (type_, reason) = match terminal.outcome {
+                    Outcome::Succeeded => (EventType::Normal, event_reasons::COMPLETED),
+                    Outcome::Failed => (EventType::Warning, event_reasons::FAILED),
+                };
+                let note = match terminal.exit_code {
+                    Some(code) => format!("{} (exit code {code})", terminal.message),
+                    None => format!("{}: {}", terminal.reason, terminal.message),
+                };
+                events.emit(&written, type_, reason, "End", note);
+            }
             let _ = done.send(uid);
         });
     }
@@ -604,7 +671,8 @@ async fn read_back_claim(api: &Api<Run>, me: &Identity, name: &str, uid: &str) -
 /// resourceVersion, for as long as this process lives: API errors and outages are retried
 /// with capped exponential backoff, and a conflict re-reads the Run and applies the same
 /// outcome again. Nothing is written when the Run is gone, recreated, terminal already
-/// (whoever wrote that), or no longer on this Pod.
+/// (whoever wrote that), or no longer on this Pod. Returns the Run as written, when this call
+/// wrote it.
 async fn write_terminal(
     api: &Api<Run>,
     me: &Identity,
@@ -612,7 +680,7 @@ async fn write_terminal(
     uid: &str,
     first: Option<Run>,
     terminal: &Terminal,
-) {
+) -> Option<Run> {
     let mut current = first;
     let mut delay = Duration::from_millis(100);
     for attempt in 1u64.. {
@@ -620,7 +688,7 @@ async fn write_terminal(
             Some(run) => run,
             None => match api.get_opt(name).await {
                 Ok(Some(run)) => run,
-                Ok(None) => return,
+                Ok(None) => return None,
                 Err(e) => {
                     tracing::warn!(run = %name, "cannot read Run {name} (attempt {attempt}): {e}; retrying in {delay:?}");
                     tokio::time::sleep(delay).await;
@@ -630,7 +698,7 @@ async fn write_terminal(
             },
         };
         if run.uid().as_deref() != Some(uid) || !plan::assigned_to(&run, me) {
-            return;
+            return None;
         }
         let mut updated = run;
         let status = updated.status.get_or_insert_with(Default::default);
@@ -643,11 +711,11 @@ async fn write_terminal(
             terminal.exit_code,
             &now,
         ) {
-            return;
+            return None;
         }
         match api.replace_status(name, &post_params(), &updated).await {
-            Ok(_) => return,
-            Err(kube::Error::Api(s)) if s.code == 404 => return,
+            Ok(written) => return Some(written),
+            Err(kube::Error::Api(s)) if s.code == 404 => return None,
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
             Err(e) => {
                 tracing::warn!(run = %name, "cannot write the terminal status of Run {name} ({}; attempt {attempt}): {e}; retrying in {delay:?}", terminal.reason);
@@ -656,6 +724,8 @@ async fn write_terminal(
             }
         }
     }
+    // The attempts never run out: the loop only ends by returning.
+    None
 }
 
 /// Sleeps until `at`, or forever when there is no deadline.

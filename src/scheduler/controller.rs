@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -28,11 +29,15 @@ use tracing::{debug, info, warn};
 
 use crate::api::status;
 use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, RunPhase, Runtime, post_params};
-use crate::metrics::{STAGE_BIND, STAGE_RESERVE, SchedulerMetrics};
+use crate::events::{RunEvents, reasons as event_reasons};
+use crate::metrics::{
+    PENDING_BACKOFF, PENDING_QUEUED, PENDING_STATES, PENDING_UNSCHEDULABLE, POD_AVAILABLE,
+    POD_UNAVAILABLE, STAGE_BIND, STAGE_RESERVE, SchedulerMetrics,
+};
 use crate::scheduler::framework::{
     Changes, Indexed, LostRun, PodLoss, ScheduleOutcome, SharedCache,
 };
-use crate::scheduler::plugins;
+use crate::scheduler::plugins::{self, runtime_pod_availability};
 use crate::scheduler::watch::{IndexEvent, InitBuffer};
 
 #[derive(Debug, Error)]
@@ -66,6 +71,8 @@ pub struct Scheduler {
     client: Client,
     cache: SharedCache,
     metrics: SchedulerMetrics,
+    /// Publishes the Events on Runs (events.k8s.io/v1, deduplicated into series).
+    events: RunEvents,
     options: Options,
     /// The queue's trigger channel while this replica leads; `None` on a standby.
     queue: Mutex<Option<UnboundedSender<ObjectRef<Run>>>>,
@@ -82,6 +89,11 @@ pub struct Scheduler {
 impl Scheduler {
     pub fn new(client: Client, metrics: SchedulerMetrics, options: Options) -> Arc<Self> {
         Arc::new(Self {
+            events: RunEvents::new(
+                client.clone(),
+                crate::events::SCHEDULER,
+                std::env::var("POD_NAME").ok(),
+            ),
             client,
             cache: SharedCache::new(plugins::registry()),
             metrics,
@@ -127,6 +139,69 @@ impl Scheduler {
                 .entry(run.clone())
                 .or_insert_with(Instant::now);
             let _ = tx.unbounded_send(run);
+        }
+    }
+
+    /// Publishes an Event on `run` in the background (see [`RunEvents`]).
+    fn emit(&self, run: &Run, type_: EventType, reason: &str, action: &str, note: String) {
+        self.events.emit(run, type_, reason, action, note);
+    }
+
+    /// Sets the gauges from the Run store and the cache at `now`: Pending Runs by state and
+    /// Runtime Pods by availability (RuntimePodAvailability's own Pod checks).
+    fn refresh_gauges(&self, store: &Store<Run>, now: jiff::Timestamp) {
+        let mut pending = [0i64; 3];
+        {
+            let failures = self.failures.lock().unwrap();
+            for run in store.state() {
+                if !wants_scheduling(&run) {
+                    continue;
+                }
+                let state = if failures.contains_key(&ObjectRef::from_obj(run.as_ref())) {
+                    PENDING_BACKOFF
+                } else if run.status.as_ref().and_then(|s| s.reason.as_deref())
+                    == Some(status::reasons::UNSCHEDULABLE)
+                {
+                    PENDING_UNSCHEDULABLE
+                } else {
+                    PENDING_QUEUED
+                };
+                let i = PENDING_STATES.iter().position(|s| *s == state).unwrap_or(0);
+                pending[i] += 1;
+            }
+        }
+        for (state, n) in PENDING_STATES.iter().zip(pending) {
+            self.metrics.pending_runs.with_label_values(&[state]).set(n);
+        }
+        let (available, unavailable) = self.cache.with(|cache| {
+            let (mut available, mut unavailable) = (0i64, 0i64);
+            for (namespace, runtime) in cache.index().scopes() {
+                for pod in cache.snapshot(namespace, runtime, now).pods() {
+                    match runtime_pod_availability::unavailable(&pod, now) {
+                        None => available += 1,
+                        Some(_) => unavailable += 1,
+                    }
+                }
+            }
+            (available, unavailable)
+        });
+        self.metrics
+            .runtime_pods
+            .with_label_values(&[POD_AVAILABLE])
+            .set(available);
+        self.metrics
+            .runtime_pods
+            .with_label_values(&[POD_UNAVAILABLE])
+            .set(unavailable);
+    }
+
+    /// Refreshes the gauges every [`GAUGE_PERIOD`], on standbys too (they watch the same).
+    async fn gauges(self: Arc<Self>, store: Store<Run>) {
+        loop {
+            if self.caches_synced() {
+                self.refresh_gauges(&store, jiff::Timestamp::now());
+            }
+            tokio::time::sleep(GAUGE_PERIOD).await;
         }
     }
 
@@ -354,15 +429,38 @@ impl Scheduler {
             .replace_status(&lost.name, &post_params(), &healed)
             .await
         {
-            Ok(_) if lost.admitted => {
-                warn!(run = %lost.name, namespace = %lost.namespace, pod = %lost.pod, "failed: Runtime Pod lost ({:?})", lost.why)
-            }
             Ok(_) => {
-                info!(run = %lost.name, namespace = %lost.namespace, pod = %lost.pod, "Runtime Pod lost ({:?}) before admission; placing the Run again", lost.why)
+                let note = if lost.admitted {
+                    lost_message(&lost, self.options.pod_lost_grace)
+                } else {
+                    format!(
+                        "Runtime Pod {} was lost before runtimed admitted the Run; placing it again",
+                        lost.pod
+                    )
+                };
+                self.emit(
+                    &run,
+                    EventType::Warning,
+                    status::reasons::RUNTIME_POD_LOST,
+                    "Heal",
+                    note,
+                );
+                self.log_healed(&lost);
             }
             Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
             Err(e) => {
                 warn!(run = %lost.name, namespace = %lost.namespace, "cannot heal the Run of a lost Runtime Pod: {e}; retrying")
+            }
+        }
+    }
+
+    fn log_healed(&self, lost: &LostRun) {
+        match () {
+            () if lost.admitted => {
+                warn!(run = %lost.name, namespace = %lost.namespace, pod = %lost.pod, "failed: Runtime Pod lost ({:?})", lost.why)
+            }
+            () => {
+                info!(run = %lost.name, namespace = %lost.namespace, pod = %lost.pod, "Runtime Pod lost ({:?}) before admission; placing the Run again", lost.why)
             }
         }
     }
@@ -395,6 +493,9 @@ impl WatchHealth {
         }
     }
 }
+
+/// How often the gauges are refreshed.
+const GAUGE_PERIOD: Duration = Duration::from_secs(1);
 
 /// How often the lifecycle loop looks for Runs of lost Runtime Pods at the least.
 const LIFECYCLE_PERIOD: Duration = Duration::from_secs(1);
@@ -471,13 +572,26 @@ async fn schedule_one(
             bind(scheduler, &api, run, &pod, &pod_uid).await
         }
         ScheduleOutcome::Unschedulable(unschedulable) => {
-            write_pending(&api, run, &unschedulable.message()).await?;
+            let message = unschedulable.message();
+            if write_pending(&api, run, &message).await? {
+                scheduler.emit(
+                    run,
+                    EventType::Warning,
+                    event_reasons::FAILED_SCHEDULING,
+                    "Scheduling",
+                    message,
+                );
+            }
             // Wakeups bring it back when something changes; the periodic retry is a safety
             // net for a lost wakeup (as kube-scheduler flushes its unschedulable queue).
             Ok(Action::requeue(UNSCHEDULABLE_RETRY))
         }
         ScheduleOutcome::Invalid { reason, message } => {
-            fail_invalid(&api, run, reason, &message).await
+            let action = fail_invalid(&api, run, reason, &message).await?;
+            if action == Action::await_change() {
+                scheduler.emit(run, EventType::Warning, reason, "Scheduling", message);
+            }
+            Ok(action)
         }
         ScheduleOutcome::ReserveConflict { error, .. } => {
             scheduler
@@ -545,6 +659,13 @@ async fn bind(
     match api.replace_status(&name, &post_params(), &bound).await {
         Ok(_) => {
             info!(run = %name, %namespace, %pod, "scheduled");
+            scheduler.emit(
+                run,
+                EventType::Normal,
+                event_reasons::SCHEDULED,
+                "Binding",
+                format!("Assigned to Runtime Pod {pod}"),
+            );
             Ok(Action::await_change())
         }
         Err(kube::Error::Api(s)) if s.code == 409 => {
@@ -603,20 +724,23 @@ async fn fail_invalid(
 }
 
 /// Records `Scheduled=False/Unschedulable` with the bounded message, writing only when it
-/// differs from what the Run already says.
-async fn write_pending(api: &Api<Run>, run: &Run, message: &str) -> Result<(), Error> {
+/// differs from what the Run already says. Returns whether the message it wrote is new (not
+/// the one the Run already had): the scheduler then says so in a `FailedScheduling` Event.
+async fn write_pending(api: &Api<Run>, run: &Run, message: &str) -> Result<bool, Error> {
     let mut pending = run.clone();
     let status = pending.status.get_or_insert_with(Default::default);
+    let new_message = status.reason.as_deref() != Some(status::reasons::UNSCHEDULABLE)
+        || status.message.as_deref() != Some(message);
     if !status::set_pending(status, message, &now()) {
-        return Ok(());
+        return Ok(false);
     }
     match api
         .replace_status(&run.name_any(), &post_params(), &pending)
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(new_message),
         // A newer version exists; its watch event brings the Run back to the queue.
-        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(false),
         Err(source) => Err(Error::Status {
             run: run.name_any(),
             source,
@@ -656,6 +780,7 @@ pub async fn run(
     let mut runtimes = tokio::spawn(scheduler.clone().watch_runtimes());
     let mut pods = tokio::spawn(scheduler.clone().watch_pods());
     let mut leases = tokio::spawn(scheduler.clone().watch_leases());
+    let mut gauges = tokio::spawn(scheduler.clone().gauges(reader.clone()));
     let mut queue = {
         let scheduler = scheduler.clone();
         tokio::spawn(async move {
@@ -670,9 +795,10 @@ pub async fn run(
         _ = &mut runtimes => Err(Error::TaskEnded("Runtime watch")),
         _ = &mut pods => Err(Error::TaskEnded("Runtime Pod watch")),
         _ = &mut leases => Err(Error::TaskEnded("heartbeat Lease watch")),
+        _ = &mut gauges => Err(Error::TaskEnded("gauges")),
         _ = &mut queue => Err(Error::TaskEnded("scheduling queue")),
     };
-    for task in [queue, runs, runtimes, pods, leases] {
+    for task in [queue, runs, runtimes, pods, leases, gauges] {
         task.abort();
     }
     result

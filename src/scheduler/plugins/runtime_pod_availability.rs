@@ -61,21 +61,8 @@ impl FilterPlugin for RuntimePodAvailability {
         state: &RunCycleState,
         pod: &PodView<'_>,
     ) -> Result<(), Rejection> {
-        let reject = |reason| Err(Rejection::new(NAME, reason));
-        if pod.deleting() {
-            return reject(DELETING);
-        }
-        if !pod.ready() {
-            return reject(NOT_READY);
-        }
-        match pod.heartbeat() {
-            Heartbeat::Missing => return reject(HEARTBEAT_MISSING),
-            Heartbeat::NotHeld => return reject(HEARTBEAT_NOT_HELD),
-            hb if !hb.is_fresh_at(snapshot.now()) => return reject(HEARTBEAT_STALE),
-            Heartbeat::Expires(_) => {}
-        }
-        if !pod.capacity_ok() {
-            return reject(INVALID_CAPACITY);
+        if let Some(reason) = unavailable(pod, snapshot.now()) {
+            return Err(Rejection::new(NAME, reason));
         }
         match shortfalls(state, pod).next() {
             Some(shortfall) => Err(Rejection::insufficient(
@@ -86,6 +73,29 @@ impl FilterPlugin for RuntimePodAvailability {
             None => Ok(()),
         }
     }
+}
+
+/// Why `pod` can take no Run at `now` whatever the request (terminating, not ready,
+/// heartbeat missing, not held or stale, unreadable capacity), in the filter's order; `None`
+/// when it is available. The filter's first checks, and what `status` and the
+/// `kruntimes_scheduler_runtime_pods` gauge call an available Pod.
+pub fn unavailable(pod: &PodView<'_>, now: jiff::Timestamp) -> Option<&'static str> {
+    if pod.deleting() {
+        return Some(DELETING);
+    }
+    if !pod.ready() {
+        return Some(NOT_READY);
+    }
+    match pod.heartbeat() {
+        Heartbeat::Missing => return Some(HEARTBEAT_MISSING),
+        Heartbeat::NotHeld => return Some(HEARTBEAT_NOT_HELD),
+        hb if !hb.is_fresh_at(now) => return Some(HEARTBEAT_STALE),
+        Heartbeat::Expires(_) => {}
+    }
+    if !pod.capacity_ok() {
+        return Some(INVALID_CAPACITY);
+    }
+    None
 }
 
 /// The requested resources that do not fit on `pod` (actual plus assumed usage), in the

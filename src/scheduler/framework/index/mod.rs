@@ -226,6 +226,16 @@ impl Index {
         ns.slot(ns.slot_id(name)?).pod.as_ref()
     }
 
+    /// Every (namespace, runtime) with Runtime Pods or Pending Runs, in no particular order.
+    pub fn scopes(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.namespaces.iter().flat_map(|(ns, index)| {
+            index
+                .scopes
+                .keys()
+                .map(move |runtime| (ns.as_str(), runtime.as_str()))
+        })
+    }
+
     /// Names of the Runtime Pods of (namespace, runtime), in name order.
     pub fn runtime_pods(&self, namespace: &str, runtime: &str) -> Vec<String> {
         self.namespaces

@@ -1,0 +1,117 @@
+//! Events on Runs (events.k8s.io/v1) through kube-runtime's [`Recorder`], shared by the
+//! scheduler and runtimed, so `kubectl describe run NAME` tells a Run's story.
+//!
+//! Owns the one way to publish: fire-and-forget (an Event is never worth delaying or failing a
+//! cycle, a claim or a terminal write; a failed write is only logged), regarding the Run
+//! without its resourceVersion (the recorder compares references whole when it folds repeats
+//! into a series), and one series per distinct note.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource as _, ResourceExt as _};
+use tracing::warn;
+
+use crate::api::Run;
+
+/// Event reasons (CamelCase, bounded).
+pub mod reasons {
+    /// Scheduler: no Runtime Pod fits; the note is the Pending message.
+    pub const FAILED_SCHEDULING: &str = "FailedScheduling";
+    /// Scheduler: bound to a Runtime Pod.
+    pub const SCHEDULED: &str = "Scheduled";
+    /// runtimed: the Run fits locally and is claimed.
+    pub const ADMITTED: &str = "Admitted";
+    /// runtimed: its task process started.
+    pub const STARTED: &str = "Started";
+    /// runtimed: the Run is Scheduled here but does not fit locally (yet).
+    pub const WAITING: &str = "Waiting";
+    /// runtimed: the Run succeeded.
+    pub const COMPLETED: &str = "Completed";
+    /// runtimed: the Run failed.
+    pub const FAILED: &str = "Failed";
+}
+
+/// `reportingController` of the scheduler's Events.
+pub const SCHEDULER: &str = "kruntimes-scheduler";
+/// `reportingController` of runtimed's Events (the admission policy allows runtimed only
+/// Events it reports under this name, as its own Pod).
+pub const RUNTIMED: &str = "kruntimes-runtimed";
+
+/// Publishes Events on Runs for one reporter.
+#[derive(Clone)]
+pub struct RunEvents {
+    recorder: Recorder,
+}
+
+impl RunEvents {
+    /// `controller` is the `reportingController`, `instance` the `reportingInstance` (a Pod
+    /// name; the controller's name when `None`).
+    pub fn new(client: Client, controller: &str, instance: Option<String>) -> Self {
+        let reporter = Reporter {
+            controller: controller.to_string(),
+            instance,
+        };
+        RunEvents {
+            recorder: Recorder::new(client, reporter),
+        }
+    }
+
+    /// Publishes in the background; returns at once.
+    pub fn emit(&self, run: &Run, type_: EventType, reason: &str, action: &str, note: String) {
+        let regarding = regarding(run);
+        let event = Event {
+            type_,
+            reason: reason.to_string(),
+            action: action_for(action, &note),
+            note: Some(note.chars().take(1000).collect()),
+            secondary: None,
+        };
+        let recorder = self.recorder.clone();
+        let name = run.name_any();
+        tokio::spawn(async move {
+            if let Err(e) = recorder.publish(&event, &regarding).await {
+                warn!(run = %name, namespace = ?regarding.namespace, "cannot publish the {} event: {e}", event.reason);
+            }
+        });
+    }
+}
+
+/// The Run as an Event's `regarding`, without its resourceVersion: the recorder folds repeats
+/// into a series by comparing references whole, and every status write changes the version.
+fn regarding(run: &Run) -> ObjectReference {
+    let mut reference = run.object_ref(&());
+    reference.resource_version = None;
+    reference
+}
+
+/// The recorder keys a series on (type, reason, action, reporter, regarding), not on the note,
+/// so a different note would be counted into an older series and shown with that series' note.
+/// The note's digest in the action keeps each distinct message its own series, as client-go's
+/// events library (which keys on the note) does.
+fn action_for(action: &str, note: &str) -> String {
+    format!("{action}-{:08x}", digest(note))
+}
+
+/// FNV-1a: a stable digest (no per-process seed, unlike `DefaultHasher`).
+fn digest(text: &str) -> u32 {
+    text.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::run;
+
+    #[test]
+    fn events_regard_the_run_without_its_version_and_distinct_notes_get_distinct_actions() {
+        let r = regarding(&run("a").resource_version("7").build());
+        assert_eq!(r.kind.as_deref(), Some("Run"));
+        assert_eq!(r.name.as_deref(), Some("a"));
+        assert_eq!(r.resource_version, None);
+        assert_eq!(action_for("Scheduling", "x"), action_for("Scheduling", "x"));
+        assert_ne!(action_for("Scheduling", "x"), action_for("Scheduling", "y"));
+        assert!(action_for("Scheduling", "x").starts_with("Scheduling-"));
+    }
+}

@@ -1,0 +1,165 @@
+//! `kubectl kruntimes status [RUNTIME]`: the pool view, as `ray status` is for Ray.
+//!
+//! Owns the status command: [`load`] lists the Runtimes, Runtime Pods, heartbeat Leases and
+//! Runs of a namespace (or all, `-A`) with `explain`'s list helpers — LIST only, never a
+//! write; [`report`] replays the scheduler's own cycle
+//! ([`crate::scheduler::framework::evaluate`] with [`crate::scheduler::plugins::registry`])
+//! for every Pending Run on one [`crate::scheduler::framework::SchedulerCache::from_objects`]
+//! snapshot, exactly as `explain` does for one Run, into the [`model`]; [`render`] prints it.
+//! It must never re-implement a scheduling rule: Pod availability, every Pending reason and
+//! message come from the scheduler's plugins.
+//!
+//! Per Runtime it shows: Pods total / ready / available (RuntimePodAvailability's Pod checks:
+//! not terminating, Ready, heartbeat held and fresh, capacity readable) and why the others are
+//! not; per advertised resource the used/capacity sum over the Pods that are not terminating,
+//! with a bar (`example.com/gpu   ████████░░   8/10`); Runs by phase; and the Pending demand:
+//! how many Runs wait, the oldest wait, and per bounded reason of the scheduler's Pending
+//! message how many of them it holds back.
+//!
+//! `--watch` prints a new frame every `--interval` (default 2s) until Ctrl-C, which ends it
+//! cleanly (exit code 0). On a terminal each frame redraws the screen in place, as `watch`
+//! does; otherwise frames follow one another, each starting with an `Every …` header line (a
+//! JSON document per frame with `-o json`, a `---` separated YAML document with `-o yaml`). An
+//! API error during a watch is shown in the frame and retried at the next one.
+//!
+//! # `-o json` / `-o yaml`
+//!
+//! A stable structure for scripts and dashboards ([`model::Status`]); fields are camelCase and
+//! never omitted (absent values are `null`, empty lists `[]`). `schemaVersion` changes on any
+//! incompatible change.
+//!
+//! ```text
+//! schemaVersion: 1
+//! now:           RFC 3339 timestamp the snapshot was judged at
+//! namespace:     string|null — null with --all-namespaces
+//! runtimes: [{                   — by namespace, then name; every Runtime that exists or
+//!                                  that a Runtime Pod or Run names
+//!   namespace, name, found: bool, replicas: int|null,
+//!   pods:      {total, ready, available, unavailable: [{reason, count}]}
+//!                (reason: the filter's text, e.g. "runtimed heartbeat stale")
+//!   resources: [{name, used: int|null (null: an active Run's amount is unreadable),
+//!                capacity: int}]      — every advertised resource, in name order
+//!   runs:      {pending, scheduled, running, succeeded, failed}
+//!   pending:   {runs: int, oldestCreated: timestamp|null, oldestWaitSeconds: int|null,
+//!               byReason:  [{reason, count}] — Runs per reason of their Pending message
+//!                          (e.g. "Insufficient example.com/gpu"), also "fits now",
+//!                          "no Runtime Pods", "Runtime not found", "InvalidResources",
+//!                          "InvalidAffinity"; by count, then text
+//!               byMessage: [{message, runs}] — Runs per verdict, in the scheduler's message
+//!                          form (what it writes in status.message)}
+//! }]
+//! ```
+//!
+//! Errors (one line each, non-zero exit): no cluster or kubeconfig, a missing namespace, the
+//! CRDs not installed, a named Runtime that nothing in the namespace knows.
+
+pub mod load;
+pub mod model;
+pub mod render;
+pub mod report;
+
+use std::io::{IsTerminal as _, Write as _};
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail};
+
+use crate::cli::{GlobalArgs, StatusArgs, StatusFormat};
+use crate::kubeclient::Target;
+use crate::output::{self, Palette};
+
+pub use model::{Pool, Status};
+
+/// Runs the command: load, replay, print; with `--watch`, again every interval until Ctrl-C.
+pub async fn exec(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<()> {
+    let target = crate::kubeclient::connect(global).await?;
+    let palette =
+        Palette::new(args.output == StatusFormat::Table && output::color_enabled(args.color));
+    if !args.watch {
+        let text = frame(&target, args, &palette).await?;
+        return write_out(&text);
+    }
+    let tty = std::io::stdout().is_terminal();
+    let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
+    let mut first = true;
+    loop {
+        let text = tokio::select! {
+            _ = &mut ctrl_c => return Ok(()),
+            text = frame(&target, args, &palette) => text,
+        };
+        let text = match text {
+            Ok(text) => text,
+            // A bad namespace or a missing Runtime will not fix itself: say so and stop.
+            Err(e) if first => return Err(e),
+            Err(e) => format!("error: {e:#}\n"),
+        };
+        first = false;
+        let mut out = String::new();
+        if tty && args.output == StatusFormat::Table {
+            // Home and clear: redraw in place, as `watch` does.
+            out.push_str("\u{1b}[H\u{1b}[2J");
+        }
+        match args.output {
+            StatusFormat::Table => out.push_str(&format!(
+                "Every {}: kubectl kruntimes status   {}\n\n",
+                humantime(args.interval),
+                jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ")
+            )),
+            StatusFormat::Yaml => out.push_str("---\n"),
+            StatusFormat::Json => {}
+        }
+        out.push_str(&text);
+        if !tty && args.output == StatusFormat::Table {
+            out.push('\n');
+        }
+        write_out(&out)?;
+        tokio::select! {
+            _ = &mut ctrl_c => return Ok(()),
+            () = tokio::time::sleep(args.interval) => {}
+        }
+    }
+}
+
+/// One frame: the whole view as the requested format.
+async fn frame(target: &Target, args: &StatusArgs, palette: &Palette) -> anyhow::Result<String> {
+    let namespace = (!args.all_namespaces).then_some(target.namespace.as_str());
+    let pool = load::load(target, namespace, args.runtime.as_deref()).await?;
+    let status = report::build(&pool, &crate::scheduler::plugins::registry())
+        .map_err(|e| anyhow!("replaying the scheduler for the Pending Runs: {e}"))?;
+    if let Some(rt) = &args.runtime
+        && status.runtimes.is_empty()
+    {
+        let where_ = match namespace {
+            Some(ns) => format!(
+                "in namespace {ns:?}; list the Runtimes there with `kubectl get runtimes -n {ns}`"
+            ),
+            None => "in any namespace; list them with `kubectl get runtimes -A`".to_string(),
+        };
+        bail!("runtime {rt:?} not found {where_}");
+    }
+    Ok(match args.output {
+        StatusFormat::Table => render::text(&status, palette),
+        StatusFormat::Json => output::to_json(&status)?,
+        StatusFormat::Yaml => output::to_yaml(&status)?,
+    })
+}
+
+fn humantime(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+fn write_out(text: &str) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        // `| head` closed the pipe: nothing left to say.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing to stdout"),
+    }
+}

@@ -1,0 +1,121 @@
+//! The pool view as plain data: the `-o json|yaml` structure of `status` (schema in
+//! [`super`]), filled by [`super::report`] and printed by [`super::render`].
+//!
+//! Owns the shapes only: no scheduling rule, no I/O.
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use serde::{Deserialize, Serialize};
+
+use crate::api::{Run, Runtime};
+
+/// Version of the JSON/YAML structure; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Everything a pool view is built from, as read by the loader.
+#[derive(Debug, Clone, Default)]
+pub struct Pool {
+    /// The namespace read, `None` with `--all-namespaces`.
+    pub namespace: Option<String>,
+    /// Only this Runtime, when one was named.
+    pub runtime: Option<String>,
+    pub runtimes: Vec<Runtime>,
+    /// The Pods labelled `kruntimes.io/runtime`.
+    pub pods: Vec<Pod>,
+    /// The heartbeat Leases (label `kruntimes.io/runtime-pod`).
+    pub leases: Vec<Lease>,
+    /// Every Run (usage, affinity targets and the Pending demand).
+    pub runs: Vec<Run>,
+    /// When the objects were read; heartbeats and waits are judged at this instant.
+    pub now: Timestamp,
+}
+
+/// The pool view. Field meanings are documented in the module docs of [`super`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub schema_version: u32,
+    pub now: Timestamp,
+    /// `None` with `--all-namespaces`.
+    pub namespace: Option<String>,
+    /// One entry per Runtime, by namespace then name.
+    pub runtimes: Vec<RuntimeStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeStatus {
+    pub namespace: String,
+    pub name: String,
+    /// The Runtime object exists (Pods or Runs may name a missing one).
+    pub found: bool,
+    pub replicas: Option<i32>,
+    pub pods: PodCounts,
+    /// Every advertised resource, in name order.
+    pub resources: Vec<ResourceStatus>,
+    pub runs: PhaseCounts,
+    pub pending: PendingDemand,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodCounts {
+    pub total: usize,
+    /// `Ready` condition True.
+    pub ready: usize,
+    /// Can take a Run now: RuntimePodAvailability's Pod checks pass (not terminating, ready,
+    /// heartbeat held and fresh, capacity readable).
+    pub available: usize,
+    /// Why the others cannot, with the filter's reason texts.
+    pub unavailable: Vec<ReasonCount>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReasonCount {
+    pub reason: String,
+    pub count: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceStatus {
+    pub name: String,
+    /// Sum over the Runtime Pods that are not terminating; `None` when an active Run's amount
+    /// is unreadable.
+    pub used: Option<u64>,
+    pub capacity: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PhaseCounts {
+    pub pending: usize,
+    pub scheduled: usize,
+    pub running: usize,
+    pub succeeded: usize,
+    pub failed: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingDemand {
+    /// Pending Runs waiting for a Pod (not assigned, not being deleted).
+    pub runs: usize,
+    /// Creation time of the oldest of them.
+    pub oldest_created: Option<Timestamp>,
+    /// `now - oldestCreated`, in whole seconds.
+    pub oldest_wait_seconds: Option<i64>,
+    /// Per bounded reason, how many of them the scheduler's plugins reject for it on at least
+    /// one Pod (a Run whose message lists two reasons counts under both), ordered by count
+    /// then text. Also `fits now` (the scheduler has yet to place it), `no Runtime Pods`,
+    /// `Runtime not found` and PreFilter's reasons (`InvalidResources`, `InvalidAffinity`).
+    pub by_reason: Vec<ReasonCount>,
+    /// Per verdict in the scheduler's Pending message form, how many Runs get it.
+    pub by_message: Vec<MessageCount>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageCount {
+    pub message: String,
+    pub runs: usize,
+}

@@ -1,0 +1,202 @@
+//! Prints the pool view ([`Status`]) as text: one block per Runtime with its Pods, a usage
+//! bar per resource, Runs by phase and the Pending demand by the scheduler's reasons.
+//!
+//! Presentation only: every number arrives decided by [`super::report`].
+
+use super::model::{ResourceStatus, RuntimeStatus, Status};
+use crate::output::{Palette, Table, Tone};
+
+/// Cells of a usage bar.
+const BAR_WIDTH: u64 = 10;
+
+/// The whole view; `all_namespaces` names the namespaces in the empty case.
+pub fn text(status: &Status, palette: &Palette) -> String {
+    if status.runtimes.is_empty() {
+        return match &status.namespace {
+            Some(ns) => format!("No Runtimes, Runtime Pods or Runs in namespace {ns}.\n"),
+            None => "No Runtimes, Runtime Pods or Runs in any namespace.\n".to_string(),
+        };
+    }
+    let blocks: Vec<String> = status
+        .runtimes
+        .iter()
+        .map(|rt| runtime_block(rt, palette))
+        .collect();
+    blocks.join("\n")
+}
+
+fn runtime_block(rt: &RuntimeStatus, palette: &Palette) -> String {
+    let mut out = String::new();
+    let found = match (rt.found, rt.replicas) {
+        (false, _) => format!(" ({})", palette.paint("Runtime not found", Tone::Bad)),
+        (true, Some(replicas)) => format!(" (replicas {replicas})"),
+        (true, None) => String::new(),
+    };
+    out.push_str(&format!(
+        "{} {} in namespace {}{found}\n",
+        palette.paint("Runtime", Tone::Strong),
+        palette.paint(&rt.name, Tone::Strong),
+        rt.namespace
+    ));
+
+    let pods = &rt.pods;
+    let available = format!("{} available", pods.available);
+    let available = if pods.available < pods.total || pods.total == 0 {
+        palette.paint(&available, Tone::Warn)
+    } else {
+        palette.paint(&available, Tone::Good)
+    };
+    let why: Vec<String> = pods
+        .unavailable
+        .iter()
+        .map(|c| format!("{} {}", c.count, c.reason))
+        .collect();
+    let why = if why.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", why.join(", "))
+    };
+    out.push_str(&format!(
+        "  Pods:      {} total, {} ready, {available}{why}\n",
+        pods.total, pods.ready
+    ));
+
+    let r = &rt.runs;
+    out.push_str(&format!(
+        "  Runs:      {} Pending, {} Scheduled, {} Running, {} Succeeded, {}\n",
+        r.pending,
+        r.scheduled,
+        r.running,
+        r.succeeded,
+        if r.failed > 0 {
+            palette.paint(&format!("{} Failed", r.failed), Tone::Bad)
+        } else {
+            "0 Failed".to_string()
+        }
+    ));
+
+    if rt.resources.is_empty() {
+        out.push_str("  Resources: none advertised\n");
+    } else {
+        let mut table = Table::new(vec!["RESOURCE".into(), "USAGE".into(), "USED".into()]);
+        for res in &rt.resources {
+            let (bar, tone) = bar(res);
+            let row = table.row(vec![res.name.clone(), bar, used_text(res)]);
+            table.tone(row, 1, tone);
+        }
+        out.push('\n');
+        indent(&mut out, &table.render(palette));
+    }
+
+    let p = &rt.pending;
+    out.push('\n');
+    if p.runs == 0 {
+        out.push_str("  Pending:   no Run is waiting\n");
+    } else {
+        let oldest = p
+            .oldest_wait_seconds
+            .map(|s| format!(", the oldest for {}", age(s)))
+            .unwrap_or_default();
+        let runs = if p.runs == 1 { "Run" } else { "Runs" };
+        out.push_str(&format!(
+            "  Pending:   {} {runs} waiting{oldest}\n",
+            palette.paint(&p.runs.to_string(), Tone::Warn)
+        ));
+        let mut table = Table::new(vec!["RUNS".into(), "REASON (the scheduler's)".into()]);
+        for c in &p.by_reason {
+            let row = table.row(vec![c.count.to_string(), c.reason.clone()]);
+            table.tone(row, 1, Tone::Warn);
+        }
+        indent(&mut out, &table.render(palette));
+    }
+    out
+}
+
+/// `████████░░` and its tone: full is bad, 80% or more needs attention.
+fn bar(res: &ResourceStatus) -> (String, Tone) {
+    let Some(used) = res.used else {
+        return ("?".repeat(BAR_WIDTH as usize), Tone::Warn);
+    };
+    let filled = if res.capacity == 0 {
+        BAR_WIDTH
+    } else {
+        (used.min(res.capacity) * BAR_WIDTH).div_ceil(res.capacity)
+    };
+    let tone = if used >= res.capacity {
+        Tone::Bad
+    } else if used * 10 >= res.capacity * 8 {
+        Tone::Warn
+    } else {
+        Tone::Good
+    };
+    let text = "█".repeat(filled as usize) + &"░".repeat((BAR_WIDTH - filled) as usize);
+    (text, tone)
+}
+
+fn used_text(res: &ResourceStatus) -> String {
+    match res.used {
+        Some(used) => format!("{used}/{}", res.capacity),
+        None => format!("?/{}", res.capacity),
+    }
+}
+
+fn indent(out: &mut String, text: &str) {
+    for line in text.lines() {
+        out.push_str("  ");
+        out.push_str(line);
+        out.push('\n');
+    }
+}
+
+/// A wait as kubectl prints ages: `45s`, `2m10s`, `3h5m`, `2d3h`.
+pub fn age(seconds: i64) -> String {
+    let s = seconds.max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{}s", s / 60, s % 60),
+        3600..86400 => format!("{}h{}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d{}h", s / 86400, s % 86400 / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::model::*;
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        assert_eq!(age(45), "45s");
+        assert_eq!(age(130), "2m10s");
+        assert_eq!(age(3 * 3600 + 300), "3h5m");
+        assert_eq!(age(2 * 86400 + 3 * 3600), "2d3h");
+    }
+
+    #[test]
+    fn bars_fill_by_usage_and_round_up() {
+        let r = |used, capacity| ResourceStatus {
+            name: "x".into(),
+            used,
+            capacity,
+        };
+        assert_eq!(bar(&r(Some(8), 10)), ("████████░░".into(), Tone::Warn));
+        assert_eq!(bar(&r(Some(0), 4)), ("░░░░░░░░░░".into(), Tone::Good));
+        assert_eq!(bar(&r(Some(1), 40)).0, "█░░░░░░░░░");
+        assert_eq!(bar(&r(Some(3), 3)), ("██████████".into(), Tone::Bad));
+        assert_eq!(bar(&r(None, 3)).0, "??????????");
+    }
+
+    #[test]
+    fn an_empty_view_says_where_it_looked() {
+        let s = Status {
+            schema_version: SCHEMA_VERSION,
+            now: jiff::Timestamp::UNIX_EPOCH,
+            namespace: Some("team-a".into()),
+            runtimes: vec![],
+        };
+        assert_eq!(
+            text(&s, &Palette::plain()),
+            "No Runtimes, Runtime Pods or Runs in namespace team-a.\n"
+        );
+    }
+}

@@ -1,0 +1,332 @@
+//! Builds the pool view ([`Status`]) from listed objects by replaying the scheduler's own
+//! cycle for every Pending Run.
+//!
+//! It must not re-implement a scheduling rule: one [`SchedulerCache::from_objects`] snapshot
+//! (as `explain` builds), [`evaluate`] with the scheduler's [`Registry`] for each Pending Run
+//! (once per distinct request shape in a Runtime), the Pending message from
+//! [`Unschedulable::message`] and Pod availability from
+//! [`runtime_pod_availability::unavailable`]. It is pure: no client, no clock.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use kube::ResourceExt;
+
+pub use super::model::*;
+use crate::api::{LABEL_RUNTIME, Run, RunPhase};
+use crate::scheduler::framework::{CycleError, Decision, Registry, SchedulerCache, evaluate};
+use crate::scheduler::plugins::runtime_pod_availability;
+
+/// The reason of a Pending Run the scheduler would place right now (it has not yet).
+pub const FITS_NOW: &str = "fits now";
+/// The reason of a Pending Run of a Runtime without any Runtime Pod.
+pub const NO_PODS: &str = "no Runtime Pods";
+/// The reason of a Pending Run whose Runtime does not exist.
+pub const RUNTIME_NOT_FOUND: &str = "Runtime not found";
+
+/// A Run waiting for a Pod: Pending, unassigned, not being deleted (what the scheduler
+/// queues).
+pub fn is_waiting(run: &Run) -> bool {
+    run.metadata.deletion_timestamp.is_none()
+        && run.phase() == RunPhase::Pending
+        && run
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_name.as_ref())
+            .is_none()
+}
+
+/// Replays the scheduler for every Pending Run of `pool` and summarizes each Runtime. The only
+/// error is a Score plugin failure, which the scheduler would retry.
+pub fn build(pool: &Pool, registry: &Registry) -> Result<Status, CycleError> {
+    let cache = SchedulerCache::from_objects(
+        &pool.runtimes,
+        &pool.pods,
+        &pool.leases,
+        &pool.runs,
+        pool.now,
+    );
+    // Every (namespace, runtime) a Runtime, a Runtime Pod or a Run names.
+    let mut keys: BTreeSet<(String, String)> = BTreeSet::new();
+    for r in &pool.runtimes {
+        keys.insert((r.namespace().unwrap_or_default(), r.name_any()));
+    }
+    for p in &pool.pods {
+        if let Some(rt) = p.labels().get(LABEL_RUNTIME) {
+            keys.insert((p.namespace().unwrap_or_default(), rt.clone()));
+        }
+    }
+    let mut runs_by_scope: HashMap<(String, String), Vec<&Run>> = HashMap::new();
+    for run in &pool.runs {
+        let key = (
+            run.namespace().unwrap_or_default(),
+            run.spec.runtime.clone(),
+        );
+        keys.insert(key.clone());
+        runs_by_scope.entry(key).or_default().push(run);
+    }
+    if let Some(only) = &pool.runtime {
+        keys.retain(|(_, rt)| rt == only);
+    }
+    let mut runtimes = Vec::with_capacity(keys.len());
+    for (namespace, name) in keys {
+        let runs = runs_by_scope
+            .remove(&(namespace.clone(), name.clone()))
+            .unwrap_or_default();
+        runtimes.push(runtime_status(
+            pool, &cache, registry, &namespace, &name, &runs,
+        )?);
+    }
+    Ok(Status {
+        schema_version: SCHEMA_VERSION,
+        now: pool.now,
+        namespace: pool.namespace.clone(),
+        runtimes,
+    })
+}
+
+fn runtime_status(
+    pool: &Pool,
+    cache: &SchedulerCache,
+    registry: &Registry,
+    namespace: &str,
+    name: &str,
+    runs: &[&Run],
+) -> Result<RuntimeStatus, CycleError> {
+    let runtime = pool
+        .runtimes
+        .iter()
+        .find(|r| r.namespace().as_deref() == Some(namespace) && r.name_any() == name);
+    let snapshot = cache.snapshot(namespace, name, pool.now);
+
+    let mut pods = PodCounts::default();
+    let mut unavailable: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut resources: BTreeMap<String, (Option<u64>, u64)> = BTreeMap::new();
+    for view in snapshot.pods() {
+        pods.total += 1;
+        pods.ready += usize::from(view.ready());
+        match runtime_pod_availability::unavailable(&view, pool.now) {
+            None => pods.available += 1,
+            Some(reason) => *unavailable.entry(reason).or_default() += 1,
+        }
+        if view.deleting() {
+            continue;
+        }
+        let Ok(capacity) = view.capacity() else {
+            continue;
+        };
+        for (resource, amount) in capacity.iter() {
+            let used = view.used(resource);
+            let entry = resources
+                .entry(resource.to_string())
+                .or_insert((Some(0), 0));
+            entry.0 = match (entry.0, used) {
+                (_, u64::MAX) | (None, _) => None,
+                (Some(total), used) => Some(total.saturating_add(used)),
+            };
+            entry.1 = entry.1.saturating_add(amount);
+        }
+    }
+    pods.unavailable = sorted_counts(unavailable.into_iter().map(|(r, c)| (r.to_string(), c)));
+
+    let mut phases = PhaseCounts::default();
+    for run in runs {
+        match run.phase() {
+            RunPhase::Pending => phases.pending += 1,
+            RunPhase::Scheduled => phases.scheduled += 1,
+            RunPhase::Running => phases.running += 1,
+            RunPhase::Succeeded => phases.succeeded += 1,
+            RunPhase::Failed => phases.failed += 1,
+        }
+    }
+
+    // One cycle per distinct request shape: Runs alike in everything the plugins read get the
+    // same verdict, so 10,000 identical Pending Runs cost one evaluation.
+    let mut verdicts: HashMap<String, (Vec<String>, String)> = HashMap::new();
+    let mut by_reason: HashMap<String, usize> = HashMap::new();
+    let mut by_message: HashMap<String, usize> = HashMap::new();
+    let mut pending = PendingDemand::default();
+    for run in runs.iter().filter(|r| is_waiting(r)) {
+        let shape = serde_json::to_string(&(&run.spec.resources, &run.spec.affinity, run.labels()))
+            .unwrap_or_default();
+        let (reasons, message) = match verdicts.get(&shape) {
+            Some(v) => v.clone(),
+            None => {
+                let eval = evaluate(&snapshot, registry, run)?;
+                let verdict = match eval.decision() {
+                    Decision::Schedule { .. } => (
+                        vec![FITS_NOW.to_string()],
+                        "Fits: not yet placed.".to_string(),
+                    ),
+                    Decision::Unschedulable(u) => {
+                        let reasons = if u.missing_runtime.is_some() {
+                            vec![RUNTIME_NOT_FOUND.to_string()]
+                        } else if u.histogram.is_empty() {
+                            vec![NO_PODS.to_string()]
+                        } else {
+                            u.histogram.iter().map(|c| c.text()).collect()
+                        };
+                        (reasons, u.message())
+                    }
+                    Decision::Invalid { reason, message } => {
+                        (vec![reason.to_string()], format!("{reason}: {message}"))
+                    }
+                };
+                verdicts.insert(shape, verdict.clone());
+                verdict
+            }
+        };
+        pending.runs += 1;
+        for reason in reasons {
+            *by_reason.entry(reason).or_default() += 1;
+        }
+        *by_message.entry(message).or_default() += 1;
+        if let Some(created) = run.metadata.creation_timestamp.as_ref().map(|t| t.0)
+            && pending.oldest_created.is_none_or(|o| created < o)
+        {
+            pending.oldest_created = Some(created);
+        }
+    }
+    pending.oldest_wait_seconds = pending
+        .oldest_created
+        .map(|t| pool.now.duration_since(t).as_secs().max(0));
+    pending.by_reason = sorted_counts(by_reason);
+    pending.by_message = sorted_counts(by_message)
+        .into_iter()
+        .map(|c| MessageCount {
+            message: c.reason,
+            runs: c.count,
+        })
+        .collect();
+
+    Ok(RuntimeStatus {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        found: runtime.is_some(),
+        replicas: runtime.map(|r| r.spec.replicas),
+        pods,
+        resources: resources
+            .into_iter()
+            .map(|(name, (used, capacity))| ResourceStatus {
+                name,
+                used,
+                capacity,
+            })
+            .collect(),
+        runs: phases,
+        pending,
+    })
+}
+
+/// By count (descending), then text.
+fn sorted_counts(counts: impl IntoIterator<Item = (String, usize)>) -> Vec<ReasonCount> {
+    let mut v: Vec<ReasonCount> = counts
+        .into_iter()
+        .map(|(reason, count)| ReasonCount { reason, count })
+        .collect();
+    v.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.reason.cmp(&b.reason)));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::plugins::registry;
+    use crate::testing::*;
+
+    const GPU: &str = "example.com/gpu";
+
+    fn pool(pods: Vec<PodBuilder>, runs: Vec<RunBuilder>) -> Pool {
+        Pool {
+            namespace: Some("default".into()),
+            runtime: None,
+            runtimes: vec![runtime("python").build()],
+            pods: pods.iter().map(PodBuilder::build).collect(),
+            leases: pods.iter().filter_map(PodBuilder::build_lease).collect(),
+            runs: runs.iter().map(RunBuilder::build).collect(),
+            now: at(0),
+        }
+    }
+
+    #[test]
+    fn pending_demand_counts_the_scheduler_verdicts_per_reason() {
+        let p = pool(
+            vec![
+                pod("py-a").capacity(&[("runs", 4), (GPU, 1)]),
+                pod("py-b").capacity(&[("runs", 4), (GPU, 1)]),
+                pod("py-c").capacity(&[("runs", 4), (GPU, 1)]).stale(),
+            ],
+            vec![
+                run("a").requests(&[(GPU, 1)]).on("py-a").running(),
+                run("b").requests(&[(GPU, 1)]).on("py-b").running(),
+                run("w1").requests(&[(GPU, 1)]).created(10),
+                run("w2").requests(&[(GPU, 1)]).created(20),
+                run("w3").requests(&[(GPU, 2)]).created(30),
+                run("done").succeeded(),
+            ],
+        );
+        let s = build(&p, &registry()).unwrap();
+        assert_eq!(s.runtimes.len(), 1);
+        let rt = &s.runtimes[0];
+        assert_eq!((rt.pods.total, rt.pods.ready, rt.pods.available), (3, 3, 2));
+        assert_eq!(
+            rt.pods.unavailable,
+            vec![ReasonCount {
+                reason: "runtimed heartbeat stale".into(),
+                count: 1
+            }]
+        );
+        let gpu = rt.resources.iter().find(|r| r.name == GPU).unwrap();
+        assert_eq!((gpu.used, gpu.capacity), (Some(2), 3));
+        assert_eq!(
+            (rt.runs.pending, rt.runs.running, rt.runs.succeeded),
+            (3, 2, 1)
+        );
+        assert_eq!(rt.pending.runs, 3);
+        let oldest = jiff::Timestamp::from_second(10).unwrap();
+        assert_eq!(rt.pending.oldest_created, Some(oldest));
+        assert_eq!(rt.pending.oldest_wait_seconds, Some(at(0).as_second() - 10));
+        let reasons: Vec<(&str, usize)> = rt
+            .pending
+            .by_reason
+            .iter()
+            .map(|c| (c.reason.as_str(), c.count))
+            .collect();
+        assert_eq!(
+            reasons,
+            vec![
+                ("Insufficient example.com/gpu", 3),
+                ("runtimed heartbeat stale", 3)
+            ]
+        );
+        let messages: Vec<(&str, usize)> = rt
+            .pending
+            .by_message
+            .iter()
+            .map(|c| (c.message.as_str(), c.runs))
+            .collect();
+        assert_eq!(
+            messages,
+            vec![(
+                "0/3 Runtime Pods are available: 2 Insufficient example.com/gpu, 1 runtimed heartbeat stale.",
+                3
+            )]
+        );
+    }
+
+    #[test]
+    fn a_named_runtime_filters_and_a_run_of_a_missing_runtime_says_so() {
+        let mut p = pool(
+            vec![pod("py-a")],
+            vec![run("lost").runtime("nope"), run("fits")],
+        );
+        let s = build(&p, &registry()).unwrap();
+        let names: Vec<&str> = s.runtimes.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, vec!["nope", "python"]);
+        assert_eq!(s.runtimes[0].pending.by_reason[0].reason, RUNTIME_NOT_FOUND);
+        assert!(!s.runtimes[0].found);
+        assert_eq!(s.runtimes[1].pending.by_reason[0].reason, FITS_NOW);
+        p.runtime = Some("python".into());
+        let s = build(&p, &registry()).unwrap();
+        assert_eq!(s.runtimes.len(), 1);
+    }
+}

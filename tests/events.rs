@@ -1,0 +1,282 @@
+//! Events on Runs and the scheduler's gauges against the real control plane: the scheduler
+//! (the built binary) says `FailedScheduling` once per distinct Pending message, however often
+//! it retries, then `Scheduled`; the real `kubectl describe run` tells that story in order; the
+//! gauges `kruntimes_scheduler_pending_runs` and `kruntimes_scheduler_runtime_pods` move as
+//! the Run waits and is placed.
+
+mod support;
+
+use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt as _;
+use serde_json::json;
+
+use kruntimes::api::RunPhase;
+use kruntimes::testing::{pod, run};
+use support::world::{
+    self, Create, RuntimedProcess, SchedulerProcess, TestNs, WAIT, eventually, sample,
+};
+
+/// (reason, note, series count) of the Events regarding Run `name`, oldest first.
+async fn events_of(ns: &TestNs, name: &str) -> Vec<(String, String, i32)> {
+    let mut events: Vec<Event> = ns
+        .api::<Event>()
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .collect();
+    events.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+    events
+        .into_iter()
+        .map(|e| {
+            (
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+                e.series.map_or(1, |s| s.count),
+            )
+        })
+        .collect()
+}
+
+/// Waits until the scraped `series` has `value`.
+async fn gauge(scheduler: &SchedulerProcess, series: &str, value: f64) {
+    eventually(WAIT, &format!("{series} = {value}"), async || {
+        let body = scheduler.metrics().await;
+        match sample(&body, series) {
+            Some(v) if v == value => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
+    let ns = TestNs::new("ev-story").await;
+    let py_a = pod("py-a").capacity(&[("runs", 1)]).create(&ns).await;
+    run("busy")
+        .pod_uid(&py_a.uid().unwrap())
+        .on("py-a")
+        .running()
+        .create(&ns)
+        .await;
+    let scheduler = SchedulerProcess::start(&ns.name, 1, None, "ev-story").await;
+    gauge(
+        &scheduler,
+        "kruntimes_scheduler_runtime_pods{state=\"available\"}",
+        1.0,
+    )
+    .await;
+    gauge(
+        &scheduler,
+        "kruntimes_scheduler_runtime_pods{state=\"unavailable\"}",
+        0.0,
+    )
+    .await;
+    gauge(
+        &scheduler,
+        "kruntimes_scheduler_pending_runs{state=\"unschedulable\"}",
+        0.0,
+    )
+    .await;
+
+    run("waiter").create(&ns).await;
+    let full = "0/1 Runtime Pods are available: 1 Insufficient runs.";
+    eventually(WAIT, "FailedScheduling on waiter", async || {
+        let events = events_of(&ns, "waiter").await;
+        if events == [("FailedScheduling".into(), full.into(), 1)] {
+            Ok(())
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
+    gauge(
+        &scheduler,
+        "kruntimes_scheduler_pending_runs{state=\"unschedulable\"}",
+        1.0,
+    )
+    .await;
+
+    // Every Run event is a new cycle with the same verdict: no new Event, no series growth.
+    let attempts = |body: &str| {
+        sample(
+            body,
+            "kruntimes_scheduler_schedule_attempts_total{result=\"unschedulable\"}",
+        )
+        .unwrap_or(0.0)
+    };
+    // One at a time: the queue coalesces a key's events while it waits.
+    for i in 0..5 {
+        let before = attempts(&scheduler.metrics().await);
+        ns.merge::<kruntimes::api::Run>(
+            "waiter",
+            json!({"metadata": {"annotations": {"touched": i.to_string()}}}),
+        )
+        .await;
+        eventually(WAIT, "one more unschedulable cycle", async || {
+            let n = attempts(&scheduler.metrics().await);
+            if n > before { Ok(()) } else { Err(n) }
+        })
+        .await;
+    }
+    assert_eq!(
+        events_of(&ns, "waiter").await,
+        [("FailedScheduling".to_string(), full.to_string(), 1)]
+    );
+
+    // A different verdict is a new Event with its own message.
+    pod("py-b")
+        .capacity(&[("runs", 1)])
+        .not_ready()
+        .create(&ns)
+        .await;
+    let two = "0/2 Runtime Pods are available: 1 Insufficient runs, 1 Runtime Pod not ready.";
+    eventually(WAIT, "a second FailedScheduling", async || {
+        let events = events_of(&ns, "waiter").await;
+        let want = [
+            ("FailedScheduling".to_string(), full.to_string(), 1),
+            ("FailedScheduling".to_string(), two.to_string(), 1),
+        ];
+        if events == want {
+            Ok(())
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
+    gauge(
+        &scheduler,
+        "kruntimes_scheduler_runtime_pods{state=\"unavailable\"}",
+        1.0,
+    )
+    .await;
+
+    // busy finishes: waiter is placed.
+    ns.set_phase("busy", RunPhase::Succeeded, Some("py-a"))
+        .await;
+    eventually(WAIT, "Scheduled on waiter", async || {
+        let events = events_of(&ns, "waiter").await;
+        match events.last() {
+            Some((reason, note, 1))
+                if reason == "Scheduled" && note == "Assigned to Runtime Pod py-a" =>
+            {
+                Ok(())
+            }
+            _ => Err(format!("{events:?}")),
+        }
+    })
+    .await;
+    gauge(
+        &scheduler,
+        "kruntimes_scheduler_pending_runs{state=\"unschedulable\"}",
+        0.0,
+    )
+    .await;
+    gauge(
+        &scheduler,
+        "kruntimes_scheduler_pending_runs{state=\"queued\"}",
+        0.0,
+    )
+    .await;
+
+    // runtimed admits, starts and completes it; a Run bound to the same full Pod by hand waits
+    // there until it is done.
+    let squeezed = run("squeezed")
+        .pod_uid(&py_a.uid().unwrap())
+        .on("py-a")
+        .create(&ns)
+        .await;
+    let runtimed = RuntimedProcess::start(&py_a, &[]);
+    ns.wait_runs(WAIT, "waiter and squeezed Succeeded", |runs| {
+        let done = |name| world::phase_of(runs, name) == Some(RunPhase::Succeeded);
+        (done("waiter") && done("squeezed")).then_some(())
+    })
+    .await;
+    let reasons = |events: &[(String, String, i32)]| {
+        events.iter().map(|(r, _, _)| r.clone()).collect::<Vec<_>>()
+    };
+    eventually(WAIT, "the whole story of waiter", async || {
+        let events = events_of(&ns, "waiter").await;
+        let want = [
+            "FailedScheduling",
+            "FailedScheduling",
+            "Scheduled",
+            "Admitted",
+            "Started",
+            "Completed",
+        ];
+        if reasons(&events) == want {
+            Ok(())
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
+    let events = eventually(WAIT, "squeezed waited, then ran", async || {
+        let events = events_of(&ns, "squeezed").await;
+        if reasons(&events) == ["Waiting", "Admitted", "Started", "Completed"] {
+            Ok(events)
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
+    assert!(
+        events[0]
+            .1
+            .starts_with("does not fit on Runtime Pod py-a now: "),
+        "{events:?}\n{}",
+        runtimed.log()
+    );
+    assert_eq!(squeezed.status.unwrap().pod_name.as_deref(), Some("py-a"));
+
+    // The real kubectl tells the story, in order.
+    let out = support::kubectl()
+        .args(["describe", "run", "waiter", "-n", &ns.name])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let events = text
+        .split("Events:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{text}"));
+    let lines: Vec<&str> = events
+        .lines()
+        .filter(|l| l.contains("kruntimes-scheduler") || l.contains("kruntimes-runtimed"))
+        .collect();
+    assert_eq!(lines.len(), 6, "{events}");
+    assert!(
+        lines[0].contains("Warning")
+            && lines[0].contains("FailedScheduling")
+            && lines[0].contains(full),
+        "{events}"
+    );
+    assert!(
+        lines[1].contains("FailedScheduling") && lines[1].contains(two),
+        "{events}"
+    );
+    assert!(
+        lines[2].contains("Normal")
+            && lines[2].contains("Scheduled")
+            && lines[2].contains("Assigned to Runtime Pod py-a"),
+        "{events}"
+    );
+    for (line, reason) in lines[3..].iter().zip(["Admitted", "Started", "Completed"]) {
+        assert!(
+            line.contains("Normal") && line.contains(reason) && line.contains("kruntimes-runtimed"),
+            "{events}"
+        );
+    }
+    assert!(
+        lines[5].contains("the process exited with code 0 (exit code 0)"),
+        "{events}"
+    );
+}

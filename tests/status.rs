@@ -1,0 +1,465 @@
+//! `status` against the real control plane: the built binary reads real objects; its Pending
+//! demand must be exactly what the running scheduler (the built binary too) writes on the Runs,
+//! its table matches the golden file (colors off), its JSON follows the documented structure,
+//! `--watch` draws a new frame when a Run finishes, redraws in place on a pseudo-terminal and
+//! stops cleanly on Ctrl-C, and `-A` stays fast with 10,000 Runs.
+//!
+//! Each test has its own namespace; schedulers watch only that namespace.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, BufReader};
+use std::process::{Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt as _, TryStreamExt as _};
+use kube::ResourceExt as _;
+use kube::api::PostParams;
+use serde_json::Value;
+
+use kruntimes::api::RunPhase;
+use kruntimes::testing::{pod, run, runtime};
+use support::world::{Create, SchedulerProcess, TestNs, WAIT};
+
+const GPU: &str = "example.com/gpu";
+
+/// Runs `kubectl-kruntimes status <args> -n <ns>` (NO_COLOR set, stdout a pipe).
+fn status(ns: &str, args: &[&str]) -> Output {
+    support::kruntimes()
+        .arg("status")
+        .args(args)
+        .args(["-n", ns])
+        .output()
+        .expect("run kubectl-kruntimes status")
+}
+
+fn status_json(ns: &str, args: &[&str]) -> Value {
+    let out = status(ns, &[args, &["-o", "json"]].concat());
+    assert!(
+        out.status.success(),
+        "status failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "status -o json is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// Compares `actual` with `tests/golden/<name>`; `UPDATE_GOLDEN=1` rewrites the file.
+fn golden(name: &str, actual: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; run with UPDATE_GOLDEN=1", path.display()));
+    assert_eq!(
+        actual, want,
+        "{name} differs; run with UPDATE_GOLDEN=1 to accept"
+    );
+}
+
+/// The status table with what changes from run to run (the namespace, the oldest wait)
+/// replaced by placeholders.
+fn normalized(ns: &str, table: &str) -> String {
+    table
+        .lines()
+        .map(|line| {
+            let line = line.replace(ns, "<ns>");
+            match line.split_once(", the oldest for ") {
+                Some((head, _)) => format!("{head}, the oldest for <age>"),
+                None => line,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+#[tokio::test]
+async fn a_pool_with_used_gpus_a_stale_heartbeat_and_two_pending_reasons() {
+    let ns = TestNs::new("st-pool").await;
+    // replicas 0: the Runtime controller leaves these hand-made Pods alone.
+    runtime("python")
+        .replicas(0)
+        .capacity(&[("runs", 4), (GPU, 1)])
+        .create(&ns)
+        .await;
+    let mut uids = BTreeMap::new();
+    for name in ["py-a", "py-b"] {
+        let created = pod(name)
+            .capacity(&[("runs", 4), (GPU, 1)])
+            .create(&ns)
+            .await;
+        uids.insert(name, created.uid().unwrap());
+    }
+    pod("py-c")
+        .capacity(&[("runs", 4), (GPU, 1)])
+        .stale()
+        .create(&ns)
+        .await;
+    for (name, on) in [("train-a", "py-a"), ("train-b", "py-b")] {
+        run(name)
+            .requests(&[(GPU, 1)])
+            .pod_uid(&uids[on])
+            .on(on)
+            .running()
+            .create(&ns)
+            .await;
+    }
+    run("done").on("py-a").succeeded().create(&ns).await;
+    for name in ["gpu-1", "gpu-2"] {
+        run(name).requests(&[(GPU, 1)]).create(&ns).await;
+    }
+    run("wide").requests(&[("runs", 5)]).create(&ns).await;
+
+    let gpu_message = "0/3 Runtime Pods are available: 2 Insufficient example.com/gpu, 1 runtimed heartbeat stale.";
+    let runs_message =
+        "0/3 Runtime Pods are available: 2 Insufficient runs, 1 runtimed heartbeat stale.";
+    // Before any scheduler: status replays the plugins itself.
+    let before = status_json(&ns.name, &[]);
+    let _scheduler = SchedulerProcess::start(&ns.name, 1, None, "st-pool").await;
+    let written = ns
+        .wait_runs(WAIT, "the scheduler's Pending messages", |runs| {
+            let pending: Vec<_> = runs
+                .iter()
+                .filter(|r| r.phase() == RunPhase::Pending)
+                .collect();
+            let messages: Vec<String> = pending
+                .iter()
+                .filter_map(|r| r.status.as_ref()?.message.clone())
+                .collect();
+            (pending.len() == 3 && messages.len() == 3).then_some(messages)
+        })
+        .await;
+    // The scheduler's messages, grouped, are status's byMessage, and the reasons in them its
+    // byReason.
+    let mut by_message: BTreeMap<String, u64> = BTreeMap::new();
+    for m in &written {
+        *by_message.entry(m.clone()).or_default() += 1;
+    }
+    assert_eq!(
+        by_message,
+        BTreeMap::from([(gpu_message.to_string(), 2), (runs_message.to_string(), 1)])
+    );
+    let json = status_json(&ns.name, &[]);
+    for report in [&before, &json] {
+        let rt = &report["runtimes"][0];
+        let got: BTreeMap<String, u64> = rt["pending"]["byMessage"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["message"].as_str().unwrap().to_string(),
+                    m["runs"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(got, by_message, "{report}");
+    }
+    let rt = &json["runtimes"][0];
+    assert_eq!(json["schemaVersion"], 1);
+    assert_eq!(json["namespace"], ns.name.as_str());
+    assert_eq!(json["runtimes"].as_array().unwrap().len(), 1);
+    assert_eq!(rt["name"], "python");
+    assert_eq!(rt["found"], true);
+    assert_eq!(rt["replicas"], 0);
+    assert_eq!(rt["pods"]["total"], 3);
+    assert_eq!(rt["pods"]["ready"], 3);
+    assert_eq!(rt["pods"]["available"], 2);
+    assert_eq!(
+        rt["pods"]["unavailable"],
+        serde_json::json!([{"reason": "runtimed heartbeat stale", "count": 1}])
+    );
+    assert_eq!(
+        rt["resources"],
+        serde_json::json!([
+            {"name": GPU, "used": 2, "capacity": 3},
+            {"name": "runs", "used": 2, "capacity": 12},
+        ])
+    );
+    assert_eq!(
+        rt["runs"],
+        serde_json::json!({"pending": 3, "scheduled": 0, "running": 2, "succeeded": 1, "failed": 0})
+    );
+    assert_eq!(rt["pending"]["runs"], 3);
+    assert_eq!(
+        rt["pending"]["byReason"],
+        serde_json::json!([
+            {"reason": "runtimed heartbeat stale", "count": 3},
+            {"reason": "Insufficient example.com/gpu", "count": 2},
+            {"reason": "Insufficient runs", "count": 1},
+        ])
+    );
+    assert!(rt["pending"]["oldestCreated"].is_string());
+    assert!(rt["pending"]["oldestWaitSeconds"].as_i64().unwrap() >= 0);
+    // YAML is the same structure.
+    let yaml: Value = serde_yaml::from_slice(&status(&ns.name, &["-o", "yaml"]).stdout).unwrap();
+    assert_eq!(yaml["runtimes"], json["runtimes"]);
+    // Scripts in Rust can read it back.
+    let typed: kruntimes::status::Status = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(typed.runtimes[0].pending.runs, 3);
+
+    let out = status(&ns.name, &[]);
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(!table.contains('\u{1b}'), "NO_COLOR and a pipe: no colors");
+    golden("status-pool.txt", &normalized(&ns.name, &table));
+    // Naming the Runtime shows the same block.
+    let named = String::from_utf8(status(&ns.name, &["python"]).stdout).unwrap();
+    assert_eq!(normalized(&ns.name, &named), normalized(&ns.name, &table));
+    let colored = status(&ns.name, &["--color", "always"]);
+    assert!(
+        String::from_utf8(colored.stdout)
+            .unwrap()
+            .contains("\u{1b}[")
+    );
+}
+
+#[tokio::test]
+async fn errors_are_one_line_with_a_non_zero_exit() {
+    let ns = TestNs::new("st-errors").await;
+    pod("py-a").create(&ns).await;
+    let out = status(&ns.name, &["nope"]);
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        format!(
+            "error: runtime \"nope\" not found in namespace \"{ns}\"; list the Runtimes there with `kubectl get runtimes -n {ns}`\n"
+        )
+    );
+    let out = status("st-no-such-namespace", &[]);
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "error: namespace \"st-no-such-namespace\" not found; pass an existing namespace with -n\n"
+    );
+    let empty = TestNs::new("st-empty").await;
+    let out = status(&empty.name, &[]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!("No Runtimes, Runtime Pods or Runs in namespace {empty}.\n")
+    );
+}
+
+/// Reads `--watch` frames (each starts with its `Every` header) from a child's stdout.
+struct Frames {
+    rx: mpsc::Receiver<String>,
+    pending: Option<String>,
+}
+
+impl Frames {
+    fn new(stdout: std::process::ChildStdout) -> Self {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Frames { rx, pending: None }
+    }
+
+    /// The next complete frame (complete once the next header arrives), or `None` after
+    /// `timeout`.
+    fn next(&mut self, timeout: Duration) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        let mut frame = self.pending.take();
+        loop {
+            let left = deadline.checked_duration_since(Instant::now())?;
+            let line = self.rx.recv_timeout(left).ok()?;
+            if line.starts_with("Every ") {
+                if let Some(done) = frame.take() {
+                    self.pending = Some(format!("{line}\n"));
+                    return Some(done);
+                }
+                frame = Some(String::new());
+            }
+            if let Some(f) = frame.as_mut() {
+                f.push_str(&line);
+                f.push('\n');
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn watch_draws_a_new_frame_when_a_run_finishes_and_stops_on_ctrl_c() {
+    let ns = TestNs::new("st-watch").await;
+    pod("py-a").capacity(&[("runs", 1)]).create(&ns).await;
+    run("busy").on("py-a").running().create(&ns).await;
+    run("next").create(&ns).await;
+    let mut child = support::kruntimes()
+        .args(["status", "--watch", "--interval", "100ms", "-n", &ns.name])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut frames = Frames::new(child.stdout.take().unwrap());
+    let first = frames.next(WAIT).expect("a first frame");
+    assert!(
+        first.starts_with("Every 100ms: kubectl kruntimes status   "),
+        "{first}"
+    );
+    assert!(first.contains("1 Pending"), "{first}");
+    assert!(first.contains("1 Running, 0 Succeeded"), "{first}");
+    assert!(first.contains("Insufficient runs"), "{first}");
+
+    ns.set_phase("busy", RunPhase::Succeeded, Some("py-a"))
+        .await;
+    let mut seen = 1;
+    let changed = loop {
+        let frame = frames
+            .next(WAIT)
+            .unwrap_or_else(|| panic!("no frame after {seen} frames"));
+        seen += 1;
+        if frame.contains("0 Running, 1 Succeeded") {
+            break frame;
+        }
+    };
+    assert!(changed.contains("fits now"), "{changed}");
+    assert!(!changed.contains("Insufficient runs"), "{changed}");
+
+    // Ctrl-C: a clean stop.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "exit status {status:?} after SIGINT");
+}
+
+#[tokio::test]
+async fn all_namespaces_stays_fast_with_ten_thousand_runs() {
+    let ns = TestNs::new("st-10k").await;
+    pod("py-a")
+        .capacity(&[("runs", 4), (GPU, 1)])
+        .create(&ns)
+        .await;
+    let api = ns.runs();
+    let started = Instant::now();
+    futures::stream::iter(0..10_000)
+        .map(|i| {
+            let api = api.clone();
+            let mut r = run(&format!("r-{i:05}"));
+            if i % 2 == 0 {
+                r = r.requests(&[(GPU, 2)]);
+            }
+            let mut object = r.build();
+            object.metadata.namespace = Some(ns.name.clone());
+            object.metadata.uid = None;
+            async move { api.create(&PostParams::default(), &object).await }
+        })
+        .buffer_unordered(64)
+        .try_for_each(|_| async { Ok(()) })
+        .await
+        .expect("create 10,000 Runs");
+    eprintln!("created 10,000 Runs in {:?}", started.elapsed());
+
+    let started = Instant::now();
+    let out = support::kruntimes()
+        .args(["status", "-A", "-o", "json"])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("status -A with 10,000 Runs in one namespace: {took:?}");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["namespace"], Value::Null);
+    let rt = json["runtimes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["namespace"] == ns.name.as_str())
+        .unwrap();
+    assert_eq!(rt["pending"]["runs"], 10_000);
+    assert_eq!(
+        rt["pending"]["byReason"],
+        serde_json::json!([
+            {"reason": "Insufficient example.com/gpu", "count": 5000},
+            {"reason": "fits now", "count": 5000},
+        ])
+    );
+    let table_started = Instant::now();
+    let table = support::kruntimes()
+        .args(["status", "-A"])
+        .output()
+        .unwrap();
+    assert!(table.status.success());
+    eprintln!("status -A (table): {:?}", table_started.elapsed());
+    assert!(
+        took < Duration::from_secs(10),
+        "status -A took {took:?} with 10,000 Runs"
+    );
+}
+
+#[tokio::test]
+async fn watch_on_a_terminal_redraws_in_place() {
+    use std::io::Read as _;
+    use std::os::fd::{FromRawFd as _, OwnedFd};
+
+    let ns = TestNs::new("st-tty").await;
+    pod("py-a").create(&ns).await;
+    let (mut master, mut slave) = (0, 0);
+    let opened = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(opened, 0, "openpty: {}", std::io::Error::last_os_error());
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let mut child = support::kruntimes()
+        .args(["status", "--watch", "--interval", "100ms", "-n", &ns.name])
+        .stdout(Stdio::from(slave))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut master = std::fs::File::from(master);
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    // Three frames, each homing the cursor and clearing the screen before it is drawn.
+    const CLEAR: &str = "\u{1b}[H\u{1b}[2J";
+    let mut seen = String::new();
+    let deadline = Instant::now() + WAIT;
+    while seen.matches(CLEAR).count() < 3 {
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .unwrap_or_else(|| panic!("three redraws on the terminal; got {seen:?}"));
+        let chunk = rx.recv_timeout(left).unwrap_or_else(|_| panic!("{seen:?}"));
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    for frame in seen.split(CLEAR).skip(1).take(2) {
+        assert!(
+            frame.starts_with("Every 100ms: kubectl kruntimes status"),
+            "{frame:?}"
+        );
+        assert!(frame.contains("Runtime python in namespace"), "{frame:?}");
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "exit status {status:?} after SIGINT");
+}
