@@ -152,6 +152,24 @@ fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
     current.to_string()
 }
 
+/// The backoff of every watch kruntimes runs: 200 ms doubling to at most 5 s, with jitter,
+/// reset after 2 minutes of health. kube-rs' default (client-go's, up to 30 s) is kind to a
+/// struggling API server, but after an outage it delays every watch of the scheduler and of
+/// runtimed by up to 30 s, and with them the healing of every Run; a handful of watches per
+/// process retrying every 5 s is still gentle.
+pub fn watch_backoff() -> impl kube::runtime::utils::Backoff + 'static {
+    let builder = backon::ExponentialBuilder::default()
+        .with_min_delay(std::time::Duration::from_millis(200))
+        .with_max_delay(std::time::Duration::from_secs(5))
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times();
+    kube::runtime::utils::ResetTimerBackoff::new(
+        kube::runtime::watcher::ExponentialBackoff::from(builder),
+        std::time::Duration::from_secs(120),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

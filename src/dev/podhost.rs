@@ -140,7 +140,7 @@ struct Agent {
 pub async fn run(client: Client, settings: Settings, mut shutdown: watch::Receiver<bool>) {
     let pods: Api<Pod> = Api::all(client.clone());
     let mut events = watcher(pods, watcher::Config::default().labels(LABEL_RUNTIME))
-        .default_backoff()
+        .backoff(crate::kubeclient::watch_backoff())
         .boxed();
     let (exit_tx, mut exit_rx) = mpsc::unbounded_channel::<Exit>();
     let (restart_tx, mut restart_rx) = mpsc::unbounded_channel::<(String, u64)>();

@@ -174,14 +174,14 @@ impl Agent {
         let runs_config = self.runs_watch_config().await?;
         let (runs, runs_writer) = reflector::store::<Run>();
         let run_events = watcher(self.runs_api.clone(), runs_config)
-            .default_backoff()
+            .backoff(crate::kubeclient::watch_backoff())
             .reflect(runs_writer);
         let (pods, pods_writer) = reflector::store::<Pod>();
         let pod_events = watcher(
             self.pods_api.clone(),
             watcher::Config::default().fields(&format!("metadata.name={}", self.me.pod_name)),
         )
-        .default_backoff()
+        .backoff(crate::kubeclient::watch_backoff())
         .reflect(pods_writer);
         let mut run_events = pin!(run_events);
         let mut pod_events = pin!(pod_events);

@@ -302,7 +302,7 @@ impl Scheduler {
     /// Watches Runs into the store the queue reads and into the index.
     async fn watch_runs(self: Arc<Self>, writer: reflector::store::Writer<Run>) {
         let events = watcher(self.api::<Run>(), watcher::Config::default())
-            .default_backoff()
+            .backoff(crate::kubeclient::watch_backoff())
             .reflect(writer);
         self.watch_into_index(events, "run", |s| &s.runs, Self::on_run_event)
             .await;
@@ -310,20 +310,22 @@ impl Scheduler {
 
     async fn watch_pods(self: Arc<Self>) {
         let config = watcher::Config::default().labels(LABEL_RUNTIME);
-        let events = watcher(self.api::<Pod>(), config).default_backoff();
+        let events = watcher(self.api::<Pod>(), config).backoff(crate::kubeclient::watch_backoff());
         self.watch_into_index(events, "runtime pod", |s| &s.pods, |_, _| {})
             .await;
     }
 
     async fn watch_runtimes(self: Arc<Self>) {
-        let events = watcher(self.api::<Runtime>(), watcher::Config::default()).default_backoff();
+        let events = watcher(self.api::<Runtime>(), watcher::Config::default())
+            .backoff(crate::kubeclient::watch_backoff());
         self.watch_into_index(events, "runtime", |s| &s.runtimes, |_, _| {})
             .await;
     }
 
     async fn watch_leases(self: Arc<Self>) {
         let config = watcher::Config::default().labels(LABEL_RUNTIME_POD);
-        let events = watcher(self.api::<Lease>(), config).default_backoff();
+        let events =
+            watcher(self.api::<Lease>(), config).backoff(crate::kubeclient::watch_backoff());
         self.watch_into_index(events, "heartbeat lease", |s| &s.leases, |_, _| {})
             .await;
     }
