@@ -7,7 +7,7 @@
 //! on (an explicit flag wins over the environment, as no-color.org asks), `--color never` and a
 //! non-empty `NO_COLOR` turn it off, and `auto` colors only a terminal.
 
-use std::io::IsTerminal as _;
+use std::io::{IsTerminal as _, Write as _};
 
 use owo_colors::Style;
 use tabled::builder::Builder;
@@ -182,6 +182,19 @@ pub fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
 /// YAML (serde_yaml's layout, ending in a newline).
 pub fn to_yaml<T: serde::Serialize>(value: &T) -> Result<String> {
     Ok(serde_yaml::to_string(value)?)
+}
+
+/// Writes `text` to stdout; a closed pipe (`| head`) is not an error, there is nothing left
+/// to say.
+pub fn write_stdout(text: &str) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
 }
 
 #[cfg(test)]

@@ -231,6 +231,18 @@ impl Run {
     }
 
     /// The Pod this Run is assigned to, when it is active (Scheduled or Running with a podName).
+    /// Whether the scheduler should place this Run: Pending (or without status), not bound to
+    /// a Pod, not being deleted.
+    pub fn waits_for_placement(&self) -> bool {
+        self.metadata.deletion_timestamp.is_none()
+            && self.phase() == RunPhase::Pending
+            && self
+                .status
+                .as_ref()
+                .and_then(|s| s.pod_name.as_ref())
+                .is_none()
+    }
+
     pub fn active_pod(&self) -> Option<&str> {
         let status = self.status.as_ref()?;
         match status.phase {

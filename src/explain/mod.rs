@@ -86,8 +86,6 @@ pub mod model;
 pub mod render;
 pub mod report;
 
-use std::io::Write as _;
-
 use anyhow::{Context as _, anyhow};
 use thiserror::Error;
 
@@ -143,15 +141,7 @@ pub async fn exec(global: &GlobalArgs, args: &ExplainArgs) -> anyhow::Result<()>
         OutputFormat::Json => output::to_json(&report)?,
         OutputFormat::Yaml => output::to_yaml(&report)?,
     };
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        // `| head` closed the pipe: nothing left to say.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.context("writing to stdout"),
-    }
+    output::write_stdout(&text).context("writing to stdout")
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use thiserror::Error;
 use tracing::{debug, info, warn};
 
 use crate::api::status;
-use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, RunPhase, Runtime, post_params};
+use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, Runtime, post_params};
 use crate::events::{RunEvents, reasons as event_reasons};
 use crate::metrics::{
     PENDING_BACKOFF, PENDING_QUEUED, PENDING_STATES, PENDING_UNSCHEDULABLE, POD_AVAILABLE,
@@ -154,7 +154,7 @@ impl Scheduler {
         {
             let failures = self.failures.lock().unwrap();
             for run in store.state() {
-                if !wants_scheduling(&run) {
+                if !run.waits_for_placement() {
                     continue;
                 }
                 let state = if failures.contains_key(&ObjectRef::from_obj(run.as_ref())) {
@@ -243,7 +243,7 @@ impl Scheduler {
     /// enqueued; a deleted one is forgotten by the queue bookkeeping.
     fn on_run_event(&self, event: &IndexEvent<Run>) {
         match event {
-            IndexEvent::Apply(run) if wants_scheduling(run) => {
+            IndexEvent::Apply(run) if run.waits_for_placement() => {
                 self.enqueue(ObjectRef::from_obj(run));
             }
             IndexEvent::Apply(_) => {}
@@ -253,7 +253,7 @@ impl Scheduler {
                 self.failures.lock().unwrap().remove(&key);
             }
             IndexEvent::Reset(runs) => {
-                for run in runs.iter().filter(|r| wants_scheduling(r)) {
+                for run in runs.iter().filter(|r| r.waits_for_placement()) {
                     self.enqueue(ObjectRef::from_obj(run));
                 }
             }
@@ -343,7 +343,7 @@ impl Scheduler {
         }
         // Rebuild the queue from Pending Runs, as a new leader must.
         for run in store.state() {
-            if wants_scheduling(&run) {
+            if run.waits_for_placement() {
                 self.enqueue(ObjectRef::from_obj(run.as_ref()));
             }
         }
@@ -519,17 +519,6 @@ fn lost_message(lost: &LostRun, grace: Duration) -> String {
 /// How long an Unschedulable Run waits for a wakeup before it is retried anyway.
 const UNSCHEDULABLE_RETRY: Duration = Duration::from_secs(60);
 
-/// A Run the scheduler should place: Pending (or without status), not being deleted.
-fn wants_scheduling(run: &Run) -> bool {
-    run.metadata.deletion_timestamp.is_none()
-        && run.phase() == RunPhase::Pending
-        && run
-            .status
-            .as_ref()
-            .and_then(|s| s.pod_name.as_ref())
-            .is_none()
-}
-
 fn now() -> Time {
     Time(jiff::Timestamp::now())
 }
@@ -557,7 +546,7 @@ async fn schedule_one(
             .queue_duration
             .observe(first.elapsed().as_secs_f64());
     }
-    if !wants_scheduling(run) {
+    if !run.waits_for_placement() {
         return Ok(Action::await_change());
     }
     let outcome = {
@@ -821,8 +810,8 @@ mod tests {
 
     #[test]
     fn only_pending_unassigned_live_runs_want_scheduling() {
-        assert!(wants_scheduling(&run("a").build()));
-        assert!(!wants_scheduling(&run("a").on("p").build()));
-        assert!(!wants_scheduling(&run("a").deleting().build()));
+        assert!(run("a").build().waits_for_placement());
+        assert!(!run("a").on("p").build().waits_for_placement());
+        assert!(!run("a").deleting().build().waits_for_placement());
     }
 }

@@ -58,7 +58,7 @@ pub mod model;
 pub mod render;
 pub mod report;
 
-use std::io::{IsTerminal as _, Write as _};
+use std::io::IsTerminal as _;
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
@@ -153,13 +153,5 @@ fn humantime(d: Duration) -> String {
 }
 
 fn write_out(text: &str) -> anyhow::Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        // `| head` closed the pipe: nothing left to say.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.context("writing to stdout"),
-    }
+    output::write_stdout(text).context("writing to stdout")
 }

@@ -23,18 +23,6 @@ pub const NO_PODS: &str = "no Runtime Pods";
 /// The reason of a Pending Run whose Runtime does not exist.
 pub const RUNTIME_NOT_FOUND: &str = "Runtime not found";
 
-/// A Run waiting for a Pod: Pending, unassigned, not being deleted (what the scheduler
-/// queues).
-pub fn is_waiting(run: &Run) -> bool {
-    run.metadata.deletion_timestamp.is_none()
-        && run.phase() == RunPhase::Pending
-        && run
-            .status
-            .as_ref()
-            .and_then(|s| s.pod_name.as_ref())
-            .is_none()
-}
-
 /// Replays the scheduler for every Pending Run of `pool` and summarizes each Runtime. The only
 /// error is a Score plugin failure, which the scheduler would retry.
 pub fn build(pool: &Pool, registry: &Registry) -> Result<Status, CycleError> {
@@ -145,7 +133,7 @@ fn runtime_status(
     let mut by_reason: HashMap<String, usize> = HashMap::new();
     let mut by_message: HashMap<String, usize> = HashMap::new();
     let mut pending = PendingDemand::default();
-    for run in runs.iter().filter(|r| is_waiting(r)) {
+    for run in runs.iter().filter(|r| r.waits_for_placement()) {
         let shape = serde_json::to_string(&(&run.spec.resources, &run.spec.affinity, run.labels()))
             .unwrap_or_default();
         let (reasons, message) = match verdicts.get(&shape) {
