@@ -578,13 +578,7 @@ fn dev_serves_kubectl_keeps_state_across_restarts_refuses_a_second_instance_and_
         before.len() >= 5,
         "etcd, kube-apiserver, 3 agents: {before:?}"
     );
-    dev.sigterm();
-    let (ok, _, stderr) = dev.wait_exit(Duration::from_secs(60));
-    assert!(ok, "dev did not stop cleanly: {stderr}");
-    let left = still_alive(&before);
-    assert!(left.is_empty(), "processes left behind: {left:?}");
-    let left = mentioning(&data.canonicalize().unwrap());
-    assert!(left.is_empty(), "processes left behind: {left:?}");
+    stop_leaving_nothing(&mut dev, &data);
 
     // Started again on the same data dir: every Runtime and Run is still there, the Run
     // that was killed at shutdown says so, and new Runs still run.
@@ -619,11 +613,19 @@ fn dev_serves_kubectl_keeps_state_across_restarts_refuses_a_second_instance_and_
         "Run after-restart Succeeded",
         |out| out == "Succeeded",
     );
+    stop_leaving_nothing(&mut dev, &data);
+}
+
+/// SIGTERM stops `dev` cleanly and leaves no process behind: none of its descendants, and
+/// nothing that mentions its data directory.
+fn stop_leaving_nothing(dev: &mut Dev, data: &Path) {
     let before = descendants(dev.pid());
     dev.sigterm();
     let (ok, _, stderr) = dev.wait_exit(Duration::from_secs(60));
     assert!(ok, "dev did not stop cleanly: {stderr}");
     let left = still_alive(&before);
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+    let left = mentioning(&data.canonicalize().unwrap());
     assert!(left.is_empty(), "processes left behind: {left:?}");
 }
 

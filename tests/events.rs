@@ -17,6 +17,24 @@ use support::world::{
 };
 
 /// (reason, note, series count) of the Events regarding Run `name`, oldest first.
+/// Waits until the Events of Run `name` satisfy `check`; returns them.
+async fn wait_events(
+    ns: &TestNs,
+    name: &str,
+    what: &str,
+    check: impl Fn(&[(String, String, i32)]) -> bool,
+) -> Vec<(String, String, i32)> {
+    eventually(WAIT, what, async || {
+        let events = events_of(ns, name).await;
+        if check(&events) {
+            Ok(events)
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await
+}
+
 async fn events_of(ns: &TestNs, name: &str) -> Vec<(String, String, i32)> {
     let mut events: Vec<Event> = ns
         .api::<Event>()
@@ -84,13 +102,8 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
 
     run("waiter").create(&ns).await;
     let full = "0/1 Runtime Pods are available: 1 Insufficient runs.";
-    eventually(WAIT, "FailedScheduling on waiter", async || {
-        let events = events_of(&ns, "waiter").await;
-        if events == [("FailedScheduling".into(), full.into(), 1)] {
-            Ok(())
-        } else {
-            Err(format!("{events:?}"))
-        }
+    wait_events(&ns, "waiter", "FailedScheduling on waiter", |events| {
+        events == [("FailedScheduling".into(), full.into(), 1)]
     })
     .await;
     gauge(
@@ -134,17 +147,12 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
         .create(&ns)
         .await;
     let two = "0/2 Runtime Pods are available: 1 Insufficient runs, 1 Runtime Pod not ready.";
-    eventually(WAIT, "a second FailedScheduling", async || {
-        let events = events_of(&ns, "waiter").await;
-        let want = [
-            ("FailedScheduling".to_string(), full.to_string(), 1),
-            ("FailedScheduling".to_string(), two.to_string(), 1),
-        ];
-        if events == want {
-            Ok(())
-        } else {
-            Err(format!("{events:?}"))
-        }
+    wait_events(&ns, "waiter", "a second FailedScheduling", |events| {
+        events
+            == [
+                ("FailedScheduling".to_string(), full.to_string(), 1),
+                ("FailedScheduling".to_string(), two.to_string(), 1),
+            ]
     })
     .await;
     gauge(
@@ -157,16 +165,9 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
     // busy finishes: waiter is placed.
     ns.set_phase("busy", RunPhase::Succeeded, Some("py-a"))
         .await;
-    eventually(WAIT, "Scheduled on waiter", async || {
-        let events = events_of(&ns, "waiter").await;
-        match events.last() {
-            Some((reason, note, 1))
-                if reason == "Scheduled" && note == "Assigned to Runtime Pod py-a" =>
-            {
-                Ok(())
-            }
-            _ => Err(format!("{events:?}")),
-        }
+    wait_events(&ns, "waiter", "Scheduled on waiter", |events| {
+        matches!(events.last(), Some((reason, note, 1))
+            if reason == "Scheduled" && note == "Assigned to Runtime Pod py-a")
     })
     .await;
     gauge(
@@ -198,30 +199,20 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
     let reasons = |events: &[(String, String, i32)]| {
         events.iter().map(|(r, _, _)| r.clone()).collect::<Vec<_>>()
     };
-    eventually(WAIT, "the whole story of waiter", async || {
-        let events = events_of(&ns, "waiter").await;
-        let want = [
-            "FailedScheduling",
-            "FailedScheduling",
-            "Scheduled",
-            "Admitted",
-            "Started",
-            "Completed",
-        ];
-        if reasons(&events) == want {
-            Ok(())
-        } else {
-            Err(format!("{events:?}"))
-        }
+    wait_events(&ns, "waiter", "the whole story of waiter", |events| {
+        reasons(events)
+            == [
+                "FailedScheduling",
+                "FailedScheduling",
+                "Scheduled",
+                "Admitted",
+                "Started",
+                "Completed",
+            ]
     })
     .await;
-    let events = eventually(WAIT, "squeezed waited, then ran", async || {
-        let events = events_of(&ns, "squeezed").await;
-        if reasons(&events) == ["Waiting", "Admitted", "Started", "Completed"] {
-            Ok(events)
-        } else {
-            Err(format!("{events:?}"))
-        }
+    let events = wait_events(&ns, "squeezed", "squeezed waited, then ran", |events| {
+        reasons(events) == ["Waiting", "Admitted", "Started", "Completed"]
     })
     .await;
     assert!(

@@ -160,25 +160,25 @@ pub async fn list_leases(target: &Target, namespace: Option<&str>) -> Result<Vec
 
 /// Every Run; a missing CRD is [`Error::NotInstalled`].
 pub async fn list_runs(target: &Target, namespace: Option<&str>) -> Result<Vec<Run>> {
-    match api::<Run>(target, namespace)
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(l) => Ok(l.items),
-        Err(kube::Error::Api(s)) if s.code == 404 => Err(Error::NotInstalled {
-            target: target.describe(),
-        }),
-        Err(e) => Err(api_error(
-            target,
-            e,
-            &format!("listing runs {}", where_(namespace)),
-        )),
-    }
+    list_kruntimes(target, namespace, "runs").await
 }
 
-/// Every Runtime.
+/// Every Runtime; a missing CRD is [`Error::NotInstalled`].
 pub async fn list_runtimes(target: &Target, namespace: Option<&str>) -> Result<Vec<Runtime>> {
-    match api::<Runtime>(target, namespace)
+    list_kruntimes(target, namespace, "runtimes").await
+}
+
+/// Every object of one of kruntimes' own kinds (`what`, for the error message); a 404 means
+/// the CRDs are not installed.
+async fn list_kruntimes<K>(target: &Target, namespace: Option<&str>, what: &str) -> Result<Vec<K>>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    match api::<K>(target, namespace)
         .list(&ListParams::default())
         .await
     {
@@ -189,7 +189,7 @@ pub async fn list_runtimes(target: &Target, namespace: Option<&str>) -> Result<V
         Err(e) => Err(api_error(
             target,
             e,
-            &format!("listing runtimes {}", where_(namespace)),
+            &format!("listing {what} {}", where_(namespace)),
         )),
     }
 }
