@@ -469,8 +469,13 @@ async fn raising_the_capacity_annotation_raises_concurrency_without_a_restart() 
     for name in names {
         fx.assign(task(name, &["sleep", "30"])).await;
     }
-    fx.wait_until(&rtd, "one Run Running", |s| s.count(RunPhase::Running) == 1)
-        .await;
+    // All three assignments seen and one Run admitted: the other two wait as Scheduled
+    // (or runtimed admitted too many, which the check below names).
+    fx.wait_until(&rtd, "one Run Running and two waiting", |s| {
+        s.count(RunPhase::Running) >= 1
+            && s.count(RunPhase::Running) + s.count(RunPhase::Scheduled) == 3
+    })
+    .await;
     // Every event recorded before the raise, not one sample: never more than one Running.
     let before = fx.state();
     let most = before.running_after_each_event().iter().map(Vec::len).max();
@@ -478,12 +483,6 @@ async fn raising_the_capacity_annotation_raises_concurrency_without_a_restart() 
         most,
         Some(1),
         "runs: 1 admits one Run: {:?}",
-        before.phases()
-    );
-    assert_eq!(
-        before.count(RunPhase::Scheduled),
-        2,
-        "{:?}",
         before.phases()
     );
 
