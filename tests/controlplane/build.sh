@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the test control plane (kube-apiserver, etcd, and a kubectl of the same release) from Go modules and caches the
-# binaries outside the repository, keyed by version. Prints the cache directory on stdout.
+# Builds the test control plane (kube-apiserver, etcd, and a kubectl of the same release) and the kube-scheduler of the
+# same release (the anchor of the side-by-side benchmark) from Go modules and caches the binaries outside the
+# repository, keyed by version. Prints the cache directory on stdout.
 # Re-running with the binaries present does nothing.
 set -euo pipefail
 
@@ -10,7 +11,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache_root=${KRUNTIMES_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kruntimes/controlplane}
 out="$cache_root/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
 
-if [[ -x "$out/kube-apiserver" && -x "$out/etcd" && -x "$out/kubectl" ]]; then
+if [[ -x "$out/kube-apiserver" && -x "$out/etcd" && -x "$out/kubectl" && -x "$out/kube-scheduler" ]]; then
   echo "$out"
   exit 0
 fi
@@ -42,6 +43,16 @@ if [[ ! -x "$out/kubectl" ]]; then
     exit 1
   }
   mv "$out/kubectl.tmp" "$out/kubectl"
+fi
+
+if [[ ! -x "$out/kube-scheduler" ]]; then
+  echo "building kube-scheduler $K8S_VERSION into $out" >&2
+  (cd "$here/apiserver" && go build -trimpath -ldflags "$ldflags" \
+      -o "$out/kube-scheduler.tmp" k8s.io/kubernetes/cmd/kube-scheduler) || {
+    echo "error: building kube-scheduler $K8S_VERSION failed; check that the Go module proxy ($(go env GOPROXY)) is reachable" >&2
+    exit 1
+  }
+  mv "$out/kube-scheduler.tmp" "$out/kube-scheduler"
 fi
 
 if [[ ! -x "$out/etcd" ]]; then
