@@ -686,7 +686,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__scheduler__subcmd__run)
-            opts="-n -v -h --workers --watch-namespace --leader-elect --leader-election-namespace --leader-election-identity --leader-election-lease-duration --metrics-bind-address --health-probe-bind-address --pod-lost-grace --kubeconfig --context --namespace --verbose --log-format --help"
+            opts="-n -v -h --workers --watch-namespace --leader-elect --leader-election-namespace --leader-election-identity --leader-election-lease-duration --metrics-bind-address --health-probe-bind-address --pod-lost-grace --starvation-threshold --kubeconfig --context --namespace --verbose --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -725,6 +725,10 @@ _kubectl__kruntimes() {
                     return 0
                     ;;
                 --pod-lost-grace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --starvation-threshold)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -179,6 +179,11 @@ pub struct SchedulerRunArgs {
     /// the Runs running there are failed with reason RuntimePodLost, as on a lost node.
     #[arg(long, default_value = "40s", value_parser = parse_duration)]
     pub pod_lost_grace: Duration,
+    /// How long the oldest Pending Run of a Runtime that does not fit may wait while later
+    /// Runs are placed before the scheduler nominates a Runtime Pod for it
+    /// (status.nominatedPodName) and leaves room there for it.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub starvation_threshold: Duration,
 }
 
 /// `runtimed`: the Pod identity comes from the downward API (`POD_NAME`, `POD_NAMESPACE`,

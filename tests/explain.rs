@@ -550,17 +550,21 @@ async fn table_yaml_and_color_outputs_agree_with_json() {
     assert!(!text.contains('\u{1b}'), "NO_COLOR and a pipe: no colors");
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], verdict);
+    assert_eq!(
+        lines[1],
+        "Queue: 1st of 1 Pending Run of the Runtime (creation order)."
+    );
     assert!(
-        lines[3].starts_with("PICK   POD    READY   HEARTBEAT"),
+        lines[4].starts_with("PICK   POD    READY   HEARTBEAT"),
         "{text}"
     );
     assert!(
-        lines[3].contains("   runs   ") && !lines[3].contains("example.com/gpu"),
+        lines[4].contains("   runs   ") && !lines[4].contains("example.com/gpu"),
         "{text}"
     );
     assert!(
-        lines[4].contains("1+0/1 (+1)")
-            && lines[4].contains("RuntimePodAvailability: Insufficient runs"),
+        lines[5].contains("1+0/1 (+1)")
+            && lines[5].contains("RuntimePodAvailability: Insufficient runs"),
         "{text}"
     );
     assert!(
@@ -600,10 +604,15 @@ async fn table_yaml_and_color_outputs_agree_with_json() {
         "hints",
         "affinity",
         "totalPods",
+        "queue",
     ] {
         assert_eq!(yaml[field], json[field], "{field}");
     }
     assert_eq!(json["verdict"], verdict);
+    assert_eq!(
+        json["queue"],
+        serde_json::json!({"position": 1, "pending": 1, "nominated": null})
+    );
     // Every documented top-level field is present.
     let keys: Vec<&str> = json
         .as_object()
@@ -631,6 +640,7 @@ async fn table_yaml_and_color_outputs_agree_with_json() {
         "pods",
         "affinity",
         "repelledBy",
+        "queue",
         "hints",
     ];
     let mut got = keys.clone();
@@ -640,4 +650,64 @@ async fn table_yaml_and_color_outputs_agree_with_json() {
     // And it is a Report: scripts in Rust can read it back.
     let typed: kruntimes::explain::Report = serde_json::from_value(json).unwrap();
     assert_eq!(typed.verdict, verdict);
+}
+
+#[tokio::test]
+async fn a_nominated_run_and_a_run_behind_it_say_which_pod_is_drained() {
+    let ns = TestNs::new("ex-nominated").await;
+    pods(&["py-a", "py-b"], &[("runs", 2)]).create(&ns).await;
+    running(&ns, run("busy-a"), "py-a").await;
+    running(&ns, run("busy-b"), "py-b").await;
+    // The scheduler nominated py-b for the large Run (what a leader records in status).
+    run("large").requests(&[("runs", 2)]).create(&ns).await;
+    ns.runs()
+        .patch_status(
+            "large",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                &json!({"status": {"phase": "Pending", "nominatedPodName": "py-b"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    run("later").create(&ns).await;
+
+    let large = explain_json(&ns.name, "large");
+    assert_eq!(large["queue"]["position"], 1);
+    assert_eq!(large["queue"]["pending"], 2);
+    assert_eq!(large["queue"]["nominated"]["pod"], "py-b");
+    assert_eq!(
+        large["queue"]["nominated"]["resources"],
+        json!([{"name": "runs", "used": 1, "assumed": 0, "capacity": 2, "request": 2}])
+    );
+    let text = String::from_utf8(explain(&ns.name, "run/large", &[]).stdout).unwrap();
+    assert!(
+        text.lines().nth(1).unwrap().ends_with(
+            "Runtime Pod py-b is being drained for this Run: runs 1/2 in use; later Runs leave room for it there."
+        ),
+        "{text}"
+    );
+
+    // The later Run fits only on py-a: py-b's free slot is held for the large Run.
+    let later = explain_json(&ns.name, "later");
+    assert_eq!(later["queue"]["position"], 2);
+    assert_eq!(later["chosen"], "py-a");
+    assert_eq!(
+        first_rejections(&later),
+        rejections(&[("py-a", "-"), ("py-b", "reserved for an earlier Run")])
+    );
+    run("last").create(&ns).await;
+    running(&ns, run("busy-a2"), "py-a").await;
+    let last = explain_json(&ns.name, "last");
+    assert_eq!(
+        last["verdict"],
+        "0/2 Runtime Pods are available: 1 Insufficient runs, 1 reserved for an earlier Run."
+    );
+    assert!(
+        hints(&last)
+            .iter()
+            .any(|h| h.starts_with("py-b is being drained for an earlier Run")),
+        "{:?}",
+        hints(&last)
+    );
 }

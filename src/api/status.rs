@@ -18,6 +18,8 @@ pub const CONDITION_COMPLETED: &str = "Completed";
 /// Bounded CamelCase reasons written to `status.reason` and conditions.
 pub mod reasons {
     pub const UNSCHEDULABLE: &str = "Unschedulable";
+    /// Unschedulable, and a Runtime Pod (`status.nominatedPodName`) is being drained for it.
+    pub const NOMINATED: &str = "NominatedRuntimePod";
     pub const SCHEDULED: &str = "Scheduled";
     pub const INVALID_RESOURCES: &str = "InvalidResources";
     pub const INVALID_AFFINITY: &str = "InvalidAffinity";
@@ -95,6 +97,7 @@ pub fn set_terminal(
     status.reason = Some(reason.to_string());
     status.message = Some(message.to_string());
     status.exit_code = exit_code;
+    status.nominated_pod_name = None;
     set_condition(
         &mut status.conditions,
         CONDITION_COMPLETED,
@@ -114,6 +117,7 @@ pub fn set_bound(status: &mut RunStatus, pod: &str, pod_uid: &str, now: &Time) {
     status.phase = Some(RunPhase::Scheduled);
     status.pod_name = Some(pod.to_string());
     status.pod_uid = Some(pod_uid.to_string());
+    status.nominated_pod_name = None;
     status.reason = Some(reasons::SCHEDULED.into());
     status.message = None;
     set_condition(
@@ -127,21 +131,32 @@ pub fn set_bound(status: &mut RunStatus, pod: &str, pod_uid: &str, now: &Time) {
 }
 
 /// Pending: `Scheduled=False/Unschedulable` with the bounded `message`, mirrored in
-/// `status.reason`/`status.message`, phase Pending if unset. Returns whether anything changed,
-/// so an unchanged message is never written again.
-pub fn set_pending(status: &mut RunStatus, message: &str, now: &Time) -> bool {
+/// `status.reason`/`status.message`, phase Pending if unset; with a `nominated` Pod,
+/// `status.nominatedPodName` names it and the reason is `NominatedRuntimePod`. Returns whether
+/// anything changed, so an unchanged message is never written again.
+pub fn set_pending(
+    status: &mut RunStatus,
+    message: &str,
+    nominated: Option<&str>,
+    now: &Time,
+) -> bool {
+    let reason = match nominated {
+        Some(_) => reasons::NOMINATED,
+        None => reasons::UNSCHEDULABLE,
+    };
     let mut changed = set_condition(
         &mut status.conditions,
         CONDITION_SCHEDULED,
         false,
-        reasons::UNSCHEDULABLE,
+        reason,
         message,
         now,
     );
-    for (field, value) in [
-        (&mut status.reason, reasons::UNSCHEDULABLE),
-        (&mut status.message, message),
-    ] {
+    if status.nominated_pod_name.as_deref() != nominated {
+        status.nominated_pod_name = nominated.map(str::to_string);
+        changed = true;
+    }
+    for (field, value) in [(&mut status.reason, reason), (&mut status.message, message)] {
         if field.as_deref() != Some(value) {
             *field = Some(value.to_string());
             changed = true;
@@ -179,6 +194,7 @@ pub fn set_unbound(status: &mut RunStatus, message: &str, now: &Time) -> bool {
     status.phase = Some(RunPhase::Pending);
     status.pod_name = None;
     status.pod_uid = None;
+    status.nominated_pod_name = None;
     status.reason = Some(reasons::RUNTIME_POD_LOST.into());
     status.message = Some(message.to_string());
     set_condition(
@@ -306,9 +322,16 @@ mod tests {
         assert!(set_pending(
             &mut status,
             "0/1 Runtime Pods are available.",
+            Some("p1"),
             &at(1)
         ));
+        assert_eq!(status.reason.as_deref(), Some(reasons::NOMINATED));
+        assert_eq!(status.nominated_pod_name.as_deref(), Some("p1"));
         set_bound(&mut status, "p1", "uid-p1", &at(2));
+        assert_eq!(
+            status.nominated_pod_name, None,
+            "a placed Run has no nomination"
+        );
         assert_eq!(status.phase, Some(RunPhase::Scheduled));
         assert_eq!(
             (status.pod_name.as_deref(), status.pod_uid.as_deref()),
@@ -327,15 +350,15 @@ mod tests {
     #[test]
     fn set_pending_reports_a_change_only_when_the_message_changes() {
         let mut status = RunStatus::default();
-        assert!(set_pending(&mut status, "m1", &at(1)));
+        assert!(set_pending(&mut status, "m1", None, &at(1)));
         assert_eq!(status.phase, Some(RunPhase::Pending));
         assert_eq!(status.reason.as_deref(), Some(reasons::UNSCHEDULABLE));
         assert_eq!(status.message.as_deref(), Some("m1"));
         assert!(
-            !set_pending(&mut status, "m1", &at(2)),
+            !set_pending(&mut status, "m1", None, &at(2)),
             "same message: no write"
         );
-        assert!(set_pending(&mut status, "m2", &at(3)));
+        assert!(set_pending(&mut status, "m2", None, &at(3)));
         assert_eq!(status.message.as_deref(), Some("m2"));
         let scheduled = condition(&status, CONDITION_SCHEDULED);
         assert_eq!(

@@ -211,6 +211,11 @@ pub struct RunStatus {
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The Runtime Pod the scheduler is draining for this Pending Run after it waited longer
+    /// than the starvation threshold while later Runs were placed: later Runs leave room for
+    /// its request there. Set and cleared by the scheduler only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nominated_pod_name: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

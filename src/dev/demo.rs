@@ -142,8 +142,10 @@ impl Tally {
             self.first_finished = Some(elapsed);
         }
         let unschedulable = run.phase() == RunPhase::Pending
-            && run.status.as_ref().and_then(|s| s.reason.as_deref())
-                == Some(reasons::UNSCHEDULABLE);
+            && matches!(
+                run.status.as_ref().and_then(|s| s.reason.as_deref()),
+                Some(reasons::UNSCHEDULABLE | reasons::NOMINATED)
+            );
         if unschedulable && !self.waited.contains(&name) {
             self.waited.push(name);
             return true;

@@ -13,7 +13,7 @@ use crate::api::status::reasons::INVALID_RESOURCES;
 use crate::scheduler::plugins::run_affinity::{self, AFFINITY_MISMATCH};
 use crate::scheduler::plugins::runtime_pod_availability::{
     self, DELETING, HEARTBEAT_MISSING, HEARTBEAT_NOT_HELD, HEARTBEAT_STALE, INVALID_CAPACITY,
-    NOT_READY,
+    NOT_READY, RESERVED_FOR_EARLIER_RUN,
 };
 
 /// Release hints shown at most (the smallest releases first).
@@ -195,6 +195,7 @@ fn availability_hints(report: &Report, none_ready: bool, out: &mut Vec<String>) 
         HEARTBEAT_NOT_HELD,
         HEARTBEAT_STALE,
         INVALID_CAPACITY,
+        RESERVED_FOR_EARLIER_RUN,
     ];
     let mut reasons: Vec<&str> = by_reason.keys().copied().collect();
     reasons.sort_by_key(|r| order.iter().position(|o| o == r).unwrap_or(order.len()));
@@ -219,6 +220,9 @@ fn availability_hints(report: &Report, none_ready: bool, out: &mut Vec<String>) 
                 "the capacity annotations of {subject} cannot be read ({}): fix spec.capacity of Runtime {}",
                 pods[0].capacity_error.as_deref().unwrap_or("invalid"),
                 report.runtime.name
+            ),
+            RESERVED_FOR_EARLIER_RUN => format!(
+                "{subject} {verb} being drained for an earlier Run that has waited longer than the starvation threshold (see its status.nominatedPodName): this Run fits there only after that one is placed"
             ),
             other => format!("{other}: {subject}"),
         };

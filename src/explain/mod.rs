@@ -74,6 +74,10 @@
 //!             spec.affinity.runAffinity.required[0]), selector (kubectl syntax),
 //!             matchesSelf: bool, targets: [{pod, runs: [string]}]}]
 //! repelledBy: [{pod, runs}] — Runs whose required anti-affinity matches this Run
+//! queue:      {position (1 = oldest), pending, nominated: {pod, resources: [{name, used,
+//!              assumed, capacity, request}]}|null}|null — the Run's place among its
+//!              Runtime's Pending Runs (creation time, then UID), and the Runtime Pod being
+//!              drained for it (status.nominatedPodName); null when the Run is not Pending
 //! hints:      [string] — what would change the verdict
 //! ```
 //!

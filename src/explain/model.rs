@@ -70,8 +70,30 @@ pub struct Report {
     pub affinity: Vec<TermReport>,
     /// Pods hosting Runs whose required anti-affinity matches this Run's labels.
     pub repelled_by: Vec<TargetReport>,
+    /// Where the Run stands in its Runtime's queue, while it is Pending.
+    pub queue: Option<QueueReport>,
     /// What would change the verdict.
     pub hints: Vec<String>,
+}
+
+/// A Pending Run's place in its Runtime's queue (creation time, then UID).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueReport {
+    /// 1 is the oldest Pending Run of the Runtime.
+    pub position: usize,
+    pub pending: usize,
+    /// The Runtime Pod being drained for this Run, if the scheduler nominated one.
+    pub nominated: Option<NominationReport>,
+}
+
+/// The Pod being drained for a starved Run, and how much is still in use there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NominationReport {
+    pub pod: String,
+    /// Per requested resource: what is still used there (actual + assumed) and capacity.
+    pub resources: Vec<ResourceUse>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::model::{DecisionKind, HeartbeatState, PodReport, Report, ResourceUse};
+use super::model::{DecisionKind, HeartbeatState, PodReport, QueueReport, Report, ResourceUse};
 use crate::output::{Palette, Table, Tone};
 use crate::scheduler::plugins::run_affinity;
 
@@ -37,6 +37,11 @@ pub fn text(report: &Report, wide: bool, palette: &Palette) -> String {
         out.push('\n');
     }
 
+    if let Some(queue) = &report.queue {
+        out.push_str(&queue_line(queue));
+        out.push('\n');
+    }
+
     if report.invalid.is_none() {
         out.push('\n');
         out.push_str(&heading(report));
@@ -58,6 +63,47 @@ pub fn text(report: &Report, wide: bool, palette: &Palette) -> String {
         }
     }
     out
+}
+
+/// "Queue: 2nd of 5 Pending Runs of the Runtime (creation order)." and, for a nominated Run,
+/// which Pod is being drained for it and how much is still in use there.
+fn queue_line(queue: &QueueReport) -> String {
+    let mut line = format!(
+        "Queue: {} of {} Pending Run{} of the Runtime (creation order).",
+        ordinal(queue.position),
+        queue.pending,
+        if queue.pending == 1 { "" } else { "s" }
+    );
+    if let Some(n) = &queue.nominated {
+        let in_use: Vec<String> = n
+            .resources
+            .iter()
+            .map(|r| {
+                let used = r
+                    .used
+                    .map_or("?".to_string(), |u| u.saturating_add(r.assumed).to_string());
+                let capacity = r.capacity.map_or("-".to_string(), |c| c.to_string());
+                format!("{} {used}/{capacity}", r.name)
+            })
+            .collect();
+        line.push_str(&format!(
+            " Runtime Pod {} is being drained for this Run: {} in use; later Runs leave room for it there.",
+            n.pod,
+            in_use.join(", ")
+        ));
+    }
+    line
+}
+
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (1, 11) | (2, 12) | (3, 13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 fn heading(report: &Report) -> String {

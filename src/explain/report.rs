@@ -71,6 +71,7 @@ pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleErro
         None => (Vec::new(), Vec::new()),
     };
     let status = run.status.clone().unwrap_or_default();
+    let queue = queue_report(&state, &snapshot, run, cycle);
     let mut report = Report {
         schema_version: SCHEMA_VERSION,
         namespace: namespace.clone(),
@@ -124,10 +125,51 @@ pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleErro
         pods,
         affinity,
         repelled_by,
+        queue,
         hints: Vec::new(),
     };
     report.hints = hints::compute(&report);
     Ok(report)
+}
+
+/// The Run's queue position and, when the scheduler nominated a Pod for it (recorded in
+/// `status.nominatedPodName`), what is still in use there.
+fn queue_report(
+    state: &SchedulerCache,
+    snapshot: &Snapshot<'_>,
+    run: &crate::api::Run,
+    cycle: Option<&RunCycleState>,
+) -> Option<QueueReport> {
+    let (position, pending) = state.queue_position(run)?;
+    let nominated = state
+        .nominated_pod(snapshot.namespace(), &run.uid().unwrap_or_default())
+        .and_then(|pod| snapshot.pod(pod))
+        .map(|pod| NominationReport {
+            pod: pod.name().to_string(),
+            resources: cycle
+                .map(|c| {
+                    c.request
+                        .iter()
+                        .map(|(name, request)| ResourceUse {
+                            name: name.to_string(),
+                            used: Some(pod.used(name)).filter(|u| *u != u64::MAX),
+                            assumed: pod.assumed(name),
+                            capacity: pod
+                                .capacity()
+                                .ok()
+                                .filter(|c| c.contains(name))
+                                .map(|c| c.get(name)),
+                            request,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        });
+    Some(QueueReport {
+        position,
+        pending,
+        nominated,
+    })
 }
 
 fn runtime_info(name: &str, runtime: Option<&Runtime>) -> RuntimeInfo {

@@ -35,7 +35,7 @@ use crate::metrics::{
     POD_UNAVAILABLE, STAGE_BIND, STAGE_RESERVE, SchedulerMetrics,
 };
 use crate::scheduler::framework::{
-    Changes, Indexed, LostRun, PodLoss, ScheduleOutcome, SharedCache,
+    Changes, Indexed, LostRun, PodLoss, ScheduleOutcome, SchedulerCache, SharedCache,
 };
 use crate::scheduler::plugins::{self, runtime_pod_availability};
 use crate::scheduler::watch::{IndexEvent, InitBuffer};
@@ -64,6 +64,9 @@ pub struct Options {
     pub namespace: Option<String>,
     /// How long a heartbeat may be stale before Runs on that Pod count as lost.
     pub pod_lost_grace: Duration,
+    /// How long the oldest unfitting Pending Run may wait while later Runs are placed before
+    /// a Pod is nominated for it.
+    pub starvation_threshold: Duration,
 }
 
 /// Shared between watch tasks, queue workers and the HTTP probes.
@@ -95,7 +98,13 @@ impl Scheduler {
                 std::env::var("POD_NAME").ok(),
             ),
             client,
-            cache: SharedCache::new(plugins::registry()),
+            cache: SharedCache::with_cache(
+                plugins::registry(),
+                SchedulerCache::new().with_starvation_threshold(
+                    jiff::SignedDuration::try_from(options.starvation_threshold)
+                        .unwrap_or(jiff::SignedDuration::MAX),
+                ),
+            ),
             metrics,
             options,
             queue: Mutex::new(None),
@@ -157,11 +166,13 @@ impl Scheduler {
                 if !run.waits_for_placement() {
                     continue;
                 }
+                let reason = run.status.as_ref().and_then(|s| s.reason.as_deref());
                 let state = if failures.contains_key(&ObjectRef::from_obj(run.as_ref())) {
                     PENDING_BACKOFF
-                } else if run.status.as_ref().and_then(|s| s.reason.as_deref())
-                    == Some(status::reasons::UNSCHEDULABLE)
-                {
+                } else if matches!(
+                    reason,
+                    Some(status::reasons::UNSCHEDULABLE | status::reasons::NOMINATED)
+                ) {
                     PENDING_UNSCHEDULABLE
                 } else {
                     PENDING_QUEUED
@@ -209,14 +220,23 @@ impl Scheduler {
         self.queue.lock().unwrap().is_some()
     }
 
-    /// Enqueues the Pending Runs that `changes` concern: the wakeups counted by source, the
-    /// Runtimes whose affinity targets changed uncounted (not a capacity or Runtime Pod event).
+    /// Enqueues the Pending Runs that `changes` concern: the wakeups counted by source (for
+    /// released capacity only the Runs that room could help, in queue order), the Runtimes
+    /// whose affinity targets changed uncounted (not a capacity or Runtime Pod event); and the
+    /// Runs whose nomination was made or dropped, so their status says so.
     fn wake(&self, changes: Changes) {
-        if changes.is_empty() || !self.is_leading() {
+        if !self.is_leading() {
             return;
         }
+        for (namespace, name) in self.cache.take_nomination_changes() {
+            self.enqueue(ObjectRef::new(&name).within(&namespace));
+        }
+        if changes.is_empty() {
+            return;
+        }
+        let now = jiff::Timestamp::now();
         for wakeup in changes.wakeups {
-            let names = self.cache.pending_runs(&wakeup.namespace, &wakeup.runtime);
+            let names = self.cache.woken_by(&wakeup, now);
             self.metrics
                 .pending_run_wakeups
                 .with_label_values(&[wakeup.source.as_str()])
@@ -516,6 +536,14 @@ fn lost_message(lost: &LostRun, grace: Duration) -> String {
     }
 }
 
+/// Appended to the Pending message of a Run a Runtime Pod is being drained for (the message
+/// names no Pod; `status.nominatedPodName` does).
+const NOMINATED_NOTE: &str =
+    " A Runtime Pod is being drained for this Run (see status.nominatedPodName).";
+
+/// How soon a Run that yielded to an earlier one in its Runtime's queue looks again.
+const YIELD_RETRY: Duration = Duration::from_millis(100);
+
 /// How long an Unschedulable Run waits for a wakeup before it is retried anyway.
 const UNSCHEDULABLE_RETRY: Duration = Duration::from_secs(60);
 
@@ -554,17 +582,23 @@ async fn schedule_one(
         scheduler.cache.schedule(run, jiff::Timestamp::now())
     };
     scheduler.record_attempt(&outcome);
-    let api: Api<Run> = Api::namespaced(
-        scheduler.client.clone(),
-        &run.namespace().unwrap_or_default(),
-    );
+    // Nominations made or dropped by this cycle: those Runs' status must say so.
+    scheduler.wake(Changes::default());
+    let namespace = run.namespace().unwrap_or_default();
+    let api: Api<Run> = Api::namespaced(scheduler.client.clone(), &namespace);
     match outcome {
         ScheduleOutcome::Reserved { pod, pod_uid, .. } => {
             bind(scheduler, &api, run, &pod, &pod_uid).await
         }
         ScheduleOutcome::Unschedulable(unschedulable) => {
-            let message = unschedulable.message();
-            if write_pending(&api, run, &message).await? {
+            let nominated = scheduler
+                .cache
+                .nominated_pod(&namespace, &run.uid().unwrap_or_default());
+            let mut message = unschedulable.message();
+            if nominated.is_some() {
+                message.push_str(NOMINATED_NOTE);
+            }
+            if write_pending(&api, run, &message, nominated.as_deref()).await? {
                 scheduler.emit(
                     run,
                     EventType::Warning,
@@ -594,6 +628,12 @@ async fn schedule_one(
             Ok(Action::requeue(Duration::from_millis(50)))
         }
         ScheduleOutcome::AlreadyPlaced { .. } => Ok(Action::await_change()),
+        ScheduleOutcome::Yield { to } => {
+            // An earlier Run fits now and goes first; this one looks again shortly (it may
+            // still fit elsewhere, or wait for a wakeup then).
+            scheduler.enqueue(ObjectRef::new(&to).within(&namespace));
+            Ok(Action::requeue(YIELD_RETRY))
+        }
         ScheduleOutcome::Error(e) => Err(Error::Cycle {
             run: run.name_any(),
             message: e.to_string(),
@@ -717,12 +757,19 @@ async fn fail_invalid(
 /// Records `Scheduled=False/Unschedulable` with the bounded message, writing only when it
 /// differs from what the Run already says. Returns whether the message it wrote is new (not
 /// the one the Run already had): the scheduler then says so in a `FailedScheduling` Event.
-async fn write_pending(api: &Api<Run>, run: &Run, message: &str) -> Result<bool, Error> {
+async fn write_pending(
+    api: &Api<Run>,
+    run: &Run,
+    message: &str,
+    nominated: Option<&str>,
+) -> Result<bool, Error> {
     let mut pending = run.clone();
     let status = pending.status.get_or_insert_with(Default::default);
-    let new_message = status.reason.as_deref() != Some(status::reasons::UNSCHEDULABLE)
-        || status.message.as_deref() != Some(message);
-    if !status::set_pending(status, message, &now()) {
+    let new_message = !matches!(
+        status.reason.as_deref(),
+        Some(status::reasons::UNSCHEDULABLE | status::reasons::NOMINATED)
+    ) || status.message.as_deref() != Some(message);
+    if !status::set_pending(status, message, nominated, &now()) {
         return Ok(false);
     }
     match api

@@ -60,6 +60,7 @@ pub async fn run(
             workers: args.workers,
             namespace: args.watch_namespace.clone(),
             pod_lost_grace: args.pod_lost_grace,
+            starvation_threshold: args.starvation_threshold,
         },
     );
 

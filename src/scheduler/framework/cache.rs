@@ -1,10 +1,24 @@
-//! The scheduler cache: the single owner of the index and the assumed cache.
+//! The scheduler cache: the single owner of the index, the assumed cache and the nominations.
 //!
-//! Owns the operations that must see both: Run events that reconcile assumptions, Reserve
-//! (capacity re-verified after all assumptions), release, and a whole cycle
-//! (snapshot → evaluate → reserve). [`SharedCache`] puts it behind one `Mutex` so concurrent
-//! queue workers and watch events can never reserve the same capacity twice. It must not
-//! talk to the API server or read a clock: `now` is an argument.
+//! Owns the operations that must see them together: Run events that reconcile assumptions,
+//! Reserve (capacity re-verified after all assumptions and nominations), release, which
+//! Pending Runs a change wakes, and a whole cycle (order gate → snapshot → evaluate →
+//! nominate → reserve). [`SharedCache`] puts it behind one `Mutex` so concurrent queue workers
+//! and watch events can never reserve the same capacity twice. It must not talk to the API
+//! server or read a clock: `now` is an argument.
+//!
+//! Queue order (creation time, then UID) is enforced here, not by the work queue, so it holds
+//! whatever the order of events, wakeups and workers:
+//! - **Order gate.** A Run may be placed only when no Run before it in its Runtime's queue
+//!   fits now; otherwise its cycle yields to the oldest such Run. A Run that does not fit does
+//!   not block the ones behind it (best-effort FIFO). Each Run found not to fit is remembered
+//!   with the scope's epoch (bumped by every change that can make a Run fit), so the gate
+//!   re-evaluates it only after such a change.
+//! - **Bounded wait.** When a Run is placed while an earlier one that does not fit has waited
+//!   longer than the starvation threshold, that earlier Run is nominated the Pod where it
+//!   would fit soonest, and from then on Runs after it see its request as used there.
+//! - **Cheap wakeups.** Capacity released on a Pod wakes, in queue order, only the Pending
+//!   Runs whose requests fit the room there (see [`SchedulerCache::woken_by`]).
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -14,13 +28,21 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use thiserror::Error;
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use super::assumed::{AssumedCache, Assumption, Reconciled};
 use super::cycle::{CycleError, Decision, PluginScore, RejectionCount, Unschedulable, evaluate};
 use super::index::{Changes, Index, LostRun, PodRef, RunChange, WakeSource, Wakeup};
+use super::nominations::{Nomination, Nominations};
 use super::registry::Registry;
-use super::snapshot::Snapshot;
-use super::types::{Observed, RunKey};
+use super::snapshot::{PodView, Snapshot};
+use super::types::{Heartbeat, Observed, QueueOrder, RunKey};
 use crate::api::{Resources, Run, Runtime};
+
+/// How long the oldest Pending Run that does not fit may wait while later Runs are placed
+/// before a Runtime Pod is nominated for it (`scheduler run --starvation-threshold`).
+pub const DEFAULT_STARVATION_THRESHOLD: SignedDuration = SignedDuration::from_secs(30);
 
 /// Why Reserve refused the chosen Pod. Every variant is a `stage="reserve"` conflict.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -62,6 +84,9 @@ pub enum ScheduleOutcome {
     /// The Run already holds an assumption or is observed active on `pod`; no cycle ran. A
     /// bind is in flight or not yet observed: do nothing, the watch will show it.
     AlreadyPlaced { pod: String },
+    /// A Run before this one in its Runtime's queue fits now: nothing reserved. Enqueue `to`
+    /// (the oldest such Run, by name) and try this Run again shortly.
+    Yield { to: String },
     /// A Score plugin failed: nothing reserved; return an error for the controller's retry.
     Error(CycleError),
 }
@@ -85,6 +110,7 @@ impl ScheduleOutcome {
             ScheduleOutcome::Invalid { .. } => "invalid",
             ScheduleOutcome::ReserveConflict { .. } => "reserve_conflict",
             ScheduleOutcome::AlreadyPlaced { .. } => "already_placed",
+            ScheduleOutcome::Yield { .. } => "yielded",
             ScheduleOutcome::Error(_) => "error",
         }
     }
@@ -170,16 +196,49 @@ impl Indexed for Runtime {
     }
 }
 
-/// The index and the assumed cache, updated together.
-#[derive(Debug, Clone, Default)]
+/// The index, the assumed cache and the nominations, updated together.
+#[derive(Debug, Clone)]
 pub struct SchedulerCache {
     index: Index,
     assumed: AssumedCache,
+    nominations: Nominations,
+    starvation_threshold: SignedDuration,
+    /// Per (namespace, runtime), bumped by every change that can make a Pending Run fit.
+    epochs: HashMap<(String, String), u64>,
+    /// Bumped by every Reserve: a new assumed target can satisfy required affinity.
+    reserves: u64,
+    /// Pending Runs found not to fit, with the epochs they were evaluated at.
+    unfit: HashMap<RunKey, (u64, u64)>,
+    /// (namespace, name) of Runs whose nomination was made or dropped since the last
+    /// [`SchedulerCache::take_nomination_changes`]: their status must say so.
+    nomination_changes: Vec<(String, String)>,
+}
+
+impl Default for SchedulerCache {
+    fn default() -> Self {
+        SchedulerCache {
+            index: Index::default(),
+            assumed: AssumedCache::default(),
+            nominations: Nominations::default(),
+            starvation_threshold: DEFAULT_STARVATION_THRESHOLD,
+            epochs: HashMap::new(),
+            reserves: 0,
+            unfit: HashMap::new(),
+            nomination_changes: Vec::new(),
+        }
+    }
 }
 
 impl SchedulerCache {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Sets how long the oldest unfitting Pending Run may wait while later Runs are placed
+    /// before a Pod is nominated for it.
+    pub fn with_starvation_threshold(mut self, threshold: SignedDuration) -> Self {
+        self.starvation_threshold = threshold;
+        self
     }
 
     /// A cache built from objects listed at `now`, as `explain` does; no assumptions.
@@ -214,25 +273,61 @@ impl SchedulerCache {
         &self.assumed
     }
 
+    pub fn nominations(&self) -> &Nominations {
+        &self.nominations
+    }
+
     /// Records a watched object (Runtime, Pod, Lease or Run) observed at `now`.
     pub fn apply<K: Indexed>(&mut self, obj: &K, now: Timestamp) -> Changes {
-        K::apply(self, obj, now)
+        let changes = K::apply(self, obj, now);
+        self.advance(&changes);
+        changes
     }
 
     /// Records the deletion of a watched object observed at `now`.
     pub fn delete<K: Indexed>(&mut self, obj: &K, now: Timestamp) -> Changes {
-        K::delete(self, obj, now)
+        let changes = K::delete(self, obj, now);
+        self.advance(&changes);
+        changes
     }
 
     /// Replaces every object of the kind (a watch's initial list or relist at `now`).
     pub fn reset<K: Indexed>(&mut self, objs: &[K], now: Timestamp) -> Changes {
-        K::reset(self, objs, now)
+        let changes = K::reset(self, objs, now);
+        self.advance(&changes);
+        changes
     }
 
-    /// Records a Run event and reconciles the Run's assumption against it.
+    /// Bumps the epoch of every scope `changes` may have made a Pending Run fit in.
+    fn advance(&mut self, changes: &Changes) {
+        let scopes = changes
+            .wakeups
+            .iter()
+            .map(|w| (&w.namespace, &w.runtime))
+            .chain(changes.rechecks.iter().map(|s| (&s.namespace, &s.runtime)));
+        for (namespace, runtime) in scopes {
+            *self
+                .epochs
+                .entry((namespace.clone(), runtime.clone()))
+                .or_default() += 1;
+        }
+    }
+
+    fn epoch(&self, namespace: &str, runtime: &str) -> u64 {
+        self.epochs
+            .get(&(namespace.to_string(), runtime.to_string()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Records a Run event and reconciles the Run's assumption and nomination against it.
     pub fn apply_run(&mut self, run: &Run) -> RunChange {
+        let key = RunKey::of(run);
         let mut change = self.index.apply_run(run);
-        self.reconcile(&RunKey::of(run), &mut change);
+        self.reconcile(&key, &mut change);
+        if self.index.observed(&key) == Observed::Pending {
+            self.adopt(&key, run);
+        }
         change
     }
 
@@ -257,6 +352,15 @@ impl SchedulerCache {
     }
 
     fn reconcile(&mut self, key: &RunKey, change: &mut RunChange) {
+        if self.index.observed(key) != Observed::Pending {
+            self.unfit.remove(key);
+            // Placed, finished or deleted: the room held for it is free for everyone.
+            if let Some(n) = self.nominations.drop_run(key) {
+                change
+                    .released
+                    .push(self.pod_ref(&key.namespace, &n.pod, &n.runtime));
+            }
+        }
         let Some(outcome) = self.assumed.reconcile(key, self.index.observed(key)) else {
             return;
         };
@@ -287,7 +391,108 @@ impl SchedulerCache {
         runtime: &'a str,
         now: Timestamp,
     ) -> Snapshot<'a> {
-        Snapshot::new(&self.index, &self.assumed, namespace, runtime, now)
+        Snapshot::new(
+            &self.index,
+            &self.assumed,
+            &self.nominations,
+            namespace,
+            runtime,
+            now,
+        )
+    }
+
+    /// Where the Run stands among the Pending Runs of its Runtime: (1-based position, count),
+    /// while it is Pending.
+    pub fn queue_position(&self, run: &Run) -> Option<(usize, usize)> {
+        let key = RunKey::of(run);
+        let order = self.index.queue_order(&key)?;
+        if self.index.observed(&key) != Observed::Pending {
+            return None;
+        }
+        let namespace = &key.namespace;
+        let total = self.index.pending(namespace, &run.spec.runtime).count();
+        let before = self
+            .index
+            .pending_before(namespace, &run.spec.runtime, order)
+            .count();
+        Some((before + 1, total))
+    }
+
+    /// The Pod nominated for the Run, if any.
+    pub fn nominated_pod(&self, namespace: &str, uid: &str) -> Option<&str> {
+        self.nominations
+            .get(&RunKey::new(namespace, uid))
+            .map(|n| n.pod.as_str())
+    }
+
+    /// (namespace, name) of the Runs whose nomination was made or dropped since the last call:
+    /// the controller rewrites their status.
+    pub fn take_nomination_changes(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.nomination_changes)
+    }
+
+    /// Takes over the nomination a Pending Run's status records (a new leader, or `explain`),
+    /// when its Pod is in the Run's Runtime and nominated for no other Run.
+    fn adopt(&mut self, key: &RunKey, run: &Run) {
+        let Some(pod) = run
+            .status
+            .as_ref()
+            .and_then(|s| s.nominated_pod_name.as_deref())
+        else {
+            return;
+        };
+        if self.nominations.get(key).is_some()
+            || self
+                .index
+                .pod(&key.namespace, pod)
+                .is_none_or(|p| p.runtime != run.spec.runtime)
+        {
+            return;
+        }
+        let Ok(request) =
+            crate::api::resources::parse_requests(run.spec.resources.as_ref().map(|r| &r.requests))
+        else {
+            return;
+        };
+        self.nominations.nominate(
+            key,
+            Nomination {
+                run_name: run.metadata.name.clone().unwrap_or_default(),
+                runtime: run.spec.runtime.clone(),
+                pod: pod.to_string(),
+                request,
+                order: QueueOrder::of(run),
+            },
+        );
+    }
+
+    /// Drops the nominations of (namespace, runtime) that no longer hold: the Run is not
+    /// waiting in the queue any more, or its Pod is gone, unavailable or too small for it.
+    fn revalidate_nominations(&mut self, namespace: &str, runtime: &str, now: Timestamp) {
+        let stale: Vec<RunKey> = {
+            let snapshot = self.snapshot(namespace, runtime, now);
+            self.nominations
+                .in_scope(namespace, runtime)
+                .filter(|(key, n)| {
+                    self.index.observed(key) != Observed::Pending
+                        || self.assumed.get(key).is_some()
+                        || snapshot
+                            .pod(&n.pod)
+                            .is_none_or(|p| !can_ever_take(&p, n, now))
+                })
+                .map(|(key, _)| key.clone())
+                .collect()
+        };
+        for key in stale {
+            if let Some(n) = self.nominations.drop_run(&key) {
+                self.nomination_changes
+                    .push((key.namespace.clone(), n.run_name.clone()));
+                *self
+                    .epochs
+                    .entry((namespace.to_string(), runtime.to_string()))
+                    .or_default() += 1;
+            }
+        }
     }
 
     /// A cycle without Reserve: what the scheduler would decide for `run` now.
@@ -302,7 +507,8 @@ impl SchedulerCache {
         Ok(evaluate(&snapshot, registry, run)?.decision())
     }
 
-    /// One scheduling attempt: snapshot → PreFilter → Filter → Score → Reserve.
+    /// One scheduling attempt: order gate → snapshot → PreFilter → Filter → Score →
+    /// (nominate) → Reserve.
     pub fn schedule(&mut self, registry: &Registry, run: &Run, now: Timestamp) -> ScheduleOutcome {
         let key = RunKey::of(run);
         if let Some(a) = self.assumed.get(&key) {
@@ -313,13 +519,206 @@ impl SchedulerCache {
                 pod: pod.to_string(),
             };
         }
+        let runtime = run.spec.runtime.as_str();
+        self.adopt(&key, run);
+        let starved = match self.gate(registry, run, now) {
+            Gate::Yield(to) => return ScheduleOutcome::Yield { to },
+            Gate::Clear { starved } => starved,
+        };
+        self.revalidate_nominations(&key.namespace, runtime, now);
+        let mut outcome = self.cycle(registry, run, now);
+        if let (ScheduleOutcome::Reserved { .. }, Some(starved)) = (&outcome, starved)
+            && self.nominate(registry, &starved, now)
+        {
+            // The new nomination holds room this Run may have been given: decide again.
+            self.assumed.forget(&key);
+            outcome = self.cycle(registry, run, now);
+        }
+        if let ScheduleOutcome::Unschedulable(_) = outcome {
+            self.mark_unfit(&key, run);
+        }
+        outcome
+    }
+
+    /// The order gate: the oldest Run before `run` in its Runtime's queue that fits now, to
+    /// yield to; or, when none fits, the oldest one that has waited longer than the starvation
+    /// threshold without a nomination.
+    fn gate(&mut self, registry: &Registry, run: &Run, now: Timestamp) -> Gate {
+        let key = RunKey::of(run);
+        let order = self
+            .index
+            .queue_order(&key)
+            .cloned()
+            .unwrap_or_else(|| QueueOrder::of(run));
+        let (namespace, runtime) = (key.namespace.as_str(), run.spec.runtime.as_str());
+        let epoch = self.epoch(namespace, runtime);
+        // Earlier Runs to look at: not placed yet (no assumption), still wanting placement, and
+        // not known to be unfit since the last change that could make them fit.
+        let mut candidates: Vec<Arc<Run>> = Vec::new();
+        let mut starved: Option<Arc<Run>> = None;
+        let mut adopt: Vec<Arc<Run>> = Vec::new();
+        for (earlier, pending) in self.index.pending_before(namespace, runtime, &order) {
+            let earlier_key = RunKey::new(namespace, earlier.uid.as_str());
+            if self.assumed.get(&earlier_key).is_some() || !pending.run.waits_for_placement() {
+                continue;
+            }
+            if pending
+                .run
+                .status
+                .as_ref()
+                .is_some_and(|s| s.nominated_pod_name.is_some())
+                && self.nominations.get(&earlier_key).is_none()
+            {
+                adopt.push(pending.run.clone());
+            }
+            if self.unfit.get(&earlier_key) == Some(&epochs_for(&pending.run, epoch, self.reserves))
+            {
+                if starved.is_none() {
+                    starved = Some(pending.run.clone());
+                }
+                continue;
+            }
+            candidates.push(pending.run.clone());
+        }
+        for earlier in adopt {
+            self.adopt(&RunKey::of(&earlier), &earlier);
+        }
+        if candidates.is_empty() {
+            return Gate::Clear {
+                starved: starved.filter(|r| self.starving(r, now)),
+            };
+        }
+        let mut unfit = Vec::new();
+        let mut yield_to = None;
+        {
+            let snapshot = self.snapshot(namespace, runtime, now);
+            for earlier in &candidates {
+                match evaluate(&snapshot, registry, earlier).map(|e| e.decision()) {
+                    Ok(Decision::Schedule { .. }) => {
+                        yield_to = Some(earlier.metadata.name.clone().unwrap_or_default());
+                        break;
+                    }
+                    // An invalid Run is failed by its own cycle and blocks nobody.
+                    Ok(Decision::Invalid { .. }) | Err(_) => unfit.push(earlier.clone()),
+                    Ok(Decision::Unschedulable(_)) => unfit.push(earlier.clone()),
+                }
+            }
+        }
+        for earlier in &unfit {
+            self.mark_unfit(&RunKey::of(earlier), earlier);
+        }
+        if let Some(to) = yield_to {
+            return Gate::Yield(to);
+        }
+        // The oldest of the cached and the freshly evaluated unfitting Runs.
+        let oldest = starved
+            .into_iter()
+            .chain(unfit)
+            .min_by_key(|r| QueueOrder::of(r));
+        Gate::Clear {
+            starved: oldest.filter(|r| self.starving(r, now)),
+        }
+    }
+
+    /// Whether an earlier Run that does not fit has waited too long and has no nomination.
+    fn starving(&self, run: &Run, now: Timestamp) -> bool {
+        let Some(created) = run.metadata.creation_timestamp.as_ref() else {
+            return false;
+        };
+        self.nominations.get(&RunKey::of(run)).is_none()
+            && created
+                .0
+                .checked_add(self.starvation_threshold)
+                .is_ok_and(|deadline| deadline <= now)
+    }
+
+    fn mark_unfit(&mut self, key: &RunKey, run: &Run) {
+        let epoch = self.epoch(&key.namespace, &run.spec.runtime);
+        self.unfit
+            .insert(key.clone(), epochs_for(run, epoch, self.reserves));
+    }
+
+    /// Nominates for the starved Run the Pod where it would fit soonest: among the Pods that
+    /// are available, nominated for no other Run, and large enough for its request, the one
+    /// with the fewest Runs to drain, then the least to free, then by name. Returns whether a
+    /// nomination was made.
+    fn nominate(&mut self, registry: &Registry, starved: &Run, now: Timestamp) -> bool {
+        let key = RunKey::of(starved);
+        let (namespace, runtime) = (key.namespace.as_str(), starved.spec.runtime.as_str());
+        let chosen = {
+            let snapshot = self.snapshot(namespace, runtime, now);
+            let Ok(eval) = evaluate(&snapshot, registry, starved) else {
+                return false;
+            };
+            let Ok(state) = eval.state() else {
+                return false;
+            };
+            let nomination = |p: &PodView<'_>| Nomination {
+                run_name: state.name.clone(),
+                runtime: state.runtime.clone(),
+                pod: p.name().to_string(),
+                request: state.request.clone(),
+                order: QueueOrder::of(starved),
+            };
+            eval.pods()
+                .iter()
+                // Rejected for room only: available, and no other filter ran against it.
+                .filter(|e| e.rejection.as_ref().is_some_and(|r| r.shortfall.is_some()))
+                .filter(|e| self.nominations.on_pod(namespace, e.pod.name()).is_none())
+                .map(|e| (e.pod, nomination(&e.pod)))
+                .filter(|(p, n)| can_ever_take(p, n, now))
+                .min_by_key(|(p, n)| {
+                    let runs = p.active_runs().count() + p.assumed_runs().count();
+                    let to_free: u64 = n
+                        .request
+                        .iter()
+                        .map(|(r, amount)| {
+                            p.effective(r)
+                                .saturating_add(amount)
+                                .saturating_sub(p.capacity().map_or(0, |c| c.get(r)))
+                        })
+                        .sum();
+                    (runs, to_free, p.name())
+                })
+                .map(|(_, n)| n)
+        };
+        let Some(nomination) = chosen else {
+            return false;
+        };
+        let name = nomination.run_name.clone();
+        if self.nominations.nominate(&key, nomination) {
+            self.nomination_changes.push((key.namespace.clone(), name));
+            return true;
+        }
+        false
+    }
+
+    /// One cycle for `run` against the current state: evaluate, then Reserve.
+    fn cycle(&mut self, registry: &Registry, run: &Run, now: Timestamp) -> ScheduleOutcome {
+        let key = RunKey::of(run);
         let (decision, rejections, assumption) = {
             let snapshot = self.snapshot(&key.namespace, &run.spec.runtime, now);
             let eval = match evaluate(&snapshot, registry, run) {
                 Ok(eval) => eval,
                 Err(e) => return ScheduleOutcome::Error(e),
             };
-            let decision = eval.decision();
+            let mut decision = eval.decision();
+            // A nominated Run goes to the Pod drained for it when it fits there, as
+            // kube-scheduler tries a Pod's nominated node first.
+            let nominated = self.nominations.get(&key).map(|n| n.pod.as_str());
+            if let (Decision::Schedule { .. }, Some(nominated)) = (&decision, nominated)
+                && let Some(i) = eval
+                    .pods()
+                    .iter()
+                    .position(|e| e.rejection.is_none() && e.pod.name() == nominated)
+            {
+                decision = Decision::Schedule {
+                    pod: nominated.to_string(),
+                    pod_uid: eval.pods()[i].pod.uid().to_string(),
+                    total: eval.total(i).expect("a feasible Pod has a total"),
+                    scores: eval.scores(i),
+                };
+            }
             match (&decision, eval.state()) {
                 (Decision::Schedule { pod, .. }, Ok(state)) => {
                     let assumption = Assumption {
@@ -365,7 +764,8 @@ impl SchedulerCache {
     }
 
     /// Reserve: verifies that the Pod still has room for the complete request on top of the
-    /// actual usage and every existing assumption, then records the assumption.
+    /// actual usage, every existing assumption and the room held for an earlier nominated Run,
+    /// then records the assumption.
     pub fn reserve(&mut self, key: &RunKey, assumption: Assumption) -> Result<(), ReserveError> {
         if let Some(a) = self.assumed.get(key) {
             return Err(ReserveError::AlreadyAssumed { pod: a.pod.clone() });
@@ -378,13 +778,21 @@ impl SchedulerCache {
             .ok_or_else(|| ReserveError::PodGone { pod: pod.clone() })?;
         let used = self.index.usage(&key.namespace, &pod);
         let assumed = self.assumed.usage_on(&key.namespace, &pod);
+        let order = self.index.queue_order(key);
+        let held = self
+            .nominations
+            .on_pod(&key.namespace, &pod)
+            .filter(|(k, n)| *k != key && order.is_none_or(|o| n.order < *o))
+            .map(|(_, n)| &n.request);
         let in_use: Resources = assumption
             .request
             .names()
             .map(|r| {
                 (
                     r,
-                    used.map_or(0, |u| u.get(r)).saturating_add(assumed.get(r)),
+                    used.map_or(0, |u| u.get(r))
+                        .saturating_add(assumed.get(r))
+                        .saturating_add(held.map_or(0, |h| h.get(r))),
                 )
             })
             .collect();
@@ -397,6 +805,9 @@ impl SchedulerCache {
             });
         }
         self.assumed.assume(key, assumption);
+        self.reserves += 1;
+        // Placed: whatever was held for it is its own now (Bind clears the status field).
+        self.nominations.drop_run(key);
         Ok(())
     }
 
@@ -405,22 +816,123 @@ impl SchedulerCache {
     pub fn release(&mut self, namespace: &str, uid: &str) -> Option<Wakeup> {
         let assumption = self.assumed.forget(&RunKey::new(namespace, uid))?;
         let pod = self.pod_ref(namespace, &assumption.pod, &assumption.runtime);
-        Some(Wakeup {
+        let wakeup = Wakeup {
             namespace: pod.namespace,
             runtime: pod.runtime,
             source: WakeSource::CapacityReleased,
-        })
+            pod: Some(pod.pod),
+        };
+        self.advance(&vec![wakeup.clone()].into());
+        Some(wakeup)
     }
 
-    /// Names of the Pending Runs of (namespace, runtime) to wake, in name order. Runs holding
-    /// an assumption are left out: their Bind is in flight or not yet observed.
+    /// The Pending Runs (by name, in queue order) that `wakeup` should enqueue. Capacity
+    /// released on a Pod wakes only the Runs whose requests fit the room now free there,
+    /// walking the queue in order and counting each woken Run's request as taken, with the
+    /// room held for a nominated Run kept for it; every other wakeup wakes every Pending Run
+    /// of the Runtime. Runs holding an assumption are left out: their Bind is in flight.
+    pub fn woken_by(&self, wakeup: &Wakeup, now: Timestamp) -> Vec<String> {
+        let (WakeSource::CapacityReleased, Some(pod)) = (wakeup.source, &wakeup.pod) else {
+            return self.pending_runs(&wakeup.namespace, &wakeup.runtime);
+        };
+        let (namespace, runtime) = (wakeup.namespace.as_str(), wakeup.runtime.as_str());
+        let snapshot = self.snapshot(namespace, runtime, now);
+        let Some(view) = snapshot.pod(pod) else {
+            return Vec::new();
+        };
+        let Ok(capacity) = view.capacity() else {
+            return Vec::new();
+        };
+        // What is taken by resource, before what is held for a nomination; each woken Run's
+        // request is added as the walk goes.
+        let mut taken: Resources = capacity
+            .iter()
+            .map(|(r, _)| (r, view.used(r).saturating_add(view.assumed(r))))
+            .collect();
+        let mut held = self.nominations.on_pod(namespace, pod);
+        let mut woken = Vec::new();
+        for (order, pending) in self.index.pending(namespace, runtime) {
+            if capacity.iter().all(|(r, cap)| taken.get(r) >= cap) {
+                break;
+            }
+            let key = RunKey::new(namespace, order.uid.as_str());
+            if self.assumed.get(&key).is_some() {
+                continue;
+            }
+            let Some(request) = &pending.request else {
+                // Invalid: its own cycle fails it.
+                woken.push(pending.name.clone());
+                continue;
+            };
+            let nominated_here = held.is_some_and(|(k, _)| *k == key);
+            // Room held for an earlier nominated Run is not this Run's to take.
+            let mut seen = taken.clone();
+            if let Some((_, n)) = held.filter(|(k, n)| **k != key && n.order < *order) {
+                seen.add(&n.request);
+            }
+            let fits = Resources::fits(request, &seen, capacity);
+            if fits {
+                woken.push(pending.name.clone());
+            }
+            if fits || nominated_here {
+                // A nominated Run passed in the queue keeps its room whether it fits yet or
+                // not: later Runs must not count on it.
+                taken.add(request);
+                if nominated_here {
+                    held = None;
+                }
+            }
+        }
+        woken
+    }
+
+    /// Names of the Pending Runs of (namespace, runtime) to wake, in queue order. Runs
+    /// holding an assumption are left out: their Bind is in flight or not yet observed.
     pub fn pending_runs(&self, namespace: &str, runtime: &str) -> Vec<String> {
         self.index
-            .pending_keys(namespace, runtime)
-            .filter(|(_, uid)| self.assumed.get(&RunKey::new(namespace, *uid)).is_none())
-            .map(|(name, _)| name.to_string())
+            .pending(namespace, runtime)
+            .filter(|(order, _)| {
+                self.assumed
+                    .get(&RunKey::new(namespace, order.uid.as_str()))
+                    .is_none()
+            })
+            .map(|(_, p)| p.name.clone())
             .collect()
     }
+}
+
+/// What the order gate found before a Run's cycle.
+enum Gate {
+    /// An earlier Run fits now: it goes first.
+    Yield(String),
+    /// No earlier Run fits; `starved` is the oldest that has waited too long for one.
+    Clear { starved: Option<Arc<Run>> },
+}
+
+/// The epochs at which a Run found unfit stays unfit: the scope's, and for a Run with
+/// required affinity also the Reserve count (a new assumed target can satisfy it).
+fn epochs_for(run: &Run, epoch: u64, reserves: u64) -> (u64, u64) {
+    let affinity = run
+        .spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.run_affinity.as_ref())
+        .is_some_and(|t| !t.required.is_empty());
+    (epoch, if affinity { reserves } else { 0 })
+}
+
+/// Whether `pod` could take the nominated request once drained: available now (not
+/// terminating, Ready, heartbeat fresh, capacity readable) and large enough.
+fn can_ever_take(pod: &PodView<'_>, n: &Nomination, now: Timestamp) -> bool {
+    let Ok(capacity) = pod.capacity() else {
+        return false;
+    };
+    !pod.deleting()
+        && pod.ready()
+        && matches!(pod.heartbeat(), hb @ Heartbeat::Expires(_) if hb.is_fresh_at(now))
+        && n.request
+            .iter()
+            .all(|(r, amount)| amount == 0 || capacity.get(r) >= amount)
 }
 
 /// [`SchedulerCache`] and the [`Registry`] behind one mutex: the object the controller shares between
@@ -434,8 +946,12 @@ pub struct SharedCache {
 
 impl SharedCache {
     pub fn new(registry: Registry) -> Self {
+        Self::with_cache(registry, SchedulerCache::new())
+    }
+
+    pub fn with_cache(registry: Registry, cache: SchedulerCache) -> Self {
         SharedCache {
-            state: Mutex::new(SchedulerCache::new()),
+            state: Mutex::new(cache),
             registry,
         }
     }
@@ -472,6 +988,20 @@ impl SharedCache {
 
     pub fn pending_runs(&self, namespace: &str, runtime: &str) -> Vec<String> {
         self.lock().pending_runs(namespace, runtime)
+    }
+
+    pub fn woken_by(&self, wakeup: &Wakeup, now: Timestamp) -> Vec<String> {
+        self.lock().woken_by(wakeup, now)
+    }
+
+    pub fn nominated_pod(&self, namespace: &str, uid: &str) -> Option<String> {
+        self.lock()
+            .nominated_pod(namespace, uid)
+            .map(str::to_string)
+    }
+
+    pub fn take_nomination_changes(&self) -> Vec<(String, String)> {
+        self.lock().take_nomination_changes()
     }
 
     pub fn apply<K: Indexed>(&self, obj: &K, now: Timestamp) -> Changes {

@@ -6,6 +6,7 @@
 //! - [`selector`]: compiled label selectors.
 //! - [`index`]: Runtime Pods, heartbeat Leases and Runs, fed by watch events; incremental usage.
 //! - [`assumed`]: scheduler-local reservations between Reserve and the observed Bind.
+//! - [`nominations`]: Runtime Pods being drained for starved Pending Runs.
 //! - [`snapshot`]: a borrowed view of one (namespace, runtime) at `now`.
 //! - [`plugin`]: the Filter and Score traits and the per-Run state PreFilter prepares.
 //! - [`registry`]: which plugins run, in which order, with which weights (the list itself is
@@ -43,6 +44,7 @@ pub mod assumed;
 pub mod cache;
 pub mod cycle;
 pub mod index;
+pub mod nominations;
 pub mod plugin;
 pub mod registry;
 pub mod selector;
@@ -51,6 +53,8 @@ pub mod types;
 
 #[cfg(test)]
 mod cache_properties;
+#[cfg(test)]
+mod queue_properties;
 
 pub use assumed::{AssumedCache, Assumption, Reconciled};
 pub use cache::{Indexed, ReserveError, ScheduleOutcome, SchedulerCache, SharedCache};
@@ -59,9 +63,10 @@ pub use cycle::{
     Unschedulable, evaluate, pre_filter,
 };
 pub use index::{
-    ActiveRun, Changes, CountedRequest, Index, LeaseRecord, Load, LostRun, PodLoss, PodRecord,
-    PodRef, RunChange, ScopeRef, Usage, WakeSource, Wakeup,
+    ActiveRun, Changes, CountedRequest, Index, LeaseRecord, Load, LostRun, PendingRun, PodLoss,
+    PodRecord, PodRef, RunChange, ScopeRef, Usage, WakeSource, Wakeup,
 };
+pub use nominations::{Nomination, Nominations};
 pub use plugin::{
     FilterPlugin, PreferredTerm, Requested, RequiredTerm, RunCycleState, ScoreError, ScorePlugin,
     normalize_min_max,
@@ -70,5 +75,6 @@ pub use registry::{Registry, RegistryError};
 pub use selector::{Selector, SelectorError};
 pub use snapshot::{AssumedOnPod, PodSet, PodView, ResourceLoad, Snapshot};
 pub use types::{
-    Code, Heartbeat, MAX_SCORE, MIN_SCORE, Observed, Rejection, ResourceId, ResourceName, RunKey,
+    Code, Heartbeat, MAX_SCORE, MIN_SCORE, Observed, QueueOrder, Rejection, ResourceId,
+    ResourceName, RunKey,
 };

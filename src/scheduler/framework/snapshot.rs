@@ -14,8 +14,9 @@ use super::index::{
     ActiveRun, CountedRequest, Index, Interner, LeaseRecord, Load, NamespaceIndex, PodRecord,
     Scope, Slot, SlotId,
 };
+use super::nominations::{Nomination, Nominations};
 use super::selector::Selector;
-use super::types::{Heartbeat, Observed, ResourceId, RunKey};
+use super::types::{Heartbeat, Observed, QueueOrder, ResourceId, RunKey};
 use crate::api::Resources;
 
 /// A set of Pods (by slot), as a bit set: membership is one shift and mask per Pod.
@@ -83,6 +84,9 @@ pub(in crate::scheduler::framework) struct Own<'a> {
     uid: Option<&'a str>,
     active: Option<(SlotId, &'a CountedRequest)>,
     assumed: Option<(SlotId, &'a Resources)>,
+    /// The Run's place in the queue: nominations of Runs before it count against it, its own
+    /// and later ones do not. `None` (not queued, or no Run at all): every nomination counts.
+    order: Option<&'a QueueOrder>,
 }
 
 /// One (namespace, runtime) at `now`.
@@ -95,12 +99,15 @@ pub struct Snapshot<'a> {
     ns: Option<&'a NamespaceIndex>,
     scope: Option<&'a Scope>,
     assumed: HashMap<SlotId, AssumedOnPod<'a>>,
+    /// The nomination on each Pod of the scope that has one.
+    nominated: HashMap<SlotId, &'a Nomination>,
 }
 
 impl<'a> Snapshot<'a> {
     pub fn new(
         index: &'a Index,
         assumed: &'a AssumedCache,
+        nominations: &'a Nominations,
         namespace: &'a str,
         runtime: &'a str,
         now: Timestamp,
@@ -137,6 +144,14 @@ impl<'a> Snapshot<'a> {
                 entry.runs.push((uid, a));
             }
         }
+        let mut nominated = HashMap::new();
+        if let Some(scope) = scope {
+            for (_, n) in nominations.in_scope(namespace, runtime) {
+                if let Some(&id) = scope.pods.get(&n.pod) {
+                    nominated.insert(id, n);
+                }
+            }
+        }
         Snapshot {
             namespace,
             runtime,
@@ -145,6 +160,7 @@ impl<'a> Snapshot<'a> {
             ns,
             scope,
             assumed: on_pods,
+            nominated,
         }
     }
 
@@ -208,9 +224,18 @@ impl<'a> Snapshot<'a> {
         } else {
             self.assumed.get(&id)
         };
+        let nominated = self
+            .nominated
+            .get(&id)
+            .copied()
+            .filter(|n| match own.order {
+                Some(order) => n.order < *order,
+                None => true,
+            });
         PodView {
             id,
             slot,
+            nominated,
             record: slot
                 .pod
                 .as_ref()
@@ -231,7 +256,10 @@ impl<'a> Snapshot<'a> {
 
     /// Where the Run `key` already sits (active or assumed) in this namespace.
     pub(in crate::scheduler::framework) fn own(&self, key: &RunKey) -> Own<'_> {
-        let mut own = Own::default();
+        let mut own = Own {
+            order: self.index.queue_order(key),
+            ..Own::default()
+        };
         let Some(ns) = self.ns else {
             return own;
         };
@@ -380,12 +408,16 @@ pub struct ResourceLoad {
     pub used: u64,
     /// Usage of the scheduler's assumptions.
     pub assumed: u64,
+    /// Held for a Run earlier in the queue that this Pod is nominated for.
+    pub nominated: u64,
 }
 
 impl ResourceLoad {
-    /// `used + assumed`: what Filter and Score compare against capacity.
+    /// `used + assumed + nominated`: what Filter and Score compare against capacity.
     pub fn effective(&self) -> u64 {
-        self.used.saturating_add(self.assumed)
+        self.used
+            .saturating_add(self.assumed)
+            .saturating_add(self.nominated)
     }
 }
 
@@ -400,6 +432,8 @@ pub struct PodView<'a> {
     record: &'a PodRecord,
     interner: &'a Interner,
     assumed: Option<&'a AssumedOnPod<'a>>,
+    /// A nomination of a Run earlier in the queue than the viewing Run.
+    nominated: Option<&'a Nomination>,
     own_uid: Option<&'a str>,
     own_active: Option<&'a CountedRequest>,
     own_assumed: Option<&'a Resources>,
@@ -460,11 +494,15 @@ impl<'a> PodView<'a> {
                 assumed = assumed.saturating_sub(own.get(self.interner.name(load.id)));
             }
         }
+        let nominated = self
+            .nominated
+            .map_or(0, |n| n.request.get(self.interner.name(load.id)));
         ResourceLoad {
             id: load.id,
             capacity: load.capacity,
             used,
             assumed,
+            nominated,
         }
     }
 
@@ -503,9 +541,21 @@ impl<'a> PodView<'a> {
         on_pod.usage.get(resource).saturating_sub(own)
     }
 
-    /// `used + assumed`.
+    /// Held on the Pod for a Run earlier in the queue that the Pod is nominated for.
+    pub fn nominated(&self, resource: &str) -> u64 {
+        self.nominated.map_or(0, |n| n.request.get(resource))
+    }
+
+    /// The nomination that holds room on this Pod for a Run earlier in the queue.
+    pub fn nomination(&self) -> Option<&'a Nomination> {
+        self.nominated
+    }
+
+    /// `used + assumed + nominated`.
     pub fn effective(&self, resource: &str) -> u64 {
-        self.used(resource).saturating_add(self.assumed(resource))
+        self.used(resource)
+            .saturating_add(self.assumed(resource))
+            .saturating_add(self.nominated(resource))
     }
 
     /// Active Runs on the Pod, by UID.

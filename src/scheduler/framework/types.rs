@@ -117,6 +117,24 @@ impl RunKey {
     }
 }
 
+/// Where a Pending Run stands in its Runtime's queue: creation time, then UID, so the order is
+/// the same on every replica whatever the order of events, wakeups and workers. A Run without
+/// a creation time (only in tests) sorts first.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QueueOrder {
+    pub created: Option<Timestamp>,
+    pub uid: String,
+}
+
+impl QueueOrder {
+    pub fn of(run: &Run) -> Self {
+        QueueOrder {
+            created: run.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            uid: run.uid().unwrap_or_default(),
+        }
+    }
+}
+
 /// The heartbeat as a cycle needs it, precomputed from the Pod and its Lease.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Heartbeat {

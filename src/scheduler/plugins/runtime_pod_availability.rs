@@ -7,7 +7,9 @@
 //! resource. A requested resource the Pod does not advertise never fits and is reported like
 //! any shortage, as `Insufficient <resource>` (Kubernetes' wording for an extended resource a
 //! node lacks); explain tells the two apart from the capacity it shows. Checks run in the
-//! order above and the first failure is the reason. It must not score or mutate anything.
+//! order above and the first failure is the reason. Room a Pod holds for a Run earlier in the
+//! queue that it is nominated for counts as used; a request that fits only without it is
+//! rejected as `reserved for an earlier Run`. It must not score or mutate anything.
 
 use crate::api::resources::Shortfall;
 use crate::scheduler::framework::{
@@ -32,6 +34,9 @@ pub const HEARTBEAT_STALE: &str = "runtimed heartbeat stale";
 pub const INVALID_CAPACITY: &str = "invalid capacity annotation";
 /// A requested resource is not advertised or has no room; the message names the resource.
 pub const INSUFFICIENT_RESOURCE: &str = "Insufficient resource";
+/// The request would fit but for the room the Pod holds for a Run earlier in the queue that
+/// it is nominated for (a starved Run it is being drained for).
+pub const RESERVED_FOR_EARLIER_RUN: &str = "reserved for an earlier Run";
 
 /// Every reason this plugin can give.
 pub const REASONS: &[&str] = &[
@@ -42,6 +47,7 @@ pub const REASONS: &[&str] = &[
     HEARTBEAT_STALE,
     INVALID_CAPACITY,
     INSUFFICIENT_RESOURCE,
+    RESERVED_FOR_EARLIER_RUN,
 ];
 
 /// See the module documentation.
@@ -65,6 +71,9 @@ impl FilterPlugin for RuntimePodAvailability {
             return Err(Rejection::new(NAME, reason));
         }
         match shortfalls(state, pod).next() {
+            Some(_) if fits_but_for_nomination(state, pod) => {
+                Err(Rejection::new(NAME, RESERVED_FOR_EARLIER_RUN))
+            }
             Some(shortfall) => Err(Rejection::insufficient(
                 NAME,
                 INSUFFICIENT_RESOURCE,
@@ -96,6 +105,19 @@ pub fn unavailable(pod: &PodView<'_>, now: jiff::Timestamp) -> Option<&'static s
         return Some(INVALID_CAPACITY);
     }
     None
+}
+
+/// Whether the complete request would fit on `pod` if it did not hold room for an earlier
+/// nominated Run.
+fn fits_but_for_nomination(state: &RunCycleState, pod: &PodView<'_>) -> bool {
+    pod.nomination().is_some()
+        && state.request_list().iter().all(|requested| {
+            let load = requested.id.and_then(|id| pod.load(id));
+            let (used, capacity) = load.map_or((0, None), |l| {
+                (l.used.saturating_add(l.assumed), Some(l.capacity))
+            });
+            Shortfall::fits(requested.amount, used, capacity)
+        })
 }
 
 /// The requested resources that do not fit on `pod` (actual plus assumed usage), in the

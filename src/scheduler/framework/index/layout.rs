@@ -7,11 +7,23 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use jiff::Timestamp;
 
 use super::record::{ActiveRun, CountedRequest, LeaseRecord, PodRecord, Usage};
-use crate::scheduler::framework::types::{Heartbeat, ResourceId};
+use crate::api::{Resources, Run};
+use crate::scheduler::framework::types::{Heartbeat, QueueOrder, ResourceId};
+
+/// A Pending Run as the queue keeps it: what a cycle needs to evaluate it without the
+/// controller's store (the order gate evaluates older Runs than the one dequeued).
+#[derive(Debug, Clone)]
+pub struct PendingRun {
+    pub name: String,
+    pub run: Arc<Run>,
+    /// The parsed request; `None` when it is invalid (the Run's own cycle fails it).
+    pub request: Option<Resources>,
+}
 
 /// Index of a slot within its namespace. Stable while the slot exists.
 pub type SlotId = u32;
@@ -42,6 +54,19 @@ impl Interner {
 
     pub fn name(&self, id: ResourceId) -> &str {
         &self.names[id as usize]
+    }
+}
+
+impl PendingRun {
+    pub fn of(run: &Run) -> Self {
+        PendingRun {
+            name: run.metadata.name.clone().unwrap_or_default(),
+            run: Arc::new(run.clone()),
+            request: crate::api::resources::parse_requests(
+                run.spec.resources.as_ref().map(|r| &r.requests),
+            )
+            .ok(),
+        }
     }
 }
 
@@ -155,8 +180,8 @@ pub(in crate::scheduler::framework) struct Scope {
     pub labels: LabelIndex,
     /// Slot -> number of active Runs there with required anti-affinity terms.
     pub anti_affinity: BTreeMap<SlotId, u32>,
-    /// Pending Runs whose `spec.runtime` is this runtime: name -> UID.
-    pub pending: BTreeMap<String, String>,
+    /// Pending Runs whose `spec.runtime` is this runtime, in queue order.
+    pub pending: BTreeMap<QueueOrder, PendingRun>,
 }
 
 impl Scope {

@@ -30,15 +30,15 @@ mod layout;
 mod record;
 mod wakeup;
 
-pub use layout::Load;
 pub(in crate::scheduler::framework) use layout::{Interner, NamespaceIndex, Scope, Slot, SlotId};
+pub use layout::{Load, PendingRun};
 #[cfg(any(test, feature = "testing"))]
 pub use record::required_anti_affinity;
 pub use record::{ActiveRun, CountedRequest, LeaseRecord, PodRecord, Usage};
 pub use wakeup::{Changes, PodRef, RunChange, ScopeRef, WakeSource, Wakeup};
 
 use crate::api::{Run, RunPhase};
-use crate::scheduler::framework::types::{Heartbeat, Observed, RunKey};
+use crate::scheduler::framework::types::{Heartbeat, Observed, QueueOrder, RunKey};
 
 /// Why a Runtime Pod counts as lost for a Run on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +84,7 @@ struct RunRecord {
     name: String,
     runtime: String,
     placement: Placement,
+    order: QueueOrder,
 }
 
 /// The index. See the module documentation.
@@ -152,6 +153,7 @@ impl Index {
                 namespace: namespace.clone(),
                 runtime,
                 source: WakeSource::RuntimePod,
+                pod: None,
             })
             .collect()
     }
@@ -178,6 +180,7 @@ impl Index {
             namespace: namespace.to_string(),
             runtime,
             source: WakeSource::RuntimePod,
+            pod: None,
         }]
     }
 
@@ -338,6 +341,7 @@ impl Index {
                 namespace,
                 runtime: runtime.to_string(),
                 source: WakeSource::RuntimePod,
+                pod: None,
             }],
             _ => Vec::new(),
         }
@@ -361,6 +365,7 @@ impl Index {
             namespace: namespace.to_string(),
             runtime: runtime.to_string(),
             source: WakeSource::RuntimePod,
+            pod: None,
         });
         ns.gc(id);
         self.gc_namespace(namespace);
@@ -407,7 +412,12 @@ impl Index {
                         return RunChange::default();
                     }
                 }
-                (Placement::Pending, None) if pending => return RunChange::default(),
+                (Placement::Pending, None) if pending => {
+                    // Status churn: keep the stored object unless what a cycle reads of it
+                    // (spec, labels) changed.
+                    self.refresh_pending(&key, &runtime, run);
+                    return RunChange::default();
+                }
                 (Placement::Unassigned, None) if unassigned => return RunChange::default(),
                 (Placement::Inactive, None) if !pending && !unassigned => {
                     return RunChange::default();
@@ -457,7 +467,7 @@ impl Index {
                         .entry(runtime.clone())
                         .or_default()
                         .pending
-                        .insert(name.clone(), key.uid.clone());
+                        .insert(QueueOrder::of(run), PendingRun::of(run));
                     Placement::Pending
                 } else if unassigned {
                     Placement::Unassigned
@@ -476,6 +486,7 @@ impl Index {
                     name,
                     runtime,
                     placement,
+                    order: QueueOrder::of(run),
                 },
             );
         }
@@ -518,10 +529,8 @@ impl Index {
         let ns = self.namespaces.get_mut(&key.namespace)?;
         match old.placement {
             Placement::Pending => {
-                if let Some(scope) = ns.scopes.get_mut(&old.runtime)
-                    && scope.pending.get(&old.name) == Some(&key.uid)
-                {
-                    scope.pending.remove(&old.name);
+                if let Some(scope) = ns.scopes.get_mut(&old.runtime) {
+                    scope.pending.remove(&old.order);
                 }
                 ns.gc_scope(&old.runtime);
                 None
@@ -565,24 +574,67 @@ impl Index {
         }
     }
 
-    /// Names of the Pending Runs of (namespace, runtime), in name order.
+    /// Names of the Pending Runs of (namespace, runtime), in queue order.
     pub fn pending_runs(&self, namespace: &str, runtime: &str) -> Vec<String> {
-        self.pending_keys(namespace, runtime)
-            .map(|(name, _)| name.to_string())
+        self.pending(namespace, runtime)
+            .map(|(_, p)| p.name.clone())
             .collect()
     }
 
-    /// (name, UID) of the Pending Runs of (namespace, runtime), in name order.
-    pub(in crate::scheduler::framework) fn pending_keys<'a>(
+    /// The Pending Runs of (namespace, runtime), in queue order (creation time, then UID).
+    pub fn pending<'a>(
         &'a self,
         namespace: &str,
         runtime: &str,
-    ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+    ) -> impl DoubleEndedIterator<Item = (&'a QueueOrder, &'a PendingRun)> + 'a {
         self.namespaces
             .get(namespace)
             .and_then(|ns| ns.scopes.get(runtime))
             .into_iter()
-            .flat_map(|s| s.pending.iter().map(|(n, u)| (n.as_str(), u.as_str())))
+            .flat_map(|s| s.pending.iter())
+    }
+
+    /// The Pending Runs of (namespace, runtime) that come before `order` in its queue, oldest
+    /// first.
+    pub fn pending_before<'a>(
+        &'a self,
+        namespace: &str,
+        runtime: &str,
+        order: &QueueOrder,
+    ) -> impl Iterator<Item = (&'a QueueOrder, &'a PendingRun)> + 'a {
+        let order = order.clone();
+        self.namespaces
+            .get(namespace)
+            .and_then(|ns| ns.scopes.get(runtime))
+            .into_iter()
+            .flat_map(move |s| s.pending.range(..order.clone()))
+    }
+
+    /// Where the Run stands in the queue: its order key, while it is indexed.
+    pub fn queue_order(&self, key: &RunKey) -> Option<&QueueOrder> {
+        self.runs.get(key).map(|r| &r.order)
+    }
+
+    /// Replaces the stored object of a Pending Run when what a cycle reads of it changed.
+    fn refresh_pending(&mut self, key: &RunKey, runtime: &str, run: &Run) {
+        let Some(record) = self.runs.get(key) else {
+            return;
+        };
+        let Some(entry) = self
+            .namespaces
+            .get_mut(&key.namespace)
+            .and_then(|ns| ns.scopes.get_mut(runtime))
+            .and_then(|s| s.pending.get_mut(&record.order))
+        else {
+            return;
+        };
+        let old = &entry.run;
+        if old.metadata.generation != run.metadata.generation
+            || old.metadata.labels != run.metadata.labels
+            || old.spec.affinity != run.spec.affinity
+        {
+            *entry = PendingRun::of(run);
+        }
     }
 
     /// Usage of the active Runs assigned to `pod`.
@@ -674,6 +726,7 @@ impl Index {
                         namespace: namespace.clone(),
                         runtime: pod.runtime.clone(),
                         source: WakeSource::RuntimePod,
+                        pod: None,
                     });
                 }
             }
@@ -1078,7 +1131,8 @@ mod tests {
             [Wakeup {
                 namespace: NS.into(),
                 runtime: RUNTIME.into(),
-                source: WakeSource::RuntimePod
+                source: WakeSource::RuntimePod,
+                pod: None,
             }]
         );
         assert_eq!(index.next_expiry_after(at(20)), Some(at(35)));

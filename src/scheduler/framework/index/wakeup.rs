@@ -2,7 +2,7 @@
 //!
 //! Owns the bounded `source` values of `kruntimes_scheduler_pending_run_wakeups_total` and
 //! the per-event change records the controller turns into queue activations. It must not
-//! decide which Runs to wake: that is the cache's `pending_runs`.
+//! decide which Runs to wake: that is the cache's `woken_by`.
 
 use std::collections::BTreeSet;
 
@@ -25,12 +25,15 @@ impl WakeSource {
     }
 }
 
-/// "Wake the Pending Runs of this (namespace, runtime)": call `pending_runs` and enqueue them.
+/// "Wake the Pending Runs of this (namespace, runtime)": the cache's `woken_by` says which.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Wakeup {
     pub namespace: String,
     pub runtime: String,
     pub source: WakeSource,
+    /// For released capacity, the Pod it was released on: only the Pending Runs that room
+    /// there could help are woken. `None`: every Pending Run of the Runtime.
+    pub pod: Option<String>,
 }
 
 /// A Pod named by a Run change, with the Runtime whose Pending Runs it concerns (the Pod's
@@ -55,7 +58,7 @@ pub struct RunChange {
 }
 
 impl RunChange {
-    /// One `capacity_released` wakeup per distinct (namespace, runtime) that got capacity back.
+    /// One `capacity_released` wakeup per distinct Pod that got capacity back.
     pub fn wakeups(&self) -> Vec<Wakeup> {
         let set: BTreeSet<Wakeup> = self
             .released
@@ -64,6 +67,7 @@ impl RunChange {
                 namespace: p.namespace.clone(),
                 runtime: p.runtime.clone(),
                 source: WakeSource::CapacityReleased,
+                pod: Some(p.pod.clone()),
             })
             .collect();
         set.into_iter().collect()
