@@ -83,6 +83,9 @@ pub struct Scheduler {
     enqueued_at: Mutex<HashMap<ObjectRef<Run>, Instant>>,
     /// Consecutive failed reconciles per key, for exponential retry backoff.
     failures: Mutex<HashMap<ObjectRef<Run>, u32>>,
+    /// The queue's Run store while this replica leads: a cycle may place an earlier Run than
+    /// the one it was started for, and binds the store's version of it.
+    store: Mutex<Option<Store<Run>>>,
     runs: WatchHealth,
     runtimes: WatchHealth,
     pods: WatchHealth,
@@ -110,6 +113,7 @@ impl Scheduler {
             queue: Mutex::new(None),
             enqueued_at: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
+            store: Mutex::new(None),
             runs: WatchHealth::default(),
             runtimes: WatchHealth::default(),
             pods: WatchHealth::default(),
@@ -355,6 +359,7 @@ impl Scheduler {
     async fn run_queue(self: Arc<Self>, store: Store<Run>) {
         let (tx, rx) = unbounded();
         *self.queue.lock().unwrap() = Some(tx);
+        *self.store.lock().unwrap() = Some(store.clone());
         let _ = store.wait_until_ready().await;
         // A cycle on a partial view could write a wrong Pending message (e.g. 0/0 Pods):
         // start only once Pods and heartbeat Leases are listed too.
@@ -628,6 +633,34 @@ async fn schedule_one(
             Ok(Action::requeue(Duration::from_millis(50)))
         }
         ScheduleOutcome::AlreadyPlaced { .. } => Ok(Action::await_change()),
+        ScheduleOutcome::ReservedEarlier {
+            run: earlier,
+            uid,
+            pod,
+            pod_uid,
+        } => {
+            let key = ObjectRef::new(&earlier).within(&namespace);
+            let current = scheduler
+                .store
+                .lock()
+                .unwrap()
+                .as_ref()
+                .and_then(|s| s.get(&key))
+                .filter(|r| r.uid().as_deref() == Some(uid.as_str()) && r.waits_for_placement());
+            let Some(current) = current else {
+                // Gone or changed since the cycle saw it: nothing to bind.
+                scheduler.release(&namespace, &uid);
+                return Ok(Action::requeue(Duration::ZERO));
+            };
+            if let Err(e) = bind(scheduler, &api, &current, &pod, &pod_uid).await {
+                // The earlier Run retries on its own key; this one waits a moment.
+                warn!("{e}");
+                scheduler.enqueue(key);
+                return Ok(Action::requeue(YIELD_RETRY));
+            }
+            // Its own cycle has not run yet: run it now.
+            Ok(Action::requeue(Duration::ZERO))
+        }
         ScheduleOutcome::Yield { to } => {
             // An earlier Run fits now and goes first; this one looks again shortly (it may
             // still fit elsewhere, or wait for a wakeup then).

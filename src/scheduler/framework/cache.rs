@@ -10,8 +10,9 @@
 //! Queue order (creation time, then UID) is enforced here, not by the work queue, so it holds
 //! whatever the order of events, wakeups and workers:
 //! - **Order gate.** A Run may be placed only when no Run before it in its Runtime's queue
-//!   fits now; otherwise its cycle yields to the oldest such Run. A Run that does not fit does
-//!   not block the ones behind it (best-effort FIFO). Each Run found not to fit is remembered
+//!   fits now; otherwise its cycle places the oldest such Run instead (kube-scheduler pops the
+//!   head of its queue whatever woke it). A Run that does not fit does not block the ones
+//!   behind it (best-effort FIFO). Each Run found not to fit is remembered
 //!   with the scope's epoch (bumped by every change that can make a Run fit), so the gate
 //!   re-evaluates it only after such a change.
 //! - **Bounded wait.** When a Run is placed while an earlier one that does not fit has waited
@@ -84,8 +85,16 @@ pub enum ScheduleOutcome {
     /// The Run already holds an assumption or is observed active on `pod`; no cycle ran. A
     /// bind is in flight or not yet observed: do nothing, the watch will show it.
     AlreadyPlaced { pod: String },
-    /// A Run before this one in its Runtime's queue fits now: nothing reserved. Enqueue `to`
-    /// (the oldest such Run, by name) and try this Run again shortly.
+    /// A Run before this one in its Runtime's queue fit and was reserved on `pod` instead:
+    /// bind that Run (`run`, by name) as for `Reserved`, then cycle this one again at once.
+    ReservedEarlier {
+        run: String,
+        uid: String,
+        pod: String,
+        pod_uid: String,
+    },
+    /// A Run before this one in its Runtime's queue fits but could not be reserved this
+    /// cycle: nothing reserved. Enqueue `to` and try this Run again shortly.
     Yield { to: String },
     /// A Score plugin failed: nothing reserved; return an error for the controller's retry.
     Error(CycleError),
@@ -105,7 +114,9 @@ impl ScheduleOutcome {
     /// A bounded label for `schedule_attempts_total{result}`.
     pub fn result(&self) -> &'static str {
         match self {
-            ScheduleOutcome::Reserved { .. } => "scheduled",
+            ScheduleOutcome::Reserved { .. } | ScheduleOutcome::ReservedEarlier { .. } => {
+                "scheduled"
+            }
             ScheduleOutcome::Unschedulable(_) => "unschedulable",
             ScheduleOutcome::Invalid { .. } => "invalid",
             ScheduleOutcome::ReserveConflict { .. } => "reserve_conflict",
@@ -521,29 +532,49 @@ impl SchedulerCache {
         }
         let runtime = run.spec.runtime.as_str();
         self.adopt(&key, run);
-        let starved = match self.gate(registry, run, now) {
-            Gate::Yield(to) => return ScheduleOutcome::Yield { to },
-            Gate::Clear { starved } => starved,
-        };
+        let (earlier, starved) = self.gate(registry, run, now);
         self.revalidate_nominations(&key.namespace, runtime, now);
-        let mut outcome = self.cycle(registry, run, now);
+        // The oldest Run that fits goes first: when an earlier one fits, this cycle places it
+        // (kube-scheduler pops the head of its queue whatever woke it).
+        let target: &Run = earlier.as_deref().unwrap_or(run);
+        let target_key = RunKey::of(target);
+        let mut outcome = self.cycle(registry, target, now);
         if let (ScheduleOutcome::Reserved { .. }, Some(starved)) = (&outcome, starved)
             && self.nominate(registry, &starved, now)
         {
             // The new nomination holds room this Run may have been given: decide again.
-            self.assumed.forget(&key);
-            outcome = self.cycle(registry, run, now);
+            self.assumed.forget(&target_key);
+            outcome = self.cycle(registry, target, now);
         }
         if let ScheduleOutcome::Unschedulable(_) = outcome {
-            self.mark_unfit(&key, run);
+            self.mark_unfit(&target_key, target);
         }
-        outcome
+        match (earlier, outcome) {
+            (None, outcome) => outcome,
+            (Some(earlier), ScheduleOutcome::Reserved { pod, pod_uid, .. }) => {
+                ScheduleOutcome::ReservedEarlier {
+                    run: earlier.metadata.name.clone().unwrap_or_default(),
+                    uid: target_key.uid,
+                    pod,
+                    pod_uid,
+                }
+            }
+            // It fit a moment ago; let it and this Run look again.
+            (Some(earlier), _) => ScheduleOutcome::Yield {
+                to: earlier.metadata.name.clone().unwrap_or_default(),
+            },
+        }
     }
 
-    /// The order gate: the oldest Run before `run` in its Runtime's queue that fits now, to
-    /// yield to; or, when none fits, the oldest one that has waited longer than the starvation
-    /// threshold without a nomination.
-    fn gate(&mut self, registry: &Registry, run: &Run, now: Timestamp) -> Gate {
+    /// The order gate: the oldest Run before `run` in its Runtime's queue that fits now, if
+    /// any, and the oldest Run before that one (or before `run`) that does not fit and has
+    /// waited longer than the starvation threshold without a nomination.
+    fn gate(
+        &mut self,
+        registry: &Registry,
+        run: &Run,
+        now: Timestamp,
+    ) -> (Option<Arc<Run>>, Option<Arc<Run>>) {
         let key = RunKey::of(run);
         let order = self
             .index
@@ -583,41 +614,36 @@ impl SchedulerCache {
         for earlier in adopt {
             self.adopt(&RunKey::of(&earlier), &earlier);
         }
-        if candidates.is_empty() {
-            return Gate::Clear {
-                starved: starved.filter(|r| self.starving(r, now)),
-            };
-        }
         let mut unfit = Vec::new();
-        let mut yield_to = None;
-        {
+        let mut fits = None;
+        if !candidates.is_empty() {
             let snapshot = self.snapshot(namespace, runtime, now);
-            for earlier in &candidates {
-                match evaluate(&snapshot, registry, earlier).map(|e| e.decision()) {
+            for earlier in candidates {
+                match evaluate(&snapshot, registry, &earlier).map(|e| e.decision()) {
                     Ok(Decision::Schedule { .. }) => {
-                        yield_to = Some(earlier.metadata.name.clone().unwrap_or_default());
+                        fits = Some(earlier);
                         break;
                     }
                     // An invalid Run is failed by its own cycle and blocks nobody.
-                    Ok(Decision::Invalid { .. }) | Err(_) => unfit.push(earlier.clone()),
-                    Ok(Decision::Unschedulable(_)) => unfit.push(earlier.clone()),
+                    Ok(Decision::Invalid { .. } | Decision::Unschedulable(_)) | Err(_) => {
+                        unfit.push(earlier)
+                    }
                 }
             }
         }
         for earlier in &unfit {
             self.mark_unfit(&RunKey::of(earlier), earlier);
         }
-        if let Some(to) = yield_to {
-            return Gate::Yield(to);
-        }
-        // The oldest of the cached and the freshly evaluated unfitting Runs.
-        let oldest = starved
+        // The oldest of the cached and the freshly evaluated unfitting Runs, before the one
+        // that will be placed.
+        let placed = fits.as_deref().map(QueueOrder::of).unwrap_or(order);
+        let starved = starved
             .into_iter()
             .chain(unfit)
-            .min_by_key(|r| QueueOrder::of(r));
-        Gate::Clear {
-            starved: oldest.filter(|r| self.starving(r, now)),
-        }
+            .filter(|r| QueueOrder::of(r) < placed)
+            .min_by_key(|r| QueueOrder::of(r))
+            .filter(|r| self.starving(r, now));
+        (fits, starved)
     }
 
     /// Whether an earlier Run that does not fit has waited too long and has no nomination.
@@ -899,14 +925,6 @@ impl SchedulerCache {
             .map(|(_, p)| p.name.clone())
             .collect()
     }
-}
-
-/// What the order gate found before a Run's cycle.
-enum Gate {
-    /// An earlier Run fits now: it goes first.
-    Yield(String),
-    /// No earlier Run fits; `starved` is the oldest that has waited too long for one.
-    Clear { starved: Option<Arc<Run>> },
 }
 
 /// The epochs at which a Run found unfit stays unfit: the scope's, and for a Run with

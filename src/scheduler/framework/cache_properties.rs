@@ -79,11 +79,12 @@ proptest! {
                         (ScheduleOutcome::Reserved { pod, .. }, None) => model[i].assumed = Some(pod.clone()),
                         (ScheduleOutcome::AlreadyPlaced { pod }, Some(p)) => prop_assert_eq!(pod, p),
                         (ScheduleOutcome::Unschedulable(_), None) => {}
-                        // The order gate: an earlier Run (by UID here) that is not placed yet.
-                        (ScheduleOutcome::Yield { to }, None) => {
-                            let j: usize = to[1..].parse().unwrap();
-                            prop_assert!(j < i, "r{} yielded to the later {}", i, to);
+                        // The order gate: an earlier Run (by UID here), not placed yet, goes first.
+                        (ScheduleOutcome::ReservedEarlier { run, pod, .. }, None) => {
+                            let j: usize = run[1..].parse().unwrap();
+                            prop_assert!(j < i, "r{} placed the later {}", i, run);
                             prop_assert!(model[j].assumed.is_none() && model[j].active.is_none() && !model[j].gone);
+                            model[j].assumed = Some(pod.clone());
                         }
                         (other, assumed) => prop_assert!(false, "{other:?} with assumption {assumed:?}"),
                     }

@@ -92,6 +92,15 @@ impl Sim {
                     .apply(&self.runs[i].builder.clone().on(&pod).build(), self.at());
                 self.runs[i].on = Some((pod, self.now));
             }
+            ScheduleOutcome::ReservedEarlier { run, pod, .. } => {
+                let j = self.index_of(&run);
+                prop_assert!(j < i, "r{} placed the later Run {}", i, run);
+                prop_assert!(self.runs[j].on.is_none() && !self.runs[j].done);
+                self.check_no_earlier_fits(j)?;
+                self.cache
+                    .apply(&self.runs[j].builder.clone().on(&pod).build(), self.at());
+                self.runs[j].on = Some((pod, self.now));
+            }
             ScheduleOutcome::Yield { to } => {
                 let j = self.index_of(&to);
                 prop_assert!(j < i, "{} yielded to a later Run {}", i, to);
@@ -163,13 +172,18 @@ impl Sim {
         Ok(())
     }
 
-    /// Cycles every Pending Run once, in the order `perm` draws.
+    /// Cycles every Pending Run in the order `perm` draws; a Run whose cycle placed an
+    /// earlier one is cycled again at once, as the controller requeues it.
     fn cycle_all(&mut self, perm: &mut Lcg) -> Result<(), TestCaseError> {
         let mut pending = self.pending();
         perm.shuffle(&mut pending);
         for i in pending {
-            if self.runs[i].on.is_none() && !self.runs[i].done {
+            while self.runs[i].on.is_none() && !self.runs[i].done {
+                let placed = self.runs.iter().filter(|r| r.on.is_some()).count();
                 self.cycle(i)?;
+                if self.runs.iter().filter(|r| r.on.is_some()).count() == placed {
+                    break;
+                }
             }
         }
         Ok(())
@@ -302,19 +316,24 @@ fn a_run_that_does_not_fit_does_not_block_the_ones_behind_it() {
 }
 
 #[test]
-fn a_later_run_yields_to_an_earlier_one_that_fits() {
+fn a_later_runs_cycle_places_the_earlier_one_that_fits() {
     let mut sim = Sim::new(1);
     let first = sim.arrive(1);
     let second = sim.arrive(1);
     let r = sim.runs[second].builder.build();
-    let outcome = sim.cache.schedule(&sim.registry, &r, sim.at());
-    assert_eq!(
-        outcome,
-        ScheduleOutcome::Yield {
-            to: format!("r{first:04}")
+    match sim.cache.schedule(&sim.registry, &r, sim.at()) {
+        ScheduleOutcome::ReservedEarlier { run, pod, .. } => {
+            assert_eq!(run, format!("r{first:04}"));
+            let key = sim.runs[first].builder.key();
+            assert_eq!(sim.cache.assumed().get(&key).map(|a| &a.pod), Some(&pod));
         }
+        other => panic!("{other:?}"),
+    }
+    let key = sim.runs[second].builder.key();
+    assert!(
+        sim.cache.assumed().get(&key).is_none(),
+        "the later Run is not placed by that cycle"
     );
-    assert!(sim.cache.assumed().is_empty(), "a yield reserves nothing");
 }
 
 #[test]
@@ -357,18 +376,9 @@ fn a_starved_run_is_nominated_and_later_runs_leave_its_room() {
         })
         .unwrap();
     sim.finish(on_nominated);
-    // A later small Run may not take the freed slot: it is held for the big Run.
+    // A later small Run's cycle places the big Run on the drained Pod, not itself.
     let another = sim.arrive(1);
-    let outcome = sim
-        .cache
-        .schedule(&sim.registry, &sim.runs[another].builder.build(), sim.at());
-    assert_eq!(
-        outcome,
-        ScheduleOutcome::Yield {
-            to: format!("r{big:04}")
-        }
-    );
-    sim.cycle(big).unwrap();
+    sim.cycle(another).unwrap();
     assert_eq!(
         sim.runs[big].on.as_ref().map(|(p, _)| p.clone()),
         Some(nominated)
