@@ -232,8 +232,9 @@ impl Scheduler {
         if !self.is_leading() {
             return;
         }
-        for (namespace, name) in self.cache.take_nomination_changes() {
-            self.enqueue(ObjectRef::new(&name).within(&namespace));
+        for (scope, name) in self.cache.take_nomination_changes() {
+            self.enqueue(ObjectRef::new(&name).within(&scope.namespace));
+            self.sweep(&scope.namespace, &scope.runtime);
         }
         if changes.is_empty() {
             return;
@@ -253,6 +254,15 @@ impl Scheduler {
             for name in self.cache.pending_runs(&scope.namespace, &scope.runtime) {
                 self.enqueue(ObjectRef::new(&name).within(&scope.namespace));
             }
+        }
+    }
+
+    /// Enqueues the sweeper of a Runtime's queue (see [`SharedCache::sweeper`]): after a
+    /// placement, or when room held for a nomination is given back, the next Runs that fit are
+    /// placed in order without waiting for another wakeup.
+    fn sweep(&self, namespace: &str, runtime: &str) {
+        if let Some(name) = self.cache.sweeper(namespace, runtime) {
+            self.enqueue(ObjectRef::new(&name).within(namespace));
         }
     }
 
@@ -593,6 +603,7 @@ async fn schedule_one(
     let api: Api<Run> = Api::namespaced(scheduler.client.clone(), &namespace);
     match outcome {
         ScheduleOutcome::Reserved { pod, pod_uid, .. } => {
+            scheduler.sweep(&namespace, &run.spec.runtime);
             bind(scheduler, &api, run, &pod, &pod_uid).await
         }
         ScheduleOutcome::Unschedulable(unschedulable) => {
@@ -652,6 +663,7 @@ async fn schedule_one(
                 scheduler.release(&namespace, &uid);
                 return Ok(Action::requeue(Duration::ZERO));
             };
+            scheduler.sweep(&namespace, &run.spec.runtime);
             if let Err(e) = bind(scheduler, &api, &current, &pod, &pod_uid).await {
                 // The earlier Run retries on its own key; this one waits a moment.
                 warn!("{e}");

@@ -34,7 +34,7 @@ use std::sync::Arc;
 
 use super::assumed::{AssumedCache, Assumption, Reconciled};
 use super::cycle::{CycleError, Decision, PluginScore, RejectionCount, Unschedulable, evaluate};
-use super::index::{Changes, Index, LostRun, PodRef, RunChange, WakeSource, Wakeup};
+use super::index::{Changes, Index, LostRun, PodRef, RunChange, ScopeRef, WakeSource, Wakeup};
 use super::nominations::{Nomination, Nominations};
 use super::registry::Registry;
 use super::snapshot::{PodView, Snapshot};
@@ -220,9 +220,9 @@ pub struct SchedulerCache {
     reserves: u64,
     /// Pending Runs found not to fit, with the epochs they were evaluated at.
     unfit: HashMap<RunKey, (u64, u64)>,
-    /// (namespace, name) of Runs whose nomination was made or dropped since the last
+    /// Runs (their Runtime, and name) whose nomination was made or dropped since the last
     /// [`SchedulerCache::take_nomination_changes`]: their status must say so.
-    nomination_changes: Vec<(String, String)>,
+    nomination_changes: Vec<(ScopeRef, String)>,
 }
 
 impl Default for SchedulerCache {
@@ -436,10 +436,29 @@ impl SchedulerCache {
             .map(|n| n.pod.as_str())
     }
 
-    /// (namespace, name) of the Runs whose nomination was made or dropped since the last call:
-    /// the controller rewrites their status.
-    pub fn take_nomination_changes(&mut self) -> Vec<(String, String)> {
+    /// The Runs (their Runtime, and name) whose nomination was made or dropped since the last
+    /// call: the controller rewrites their status, and sweeps the Runtime's queue (a dropped
+    /// nomination frees room for later Runs).
+    pub fn take_nomination_changes(&mut self) -> Vec<(ScopeRef, String)> {
         std::mem::take(&mut self.nomination_changes)
+    }
+
+    /// The sweeper of a Runtime's queue: its latest Pending Run without an assumption. Its
+    /// cycle places the oldest Run of the queue that fits (the order gate), so enqueueing it
+    /// after a placement keeps placing, in order, until nothing fits: a release's wakeups
+    /// need not guess every Run its room could help.
+    pub fn sweeper(&self, namespace: &str, runtime: &str) -> Option<String> {
+        self.index
+            .pending(namespace, runtime)
+            .rev()
+            .find(|(order, p)| {
+                p.run.waits_for_placement()
+                    && self
+                        .assumed
+                        .get(&RunKey::new(namespace, order.uid.as_str()))
+                        .is_none()
+            })
+            .map(|(_, p)| p.name.clone())
     }
 
     /// Takes over the nomination a Pending Run's status records (a new leader, or `explain`),
@@ -497,7 +516,7 @@ impl SchedulerCache {
         for key in stale {
             if let Some(n) = self.nominations.drop_run(&key) {
                 self.nomination_changes
-                    .push((key.namespace.clone(), n.run_name.clone()));
+                    .push((ScopeRef::new(namespace, runtime), n.run_name.clone()));
                 *self
                     .epochs
                     .entry((namespace.to_string(), runtime.to_string()))
@@ -713,7 +732,8 @@ impl SchedulerCache {
         };
         let name = nomination.run_name.clone();
         if self.nominations.nominate(&key, nomination) {
-            self.nomination_changes.push((key.namespace.clone(), name));
+            self.nomination_changes
+                .push((ScopeRef::new(namespace, runtime), name));
             return true;
         }
         false
@@ -900,6 +920,12 @@ impl SchedulerCache {
             if fits {
                 woken.push(pending.name.clone());
             }
+            // A Run with required (anti-)affinity may be refused for another reason than room:
+            // it is woken, but its request is not counted as taken, so the Runs after it are
+            // woken as if it were not there (waking too many is cheap, too few strands Runs).
+            if fits && has_required_terms(&pending.run) && !nominated_here {
+                continue;
+            }
             if fits || nominated_here {
                 // A nominated Run passed in the queue keeps its room whether it fits yet or
                 // not: later Runs must not count on it.
@@ -937,6 +963,15 @@ fn epochs_for(run: &Run, epoch: u64, reserves: u64) -> (u64, u64) {
         .and_then(|a| a.run_affinity.as_ref())
         .is_some_and(|t| !t.required.is_empty());
     (epoch, if affinity { reserves } else { 0 })
+}
+
+/// Whether the Run has required affinity or anti-affinity terms.
+fn has_required_terms(run: &Run) -> bool {
+    run.spec.affinity.as_ref().is_some_and(|a| {
+        [&a.run_affinity, &a.run_anti_affinity]
+            .iter()
+            .any(|t| t.as_ref().is_some_and(|t| !t.required.is_empty()))
+    })
 }
 
 /// Whether `pod` could take the nominated request once drained: available now (not
@@ -1018,8 +1053,12 @@ impl SharedCache {
             .map(str::to_string)
     }
 
-    pub fn take_nomination_changes(&self) -> Vec<(String, String)> {
+    pub fn take_nomination_changes(&self) -> Vec<(ScopeRef, String)> {
         self.lock().take_nomination_changes()
+    }
+
+    pub fn sweeper(&self, namespace: &str, runtime: &str) -> Option<String> {
+        self.lock().sweeper(namespace, runtime)
     }
 
     pub fn apply<K: Indexed>(&self, obj: &K, now: Timestamp) -> Changes {

@@ -365,7 +365,10 @@ fn a_starved_run_is_nominated_and_later_runs_leave_its_room() {
         .expect("the later Run was placed");
     assert_ne!(later_pod, nominated);
     let changes = sim.cache.take_nomination_changes();
-    assert_eq!(changes, [(NS.to_string(), format!("r{big:04}"))]);
+    assert_eq!(
+        changes,
+        [(ScopeRef::new(NS, RUNTIME), format!("r{big:04}"))]
+    );
     // The nominated Pod drains: the first Run there finishes and the big Run fits.
     let on_nominated = (0..2)
         .find(|&i| {
@@ -473,4 +476,60 @@ fn a_nominated_run_goes_to_its_nominated_pod_when_it_fits_there() {
         other => panic!("{other:?}"),
     }
     assert!(cache.nominations().is_empty());
+}
+
+#[test]
+fn after_a_placement_the_sweeper_places_what_a_second_release_freed() {
+    // Both Pods full; then one slot frees on each. Each release's wakeup names only the
+    // oldest Pending Run (its room fits one), so the second Run is woken by neither.
+    let mut sim = Sim::new(1);
+    let busy: Vec<usize> = (0..2).map(|_| sim.arrive(1)).collect();
+    sim.cycle_all(&mut Lcg(7)).unwrap();
+    let (first, second) = (sim.arrive(1), sim.arrive(1));
+    sim.cycle_all(&mut Lcg(7)).unwrap();
+    let mut woken = Vec::new();
+    for &b in &busy {
+        let pod = sim.runs[b].on.clone().unwrap().0;
+        sim.finish(b);
+        let wakeup = Wakeup {
+            namespace: NS.into(),
+            runtime: RUNTIME.into(),
+            source: WakeSource::CapacityReleased,
+            pod: Some(pod),
+        };
+        woken.extend(sim.cache.woken_by(&wakeup, sim.at()));
+    }
+    assert_eq!(woken, [format!("r{first:04}"), format!("r{first:04}")]);
+    sim.cycle(first).unwrap();
+    // The placement's sweep: the latest Pending Run, whose cycle finds the room.
+    let sweeper = sim
+        .cache
+        .sweeper(NS, RUNTIME)
+        .expect("a Pending Run is left");
+    assert_eq!(sweeper, format!("r{second:04}"));
+    sim.cycle(second).unwrap();
+    assert!(sim.runs[second].on.is_some());
+    assert_eq!(sim.cache.sweeper(NS, RUNTIME), None);
+}
+
+#[test]
+fn a_release_wakes_past_a_run_that_affinity_may_refuse() {
+    let mut cache = World::new()
+        .pods([pod("p1").capacity(&[("runs", 1)])])
+        .runs([run("x").on("p1").succeeded()])
+        .cache();
+    let picky = run("picky")
+        .requires(&[("cohort", "a")])
+        .created(EPOCH)
+        .build();
+    let plain = run("plain").created(EPOCH + 1).build();
+    cache.apply(&picky, NOW);
+    cache.apply(&plain, NOW);
+    let wakeup = Wakeup {
+        namespace: NS.into(),
+        runtime: RUNTIME.into(),
+        source: WakeSource::CapacityReleased,
+        pod: Some("p1".into()),
+    };
+    assert_eq!(cache.woken_by(&wakeup, NOW), ["picky", "plain"]);
 }
