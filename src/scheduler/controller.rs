@@ -35,7 +35,7 @@ use crate::metrics::{
     POD_UNAVAILABLE, STAGE_BIND, STAGE_RESERVE, SchedulerMetrics,
 };
 use crate::scheduler::framework::{
-    Changes, Indexed, LostRun, PodLoss, ScheduleOutcome, SchedulerCache, SharedCache,
+    Changes, Indexed, LostRun, PodLoss, QueueOrder, ScheduleOutcome, SchedulerCache, SharedCache,
 };
 use crate::scheduler::plugins::{self, runtime_pod_availability};
 use crate::scheduler::watch::{IndexEvent, InitBuffer};
@@ -287,7 +287,10 @@ impl Scheduler {
                 self.failures.lock().unwrap().remove(&key);
             }
             IndexEvent::Reset(runs) => {
-                for run in runs.iter().filter(|r| r.waits_for_placement()) {
+                let mut pending: Vec<&Run> =
+                    runs.iter().filter(|r| r.waits_for_placement()).collect();
+                pending.sort_by_cached_key(|r| QueueOrder::of(r));
+                for run in pending {
                     self.enqueue(ObjectRef::from_obj(run));
                 }
             }
@@ -376,11 +379,16 @@ impl Scheduler {
         while !self.caches_synced() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        // Rebuild the queue from Pending Runs, as a new leader must.
-        for run in store.state() {
-            if run.waits_for_placement() {
-                self.enqueue(ObjectRef::from_obj(run.as_ref()));
-            }
+        // Rebuild the queue from Pending Runs, as a new leader must, oldest first: each key's
+        // cycle then mostly places its own Run rather than an earlier one.
+        let mut pending: Vec<Arc<Run>> = store
+            .state()
+            .into_iter()
+            .filter(|r| r.waits_for_placement())
+            .collect();
+        pending.sort_by_cached_key(|r| QueueOrder::of(r));
+        for run in pending {
+            self.enqueue(ObjectRef::from_obj(run.as_ref()));
         }
         let workers = self.options.workers.max(1);
         let lifecycle = self.clone().heal(store.clone());

@@ -70,7 +70,13 @@ impl AssumedCache {
     }
 
     pub fn get(&self, key: &RunKey) -> Option<&Assumption> {
-        self.by_namespace.get(&key.namespace)?.get(&key.uid)
+        self.holds(&key.namespace, &key.uid)
+    }
+
+    /// [`AssumedCache::get`] without building a key: the order gate asks this for every
+    /// earlier Run it walks past.
+    pub fn holds(&self, namespace: &str, uid: &str) -> Option<&Assumption> {
+        self.by_namespace.get(namespace)?.get(uid)
     }
 
     pub fn len(&self) -> usize {

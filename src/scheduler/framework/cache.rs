@@ -29,12 +29,14 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use thiserror::Error;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::assumed::{AssumedCache, Assumption, Reconciled};
 use super::cycle::{CycleError, Decision, PluginScore, RejectionCount, Unschedulable, evaluate};
-use super::index::{Changes, Index, LostRun, PodRef, RunChange, ScopeRef, WakeSource, Wakeup};
+use super::index::{
+    Changes, Index, LostRun, PendingRun, PodRef, RunChange, ScopeRef, WakeSource, Wakeup,
+};
 use super::nominations::{Nomination, Nominations};
 use super::registry::Registry;
 use super::snapshot::{PodView, Snapshot};
@@ -215,11 +217,20 @@ pub struct SchedulerCache {
     nominations: Nominations,
     starvation_threshold: SignedDuration,
     /// Per (namespace, runtime), bumped by every change that can make a Pending Run fit.
-    epochs: HashMap<(String, String), u64>,
+    epochs: HashMap<String, HashMap<String, u64>>,
     /// Bumped by every Reserve: a new assumed target can satisfy required affinity.
     reserves: u64,
     /// Pending Runs found not to fit, with the epochs they were evaluated at.
     unfit: HashMap<RunKey, (u64, u64)>,
+    /// Per namespace and runtime, the Pending Runs without an assumption, in queue order:
+    /// what the order gate, wakeups and sweeps walk (an assumed Run only waits for its Bind to
+    /// be observed, and a drain holds hundreds of those).
+    waiting: HashMap<String, HashMap<String, BTreeSet<QueueOrder>>>,
+    /// Where each Run of `waiting` is filed.
+    waiting_keys: HashMap<RunKey, (String, QueueOrder)>,
+    /// Pending Runs whose status records a nomination on a Pod not seen yet, with their
+    /// Runtime: adopted once it is.
+    unadopted: HashMap<RunKey, String>,
     /// Runs (their Runtime, and name) whose nomination was made or dropped since the last
     /// [`SchedulerCache::take_nomination_changes`]: their status must say so.
     nomination_changes: Vec<(ScopeRef, String)>,
@@ -235,6 +246,9 @@ impl Default for SchedulerCache {
             epochs: HashMap::new(),
             reserves: 0,
             unfit: HashMap::new(),
+            waiting: HashMap::new(),
+            waiting_keys: HashMap::new(),
+            unadopted: HashMap::new(),
             nomination_changes: Vec::new(),
         }
     }
@@ -317,18 +331,29 @@ impl SchedulerCache {
             .map(|w| (&w.namespace, &w.runtime))
             .chain(changes.rechecks.iter().map(|s| (&s.namespace, &s.runtime)));
         for (namespace, runtime) in scopes {
-            *self
-                .epochs
-                .entry((namespace.clone(), runtime.clone()))
-                .or_default() += 1;
+            self.bump(namespace, runtime);
         }
     }
 
     fn epoch(&self, namespace: &str, runtime: &str) -> u64 {
         self.epochs
-            .get(&(namespace.to_string(), runtime.to_string()))
+            .get(namespace)
+            .and_then(|m| m.get(runtime))
             .copied()
             .unwrap_or(0)
+    }
+
+    fn bump(&mut self, namespace: &str, runtime: &str) {
+        let scopes = match self.epochs.get_mut(namespace) {
+            Some(scopes) => scopes,
+            None => self.epochs.entry(namespace.to_string()).or_default(),
+        };
+        match scopes.get_mut(runtime) {
+            Some(epoch) => *epoch += 1,
+            None => {
+                scopes.insert(runtime.to_string(), 1);
+            }
+        }
     }
 
     /// Records a Run event and reconciles the Run's assumption and nomination against it.
@@ -339,13 +364,16 @@ impl SchedulerCache {
         if self.index.observed(&key) == Observed::Pending {
             self.adopt(&key, run);
         }
+        self.file(&key);
         change
     }
 
     /// Records a Run deletion; its assumption, if any, is dropped.
     pub fn delete_run(&mut self, namespace: &str, uid: &str) -> RunChange {
+        let key = RunKey::new(namespace, uid);
         let mut change = self.index.delete_run(namespace, uid);
-        self.reconcile(&RunKey::new(namespace, uid), &mut change);
+        self.reconcile(&key, &mut change);
+        self.file(&key);
         change
     }
 
@@ -359,12 +387,104 @@ impl SchedulerCache {
                 changes.push(change);
             }
         }
+        self.refile_all();
         changes
+    }
+
+    /// Files the Run in `waiting` as the index and the assumed cache now have it: there while
+    /// it is observed Pending without an assumption, nowhere otherwise.
+    fn file(&mut self, key: &RunKey) {
+        let want = match self.index.queued(key) {
+            Some(_) if self.assumed.get(key).is_some() => None,
+            Some((runtime, order)) => Some((runtime, order)),
+            None => None,
+        };
+        let have = self.waiting_keys.get(key);
+        if have.map(|(r, o)| (r.as_str(), o)) == want {
+            return;
+        }
+        let want = want.map(|(r, o)| (r.to_string(), o.clone()));
+        if let Some((runtime, order)) = self.waiting_keys.remove(key)
+            && let Some(scopes) = self.waiting.get_mut(&key.namespace)
+        {
+            if let Some(set) = scopes.get_mut(&runtime) {
+                set.remove(&order);
+                if set.is_empty() {
+                    scopes.remove(&runtime);
+                }
+            }
+            if scopes.is_empty() {
+                self.waiting.remove(&key.namespace);
+            }
+        }
+        if let Some((runtime, order)) = want {
+            self.waiting
+                .entry(key.namespace.clone())
+                .or_default()
+                .entry(runtime.clone())
+                .or_default()
+                .insert(order.clone());
+            self.waiting_keys.insert(key.clone(), (runtime, order));
+        }
+    }
+
+    /// Rebuilds `waiting` from the index and the assumed cache (after a relist).
+    fn refile_all(&mut self) {
+        self.waiting.clear();
+        self.waiting_keys.clear();
+        let scopes: Vec<(String, String)> = self
+            .index
+            .scopes()
+            .map(|(ns, rt)| (ns.to_string(), rt.to_string()))
+            .collect();
+        for (namespace, runtime) in scopes {
+            let keys: Vec<RunKey> = self
+                .index
+                .pending(&namespace, &runtime)
+                .map(|(order, _)| RunKey::new(namespace.as_str(), order.uid.as_str()))
+                .collect();
+            for key in keys {
+                self.file(&key);
+            }
+        }
+    }
+
+    /// The Pending Runs of (namespace, runtime) without an assumption, in queue order.
+    fn waiting_in<'a>(
+        &'a self,
+        namespace: &str,
+        runtime: &str,
+    ) -> impl DoubleEndedIterator<Item = (&'a QueueOrder, &'a PendingRun)> + 'a {
+        let set = self.waiting.get(namespace).and_then(|s| s.get(runtime));
+        let (namespace, runtime) = (namespace.to_string(), runtime.to_string());
+        set.into_iter().flatten().filter_map(move |order| {
+            let pending = self.index.pending_entry(&namespace, &runtime, order)?;
+            Some((order, pending))
+        })
+    }
+
+    /// [`SchedulerCache::waiting_in`] before `order`.
+    fn waiting_before<'a>(
+        &'a self,
+        namespace: &str,
+        runtime: &str,
+        order: &QueueOrder,
+    ) -> impl Iterator<Item = (&'a QueueOrder, &'a PendingRun)> + 'a {
+        let set = self.waiting.get(namespace).and_then(|s| s.get(runtime));
+        let (namespace, runtime) = (namespace.to_string(), runtime.to_string());
+        let order = order.clone();
+        set.into_iter()
+            .flat_map(move |s| s.range(..order.clone()))
+            .filter_map(move |order| {
+                let pending = self.index.pending_entry(&namespace, &runtime, order)?;
+                Some((order, pending))
+            })
     }
 
     fn reconcile(&mut self, key: &RunKey, change: &mut RunChange) {
         if self.index.observed(key) != Observed::Pending {
             self.unfit.remove(key);
+            self.unadopted.remove(key);
             // Placed, finished or deleted: the room held for it is free for everyone.
             if let Some(n) = self.nominations.drop_run(key) {
                 change
@@ -448,16 +568,9 @@ impl SchedulerCache {
     /// after a placement keeps placing, in order, until nothing fits: a release's wakeups
     /// need not guess every Run its room could help.
     pub fn sweeper(&self, namespace: &str, runtime: &str) -> Option<String> {
-        self.index
-            .pending(namespace, runtime)
+        self.waiting_in(namespace, runtime)
             .rev()
-            .find(|(order, p)| {
-                p.run.waits_for_placement()
-                    && self
-                        .assumed
-                        .get(&RunKey::new(namespace, order.uid.as_str()))
-                        .is_none()
-            })
+            .find(|(_, p)| p.run.waits_for_placement())
             .map(|(_, p)| p.name.clone())
     }
 
@@ -471,13 +584,23 @@ impl SchedulerCache {
         else {
             return;
         };
-        if self.nominations.get(key).is_some()
-            || self
-                .index
-                .pod(&key.namespace, pod)
-                .is_none_or(|p| p.runtime != run.spec.runtime)
-        {
+        if self.nominations.get(key).is_some() {
             return;
+        }
+        match self.index.pod(&key.namespace, pod) {
+            // Not seen yet (a new leader's Pod watch may list after its Run watch): adopted
+            // by the next cycle of the Runtime once it is.
+            None => {
+                self.unadopted.insert(key.clone(), run.spec.runtime.clone());
+                return;
+            }
+            Some(p) if p.runtime != run.spec.runtime => {
+                self.unadopted.remove(key);
+                return;
+            }
+            Some(_) => {
+                self.unadopted.remove(key);
+            }
         }
         let Ok(request) =
             crate::api::resources::parse_requests(run.spec.resources.as_ref().map(|r| &r.requests))
@@ -496,9 +619,44 @@ impl SchedulerCache {
         );
     }
 
+    /// Adopts the recorded nominations of (namespace, runtime) whose Pod was not known when
+    /// their Run was seen.
+    fn adopt_recorded(&mut self, namespace: &str, runtime: &str) {
+        if self.unadopted.is_empty() {
+            return;
+        }
+        let keys: Vec<RunKey> = self
+            .unadopted
+            .iter()
+            .filter(|(k, r)| k.namespace == namespace && *r == runtime)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            let run = self
+                .index
+                .queued(&key)
+                .and_then(|(rt, order)| self.index.pending_entry(namespace, rt, order))
+                .map(|p| p.run.clone());
+            match run {
+                Some(run) => self.adopt(&key, &run),
+                None => {
+                    self.unadopted.remove(&key);
+                }
+            }
+        }
+    }
+
     /// Drops the nominations of (namespace, runtime) that no longer hold: the Run is not
     /// waiting in the queue any more, or its Pod is gone, unavailable or too small for it.
     fn revalidate_nominations(&mut self, namespace: &str, runtime: &str, now: Timestamp) {
+        if self
+            .nominations
+            .in_scope(namespace, runtime)
+            .next()
+            .is_none()
+        {
+            return;
+        }
         let stale: Vec<RunKey> = {
             let snapshot = self.snapshot(namespace, runtime, now);
             self.nominations
@@ -517,10 +675,7 @@ impl SchedulerCache {
             if let Some(n) = self.nominations.drop_run(&key) {
                 self.nomination_changes
                     .push((ScopeRef::new(namespace, runtime), n.run_name.clone()));
-                *self
-                    .epochs
-                    .entry((namespace.to_string(), runtime.to_string()))
-                    .or_default() += 1;
+                self.bump(namespace, runtime);
             }
         }
     }
@@ -551,24 +706,29 @@ impl SchedulerCache {
         }
         let runtime = run.spec.runtime.as_str();
         self.adopt(&key, run);
-        let (earlier, starved) = self.gate(registry, run, now);
         self.revalidate_nominations(&key.namespace, runtime, now);
+        let (earlier, starved) = self.gate(registry, run, now);
         // The oldest Run that fits goes first: when an earlier one fits, this cycle places it
-        // (kube-scheduler pops the head of its queue whatever woke it).
-        let target: &Run = earlier.as_deref().unwrap_or(run);
+        // (kube-scheduler pops the head of its queue whatever woke it), with the decision the
+        // gate already made for it.
+        let target: &Run = earlier.as_ref().map_or(run, |(r, _)| r.as_ref());
         let target_key = RunKey::of(target);
-        let mut outcome = self.cycle(registry, target, now);
+        let mut outcome = match &earlier {
+            Some((_, decided)) => self.commit(&target_key, decided.clone()),
+            None => self.cycle(registry, target, now),
+        };
         if let (ScheduleOutcome::Reserved { .. }, Some(starved)) = (&outcome, starved)
             && self.nominate(registry, &starved, now)
         {
             // The new nomination holds room this Run may have been given: decide again.
             self.assumed.forget(&target_key);
+            self.file(&target_key);
             outcome = self.cycle(registry, target, now);
         }
         if let ScheduleOutcome::Unschedulable(_) = outcome {
             self.mark_unfit(&target_key, target);
         }
-        match (earlier, outcome) {
+        match (earlier.map(|(r, _)| r), outcome) {
             (None, outcome) => outcome,
             (Some(earlier), ScheduleOutcome::Reserved { pod, pod_uid, .. }) => {
                 ScheduleOutcome::ReservedEarlier {
@@ -593,7 +753,7 @@ impl SchedulerCache {
         registry: &Registry,
         run: &Run,
         now: Timestamp,
-    ) -> (Option<Arc<Run>>, Option<Arc<Run>>) {
+    ) -> (Option<Fitting>, Option<Arc<Run>>) {
         let key = RunKey::of(run);
         let order = self
             .index
@@ -601,68 +761,46 @@ impl SchedulerCache {
             .cloned()
             .unwrap_or_else(|| QueueOrder::of(run));
         let (namespace, runtime) = (key.namespace.as_str(), run.spec.runtime.as_str());
+        self.adopt_recorded(namespace, runtime);
         let epoch = self.epoch(namespace, runtime);
-        // Earlier Runs to look at: not placed yet (no assumption), still wanting placement, and
-        // not known to be unfit since the last change that could make them fit.
-        let mut candidates: Vec<Arc<Run>> = Vec::new();
+        // Earlier Runs in order, not placed yet (no assumption) and still wanting placement:
+        // skip those known to be unfit since the last change that could make them fit,
+        // evaluate the others, and stop at the first that fits.
         let mut starved: Option<Arc<Run>> = None;
-        let mut adopt: Vec<Arc<Run>> = Vec::new();
-        for (earlier, pending) in self.index.pending_before(namespace, runtime, &order) {
-            let earlier_key = RunKey::new(namespace, earlier.uid.as_str());
-            if self.assumed.get(&earlier_key).is_some() || !pending.run.waits_for_placement() {
-                continue;
-            }
-            if pending
-                .run
-                .status
-                .as_ref()
-                .is_some_and(|s| s.nominated_pod_name.is_some())
-                && self.nominations.get(&earlier_key).is_none()
-            {
-                adopt.push(pending.run.clone());
-            }
-            if self.unfit.get(&earlier_key) == Some(&epochs_for(&pending.run, epoch, self.reserves))
-            {
-                if starved.is_none() {
-                    starved = Some(pending.run.clone());
-                }
-                continue;
-            }
-            candidates.push(pending.run.clone());
-        }
-        for earlier in adopt {
-            self.adopt(&RunKey::of(&earlier), &earlier);
-        }
         let mut unfit = Vec::new();
         let mut fits = None;
-        if !candidates.is_empty() {
-            let snapshot = self.snapshot(namespace, runtime, now);
-            for earlier in candidates {
-                match evaluate(&snapshot, registry, &earlier).map(|e| e.decision()) {
-                    Ok(Decision::Schedule { .. }) => {
-                        fits = Some(earlier);
-                        break;
-                    }
-                    // An invalid Run is failed by its own cycle and blocks nobody.
-                    Ok(Decision::Invalid { .. } | Decision::Unschedulable(_)) | Err(_) => {
-                        unfit.push(earlier)
-                    }
+        for (earlier, pending) in self.waiting_before(namespace, runtime, &order) {
+            if !pending.run.waits_for_placement() {
+                continue;
+            }
+            let earlier_key = RunKey::new(namespace, earlier.uid.as_str());
+            if self.unfit.get(&earlier_key) == Some(&epochs_for(&pending.run, epoch, self.reserves))
+            {
+                starved.get_or_insert_with(|| pending.run.clone());
+                continue;
+            }
+            match self.decide(registry, &pending.run, now) {
+                Ok(
+                    decided @ Decided {
+                        decision: Decision::Schedule { .. },
+                        ..
+                    },
+                ) => {
+                    fits = Some((pending.run.clone(), decided));
+                    break;
+                }
+                // An invalid Run is failed by its own cycle and blocks nobody.
+                Ok(_) | Err(_) => {
+                    starved.get_or_insert_with(|| pending.run.clone());
+                    unfit.push(pending.run.clone());
                 }
             }
         }
         for earlier in &unfit {
             self.mark_unfit(&RunKey::of(earlier), earlier);
         }
-        // The oldest of the cached and the freshly evaluated unfitting Runs, before the one
-        // that will be placed.
-        let placed = fits.as_deref().map(QueueOrder::of).unwrap_or(order);
-        let starved = starved
-            .into_iter()
-            .chain(unfit)
-            .filter(|r| QueueOrder::of(r) < placed)
-            .min_by_key(|r| QueueOrder::of(r))
-            .filter(|r| self.starving(r, now));
-        (fits, starved)
+        // The walk is in order: the first unfitting Run met is the oldest.
+        (fits, starved.filter(|r| self.starving(r, now)))
     }
 
     /// Whether an earlier Run that does not fit has waited too long and has no nomination.
@@ -741,45 +879,70 @@ impl SchedulerCache {
 
     /// One cycle for `run` against the current state: evaluate, then Reserve.
     fn cycle(&mut self, registry: &Registry, run: &Run, now: Timestamp) -> ScheduleOutcome {
+        match self.decide(registry, run, now) {
+            Ok(decided) => self.commit(&RunKey::of(run), decided),
+            Err(e) => ScheduleOutcome::Error(e),
+        }
+    }
+
+    /// The evaluation of `run` against the current state, as owned data: the decision (a
+    /// nominated Run goes to the Pod drained for it when it fits there, as kube-scheduler
+    /// tries a Pod's nominated node first), the rejections, and the assumption to reserve.
+    fn decide(
+        &self,
+        registry: &Registry,
+        run: &Run,
+        now: Timestamp,
+    ) -> Result<Decided, CycleError> {
         let key = RunKey::of(run);
-        let (decision, rejections, assumption) = {
-            let snapshot = self.snapshot(&key.namespace, &run.spec.runtime, now);
-            let eval = match evaluate(&snapshot, registry, run) {
-                Ok(eval) => eval,
-                Err(e) => return ScheduleOutcome::Error(e),
+        let snapshot = self.snapshot(&key.namespace, &run.spec.runtime, now);
+        let eval = evaluate(&snapshot, registry, run)?;
+        let mut decision = eval.decision();
+        let nominated = self.nominations.get(&key).map(|n| n.pod.as_str());
+        if let (Decision::Schedule { .. }, Some(nominated)) = (&decision, nominated)
+            && let Some(i) = eval
+                .pods()
+                .iter()
+                .position(|e| e.rejection.is_none() && e.pod.name() == nominated)
+        {
+            decision = Decision::Schedule {
+                pod: nominated.to_string(),
+                pod_uid: eval.pods()[i].pod.uid().to_string(),
+                total: eval.total(i).expect("a feasible Pod has a total"),
+                scores: eval.scores(i),
             };
-            let mut decision = eval.decision();
-            // A nominated Run goes to the Pod drained for it when it fits there, as
-            // kube-scheduler tries a Pod's nominated node first.
-            let nominated = self.nominations.get(&key).map(|n| n.pod.as_str());
-            if let (Decision::Schedule { .. }, Some(nominated)) = (&decision, nominated)
-                && let Some(i) = eval
-                    .pods()
-                    .iter()
-                    .position(|e| e.rejection.is_none() && e.pod.name() == nominated)
-            {
-                decision = Decision::Schedule {
-                    pod: nominated.to_string(),
-                    pod_uid: eval.pods()[i].pod.uid().to_string(),
-                    total: eval.total(i).expect("a feasible Pod has a total"),
-                    scores: eval.scores(i),
+        }
+        Ok(match (&decision, eval.state()) {
+            (Decision::Schedule { pod, .. }, Ok(state)) => {
+                let assumption = Assumption {
+                    run_name: state.name.clone(),
+                    runtime: state.runtime.clone(),
+                    pod: pod.clone(),
+                    request: state.request.clone(),
+                    labels: state.labels.clone(),
+                    anti_affinity: state.anti_affinity_selectors(),
                 };
-            }
-            match (&decision, eval.state()) {
-                (Decision::Schedule { pod, .. }, Ok(state)) => {
-                    let assumption = Assumption {
-                        run_name: state.name.clone(),
-                        runtime: state.runtime.clone(),
-                        pod: pod.clone(),
-                        request: state.request.clone(),
-                        labels: state.labels.clone(),
-                        anti_affinity: state.anti_affinity_selectors(),
-                    };
-                    (decision, eval.rejections(), Some(assumption))
+                Decided {
+                    rejections: eval.rejections(),
+                    decision,
+                    assumption: Some(assumption),
                 }
-                _ => (decision, Vec::new(), None),
             }
-        };
+            _ => Decided {
+                decision,
+                rejections: Vec::new(),
+                assumption: None,
+            },
+        })
+    }
+
+    /// Carries a decision out: Reserve for a Schedule decision, the outcome otherwise.
+    fn commit(&mut self, key: &RunKey, decided: Decided) -> ScheduleOutcome {
+        let Decided {
+            decision,
+            rejections,
+            assumption,
+        } = decided;
         match (decision, assumption) {
             (
                 Decision::Schedule {
@@ -789,7 +952,7 @@ impl SchedulerCache {
                     scores,
                 },
                 Some(assumption),
-            ) => match self.reserve(&key, assumption) {
+            ) => match self.reserve(key, assumption) {
                 Ok(()) => ScheduleOutcome::Reserved {
                     pod,
                     pod_uid,
@@ -851,6 +1014,7 @@ impl SchedulerCache {
             });
         }
         self.assumed.assume(key, assumption);
+        self.file(key);
         self.reserves += 1;
         // Placed: whatever was held for it is its own now (Bind clears the status field).
         self.nominations.drop_run(key);
@@ -860,7 +1024,9 @@ impl SchedulerCache {
     /// Forgets the Run's assumption after a failed Bind. Returns the capacity wakeup for the
     /// Pod's Runtime when there was one.
     pub fn release(&mut self, namespace: &str, uid: &str) -> Option<Wakeup> {
-        let assumption = self.assumed.forget(&RunKey::new(namespace, uid))?;
+        let key = RunKey::new(namespace, uid);
+        let assumption = self.assumed.forget(&key)?;
+        self.file(&key);
         let pod = self.pod_ref(namespace, &assumption.pod, &assumption.runtime);
         let wakeup = Wakeup {
             namespace: pod.namespace,
@@ -897,14 +1063,11 @@ impl SchedulerCache {
             .collect();
         let mut held = self.nominations.on_pod(namespace, pod);
         let mut woken = Vec::new();
-        for (order, pending) in self.index.pending(namespace, runtime) {
+        for (order, pending) in self.waiting_in(namespace, runtime) {
             if capacity.iter().all(|(r, cap)| taken.get(r) >= cap) {
                 break;
             }
             let key = RunKey::new(namespace, order.uid.as_str());
-            if self.assumed.get(&key).is_some() {
-                continue;
-            }
             let Some(request) = &pending.request else {
                 // Invalid: its own cycle fails it.
                 woken.push(pending.name.clone());
@@ -941,16 +1104,21 @@ impl SchedulerCache {
     /// Names of the Pending Runs of (namespace, runtime) to wake, in queue order. Runs
     /// holding an assumption are left out: their Bind is in flight or not yet observed.
     pub fn pending_runs(&self, namespace: &str, runtime: &str) -> Vec<String> {
-        self.index
-            .pending(namespace, runtime)
-            .filter(|(order, _)| {
-                self.assumed
-                    .get(&RunKey::new(namespace, order.uid.as_str()))
-                    .is_none()
-            })
+        self.waiting_in(namespace, runtime)
             .map(|(_, p)| p.name.clone())
             .collect()
     }
+}
+
+/// An earlier Run that fits now, with the decision made for it.
+type Fitting = (Arc<Run>, Decided);
+
+/// A decision with what carrying it out needs (see [`SchedulerCache::decide`]).
+#[derive(Debug, Clone)]
+struct Decided {
+    decision: Decision,
+    rejections: Vec<RejectionCount>,
+    assumption: Option<Assumption>,
 }
 
 /// The epochs at which a Run found unfit stays unfit: the scope's, and for a Run with

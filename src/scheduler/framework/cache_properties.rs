@@ -130,6 +130,14 @@ proptest! {
             for (m, r) in model.iter().zip(&runs) {
                 prop_assert_eq!(state.assumed().get(&r.key()).map(|a| a.pod.clone()), m.assumed.clone());
             }
+            // The queue the gate, wakeups and sweeps walk: Pending Runs without an assumption.
+            let waiting: Vec<String> = model
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| !m.gone && m.active.is_none() && m.assumed.is_none())
+                .map(|(i, _)| format!("r{i}"))
+                .collect();
+            prop_assert_eq!(state.pending_runs(NS, RUNTIME), waiting);
         }
     }
 }

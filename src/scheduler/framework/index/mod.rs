@@ -610,6 +610,27 @@ impl Index {
             .flat_map(move |s| s.pending.range(..order.clone()))
     }
 
+    /// The Pending Run at `order` in (namespace, runtime)'s queue.
+    pub fn pending_entry(
+        &self,
+        namespace: &str,
+        runtime: &str,
+        order: &QueueOrder,
+    ) -> Option<&PendingRun> {
+        self.namespaces
+            .get(namespace)?
+            .scopes
+            .get(runtime)?
+            .pending
+            .get(order)
+    }
+
+    /// The Runtime and queue place of a Run observed Pending; `None` otherwise.
+    pub fn queued(&self, key: &RunKey) -> Option<(&str, &QueueOrder)> {
+        let record = self.runs.get(key)?;
+        (record.placement == Placement::Pending).then_some((record.runtime.as_str(), &record.order))
+    }
+
     /// Where the Run stands in the queue: its order key, while it is indexed.
     pub fn queue_order(&self, key: &RunKey) -> Option<&QueueOrder> {
         self.runs.get(key).map(|r| &r.order)
