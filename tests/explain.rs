@@ -670,6 +670,9 @@ async fn a_nominated_run_and_a_run_behind_it_say_which_pod_is_drained() {
         )
         .await
         .unwrap();
+    // Queue order is creation time (to the second), then UID: the later Runs must be created
+    // in a later second than the large one to come after it.
+    after_the_second_of(&ns.get_run("large").await).await;
     run("later").create(&ns).await;
 
     let large = explain_json(&ns.name, "large");
@@ -710,4 +713,14 @@ async fn a_nominated_run_and_a_run_behind_it_say_which_pod_is_drained() {
         "{:?}",
         hints(&last)
     );
+}
+
+/// Returns once the clock has passed the second `run` was created in.
+async fn after_the_second_of(run: &Run) {
+    let created = run.metadata.creation_timestamp.as_ref().unwrap().0;
+    let next = jiff::Timestamp::from_second(created.as_second() + 1).unwrap();
+    let wait = next.duration_since(jiff::Timestamp::now());
+    if wait.is_positive() {
+        tokio::time::sleep(std::time::Duration::try_from(wait).unwrap()).await;
+    }
 }
