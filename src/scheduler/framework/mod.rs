@@ -35,6 +35,10 @@
 //!     ScheduleOutcome::Unschedulable(u) => { let _message = u.message(); /* Scheduled=False */ }
 //!     ScheduleOutcome::Invalid { reason, message } => { /* terminal Failed */ let _ = (reason, message); }
 //!     ScheduleOutcome::ReserveConflict { .. } => { /* stage="reserve"; requeue */ }
+//!     ScheduleOutcome::ReservedEarlier { run: _earlier, .. } => {
+//!         // An earlier Run of the queue fit: bind it as above, then cycle this one again.
+//!     }
+//!     ScheduleOutcome::Yield { to: _earlier } => { /* enqueue it; requeue this one shortly */ }
 //!     ScheduleOutcome::AlreadyPlaced { .. } => { /* wait for the watch */ }
 //!     ScheduleOutcome::Error(_) => { /* controller retry */ }
 //! }
