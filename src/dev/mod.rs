@@ -142,6 +142,7 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
             metrics_bind_address: format!("127.0.0.1:{metrics_port}"),
             health_probe_bind_address: "0".into(),
             pod_lost_grace: Duration::from_secs(40),
+            runtime_image: crate::cli::DEFAULT_IMAGE.into(),
         },
         {
             let mut rx = stop_rx.clone();
