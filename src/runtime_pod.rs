@@ -7,7 +7,9 @@
 //! - the main container is the template's first container. Unless it already runs `runtimed`
 //!   (an element of its `command` or `args` is `runtimed`), its command becomes
 //!   `/kruntimes/kubectl-kruntimes runtimed` and its args are cleared; the rest (image, env,
-//!   resources, volume mounts, security context) is kept;
+//!   resources, volume mounts, security context) is kept. The binary is injected unless the
+//!   template runs runtimed from its own image: a template may run
+//!   `/kruntimes/kubectl-kruntimes runtimed --flags…` itself to pass runtimed flags;
 //! - every container gets `POD_NAME`, `POD_NAMESPACE`, `POD_UID` from the downward API unless it
 //!   sets them; the main container gets `KRUNTIMES_HEALTH_PROBE_BIND_ADDRESS` and, unless the
 //!   template passes `--shutdown-grace`, `KRUNTIMES_SHUTDOWN_GRACE`;
@@ -67,12 +69,17 @@ pub fn complete(mut spec: PodSpec, injection: &Injection, inject: bool) -> PodSp
     let (pod_grace, runtimed_grace) = grace_periods(template_grace, explicit_grace);
     spec.termination_grace_period_seconds = Some(pod_grace);
 
+    // The binary is injected unless the image brings it: the template does not run runtimed,
+    // or runs it from the injected path (to pass runtimed flags on a plain image).
+    let inject_binary = !runs_runtimed || uses_injected_binary(main);
     if !runs_runtimed {
         main.command = Some(vec![
             format!("{BINARY_DIR}/kubectl-kruntimes"),
             "runtimed".into(),
         ]);
         main.args = None;
+    }
+    if inject_binary {
         main.volume_mounts
             .get_or_insert_with(Vec::new)
             .push(VolumeMount {
@@ -104,7 +111,7 @@ pub fn complete(mut spec: PodSpec, injection: &Injection, inject: bool) -> PodSp
         });
     }
 
-    if !runs_runtimed {
+    if inject_binary {
         spec.volumes.get_or_insert_with(Vec::new).push(Volume {
             name: BINARY_VOLUME.into(),
             empty_dir: Some(EmptyDirVolumeSource::default()),
@@ -162,6 +169,16 @@ pub fn runs_runtimed(container: &Container) -> bool {
         .chain(container.args.iter())
         .flatten()
         .any(|word| word == "runtimed")
+}
+
+/// Whether the container's command line names the injected binary (`/kruntimes/…`).
+fn uses_injected_binary(container: &Container) -> bool {
+    container
+        .command
+        .iter()
+        .chain(container.args.iter())
+        .flatten()
+        .any(|word| word.starts_with(&format!("{BINARY_DIR}/")))
 }
 
 /// runtimed's shutdown grace set by the template (`--shutdown-grace` on the command line, else
@@ -340,6 +357,30 @@ mod tests {
         assert_eq!(main.command, None);
         assert_eq!(main.args.as_ref().unwrap(), &["runtimed"]);
         assert!(main.readiness_probe.is_some());
+    }
+
+    #[test]
+    fn a_template_that_runs_the_injected_binary_with_flags_keeps_them_and_gets_the_binary() {
+        let main = container(
+            "busybox",
+            &[
+                "/kruntimes/kubectl-kruntimes",
+                "runtimed",
+                "--heartbeat-interval=2s",
+            ],
+            &[],
+        );
+        let out = complete(spec(main, None), &injection(), true);
+        assert_eq!(
+            out.init_containers.as_ref().unwrap()[0].name,
+            INIT_CONTAINER
+        );
+        let main = &out.containers[0];
+        assert_eq!(main.command.as_ref().unwrap()[2], "--heartbeat-interval=2s");
+        assert_eq!(
+            main.volume_mounts.as_ref().unwrap()[0].mount_path,
+            BINARY_DIR
+        );
     }
 
     #[test]

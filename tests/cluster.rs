@@ -36,9 +36,12 @@ use kruntimes::api::{LABEL_RUNTIME, Run, RunPhase, Runtime, pod_is_ready};
 /// The scenarios, in the order they run.
 const SCENARIOS: &[&str] = &[
     "deploy_runs_two_scheduler_replicas_with_one_leader_and_metrics_through_the_pod_proxy",
+    "the_image_binary_is_static_and_uses_rustls",
     "a_busybox_runtime_gets_runtimed_injected_and_runs_a_gpu_pool_workload_without_overcommit",
     "deleting_a_runtime_pod_under_a_running_run_fails_it_as_terminated_and_replaces_the_pod",
     "deleting_the_leader_mid_burst_hands_over_and_every_run_succeeds",
+    "runtimed_killed_for_its_memory_limit_does_not_leave_its_run_running",
+    "a_lost_node_fails_the_running_run_as_runtime_pod_lost_and_releases_its_capacity",
 ];
 
 fn main() -> ExitCode {
@@ -122,6 +125,7 @@ async fn run_scenario(cluster: &Cluster, name: &str) {
         "deploy_runs_two_scheduler_replicas_with_one_leader_and_metrics_through_the_pod_proxy" => {
             deploy(cluster).await
         }
+        "the_image_binary_is_static_and_uses_rustls" => image_binary_is_static(),
         "a_busybox_runtime_gets_runtimed_injected_and_runs_a_gpu_pool_workload_without_overcommit" => {
             gpu_pool(cluster).await
         }
@@ -130,6 +134,12 @@ async fn run_scenario(cluster: &Cluster, name: &str) {
         }
         "deleting_the_leader_mid_burst_hands_over_and_every_run_succeeds" => {
             leader_deleted_mid_burst(cluster).await
+        }
+        "runtimed_killed_for_its_memory_limit_does_not_leave_its_run_running" => {
+            memory_limit(cluster).await
+        }
+        "a_lost_node_fails_the_running_run_as_runtime_pod_lost_and_releases_its_capacity" => {
+            node_lost(cluster).await
         }
         other => panic!("unknown scenario {other}"),
     }
@@ -215,6 +225,86 @@ async fn deploy(cluster: &Cluster) {
             "/metrics of {name} through the pod proxy:\n{metrics}"
         );
     }
+}
+
+/// The image's binary (tests/cluster/static.sh, the build the Dockerfile makes) has no
+/// interpreter and needs no shared library, and TLS is rustls: no OpenSSL in the build. (That it
+/// runs on an empty base is what the deploy scenario shows.)
+fn image_binary_is_static() {
+    let out = Command::new("bash")
+        .arg(repo().join("tests/cluster/static.sh"))
+        .output()
+        .expect("run tests/cluster/static.sh");
+    assert!(
+        out.status.success(),
+        "static build: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The check itself tells a dynamic executable apart: this test binary is one.
+    let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+    let (me_interpreter, me_needed) = elf_dynamic_needs(&me);
+    assert!(
+        me_interpreter && me_needed > 0,
+        "the ELF check sees this dynamic test binary"
+    );
+    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let elf = std::fs::read(&path).unwrap();
+    let (interpreter, needed) = elf_dynamic_needs(&elf);
+    assert!(
+        !interpreter,
+        "{} has a program interpreter: it is dynamically linked",
+        path.display()
+    );
+    assert_eq!(
+        needed,
+        0,
+        "{} needs {needed} shared libraries",
+        path.display()
+    );
+
+    let lock = std::fs::read_to_string(repo().join("Cargo.lock")).unwrap();
+    for crate_name in ["openssl-sys", "native-tls"] {
+        assert!(
+            !lock.contains(&format!("name = \"{crate_name}\"")),
+            "Cargo.lock has {crate_name}: TLS must be rustls"
+        );
+    }
+    assert!(lock.contains("name = \"rustls\""));
+}
+
+/// Whether a 64-bit little-endian ELF file has a `PT_INTERP` program header, and how many
+/// `DT_NEEDED` entries its dynamic section has (a static-pie has a dynamic section but none).
+fn elf_dynamic_needs(elf: &[u8]) -> (bool, usize) {
+    assert_eq!(&elf[..4], b"\x7fELF", "not an ELF file");
+    assert_eq!(
+        (elf[4], elf[5]),
+        (2, 1),
+        "not a 64-bit little-endian ELF file"
+    );
+    let u16_at = |o: usize| u16::from_le_bytes(elf[o..o + 2].try_into().unwrap()) as usize;
+    let u64_at = |o: usize| u64::from_le_bytes(elf[o..o + 8].try_into().unwrap()) as usize;
+    let (phoff, phentsize, phnum) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
+    let (mut interpreter, mut needed) = (false, 0);
+    for i in 0..phnum {
+        let ph = phoff + i * phentsize;
+        let kind = u32::from_le_bytes(elf[ph..ph + 4].try_into().unwrap());
+        match kind {
+            3 => interpreter = true, // PT_INTERP
+            2 => {
+                // PT_DYNAMIC: (d_tag, d_val) pairs until DT_NULL; DT_NEEDED is 1.
+                let (offset, size) = (u64_at(ph + 8), u64_at(ph + 32));
+                for entry in (offset..offset + size).step_by(16) {
+                    match u64_at(entry) {
+                        0 => break,
+                        1 => needed += 1,
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    (interpreter, needed)
 }
 
 /// A Runtime of a plain busybox image (no kruntimes inside): the Runtime controller injects
@@ -420,6 +510,152 @@ async fn leader_deleted_mid_burst(cluster: &Cluster) {
     delete_runtime(&client, ns, "burst").await;
 }
 
+/// A Run whose task makes runtimed the OOM killer's choice (`oom_score_adj` 1000 on PID 1)
+/// and then exceeds the container's memory limit: the kernel kills runtimed's container
+/// (OOMKilled), the kubelet restarts it, and the new runtimed fails the Run it finds Running
+/// as RuntimedRestarted.
+async fn memory_limit(cluster: &Cluster) {
+    let client = cluster.client().await;
+    let ns = &runtime_namespace(cluster, &client, "oom").await;
+    let template = json!({
+        "serviceAccountName": "kruntimes-runtimed",
+        "containers": [{
+            "name": "main",
+            "image": BUSYBOX,
+            "resources": {"limits": {"memory": "128Mi"}, "requests": {"memory": "128Mi"}},
+        }],
+    });
+    create_runtime_from(&client, ns, "oom", 1, template, &[("runs", 1)]).await;
+    let pod = wait_runtime_ready(&client, ns, "oom", 1).await.remove(0);
+    create_run(
+        &client,
+        ns,
+        "hog",
+        "oom",
+        &[],
+        "echo 1000 > /proc/1/oom_score_adj && head -c 1g /dev/zero | tail",
+    )
+    .await;
+    let runs: Api<Run> = Api::namespaced(client.clone(), ns);
+    let status = eventually(Duration::from_secs(120), "Run hog Failed", || async {
+        let status = runs.get("hog").await.ok()?.status?;
+        (status.phase == Some(RunPhase::Failed)).then_some(status)
+    })
+    .await;
+    assert_eq!(
+        status.reason.as_deref(),
+        Some("RuntimedRestarted"),
+        "{status:?}"
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let now = pods.get(&pod.name_any()).await.unwrap();
+    let container = &now.status.unwrap().container_statuses.unwrap()[0];
+    assert!(container.restart_count >= 1, "{container:?}");
+    let last = container
+        .last_state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref());
+    assert_eq!(
+        last.and_then(|t| t.reason.as_deref()),
+        Some("OOMKilled"),
+        "{container:?}"
+    );
+    wait_runtime_ready(&client, ns, "oom", 1).await;
+    delete_runtime(&client, ns, "oom").await;
+}
+
+/// A lost node, for one Runtime Pod: the kubelet is killed and the Pod's processes are frozen
+/// (cgroup freezer), so runtimed's heartbeat stops while the API server and the scheduler
+/// live on. The Run Running there ends Failed as RuntimePodLost (the scheduler's
+/// `--pod-lost-grace`, 40 s in deploy/). Once the kubelet is back and the Pod thaws, its
+/// slot is free again: two Runs run side by side, one on each Pod.
+async fn node_lost(cluster: &Cluster) {
+    let client = cluster.client().await;
+    let ns = &runtime_namespace(cluster, &client, "lost").await;
+    // runtimed flags on a plain image: run the injected binary explicitly.
+    let template = json!({
+        "serviceAccountName": "kruntimes-runtimed",
+        "containers": [{
+            "name": "main",
+            "image": BUSYBOX,
+            "command": ["/kruntimes/kubectl-kruntimes", "runtimed",
+                        "--heartbeat-interval=2s", "--heartbeat-duration=6s"],
+        }],
+    });
+    create_runtime_from(&client, ns, "lost", 2, template, &[("runs", 1)]).await;
+    wait_runtime_ready(&client, ns, "lost", 2).await;
+    create_run(&client, ns, "held", "lost", &[], "sleep 600").await;
+    wait_phases(
+        &client,
+        ns,
+        &["held".into()],
+        RunPhase::Running,
+        Duration::from_secs(60),
+    )
+    .await;
+    let runs: Api<Run> = Api::namespaced(client.clone(), ns);
+    let held = runs.get("held").await.unwrap().status.unwrap();
+    let lost_pod = held.pod_name.clone().unwrap();
+    let lost_uid = held.pod_uid.clone().unwrap();
+
+    cluster.fault(&["kill-kubelet"]);
+    cluster.fault(&["freeze-pod", &lost_uid]);
+    let status = eventually(Duration::from_secs(180), "Run held Failed", || async {
+        let status = runs.get("held").await.ok()?.status?;
+        (status.phase == Some(RunPhase::Failed)).then_some(status)
+    })
+    .await;
+    assert_eq!(
+        status.reason.as_deref(),
+        Some("RuntimePodLost"),
+        "{status:?}"
+    );
+
+    cluster.fault(&["thaw-pod", &lost_uid]);
+    cluster.fault(&["start-kubelet"]);
+    cluster.kubectl(&[
+        "wait",
+        "--for=condition=Ready",
+        &format!("node/{NODE}"),
+        "--timeout=120s",
+    ]);
+    let pods = wait_runtime_ready(&client, ns, "lost", 2).await;
+    assert!(pods.iter().any(|p| p.name_any() == lost_pod));
+    let names: Vec<String> = vec!["after-1".into(), "after-2".into()];
+    for name in &names {
+        create_run(&client, ns, name, "lost", &[], "sleep 5").await;
+    }
+    wait_phases(
+        &client,
+        ns,
+        &names,
+        RunPhase::Succeeded,
+        Duration::from_secs(120),
+    )
+    .await;
+    let placed: BTreeSet<String> = {
+        let mut placed = BTreeSet::new();
+        for name in &names {
+            placed.insert(
+                runs.get(name)
+                    .await
+                    .unwrap()
+                    .status
+                    .unwrap()
+                    .pod_name
+                    .unwrap(),
+            );
+        }
+        placed
+    };
+    assert_eq!(
+        placed.len(),
+        2,
+        "one Run per Pod, so the lost Pod's slot was released: {placed:?}"
+    );
+    delete_runtime(&client, ns, "lost").await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Objects
 
@@ -448,20 +684,31 @@ async fn create_runtime(
     termination_grace: Option<i64>,
     capacity: &[(&str, u64)],
 ) {
-    let capacity: BTreeMap<&str, String> =
-        capacity.iter().map(|(r, n)| (*r, n.to_string())).collect();
-    let mut spec = json!({
+    let mut template = json!({
         "serviceAccountName": "kruntimes-runtimed",
         "containers": [{"name": "main", "image": BUSYBOX}],
     });
     if let Some(grace) = termination_grace {
-        spec["terminationGracePeriodSeconds"] = json!(grace);
+        template["terminationGracePeriodSeconds"] = json!(grace);
     }
+    create_runtime_from(client, ns, name, replicas, template, capacity).await
+}
+
+async fn create_runtime_from(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    replicas: i32,
+    template: serde_json::Value,
+    capacity: &[(&str, u64)],
+) {
+    let capacity: BTreeMap<&str, String> =
+        capacity.iter().map(|(r, n)| (*r, n.to_string())).collect();
     let runtime: Runtime = serde_json::from_value(json!({
         "apiVersion": "kruntimes.io/v1alpha1",
         "kind": "Runtime",
         "metadata": {"name": name, "namespace": ns},
-        "spec": {"replicas": replicas, "template": {"spec": spec}, "capacity": {"resources": capacity}},
+        "spec": {"replicas": replicas, "template": {"spec": template}, "capacity": {"resources": capacity}},
     }))
     .unwrap();
     Api::<Runtime>::namespaced(client.clone(), ns)
@@ -783,6 +1030,21 @@ impl Cluster {
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
             .unwrap_or_default()
+    }
+
+    /// `cluster.sh ARGS` (kill-kubelet, start-kubelet, freeze-pod UID, thaw-pod UID).
+    fn fault(&self, args: &[&str]) {
+        let out = Command::new("bash")
+            .arg(script())
+            .args(args)
+            .output()
+            .expect("run cluster.sh");
+        assert!(
+            out.status.success(),
+            "cluster.sh {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// What a failed scenario left: Pods, Runs, and the scheduler's last log lines.

@@ -31,14 +31,20 @@ ADMIN_TOKEN=kruntimes-cluster-admin
 log() { echo "cluster: $*" >&2; }
 die() { echo "cluster: error: $*" >&2; exit 1; }
 
+running() { # pid: alive and not a zombie (PID 1 of some machines reaps orphans only every few seconds)
+  local state
+  state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+  [[ -n $state && $state != Z ]]
+}
+
 stop_pid() { # name, timeout seconds: SIGTERM, then SIGKILL
   local f="$DIR/run/$1.pid" pid i
   [[ -f $f ]] || return 0
   pid=$(cat "$f")
-  if kill -0 "$pid" 2>/dev/null; then
+  if running "$pid"; then
     kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < $2 * 10; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
+    for ((i = 0; i < $2 * 10; i++)); do running "$pid" || break; sleep 0.1; done
+    running "$pid" && kill -KILL "$pid" 2>/dev/null
   fi
   rm -f "$f"
 }
@@ -46,6 +52,11 @@ stop_pid() { # name, timeout seconds: SIGTERM, then SIGKILL
 down() {
   local sock="$DIR/containerd/containerd.sock" pid cg m ns link
   stop_pid kubelet 10
+  # Frozen Pods (a test's lost node) must thaw, or SIGKILL never lands.
+  for f in /sys/fs/cgroup/freezer/kubepods/freezer.state /sys/fs/cgroup/freezer/kubepods/*/freezer.state \
+    /sys/fs/cgroup/freezer/kubepods/*/*/freezer.state; do
+    [[ -f $f ]] && echo THAWED >"$f" 2>/dev/null || true
+  done
   # Containers: the shims started for this cluster's containerd, and every process in the kubelet's cgroups.
   if [[ -d $DIR ]]; then
     for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $sock" || true); do kill -KILL "$pid" 2>/dev/null || true; done
@@ -162,7 +173,20 @@ wait_for() { # what, timeout seconds, command...
   die "timed out after ${timeout}s waiting for $what; logs in $DIR/logs"
 }
 
-alive() { kill -0 "$(cat "$DIR/run/$1.pid")" 2>/dev/null || die "$1 exited; its log: $(tail -20 "$DIR/logs/$1.log")"; }
+alive() { running "$(cat "$DIR/run/$1.pid")" || die "$1 exited; its log: $(tail -20 "$DIR/logs/$1.log")"; }
+
+start_kubelet() { # bin dir
+  start kubelet "$1/kubelet" --config="$DIR/kubelet/config.yaml" --kubeconfig="$DIR/pki/node.kubeconfig" \
+    --root-dir="$DIR/kubelet" --cert-dir="$DIR/kubelet/pki" --hostname-override="$NODE" --node-ip="$NODE_IP" --v=1
+}
+
+pod_freezer() { # pod uid: its freezer cgroup (cgroup v1)
+  local d
+  for d in /sys/fs/cgroup/freezer/kubepods/pod"$1" /sys/fs/cgroup/freezer/kubepods/*/pod"$1"; do
+    [[ -d $d ]] && { echo "$d"; return 0; }
+  done
+  die "no freezer cgroup for Pod UID $1"
+}
 
 up() {
   [[ $(id -u) -eq 0 ]] || die "the single-node cluster needs root (kubelet, containerd, network)"
@@ -279,8 +303,7 @@ podLogsDir: "$DIR/pod-logs"
 containerRuntimeEndpoint: "unix://$DIR/containerd/containerd.sock"
 resolvConf: /etc/resolv.conf
 EOF
-  start kubelet "$bin/kubelet" --config="$DIR/kubelet/config.yaml" --kubeconfig="$p/node.kubeconfig" \
-    --root-dir="$DIR/kubelet" --cert-dir="$DIR/kubelet/pki" --hostname-override="$NODE" --node-ip="$NODE_IP" --v=1
+  start_kubelet "$bin"
 
   local k=("$bin/kubectl" --kubeconfig "$DIR/kubeconfig")
   wait_for "Node $NODE Ready" 90 "${k[@]}" wait --for=condition=Ready "node/$NODE" --timeout=1s
@@ -293,5 +316,10 @@ EOF
 case "${1:-}" in
   up) up ;;
   down) down ;;
-  *) die "usage: $0 up|down" ;;
+  # Faults for tests: a lost node is a kubelet that is gone and processes that no longer run.
+  kill-kubelet) kill -KILL "$(cat "$DIR/run/kubelet.pid")"; while running "$(cat "$DIR/run/kubelet.pid")"; do sleep 0.1; done ;;
+  start-kubelet) start_kubelet "$(bash "$here/build.sh")" ;;
+  freeze-pod) echo FROZEN >"$(pod_freezer "$2")/freezer.state" ;;
+  thaw-pod) echo THAWED >"$(pod_freezer "$2")/freezer.state" ;;
+  *) die "usage: $0 up|down|kill-kubelet|start-kubelet|freeze-pod UID|thaw-pod UID" ;;
 esac

@@ -109,7 +109,6 @@ def main(argv):
             binary = f.read()
 
         def layer(t):
-            _add_dir(t, "tmp", 0o1777)
             _add_file(t, "kubectl-kruntimes", binary, 0o755)
 
         write_image(out, name, layer, {
@@ -117,8 +116,10 @@ def main(argv):
             "User": "65532:65532",
             "Labels": {
                 "org.opencontainers.image.title": "kubectl-kruntimes",
+                "org.opencontainers.image.description": "A scheduler for logical resources on Kubernetes: the scheduler, runtimed and the kubectl plugin in one static binary.",
                 "org.opencontainers.image.source": "https://github.com/kruntimes/kruntimes",
                 "org.opencontainers.image.licenses": "Apache-2.0",
+                "org.opencontainers.image.version": "0.1.0",
             },
         })
     elif kind == "busybox":
