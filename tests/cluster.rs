@@ -511,7 +511,7 @@ async fn leader_deleted_mid_burst(cluster: &Cluster) {
 }
 
 /// A Run whose task makes runtimed the OOM killer's choice (`oom_score_adj` 1000 on PID 1)
-/// and then exceeds the container's memory limit: the kernel kills runtimed's container
+/// and then fills the container's memory limit: the kernel kills runtimed's container
 /// (OOMKilled), the kubelet restarts it, and the new runtimed fails the Run it finds Running
 /// as RuntimedRestarted.
 async fn memory_limit(cluster: &Cluster) {
@@ -533,7 +533,10 @@ async fn memory_limit(cluster: &Cluster) {
         "hog",
         "oom",
         &[],
-        "echo 1000 > /proc/1/oom_score_adj && head -c 1g /dev/zero | tail",
+        // Many small allocations, each held by a shell that sleeps: the memory cgroup runs
+        // out, and runtimed (PID 1, now oom_score_adj 1000, ~30 MB) outscores every one of
+        // them (995, 4 MB each; one big allocation would be chosen instead of runtimed).
+        r#"echo 1000 > /proc/1/oom_score_adj && for i in $(seq 40); do sh -c 'x=$(head -c 4000000 /dev/zero | tr "\0" a); sleep 600; echo ${#x}' & done; wait"#,
     )
     .await;
     let runs: Api<Run> = Api::namespaced(client.clone(), ns);
