@@ -468,7 +468,7 @@ async fn leader_deleted_mid_burst(cluster: &Cluster) {
             let list = runs.list(&ListParams::default()).await.ok()?.items;
             let phase = |p: RunPhase| {
                 list.iter()
-                    .filter(|r| r.status.as_ref().and_then(|s| s.phase.clone()) == Some(p.clone()))
+                    .filter(|r| r.status.as_ref().and_then(|s| s.phase) == Some(p))
                     .count()
             };
             (phase(RunPhase::Running) > 0
@@ -792,7 +792,7 @@ async fn wait_phases(
             let done = list
                 .iter()
                 .filter(|r| wanted.contains(&r.name_any()))
-                .filter(|r| r.status.as_ref().and_then(|s| s.phase.clone()) == Some(phase.clone()))
+                .filter(|r| r.status.as_ref().and_then(|s| s.phase) == Some(phase))
                 .count();
             (done == names.len()).then_some(())
         },
@@ -887,10 +887,10 @@ impl RunWatch {
                             usage.entry(pod).or_default().add(&request);
                         }
                         let status = run.status.as_ref();
-                        if status.and_then(|s| s.phase.clone()) == Some(RunPhase::Pending) {
-                            if let Some(m) = status.and_then(|s| s.message.clone()) {
-                                seen.pending_messages.insert(m);
-                            }
+                        if status.and_then(|s| s.phase) == Some(RunPhase::Pending)
+                            && let Some(m) = status.and_then(|s| s.message.clone())
+                        {
+                            seen.pending_messages.insert(m);
                         }
                     }
                     for (pod, used) in usage {
