@@ -52,7 +52,26 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    // Name filters, as libtest takes them; flags (and the values of those that take one) are
+    // not filters.
+    let mut filters: Vec<&String> = Vec::new();
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        if [
+            "--test-threads",
+            "--skip",
+            "--format",
+            "--color",
+            "--logfile",
+            "-Z",
+        ]
+        .contains(&word.as_str())
+        {
+            words.next();
+        } else if !word.starts_with('-') {
+            filters.push(word);
+        }
+    }
     let chosen: Vec<&str> = SCENARIOS
         .iter()
         .enumerate()
@@ -342,7 +361,7 @@ async fn gpu_pool(cluster: &Cluster) {
             &name,
             "gpu",
             &[("example.com/gpu", 1)],
-            "echo $((6*7)) on $POD_NAME; sleep 3",
+            "echo $((6*7)) on $POD_NAME; sleep 5",
         )
         .await;
         names.push(name);

@@ -49,6 +49,16 @@ stop_pid() { # name, timeout seconds: SIGTERM, then SIGKILL
   rm -f "$f"
 }
 
+shims() { # containerd socket: pids of the runc shims started for it (no procps on a minimal machine)
+  local cmdline pid
+  for cmdline in /proc/[0-9]*/cmdline; do
+    pid=${cmdline#/proc/}
+    pid=${pid%/cmdline}
+    { tr '\0' ' ' <"$cmdline"; } 2>/dev/null | grep -q "containerd-shim-runc-v2 .*-address $1" && echo "$pid"
+  done
+  return 0
+}
+
 down() {
   local sock="$DIR/containerd/containerd.sock" pid cg m ns link
   stop_pid kubelet 10
@@ -59,7 +69,7 @@ down() {
   done
   # Containers: the shims started for this cluster's containerd, and every process in the kubelet's cgroups.
   if [[ -d $DIR ]]; then
-    for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $sock" || true); do kill -KILL "$pid" 2>/dev/null || true; done
+    for pid in $(shims "$sock"); do kill -KILL "$pid" 2>/dev/null || true; done
   fi
   for cg in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
     [[ -d $cg ]] || continue
@@ -108,12 +118,14 @@ install_packages() {
   command -v iptables >/dev/null || missing+=(iptables)
   dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)
   command -v ip >/dev/null || missing+=(iproute2)
+  command -v python3 >/dev/null || missing+=(python3) # writes the OCI archives
+  command -v openssl >/dev/null || missing+=(openssl) # the cluster's certificates
   [[ ${#missing[@]} -eq 0 ]] && return 0
   log "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q >&2 || die "apt-get update failed"
-  apt-get install -y -q --no-install-recommends containerd runc containernetworking-plugins iptables busybox-static iproute2 </dev/null >&2 ||
-    die "apt-get install of containerd runc containernetworking-plugins iptables busybox-static iproute2 failed"
+  apt-get update -q </dev/null >&2 || die "apt-get update failed"
+  apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null >&2 ||
+    die "apt-get install of ${missing[*]} failed"
 }
 
 pki() {
@@ -192,7 +204,6 @@ up() {
   [[ $(id -u) -eq 0 ]] || die "the single-node cluster needs root (kubelet, containerd, network)"
   down
   install_packages
-  command -v python3 >/dev/null || die "python3 is needed to write the OCI image archives"
   local bin
   bin=$(bash "$here/build.sh") || die "building the Kubernetes binaries failed"
   mkdir -p "$DIR"/{run,logs,images,cni,cni-ipam,etcd,kubelet,pod-logs,containerd}
