@@ -49,12 +49,13 @@ stop_pid() { # name, timeout seconds: SIGTERM, then SIGKILL
   rm -f "$f"
 }
 
-shims() { # containerd socket: pids of the runc shims started for it (no procps on a minimal machine)
+pids_matching() { # extended regexp: pids whose command line matches it (no procps on a minimal machine)
   local cmdline pid
   for cmdline in /proc/[0-9]*/cmdline; do
     pid=${cmdline#/proc/}
     pid=${pid%/cmdline}
-    { tr '\0' ' ' <"$cmdline"; } 2>/dev/null | grep -q "containerd-shim-runc-v2 .*-address $1" && echo "$pid"
+    [[ $pid == "$$" ]] && continue
+    { tr '\0' ' ' <"$cmdline"; } 2>/dev/null | grep -Eq "$1" && echo "$pid"
   done
   return 0
 }
@@ -69,7 +70,7 @@ down() {
   done
   # Containers: the shims started for this cluster's containerd, and every process in the kubelet's cgroups.
   if [[ -d $DIR ]]; then
-    for pid in $(shims "$sock"); do kill -KILL "$pid" 2>/dev/null || true; done
+    for pid in $(pids_matching "containerd-shim-runc-v2 .*-address $sock"); do kill -KILL "$pid" 2>/dev/null || true; done
   fi
   for cg in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
     [[ -d $cg ]] || continue
@@ -84,6 +85,12 @@ down() {
   stop_pid kube-controller-manager 10
   stop_pid kube-apiserver 20 # before etcd: stopping both at once leaves the apiserver hanging
   stop_pid etcd 10
+  # Daemons of a run whose pid files are gone: every one of them names the cluster directory.
+  if [[ -d $DIR ]]; then
+    for pid in $(pids_matching "^([^ ]*/)?(etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|containerd) .*$DIR/"); do
+      kill -KILL "$pid" 2>/dev/null || true
+    done
+  fi
   # Mounts under the cluster directory (emptyDirs, tokens, rootfs, shm), deepest first.
   if [[ -d $DIR ]]; then
     awk -v d="$DIR" '$2 == d || index($2, d "/") == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do
