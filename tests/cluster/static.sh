@@ -6,6 +6,14 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 profile=${KRUNTIMES_STATIC_PROFILE:-dev}
 target=x86_64-unknown-linux-gnu
+# Run from `cargo test`, the environment carries the test's own CARGO_MANIFEST_DIR, CARGO_PKG_*…;
+# some build scripts (ring's) rerun when one of them changes, so builds from a shell and from the
+# tests would rebuild each other. Clear them.
+for var in $(compgen -e); do
+  case $var in
+    CARGO_MANIFEST_* | CARGO_PKG_* | CARGO_CRATE_* | CARGO_BIN_* | CARGO_PRIMARY_PACKAGE | CARGO_TARGET_TMPDIR) unset "$var" ;;
+  esac
+done
 # With an explicit --target, RUSTFLAGS reach only the target's crates, not build scripts or proc macros.
 RUSTFLAGS="-C target-feature=+crt-static" "${CARGO:-cargo}" build --quiet --locked --profile "$profile" \
   --target "$target" --target-dir "$repo/target/static" --bin kubectl-kruntimes --manifest-path "$repo/Cargo.toml" >&2
