@@ -505,6 +505,7 @@ async fn leader_deleted_mid_burst(cluster: &Cluster) {
         .expect("a standby")
         .clone();
     cluster.kubectl(&["cordon", NODE]);
+    let deleted = Instant::now();
     pods.delete(&leader, &DeleteParams::default())
         .await
         .unwrap();
@@ -515,7 +516,10 @@ async fn leader_deleted_mid_burst(cluster: &Cluster) {
     )
     .await;
     cluster.kubectl(&["uncordon", NODE]);
-    println!("leader {leader} deleted mid-burst; the standby {new_leader} leads now");
+    println!(
+        "leader {leader} deleted mid-burst; the standby {new_leader} leads {:.1}s later",
+        deleted.elapsed().as_secs_f64()
+    );
 
     wait_phases(
         &client,
