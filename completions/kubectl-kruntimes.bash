@@ -22,6 +22,9 @@ _kubectl__kruntimes() {
             kubectl__kruntimes,completion)
                 cmd="kubectl__kruntimes__subcmd__completion"
                 ;;
+            kubectl__kruntimes,copy-binary)
+                cmd="kubectl__kruntimes__subcmd__copy__subcmd__binary"
+                ;;
             kubectl__kruntimes,dev)
                 cmd="kubectl__kruntimes__subcmd__dev"
                 ;;
@@ -54,6 +57,9 @@ _kubectl__kruntimes() {
                 ;;
             kubectl__kruntimes__subcmd__help,completion)
                 cmd="kubectl__kruntimes__subcmd__help__subcmd__completion"
+                ;;
+            kubectl__kruntimes__subcmd__help,copy-binary)
+                cmd="kubectl__kruntimes__subcmd__help__subcmd__copy__subcmd__binary"
                 ;;
             kubectl__kruntimes__subcmd__help,dev)
                 cmd="kubectl__kruntimes__subcmd__help__subcmd__dev"
@@ -104,7 +110,7 @@ _kubectl__kruntimes() {
 
     case "${cmd}" in
         kubectl__kruntimes)
-            opts="-n -v -h -V --kubeconfig --context --namespace --verbose --log-format --help --version install runtimed scheduler explain status dev completion version gen __complete help"
+            opts="-n -v -h -V --kubeconfig --context --namespace --verbose --log-format --help --version install runtimed scheduler explain status dev completion version gen __complete copy-binary help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -173,6 +179,40 @@ _kubectl__kruntimes() {
             ;;
         kubectl__subcmd__kruntimes__subcmd__completion)
             opts="-n -v -h --kubeconfig --context --namespace --verbose --log-format --help bash zsh fish elvish powershell kubectl"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kubectl__subcmd__kruntimes__subcmd__copy__subcmd__binary)
+            opts="-n -v -h --kubeconfig --context --namespace --verbose --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -332,7 +372,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__help)
-            opts="install runtimed scheduler explain status dev completion version gen __complete help"
+            opts="install runtimed scheduler explain status dev completion version gen __complete copy-binary help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -360,6 +400,20 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__help__subcmd__completion)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kubectl__subcmd__kruntimes__subcmd__help__subcmd__copy__subcmd__binary)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -552,7 +606,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__runtimed)
-            opts="-n -v -h --pod-name --pod-namespace --pod-uid --heartbeat-interval --heartbeat-duration --shutdown-grace --kubeconfig --context --namespace --verbose --log-format --help"
+            opts="-n -v -h --pod-name --pod-namespace --pod-uid --heartbeat-interval --heartbeat-duration --shutdown-grace --health-probe-bind-address --kubeconfig --context --namespace --verbose --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -579,6 +633,10 @@ _kubectl__kruntimes() {
                     return 0
                     ;;
                 --shutdown-grace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --health-probe-bind-address)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -686,7 +744,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__scheduler__subcmd__run)
-            opts="-n -v -h --workers --watch-namespace --leader-elect --leader-election-namespace --leader-election-identity --leader-election-lease-duration --metrics-bind-address --health-probe-bind-address --pod-lost-grace --starvation-threshold --kubeconfig --context --namespace --verbose --log-format --help"
+            opts="-n -v -h --workers --watch-namespace --leader-elect --leader-election-namespace --leader-election-identity --leader-election-lease-duration --metrics-bind-address --health-probe-bind-address --pod-lost-grace --starvation-threshold --runtime-image --kubeconfig --context --namespace --verbose --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -729,6 +787,10 @@ _kubectl__kruntimes() {
                     return 0
                     ;;
                 --starvation-threshold)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --runtime-image)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

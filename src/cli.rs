@@ -79,6 +79,9 @@ pub enum Command {
     /// `kubectl_complete-kruntimes`).
     #[command(name = "__complete", hide = true)]
     Complete(CompleteArgs),
+    /// Copy this executable to a path (the init container of Runtime Pods of any image).
+    #[command(hide = true)]
+    CopyBinary(CopyBinaryArgs),
 }
 
 /// `dev`: a local, persistent kruntimes cluster in the foreground.
@@ -184,7 +187,14 @@ pub struct SchedulerRunArgs {
     /// (status.nominatedPodName) and leaves room there for it.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub starvation_threshold: Duration,
+    /// The kruntimes image whose binary the Runtime controller copies into every Runtime Pod
+    /// (an init container); deploy/ sets it to the image the scheduler runs from.
+    #[arg(long, env = "KRUNTIMES_IMAGE", value_name = "IMAGE", default_value = DEFAULT_IMAGE)]
+    pub runtime_image: String,
 }
+
+/// The kruntimes image of this version (as `Dockerfile` and deploy/ name it).
+pub const DEFAULT_IMAGE: &str = concat!("kubectl-kruntimes:", env!("CARGO_PKG_VERSION"));
 
 /// `runtimed`: the Pod identity comes from the downward API (`POD_NAME`, `POD_NAMESPACE`,
 /// `POD_UID`); the flags override it.
@@ -205,9 +215,21 @@ pub struct RuntimedArgs {
     /// How long one renewal holds (the Lease's leaseDurationSeconds).
     #[arg(long, default_value = "40s", value_parser = parse_duration)]
     pub heartbeat_duration: Duration,
-    /// On SIGTERM/SIGINT, how long running Runs may take to finish before they are killed.
-    #[arg(long, default_value = "25s", value_parser = parse_duration)]
+    /// On SIGTERM/SIGINT, how long running Runs may take to finish before they are killed
+    /// (keep it below the Pod's terminationGracePeriodSeconds; the Runtime controller sets it).
+    #[arg(long, env = "KRUNTIMES_SHUTDOWN_GRACE", default_value = "25s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
+    /// Address of /healthz and /readyz (ready once the Runs and the Pod are watched, until
+    /// shutdown begins); `0` disables them.
+    #[arg(long, env = "KRUNTIMES_HEALTH_PROBE_BIND_ADDRESS", default_value = "0")]
+    pub health_probe_bind_address: String,
+}
+
+/// `copy-binary`: the init container of a Runtime Pod copies this binary into the Pod.
+#[derive(Debug, Clone, Args)]
+pub struct CopyBinaryArgs {
+    /// Where to write the executable.
+    pub to: PathBuf,
 }
 
 impl Command {
@@ -227,7 +249,8 @@ impl Command {
             | Command::Completion(_)
             | Command::Version
             | Command::Gen(_)
-            | Command::Complete(_) => "warn,kube_client=off",
+            | Command::Complete(_)
+            | Command::CopyBinary(_) => "warn,kube_client=off",
         }
     }
 }

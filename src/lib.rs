@@ -16,6 +16,7 @@ pub mod logging;
 pub mod metrics;
 pub mod output;
 pub mod runtime_controller;
+pub mod runtime_pod;
 pub mod runtimed;
 pub mod scheduler;
 pub mod signals;

@@ -14,8 +14,12 @@ pub fn init(verbose: u8, format: LogFormat, default: &str) {
         _ => "trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    // Colors only on a terminal: a container's log (kubectl logs) must not carry escape codes.
+    use std::io::IsTerminal as _;
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),

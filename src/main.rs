@@ -32,6 +32,7 @@ async fn main() -> ExitCode {
         }
         Command::Gen(args) => kruntimes::generate::exec(args),
         Command::Complete(args) => kruntimes::complete::exec(args).await,
+        Command::CopyBinary(args) => kruntimes::runtime_pod::copy_binary(&args.to),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

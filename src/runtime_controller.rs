@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, ListParams, Patch};
 use kube::runtime::controller::{Action, Controller};
@@ -30,6 +30,7 @@ use crate::api::{
     ANNOTATION_SCALE_DOWN, LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, Runtime, RuntimeStatus,
     patch_params, pod_is_ready, post_params,
 };
+use crate::runtime_pod::{self, ANNOTATION_INJECT, Injection};
 
 /// Reasons on the Runtime's Ready condition and Events.
 pub mod reasons {
@@ -193,14 +194,21 @@ fn capacity_annotations(capacity: &Resources) -> BTreeMap<String, String> {
 }
 
 /// A new Runtime Pod from the template: owned by the Runtime, labelled for selection and
-/// affinity, capacity annotated, identity passed to runtimed through the downward API.
+/// affinity, capacity annotated, and completed by [`runtime_pod::complete`] (runtimed from the
+/// kruntimes image unless the template opts out, identity through the downward API).
 pub fn new_pod(
     runtime: &Runtime,
     name: &str,
     capacity_annotations: &BTreeMap<String, String>,
+    injection: &Injection,
 ) -> Pod {
     let PodTemplateSpec { metadata, spec } = runtime.spec.template.clone();
     let mut metadata = metadata.unwrap_or_default();
+    let inject = metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_INJECT))
+        .is_none_or(|v| v != "false");
     metadata.name = Some(name.to_string());
     metadata.namespace = runtime.namespace();
     let labels = metadata.labels.get_or_insert_with(BTreeMap::new);
@@ -211,29 +219,7 @@ pub fn new_pod(
         .get_or_insert_with(BTreeMap::new)
         .extend(capacity_annotations.clone());
     metadata.owner_references = runtime.controller_owner_ref(&()).map(|r| vec![r]);
-    let mut spec = spec.unwrap_or_default();
-    for container in &mut spec.containers {
-        let env = container.env.get_or_insert_with(Vec::new);
-        for (var, path) in [
-            ("POD_NAME", "metadata.name"),
-            ("POD_NAMESPACE", "metadata.namespace"),
-            ("POD_UID", "metadata.uid"),
-        ] {
-            if !env.iter().any(|e| e.name == var) {
-                env.push(EnvVar {
-                    name: var.into(),
-                    value: None,
-                    value_from: Some(EnvVarSource {
-                        field_ref: Some(ObjectFieldSelector {
-                            field_path: path.into(),
-                            api_version: None,
-                        }),
-                        ..Default::default()
-                    }),
-                });
-            }
-        }
-    }
+    let spec = runtime_pod::complete(spec.unwrap_or_default(), injection, inject);
     Pod {
         metadata,
         spec: Some(spec),
@@ -267,10 +253,11 @@ fn pod_name(runtime: &str) -> String {
 pub struct Context {
     pub client: Client,
     pub recorder: Recorder,
+    pub injection: Injection,
 }
 
 impl Context {
-    pub fn new(client: Client) -> Arc<Self> {
+    pub fn new(client: Client, injection: Injection) -> Arc<Self> {
         let reporter = Reporter {
             controller: "kruntimes-runtime-controller".into(),
             instance: std::env::var("POD_NAME").ok(),
@@ -278,6 +265,7 @@ impl Context {
         Arc::new(Self {
             recorder: Recorder::new(client.clone(), reporter),
             client,
+            injection,
         })
     }
 }
@@ -333,7 +321,12 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
             info!(%pod, namespace = %ns, "projected capacity annotations");
         }
         for _ in 0..plan.create {
-            let pod = new_pod(&runtime, &pod_name(&runtime.name_any()), &desired);
+            let pod = new_pod(
+                &runtime,
+                &pod_name(&runtime.name_any()),
+                &desired,
+                &ctx.injection,
+            );
             match pods_api.create(&post_params(), &pod).await {
                 Ok(p) => info!(pod = %p.name_any(), namespace = %ns, "created Runtime Pod"),
                 Err(kube::Error::Api(s)) if s.code == 409 => {} // name collision: next reconcile retries
@@ -400,6 +393,7 @@ fn error_policy(runtime: Arc<Runtime>, err: &Error, _: Arc<Context>) -> Action {
 pub async fn run(
     client: Client,
     namespace: Option<String>,
+    injection: Injection,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (runtimes, pods): (Api<Runtime>, Api<Pod>) = match &namespace {
@@ -409,7 +403,7 @@ pub async fn run(
         ),
         None => (Api::all(client.clone()), Api::all(client.clone())),
     };
-    let ctx = Context::new(client);
+    let ctx = Context::new(client, injection);
     Controller::new(runtimes, watcher::Config::default())
         .owns(pods, watcher::Config::default().labels(LABEL_RUNTIME))
         .graceful_shutdown_on(shutdown)
@@ -530,14 +524,17 @@ mod tests {
     fn new_pods_carry_labels_owner_annotations_and_downward_api_identity() {
         let rt = python(1).capacity(&[("runs", 2)]).build();
         let ann = capacity_annotations(&Resources::from_iter([("runs", 2)]));
-        let p = new_pod(&rt, "python-bcdfg", &ann);
+        let injection = Injection {
+            image: "kubectl-kruntimes:0.1.0".into(),
+        };
+        let p = new_pod(&rt, "python-bcdfg", &ann, &injection);
         assert_eq!(p.labels()[LABEL_RUNTIME], "python");
         assert_eq!(p.labels()[LABEL_RUNTIME_POD], "python-bcdfg");
         assert_eq!(p.annotations()["kruntimes.io/capacity.runs"], "2");
         assert_eq!(p.owner_references()[0].uid, "rt-uid");
         let env = p.spec.unwrap().containers[0].env.clone().unwrap();
         let names: Vec<_> = env.iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(names, ["POD_NAME", "POD_NAMESPACE", "POD_UID"]);
+        assert_eq!(names[..3], ["POD_NAME", "POD_NAMESPACE", "POD_UID"]);
         assert_eq!(
             env[2]
                 .value_from

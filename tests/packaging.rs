@@ -119,6 +119,64 @@ fn install_print_is_the_committed_deploy_files() {
     );
 }
 
+/// `kubectl kustomize deploy/` (the real kubectl's kustomize) renders everything `install`
+/// applies plus the scheduler and runtimed's RBAC in the example namespace, and the
+/// scheduler's `KRUNTIMES_IMAGE` (the image Runtime Pods get the binary from) is the image it
+/// runs from. `tests/cluster.rs` applies it to a real cluster.
+#[test]
+fn deploy_kustomization_renders_everything_and_names_one_image() {
+    let out = Command::new(support::bin_dir().join("kubectl"))
+        .args(["kustomize"])
+        .arg(repo().join("deploy"))
+        .output()
+        .unwrap();
+    let rendered = ok(&out, "kubectl kustomize deploy/");
+    let objects: Vec<serde_json::Value> = serde_yaml::Deserializer::from_str(&rendered)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    let ids: BTreeSet<String> = objects
+        .iter()
+        .map(|o| {
+            format!(
+                "{} {}/{}",
+                o["kind"].as_str().unwrap(),
+                o["metadata"]["namespace"].as_str().unwrap_or(""),
+                o["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    for id in [
+        "CustomResourceDefinition /runtimes.kruntimes.io",
+        "CustomResourceDefinition /runs.kruntimes.io",
+        "ClusterRole /kruntimes-view",
+        "ClusterRole /kruntimes-edit",
+        "ValidatingAdmissionPolicy /kruntimes-runtimed",
+        "ValidatingAdmissionPolicyBinding /kruntimes-runtimed",
+        "Namespace /kruntimes-system",
+        "Deployment kruntimes-system/kruntimes-scheduler",
+        "ClusterRoleBinding /kruntimes-scheduler",
+        "Namespace /kruntimes-example",
+        "ServiceAccount kruntimes-example/kruntimes-runtimed",
+        "Role kruntimes-example/kruntimes-runtimed",
+        "RoleBinding kruntimes-example/kruntimes-runtimed",
+    ] {
+        assert!(
+            ids.contains(id),
+            "kubectl kustomize deploy/ lacks {id}: {ids:?}"
+        );
+    }
+    let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let env_image = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "KRUNTIMES_IMAGE")
+        .map(|e| e["value"].clone());
+    assert_eq!(env_image, Some(container["image"].clone()));
+    assert_eq!(deployment["spec"]["replicas"], 2);
+}
+
 #[test]
 fn completion_kubectl_prints_the_hook_and_says_where_to_put_it() {
     let out = Command::new(support::binary())

@@ -278,6 +278,10 @@ impl Agent {
                 tracing::info!("no Run is running any more; runtimed exits");
                 return Ok(());
             }
+            self.settings.ready.store(
+                runs_ready && pod_ready && !self.draining,
+                std::sync::atomic::Ordering::Relaxed,
+            );
             if dirty && runs_ready && pod_ready {
                 self.reconcile(&runs).await;
             }

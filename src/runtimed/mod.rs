@@ -50,6 +50,8 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    #[error("{0}")]
+    BadAddress(String),
     #[error("the watch of {0} ended unexpectedly")]
     WatchEnded(&'static str),
 }
@@ -138,6 +140,10 @@ pub struct Settings {
     pub identity: Identity,
     pub heartbeat: heartbeat::Config,
     pub shutdown_grace: Duration,
+    /// Where `/healthz` and `/readyz` are served, if anywhere.
+    pub health_probe: Option<std::net::SocketAddr>,
+    /// What `/readyz` reports: the Runs and the Pod are watched and shutdown has not begun.
+    pub ready: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Settings {
@@ -150,10 +156,17 @@ impl Settings {
         if duration <= interval {
             return Err(Error::DurationNotAboveInterval { interval, duration });
         }
+        let health_probe = crate::scheduler::run::parse_bind(
+            &args.health_probe_bind_address,
+            "--health-probe-bind-address",
+        )
+        .map_err(|e| Error::BadAddress(e.to_string()))?;
         Ok(Settings {
             identity,
             heartbeat: heartbeat::Config { interval, duration },
             shutdown_grace: args.shutdown_grace,
+            health_probe,
+            ready: Default::default(),
         })
     }
 }
@@ -164,6 +177,9 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
     // Listen before connecting so that an early SIGTERM is a clean shutdown, not a kill.
     let shutdown = crate::signals::shutdown_signal()?;
     let target = kubeclient::connect(global).await?;
+    if let Some(addr) = settings.health_probe {
+        serve_probes(addr, settings.ready.clone()).await?;
+    }
     let me = &settings.identity;
     tracing::info!(
         pod = %me.pod_name,
@@ -179,6 +195,35 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
             other => anyhow::Error::new(other),
         })
         .context("runtimed stopped")
+}
+
+/// `/healthz` (the process runs) and `/readyz` (see [`Settings::ready`]) for the kubelet's
+/// probes; the Runtime controller points the readiness probe of Runtime Pods here.
+async fn serve_probes(
+    addr: std::net::SocketAddr,
+    ready: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> anyhow::Result<()> {
+    use axum::http::StatusCode;
+    use axum::routing::get;
+    let app = axum::Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let ready = ready.load(std::sync::atomic::Ordering::Relaxed);
+                async move {
+                    if ready {
+                        (StatusCode::OK, "ok")
+                    } else {
+                        (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "not watching its Runs and Pod yet, or shutting down",
+                        )
+                    }
+                }
+            }),
+        );
+    crate::scheduler::run::serve(addr, app, std::future::pending()).await
 }
 
 #[cfg(test)]

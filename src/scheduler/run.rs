@@ -80,10 +80,13 @@ pub async fn run(
     // run, the process stops instead of leading with half of its work dead.
     let mut runtime_controller = {
         let (client, namespace) = (target.client.clone(), args.watch_namespace.clone());
+        let injection = crate::runtime_pod::Injection {
+            image: args.runtime_image.clone(),
+        };
         let (leading, stopped) = (wait_for(leading_rx.clone()), stopped.clone());
         tokio::spawn(async move {
             leading.await;
-            runtime_controller::run(client, namespace, stopped).await;
+            runtime_controller::run(client, namespace, injection, stopped).await;
         })
     };
     let mut scheduling = tokio::spawn(controller::run(
@@ -168,7 +171,7 @@ async fn serve_endpoints(
 }
 
 /// `:8080` binds every interface, `0` disables the endpoint.
-fn parse_bind(value: &str, flag: &str) -> anyhow::Result<Option<SocketAddr>> {
+pub(crate) fn parse_bind(value: &str, flag: &str) -> anyhow::Result<Option<SocketAddr>> {
     if value == "0" {
         return Ok(None);
     }
@@ -182,7 +185,7 @@ fn parse_bind(value: &str, flag: &str) -> anyhow::Result<Option<SocketAddr>> {
     })
 }
 
-async fn serve(
+pub(crate) async fn serve(
     addr: SocketAddr,
     app: Router,
     stopped: impl std::future::Future<Output = ()> + Send + 'static,

@@ -1,0 +1,481 @@
+//! What kruntimes adds to a Runtime's Pod template so that a Pod of any image runs runtimed:
+//! the binary (an init container from the kruntimes image copies it into an `emptyDir`), the
+//! main container's command, the downward-API identity, a readiness probe on runtimed's own
+//! state, and a termination grace period that leaves runtimed time to report. Pure: no client.
+//!
+//! The contract (also in the README, "Runtime Pods from any image"):
+//! - the main container is the template's first container. Unless it already runs `runtimed`
+//!   (an element of its `command` or `args` is `runtimed`), its command becomes
+//!   `/kruntimes/kubectl-kruntimes runtimed` and its args are cleared; the rest (image, env,
+//!   resources, volume mounts, security context) is kept. The binary is injected unless the
+//!   template runs runtimed from its own image: a template may run
+//!   `/kruntimes/kubectl-kruntimes runtimed --flags…` itself to pass runtimed flags;
+//! - every container gets `POD_NAME`, `POD_NAMESPACE`, `POD_UID` from the downward API unless it
+//!   sets them; the main container gets `KRUNTIMES_HEALTH_PROBE_BIND_ADDRESS` and, unless the
+//!   template passes `--shutdown-grace`, `KRUNTIMES_SHUTDOWN_GRACE`;
+//! - the main container gets a readiness probe on runtimed's `/readyz` unless it has one;
+//! - `terminationGracePeriodSeconds` is kept and runtimed's shutdown grace derived from it, or
+//!   raised when the template's own `--shutdown-grace` would outlive it;
+//! - the annotation `kruntimes.io/inject: "false"` on the template keeps the Pod as written
+//!   (identity env only): the image must then contain the binary and run runtimed itself.
+
+use k8s_openapi::api::core::v1::{
+    Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector,
+    PodSpec, Probe, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+/// Template annotation that turns the injection off (`"false"`).
+pub const ANNOTATION_INJECT: &str = "kruntimes.io/inject";
+/// The `emptyDir` that carries the binary, and where both containers mount it.
+pub const BINARY_VOLUME: &str = "kruntimes-bin";
+pub const BINARY_DIR: &str = "/kruntimes";
+/// The init container that copies the binary.
+pub const INIT_CONTAINER: &str = "kruntimes-install";
+/// Where the binary sits in the kruntimes image (`Dockerfile`).
+pub const IMAGE_BINARY: &str = "/kubectl-kruntimes";
+/// runtimed's `/healthz` and `/readyz` port in a Runtime Pod.
+pub const PROBE_PORT: i32 = 9442;
+/// Kubernetes' default `terminationGracePeriodSeconds`.
+pub const DEFAULT_TERMINATION_GRACE: i64 = 30;
+/// The part of the termination grace period kept for runtimed to kill what still runs and
+/// report it (its own reap timeout is 5 s): 10 s, or half of a shorter period.
+pub const REPORT_MARGIN: i64 = 10;
+/// The shortest termination grace period a Runtime Pod gets (1 s to finish, 1 s to report).
+pub const MIN_TERMINATION_GRACE: i64 = 2;
+
+/// What the Runtime controller needs to know to complete a template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Injection {
+    /// The kruntimes image (`scheduler run --runtime-image`).
+    pub image: String,
+}
+
+/// Completes `spec` (a Runtime's `spec.template.spec`) into a Runtime Pod's spec. With
+/// `inject == false` only the identity env is added.
+pub fn complete(mut spec: PodSpec, injection: &Injection, inject: bool) -> PodSpec {
+    for container in &mut spec.containers {
+        add_identity_env(container);
+    }
+    if !inject || spec.containers.is_empty() {
+        return spec;
+    }
+    let template_grace = spec
+        .termination_grace_period_seconds
+        .unwrap_or(DEFAULT_TERMINATION_GRACE);
+    let main = &mut spec.containers[0];
+    let runs_runtimed = runs_runtimed(main);
+    let explicit_grace = explicit_shutdown_grace(main);
+    let (pod_grace, runtimed_grace) = grace_periods(template_grace, explicit_grace);
+    spec.termination_grace_period_seconds = Some(pod_grace);
+
+    // The binary is injected unless the image brings it: the template does not run runtimed,
+    // or runs it from the injected path (to pass runtimed flags on a plain image).
+    let inject_binary = !runs_runtimed || uses_injected_binary(main);
+    if !runs_runtimed {
+        main.command = Some(vec![
+            format!("{BINARY_DIR}/kubectl-kruntimes"),
+            "runtimed".into(),
+        ]);
+        main.args = None;
+    }
+    if inject_binary {
+        main.volume_mounts
+            .get_or_insert_with(Vec::new)
+            .push(VolumeMount {
+                name: BINARY_VOLUME.into(),
+                mount_path: BINARY_DIR.into(),
+                read_only: Some(true),
+                ..Default::default()
+            });
+    }
+    let env = main.env.get_or_insert_with(Vec::new);
+    set_env(
+        env,
+        "KRUNTIMES_HEALTH_PROBE_BIND_ADDRESS",
+        &format!(":{PROBE_PORT}"),
+    );
+    if let Some(grace) = runtimed_grace {
+        set_env(env, "KRUNTIMES_SHUTDOWN_GRACE", &format!("{grace}s"));
+    }
+    if main.readiness_probe.is_none() {
+        main.readiness_probe = Some(Probe {
+            http_get: Some(HTTPGetAction {
+                path: Some("/readyz".into()),
+                port: IntOrString::Int(PROBE_PORT),
+                ..Default::default()
+            }),
+            period_seconds: Some(2),
+            failure_threshold: Some(2),
+            ..Default::default()
+        });
+    }
+
+    if inject_binary {
+        spec.volumes.get_or_insert_with(Vec::new).push(Volume {
+            name: BINARY_VOLUME.into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Default::default()
+        });
+        spec.init_containers
+            .get_or_insert_with(Vec::new)
+            .insert(0, install_container(&injection.image));
+    }
+    spec
+}
+
+/// `kubectl-kruntimes copy-binary PATH`: copies the running executable to `PATH` (mode 0755),
+/// through a temporary file so a half-written binary is never executed. The kruntimes image
+/// is `FROM scratch`, so the init container has no `cp`.
+pub fn copy_binary(to: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let me = std::env::current_exe().context("cannot find this executable")?;
+    let tmp = to.with_extension("tmp");
+    std::fs::copy(&me, &tmp)
+        .with_context(|| format!("cannot copy {} to {}", me.display(), tmp.display()))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("cannot make {} executable", tmp.display()))?;
+    std::fs::rename(&tmp, to)
+        .with_context(|| format!("cannot move {} to {}", tmp.display(), to.display()))?;
+    Ok(())
+}
+
+/// The init container that copies the binary out of the kruntimes image.
+fn install_container(image: &str) -> Container {
+    Container {
+        name: INIT_CONTAINER.into(),
+        image: Some(image.into()),
+        command: Some(vec![
+            IMAGE_BINARY.into(),
+            "copy-binary".into(),
+            format!("{BINARY_DIR}/kubectl-kruntimes"),
+        ]),
+        volume_mounts: Some(vec![VolumeMount {
+            name: BINARY_VOLUME.into(),
+            mount_path: BINARY_DIR.into(),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    }
+}
+
+/// Whether the container's command line already runs `runtimed` (the image contains the
+/// binary, e.g. the kruntimes image itself with `args: ["runtimed"]`).
+pub fn runs_runtimed(container: &Container) -> bool {
+    container
+        .command
+        .iter()
+        .chain(container.args.iter())
+        .flatten()
+        .any(|word| word == "runtimed")
+}
+
+/// Whether the container's command line names the injected binary (`/kruntimes/…`).
+fn uses_injected_binary(container: &Container) -> bool {
+    container
+        .command
+        .iter()
+        .chain(container.args.iter())
+        .flatten()
+        .any(|word| word.starts_with(&format!("{BINARY_DIR}/")))
+}
+
+/// runtimed's shutdown grace set by the template (`--shutdown-grace` on the command line, else
+/// `KRUNTIMES_SHUTDOWN_GRACE` in the env), in whole seconds rounded up.
+fn explicit_shutdown_grace(container: &Container) -> Option<i64> {
+    let from_env = || {
+        container
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == "KRUNTIMES_SHUTDOWN_GRACE")
+            .and_then(|e| e.value.clone())
+    };
+    let words: Vec<&String> = container
+        .command
+        .iter()
+        .chain(container.args.iter())
+        .flatten()
+        .collect();
+    let value = words.iter().enumerate().find_map(|(i, w)| {
+        if let Some(v) = w.strip_prefix("--shutdown-grace=") {
+            Some(v.to_string())
+        } else if w.as_str() == "--shutdown-grace" {
+            words.get(i + 1).map(|v| v.to_string())
+        } else {
+            None
+        }
+    });
+    let d = crate::cli::parse_duration(&value.or_else(from_env)?).ok()?;
+    Some(d.as_secs() as i64 + i64::from(d.subsec_nanos() > 0))
+}
+
+/// The Pod's `terminationGracePeriodSeconds` and runtimed's shutdown grace (`None`: the
+/// template's own `--shutdown-grace` stands), such that runtimed always has time to report
+/// before the kubelet's SIGKILL.
+pub fn grace_periods(template: i64, explicit_runtimed: Option<i64>) -> (i64, Option<i64>) {
+    match explicit_runtimed {
+        Some(runtimed) => (template.max(runtimed + REPORT_MARGIN), None),
+        None => {
+            let pod = template.max(MIN_TERMINATION_GRACE);
+            let margin = REPORT_MARGIN.min(pod / 2);
+            (pod, Some(pod - margin))
+        }
+    }
+}
+
+fn add_identity_env(container: &mut Container) {
+    let env = container.env.get_or_insert_with(Vec::new);
+    for (var, path) in [
+        ("POD_NAME", "metadata.name"),
+        ("POD_NAMESPACE", "metadata.namespace"),
+        ("POD_UID", "metadata.uid"),
+    ] {
+        if !env.iter().any(|e| e.name == var) {
+            env.push(EnvVar {
+                name: var.into(),
+                value: None,
+                value_from: Some(EnvVarSource {
+                    field_ref: Some(ObjectFieldSelector {
+                        field_path: path.into(),
+                        api_version: None,
+                    }),
+                    ..Default::default()
+                }),
+            });
+        }
+    }
+}
+
+/// Sets `name` unless the template already sets it.
+fn set_env(env: &mut Vec<EnvVar>, name: &str, value: &str) {
+    if !env.iter().any(|e| e.name == name) {
+        env.push(EnvVar {
+            name: name.into(),
+            value: Some(value.into()),
+            value_from: None,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn container(image: &str, command: &[&str], args: &[&str]) -> Container {
+        let words = |w: &[&str]| (!w.is_empty()).then(|| w.iter().map(|s| s.to_string()).collect());
+        Container {
+            name: "main".into(),
+            image: Some(image.into()),
+            command: words(command),
+            args: words(args),
+            ..Default::default()
+        }
+    }
+
+    fn spec(main: Container, grace: Option<i64>) -> PodSpec {
+        PodSpec {
+            containers: vec![main],
+            termination_grace_period_seconds: grace,
+            ..Default::default()
+        }
+    }
+
+    fn injection() -> Injection {
+        Injection {
+            image: "kubectl-kruntimes:0.1.0".into(),
+        }
+    }
+
+    fn env_value(c: &Container, name: &str) -> Option<String> {
+        c.env
+            .as_ref()?
+            .iter()
+            .find(|e| e.name == name)
+            .and_then(|e| e.value.clone())
+    }
+
+    #[test]
+    fn a_plain_image_gets_the_binary_from_an_init_container_and_runs_runtimed_from_it() {
+        let out = complete(
+            spec(container("python:3.12", &[], &[]), None),
+            &injection(),
+            true,
+        );
+        let init = &out.init_containers.as_ref().unwrap()[0];
+        assert_eq!(init.name, INIT_CONTAINER);
+        assert_eq!(init.image.as_deref(), Some("kubectl-kruntimes:0.1.0"));
+        assert_eq!(
+            init.command.as_ref().unwrap(),
+            &[
+                "/kubectl-kruntimes",
+                "copy-binary",
+                "/kruntimes/kubectl-kruntimes"
+            ]
+        );
+        let main = &out.containers[0];
+        assert_eq!(main.image.as_deref(), Some("python:3.12"));
+        assert_eq!(
+            main.command.as_ref().unwrap(),
+            &["/kruntimes/kubectl-kruntimes", "runtimed"]
+        );
+        assert_eq!(main.args, None);
+        let mount = &main.volume_mounts.as_ref().unwrap()[0];
+        assert_eq!(
+            (mount.name.as_str(), mount.mount_path.as_str()),
+            (BINARY_VOLUME, BINARY_DIR)
+        );
+        let volume = &out.volumes.as_ref().unwrap()[0];
+        assert!(volume.name == BINARY_VOLUME && volume.empty_dir.is_some());
+        let probe = main.readiness_probe.as_ref().unwrap().http_get.as_ref();
+        assert_eq!(probe.unwrap().port, IntOrString::Int(PROBE_PORT));
+        assert_eq!(
+            env_value(main, "KRUNTIMES_HEALTH_PROBE_BIND_ADDRESS").as_deref(),
+            Some(":9442")
+        );
+        assert_eq!(out.termination_grace_period_seconds, Some(30));
+        assert_eq!(
+            env_value(main, "KRUNTIMES_SHUTDOWN_GRACE").as_deref(),
+            Some("20s")
+        );
+    }
+
+    #[test]
+    fn a_template_that_runs_runtimed_keeps_its_command_and_gets_no_init_container() {
+        let out = complete(
+            spec(
+                container("kubectl-kruntimes:0.1.0", &[], &["runtimed"]),
+                None,
+            ),
+            &injection(),
+            true,
+        );
+        assert_eq!(out.init_containers, None);
+        assert_eq!(out.volumes, None);
+        let main = &out.containers[0];
+        assert_eq!(main.command, None);
+        assert_eq!(main.args.as_ref().unwrap(), &["runtimed"]);
+        assert!(main.readiness_probe.is_some());
+    }
+
+    #[test]
+    fn a_template_that_runs_the_injected_binary_with_flags_keeps_them_and_gets_the_binary() {
+        let main = container(
+            "busybox",
+            &[
+                "/kruntimes/kubectl-kruntimes",
+                "runtimed",
+                "--heartbeat-interval=2s",
+            ],
+            &[],
+        );
+        let out = complete(spec(main, None), &injection(), true);
+        assert_eq!(
+            out.init_containers.as_ref().unwrap()[0].name,
+            INIT_CONTAINER
+        );
+        let main = &out.containers[0];
+        assert_eq!(main.command.as_ref().unwrap()[2], "--heartbeat-interval=2s");
+        assert_eq!(
+            main.volume_mounts.as_ref().unwrap()[0].mount_path,
+            BINARY_DIR
+        );
+    }
+
+    #[test]
+    fn a_short_termination_grace_gives_runtimed_half_to_finish_and_half_to_report() {
+        // The failure: runtimed's 25 s default outlived a 10 s Pod grace period.
+        let out = complete(
+            spec(container("busybox", &[], &[]), Some(10)),
+            &injection(),
+            true,
+        );
+        assert_eq!(out.termination_grace_period_seconds, Some(10));
+        assert_eq!(
+            env_value(&out.containers[0], "KRUNTIMES_SHUTDOWN_GRACE").as_deref(),
+            Some("5s")
+        );
+    }
+
+    #[test]
+    fn an_explicit_shutdown_grace_raises_the_termination_grace_period() {
+        let main = container(
+            "kubectl-kruntimes:0.1.0",
+            &[],
+            &["runtimed", "--shutdown-grace", "25s"],
+        );
+        let out = complete(spec(main, Some(10)), &injection(), true);
+        assert_eq!(out.termination_grace_period_seconds, Some(35));
+        assert_eq!(
+            env_value(&out.containers[0], "KRUNTIMES_SHUTDOWN_GRACE"),
+            None
+        );
+    }
+
+    #[test]
+    fn grace_periods_always_leave_time_to_report() {
+        for (template, explicit, pod, runtimed) in [
+            (30, None, 30, Some(20)),
+            (120, None, 120, Some(110)),
+            (10, None, 10, Some(5)),
+            (0, None, 2, Some(1)),
+            (10, Some(25), 35, None),
+            (60, Some(25), 60, None),
+        ] {
+            assert_eq!(
+                grace_periods(template, explicit),
+                (pod, runtimed),
+                "template {template}, --shutdown-grace {explicit:?}"
+            );
+            let runtimed = runtimed.or(explicit).unwrap();
+            assert!(pod - runtimed >= 1, "{pod} vs {runtimed}");
+        }
+    }
+
+    #[test]
+    fn template_settings_win_over_injected_ones() {
+        let mut main = container("busybox", &[], &[]);
+        main.env = Some(vec![EnvVar {
+            name: "KRUNTIMES_SHUTDOWN_GRACE".into(),
+            value: Some("3s".into()),
+            value_from: None,
+        }]);
+        main.readiness_probe = Some(Probe {
+            period_seconds: Some(7),
+            ..Default::default()
+        });
+        let out = complete(spec(main, None), &injection(), true);
+        let main = &out.containers[0];
+        assert_eq!(
+            env_value(main, "KRUNTIMES_SHUTDOWN_GRACE").as_deref(),
+            Some("3s")
+        );
+        assert_eq!(
+            main.readiness_probe.as_ref().unwrap().period_seconds,
+            Some(7)
+        );
+    }
+
+    #[test]
+    fn opting_out_keeps_the_pod_as_written_with_the_identity_env() {
+        let out = complete(
+            spec(container("my-image", &["/bin/agent"], &[]), Some(10)),
+            &injection(),
+            false,
+        );
+        assert_eq!(out.init_containers, None);
+        assert_eq!(out.termination_grace_period_seconds, Some(10));
+        let main = &out.containers[0];
+        assert_eq!(main.command.as_ref().unwrap(), &["/bin/agent"]);
+        assert!(main.readiness_probe.is_none());
+        let names: Vec<_> = main
+            .env
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|e| e.name.as_str())
+            .collect();
+        assert_eq!(names, ["POD_NAME", "POD_NAMESPACE", "POD_UID"]);
+    }
+}
