@@ -70,7 +70,13 @@ impl AssumedCache {
     }
 
     pub fn get(&self, key: &RunKey) -> Option<&Assumption> {
-        self.by_namespace.get(&key.namespace)?.get(&key.uid)
+        self.get_by(&key.namespace, &key.uid)
+    }
+
+    /// [`Self::get`] without building a key: loops over a Runtime's Pending Runs ask this for
+    /// every Run, and a [`RunKey`] costs two allocations.
+    pub fn get_by(&self, namespace: &str, uid: &str) -> Option<&Assumption> {
+        self.by_namespace.get(namespace)?.get(uid)
     }
 
     pub fn len(&self) -> usize {

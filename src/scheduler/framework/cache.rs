@@ -452,11 +452,7 @@ impl SchedulerCache {
             .pending(namespace, runtime)
             .rev()
             .find(|(order, p)| {
-                p.run.waits_for_placement()
-                    && self
-                        .assumed
-                        .get(&RunKey::new(namespace, order.uid.as_str()))
-                        .is_none()
+                p.run.waits_for_placement() && self.assumed.get_by(namespace, &order.uid).is_none()
             })
             .map(|(_, p)| p.name.clone())
     }
@@ -608,10 +604,12 @@ impl SchedulerCache {
         let mut starved: Option<Arc<Run>> = None;
         let mut adopt: Vec<Arc<Run>> = Vec::new();
         for (earlier, pending) in self.index.pending_before(namespace, runtime, &order) {
-            let earlier_key = RunKey::new(namespace, earlier.uid.as_str());
-            if self.assumed.get(&earlier_key).is_some() || !pending.run.waits_for_placement() {
+            if self.assumed.get_by(namespace, &earlier.uid).is_some()
+                || !pending.run.waits_for_placement()
+            {
                 continue;
             }
+            let earlier_key = RunKey::new(namespace, earlier.uid.as_str());
             if pending
                 .run
                 .status
@@ -943,11 +941,7 @@ impl SchedulerCache {
     pub fn pending_runs(&self, namespace: &str, runtime: &str) -> Vec<String> {
         self.index
             .pending(namespace, runtime)
-            .filter(|(order, _)| {
-                self.assumed
-                    .get(&RunKey::new(namespace, order.uid.as_str()))
-                    .is_none()
-            })
+            .filter(|(order, _)| self.assumed.get_by(namespace, &order.uid).is_none())
             .map(|(_, p)| p.name.clone())
             .collect()
     }
