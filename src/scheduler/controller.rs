@@ -25,10 +25,11 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use thiserror::Error;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 
 use crate::api::status;
-use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, Runtime, post_params};
+use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, Runtime};
 use crate::events::{RunEvents, reasons as event_reasons};
 use crate::metrics::{
     PENDING_BACKOFF, PENDING_QUEUED, PENDING_STATES, PENDING_UNSCHEDULABLE, POD_AVAILABLE,
@@ -38,6 +39,7 @@ use crate::scheduler::framework::{
     Changes, Indexed, LostRun, PodLoss, QueueOrder, ScheduleOutcome, SchedulerCache, SharedCache,
 };
 use crate::scheduler::plugins::{self, runtime_pod_availability};
+use crate::scheduler::status_patch;
 use crate::scheduler::watch::{IndexEvent, InitBuffer};
 
 #[derive(Debug, Error)]
@@ -86,6 +88,8 @@ pub struct Scheduler {
     /// The queue's Run store while this replica leads: a cycle may place an earlier Run than
     /// the one it was started for, and binds the store's version of it.
     store: Mutex<Option<Store<Run>>>,
+    /// The binding stage's slots: binds in flight at most [`MAX_BINDS_IN_FLIGHT`].
+    binds: Arc<Semaphore>,
     runs: WatchHealth,
     runtimes: WatchHealth,
     pods: WatchHealth,
@@ -114,6 +118,7 @@ impl Scheduler {
             enqueued_at: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
             store: Mutex::new(None),
+            binds: Arc::new(Semaphore::new(MAX_BINDS_IN_FLIGHT)),
             runs: WatchHealth::default(),
             runtimes: WatchHealth::default(),
             pods: WatchHealth::default(),
@@ -143,16 +148,28 @@ impl Scheduler {
     }
 
     /// Requests a cycle for `run` if this replica leads.
+    ///
+    /// An activation still on its way to its cycle (sent, its cycle not started) already
+    /// covers this one, which the queue would coalesce anyway: it is not sent again, so a
+    /// wakeup of many Pending Runs costs a lookup per Run rather than a message each.
     fn enqueue(&self, run: ObjectRef<Run>) {
         let queue = self.queue.lock().unwrap();
         if let Some(tx) = queue.as_ref() {
-            self.enqueued_at
-                .lock()
-                .unwrap()
-                .entry(run.clone())
-                .or_insert_with(Instant::now);
+            let mut enqueued_at = self.enqueued_at.lock().unwrap();
+            if enqueued_at.contains_key(&run) {
+                return;
+            }
+            enqueued_at.insert(run.clone(), Instant::now());
             let _ = tx.unbounded_send(run);
         }
+    }
+
+    /// The queue dropped an activation without a cycle (its Run is not in the store): the
+    /// next one must be sent.
+    fn dropped(&self, run: &ObjectRef<kube::api::DynamicObject>) {
+        let mut key = ObjectRef::<Run>::new(&run.name);
+        key.namespace = run.namespace.clone();
+        self.enqueued_at.lock().unwrap().remove(&key);
     }
 
     /// Publishes an Event on `run` in the background (see [`RunEvents`]).
@@ -392,14 +409,20 @@ impl Scheduler {
         }
         let workers = self.options.workers.max(1);
         let lifecycle = self.clone().heal(store.clone());
+        let scheduler = self.clone();
         let queue = Controller::for_stream(futures::stream::pending(), store)
             .reconcile_on(rx)
             .with_config(kube::runtime::controller::Config::default().concurrency(workers))
             .run(reconcile, error_policy, self)
-            .for_each(|result| async move {
-                if let Err(e) = result {
-                    debug!("reconcile: {e}");
+            .for_each(|result| {
+                match result {
+                    Err(kube::runtime::controller::Error::ObjectNotFound(run)) => {
+                        scheduler.dropped(&run)
+                    }
+                    Err(e) => debug!("reconcile: {e}"),
+                    Ok(_) => {}
                 }
+                std::future::ready(())
             });
         // Neither ends on its own; whichever does ends the leader's work.
         tokio::select! {
@@ -447,8 +470,8 @@ impl Scheduler {
         if run.uid().as_deref() != Some(lost.uid.as_str()) {
             return;
         }
-        let mut healed = Run::clone(&run);
-        let status = healed.status.get_or_insert_with(Default::default);
+        let mut healed = run.status.clone().unwrap_or_default();
+        let status = &mut healed;
         let now = now();
         let changed = if lost.admitted {
             status::set_terminal(
@@ -466,15 +489,12 @@ impl Scheduler {
                 &now,
             )
         };
-        if !changed {
+        let patch = status_patch::status_patch(&run, &healed);
+        let (true, Some(patch)) = (changed, patch) else {
             return;
-        }
-        let api: Api<Run> = Api::namespaced(self.client.clone(), &lost.namespace);
-        match api
-            .replace_status(&lost.name, &post_params(), &healed)
-            .await
-        {
-            Ok(_) => {
+        };
+        match status_patch::send(&self.client, &lost.namespace, &lost.name, &patch).await {
+            Ok(()) => {
                 let note = if lost.admitted {
                     lost_message(&lost, self.options.pod_lost_grace)
                 } else {
@@ -567,6 +587,13 @@ const NOMINATED_NOTE: &str =
 /// How soon a Run that yielded to an earlier one in its Runtime's queue looks again.
 const YIELD_RETRY: Duration = Duration::from_millis(100);
 
+/// Binds in flight at most: enough to keep the API server busy while the queue plans, few
+/// enough that a slow or failing server holds back planning instead of piling assumptions.
+const MAX_BINDS_IN_FLIGHT: usize = 64;
+
+/// How soon a Run is looked at again after a conflict (reserve or bind) or a changed Pod.
+const RETRY_SOON: Duration = Duration::from_millis(50);
+
 /// How long an Unschedulable Run waits for a wakeup before it is retried anyway.
 const UNSCHEDULABLE_RETRY: Duration = Duration::from_secs(60);
 
@@ -578,19 +605,32 @@ fn now() -> Time {
 async fn reconcile(run: Arc<Run>, scheduler: Arc<Scheduler>) -> Result<Action, Error> {
     let key = ObjectRef::from_obj(run.as_ref());
     let result = schedule_one(&run, &scheduler, &key).await;
-    if result.is_ok() {
-        scheduler.failures.lock().unwrap().remove(&key);
+    match result {
+        // The binding stage keeps the Run's failure count until its write is done.
+        Ok(Cycle::Binding) => Ok(Action::await_change()),
+        Ok(Cycle::Done(action)) => {
+            scheduler.failures.lock().unwrap().remove(&key);
+            Ok(action)
+        }
+        Err(e) => Err(e),
     }
-    result
 }
 
-/// Plan (the pure cycle, under the cache lock), then carry the outcome out: Bind, a Pending
-/// message, or a terminal Failed for an invalid Run.
+/// How a cycle ended for the queue.
+enum Cycle {
+    /// Carried out; what the queue does with the key next.
+    Done(Action),
+    /// A Pod is reserved and the binding stage writes it; the queue waits for a change.
+    Binding,
+}
+
+/// Plan (the pure cycle, under the cache lock), then carry the outcome out: Bind (handed to
+/// the binding stage), a Pending message, or a terminal Failed for an invalid Run.
 async fn schedule_one(
     run: &Arc<Run>,
-    scheduler: &Scheduler,
+    scheduler: &Arc<Scheduler>,
     key: &ObjectRef<Run>,
-) -> Result<Action, Error> {
+) -> Result<Cycle, Error> {
     if let Some(first) = scheduler.enqueued_at.lock().unwrap().remove(key) {
         scheduler
             .metrics
@@ -598,8 +638,16 @@ async fn schedule_one(
             .observe(first.elapsed().as_secs_f64());
     }
     if !run.waits_for_placement() {
-        return Ok(Action::await_change());
+        return Ok(Cycle::Done(Action::await_change()));
     }
+    // A free binding slot first: a cycle that reserves always has a writer, and assumptions
+    // never pile up behind a slow API server.
+    let slot = scheduler
+        .binds
+        .clone()
+        .acquire_owned()
+        .await
+        .expect("the binding semaphore is never closed");
     let outcome = {
         let _timer = scheduler.metrics.cycle_timer();
         scheduler.cache.schedule(run, jiff::Timestamp::now())
@@ -608,11 +656,11 @@ async fn schedule_one(
     // Nominations made or dropped by this cycle: those Runs' status must say so.
     scheduler.wake(Changes::default());
     let namespace = run.namespace().unwrap_or_default();
-    let api: Api<Run> = Api::namespaced(scheduler.client.clone(), &namespace);
     match outcome {
         ScheduleOutcome::Reserved { pod, pod_uid, .. } => {
             scheduler.sweep(&namespace, &run.spec.runtime);
-            bind(scheduler, &api, run, &pod, &pod_uid).await
+            scheduler.start_binding(run.clone(), pod, pod_uid, slot);
+            Ok(Cycle::Binding)
         }
         ScheduleOutcome::Unschedulable(unschedulable) => {
             let nominated = scheduler
@@ -622,7 +670,7 @@ async fn schedule_one(
             if nominated.is_some() {
                 message.push_str(NOMINATED_NOTE);
             }
-            if write_pending(&api, run, &message, nominated.as_deref()).await? {
+            if write_pending(&scheduler.client, run, &message, nominated.as_deref()).await? {
                 scheduler.emit(
                     run,
                     EventType::Warning,
@@ -633,14 +681,14 @@ async fn schedule_one(
             }
             // Wakeups bring it back when something changes; the periodic retry is a safety
             // net for a lost wakeup (as kube-scheduler flushes its unschedulable queue).
-            Ok(Action::requeue(UNSCHEDULABLE_RETRY))
+            Ok(Cycle::Done(Action::requeue(UNSCHEDULABLE_RETRY)))
         }
         ScheduleOutcome::Invalid { reason, message } => {
-            let action = fail_invalid(&api, run, reason, &message).await?;
+            let action = fail_invalid(&scheduler.client, run, reason, &message).await?;
             if action == Action::await_change() {
                 scheduler.emit(run, EventType::Warning, reason, "Scheduling", message);
             }
-            Ok(action)
+            Ok(Cycle::Done(action))
         }
         ScheduleOutcome::ReserveConflict { error, .. } => {
             scheduler
@@ -649,9 +697,9 @@ async fn schedule_one(
                 .with_label_values(&[STAGE_RESERVE])
                 .inc();
             debug!(run = %run.name_any(), "reserve conflict: {error}");
-            Ok(Action::requeue(Duration::from_millis(50)))
+            Ok(Cycle::Done(Action::requeue(RETRY_SOON)))
         }
-        ScheduleOutcome::AlreadyPlaced { .. } => Ok(Action::await_change()),
+        ScheduleOutcome::AlreadyPlaced { .. } => Ok(Cycle::Done(Action::await_change())),
         ScheduleOutcome::ReservedEarlier {
             run: earlier,
             uid,
@@ -669,23 +717,19 @@ async fn schedule_one(
             let Some(current) = current else {
                 // Gone or changed since the cycle saw it: nothing to bind.
                 scheduler.release(&namespace, &uid);
-                return Ok(Action::requeue(Duration::ZERO));
+                return Ok(Cycle::Done(Action::requeue(Duration::ZERO)));
             };
             scheduler.sweep(&namespace, &run.spec.runtime);
-            if let Err(e) = bind(scheduler, &api, &current, &pod, &pod_uid).await {
-                // The earlier Run retries on its own key; this one waits a moment.
-                warn!("{e}");
-                scheduler.enqueue(key);
-                return Ok(Action::requeue(YIELD_RETRY));
-            }
+            // The earlier Run's bind retries on its own key if it fails.
+            scheduler.start_binding(current, pod, pod_uid, slot);
             // Its own cycle has not run yet: run it now.
-            Ok(Action::requeue(Duration::ZERO))
+            Ok(Cycle::Done(Action::requeue(Duration::ZERO)))
         }
         ScheduleOutcome::Yield { to } => {
             // An earlier Run fits now and goes first; this one looks again shortly (it may
             // still fit elsewhere, or wait for a wakeup then).
             scheduler.enqueue(ObjectRef::new(&to).within(&namespace));
-            Ok(Action::requeue(YIELD_RETRY))
+            Ok(Cycle::Done(Action::requeue(YIELD_RETRY)))
         }
         ScheduleOutcome::Error(e) => Err(Error::Cycle {
             run: run.name_any(),
@@ -695,6 +739,55 @@ async fn schedule_one(
 }
 
 impl Scheduler {
+    /// Counts one more consecutive failure of `run` and logs it; returns the backoff delay
+    /// before its next attempt.
+    fn failed(&self, run: &Run, error: &Error) -> Duration {
+        let mut failures = self.failures.lock().unwrap();
+        let n = failures.entry(ObjectRef::from_obj(run)).or_insert(0);
+        *n = n.saturating_add(1);
+        let delay = retry_delay(*n);
+        warn!(run = %run.name_any(), namespace = %run.namespace().unwrap_or_default(), retry_in = ?delay, "{error}");
+        delay
+    }
+
+    /// The binding stage (kube-scheduler's binding cycle): writes the bind of `run` to `pod` in
+    /// the background, holding `slot`, while the queue plans the next Run. The assumption the
+    /// cycle made stands for the Run until the watch shows the write, or the write fails and
+    /// releases it; a failed or conflicting bind looks at the Run again after a delay.
+    fn start_binding(
+        self: &Arc<Self>,
+        run: Arc<Run>,
+        pod: String,
+        pod_uid: String,
+        slot: OwnedSemaphorePermit,
+    ) {
+        let scheduler = self.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let key = ObjectRef::from_obj(run.as_ref());
+            let retry = match bind(&scheduler, &run, &pod, &pod_uid).await {
+                Ok(None) => {
+                    scheduler.failures.lock().unwrap().remove(&key);
+                    None
+                }
+                Ok(Some(delay)) => Some(delay),
+                Err(error) => Some(scheduler.failed(&run, &error)),
+            };
+            if let Some(delay) = retry {
+                scheduler.enqueue_after(key, delay);
+            }
+        });
+    }
+
+    /// Requests a cycle for `run` after `delay` (the binding stage's retries).
+    fn enqueue_after(self: &Arc<Self>, run: ObjectRef<Run>, delay: Duration) {
+        let scheduler = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            scheduler.enqueue(run);
+        });
+    }
+
     /// Counts one attempt and its filter rejections.
     fn record_attempt(&self, outcome: &ScheduleOutcome) {
         self.metrics
@@ -710,15 +803,15 @@ impl Scheduler {
     }
 }
 
-/// Bind: a status replace carrying the observed resourceVersion. The reservation stays until
-/// the watch shows the Run active on the Pod; any failed write releases it.
+/// Bind: a status patch guarded by the observed resourceVersion (see [`status_patch`]). The
+/// reservation stays until the watch shows the Run active on the Pod; any failed write
+/// releases it. Returns after how long to look at the Run again, if it must be.
 async fn bind(
     scheduler: &Scheduler,
-    api: &Api<Run>,
     run: &Run,
     pod: &str,
     pod_uid: &str,
-) -> Result<Action, Error> {
+) -> Result<Option<Duration>, Error> {
     let (name, namespace) = (run.name_any(), run.namespace().unwrap_or_default());
     let uid = run.uid().unwrap_or_default();
     // A stale Pod observation discards the reservation, like a conflict (the spec's Bind
@@ -728,21 +821,17 @@ async fn bind(
             .pod(&namespace, pod)
             .is_some_and(|p| p.uid == pod_uid && !p.deleting)
     });
-    if !pod_current {
+    let mut status = run.status.clone().unwrap_or_default();
+    status::set_bound(&mut status, pod, pod_uid, &now());
+    let patch = status_patch::status_patch(run, &status);
+    let (true, Some(patch)) = (pod_current, patch) else {
         scheduler.release(&namespace, &uid);
         debug!(run = %name, %namespace, "chosen Runtime Pod changed before Bind; requeued");
-        return Ok(Action::requeue(Duration::from_millis(50)));
-    }
-    let mut bound = run.clone();
-    status::set_bound(
-        bound.status.get_or_insert_with(Default::default),
-        pod,
-        pod_uid,
-        &now(),
-    );
-    match api.replace_status(&name, &post_params(), &bound).await {
-        Ok(_) => {
-            info!(run = %name, %namespace, %pod, "scheduled");
+        return Ok(Some(RETRY_SOON));
+    };
+    match status_patch::send(&scheduler.client, &namespace, &name, &patch).await {
+        Ok(()) => {
+            debug!(run = %name, %namespace, %pod, "scheduled");
             scheduler.emit(
                 run,
                 EventType::Normal,
@@ -750,7 +839,7 @@ async fn bind(
                 "Binding",
                 format!("Assigned to Runtime Pod {pod}"),
             );
-            Ok(Action::await_change())
+            Ok(None)
         }
         Err(kube::Error::Api(s)) if s.code == 409 => {
             scheduler.release(&namespace, &uid);
@@ -759,13 +848,15 @@ async fn bind(
                 .reservation_conflicts
                 .with_label_values(&[STAGE_BIND])
                 .inc();
-            // The newer version's watch event brings the key back to the queue.
-            debug!(run = %name, %namespace, "bind conflict; waiting for the newer version");
-            Ok(Action::await_change())
+            // The cycle that saw the newer version may have found the assumption still held;
+            // look again once the watch has delivered it.
+            debug!(run = %name, %namespace, "bind conflict; looking again");
+            Ok(Some(RETRY_SOON))
         }
         Err(source) => {
             // A failed transport may hide a write that landed: keep the assumption when the
             // Run now says it is bound to this Pod, as the watch will too.
+            let api: Api<Run> = Api::namespaced(scheduler.client.clone(), &namespace);
             let landed = matches!(
                 api.get_opt(&name).await,
                 Ok(Some(current)) if current.active_pod() == Some(pod)
@@ -784,25 +875,25 @@ async fn bind(
 
 /// Fails an invalid Run for good through the terminal helper.
 async fn fail_invalid(
-    api: &Api<Run>,
+    client: &Client,
     run: &Run,
     reason: &'static str,
     message: &str,
 ) -> Result<Action, Error> {
-    let name = run.name_any();
-    let mut failed = run.clone();
-    status::set_invalid(
-        failed.status.get_or_insert_with(Default::default),
-        reason,
-        message,
-        &now(),
-    );
-    match api.replace_status(&name, &post_params(), &failed).await {
-        Ok(_) => {
-            info!(run = %name, namespace = %run.namespace().unwrap_or_default(), "failed: {message}");
+    let (name, namespace) = (run.name_any(), run.namespace().unwrap_or_default());
+    let mut status = run.status.clone().unwrap_or_default();
+    if !status::set_invalid(&mut status, reason, message, &now()) {
+        return Ok(Action::await_change());
+    }
+    let Some(patch) = status_patch::status_patch(run, &status) else {
+        return Ok(Action::await_change());
+    };
+    match status_patch::send(client, &namespace, &name, &patch).await {
+        Ok(()) => {
+            info!(run = %name, %namespace, "failed: {message}");
             Ok(Action::await_change())
         }
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(Action::requeue(Duration::from_millis(50))),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(Action::requeue(RETRY_SOON)),
         Err(source) => Err(Error::Status { run: name, source }),
     }
 }
@@ -811,31 +902,28 @@ async fn fail_invalid(
 /// differs from what the Run already says. Returns whether the message it wrote is new (not
 /// the one the Run already had): the scheduler then says so in a `FailedScheduling` Event.
 async fn write_pending(
-    api: &Api<Run>,
+    client: &Client,
     run: &Run,
     message: &str,
     nominated: Option<&str>,
 ) -> Result<bool, Error> {
-    let mut pending = run.clone();
-    let status = pending.status.get_or_insert_with(Default::default);
+    let mut status = run.status.clone().unwrap_or_default();
     let new_message = !matches!(
         status.reason.as_deref(),
         Some(status::reasons::UNSCHEDULABLE | status::reasons::NOMINATED)
     ) || status.message.as_deref() != Some(message);
-    if !status::set_pending(status, message, nominated, &now()) {
+    if !status::set_pending(&mut status, message, nominated, &now()) {
         return Ok(false);
     }
-    match api
-        .replace_status(&run.name_any(), &post_params(), &pending)
-        .await
-    {
-        Ok(_) => Ok(new_message),
+    let Some(patch) = status_patch::status_patch(run, &status) else {
+        return Ok(false);
+    };
+    let (name, namespace) = (run.name_any(), run.namespace().unwrap_or_default());
+    match status_patch::send(client, &namespace, &name, &patch).await {
+        Ok(()) => Ok(new_message),
         // A newer version exists; its watch event brings the Run back to the queue.
         Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(false),
-        Err(source) => Err(Error::Status {
-            run: run.name_any(),
-            source,
-        }),
+        Err(source) => Err(Error::Status { run: name, source }),
     }
 }
 
@@ -843,14 +931,7 @@ async fn write_pending(
 /// (kube-scheduler's longest Pod backoff), so after an API-server outage every Run is retried
 /// within 10 s of its return.
 fn error_policy(run: Arc<Run>, error: &Error, scheduler: Arc<Scheduler>) -> Action {
-    let mut failures = scheduler.failures.lock().unwrap();
-    let n = failures
-        .entry(ObjectRef::from_obj(run.as_ref()))
-        .or_insert(0);
-    *n = n.saturating_add(1);
-    let delay = retry_delay(*n);
-    warn!(run = %run.name_any(), namespace = %run.namespace().unwrap_or_default(), retry_in = ?delay, "{error}");
-    Action::requeue(delay)
+    Action::requeue(scheduler.failed(&run, error))
 }
 
 fn retry_delay(failures: u32) -> Duration {

@@ -13,4 +13,5 @@ pub mod plugins;
 pub mod controller;
 pub mod leader;
 pub mod run;
+pub mod status_patch;
 pub mod watch;

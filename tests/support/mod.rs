@@ -234,6 +234,19 @@ fn tail(path: &Path) -> String {
 }
 
 fn start() -> Result<ControlPlane, String> {
+    let (running, control_plane) = start_owned()?;
+    *RUNNING.lock().unwrap() = Some((running, control_plane.dir.clone()));
+    // SAFETY: registering a plain extern "C" function with no captured state.
+    unsafe { libc::atexit(stop_at_exit) };
+    Ok(control_plane)
+}
+
+/// Starts a fresh etcd + kube-apiserver pair of its own (a new data directory, PKI, free
+/// ports, the admin and nobody tokens) and waits until it is ready. The caller owns the
+/// processes (dropping them stops both; the directory stays); spawn from a thread that outlives
+/// them. [`control_plane`] holds one of these per test binary; the side-by-side benchmark
+/// starts one per measured system.
+pub fn start_owned() -> Result<(cp::ControlPlane, ControlPlane), String> {
     let started = Instant::now();
     let bin_dir = build()?;
     let built = started.elapsed();
@@ -291,9 +304,6 @@ fn start() -> Result<ControlPlane, String> {
             tail(&layout.logs().join("etcd.log"))
         )
     })?;
-    *RUNNING.lock().unwrap() = Some((running, dir.clone()));
-    // SAFETY: registering a plain extern "C" function with no captured state.
-    unsafe { libc::atexit(stop_at_exit) };
     let _ = writeln!(
         std::io::stderr(),
         "test control plane: kube-apiserver {version} with etcd at {server} (binaries {} ready in {:.1}s, control plane up in {:.1}s)",
@@ -301,7 +311,7 @@ fn start() -> Result<ControlPlane, String> {
         built.as_secs_f64(),
         (started.elapsed() - built).as_secs_f64(),
     );
-    Ok(ControlPlane {
+    let control_plane = ControlPlane {
         dir,
         bin_dir,
         server,
@@ -309,7 +319,8 @@ fn start() -> Result<ControlPlane, String> {
         nobody_kubeconfig,
         ca_pem,
         version,
-    })
+    };
+    Ok((running, control_plane))
 }
 
 pub fn write_kubeconfig(

@@ -1,0 +1,684 @@
+//! kruntimes against kube-scheduler, side by side on this machine: each system gets a fresh
+//! control plane of the same binaries (etcd and kube-apiserver from `tests/controlplane`,
+//! kube-scheduler of the same release built beside them), the same shape, and two modes:
+//!
+//! - drain: every target and object first, then the scheduler started; rate = objects /
+//!   (last bind − first bind);
+//! - stream: then more objects created 16 at a time while the scheduler runs; rate = objects /
+//!   (last bind − first creation), and creation→bound latency p50/p99.
+//!
+//! Shapes: kube-scheduler places Pods on Nodes (allocatable set through the status
+//! subresource, the `node.kubernetes.io/not-ready` taint removed); kruntimes places Runs on
+//! Runtime Pods (Ready, with fresh heartbeat Leases). `--shape gpu` (default): every object
+//! requests `example.com/gpu: 1` (Runs also `runs: 1`); `--shape native`: Pods request `cpu: 1`,
+//! Runs `runs: 1`. Capacity per target fits drain and stream objects.
+//!
+//! CPU seconds per object of the scheduler, kube-apiserver and etcd come from
+//! `/proc/<pid>/stat` (utime + stime) over each mode's interval. The machine is shared and
+//! noisy: compare systems of one run, as ratios.
+//!
+//! A measurement, not a test. Run:
+//! `cargo bench --bench side_by_side -- [--pods 100,1000,5000] [--shape gpu|native]
+//!  [--workers 4] [--stream 1000] [--kruntimes LABEL=PATH]... [--no-kube-scheduler]
+//!  [--no-self] [--perf DIR]`
+//! where `--pods` are the target counts (objects: 2,000 on 100, 3,000 on 1,000, 10,000 on 5,000,
+//! else twice the targets), `--kruntimes` adds another `kubectl-kruntimes` binary (e.g. a base
+//! commit's release build), `--no-self` leaves out the one this bench was built with and
+//! `--perf DIR` records each kruntimes scheduler's drain with `perf record` (`perf report -i`).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use kruntimes::api::Run;
+use kruntimes::testing::{percentile, pod, run};
+use support::world::{Create, TestNs, eventually};
+
+/// Objects in flight while streaming, as the issue measures.
+const STREAM_CONCURRENCY: usize = 16;
+const NAMESPACE: &str = "bench";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Gpu,
+    Native,
+}
+
+#[derive(Debug, Clone)]
+enum System {
+    KubeScheduler,
+    Kruntimes { label: String, binary: PathBuf },
+}
+
+impl System {
+    fn label(&self) -> &str {
+        match self {
+            System::KubeScheduler => "kube-scheduler",
+            System::Kruntimes { label, .. } => label,
+        }
+    }
+}
+
+struct Args {
+    pods: Vec<usize>,
+    shape: Shape,
+    workers: u16,
+    stream: usize,
+    systems: Vec<System>,
+    /// Record each kruntimes scheduler's drain with `perf record` into this directory.
+    perf: Option<PathBuf>,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        pods: vec![100, 1000],
+        shape: Shape::Gpu,
+        workers: 4,
+        stream: 1000,
+        systems: Vec::new(),
+        perf: None,
+    };
+    let (mut kube_scheduler, mut own) = (true, true);
+    let mut extra = Vec::new();
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| panic!("{arg} needs a value"));
+        match arg.as_str() {
+            "--pods" => {
+                args.pods = value()
+                    .split(',')
+                    .map(|n| n.parse().expect("--pods takes numbers, e.g. 100,1000"))
+                    .collect()
+            }
+            "--shape" => {
+                args.shape = match value().as_str() {
+                    "gpu" => Shape::Gpu,
+                    "native" => Shape::Native,
+                    other => panic!("--shape gpu|native, not {other}"),
+                }
+            }
+            "--workers" => args.workers = value().parse().expect("--workers N"),
+            "--stream" => args.stream = value().parse().expect("--stream N"),
+            "--kruntimes" => {
+                let v = value();
+                let (label, path) = v.split_once('=').expect("--kruntimes LABEL=PATH");
+                extra.push(System::Kruntimes {
+                    label: label.to_string(),
+                    binary: PathBuf::from(path),
+                });
+            }
+            "--perf" => args.perf = Some(PathBuf::from(value())),
+            "--no-kube-scheduler" => kube_scheduler = false,
+            "--no-self" => own = false,
+            // `cargo bench` passes --bench.
+            "--bench" => {}
+            other => panic!("unknown argument {other}; see the top of benches/side_by_side.rs"),
+        }
+    }
+    if kube_scheduler {
+        args.systems.push(System::KubeScheduler);
+    }
+    args.systems.extend(extra);
+    if own {
+        args.systems.push(System::Kruntimes {
+            label: "kruntimes".into(),
+            binary: PathBuf::from(env!("CARGO_BIN_EXE_kubectl-kruntimes")),
+        });
+    }
+    args
+}
+
+/// Objects placed on `pods` targets in drain mode.
+fn objects_for(pods: usize) -> usize {
+    match pods {
+        100 => 2000,
+        1000 => 3000,
+        5000 => 10000,
+        n => 2 * n,
+    }
+}
+
+/// One row of the table.
+struct Row {
+    system: String,
+    pods: usize,
+    mode: &'static str,
+    objects: usize,
+    rate: f64,
+    latency: Option<(Duration, Duration)>,
+    /// CPU seconds per object: scheduler, kube-apiserver, etcd.
+    cpu: [f64; 3],
+}
+
+fn main() {
+    let args = parse_args();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let mut rows = Vec::new();
+    for &pods in &args.pods {
+        for system in &args.systems {
+            // Started on the main thread, which outlives it (PR_SET_PDEATHSIG).
+            let (mut running, cp) = support::start_owned()
+                .unwrap_or_else(|e| panic!("cannot start a control plane: {e}"));
+            let pids = running.pids();
+            let (etcd, apiserver) = (pids[0], pids[1]);
+            let measured = rt.block_on(measure(&args, system, pods, &cp, apiserver, etcd));
+            running.stop(Duration::ZERO);
+            let _ = std::fs::remove_dir_all(&cp.dir);
+            for row in &measured {
+                print_row(row);
+            }
+            rows.extend(measured);
+        }
+    }
+    println!();
+    println!(
+        "shape {:?}, kruntimes --workers {}; CPU ms per object over each mode's interval",
+        args.shape, args.workers
+    );
+    print_header();
+    for row in &rows {
+        print_row(row);
+    }
+}
+
+fn print_header() {
+    println!(
+        "| {:<16} | {:>5} | {:<6} | {:>7} | {:>9} | {:>8} | {:>8} | {:>9} | {:>9} | {:>9} |",
+        "system",
+        "pods",
+        "mode",
+        "objects",
+        "objects/s",
+        "p50 ms",
+        "p99 ms",
+        "sched ms",
+        "apisrv ms",
+        "etcd ms"
+    );
+    println!(
+        "| {:-<16} | {:->5} | {:-<6} | {:->7} | {:->9} | {:->8} | {:->8} | {:->9} | {:->9} | {:->9} |",
+        "", "", "", "", "", "", "", "", "", ""
+    );
+}
+
+fn print_row(row: &Row) {
+    let (p50, p99) = match row.latency {
+        Some((p50, p99)) => (
+            format!("{:.1}", p50.as_secs_f64() * 1e3),
+            format!("{:.1}", p99.as_secs_f64() * 1e3),
+        ),
+        None => ("-".into(), "-".into()),
+    };
+    println!(
+        "| {:<16} | {:>5} | {:<6} | {:>7} | {:>9.0} | {:>8} | {:>8} | {:>9.3} | {:>9.3} | {:>9.3} |",
+        row.system,
+        row.pods,
+        row.mode,
+        row.objects,
+        row.rate,
+        p50,
+        p99,
+        row.cpu[0] * 1e3,
+        row.cpu[1] * 1e3,
+        row.cpu[2] * 1e3,
+    );
+}
+
+/// utime + stime of `pid` in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    // utime and stime are fields 14 and 15 of stat(5); `rest` starts at field 3.
+    (ticks(11) + ticks(12)) as f64 / hz
+}
+
+/// CPU seconds of the scheduler, kube-apiserver and etcd.
+#[derive(Clone, Copy)]
+struct Pids {
+    scheduler: u32,
+    apiserver: u32,
+    etcd: u32,
+}
+
+impl Pids {
+    fn cpu(&self) -> [f64; 3] {
+        [self.scheduler, self.apiserver, self.etcd].map(cpu_seconds)
+    }
+}
+
+/// When each object was first seen bound, by a watch of the bench's own.
+#[derive(Clone, Default)]
+struct Bound(Arc<Mutex<HashMap<String, Instant>>>);
+
+impl Bound {
+    fn start<K>(api: Api<K>, is_bound: fn(&K) -> bool) -> (Self, tokio::task::JoinHandle<()>)
+    where
+        K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+        K: Send + Sync + 'static,
+        K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+    {
+        let bound = Bound::default();
+        let sink = bound.clone();
+        let task = tokio::spawn(async move {
+            let mut stream = watcher(api, watcher::Config::default()).boxed();
+            while let Some(event) = stream.next().await {
+                let obj = match event {
+                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => o,
+                    _ => continue,
+                };
+                if is_bound(&obj) {
+                    let at = Instant::now();
+                    sink.0.lock().unwrap().entry(obj.name_any()).or_insert(at);
+                }
+            }
+        });
+        (bound, task)
+    }
+
+    fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    fn times(&self) -> HashMap<String, Instant> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// Waits until `n` objects are bound, then samples the CPU of `pids`.
+async fn wait_bound(bound: &Bound, n: usize, pids: Pids, what: &str) -> [f64; 3] {
+    eventually(Duration::from_secs(900), what, async || {
+        let seen = bound.len();
+        if seen >= n {
+            Ok(())
+        } else {
+            Err(format!("{seen} of {n} bound"))
+        }
+    })
+    .await;
+    pids.cpu()
+}
+
+fn per_object(before: [f64; 3], after: [f64; 3], n: usize) -> [f64; 3] {
+    [0, 1, 2].map(|i| (after[i] - before[i]).max(0.0) / n as f64)
+}
+
+/// Capacity per target: drain and stream objects, spread evenly.
+fn capacity(pods: usize, objects: usize) -> u64 {
+    (objects.div_ceil(pods) as u64) * 2
+}
+
+async fn measure(
+    args: &Args,
+    system: &System,
+    pods: usize,
+    cp: &support::ControlPlane,
+    apiserver: u32,
+    etcd: u32,
+) -> Vec<Row> {
+    let client = support::client_for(&cp.kubeconfig).await;
+    let ns = NAMESPACE.to_string();
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .expect("create the bench namespace");
+    let test_ns = TestNs {
+        client: client.clone(),
+        name: ns.clone(),
+    };
+    let objects = objects_for(pods);
+    let cap = capacity(pods, objects + args.stream);
+    let started = Instant::now();
+    let (bound, watch) = match system {
+        System::KubeScheduler => {
+            create_nodes(&client, pods, cap, args.shape).await;
+            create_concurrently(objects, |i| create_pod(&client, &ns, i, args.shape)).await;
+            Bound::start(Api::<Pod>::namespaced(client.clone(), &ns), |p| {
+                p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+            })
+        }
+        System::Kruntimes { binary, .. } => {
+            install_crds(binary, &cp.kubeconfig);
+            let resources = shape_resources(args.shape, cap);
+            create_concurrently(pods, |i| {
+                let p = pod(&format!("py-{i:05}")).capacity(&resources);
+                let test_ns = &test_ns;
+                async move {
+                    p.create(test_ns).await;
+                }
+            })
+            .await;
+            let request = run_request(args.shape);
+            create_concurrently(objects, |i| {
+                let r = run(&format!("r-{i:05}")).requests(&request);
+                let test_ns = &test_ns;
+                async move {
+                    r.create(test_ns).await;
+                }
+            })
+            .await;
+            Bound::start(Api::<Run>::namespaced(client.clone(), &ns), |r| {
+                r.active_pod().is_some()
+            })
+        }
+    };
+    eprintln!(
+        "{} on {pods}: {pods} targets and {objects} objects created in {:.1}s",
+        system.label(),
+        started.elapsed().as_secs_f64()
+    );
+    // Let the bench's watch list everything before the scheduler starts.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // Drain.
+    let before_cp = [0.0, cpu_seconds(apiserver), cpu_seconds(etcd)];
+    let mut scheduler = match system {
+        System::KubeScheduler => start_kube_scheduler(cp),
+        System::Kruntimes { binary, .. } => start_kruntimes(binary, cp, &ns, args.workers),
+    };
+    let pids = Pids {
+        scheduler: scheduler.id(),
+        apiserver,
+        etcd,
+    };
+    let perf = match (&args.perf, system) {
+        (Some(dir), System::Kruntimes { label, .. }) => {
+            Some(start_perf(dir, &format!("{label}-{pods}"), pids.scheduler))
+        }
+        _ => None,
+    };
+    let after = wait_bound(&bound, objects, pids, "the drain").await;
+    if let Some(perf) = perf {
+        stop_perf(perf);
+    }
+    let times = bound.times();
+    let first = times.values().min().copied().unwrap();
+    let last = times.values().max().copied().unwrap();
+    let drain_wall = (last - first).as_secs_f64().max(1e-3);
+    let mut rows = vec![Row {
+        system: system.label().to_string(),
+        pods,
+        mode: "drain",
+        objects,
+        rate: objects as f64 / drain_wall,
+        latency: None,
+        cpu: per_object(before_cp, after, objects),
+    }];
+
+    // Stream.
+    if args.stream > 0 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let before = pids.cpu();
+        let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+        let start = Instant::now();
+        let created_ref = &created;
+        let (client, ns, test_ns) = (&client, &ns, &test_ns);
+        let request = run_request(args.shape);
+        futures::stream::iter(objects..objects + args.stream)
+            .for_each_concurrent(STREAM_CONCURRENCY, |i| {
+                let request = request.clone();
+                async move {
+                    let name = match system {
+                        System::KubeScheduler => create_pod(client, ns, i, args.shape).await,
+                        System::Kruntimes { .. } => {
+                            let r = run(&format!("r-{i:05}")).requests(&request);
+                            r.create(test_ns).await.name_any()
+                        }
+                    };
+                    created_ref.lock().unwrap().insert(name, Instant::now());
+                }
+            })
+            .await;
+        let after = wait_bound(&bound, objects + args.stream, pids, "the stream").await;
+        let times = bound.times();
+        let created = created.lock().unwrap().clone();
+        let mut latency: Vec<Duration> = created
+            .iter()
+            .map(|(name, at)| times[name].saturating_duration_since(*at))
+            .collect();
+        latency.sort();
+        let last = created.keys().map(|n| times[n]).max().unwrap();
+        rows.push(Row {
+            system: system.label().to_string(),
+            pods,
+            mode: "stream",
+            objects: args.stream,
+            rate: args.stream as f64 / (last - start).as_secs_f64().max(1e-3),
+            latency: Some((percentile(&latency, 50.0), percentile(&latency, 99.0))),
+            cpu: per_object(before, after, args.stream),
+        });
+    }
+    watch.abort();
+    if let Ok(Some(status)) = scheduler.try_wait() {
+        panic!("{} exited during the measurement: {status}", system.label());
+    }
+    let _ = scheduler.kill();
+    let _ = scheduler.wait();
+    rows
+}
+
+/// `perf record` of `pid` (sampled on CPU time, no call graphs: release builds have no frame
+/// pointers) into `dir/<name>.data`, until [`stop_perf`].
+fn start_perf(dir: &Path, name: &str, pid: u32) -> Child {
+    std::fs::create_dir_all(dir).expect("create the perf directory");
+    let out = dir.join(format!("{name}.data"));
+    Command::new("perf")
+        .args([
+            "record",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "999",
+            "-p",
+            &pid.to_string(),
+            "-o",
+        ])
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start perf record (apt-get install linux-perf)")
+}
+
+fn stop_perf(mut perf: Child) {
+    // SAFETY: kill(2) on our own child's pid, not reaped yet. SIGINT makes perf write its data.
+    unsafe { libc::kill(perf.id() as libc::pid_t, libc::SIGINT) };
+    let _ = perf.wait();
+}
+
+/// Runs `create(i)` for `0..n`, 16 at a time.
+async fn create_concurrently<F, Fut, T>(n: usize, create: F)
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = T>,
+{
+    futures::stream::iter(0..n)
+        .for_each_concurrent(STREAM_CONCURRENCY, |i| {
+            let fut = create(i);
+            async move {
+                fut.await;
+            }
+        })
+        .await;
+}
+
+/// A Runtime Pod's capacity annotations.
+fn shape_resources(shape: Shape, cap: u64) -> Vec<(&'static str, u64)> {
+    match shape {
+        Shape::Gpu => vec![("runs", cap), ("example.com/gpu", cap)],
+        Shape::Native => vec![("runs", cap)],
+    }
+}
+
+fn run_request(shape: Shape) -> Vec<(&'static str, u64)> {
+    match shape {
+        Shape::Gpu => vec![("runs", 1), ("example.com/gpu", 1)],
+        Shape::Native => vec![("runs", 1)],
+    }
+}
+
+/// Ready Nodes with room for `cap` Pods of the shape each, untainted.
+async fn create_nodes(client: &Client, n: usize, cap: u64, shape: Shape) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    create_concurrently(n, |i| {
+        let nodes = nodes.clone();
+        async move {
+            let name = format!("node-{i:05}");
+            let node: Node = serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            }))
+            .unwrap();
+            nodes
+                .create(&PostParams::default(), &node)
+                .await
+                .unwrap_or_else(|e| panic!("create node {name}: {e}"));
+            let (cpu, gpu) = match shape {
+                Shape::Gpu => (1000, cap),
+                Shape::Native => (cap, 0),
+            };
+            let resources = json!({
+                "cpu": cpu.to_string(),
+                "memory": "1000Gi",
+                "pods": (cap + 10).max(110).to_string(),
+                "example.com/gpu": gpu.to_string(),
+            });
+            let now = jiff::Timestamp::now().to_string();
+            let status = json!({"status": {
+                "capacity": resources,
+                "allocatable": resources,
+                "conditions": [{
+                    "type": "Ready", "status": "True", "reason": "KubeletReady",
+                    "lastHeartbeatTime": now, "lastTransitionTime": now,
+                }],
+            }});
+            nodes
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+                .unwrap_or_else(|e| panic!("status of node {name}: {e}"));
+            // The TaintNodesByCondition admission adds node.kubernetes.io/not-ready at
+            // creation; no node lifecycle controller runs here to take it away.
+            nodes
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&json!({"spec": {"taints": null}})),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("untaint node {name}: {e}"));
+        }
+    })
+    .await;
+}
+
+/// Creates Pod `p-<i>` with the shape's requests for the default scheduler; returns its name.
+async fn create_pod(client: &Client, ns: &str, i: usize, shape: Shape) -> String {
+    let name = format!("p-{i:05}");
+    let resources = match shape {
+        Shape::Gpu => json!({
+            "requests": {"example.com/gpu": "1"},
+            "limits": {"example.com/gpu": "1"},
+        }),
+        Shape::Native => json!({"requests": {"cpu": "1"}}),
+    };
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "bench.invalid/c", "resources": resources}]},
+    }))
+    .unwrap();
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap_or_else(|e| panic!("create pod {name}: {e}"));
+    name
+}
+
+fn install_crds(binary: &Path, kubeconfig: &Path) {
+    let out = Command::new(binary)
+        .args(["install", "--yes", "--timeout", "60s"])
+        .env("KUBECONFIG", kubeconfig)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run kubectl-kruntimes install");
+    assert!(
+        out.status.success(),
+        "install failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn log_file(cp: &support::ControlPlane, name: &str) -> std::fs::File {
+    std::fs::File::create(cp.dir.join(name)).expect("a scheduler log file")
+}
+
+/// kube-scheduler of the same release with the admin kubeconfig, no leader election, and
+/// client-side rate limits raised out of the way (kruntimes has none).
+fn start_kube_scheduler(cp: &support::ControlPlane) -> Child {
+    let config = cp.dir.join("kube-scheduler.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: kubescheduler.config.k8s.io/v1\n\
+             kind: KubeSchedulerConfiguration\n\
+             clientConnection:\n  kubeconfig: {}\n  qps: 5000\n  burst: 10000\n\
+             leaderElection:\n  leaderElect: false\n",
+            cp.kubeconfig.display()
+        ),
+    )
+    .expect("write the kube-scheduler config");
+    let log = log_file(cp, "kube-scheduler.log");
+    Command::new(cp.bin_dir.join("kube-scheduler"))
+        .arg(format!("--config={}", config.display()))
+        .arg("--secure-port=0")
+        .arg("--v=0")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("start kube-scheduler")
+}
+
+/// `scheduler run` of `binary` watching `ns`, no leader election, logging as a user's would
+/// (the default level).
+fn start_kruntimes(binary: &Path, cp: &support::ControlPlane, ns: &str, workers: u16) -> Child {
+    let log = log_file(cp, "kruntimes.log");
+    Command::new(binary)
+        .env("KUBECONFIG", &cp.kubeconfig)
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .args(["scheduler", "run", "--watch-namespace", ns])
+        .arg(format!("--workers={workers}"))
+        .arg("--metrics-bind-address=0")
+        .arg("--health-probe-bind-address=0")
+        .arg("--leader-elect=false")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("start kubectl-kruntimes scheduler run")
+}

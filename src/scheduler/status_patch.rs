@@ -1,0 +1,160 @@
+//! The scheduler's Run status writes as JSON merge patches of the status subresource, guarded
+//! by the resourceVersion the scheduler observed: only the fields that change are sent (not
+//! the whole object with its spec and managedFields), the API server still refuses the write
+//! with 409 Conflict when the Run changed since, and the answer is checked for errors but not
+//! decoded (the watch brings the new version to the index anyway).
+//!
+//! [`merge_patch`] and [`status_patch`] are pure; [`send`] is the one call to the API server.
+
+use kube::api::Patch;
+use kube::{Client, Resource};
+use serde_json::{Map, Value};
+
+use crate::api::{Run, RunStatus, patch_params};
+
+/// The RFC 7386 merge patch that turns `old` into `new`: changed or added members as in
+/// `new`, removed members as `null`, nested objects recursively, anything else (arrays
+/// included) whole. `None` when nothing differs.
+pub fn merge_patch(old: &Value, new: &Value) -> Option<Value> {
+    match (old, new) {
+        (Value::Object(old), Value::Object(new)) => {
+            let mut patch = Map::new();
+            for (key, value) in new {
+                let change = match old.get(key) {
+                    Some(before) => merge_patch(before, value),
+                    // `null` in a merge patch deletes: an added null is no change.
+                    None if value.is_null() => None,
+                    None => Some(value.clone()),
+                };
+                if let Some(change) = change {
+                    patch.insert(key.clone(), change);
+                }
+            }
+            for key in old.keys() {
+                if !new.contains_key(key) {
+                    patch.insert(key.clone(), Value::Null);
+                }
+            }
+            (!patch.is_empty()).then_some(Value::Object(patch))
+        }
+        // An object replaced by a non-object (or the reverse) cannot be merged into: a
+        // scalar or array member replaces it whole, as does a new object over a scalar.
+        (old, new) if old == new => None,
+        (_, Value::Object(new)) => Some(Value::Object(strip_nulls(new))),
+        (_, new) => Some(new.clone()),
+    }
+}
+
+/// A new object sent whole through a merge patch: its `null` members mean nothing.
+fn strip_nulls(object: &Map<String, Value>) -> Map<String, Value> {
+    object
+        .iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| match v {
+            Value::Object(o) => (k.clone(), Value::Object(strip_nulls(o))),
+            v => (k.clone(), v.clone()),
+        })
+        .collect()
+}
+
+/// The patch that writes `status` over what `run` (as observed) says, guarded by the
+/// observed resourceVersion. `None` when the status would not change.
+pub fn status_patch(run: &Run, status: &RunStatus) -> Option<Value> {
+    let old = serde_json::to_value(run.status.clone().unwrap_or_default()).ok()?;
+    let new = serde_json::to_value(status).ok()?;
+    let status = merge_patch(&old, &new)?;
+    let mut patch = Map::new();
+    if let Some(rv) = &run.metadata.resource_version {
+        patch.insert(
+            "metadata".into(),
+            serde_json::json!({ "resourceVersion": rv }),
+        );
+    }
+    patch.insert("status".into(), status);
+    Some(Value::Object(patch))
+}
+
+/// Sends `patch` to the status subresource of Run `namespace/name` as the kruntimes field
+/// manager. The answer's body is checked for an error status only.
+pub async fn send(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    patch: &Value,
+) -> Result<(), kube::Error> {
+    let request = kube::core::Request::new(Run::url_path(&(), Some(namespace)))
+        .patch_subresource("status", name, &patch_params(), &Patch::Merge(patch))
+        .map_err(kube::Error::BuildRequest)?;
+    client.request_text(request).await.map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::status;
+    use crate::testing::run;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use serde_json::json;
+
+    #[test]
+    fn merge_patch_sends_changes_nulls_removals_and_replaces_arrays_whole() {
+        let old = json!({"phase": "Pending", "message": "m", "conditions": [{"type": "A"}],
+                         "nested": {"keep": 1, "drop": 2}});
+        let new = json!({"phase": "Scheduled", "podName": "p", "conditions": [{"type": "A"}, {"type": "B"}],
+                         "nested": {"keep": 1}});
+        assert_eq!(
+            merge_patch(&old, &new),
+            Some(
+                json!({"phase": "Scheduled", "podName": "p", "message": null,
+                        "conditions": [{"type": "A"}, {"type": "B"}], "nested": {"drop": null}})
+            )
+        );
+        assert_eq!(merge_patch(&old, &old), None);
+        assert_eq!(
+            merge_patch(&json!(1), &json!({"a": null, "b": 2})),
+            Some(json!({"b": 2}))
+        );
+    }
+
+    #[test]
+    fn a_bind_patch_carries_the_observed_version_and_applies_to_the_bound_status() {
+        // A Run the scheduler said was Pending (a message, a nomination) before it fitted.
+        let mut observed = run("a").resource_version("42").build();
+        let now = Time(jiff::Timestamp::UNIX_EPOCH);
+        let pending = observed.status.get_or_insert_with(Default::default);
+        status::set_pending(pending, "0/1 Runtime Pods are available.", Some("p0"), &now);
+        let mut bound = observed.status.clone().unwrap_or_default();
+        status::set_bound(&mut bound, "p1", "uid-p1", &now);
+        let patch = status_patch(&observed, &bound).expect("binding changes the status");
+        assert_eq!(patch["metadata"], json!({"resourceVersion": "42"}));
+        // Cleared fields are sent as null (a missing member would keep the old value).
+        assert_eq!(patch["status"].get("message"), Some(&Value::Null));
+        assert_eq!(patch["status"].get("nominatedPodName"), Some(&Value::Null));
+        // What the API server does with it: the observed status merged with the patch is
+        // exactly the bound status.
+        let mut merged = serde_json::to_value(observed.status.clone().unwrap_or_default()).unwrap();
+        apply(&mut merged, &patch["status"]);
+        assert_eq!(merged, serde_json::to_value(&bound).unwrap());
+        let unchanged = observed.status.clone().unwrap_or_default();
+        assert_eq!(status_patch(&observed, &unchanged), None);
+    }
+
+    /// RFC 7386's MergePatch, for checking patches against.
+    fn apply(target: &mut Value, patch: &Value) {
+        let Value::Object(patch) = patch else {
+            *target = patch.clone();
+            return;
+        };
+        if !target.is_object() {
+            *target = json!({});
+        }
+        let target = target.as_object_mut().unwrap();
+        for (k, v) in patch {
+            if v.is_null() {
+                target.remove(k);
+            } else {
+                apply(target.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+    }
+}
