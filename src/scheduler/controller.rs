@@ -272,6 +272,13 @@ impl Scheduler {
                 self.enqueue(ObjectRef::new(&name).within(&scope.namespace));
             }
         }
+        // Every bind changes the targets of its Pod: only Runs waiting for required affinity
+        // are looked at again (waking every Pending Run here made a drain O(N²)).
+        for scope in changes.retargets {
+            for name in self.cache.retargeted(&scope.namespace, &scope.runtime) {
+                self.enqueue(ObjectRef::new(&name).within(&scope.namespace));
+            }
+        }
     }
 
     /// Enqueues the sweeper of a Runtime's queue (see [`SharedCache::sweeper`]): after a

@@ -219,15 +219,15 @@ pub struct SchedulerCache {
     /// Per (namespace, runtime), bumped by every change that can make a Pending Run fit.
     epochs: HashMap<String, HashMap<String, u64>>,
     /// Bumped by every Reserve: a new assumed target can satisfy required affinity.
-    reserves: u64,
+    targets: u64,
     /// Pending Runs found not to fit, with the epochs they were evaluated at.
     unfit: HashMap<RunKey, (u64, u64)>,
     /// Per namespace and runtime, the Pending Runs without an assumption, in queue order:
     /// what the order gate, wakeups and sweeps walk (an assumed Run only waits for its Bind to
     /// be observed, and a drain holds hundreds of those).
-    waiting: HashMap<String, HashMap<String, BTreeSet<QueueOrder>>>,
-    /// Where each Run of `waiting` is filed.
-    waiting_keys: HashMap<RunKey, (String, QueueOrder)>,
+    waiting: HashMap<String, HashMap<String, Waiting>>,
+    /// Where each Run of `waiting` is filed (runtime, order, required affinity).
+    waiting_keys: HashMap<RunKey, (String, QueueOrder, bool)>,
     /// Pending Runs whose status records a nomination on a Pod not seen yet, with their
     /// Runtime: adopted once it is.
     unadopted: HashMap<RunKey, String>,
@@ -244,7 +244,7 @@ impl Default for SchedulerCache {
             nominations: Nominations::default(),
             starvation_threshold: DEFAULT_STARVATION_THRESHOLD,
             epochs: HashMap::new(),
-            reserves: 0,
+            targets: 0,
             unfit: HashMap::new(),
             waiting: HashMap::new(),
             waiting_keys: HashMap::new(),
@@ -330,6 +330,10 @@ impl SchedulerCache {
             .iter()
             .map(|w| (&w.namespace, &w.runtime))
             .chain(changes.rechecks.iter().map(|s| (&s.namespace, &s.runtime)));
+        if !changes.retargets.is_empty() {
+            // New targets can satisfy only required affinity: Runs with it look again.
+            self.targets += 1;
+        }
         for (namespace, runtime) in scopes {
             self.bump(namespace, runtime);
         }
@@ -396,20 +400,27 @@ impl SchedulerCache {
     fn file(&mut self, key: &RunKey) {
         let want = match self.index.queued(key) {
             Some(_) if self.assumed.get(key).is_some() => None,
-            Some((runtime, order)) => Some((runtime, order)),
+            Some((runtime, order)) => {
+                let affinity = self
+                    .index
+                    .pending_entry(&key.namespace, runtime, order)
+                    .is_some_and(|p| p.requires_affinity);
+                Some((runtime, order, affinity))
+            }
             None => None,
         };
         let have = self.waiting_keys.get(key);
-        if have.map(|(r, o)| (r.as_str(), o)) == want {
+        if have.map(|(r, o, a)| (r.as_str(), o, *a)) == want {
             return;
         }
-        let want = want.map(|(r, o)| (r.to_string(), o.clone()));
-        if let Some((runtime, order)) = self.waiting_keys.remove(key)
+        let want = want.map(|(r, o, a)| (r.to_string(), o.clone(), a));
+        if let Some((runtime, order, _)) = self.waiting_keys.remove(key)
             && let Some(scopes) = self.waiting.get_mut(&key.namespace)
         {
-            if let Some(set) = scopes.get_mut(&runtime) {
-                set.remove(&order);
-                if set.is_empty() {
+            if let Some(queue) = scopes.get_mut(&runtime) {
+                queue.all.remove(&order);
+                queue.affinity.remove(&order);
+                if queue.all.is_empty() {
                     scopes.remove(&runtime);
                 }
             }
@@ -417,14 +428,19 @@ impl SchedulerCache {
                 self.waiting.remove(&key.namespace);
             }
         }
-        if let Some((runtime, order)) = want {
-            self.waiting
+        if let Some((runtime, order, affinity)) = want {
+            let queue = self
+                .waiting
                 .entry(key.namespace.clone())
                 .or_default()
                 .entry(runtime.clone())
-                .or_default()
-                .insert(order.clone());
-            self.waiting_keys.insert(key.clone(), (runtime, order));
+                .or_default();
+            queue.all.insert(order.clone());
+            if affinity {
+                queue.affinity.insert(order.clone());
+            }
+            self.waiting_keys
+                .insert(key.clone(), (runtime, order, affinity));
         }
     }
 
@@ -455,7 +471,11 @@ impl SchedulerCache {
         namespace: &str,
         runtime: &str,
     ) -> impl DoubleEndedIterator<Item = (&'a QueueOrder, &'a PendingRun)> + 'a {
-        let set = self.waiting.get(namespace).and_then(|s| s.get(runtime));
+        let set = self
+            .waiting
+            .get(namespace)
+            .and_then(|s| s.get(runtime))
+            .map(|q| &q.all);
         let (namespace, runtime) = (namespace.to_string(), runtime.to_string());
         set.into_iter().flatten().filter_map(move |order| {
             let pending = self.index.pending_entry(&namespace, &runtime, order)?;
@@ -470,7 +490,11 @@ impl SchedulerCache {
         runtime: &str,
         order: &QueueOrder,
     ) -> impl Iterator<Item = (&'a QueueOrder, &'a PendingRun)> + 'a {
-        let set = self.waiting.get(namespace).and_then(|s| s.get(runtime));
+        let set = self
+            .waiting
+            .get(namespace)
+            .and_then(|s| s.get(runtime))
+            .map(|q| &q.all);
         let (namespace, runtime) = (namespace.to_string(), runtime.to_string());
         let order = order.clone();
         set.into_iter()
@@ -774,7 +798,7 @@ impl SchedulerCache {
                 continue;
             }
             let earlier_key = RunKey::new(namespace, earlier.uid.as_str());
-            if self.unfit.get(&earlier_key) == Some(&epochs_for(&pending.run, epoch, self.reserves))
+            if self.unfit.get(&earlier_key) == Some(&epochs_for(&pending.run, epoch, self.targets))
             {
                 starved.get_or_insert_with(|| pending.run.clone());
                 continue;
@@ -818,7 +842,7 @@ impl SchedulerCache {
     fn mark_unfit(&mut self, key: &RunKey, run: &Run) {
         let epoch = self.epoch(&key.namespace, &run.spec.runtime);
         self.unfit
-            .insert(key.clone(), epochs_for(run, epoch, self.reserves));
+            .insert(key.clone(), epochs_for(run, epoch, self.targets));
     }
 
     /// Nominates for the starved Run the Pod where it would fit soonest: among the Pods that
@@ -1015,7 +1039,7 @@ impl SchedulerCache {
         }
         self.assumed.assume(key, assumption);
         self.file(key);
-        self.reserves += 1;
+        self.targets += 1;
         // Placed: whatever was held for it is its own now (Bind clears the status field).
         self.nominations.drop_run(key);
         Ok(())
@@ -1101,6 +1125,20 @@ impl SchedulerCache {
         woken
     }
 
+    /// Names of the Pending Runs of (namespace, runtime) with required Run affinity, in queue
+    /// order: the ones new affinity targets can help.
+    pub fn retargeted(&self, namespace: &str, runtime: &str) -> Vec<String> {
+        let Some(queue) = self.waiting.get(namespace).and_then(|s| s.get(runtime)) else {
+            return Vec::new();
+        };
+        queue
+            .affinity
+            .iter()
+            .filter_map(|order| self.index.pending_entry(namespace, runtime, order))
+            .map(|p| p.name.clone())
+            .collect()
+    }
+
     /// Names of the Pending Runs of (namespace, runtime) to wake, in queue order. Runs
     /// holding an assumption are left out: their Bind is in flight or not yet observed.
     pub fn pending_runs(&self, namespace: &str, runtime: &str) -> Vec<String> {
@@ -1108,6 +1146,14 @@ impl SchedulerCache {
             .map(|(_, p)| p.name.clone())
             .collect()
     }
+}
+
+/// One Runtime's Pending Runs without an assumption, in queue order; those with required Run
+/// affinity also on their own.
+#[derive(Debug, Clone, Default)]
+struct Waiting {
+    all: BTreeSet<QueueOrder>,
+    affinity: BTreeSet<QueueOrder>,
 }
 
 /// An earlier Run that fits now, with the decision made for it.
@@ -1122,15 +1168,25 @@ struct Decided {
 }
 
 /// The epochs at which a Run found unfit stays unfit: the scope's, and for a Run with
-/// required affinity also the Reserve count (a new assumed target can satisfy it).
-fn epochs_for(run: &Run, epoch: u64, reserves: u64) -> (u64, u64) {
-    let affinity = run
-        .spec
+/// required affinity also the targets epoch (a new assumed or active target can satisfy it).
+fn epochs_for(run: &Run, epoch: u64, targets: u64) -> (u64, u64) {
+    (
+        epoch,
+        if has_required_affinity(run) {
+            targets
+        } else {
+            0
+        },
+    )
+}
+
+/// Whether the Run has required Run affinity terms (it waits for targets).
+fn has_required_affinity(run: &Run) -> bool {
+    run.spec
         .affinity
         .as_ref()
         .and_then(|a| a.run_affinity.as_ref())
-        .is_some_and(|t| !t.required.is_empty());
-    (epoch, if affinity { reserves } else { 0 })
+        .is_some_and(|t| !t.required.is_empty())
 }
 
 /// Whether the Run has required affinity or anti-affinity terms.
@@ -1209,6 +1265,10 @@ impl SharedCache {
 
     pub fn pending_runs(&self, namespace: &str, runtime: &str) -> Vec<String> {
         self.lock().pending_runs(namespace, runtime)
+    }
+
+    pub fn retargeted(&self, namespace: &str, runtime: &str) -> Vec<String> {
+        self.lock().retargeted(namespace, runtime)
     }
 
     pub fn woken_by(&self, wakeup: &Wakeup, now: Timestamp) -> Vec<String> {

@@ -533,3 +533,22 @@ fn a_release_wakes_past_a_run_that_affinity_may_refuse() {
     };
     assert_eq!(cache.woken_by(&wakeup, NOW), ["picky", "plain"]);
 }
+
+#[test]
+fn a_bind_looks_again_only_at_runs_waiting_for_affinity_targets() {
+    let mut cache = World::new()
+        .pods([pod("p1").capacity(&[("runs", 4)])])
+        .cache();
+    let picky = run("picky").requires(&[("cohort", "a")]).created(EPOCH);
+    let plain = run("plain").created(EPOCH + 1);
+    cache.apply(&picky.build(), NOW);
+    cache.apply(&plain.build(), NOW);
+    // A Run of the cohort is observed bound: new targets, no new room.
+    let changes = cache.apply(
+        &run("seed").labels(&[("cohort", "a")]).on("p1").build(),
+        NOW,
+    );
+    assert_eq!(changes.retargets, [ScopeRef::new(NS, RUNTIME)]);
+    assert!(changes.rechecks.is_empty() && changes.wakeups.is_empty());
+    assert_eq!(cache.retargeted(NS, RUNTIME), ["picky"]);
+}

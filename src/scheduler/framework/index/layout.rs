@@ -23,6 +23,8 @@ pub struct PendingRun {
     pub run: Arc<Run>,
     /// The parsed request; `None` when it is invalid (the Run's own cycle fails it).
     pub request: Option<Resources>,
+    /// It has required Run affinity terms: new targets may let it fit.
+    pub requires_affinity: bool,
 }
 
 /// Index of a slot within its namespace. Stable while the slot exists.
@@ -66,6 +68,12 @@ impl PendingRun {
                 run.spec.resources.as_ref().map(|r| &r.requests),
             )
             .ok(),
+            requires_affinity: run
+                .spec
+                .affinity
+                .as_ref()
+                .and_then(|a| a.run_affinity.as_ref())
+                .is_some_and(|t| !t.required.is_empty()),
         }
     }
 }

@@ -90,25 +90,28 @@ impl ScopeRef {
     }
 }
 
-/// What one watch event changed, whatever its kind: the wakeups to count and enqueue, and the
-/// scopes whose Pending Runs must be looked at again for another reason (affinity targets
-/// changed, the Runtime appeared or went away), enqueued uncounted: they are neither a
-/// Runtime Pod nor a released-capacity event.
+/// What one watch event changed, whatever its kind: the wakeups to count and enqueue; the
+/// scopes whose Pending Runs must all be looked at again for another reason (the Runtime
+/// appeared or went away); and the scopes whose affinity targets changed, where only the
+/// Pending Runs with required Run affinity can gain anything (a Run joining a Pod never makes
+/// room, and one leaving releases capacity, a wakeup of its own). Rechecks and retargets are
+/// enqueued uncounted: they are neither a Runtime Pod nor a released-capacity event.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Changes {
     pub wakeups: Vec<Wakeup>,
     pub rechecks: Vec<ScopeRef>,
+    pub retargets: Vec<ScopeRef>,
 }
 
 impl Changes {
     pub fn is_empty(&self) -> bool {
-        self.wakeups.is_empty() && self.rechecks.is_empty()
+        self.wakeups.is_empty() && self.rechecks.is_empty() && self.retargets.is_empty()
     }
 
     /// Adds what a Run event changed.
     pub fn add_run(&mut self, change: RunChange) {
         self.wakeups.extend(change.wakeups());
-        self.rechecks.extend(
+        self.retargets.extend(
             change
                 .targets_changed
                 .map(|p| ScopeRef::new(&p.namespace, &p.runtime)),
@@ -120,7 +123,7 @@ impl From<Vec<Wakeup>> for Changes {
     fn from(wakeups: Vec<Wakeup>) -> Self {
         Changes {
             wakeups,
-            rechecks: Vec::new(),
+            ..Changes::default()
         }
     }
 }
@@ -128,8 +131,8 @@ impl From<Vec<Wakeup>> for Changes {
 impl From<Vec<ScopeRef>> for Changes {
     fn from(rechecks: Vec<ScopeRef>) -> Self {
         Changes {
-            wakeups: Vec::new(),
             rechecks,
+            ..Changes::default()
         }
     }
 }
