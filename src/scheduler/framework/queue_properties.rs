@@ -552,3 +552,20 @@ fn a_bind_looks_again_only_at_runs_waiting_for_affinity_targets() {
     assert!(changes.rechecks.is_empty() && changes.wakeups.is_empty());
     assert_eq!(cache.retargeted(NS, RUNTIME), ["picky"]);
 }
+
+#[test]
+fn a_run_being_deleted_is_not_placed_ahead_of_later_ones() {
+    let mut cache = World::new()
+        .pods([pod("p1").capacity(&[("runs", 1)])])
+        .cache();
+    let first = run("first").created(EPOCH);
+    let later = run("later").created(EPOCH + 1);
+    cache.apply(&first.build(), NOW);
+    cache.apply(&later.build(), NOW);
+    // The earlier Run is being deleted (its finalizers hold it): it waits for nothing.
+    cache.apply(&first.deleting().build(), NOW);
+    match cache.schedule(&registry(), &later.build(), NOW) {
+        ScheduleOutcome::Reserved { pod, .. } => assert_eq!(pod, "p1"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -636,7 +636,8 @@ impl Index {
         self.runs.get(key).map(|r| &r.order)
     }
 
-    /// Replaces the stored object of a Pending Run when what a cycle reads of it changed.
+    /// Replaces the stored object of a Pending Run when what a cycle reads of it changed
+    /// (spec, labels, or a deletion: a Run being deleted no longer waits for placement).
     fn refresh_pending(&mut self, key: &RunKey, runtime: &str, run: &Run) {
         let Some(record) = self.runs.get(key) else {
             return;
@@ -652,6 +653,7 @@ impl Index {
         let old = &entry.run;
         if old.metadata.generation != run.metadata.generation
             || old.metadata.labels != run.metadata.labels
+            || old.metadata.deletion_timestamp != run.metadata.deletion_timestamp
             || old.spec.affinity != run.spec.affinity
         {
             *entry = PendingRun::of(run);
