@@ -471,16 +471,7 @@ impl SchedulerCache {
         namespace: &str,
         runtime: &str,
     ) -> impl DoubleEndedIterator<Item = (&'a QueueOrder, &'a PendingRun)> + 'a {
-        let set = self
-            .waiting
-            .get(namespace)
-            .and_then(|s| s.get(runtime))
-            .map(|q| &q.all);
-        let (namespace, runtime) = (namespace.to_string(), runtime.to_string());
-        set.into_iter().flatten().filter_map(move |order| {
-            let pending = self.index.pending_entry(&namespace, &runtime, order)?;
-            Some((order, pending))
-        })
+        self.waiting_range(namespace, runtime, ..)
     }
 
     /// [`SchedulerCache::waiting_in`] before `order`.
@@ -489,16 +480,25 @@ impl SchedulerCache {
         namespace: &str,
         runtime: &str,
         order: &QueueOrder,
-    ) -> impl Iterator<Item = (&'a QueueOrder, &'a PendingRun)> + 'a {
+    ) -> impl DoubleEndedIterator<Item = (&'a QueueOrder, &'a PendingRun)> + 'a {
+        self.waiting_range(namespace, runtime, ..order.clone())
+    }
+
+    fn waiting_range<'a>(
+        &'a self,
+        namespace: &str,
+        runtime: &str,
+        range: impl std::ops::RangeBounds<QueueOrder> + 'a,
+    ) -> impl DoubleEndedIterator<Item = (&'a QueueOrder, &'a PendingRun)> + 'a {
         let set = self
             .waiting
             .get(namespace)
             .and_then(|s| s.get(runtime))
             .map(|q| &q.all);
         let (namespace, runtime) = (namespace.to_string(), runtime.to_string());
-        let order = order.clone();
-        set.into_iter()
-            .flat_map(move |s| s.range(..order.clone()))
+        set.map(|s| s.range(range))
+            .into_iter()
+            .flatten()
             .filter_map(move |order| {
                 let pending = self.index.pending_entry(&namespace, &runtime, order)?;
                 Some((order, pending))
