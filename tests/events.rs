@@ -80,7 +80,7 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
         .running()
         .create(&ns)
         .await;
-    let scheduler = SchedulerProcess::start(&ns.name, 1, None, "ev-story").await;
+    let mut scheduler = SchedulerProcess::start(&ns.name, 1, None, "ev-story").await;
     gauge(
         &scheduler,
         "kruntimes_scheduler_runtime_pods{state=\"available\"}",
@@ -184,7 +184,10 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
     .await;
 
     // runtimed admits, starts and completes it; a Run bound to the same full Pod by hand waits
-    // there until it is done.
+    // there until it is done. The scheduler's part is over: stop it, so it cannot take
+    // `squeezed` for a Pending Run in the moment between its creation and its status write
+    // (two calls) and tell a FailedScheduling story that is not this test's.
+    scheduler.kill();
     let squeezed = run("squeezed")
         .pod_uid(&py_a.uid().unwrap())
         .on("py-a")
