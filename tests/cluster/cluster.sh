@@ -334,10 +334,12 @@ EOF
 case "${1:-}" in
   up) up ;;
   down) down ;;
+  # What a fresh machine lacks for the cluster (Debian packages), installed up front by .ci/run.
+  packages) install_packages ;;
   # Faults for tests: a lost node is a kubelet that is gone and processes that no longer run.
   kill-kubelet) kill -KILL "$(cat "$DIR/run/kubelet.pid")"; while running "$(cat "$DIR/run/kubelet.pid")"; do sleep 0.1; done ;;
   start-kubelet) start_kubelet "$(bash "$here/build.sh")" ;;
   freeze-pod) echo FROZEN >"$(pod_freezer "$2")/freezer.state" ;;
   thaw-pod) echo THAWED >"$(pod_freezer "$2")/freezer.state" ;;
-  *) die "usage: $0 up|down|kill-kubelet|start-kubelet|freeze-pod UID|thaw-pod UID" ;;
+  *) die "usage: $0 up|down|packages|kill-kubelet|start-kubelet|freeze-pod UID|thaw-pod UID" ;;
 esac
