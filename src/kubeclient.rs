@@ -170,6 +170,19 @@ pub fn watch_backoff() -> impl kube::runtime::utils::Backoff + 'static {
     )
 }
 
+/// The API of a namespaced kind in `namespace`, or across all namespaces when `None` (the
+/// `--watch-namespace` / `--all-namespaces` choice every watcher and loader makes).
+pub fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> kube::Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => kube::Api::namespaced(client.clone(), ns),
+        None => kube::Api::all(client.clone()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

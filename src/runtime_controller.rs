@@ -396,13 +396,8 @@ pub async fn run(
     injection: Injection,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let (runtimes, pods): (Api<Runtime>, Api<Pod>) = match &namespace {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-        ),
-        None => (Api::all(client.clone()), Api::all(client.clone())),
-    };
+    let runtimes: Api<Runtime> = crate::kubeclient::scoped_api(&client, namespace.as_deref());
+    let pods: Api<Pod> = crate::kubeclient::scoped_api(&client, namespace.as_deref());
     let ctx = Context::new(client, injection);
     Controller::new(runtimes, watcher::Config::default())
         .owns(pods, watcher::Config::default().labels(LABEL_RUNTIME))

@@ -97,10 +97,7 @@ where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
     K::DynamicType: Default,
 {
-    match namespace {
-        Some(ns) => Api::namespaced(target.client.clone(), ns),
-        None => Api::all(target.client.clone()),
-    }
+    crate::kubeclient::scoped_api(&target.client, namespace)
 }
 
 /// `in namespace X` or `in all namespaces`, for error messages.

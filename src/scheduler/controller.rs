@@ -135,16 +135,10 @@ impl Scheduler {
 
     fn api<K>(&self) -> Api<K>
     where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
         K::DynamicType: Default,
     {
-        match &self.options.namespace {
-            Some(ns) => Api::namespaced(self.client.clone(), ns),
-            None => Api::all(self.client.clone()),
-        }
+        crate::kubeclient::scoped_api(&self.client, self.options.namespace.as_deref())
     }
 
     /// Requests a cycle for `run` if this replica leads.
