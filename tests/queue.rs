@@ -22,6 +22,9 @@ use support::world::{
 const THRESHOLD: Duration = Duration::from_secs(3);
 /// How long each small Run of the stream sleeps.
 const SMALL_SECONDS: f64 = 1.5;
+/// Across a failover the small Runs live longer than the leader Lease takes to change hands,
+/// so the Pods are still busy when the new leader starts and it must keep the room itself.
+const SMALL_SECONDS_FAILOVER: f64 = 6.0;
 /// "A few seconds" of slack on top of threshold + the longest small Run: watch delivery,
 /// runtimed claims and status writes on a loaded 2-core machine.
 const SLACK: Duration = Duration::from_secs(8);
@@ -61,7 +64,7 @@ impl Pool {
     }
 }
 
-/// Creates small Runs of `request` that sleep [`SMALL_SECONDS`], one every `every`, until
+/// Creates small Runs of `request` that sleep `seconds`, one every `every`, until
 /// stopped; returns how many it created.
 struct Stream {
     stop: Arc<AtomicBool>,
@@ -70,7 +73,12 @@ struct Stream {
 }
 
 impl Stream {
-    fn start(ns: &TestNs, request: &'static [(&'static str, u64)], every: Duration) -> Self {
+    fn start(
+        ns: &TestNs,
+        request: &'static [(&'static str, u64)],
+        seconds: f64,
+        every: Duration,
+    ) -> Self {
         let (stop, created) = (
             Arc::new(AtomicBool::new(false)),
             Arc::new(AtomicUsize::new(0)),
@@ -88,7 +96,7 @@ impl Stream {
                 let small = run(&format!("small-{i:04}"))
                     .runtime("pool")
                     .requests(request)
-                    .task(&["sh", "-c", &format!("sleep {SMALL_SECONDS}")]);
+                    .task(&["sh", "-c", &format!("sleep {seconds}")]);
                 small.create(&ns).await;
                 i += 1;
                 created2.store(i, Ordering::Release);
@@ -163,7 +171,13 @@ async fn large_run_behind_a_stream(
 
     // About 3.3 small Runs a second of 1.5 s each: both Pods always hold some (LeastLoaded
     // spreads them), so neither ever becomes empty on its own.
-    let stream = Stream::start(ns, small, Duration::from_millis(300));
+    // (Across a failover: one 6 s Run a second, still about 6 in flight.)
+    let (small_seconds, every) = if failover {
+        (SMALL_SECONDS_FAILOVER, Duration::from_secs(1))
+    } else {
+        (SMALL_SECONDS, Duration::from_millis(300))
+    };
+    let stream = Stream::start(ns, small, small_seconds, every);
     ns.wait_runs(
         Duration::from_secs(60),
         "the stream to run on both Pods",
@@ -230,6 +244,26 @@ async fn large_run_behind_a_stream(
     let (nominated, nominated_at) =
         nomination(&history, "large").expect("the large Run was nominated a Pod");
     assert_eq!(placed, nominated, "placed on the Pod drained for it");
+    // The nomination held until the placement: every version of the large Run from the
+    // nomination on names the same Pod while it waits (a scheduler, or a new leader, that had
+    // not taken it over would write its Pending message without it).
+    let waiting: Vec<Option<String>> = history
+        .iter()
+        .filter(|e| !e.deleted && e.run.name_any() == "large" && e.at >= nominated_at)
+        .take_while(|e| e.run.active_pod().is_none())
+        .map(|e| {
+            e.run
+                .status
+                .as_ref()
+                .and_then(|s| s.nominated_pod_name.clone())
+        })
+        .collect();
+    assert!(
+        waiting
+            .iter()
+            .all(|p| p.as_deref() == Some(nominated.as_str())),
+        "the nomination was dropped or moved while the large Run waited: {waiting:?}"
+    );
     // From the nomination on, no Run created after the large one started on that Pod before
     // it: the room freed there was kept for it.
     let binds = binds(&history);
@@ -270,7 +304,7 @@ async fn large_run_behind_a_stream(
         failover || around > 0,
         "no small Run was placed while the large one waited"
     );
-    let bound = THRESHOLD + Duration::from_secs_f64(SMALL_SECONDS) + SLACK;
+    let bound = THRESHOLD + Duration::from_secs_f64(small_seconds) + SLACK;
     let bound = if failover {
         // The standby takes over after the leader Lease (4 s in tests) expires.
         bound + Duration::from_secs(6)
