@@ -104,8 +104,13 @@ impl Resources {
     /// Adds every amount of `other` (saturating: usage can never wrap).
     pub fn add(&mut self, other: &Resources) {
         for (name, amount) in other.iter() {
-            let slot = self.0.entry(name.to_string()).or_insert(0);
-            *slot = slot.saturating_add(amount);
+            // No key allocated for a resource already present (the common case).
+            match self.0.get_mut(name) {
+                Some(slot) => *slot = slot.saturating_add(amount),
+                None => {
+                    self.0.insert(name.to_string(), amount);
+                }
+            }
         }
     }
 

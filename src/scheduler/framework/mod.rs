@@ -60,7 +60,7 @@ mod cache_properties;
 #[cfg(test)]
 mod queue_properties;
 
-pub use assumed::{AssumedCache, Assumption, Reconciled};
+pub use assumed::{AssumedCache, AssumedOnPod, Assumption, NamespaceAssumptions, Reconciled};
 pub use cache::{Indexed, ReserveError, ScheduleOutcome, SchedulerCache, SharedCache};
 pub use cycle::{
     CycleError, Decision, Evaluation, PluginScore, PodEvaluation, PreFilterError, RejectionCount,
@@ -77,7 +77,7 @@ pub use plugin::{
 };
 pub use registry::{Registry, RegistryError};
 pub use selector::{Selector, SelectorError};
-pub use snapshot::{AssumedOnPod, PodSet, PodView, ResourceLoad, Snapshot};
+pub use snapshot::{PodSet, PodView, ResourceLoad, Snapshot};
 pub use types::{
     Code, Heartbeat, MAX_SCORE, MIN_SCORE, Observed, QueueOrder, Rejection, ResourceId,
     ResourceName, RunKey,

@@ -2,14 +2,15 @@
 //!
 //! Owns the join of the index (Pods, Leases, actual usage and targets) with the assumed cache
 //! (assumed usage and targets) at a given `now`, and the affinity target queries over both.
-//! Building one costs O(assumptions in the namespace), never O(Pods) or O(Runs): Pods are
-//! borrowed from the index and visited lazily in name order. It must not mutate anything.
+//! Building one costs O(nominations in the scope), never O(Pods), O(Runs) or O(assumptions):
+//! Pods are borrowed from the index and visited lazily in name order, each with the assumed
+//! cache's running sum for it. It must not mutate anything.
 
 use std::collections::{BTreeMap, HashMap};
 
 use jiff::Timestamp;
 
-use super::assumed::{AssumedCache, Assumption};
+use super::assumed::{AssumedCache, AssumedOnPod, Assumption, NamespaceAssumptions};
 use super::index::{
     ActiveRun, CountedRequest, Index, Interner, LeaseRecord, Load, NamespaceIndex, PodRecord,
     Scope, Slot, SlotId,
@@ -65,16 +66,6 @@ impl PodSet {
     }
 }
 
-/// The assumptions on one Pod of the scope.
-#[derive(Debug, Clone, Default)]
-pub struct AssumedOnPod<'a> {
-    pub usage: Resources,
-    /// The same usage by resource id, for the advertised resources.
-    pub load: Vec<(ResourceId, u64)>,
-    /// (Run UID, assumption).
-    pub runs: Vec<(&'a str, &'a Assumption)>,
-}
-
 /// Where the evaluated Run itself already sits. Its own usage and assumption are left out of
 /// the numbers a cycle sees, so `explain` of a placed Run answers "where would it go".
 #[derive(Debug, Clone, Copy, Default)]
@@ -98,7 +89,7 @@ pub struct Snapshot<'a> {
     index: &'a Index,
     ns: Option<&'a NamespaceIndex>,
     scope: Option<&'a Scope>,
-    assumed: HashMap<SlotId, AssumedOnPod<'a>>,
+    assumed: Option<&'a NamespaceAssumptions>,
     /// The nomination on each Pod of the scope that has one.
     nominated: HashMap<SlotId, &'a Nomination>,
 }
@@ -114,36 +105,6 @@ impl<'a> Snapshot<'a> {
     ) -> Self {
         let ns = index.namespace(namespace);
         let scope = ns.and_then(|ns| ns.scopes.get(runtime));
-        let mut on_pods: HashMap<SlotId, AssumedOnPod<'a>> = HashMap::new();
-        if let Some(ns) = ns {
-            for (uid, a) in assumed.in_namespace(namespace) {
-                // Only assumptions on this scope's Pods matter; one on a vanished Pod cannot be
-                // chosen again, and its Run is reconciled when its Bind is observed.
-                let Some(id) = ns.slot_id(&a.pod) else {
-                    continue;
-                };
-                if ns
-                    .slot(id)
-                    .pod
-                    .as_ref()
-                    .is_none_or(|p| p.runtime != runtime)
-                {
-                    continue;
-                }
-                let entry = on_pods.entry(id).or_default();
-                entry.usage.add(&a.request);
-                for (name, amount) in a.request.iter() {
-                    let Some(rid) = index.interner().get(name) else {
-                        continue;
-                    };
-                    match entry.load.iter_mut().find(|(r, _)| *r == rid) {
-                        Some((_, total)) => *total = total.saturating_add(amount),
-                        None => entry.load.push((rid, amount)),
-                    }
-                }
-                entry.runs.push((uid, a));
-            }
-        }
         let mut nominated = HashMap::new();
         if let Some(scope) = scope {
             for (_, n) in nominations.in_scope(namespace, runtime) {
@@ -159,7 +120,7 @@ impl<'a> Snapshot<'a> {
             index,
             ns,
             scope,
-            assumed: on_pods,
+            assumed: assumed.namespace(namespace),
             nominated,
         }
     }
@@ -219,11 +180,7 @@ impl<'a> Snapshot<'a> {
     fn view<'s>(&'s self, id: SlotId, own: Own<'s>) -> PodView<'s> {
         let ns = self.ns.expect("a scope implies its namespace");
         let slot = ns.slot(id);
-        let assumed = if self.assumed.is_empty() {
-            None
-        } else {
-            self.assumed.get(&id)
-        };
+        let assumed = self.assumed.and_then(|a| a.on_pod(&slot.name));
         let nominated = self
             .nominated
             .get(&id)
@@ -242,6 +199,7 @@ impl<'a> Snapshot<'a> {
                 .expect("every Pod of a scope has a record"),
             interner: self.index.interner(),
             assumed,
+            assumptions: self.assumed,
             own_uid: own.uid,
             own_active: own.active.filter(|(s, _)| *s == id).map(|(_, r)| r),
             own_assumed: own.assumed.filter(|(s, _)| *s == id).map(|(_, r)| r),
@@ -270,13 +228,26 @@ impl<'a> Snapshot<'a> {
             own.uid = Some(uid);
             own.active = Some((id, &run.request));
         }
-        for (&id, on_pod) in &self.assumed {
-            if let Some((uid, a)) = on_pod.runs.iter().find(|(uid, _)| *uid == key.uid) {
-                own.uid = Some(uid);
-                own.assumed = Some((id, &a.request));
-            }
+        if let Some((uid, a)) = self.assumed.and_then(|a| a.get(&key.uid))
+            && let Some(&id) = self.scope.and_then(|s| s.pods.get(&a.pod))
+        {
+            own.uid = Some(uid);
+            own.assumed = Some((id, &a.request));
         }
         own
+    }
+
+    /// The scope's Pods holding assumptions, with the assumptions on each.
+    fn assumed_in_scope(&self) -> impl Iterator<Item = (SlotId, (&'a str, &'a Assumption))> {
+        let scope = self.scope;
+        self.assumed.into_iter().flat_map(move |all| {
+            all.pods().flat_map(move |(pod, on_pod)| {
+                scope
+                    .and_then(|s| s.pods.get(pod))
+                    .into_iter()
+                    .flat_map(move |&id| all.runs_on(on_pod).map(move |run| (id, run)))
+            })
+        })
     }
 
     fn empty_set(&self) -> PodSet {
@@ -320,12 +291,8 @@ impl<'a> Snapshot<'a> {
                 }
             }
         }
-        for (&id, on_pod) in &self.assumed {
-            if on_pod
-                .runs
-                .iter()
-                .any(|(uid, a)| *uid != exclude_uid && selector.matches(&a.labels))
-            {
+        for (id, (uid, a)) in self.assumed_in_scope() {
+            if uid != exclude_uid && selector.matches(&a.labels) {
                 set.insert(id);
             }
         }
@@ -352,11 +319,15 @@ impl<'a> Snapshot<'a> {
                 set.insert(id);
             }
         }
-        for (&id, on_pod) in &self.assumed {
-            let rejects = on_pod.runs.iter().any(|(uid, a)| {
-                *uid != exclude_uid && a.anti_affinity.iter().any(|s| s.matches(labels))
-            });
-            if rejects {
+        for (uid, a) in self
+            .assumed
+            .into_iter()
+            .flat_map(|a| a.with_anti_affinity())
+        {
+            if uid != exclude_uid
+                && let Some(&id) = scope.pods.get(&a.pod)
+                && a.anti_affinity.iter().any(|s| s.matches(labels))
+            {
                 set.insert(id);
             }
         }
@@ -431,7 +402,9 @@ pub struct PodView<'a> {
     slot: &'a Slot,
     record: &'a PodRecord,
     interner: &'a Interner,
-    assumed: Option<&'a AssumedOnPod<'a>>,
+    assumed: Option<&'a AssumedOnPod>,
+    /// The namespace's assumptions, to resolve the UIDs of `assumed`.
+    assumptions: Option<&'a NamespaceAssumptions>,
     /// A nomination of a Run earlier in the queue than the viewing Run.
     nominated: Option<&'a Nomination>,
     own_uid: Option<&'a str>,
@@ -485,11 +458,7 @@ impl<'a> PodView<'a> {
         }
         let mut assumed = 0;
         if let Some(on_pod) = self.assumed {
-            assumed = on_pod
-                .load
-                .iter()
-                .find(|(id, _)| *id == load.id)
-                .map_or(0, |(_, amount)| *amount);
+            assumed = on_pod.usage.get(self.interner.name(load.id));
             if let Some(own) = self.own_assumed {
                 assumed = assumed.saturating_sub(own.get(self.interner.name(load.id)));
             }
@@ -572,8 +541,9 @@ impl<'a> PodView<'a> {
     pub fn assumed_runs(&self) -> impl Iterator<Item = (&'a str, &'a Assumption)> + 'a {
         let own = self.own_uid;
         self.assumed
+            .zip(self.assumptions)
             .into_iter()
-            .flat_map(|a| a.runs.iter().copied())
+            .flat_map(|(on_pod, all)| all.runs_on(on_pod))
             .filter(move |(uid, _)| Some(*uid) != own)
     }
 
