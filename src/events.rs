@@ -5,10 +5,20 @@
 //! cycle, a claim or a terminal write; a failed write is only logged), regarding the Run
 //! without its resourceVersion (the recorder compares references whole when it folds repeats
 //! into a series), and one series per distinct note.
+//!
+//! At most [`IN_FLIGHT`] writes per reporter are under way: a drain emits an Event per bind
+//! faster than they are written, and every write beyond the idle connections opens a new one
+//! (HTTP/1.1 carries one request at a time), a TLS handshake for us and for the API server.
+//! An Event that happens once per Run ([`RunEvents::emit_once`], e.g. `Scheduled`) skips the
+//! recorder's cache: that cache is walked whole on every publish, so remembering thousands of
+//! Events that never repeat made each publish cost O(Events of the last minutes).
+
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource as _, ResourceExt as _};
+use tokio::sync::Semaphore;
 use tracing::warn;
 
 use crate::api::Run;
@@ -37,10 +47,17 @@ pub const SCHEDULER: &str = "kruntimes-scheduler";
 /// Events it reports under this name, as its own Pod).
 pub const RUNTIMED: &str = "kruntimes-runtimed";
 
+/// Event writes under way at once, per reporter.
+pub const IN_FLIGHT: usize = 16;
+
 /// Publishes Events on Runs for one reporter.
 #[derive(Clone)]
 pub struct RunEvents {
+    client: Client,
+    reporter: Reporter,
+    /// Remembers what it published, to fold repeats into a series.
     recorder: Recorder,
+    in_flight: Arc<Semaphore>,
 }
 
 impl RunEvents {
@@ -52,12 +69,35 @@ impl RunEvents {
             instance,
         };
         RunEvents {
-            recorder: Recorder::new(client, reporter),
+            recorder: Recorder::new(client.clone(), reporter.clone()),
+            client,
+            reporter,
+            in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
         }
     }
 
-    /// Publishes in the background; returns at once.
+    /// Publishes in the background, folding a repeat of an earlier Event (same Run, type,
+    /// reason, action and note, in the last minutes) into its series; returns at once.
     pub fn emit(&self, run: &Run, type_: EventType, reason: &str, action: &str, note: String) {
+        self.publish(self.recorder.clone(), run, type_, reason, action, note);
+    }
+
+    /// [`RunEvents::emit`] for an Event that happens once per Run (or once per placement):
+    /// published without being remembered for a series.
+    pub fn emit_once(&self, run: &Run, type_: EventType, reason: &str, action: &str, note: String) {
+        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+        self.publish(recorder, run, type_, reason, action, note);
+    }
+
+    fn publish(
+        &self,
+        recorder: Recorder,
+        run: &Run,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
         let regarding = regarding(run);
         let event = Event {
             type_,
@@ -66,9 +106,11 @@ impl RunEvents {
             note: Some(note.chars().take(1000).collect()),
             secondary: None,
         };
-        let recorder = self.recorder.clone();
+        let in_flight = self.in_flight.clone();
         let name = run.name_any();
         tokio::spawn(async move {
+            // Never closed: the permit always comes.
+            let _permit = in_flight.acquire_owned().await;
             if let Err(e) = recorder.publish(&event, &regarding).await {
                 warn!(run = %name, namespace = ?regarding.namespace, "cannot publish the {} event: {e}", event.reason);
             }

@@ -504,7 +504,7 @@ impl Scheduler {
                         lost.pod
                     )
                 };
-                self.emit(
+                self.events.emit_once(
                     &run,
                     EventType::Warning,
                     status::reasons::RUNTIME_POD_LOST,
@@ -833,7 +833,7 @@ async fn bind(
     match status_patch::send(&scheduler.client, &namespace, &name, &patch).await {
         Ok(()) => {
             debug!(run = %name, %namespace, %pod, "scheduled");
-            scheduler.emit(
+            scheduler.events.emit_once(
                 run,
                 EventType::Normal,
                 event_reasons::SCHEDULED,
