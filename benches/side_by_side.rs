@@ -21,13 +21,14 @@
 //! A measurement, not a test. Run:
 //! `cargo bench --bench side_by_side -- [--pods 100,1000,5000] [--shape gpu|native]
 //!  [--workers 4] [--stream 1000] [--kruntimes LABEL=PATH]... [--no-kube-scheduler]
-//!  [--no-self] [--perf DIR] [--pprof DIR] [--writes-only]`
+//!  [--no-self] [--perf DIR] [--pprof DIR] [--requests] [--writes-only]`
 //! where `--pods` are the target counts (objects: 2,000 on 100, 3,000 on 1,000, 10,000 on 5,000,
 //! else twice the targets), `--kruntimes` adds another `kubectl-kruntimes` binary (e.g. a base
 //! commit's release build), `--no-self` leaves out the one this bench was built with and
 //! `--perf DIR` records each kruntimes scheduler's drain with `perf record` (`perf report -i`);
 //! `--pprof DIR` saves kube-apiserver's CPU profile of the first seconds of every drain (both
-//! systems; `go tool pprof -top DIR/<system>-<pods>.pprof`).
+//! systems; `go tool pprof -top DIR/<system>-<pods>.pprof`); `--requests` prints the API
+//! requests each drain made, by verb and resource (kube-apiserver's `apiserver_request_total`).
 //!
 //! `--writes-only` adds two rows per target count that run no scheduler at all: the bench
 //! itself makes, for every object, the writes its scheduler must make once it has decided
@@ -111,6 +112,8 @@ struct Args {
     perf: Option<PathBuf>,
     /// Save kube-apiserver's CPU profile of each drain into this directory.
     pprof: Option<PathBuf>,
+    /// Print the API requests of each drain.
+    requests: bool,
 }
 
 fn parse_args() -> Args {
@@ -122,6 +125,7 @@ fn parse_args() -> Args {
         systems: Vec::new(),
         perf: None,
         pprof: None,
+        requests: false,
     };
     let (mut kube_scheduler, mut own, mut writes_only) = (true, true, false);
     let mut extra = Vec::new();
@@ -154,6 +158,7 @@ fn parse_args() -> Args {
             }
             "--perf" => args.perf = Some(PathBuf::from(value())),
             "--pprof" => args.pprof = Some(PathBuf::from(value())),
+            "--requests" => args.requests = true,
             "--no-kube-scheduler" => kube_scheduler = false,
             "--no-self" => own = false,
             "--writes-only" => writes_only = true,
@@ -466,6 +471,7 @@ async fn measure(
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     // Drain.
+    let requests_before = args.requests.then(|| api_requests(cp));
     let before_cp = [0.0, cpu_seconds(apiserver), cpu_seconds(etcd)];
     let scheduler = match system {
         System::KubeScheduler => Some(start_kube_scheduler(cp)),
@@ -499,6 +505,19 @@ async fn measure(
     let after = wait_bound(&bound, &events, objects, pids, "the drain").await;
     if let Some(writer) = writer {
         writer.await.expect("the writes");
+    }
+    if let Some(before) = requests_before {
+        let after = api_requests(cp);
+        eprintln!(
+            "{} on {pods}: API requests per object during the drain",
+            system.label()
+        );
+        for (key, n) in &after {
+            let delta = n - before.get(key).copied().unwrap_or(0.0);
+            if delta > 0.0 {
+                eprintln!("  {:>8.3}  {key}", delta / objects as f64);
+            }
+        }
     }
     if let Some(perf) = perf {
         stop_perf(perf);
@@ -578,6 +597,43 @@ async fn measure(
         let _ = scheduler.wait();
     }
     rows
+}
+
+/// kube-apiserver's `apiserver_request_total`, summed by "verb resource/subresource".
+fn api_requests(cp: &support::ControlPlane) -> std::collections::BTreeMap<String, f64> {
+    let out = Command::new(cp.bin_dir.join("kubectl"))
+        .env("KUBECONFIG", &cp.kubeconfig)
+        .args(["get", "--raw", "/metrics"])
+        .output()
+        .expect("kubectl get --raw /metrics");
+    assert!(out.status.success(), "kubectl get --raw /metrics failed");
+    let mut totals = std::collections::BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split("\",")
+                .find_map(|l| {
+                    l.trim_start_matches(',')
+                        .strip_prefix(&format!("{name}=\""))
+                })
+                .map(|v| v.trim_end_matches('"').to_string())
+                .unwrap_or_default()
+        };
+        let key = format!(
+            "{} {}/{}",
+            label("verb"),
+            label("resource"),
+            label("subresource")
+        );
+        *totals.entry(key).or_insert(0.0) += value.parse::<f64>().unwrap_or(0.0);
+    }
+    totals
 }
 
 /// Writes in flight at once without a scheduler: kruntimes' binding slots.
