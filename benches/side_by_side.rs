@@ -15,8 +15,8 @@
 //!
 //! CPU seconds per object of the scheduler, kube-apiserver and etcd come from
 //! `/proc/<pid>/stat` (utime + stime) over each mode's interval, which lasts until the
-//! objects' `Scheduled` Events are written too (both schedulers write them after the bind). The machine is shared and
-//! noisy: compare systems of one run, as ratios.
+//! objects' `Scheduled` Events are written too (both schedulers write them after the bind).
+//! The machine is shared and noisy: compare systems of one run, as ratios.
 //!
 //! A measurement, not a test. Run:
 //! `cargo bench --bench side_by_side -- [--pods 100,1000,5000] [--shape gpu|native]
@@ -89,9 +89,7 @@ impl System {
     fn places_runs(&self) -> bool {
         matches!(self, System::Kruntimes { .. } | System::RunStatusWrites)
     }
-}
 
-impl System {
     fn label(&self) -> &str {
         match self {
             System::KubeScheduler => "kube-scheduler",
