@@ -235,7 +235,6 @@ impl Run {
             .unwrap_or_default()
     }
 
-    /// The Pod this Run is assigned to, when it is active (Scheduled or Running with a podName).
     /// Whether the scheduler should place this Run: Pending (or without status), not bound to
     /// a Pod, not being deleted.
     pub fn waits_for_placement(&self) -> bool {
@@ -248,12 +247,33 @@ impl Run {
                 .is_none()
     }
 
+    /// The Pod this Run is assigned to, when it is active (Scheduled or Running with a podName).
     pub fn active_pod(&self) -> Option<&str> {
         let status = self.status.as_ref()?;
         match status.phase {
             Some(RunPhase::Scheduled | RunPhase::Running) => status.pod_name.as_deref(),
             _ => None,
         }
+    }
+
+    /// Whether the Run has required Run affinity terms: it waits for target Runs, so new
+    /// targets may let it fit.
+    pub fn requires_run_affinity(&self) -> bool {
+        self.spec
+            .affinity
+            .as_ref()
+            .and_then(|a| a.run_affinity.as_ref())
+            .is_some_and(|t| !t.required.is_empty())
+    }
+
+    /// Whether the Run has required Run affinity or anti-affinity terms: a Pod with room may
+    /// still refuse it.
+    pub fn has_required_run_terms(&self) -> bool {
+        self.spec.affinity.as_ref().is_some_and(|a| {
+            [&a.run_affinity, &a.run_anti_affinity]
+                .iter()
+                .any(|t| t.as_ref().is_some_and(|t| !t.required.is_empty()))
+        })
     }
 }
 

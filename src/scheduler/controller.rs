@@ -472,11 +472,10 @@ impl Scheduler {
             return;
         }
         let mut healed = run.status.clone().unwrap_or_default();
-        let status = &mut healed;
         let now = now();
         let changed = if lost.admitted {
             status::set_terminal(
-                status,
+                &mut healed,
                 status::Outcome::Failed,
                 status::reasons::RUNTIME_POD_LOST,
                 &lost_message(&lost, self.options.pod_lost_grace),
@@ -485,7 +484,7 @@ impl Scheduler {
             )
         } else {
             status::set_unbound(
-                status,
+                &mut healed,
                 "its Runtime Pod was lost before runtimed admitted it; placing it again",
                 &now,
             )

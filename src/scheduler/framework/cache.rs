@@ -1110,7 +1110,7 @@ impl SchedulerCache {
             // A Run with required (anti-)affinity may be refused for another reason than room:
             // it is woken, but its request is not counted as taken, so the Runs after it are
             // woken as if it were not there (waking too many is cheap, too few strands Runs).
-            if fits && has_required_terms(&pending.run) && !nominated_here {
+            if fits && pending.run.has_required_run_terms() && !nominated_here {
                 continue;
             }
             if fits || nominated_here {
@@ -1172,30 +1172,12 @@ struct Decided {
 fn epochs_for(run: &Run, epoch: u64, targets: u64) -> (u64, u64) {
     (
         epoch,
-        if has_required_affinity(run) {
+        if run.requires_run_affinity() {
             targets
         } else {
             0
         },
     )
-}
-
-/// Whether the Run has required Run affinity terms (it waits for targets).
-fn has_required_affinity(run: &Run) -> bool {
-    run.spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.run_affinity.as_ref())
-        .is_some_and(|t| !t.required.is_empty())
-}
-
-/// Whether the Run has required affinity or anti-affinity terms.
-fn has_required_terms(run: &Run) -> bool {
-    run.spec.affinity.as_ref().is_some_and(|a| {
-        [&a.run_affinity, &a.run_anti_affinity]
-            .iter()
-            .any(|t| t.as_ref().is_some_and(|t| !t.required.is_empty()))
-    })
 }
 
 /// Whether `pod` could take the nominated request once drained: available now (not

@@ -68,12 +68,7 @@ impl PendingRun {
                 run.spec.resources.as_ref().map(|r| &r.requests),
             )
             .ok(),
-            requires_affinity: run
-                .spec
-                .affinity
-                .as_ref()
-                .and_then(|a| a.run_affinity.as_ref())
-                .is_some_and(|t| !t.required.is_empty()),
+            requires_affinity: run.requires_run_affinity(),
         }
     }
 }
