@@ -433,7 +433,7 @@ async fn measure(
             System::Kruntimes { binary, .. } => binary.as_path(),
             _ => Path::new(env!("CARGO_BIN_EXE_kubectl-kruntimes")),
         };
-        install_crds(binary, &cp.kubeconfig);
+        support::install_crds_with(binary, &cp.kubeconfig);
         let resources = shape_resources(args.shape, cap);
         create_concurrently(pods, |i| {
             let p = pod(&format!("py-{i:05}")).capacity(&resources);
@@ -881,20 +881,6 @@ async fn create_pod(client: &Client, ns: &str, i: usize, shape: Shape) -> String
         .await
         .unwrap_or_else(|e| panic!("create pod {name}: {e}"));
     name
-}
-
-fn install_crds(binary: &Path, kubeconfig: &Path) {
-    let out = Command::new(binary)
-        .args(["install", "--yes", "--timeout", "60s"])
-        .env("KUBECONFIG", kubeconfig)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run kubectl-kruntimes install");
-    assert!(
-        out.status.success(),
-        "install failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn log_file(cp: &support::ControlPlane, name: &str) -> std::fs::File {

@@ -6,6 +6,7 @@ pub mod admission_policy;
 pub mod api;
 pub mod cli;
 pub mod complete;
+pub mod copy_binary;
 pub mod dev;
 pub mod events;
 pub mod explain;

@@ -32,7 +32,7 @@ async fn main() -> ExitCode {
         }
         Command::Gen(args) => kruntimes::generate::exec(args),
         Command::Complete(args) => kruntimes::complete::exec(args).await,
-        Command::CopyBinary(args) => kruntimes::runtime_pod::copy_binary(&args.to),
+        Command::CopyBinary(args) => kruntimes::copy_binary::exec(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

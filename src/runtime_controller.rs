@@ -30,7 +30,7 @@ use crate::api::{
     ANNOTATION_SCALE_DOWN, LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, Runtime, RuntimeStatus,
     patch_params, pod_is_ready, post_params,
 };
-use crate::runtime_pod::{self, ANNOTATION_INJECT, Injection};
+use crate::runtime_pod::{self, Injection};
 
 /// Reasons on the Runtime's Ready condition and Events.
 pub mod reasons {
@@ -204,11 +204,7 @@ pub fn new_pod(
 ) -> Pod {
     let PodTemplateSpec { metadata, spec } = runtime.spec.template.clone();
     let mut metadata = metadata.unwrap_or_default();
-    let inject = metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_INJECT))
-        .is_none_or(|v| v != "false");
+    let inject = runtime_pod::injects(&metadata);
     metadata.name = Some(name.to_string());
     metadata.namespace = runtime.namespace();
     let labels = metadata.labels.get_or_insert_with(BTreeMap::new);
@@ -541,6 +537,46 @@ mod tests {
                 .field_path,
             "metadata.uid"
         );
+    }
+
+    #[test]
+    fn new_pods_are_completed_for_runtimed_unless_the_template_opts_out() {
+        let injection = Injection {
+            image: "kubectl-kruntimes:0.1.0".into(),
+        };
+        let ann = capacity_annotations(&Resources::from_iter([("runs", 2)]));
+        // The template runs runtimed from its own image: completed, it gets the readiness
+        // probe on runtimed's /readyz; kept as written, none.
+        let probed = |rt: &Runtime| {
+            new_pod(rt, "python-bcdfg", &ann, &injection)
+                .spec
+                .unwrap()
+                .containers[0]
+                .readiness_probe
+                .is_some()
+        };
+        let mut rt = python(1).capacity(&[("runs", 2)]).build();
+        assert!(probed(&rt), "completed by default");
+        let annotations = rt
+            .spec
+            .template
+            .metadata
+            .get_or_insert_with(Default::default)
+            .annotations
+            .get_or_insert_with(BTreeMap::new);
+        annotations.insert(runtime_pod::ANNOTATION_INJECT.into(), "true".into());
+        assert!(probed(&rt), "only \"false\" opts out");
+        let annotations = rt
+            .spec
+            .template
+            .metadata
+            .as_mut()
+            .unwrap()
+            .annotations
+            .as_mut()
+            .unwrap();
+        annotations.insert(runtime_pod::ANNOTATION_INJECT.into(), "false".into());
+        assert!(!probed(&rt), "opted out");
     }
 
     #[test]

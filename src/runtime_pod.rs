@@ -23,6 +23,7 @@ use k8s_openapi::api::core::v1::{
     Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector,
     PodSpec, Probe, Volume, VolumeMount,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// Template annotation that turns the injection off (`"false"`).
@@ -30,6 +31,8 @@ pub const ANNOTATION_INJECT: &str = "kruntimes.io/inject";
 /// The `emptyDir` that carries the binary, and where both containers mount it.
 pub const BINARY_VOLUME: &str = "kruntimes-bin";
 pub const BINARY_DIR: &str = "/kruntimes";
+/// The injected binary, in [`BINARY_DIR`].
+pub const INJECTED_BINARY: &str = "/kruntimes/kubectl-kruntimes";
 /// The init container that copies the binary.
 pub const INIT_CONTAINER: &str = "kruntimes-install";
 /// Where the binary sits in the kruntimes image (`Dockerfile`).
@@ -49,6 +52,15 @@ pub const MIN_TERMINATION_GRACE: i64 = 2;
 pub struct Injection {
     /// The kruntimes image (`scheduler run --runtime-image`).
     pub image: String,
+}
+
+/// Whether the template's metadata keeps the injection on (no `kruntimes.io/inject: "false"`).
+pub fn injects(template: &ObjectMeta) -> bool {
+    template
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_INJECT))
+        .is_none_or(|v| v != "false")
 }
 
 /// Completes `spec` (a Runtime's `spec.template.spec`) into a Runtime Pod's spec. With
@@ -73,10 +85,7 @@ pub fn complete(mut spec: PodSpec, injection: &Injection, inject: bool) -> PodSp
     // or runs it from the injected path (to pass runtimed flags on a plain image).
     let inject_binary = !runs_runtimed || uses_injected_binary(main);
     if !runs_runtimed {
-        main.command = Some(vec![
-            format!("{BINARY_DIR}/kubectl-kruntimes"),
-            "runtimed".into(),
-        ]);
+        main.command = Some(vec![INJECTED_BINARY.into(), "runtimed".into()]);
         main.args = None;
     }
     if inject_binary {
@@ -124,23 +133,6 @@ pub fn complete(mut spec: PodSpec, injection: &Injection, inject: bool) -> PodSp
     spec
 }
 
-/// `kubectl-kruntimes copy-binary PATH`: copies the running executable to `PATH` (mode 0755),
-/// through a temporary file so a half-written binary is never executed. The kruntimes image
-/// is `FROM scratch`, so the init container has no `cp`.
-pub fn copy_binary(to: &std::path::Path) -> anyhow::Result<()> {
-    use anyhow::Context as _;
-    use std::os::unix::fs::PermissionsExt as _;
-    let me = std::env::current_exe().context("cannot find this executable")?;
-    let tmp = to.with_extension("tmp");
-    std::fs::copy(&me, &tmp)
-        .with_context(|| format!("cannot copy {} to {}", me.display(), tmp.display()))?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))
-        .with_context(|| format!("cannot make {} executable", tmp.display()))?;
-    std::fs::rename(&tmp, to)
-        .with_context(|| format!("cannot move {} to {}", tmp.display(), to.display()))?;
-    Ok(())
-}
-
 /// The init container that copies the binary out of the kruntimes image.
 fn install_container(image: &str) -> Container {
     Container {
@@ -149,7 +141,7 @@ fn install_container(image: &str) -> Container {
         command: Some(vec![
             IMAGE_BINARY.into(),
             "copy-binary".into(),
-            format!("{BINARY_DIR}/kubectl-kruntimes"),
+            INJECTED_BINARY.into(),
         ]),
         volume_mounts: Some(vec![VolumeMount {
             name: BINARY_VOLUME.into(),
@@ -162,23 +154,25 @@ fn install_container(image: &str) -> Container {
 
 /// Whether the container's command line already runs `runtimed` (the image contains the
 /// binary, e.g. the kruntimes image itself with `args: ["runtimed"]`).
-pub fn runs_runtimed(container: &Container) -> bool {
-    container
-        .command
-        .iter()
-        .chain(container.args.iter())
-        .flatten()
-        .any(|word| word == "runtimed")
+fn runs_runtimed(container: &Container) -> bool {
+    words(container).any(|word| word == "runtimed")
 }
 
 /// Whether the container's command line names the injected binary (`/kruntimes/…`).
 fn uses_injected_binary(container: &Container) -> bool {
+    words(container).any(|word| {
+        word.strip_prefix(BINARY_DIR)
+            .is_some_and(|rest| rest.starts_with('/'))
+    })
+}
+
+/// The container's command line: `command`, then `args`.
+fn words(container: &Container) -> impl Iterator<Item = &String> {
     container
         .command
         .iter()
         .chain(container.args.iter())
         .flatten()
-        .any(|word| word.starts_with(&format!("{BINARY_DIR}/")))
 }
 
 /// runtimed's shutdown grace set by the template (`--shutdown-grace` on the command line, else
@@ -192,12 +186,7 @@ fn explicit_shutdown_grace(container: &Container) -> Option<i64> {
             .find(|e| e.name == "KRUNTIMES_SHUTDOWN_GRACE")
             .and_then(|e| e.value.clone())
     };
-    let words: Vec<&String> = container
-        .command
-        .iter()
-        .chain(container.args.iter())
-        .flatten()
-        .collect();
+    let words: Vec<&String> = words(container).collect();
     let value = words.iter().enumerate().find_map(|(i, w)| {
         if let Some(v) = w.strip_prefix("--shutdown-grace=") {
             Some(v.to_string())

@@ -196,17 +196,24 @@ pub fn kubectl_apply(manifest: &str, ns: Option<&str>) {
 /// Installs the CRDs with the real binary and waits until they are Established.
 pub fn install_crds() {
     static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let out = kruntimes()
-            .args(["install", "--yes", "--timeout", "60s"])
-            .output()
-            .expect("run kubectl-kruntimes install");
-        assert!(
-            out.status.success(),
-            "install failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
+    DONE.get_or_init(|| install_crds_with(Path::new(binary()), &control_plane().kubeconfig));
+}
+
+/// `install` of the `kubectl-kruntimes` at `binary` against `kubeconfig`, waiting until the
+/// CRDs are Established (the side-by-side bench installs other builds on control planes of
+/// their own).
+pub fn install_crds_with(binary: &Path, kubeconfig: &Path) {
+    let out = Command::new(binary)
+        .args(["install", "--yes", "--timeout", "60s"])
+        .env("KUBECONFIG", kubeconfig)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run kubectl-kruntimes install");
+    assert!(
+        out.status.success(),
+        "install failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn build() -> Result<PathBuf, String> {
