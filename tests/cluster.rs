@@ -851,6 +851,8 @@ async fn wait_leader(client: &Client, candidates: &[String], timeout: Duration) 
 
 /// Records every Run event of one Runtime and checks each against the Pods' capacity.
 struct RunWatch {
+    api: Api<Run>,
+    config: watcher::Config,
     seen: Arc<Mutex<Seen>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -860,6 +862,9 @@ struct Seen {
     events: usize,
     violations: Vec<String>,
     pending_messages: BTreeSet<String>,
+    /// The resourceVersion of every Run the watch holds, by UID: `finish` waits until it
+    /// matches a fresh list, so the last events are checked too.
+    versions: BTreeMap<String, String>,
 }
 
 impl RunWatch {
@@ -869,7 +874,7 @@ impl RunWatch {
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let config = watcher::Config::default().fields(&format!("spec.runtime={runtime}"));
         let task = {
-            let seen = seen.clone();
+            let (seen, api, config) = (seen.clone(), api.clone(), config.clone());
             tokio::spawn(async move {
                 let mut ready_tx = Some(ready_tx);
                 let mut runs: HashMap<String, Run> = HashMap::new();
@@ -901,6 +906,10 @@ impl RunWatch {
                     }
                     let mut seen = seen.lock().unwrap();
                     seen.events += 1;
+                    seen.versions = runs
+                        .iter()
+                        .map(|(uid, r)| (uid.clone(), r.resource_version().unwrap_or_default()))
+                        .collect();
                     let mut usage: HashMap<&str, Resources> = HashMap::new();
                     for run in runs.values() {
                         if let Some(pod) = run.active_pod() {
@@ -929,11 +938,43 @@ impl RunWatch {
             })
         };
         let _ = ready_rx.await;
-        Self { seen, task }
+        Self {
+            api,
+            config,
+            seen,
+            task,
+        }
     }
 
-    /// Stops the watch and panics on any overcommit or watch error.
+    /// Waits until the watch has seen every Run as a fresh list has it (so every event up to
+    /// the end of the scenario is checked), stops it, and panics on any overcommit or watch
+    /// error.
     async fn finish(self) -> Seen {
+        let list =
+            ListParams::default().fields(self.config.field_selector.as_deref().unwrap_or(""));
+        let listed: BTreeMap<String, String> = self
+            .api
+            .list(&list)
+            .await
+            .expect("list the Runs to catch up with")
+            .items
+            .iter()
+            .map(|r| {
+                (
+                    r.uid().unwrap_or_default(),
+                    r.resource_version().unwrap_or_default(),
+                )
+            })
+            .collect();
+        eventually(
+            Duration::from_secs(30),
+            "the Run watch to catch up with a fresh list",
+            || {
+                let caught_up = self.seen.lock().unwrap().versions == listed;
+                async move { caught_up.then_some(()) }
+            },
+        )
+        .await;
         self.task.abort();
         let seen = self.seen.lock().unwrap().clone();
         assert!(seen.events > 0, "the Run watch saw no event");
