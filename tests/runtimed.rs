@@ -500,14 +500,23 @@ async fn raising_the_capacity_annotation_raises_concurrency_without_a_restart() 
     assert_eq!(rtd.pid(), pid);
 }
 
+/// Waits until runtimed's `/readyz` on `port` answers `code`.
+async fn wait_readyz(port: u16, code: u16) {
+    eventually(
+        WAIT,
+        &format!("/readyz {code}"),
+        async || match support::world::http_get(port, "/readyz").await {
+            Ok((got, _)) if got == code => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lease_is_renewed_and_sigterm_drains_kills_and_drops_it() {
     let fx = Fixture::new("rtd-lease", &[("runs", 2)]).await;
-    let probe_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let probe_port = support::free_port();
     let probe_address = format!("127.0.0.1:{probe_port}");
     let mut rtd = fx.runtimed(&[
         "--heartbeat-interval",
@@ -520,15 +529,7 @@ async fn the_lease_is_renewed_and_sigterm_drains_kills_and_drops_it() {
         &probe_address,
     ]);
     // The readiness probe Runtime Pods get: ready once runtimed watches its Runs and Pod.
-    eventually(
-        WAIT,
-        "/readyz 200",
-        async || match support::world::http_get(probe_port, "/readyz").await {
-            Ok((200, _)) => Ok(()),
-            other => Err(format!("{other:?}")),
-        },
-    )
-    .await;
+    wait_readyz(probe_port, 200).await;
     let leases = fx.ns.api::<Lease>();
 
     let first = eventually(WAIT, "the Lease rt-0 to appear", async || {
@@ -572,15 +573,7 @@ async fn the_lease_is_renewed_and_sigterm_drains_kills_and_drops_it() {
     let queued_rv = fx.assign(task("queued", &["true"])).await;
     rtd.sigterm();
     // Not ready from the moment shutdown begins, while the long Run still has its grace.
-    eventually(
-        WAIT,
-        "/readyz 503 while draining",
-        async || match support::world::http_get(probe_port, "/readyz").await {
-            Ok((503, _)) => Ok(()),
-            other => Err(format!("{other:?}")),
-        },
-    )
-    .await;
+    wait_readyz(probe_port, 503).await;
     let status = rtd.wait(Duration::from_secs(20)).await;
     assert!(
         status.success(),
