@@ -11,6 +11,7 @@ pub mod dev;
 pub mod events;
 pub mod explain;
 pub mod generate;
+pub mod http;
 pub mod install;
 pub mod kubeclient;
 pub mod logging;

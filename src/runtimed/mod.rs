@@ -156,7 +156,7 @@ impl Settings {
         if duration <= interval {
             return Err(Error::DurationNotAboveInterval { interval, duration });
         }
-        let health_probe = crate::scheduler::run::parse_bind(
+        let health_probe = crate::http::parse_bind(
             &args.health_probe_bind_address,
             "--health-probe-bind-address",
         )
@@ -203,27 +203,11 @@ async fn serve_probes(
     addr: std::net::SocketAddr,
     ready: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> anyhow::Result<()> {
-    use axum::http::StatusCode;
-    use axum::routing::get;
-    let app = axum::Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route(
-            "/readyz",
-            get(move || {
-                let ready = ready.load(std::sync::atomic::Ordering::Relaxed);
-                async move {
-                    if ready {
-                        (StatusCode::OK, "ok")
-                    } else {
-                        (
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            "not watching its Runs and Pod yet, or shutting down",
-                        )
-                    }
-                }
-            }),
-        );
-    crate::scheduler::run::serve(addr, app, std::future::pending()).await
+    let app = crate::http::probes(
+        move || ready.load(std::sync::atomic::Ordering::Relaxed),
+        "not watching its Runs and Pod yet, or shutting down",
+    );
+    crate::http::serve(addr, app, std::future::pending()).await
 }
 
 #[cfg(test)]

@@ -4,20 +4,19 @@
 //! SIGINT. It decides nothing itself. At start it warns once when Runtime Pods are not restricted by
 //! the admission policy.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use axum::Router;
-use axum::http::StatusCode;
 use axum::routing::get;
 use futures::FutureExt;
 use tokio::sync::watch;
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
 use crate::admission_policy;
 use crate::cli::{GlobalArgs, SchedulerRunArgs};
+use crate::http::{parse_bind, probes, serve};
 use crate::kubeclient;
 use crate::metrics::{self, SchedulerMetrics};
 use crate::runtime_controller;
@@ -149,58 +148,9 @@ async fn serve_endpoints(
         &args.health_probe_bind_address,
         "--health-probe-bind-address",
     )? {
-        let ready = scheduler.clone();
-        let app = Router::new()
-            .route("/healthz", get(|| async { "ok" }))
-            .route(
-                "/readyz",
-                get(move || {
-                    let ready = ready.caches_synced();
-                    async move {
-                        if ready {
-                            (StatusCode::OK, "ok")
-                        } else {
-                            (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
-                        }
-                    }
-                }),
-            );
+        let scheduler = scheduler.clone();
+        let app = probes(move || scheduler.caches_synced(), "caches not synced");
         serve(addr, app, stopped).await?;
     }
-    Ok(())
-}
-
-/// `:8080` binds every interface, `0` disables the endpoint.
-pub(crate) fn parse_bind(value: &str, flag: &str) -> anyhow::Result<Option<SocketAddr>> {
-    if value == "0" {
-        return Ok(None);
-    }
-    let full = if value.starts_with(':') {
-        format!("0.0.0.0{value}")
-    } else {
-        value.to_string()
-    };
-    full.parse().map(Some).map_err(|_| {
-        anyhow!("{flag} {value:?} is not an address; use :8080, 127.0.0.1:8080 or 0 to disable")
-    })
-}
-
-pub(crate) async fn serve(
-    addr: SocketAddr,
-    app: Router,
-    stopped: impl std::future::Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
-    info!(%addr, "serving");
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(stopped)
-            .await
-        {
-            error!("http server on {addr}: {e}");
-        }
-    });
     Ok(())
 }

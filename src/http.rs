@@ -1,0 +1,71 @@
+//! The small HTTP endpoints of the long-running subcommands (the scheduler's metrics and
+//! probes, runtimed's probes): bind-address flags, the `/healthz` + `/readyz` router, and
+//! serving in the background. Owns no state of its own: readiness is asked of the caller.
+
+use std::net::SocketAddr;
+
+use anyhow::{Context, anyhow};
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+use tracing::{error, info};
+
+/// A bind-address flag: `:8080` binds every interface, `0` disables the endpoint.
+pub fn parse_bind(value: &str, flag: &str) -> anyhow::Result<Option<SocketAddr>> {
+    if value == "0" {
+        return Ok(None);
+    }
+    let full = if value.starts_with(':') {
+        format!("0.0.0.0{value}")
+    } else {
+        value.to_string()
+    };
+    full.parse().map(Some).map_err(|_| {
+        anyhow!("{flag} {value:?} is not an address; use :8080, 127.0.0.1:8080 or 0 to disable")
+    })
+}
+
+/// `/healthz` (the process serves) and `/readyz` (200 while `ready()`, else 503 with
+/// `not_ready`), for the kubelet's probes.
+pub fn probes(
+    ready: impl Fn() -> bool + Clone + Send + Sync + 'static,
+    not_ready: &'static str,
+) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let ready = ready();
+                async move {
+                    if ready {
+                        (StatusCode::OK, "ok")
+                    } else {
+                        (StatusCode::SERVICE_UNAVAILABLE, not_ready)
+                    }
+                }
+            }),
+        )
+}
+
+/// Binds `addr` (failing now if it cannot) and serves `app` in the background until
+/// `stopped`.
+pub async fn serve(
+    addr: SocketAddr,
+    app: Router,
+    stopped: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    info!(%addr, "serving");
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(stopped)
+            .await
+        {
+            error!("http server on {addr}: {e}");
+        }
+    });
+    Ok(())
+}
