@@ -13,7 +13,9 @@
 //! - every container gets `POD_NAME`, `POD_NAMESPACE`, `POD_UID` from the downward API unless it
 //!   sets them; the main container gets `KRUNTIMES_HEALTH_PROBE_BIND_ADDRESS` and, unless the
 //!   template passes `--shutdown-grace`, `KRUNTIMES_SHUTDOWN_GRACE`;
-//! - the main container gets a readiness probe on runtimed's `/readyz` unless it has one;
+//! - the main container gets a readiness probe on runtimed's `/readyz` unless it has one: on
+//!   the port the template's own `--health-probe-bind-address` (or the env) names, else 9442,
+//!   and none when the template turns the probes off (`0`);
 //! - `terminationGracePeriodSeconds` is kept and runtimed's shutdown grace derived from it, or
 //!   raised when the template's own `--shutdown-grace` would outlive it;
 //! - the annotation `kruntimes.io/inject: "false"` on the template keeps the Pod as written
@@ -98,6 +100,8 @@ pub fn complete(mut spec: PodSpec, injection: &Injection, inject: bool) -> PodSp
                 ..Default::default()
             });
     }
+    // runtimed serves its probes where the template says, else on PROBE_PORT.
+    let probe_port = explicit_probe_port(main).unwrap_or(Some(PROBE_PORT));
     let env = main.env.get_or_insert_with(Vec::new);
     set_env(
         env,
@@ -107,11 +111,13 @@ pub fn complete(mut spec: PodSpec, injection: &Injection, inject: bool) -> PodSp
     if let Some(grace) = runtimed_grace {
         set_env(env, "KRUNTIMES_SHUTDOWN_GRACE", &format!("{grace}s"));
     }
-    if main.readiness_probe.is_none() {
+    if main.readiness_probe.is_none()
+        && let Some(port) = probe_port
+    {
         main.readiness_probe = Some(Probe {
             http_get: Some(HTTPGetAction {
                 path: Some("/readyz".into()),
-                port: IntOrString::Int(PROBE_PORT),
+                port: IntOrString::Int(port),
                 ..Default::default()
             }),
             period_seconds: Some(2),
@@ -178,26 +184,45 @@ fn words(container: &Container) -> impl Iterator<Item = &String> {
 /// runtimed's shutdown grace set by the template (`--shutdown-grace` on the command line, else
 /// `KRUNTIMES_SHUTDOWN_GRACE` in the env), in whole seconds rounded up.
 fn explicit_shutdown_grace(container: &Container) -> Option<i64> {
-    let from_env = || {
-        container
-            .env
-            .iter()
-            .flatten()
-            .find(|e| e.name == "KRUNTIMES_SHUTDOWN_GRACE")
-            .and_then(|e| e.value.clone())
-    };
+    let value = runtimed_setting(container, "--shutdown-grace", "KRUNTIMES_SHUTDOWN_GRACE")?;
+    let d = crate::cli::parse_duration(&value).ok()?;
+    Some(d.as_secs() as i64 + i64::from(d.subsec_nanos() > 0))
+}
+
+/// The port runtimed serves its probes on, when the template sets the address itself
+/// (`--health-probe-bind-address` on the command line, else the env): `Some(None)` when it
+/// turns them off (`0`) or the address does not parse (runtimed then refuses to start).
+fn explicit_probe_port(container: &Container) -> Option<Option<i32>> {
+    let value = runtimed_setting(
+        container,
+        "--health-probe-bind-address",
+        "KRUNTIMES_HEALTH_PROBE_BIND_ADDRESS",
+    )?;
+    let addr = crate::http::parse_bind(&value, "--health-probe-bind-address").ok()?;
+    Some(addr.map(|a| i32::from(a.port())))
+}
+
+/// A runtimed setting as the template gives it: the `flag` on the command line (`--flag=v` or
+/// `--flag v`), else the `env` variable's literal value (flags win, as in runtimed).
+fn runtimed_setting(container: &Container, flag: &str, env: &str) -> Option<String> {
     let words: Vec<&String> = words(container).collect();
-    let value = words.iter().enumerate().find_map(|(i, w)| {
-        if let Some(v) = w.strip_prefix("--shutdown-grace=") {
+    let from_flag = words.iter().enumerate().find_map(|(i, w)| {
+        if let Some(v) = w.strip_prefix(flag).and_then(|v| v.strip_prefix('=')) {
             Some(v.to_string())
-        } else if w.as_str() == "--shutdown-grace" {
+        } else if w.as_str() == flag {
             words.get(i + 1).map(|v| v.to_string())
         } else {
             None
         }
     });
-    let d = crate::cli::parse_duration(&value.or_else(from_env)?).ok()?;
-    Some(d.as_secs() as i64 + i64::from(d.subsec_nanos() > 0))
+    from_flag.or_else(|| {
+        container
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == env)
+            .and_then(|e| e.value.clone())
+    })
 }
 
 /// The Pod's `terminationGracePeriodSeconds` and runtimed's shutdown grace (`None`: the
@@ -444,6 +469,44 @@ mod tests {
             main.readiness_probe.as_ref().unwrap().period_seconds,
             Some(7)
         );
+    }
+
+    #[test]
+    fn the_readiness_probe_follows_the_templates_own_probe_address() {
+        let probe_port = |command: &[&str], env: Option<&str>| {
+            let mut main = container("my-image", command, &[]);
+            main.env = env.map(|v| {
+                vec![EnvVar {
+                    name: "KRUNTIMES_HEALTH_PROBE_BIND_ADDRESS".into(),
+                    value: Some(v.into()),
+                    value_from: None,
+                }]
+            });
+            let out = complete(spec(main, None), &injection(), true);
+            out.containers[0]
+                .readiness_probe
+                .as_ref()
+                .map(|p| p.http_get.as_ref().unwrap().port.clone())
+        };
+        let runtimed = |flags: &[&'static str]| {
+            let mut words = vec![INJECTED_BINARY, "runtimed"];
+            words.extend_from_slice(flags);
+            words
+        };
+        assert_eq!(probe_port(&[], None), Some(IntOrString::Int(PROBE_PORT)));
+        let flagged = runtimed(&["--health-probe-bind-address=:9000"]);
+        assert_eq!(probe_port(&flagged, None), Some(IntOrString::Int(9000)));
+        let split = runtimed(&["--health-probe-bind-address", "127.0.0.1:9001"]);
+        assert_eq!(probe_port(&split, None), Some(IntOrString::Int(9001)));
+        assert_eq!(probe_port(&[], Some(":9002")), Some(IntOrString::Int(9002)));
+        // The flag wins over the env, as in runtimed.
+        assert_eq!(
+            probe_port(&flagged, Some(":9002")),
+            Some(IntOrString::Int(9000))
+        );
+        // Probes turned off: no readiness probe to fail forever.
+        let off = runtimed(&["--health-probe-bind-address=0"]);
+        assert_eq!(probe_port(&off, None), None);
     }
 
     #[test]
