@@ -58,7 +58,7 @@ async fn measure(runs_n: usize, scenario: &Scenario) -> Figures {
     let runs = ns.runs();
     for i in 0..runs_n {
         let name = format!("r-{i:04}");
-        let patch = json!({"status": {"phase": "Scheduled", "podName": "rt-0", "podUID": pod.uid().unwrap()}});
+        let patch = json!({"status": {"phase": "Scheduled", "assignedPod": "rt-0", "assignedPodUID": pod.uid().unwrap()}});
         runs.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .expect("bind Run");

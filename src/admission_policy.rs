@@ -1,5 +1,5 @@
 //! What a Runtime Pod may do: the ValidatingAdmissionPolicy (and its binding) that restricts
-//! the `kruntimes-runtimed` service account to its own Pod's Runs and heartbeat Lease, and the
+//! the `kubectl-kruntimes-runtimed` service account to its own Pod's Runs and heartbeat Lease, and the
 //! check that tells the scheduler whether it is installed.
 //!
 //! The policy itself is `deploy/runtimed-policy.yaml`, embedded here so that `install` applies
@@ -15,7 +15,7 @@ use serde::Deserialize as _;
 use thiserror::Error;
 
 /// Name of the policy and of its binding.
-pub const NAME: &str = "kruntimes-runtimed";
+pub const NAME: &str = "kubectl-kruntimes-runtimed";
 
 /// `deploy/runtimed-policy.yaml`, as shipped.
 pub const MANIFEST: &str = include_str!("../deploy/runtimed-policy.yaml");
@@ -159,7 +159,10 @@ mod tests {
             expr.contains("startsWith('system:serviceaccount:')"),
             "{expr}"
         );
-        assert!(expr.contains("endsWith(':kruntimes-runtimed')"), "{expr}");
+        assert!(
+            expr.contains("endsWith(':kubectl-kruntimes-runtimed')"),
+            "{expr}"
+        );
     }
 
     #[test]
@@ -175,15 +178,16 @@ mod tests {
         .unwrap();
         assert!(
             missing.starts_with(
-                "Runtime Pods are not restricted: ValidatingAdmissionPolicy kruntimes-runtimed is not installed in context c (server https://s)"
+                "Runtime Pods are not restricted: ValidatingAdmissionPolicy kubectl-kruntimes-runtimed is not installed in context c (server https://s)"
             ),
             "{missing}"
         );
         assert!(missing.ends_with("run `kubectl kruntimes install` to install it"));
         let unknown = warning(
             &Presence::Unknown {
-                error: "reading ValidatingAdmissionPolicy kruntimes-runtimed failed: forbidden"
-                    .into(),
+                error:
+                    "reading ValidatingAdmissionPolicy kubectl-kruntimes-runtimed failed: forbidden"
+                        .into(),
             },
             cluster,
         )

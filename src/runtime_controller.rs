@@ -16,12 +16,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, ListParams, Patch};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use thiserror::Error;
 use tracing::{info, warn};
 
+use crate::api::lenient::{self, Lenient};
 use crate::api::resources::{
     CAPACITY_ANNOTATION_PREFIX, Resources, capacity_annotation, parse_capacity_spec,
 };
@@ -85,7 +86,7 @@ pub fn plan(
     status.replicas = live.len() as i32;
     status.ready_replicas = live.iter().filter(|p| pod_is_ready(p)).count() as i32;
 
-    let capacity = match parse_capacity_spec(&runtime.spec.capacity.resources) {
+    let capacity = match parse_capacity_spec(runtime.spec.capacity_resources()) {
         Ok(capacity) => capacity,
         Err(e) => {
             let message = format!(
@@ -306,7 +307,7 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
             warn!("cannot publish the InvalidCapacity event: {e}");
         }
     } else {
-        let desired = parse_capacity_spec(&runtime.spec.capacity.resources)
+        let desired = parse_capacity_spec(runtime.spec.capacity_resources())
             .map(|c| capacity_annotations(&c))
             .unwrap_or_default();
         for (pod, patch) in &plan.annotate {
@@ -392,10 +393,17 @@ pub async fn run(
     injection: Injection,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let runtimes: Api<Runtime> = crate::kubeclient::scoped_api(&client, namespace.as_deref());
+    // Leniently: a Runtime that does not decode is reported and skipped, it never stops the
+    // reconciliation of the others.
+    let runtimes: Api<Lenient<Runtime>> =
+        crate::kubeclient::scoped_api(&client, namespace.as_deref());
     let pods: Api<Pod> = crate::kubeclient::scoped_api(&client, namespace.as_deref());
     let ctx = Context::new(client, injection);
-    Controller::new(runtimes, watcher::Config::default())
+    let (reader, writer) = kube::runtime::reflector::store();
+    let runtimes = watcher::watcher(runtimes, watcher::Config::default())
+        .backoff(crate::kubeclient::watch_backoff());
+    let runtimes = lenient::decoded(runtimes).reflect(writer).applied_objects();
+    Controller::for_stream(runtimes, reader)
         .owns(pods, watcher::Config::default().labels(LABEL_RUNTIME))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)

@@ -167,9 +167,9 @@ async fn run_scenario(cluster: &Cluster, name: &str) {
 // ---------------------------------------------------------------------------------------------
 // Scenarios
 
-const SYSTEM_NS: &str = "kruntimes-system";
+const SYSTEM_NS: &str = "kubectl-kruntimes";
 /// The Runtime namespace `deploy/` prepares (runtimed's service account and Role).
-const EXAMPLE_NS: &str = "kruntimes-example";
+const EXAMPLE_NS: &str = "kubectl-kruntimes-example";
 const BUSYBOX: &str = "kruntimes-test/busybox:1";
 /// The cluster's only node (tests/cluster/cluster.sh).
 const NODE: &str = "kruntimes-node";
@@ -190,7 +190,7 @@ async fn deploy(cluster: &Cluster) {
         SYSTEM_NS,
         "rollout",
         "status",
-        "deployment/kruntimes-scheduler",
+        "deployment/kubectl-kruntimes-scheduler",
         "--timeout=120s",
     ]);
     let client = cluster.client().await;
@@ -200,7 +200,10 @@ async fn deploy(cluster: &Cluster) {
         "2 ready scheduler Pods",
         || async {
             let list = pods
-                .list(&ListParams::default().labels("app.kubernetes.io/name=kruntimes-scheduler"))
+                .list(
+                    &ListParams::default()
+                        .labels("app.kubernetes.io/name=kubectl-kruntimes-scheduler"),
+                )
                 .await
                 .ok()?;
             let ready: Vec<Pod> = list
@@ -397,7 +400,7 @@ async fn gpu_pool(cluster: &Cluster) {
         .unwrap()
         .status
         .unwrap()
-        .pod_name
+        .assigned_pod
         .unwrap();
     let log = cluster.kubectl_raw(&["-n", ns, "logs", &first, "-c", "main"]);
     assert!(log.contains(&format!("[gpu-1] 42 on {first}")), "{log}");
@@ -428,7 +431,7 @@ async fn runtime_pod_deleted(cluster: &Cluster) {
         .unwrap()
         .status
         .unwrap()
-        .pod_name
+        .assigned_pod
         .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     pods.delete(&victim, &DeleteParams::default())
@@ -445,7 +448,7 @@ async fn runtime_pod_deleted(cluster: &Cluster) {
         Some("RuntimePodTerminated"),
         "{status:?}"
     );
-    assert_eq!(status.pod_name.as_deref(), Some(victim.as_str()));
+    assert_eq!(status.assigned_pod.as_deref(), Some(victim.as_str()));
 
     let replaced = wait_runtime_ready(&client, ns, "term", 2).await;
     assert!(
@@ -464,7 +467,7 @@ async fn leader_deleted_mid_burst(cluster: &Cluster) {
     wait_runtime_ready(&client, ns, "burst", 3).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), SYSTEM_NS);
     let schedulers: Vec<String> = pods
-        .list(&ListParams::default().labels("app.kubernetes.io/name=kruntimes-scheduler"))
+        .list(&ListParams::default().labels("app.kubernetes.io/name=kubectl-kruntimes-scheduler"))
         .await
         .unwrap()
         .items
@@ -541,7 +544,7 @@ async fn memory_limit(cluster: &Cluster) {
     let client = cluster.client().await;
     let ns = &runtime_namespace(cluster, &client, "oom").await;
     let template = json!({
-        "serviceAccountName": "kruntimes-runtimed",
+        "serviceAccountName": "kubectl-kruntimes-runtimed",
         "containers": [{
             "name": "main",
             "image": BUSYBOX,
@@ -600,7 +603,7 @@ async fn node_lost(cluster: &Cluster) {
     let ns = &runtime_namespace(cluster, &client, "lost").await;
     // runtimed flags on a plain image: run the injected binary explicitly.
     let template = json!({
-        "serviceAccountName": "kruntimes-runtimed",
+        "serviceAccountName": "kubectl-kruntimes-runtimed",
         "containers": [{
             "name": "main",
             "image": BUSYBOX,
@@ -621,8 +624,8 @@ async fn node_lost(cluster: &Cluster) {
     .await;
     let runs: Api<Run> = Api::namespaced(client.clone(), ns);
     let held = runs.get("held").await.unwrap().status.unwrap();
-    let lost_pod = held.pod_name.clone().unwrap();
-    let lost_uid = held.pod_uid.clone().unwrap();
+    let lost_pod = held.assigned_pod.clone().unwrap();
+    let lost_uid = held.assigned_pod_uid.clone().unwrap();
 
     cluster.fault(&["kill-kubelet"]);
     cluster.fault(&["freeze-pod", &lost_uid]);
@@ -668,7 +671,7 @@ async fn node_lost(cluster: &Cluster) {
                     .unwrap()
                     .status
                     .unwrap()
-                    .pod_name
+                    .assigned_pod
                     .unwrap(),
             );
         }
@@ -711,7 +714,7 @@ async fn create_runtime(
     capacity: &[(&str, u64)],
 ) {
     let mut template = json!({
-        "serviceAccountName": "kruntimes-runtimed",
+        "serviceAccountName": "kubectl-kruntimes-runtimed",
         "containers": [{"name": "main", "image": BUSYBOX}],
     });
     if let Some(grace) = termination_grace {

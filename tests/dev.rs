@@ -508,7 +508,7 @@ fn dev_serves_kubectl_keeps_state_across_restarts_refuses_a_second_instance_and_
             "-n",
             NS,
             "-o",
-            "jsonpath={.status.podName}",
+            "jsonpath={.status.assignedPod}",
         ],
     );
     let (victim_pid, victim, _) = running

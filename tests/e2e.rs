@@ -48,7 +48,7 @@ async fn twenty_short_runs_on_two_runtime_pods_all_succeed_without_overcommit() 
     let per_pod = runs
         .iter()
         .fold(HashMap::<String, usize>::new(), |mut m, r| {
-            *m.entry(r.status.as_ref().unwrap().pod_name.clone().unwrap())
+            *m.entry(r.status.as_ref().unwrap().assigned_pod.clone().unwrap())
                 .or_default() += 1;
             m
         });

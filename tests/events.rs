@@ -225,7 +225,10 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
         "{events:?}\n{}",
         runtimed.log()
     );
-    assert_eq!(squeezed.status.unwrap().pod_name.as_deref(), Some("py-a"));
+    assert_eq!(
+        squeezed.status.unwrap().assigned_pod.as_deref(),
+        Some("py-a")
+    );
 
     // The real kubectl tells the story, in order.
     let out = support::kubectl()

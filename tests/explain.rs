@@ -372,7 +372,7 @@ async fn a_fitting_run_names_the_pod_the_scheduler_then_picks() {
     let report = explain_json(&ns.name, "fit");
     assert_eq!(report["replayed"], true);
     assert_eq!(report["run"]["phase"], "Scheduled");
-    assert_eq!(report["run"]["podName"], "py-c");
+    assert_eq!(report["run"]["assignedPod"], "py-c");
     assert_eq!(
         report["verdict"],
         "Fits: would be placed on py-c (score 75)"

@@ -176,7 +176,7 @@ impl LastPod for Run {
     fn active_pod_or_last(&self) -> &str {
         self.status
             .as_ref()
-            .and_then(|s| s.pod_name.as_deref())
+            .and_then(|s| s.assigned_pod.as_deref())
             .unwrap_or("-")
     }
 }

@@ -29,7 +29,11 @@ fn binary() -> Command {
 async fn crd_versions(client: &kube::Client) -> Vec<String> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut out = Vec::new();
-    for name in ["runtimes.kruntimes.io", "runs.kruntimes.io"] {
+    for name in [
+        "runtimes.kruntimes.io",
+        "runs.kruntimes.io",
+        "persistentworkspaces.kruntimes.io",
+    ] {
         out.push(api.get(name).await.unwrap().resource_version().unwrap());
     }
     out
@@ -54,7 +58,11 @@ async fn install_creates_established_crds_and_rerunning_changes_nothing() {
     );
 
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for name in ["runtimes.kruntimes.io", "runs.kruntimes.io"] {
+    for name in [
+        "runtimes.kruntimes.io",
+        "runs.kruntimes.io",
+        "persistentworkspaces.kruntimes.io",
+    ] {
         let crd = api.get(name).await.unwrap();
         let established = crd
             .status
@@ -75,10 +83,11 @@ async fn install_creates_established_crds_and_rerunning_changes_nothing() {
     for object in [
         "customresourcedefinition.apiextensions.k8s.io/runtimes.kruntimes.io",
         "customresourcedefinition.apiextensions.k8s.io/runs.kruntimes.io",
-        "clusterrole.rbac.authorization.k8s.io/kruntimes-view",
-        "clusterrole.rbac.authorization.k8s.io/kruntimes-edit",
-        "validatingadmissionpolicy.admissionregistration.k8s.io/kruntimes-runtimed",
-        "validatingadmissionpolicybinding.admissionregistration.k8s.io/kruntimes-runtimed",
+        "customresourcedefinition.apiextensions.k8s.io/persistentworkspaces.kruntimes.io",
+        "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-view",
+        "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-edit",
+        "validatingadmissionpolicy.admissionregistration.k8s.io/kubectl-kruntimes-runtimed",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io/kubectl-kruntimes-runtimed",
     ] {
         assert!(
             stdout.lines().any(|l| l == format!("{object} unchanged")),
@@ -103,7 +112,7 @@ async fn install_dry_run_validates_without_persisting() {
     assert!(stdout.contains("(server dry run)"), "{stdout}");
     assert!(
         stdout.contains(
-            "validatingadmissionpolicy.admissionregistration.k8s.io/kruntimes-runtimed unchanged (server dry run)"
+            "validatingadmissionpolicy.admissionregistration.k8s.io/kubectl-kruntimes-runtimed unchanged (server dry run)"
         ),
         "{stdout}"
     );
@@ -130,10 +139,17 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
     let expected = [
         ("CustomResourceDefinition", "runtimes.kruntimes.io"),
         ("CustomResourceDefinition", "runs.kruntimes.io"),
-        ("ClusterRole", "kruntimes-view"),
-        ("ClusterRole", "kruntimes-edit"),
-        ("ValidatingAdmissionPolicy", "kruntimes-runtimed"),
-        ("ValidatingAdmissionPolicyBinding", "kruntimes-runtimed"),
+        (
+            "CustomResourceDefinition",
+            "persistentworkspaces.kruntimes.io",
+        ),
+        ("ClusterRole", "kubectl-kruntimes-view"),
+        ("ClusterRole", "kubectl-kruntimes-edit"),
+        ("ValidatingAdmissionPolicy", "kubectl-kruntimes-runtimed"),
+        (
+            "ValidatingAdmissionPolicyBinding",
+            "kubectl-kruntimes-runtimed",
+        ),
     ]
     .map(|(k, n)| (k.to_string(), n.to_string()));
     assert_eq!(docs, expected);
@@ -177,7 +193,7 @@ async fn install_print_piped_to_kubectl_apply_is_accepted_by_the_server() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(stdout.lines().count(), 6, "{stdout}");
+    assert_eq!(stdout.lines().count(), 7, "{stdout}");
 }
 
 #[test]
@@ -258,7 +274,11 @@ async fn kubectl_applies_fixtures_and_get_runs_shows_the_printer_columns() {
     let (out, stdout, stderr) = output(support::kubectl().args(["get", "runs", "-n", &ns.name]));
     assert!(out.status.success(), "{stderr}");
     let header: Vec<&str> = stdout.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "RUNTIME", "PHASE", "POD", "AGE"]);
+    // The upstream API's columns.
+    assert_eq!(
+        header,
+        ["NAME", "PHASE", "ASSIGNED", "POD", "RUNTIME", "AGE"]
+    );
     assert!(
         stdout.lines().nth(1).unwrap().starts_with("train-1"),
         "{stdout}"
@@ -266,7 +286,7 @@ async fn kubectl_applies_fixtures_and_get_runs_shows_the_printer_columns() {
 
     let (_, stdout, _) = output(support::kubectl().args(["get", "runtimes", "-n", &ns.name]));
     let header: Vec<&str> = stdout.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "REPLICAS", "READY", "AGE"]);
+    assert_eq!(header, ["NAME", "IMAGE", "REPLICAS", "READY", "AGE"]);
 
     let selected = [
         "get",
@@ -285,7 +305,7 @@ async fn kubectl_applies_fixtures_and_get_runs_shows_the_printer_columns() {
 }
 
 #[tokio::test]
-async fn changing_spec_resources_is_rejected_by_the_api_server() {
+async fn changing_execution_inputs_or_undoing_a_cancel_is_rejected_by_the_api_server() {
     let ns = TestNs::new("immutable").await;
     let runs = ns.runs();
     run("r").requests(&[("runs", 1)]).create(&ns).await;
@@ -300,7 +320,9 @@ async fn changing_spec_resources_is_rejected_by_the_api_server() {
     };
     assert_eq!(status.code, 422);
     assert!(
-        status.message.contains("spec.resources is immutable"),
+        status
+            .message
+            .contains("runtime, source, mode, env, timeout, retryPolicy, and resources are immutable after Run creation"),
         "{}",
         status.message
     );
@@ -310,16 +332,32 @@ async fn changing_spec_resources_is_rejected_by_the_api_server() {
         .patch("r", &PatchParams::default(), &Patch::Merge(&remove))
         .await
         .unwrap_err();
-    assert!(
-        err.to_string().contains("spec.resources is immutable"),
-        "{err}"
-    );
+    let immutable = "runtime, source, mode, env, timeout, retryPolicy, and resources are immutable after Run creation";
+    assert!(err.to_string().contains(immutable), "{err}");
+    // As in the upstream API, the Runtime is an execution input too.
+    let move_it = serde_json::json!({"spec": {"runtime": "other"}});
+    let err = runs
+        .patch("r", &PatchParams::default(), &Patch::Merge(&move_it))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains(immutable), "{err}");
 
-    // Other spec fields stay mutable.
-    let relabel = serde_json::json!({"spec": {"runtime": "other"}});
-    runs.patch("r", &PatchParams::default(), &Patch::Merge(&relabel))
+    // What is not an execution input stays mutable; cancelRequested only one way.
+    let later =
+        serde_json::json!({"spec": {"ttlSecondsAfterFinished": 60, "cancelRequested": true}});
+    runs.patch("r", &PatchParams::default(), &Patch::Merge(&later))
         .await
         .unwrap();
+    let undo = serde_json::json!({"spec": {"cancelRequested": false}});
+    let err = runs
+        .patch("r", &PatchParams::default(), &Patch::Merge(&undo))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("cancelRequested may not transition from true to false"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

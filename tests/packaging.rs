@@ -119,46 +119,61 @@ fn install_print_is_the_committed_deploy_files() {
     );
 }
 
+/// `kubectl kustomize DIR` with the real kubectl (its built-in kustomize), parsed.
+fn kustomize(dir: &Path) -> Vec<serde_json::Value> {
+    let out = Command::new(support::bin_dir().join("kubectl"))
+        .args(["kustomize"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let rendered = ok(&out, &format!("kubectl kustomize {}", dir.display()));
+    serde_yaml::Deserializer::from_str(&rendered)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect()
+}
+
+/// Kind, namespace ("" when cluster-scoped) and name of each object.
+fn kinds_and_names(objects: &[serde_json::Value]) -> BTreeSet<(String, String, String)> {
+    objects
+        .iter()
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap().to_string(),
+                o["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+                o["metadata"]["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
 /// `kubectl kustomize deploy/` (the real kubectl's kustomize) renders everything `install`
 /// applies plus the scheduler and runtimed's RBAC in the example namespace, and the
 /// scheduler's `KRUNTIMES_IMAGE` (the image Runtime Pods get the binary from) is the image it
 /// runs from. `tests/cluster.rs` applies it to a real cluster.
 #[test]
 fn deploy_kustomization_renders_everything_and_names_one_image() {
-    let out = Command::new(support::bin_dir().join("kubectl"))
-        .args(["kustomize"])
-        .arg(repo().join("deploy"))
-        .output()
-        .unwrap();
-    let rendered = ok(&out, "kubectl kustomize deploy/");
-    let objects: Vec<serde_json::Value> = serde_yaml::Deserializer::from_str(&rendered)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .collect();
-    let ids: BTreeSet<String> = objects
-        .iter()
-        .map(|o| {
-            format!(
-                "{} {}/{}",
-                o["kind"].as_str().unwrap(),
-                o["metadata"]["namespace"].as_str().unwrap_or(""),
-                o["metadata"]["name"].as_str().unwrap()
-            )
-        })
+    let objects = kustomize(&repo().join("deploy"));
+    let ids: BTreeSet<String> = kinds_and_names(&objects)
+        .into_iter()
+        .map(|(kind, namespace, name)| format!("{kind} {namespace}/{name}"))
         .collect();
     for id in [
         "CustomResourceDefinition /runtimes.kruntimes.io",
         "CustomResourceDefinition /runs.kruntimes.io",
-        "ClusterRole /kruntimes-view",
-        "ClusterRole /kruntimes-edit",
-        "ValidatingAdmissionPolicy /kruntimes-runtimed",
-        "ValidatingAdmissionPolicyBinding /kruntimes-runtimed",
-        "Namespace /kruntimes-system",
-        "Deployment kruntimes-system/kruntimes-scheduler",
-        "ClusterRoleBinding /kruntimes-scheduler",
-        "Namespace /kruntimes-example",
-        "ServiceAccount kruntimes-example/kruntimes-runtimed",
-        "Role kruntimes-example/kruntimes-runtimed",
-        "RoleBinding kruntimes-example/kruntimes-runtimed",
+        "ClusterRole /kubectl-kruntimes-view",
+        "ClusterRole /kubectl-kruntimes-edit",
+        "ValidatingAdmissionPolicy /kubectl-kruntimes-runtimed",
+        "ValidatingAdmissionPolicyBinding /kubectl-kruntimes-runtimed",
+        "Namespace /kubectl-kruntimes",
+        "Deployment kubectl-kruntimes/kubectl-kruntimes-scheduler",
+        "ClusterRoleBinding /kubectl-kruntimes-scheduler",
+        "Namespace /kubectl-kruntimes-example",
+        "ServiceAccount kubectl-kruntimes-example/kubectl-kruntimes-runtimed",
+        "Role kubectl-kruntimes-example/kubectl-kruntimes-runtimed",
+        "RoleBinding kubectl-kruntimes-example/kubectl-kruntimes-runtimed",
     ] {
         assert!(
             ids.contains(id),
@@ -175,6 +190,237 @@ fn deploy_kustomization_renders_everything_and_names_one_image() {
         .map(|e| e["value"].clone());
     assert_eq!(env_image, Some(container["image"].clone()));
     assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(
+        image_references(&objects),
+        ["kubectl-kruntimes:0.1.0", "kubectl-kruntimes:0.1.0"]
+    );
+}
+
+/// Every image reference in `objects`: the `image` of each container, init container and
+/// ephemeral container (of a Pod or a Pod template, at any depth) and the value of each
+/// `KRUNTIMES_IMAGE` env.
+fn image_references(objects: &[serde_json::Value]) -> Vec<String> {
+    fn walk(value: &serde_json::Value, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for key in ["containers", "initContainers", "ephemeralContainers"] {
+                    for c in map
+                        .get(key)
+                        .and_then(|v| v.as_array())
+                        .into_iter()
+                        .flatten()
+                    {
+                        out.extend(c["image"].as_str().map(String::from));
+                        for env in c["env"].as_array().into_iter().flatten() {
+                            if env["name"] == "KRUNTIMES_IMAGE" {
+                                out.push(env["value"].as_str().unwrap_or("<none>").to_string());
+                            }
+                        }
+                    }
+                }
+                map.values().for_each(|v| walk(v, out));
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    objects.iter().for_each(|o| walk(o, &mut out));
+    out
+}
+
+/// Every string in `objects` that names the image `kubectl-kruntimes` with a tag or digest (the
+/// bare name is also the namespace's).
+fn strings_naming_the_shipped_image(objects: &[serde_json::Value]) -> Vec<String> {
+    fn walk(value: &serde_json::Value, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::String(s)
+                if s.starts_with("kubectl-kruntimes:") || s.starts_with("kubectl-kruntimes@") =>
+            {
+                out.push(s.clone());
+            }
+            serde_json::Value::Object(map) => map.values().for_each(|v| walk(v, out)),
+            serde_json::Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    objects.iter().for_each(|o| walk(o, &mut out));
+    out
+}
+
+/// Copies `deploy/` (with its subdirectories) to `to`.
+fn copy_deploy(to: &Path) {
+    let from = repo().join("deploy");
+    for rel in files_under(&from) {
+        let dest = to.join(&rel);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(from.join(&rel), dest).unwrap();
+    }
+}
+
+/// One `images:` override with `name: kubectl-kruntimes` moves every image reference of the
+/// render, the scheduler's container and its `KRUNTIMES_IMAGE` (which Runtime Pods' init
+/// container runs) alike: in an overlay that has `deploy/` as a resource, and in `deploy/`'s
+/// own kustomization (what `kustomize edit set image` writes), both rendered by the real
+/// kubectl.
+#[test]
+fn one_images_override_moves_the_scheduler_and_kruntimes_image_alike() {
+    const IMAGES: &str = "images:\n  - name: kubectl-kruntimes\n    newName: registry.example.com/team/kubectl-kruntimes\n    newTag: v9\n";
+    const NEW: &str = "registry.example.com/team/kubectl-kruntimes:v9";
+
+    let overlay = tempfile::tempdir().unwrap();
+    copy_deploy(&overlay.path().join("base"));
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        format!("resources:\n  - base\n{IMAGES}"),
+    )
+    .unwrap();
+
+    let in_place = tempfile::tempdir().unwrap();
+    copy_deploy(in_place.path());
+    let kustomization = in_place.path().join("kustomization.yaml");
+    let own = std::fs::read_to_string(&kustomization).unwrap();
+    assert!(
+        !own.contains("\nimages:"),
+        "deploy/ already overrides an image"
+    );
+    std::fs::write(&kustomization, format!("{own}{IMAGES}")).unwrap();
+
+    for (layout, dir) in [
+        ("an overlay", overlay.path()),
+        ("deploy/ itself", in_place.path()),
+    ] {
+        let objects = kustomize(dir);
+        let images = image_references(&objects);
+        assert_eq!(
+            images,
+            [NEW, NEW],
+            "with images: in {layout}, the scheduler's image and KRUNTIMES_IMAGE must both be {NEW}"
+        );
+        let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+        let env = &deployment["spec"]["template"]["spec"]["containers"][0]["env"];
+        assert!(
+            env.as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["name"] == "KRUNTIMES_IMAGE" && e["value"] == NEW),
+            "with images: in {layout}: {env}"
+        );
+        assert_eq!(
+            strings_naming_the_shipped_image(&objects),
+            Vec::<String>::new(),
+            "with images: in {layout}, the render still names the shipped image"
+        );
+    }
+}
+
+/// What the Go project kruntimes creates, by (kind, namespace, name): github.com/kruntimes/kruntimes
+/// at commit cad3923 as its README installs it, i.e. charts/kruntimes/templates/ as Helm release
+/// `kruntimes` in namespace `kruntimes-system` (created with `--create-namespace`; the chart's
+/// names are then `kruntimes-…`, templates/_helpers.tpl), the leader-election Leases of
+/// cmd/scheduler/main.go and cmd/controller/main.go, and what internal/controller/ creates in
+/// every namespace with Runtimes (runtime_controller.go, artifact_cleanup_controller.go),
+/// written "*" for any namespace.
+const GO_KRUNTIMES_OBJECTS: &[(&str, &str, &str)] = &[
+    ("Namespace", "", "kruntimes-system"),
+    ("ServiceAccount", "kruntimes-system", "kruntimes-scheduler"),
+    ("ServiceAccount", "kruntimes-system", "kruntimes-controller"),
+    ("ClusterRole", "", "kruntimes-scheduler"),
+    ("ClusterRole", "", "kruntimes-controller"),
+    ("ClusterRoleBinding", "", "kruntimes-scheduler"),
+    ("ClusterRoleBinding", "", "kruntimes-controller"),
+    ("Deployment", "kruntimes-system", "kruntimes-scheduler"),
+    ("Deployment", "kruntimes-system", "kruntimes-controller"),
+    ("Service", "kruntimes-system", "kruntimes-scheduler-metrics"),
+    (
+        "Service",
+        "kruntimes-system",
+        "kruntimes-controller-metrics",
+    ),
+    ("ServiceMonitor", "kruntimes-system", "kruntimes-metrics"),
+    (
+        "Lease",
+        "kruntimes-system",
+        "kruntimes-scheduler.kruntimes.com",
+    ),
+    (
+        "Lease",
+        "kruntimes-system",
+        "kruntimes-controller.kruntimes.com",
+    ),
+    ("ServiceAccount", "*", "kruntimes-runtimed"),
+    ("Role", "*", "kruntimes-runtimed"),
+    ("RoleBinding", "*", "kruntimes-runtimed-kruntimes-runtimed"),
+    ("ServiceAccount", "*", "kruntimes-runtime-maintainer"),
+    ("Role", "*", "kruntimes-runtime-maintainer"),
+    ("RoleBinding", "*", "kruntimes-runtime-maintainer"),
+];
+
+/// The Go project's CRDs (charts/kruntimes/crds/ at the same commit). Both projects serve the
+/// API group kruntimes.io, so these names are shared on purpose: the one overlap allowed.
+const GO_KRUNTIMES_CRDS: &[&str] = &[
+    "actions.kruntimes.io",
+    "persistentworkspaces.kruntimes.io",
+    "runs.kruntimes.io",
+    "runtimes.kruntimes.io",
+    "workflowruns.kruntimes.io",
+    "workflows.kruntimes.io",
+];
+
+/// Nothing `kubectl apply -k deploy/` creates is an object the Go project kruntimes creates
+/// (it would overwrite it, or its ServiceAccount would fall under our admission policy), except
+/// the CRDs of the shared API; and the admission policy matches only our runtimed service
+/// account, not the Go project's `kruntimes-runtimed`.
+#[test]
+fn deploy_creates_no_object_of_the_go_kruntimes_release() {
+    let objects = kustomize(&repo().join("deploy"));
+    let ours = kinds_and_names(&objects);
+    let shared: Vec<&(String, String, String)> = ours
+        .iter()
+        .filter(|(kind, namespace, name)| {
+            GO_KRUNTIMES_OBJECTS
+                .iter()
+                .any(|&(k, ns, n)| k == kind && (ns == "*" || ns == namespace) && n == name)
+        })
+        .collect();
+    assert!(
+        shared.is_empty(),
+        "deploy/ creates objects of the Go kruntimes release: {shared:?}"
+    );
+    for (kind, _, name) in &ours {
+        if kind == "CustomResourceDefinition" {
+            assert!(name.ends_with(".kruntimes.io"), "{name}");
+        } else {
+            assert!(
+                name.starts_with("kubectl-kruntimes"),
+                "{kind} {name}: every name of deploy/ but the CRDs' starts with kubectl-kruntimes"
+            );
+        }
+    }
+    let crds: Vec<&String> = ours
+        .iter()
+        .filter(|(kind, _, _)| kind == "CustomResourceDefinition")
+        .map(|(_, _, name)| name)
+        .collect();
+    assert!(
+        crds.iter()
+            .all(|name| GO_KRUNTIMES_CRDS.contains(&name.as_str())),
+        "a CRD of deploy/ that the Go project does not have: {crds:?}"
+    );
+
+    let policy = objects
+        .iter()
+        .find(|o| o["kind"] == "ValidatingAdmissionPolicy")
+        .unwrap();
+    let conditions = policy["spec"]["matchConditions"].as_array().unwrap();
+    assert_eq!(conditions.len(), 1, "{conditions:?}");
+    let expression = conditions[0]["expression"].as_str().unwrap();
+    assert!(
+        expression.contains("endsWith(':kubectl-kruntimes-runtimed')")
+            && !expression.contains("':kruntimes-runtimed'"),
+        "the policy must match only the service account kubectl-kruntimes-runtimed: {expression}"
+    );
 }
 
 #[test]

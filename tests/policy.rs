@@ -1,8 +1,8 @@
 //! What a Runtime Pod may do, proven on the real control plane with real tokens: the admission
-//! policy `kruntimes-runtimed` (deploy/runtimed-policy.yaml, applied by `install`) beside the
+//! policy `kubectl-kruntimes-runtimed` (deploy/runtimed-policy.yaml, applied by `install`) beside the
 //! shipped runtimed RBAC, and the user ClusterRoles aggregated into view/edit/admin.
 //!
-//! Runtime Pods here are Pod objects running as `kruntimes-runtimed`; their tokens come from the
+//! Runtime Pods here are Pod objects running as `kubectl-kruntimes-runtimed`; their tokens come from the
 //! TokenRequest API with the Pod as bound object, exactly what the kubelet mounts, so the API
 //! server itself puts the Pod claims in the user info. Every refusal is checked for the
 //! policy's own message and for nothing having changed (the object is read again).
@@ -34,14 +34,14 @@ use support::world::{
 };
 use support::{roles, tokens};
 
-const RUNTIMED: &str = "kruntimes-runtimed";
+const RUNTIMED: &str = "kubectl-kruntimes-runtimed";
 /// How the API server words a refusal by this policy.
-const POLICY_DENIED: &str = "ValidatingAdmissionPolicy 'kruntimes-runtimed' with binding 'kruntimes-runtimed' denied request: ";
+const POLICY_DENIED: &str = "ValidatingAdmissionPolicy 'kubectl-kruntimes-runtimed' with binding 'kubectl-kruntimes-runtimed' denied request: ";
 const WAIT: Duration = Duration::from_secs(60);
 
 // ---------------------------------------------------------------------------------------------
 // Fixture: a namespace with the shipped runtimed RBAC, two Runtime Pods A and B running as
-// kruntimes-runtimed, a client with A's Pod-bound token and one with an unbound token of the
+// kubectl-kruntimes-runtimed, a client with A's Pod-bound token and one with an unbound token of the
 // same service account.
 
 struct Fixture {
@@ -190,7 +190,7 @@ impl Fixture {
     }
 }
 
-/// A Runtime Pod object running as kruntimes-runtimed with a capacity of 4 runs, as created
+/// A Runtime Pod object running as kubectl-kruntimes-runtimed with a capacity of 4 runs, as created
 /// (there is no kubelet: it never runs, has no status and no heartbeat).
 async fn runtime_pod(ns: &TestNs, name: &str) -> Pod {
     let mut pod = pod(name).capacity(&[("runs", 4)]).build();
@@ -294,7 +294,7 @@ fn assert_forbidden_by_rbac<T: Debug>(result: kube::Result<T>, says: &str) {
     }
 }
 
-/// Waits until the policy is enforced for each of `clients` (tokens of kruntimes-runtimed in
+/// Waits until the policy is enforced for each of `clients` (tokens of kubectl-kruntimes-runtimed in
 /// `ns`): the policy and its binding become active a moment after they are created, RBAC and
 /// new tokens a moment after theirs. Probes with a server-side dry run, which persists nothing.
 async fn await_enforced(ns: &str, clients: &[&Client]) {
@@ -308,7 +308,7 @@ async fn await_enforced(ns: &str, clients: &[&Client]) {
         .iter()
         .map(|client| Api::namespaced((*client).clone(), ns))
         .collect();
-    let what = "the policy kruntimes-runtimed to be enforced for every token";
+    let what = "the policy kubectl-kruntimes-runtimed to be enforced for every token";
     eventually(WAIT, what, async || {
         for (i, leases) in leases.iter().enumerate() {
             match leases.create(&dry_run, &probe).await {
@@ -502,7 +502,7 @@ async fn a_pod_token_cannot_write_other_pods_runs_nor_make_transitions_runtimed_
     // The status of a Run assigned to Pod B: neither claimed nor ended.
     let of_b = f.create(f.on("of-b", &f.pod_b)).await;
     let says = format!(
-        "runtimed of Pod {ns}/pod-a may update only Runs assigned to its Pod: Run {ns}/of-b has status.podName/podUID pod-b (UID {}), not pod-a (UID {})",
+        "runtimed of Pod {ns}/pod-a may update only Runs assigned to its Pod: Run {ns}/of-b has status.assignedPod/assignedPodUID pod-b (UID {}), not pod-a (UID {})",
         b.pod_uid, a.pod_uid
     );
     assert_refused(f.write_status(&f.as_a, &of_b, claim).await, &says);
@@ -520,14 +520,14 @@ async fn a_pod_token_cannot_write_other_pods_runs_nor_make_transitions_runtimed_
     // A Pending Run: not assigned to anyone, so not Pod A's to start.
     let pending = f.create(f.run("pending")).await;
     let set_running_on_a = |s: &mut RunStatus| {
-        s.pod_name = Some(a.pod_name.clone());
-        s.pod_uid = Some(a.pod_uid.clone());
+        s.assigned_pod = Some(a.pod_name.clone());
+        s.assigned_pod_uid = Some(a.pod_uid.clone());
         claim(s);
     };
     assert_refused(
         f.write_status(&f.as_a, &pending, set_running_on_a).await,
         &format!(
-            "may update only Runs assigned to its Pod: Run {ns}/pending has status.podName/podUID <none> (UID <none>)"
+            "may update only Runs assigned to its Pod: Run {ns}/pending has status.assignedPod/assignedPodUID <none> (UID <none>)"
         ),
     );
     f.assert_run_unchanged(&pending).await;
@@ -542,20 +542,20 @@ async fn a_pod_token_cannot_write_other_pods_runs_nor_make_transitions_runtimed_
     // Pod A's own Run cannot be moved to Pod B, nor given up.
     let mine = f.create(f.on("mine", &f.pod_a)).await;
     let to_b = |s: &mut RunStatus| {
-        s.pod_name = Some(b.pod_name.clone());
-        s.pod_uid = Some(b.pod_uid.clone());
+        s.assigned_pod = Some(b.pod_name.clone());
+        s.assigned_pod_uid = Some(b.pod_uid.clone());
     };
     assert_refused(
         f.write_status(&f.as_a, &mine, to_b).await,
         &format!(
-            "may not assign Run {ns}/mine to another Pod: the update sets status.podName/podUID to pod-b (UID {})",
+            "may not assign Run {ns}/mine to another Pod: the update sets status.assignedPod/assignedPodUID to pod-b (UID {})",
             b.pod_uid
         ),
     );
     let unassign = |s: &mut RunStatus| {
         s.phase = Some(RunPhase::Pending);
-        s.pod_name = None;
-        s.pod_uid = None;
+        s.assigned_pod = None;
+        s.assigned_pod_uid = None;
     };
     assert_refused(
         f.write_status(&f.as_a, &mine, unassign).await,
@@ -662,7 +662,10 @@ async fn a_pod_token_cannot_change_a_runs_spec_or_labels_even_with_edit_rights()
     let f = Fixture::new("policy-spec").await;
     let ns = &f.ns;
     let mine = f.create(f.on("mine", &f.pod_a).running()).await;
-    let relabel = json!({"metadata": {"labels": {"team": "b"}}, "spec": {"runtime": "other"}});
+    // A spec field the API leaves mutable (changing an execution input, e.g. spec.runtime, is
+    // refused by the CRD's own CEL rules before the policy is asked).
+    let relabel =
+        json!({"metadata": {"labels": {"team": "b"}}, "spec": {"ttlSecondsAfterFinished": 60}});
     let runs = f.runs(&f.as_a);
 
     // With the shipped RBAC the authorizer refuses first: runtimed has no write on runs.
@@ -686,7 +689,7 @@ async fn a_pod_token_cannot_change_a_runs_spec_or_labels_even_with_edit_rights()
     // Grant the service account edit rights on Runs by mistake: the policy still refuses.
     let binding: RoleBinding = serde_json::from_value(json!({
         "metadata": {"name": "runtimed-edit-by-mistake"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kruntimes-edit"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kubectl-kruntimes-edit"},
         "subjects": [{"kind": "ServiceAccount", "name": RUNTIMED, "namespace": ns.name}]
     }))
     .unwrap();
@@ -708,7 +711,7 @@ async fn a_pod_token_cannot_change_a_runs_spec_or_labels_even_with_edit_rights()
     );
     assert_refused(refused, &format!("{only}UPDATE of runs mine is refused"));
     let mut respec = mine.clone();
-    respec.spec.runtime = "other".into();
+    respec.spec.ttl_seconds_after_finished = Some(60);
     assert_refused(
         runs.replace("mine", &PostParams::default(), &respec).await,
         &format!("{only}UPDATE of runs mine is refused"),
@@ -775,8 +778,7 @@ async fn a_pod_token_cannot_write_in_another_namespace_even_with_rights_there() 
 async fn a_token_of_the_runtimed_service_account_not_bound_to_a_pod_can_write_nothing() {
     let f = Fixture::new("policy-unbound").await;
     let a = f.identity(&f.pod_a);
-    let not_bound =
-        "a kruntimes-runtimed service account may write only with a token bound to its Runtime Pod";
+    let not_bound = "a kubectl-kruntimes-runtimed service account may write only with a token bound to its Runtime Pod";
 
     let scheduled = f.create(f.on("scheduled", &f.pod_a)).await;
     let running = f.create(f.on("running", &f.pod_a).running()).await;
@@ -814,6 +816,43 @@ async fn a_token_of_the_runtimed_service_account_not_bound_to_a_pod_can_write_no
     f.assert_lease_unchanged(&lease).await;
 }
 
+/// The Go project kruntimes names its runtimed service account `kruntimes-runtimed`
+/// (github.com/kruntimes/kruntimes at cad3923, internal/controller/runtime_controller.go). The
+/// policy matches only ours: that account, with the same Role and a token bound to no Pod,
+/// writes the heartbeat that the same kind of token of ours may not.
+#[tokio::test]
+async fn the_go_projects_runtimed_service_account_is_not_matched() {
+    let f = Fixture::new("policy-go-runtimed").await;
+    let a = f.identity(&f.pod_a);
+    let go_runtimed = "kruntimes-runtimed";
+    let account: k8s_openapi::api::core::v1::ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": go_runtimed}})).unwrap();
+    create_in(&f.ns, account).await;
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "go-runtimed"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": RUNTIMED},
+        "subjects": [{"kind": "ServiceAccount", "name": go_runtimed, "namespace": f.ns.name}]
+    }))
+    .unwrap();
+    create_in(&f.ns, binding).await;
+    let token = tokens::unbound_token(&f.admin, &f.ns.name, go_runtimed).await;
+    let kubeconfig = tokens::token_kubeconfig(f._dir.path(), "go-runtimed", &token, &f.ns.name);
+    let theirs = support::client_for(&kubeconfig).await;
+
+    assert_refused(
+        f.apply_lease(&f.unbound, &a, &a.pod_uid).await,
+        "a kubectl-kruntimes-runtimed service account may write only with a token bound",
+    );
+    let lease = eventually(WAIT, "the RoleBinding to take effect", async || {
+        f.apply_lease(&theirs, &a, &a.pod_uid).await
+    })
+    .await;
+    assert_eq!(
+        lease.spec.unwrap().holder_identity.as_deref(),
+        Some(a.pod_uid.as_str())
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // runtimed's whole life, with the scheduler, under the policy.
 
@@ -826,19 +865,19 @@ fn scheduler_kubeconfig(dir: &Path) -> PathBuf {
         .args([
             "create",
             "token",
-            "kruntimes-scheduler",
+            "kubectl-kruntimes-scheduler",
             "-n",
-            "kruntimes-system",
+            "kubectl-kruntimes",
         ])
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "kubectl create token kruntimes-scheduler: {}",
+        "kubectl create token kubectl-kruntimes-scheduler: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let token = String::from_utf8(out.stdout).unwrap();
-    tokens::token_kubeconfig(dir, "scheduler", token.trim(), "kruntimes-system")
+    tokens::token_kubeconfig(dir, "scheduler", token.trim(), "kubectl-kruntimes")
 }
 
 /// Kills runtimed outright, with no chance to clean up (as a crash would).
@@ -901,10 +940,8 @@ async fn runtimed_lives_its_whole_life_under_the_policy_with_the_scheduler() {
         .task(&["sh", "-c", "exit 3"])
         .create(&ns)
         .await;
-    // No mode at all (the builder's `no_task` writes an empty one).
-    let mut no_task = run("no-task").build();
-    no_task.spec.mode = None;
-    create_in(&ns, no_task).await;
+    // A function Run: no task for runtimed to start without a runtime server.
+    run("no-task").function("main.handler").create(&ns).await;
     let ended = |runs: &[Run], name: &str| {
         runs.iter()
             .find(|r| r.name_any() == name && r.phase().is_terminal())
@@ -920,7 +957,7 @@ async fn runtimed_lives_its_whole_life_under_the_policy_with_the_scheduler() {
         })
         .await;
     assert_eq!(
-        (ok.phase, ok.exit_code, ok.pod_name.as_deref()),
+        (ok.phase, ok.exit_code, ok.assigned_pod.as_deref()),
         (Some(RunPhase::Succeeded), Some(0), Some(pod_name.as_str()))
     );
     assert_eq!(

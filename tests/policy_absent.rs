@@ -24,7 +24,7 @@ use support::tokens;
 use support::world::{self, Create, RuntimedProcess, TestNs, create_in, eventually, http_get};
 
 const WAIT: Duration = Duration::from_secs(60);
-const NOT_RESTRICTED: &str = "Runtime Pods are not restricted: ValidatingAdmissionPolicy kruntimes-runtimed is not installed in";
+const NOT_RESTRICTED: &str = "Runtime Pods are not restricted: ValidatingAdmissionPolicy kubectl-kruntimes-runtimed is not installed in";
 const CANNOT_TELL: &str = "cannot tell whether Runtime Pods are restricted in";
 
 /// The CRDs alone (what `install` applied before the policy existed), once per binary.
@@ -149,11 +149,11 @@ impl Drop for Scheduler {
     }
 }
 
-/// A Runtime `python` of one Pod running as kruntimes-runtimed, capacity 4 runs.
+/// A Runtime `python` of one Pod running as kubectl-kruntimes-runtimed, capacity 4 runs.
 async fn runtimed_runtime(ns: &TestNs) {
     let mut python = runtime("python").capacity(&[("runs", 4)]).build();
     let template = python.spec.template.spec.as_mut().expect("a Pod template");
-    template.service_account_name = Some("kruntimes-runtimed".into());
+    template.service_account_name = Some("kubectl-kruntimes-runtimed".into());
     create_in(ns, python).await;
 }
 
@@ -175,7 +175,7 @@ async fn without_the_policy_kruntimes_works_and_the_scheduler_warns_once_that_po
     // runtimed with its Pod-bound token runs a Run end to end.
     let pod = ns.runtime_pods("python", 1).await.remove(0);
     ns.set_ready(&pod.name_any(), true).await;
-    let token = tokens::pod_bound_token(&admin, &ns.name, "kruntimes-runtimed", &pod).await;
+    let token = tokens::pod_bound_token(&admin, &ns.name, "kubectl-kruntimes-runtimed", &pod).await;
     let kubeconfig = tokens::token_kubeconfig(dir.path(), "runtimed", &token, &ns.name);
     let heartbeat = ["--heartbeat-interval", "1s"];
     let runtimed = RuntimedProcess::start_as(&kubeconfig, &pod, &heartbeat);
@@ -188,7 +188,10 @@ async fn without_the_policy_kruntimes_works_and_the_scheduler_warns_once_that_po
         })
         .await;
     drop(runtimed);
-    assert_eq!(status.pod_name.as_deref(), Some(pod.name_any().as_str()));
+    assert_eq!(
+        status.assigned_pod.as_deref(),
+        Some(pod.name_any().as_str())
+    );
 
     // What the warning is about: the same token may end a Run that is not its Pod's.
     run("stranger").create(&ns).await;

@@ -1,6 +1,6 @@
 //! `kubectl kruntimes runtimed` against the real control plane: the built binary runs as the
 //! agent of a Pod object created here (there is no kubelet), and the test plays the scheduler
-//! by writing `status.phase: Scheduled` with `podName`/`podUID` through the status subresource.
+//! by writing `status.phase: Scheduled` with `assignedPod`/`assignedPodUID` through the status subresource.
 //!
 //! Every Run event is recorded by a watch of the test's own, so admission is asserted on the
 //! API server's history, not on timing.
@@ -78,7 +78,8 @@ impl Fixture {
     async fn bind(&self, name: &str, phase: &str, pod: Option<(&str, &str)>) -> String {
         let uid = self.pod_uid();
         let (pod_name, pod_uid) = pod.unwrap_or(("rt-0", uid.as_str()));
-        let patch = json!({"status": {"phase": phase, "podName": pod_name, "podUID": pod_uid}});
+        let patch =
+            json!({"status": {"phase": phase, "assignedPod": pod_name, "assignedPodUID": pod_uid}});
         let written = self
             .ns
             .runs()
@@ -318,7 +319,7 @@ async fn stale_assignments_beyond_capacity_wait_untouched_and_all_complete() {
     );
     assert!(
         rtd.log()
-            .contains("watching Runs with the field selector status.podName=rt-0"),
+            .contains("watching Runs with the field selector status.assignedPod=rt-0"),
         "runtimed should watch with the server-side field selector\n{}",
         rtd.log_tail()
     );
@@ -430,7 +431,7 @@ async fn runs_that_cannot_be_run_as_written_fail_without_being_claimed() {
         }),
     };
     fx.assign(task("value-from", &["true"]).env(node)).await;
-    fx.assign(run("no-task").no_task()).await;
+    fx.assign(run("no-task").function("main.handler")).await;
     fx.assign(task("after", &["true"])).await;
     let names = ["value-from", "no-task", "after"];
     let state = fx.until_ended(&rtd, &names).await;
@@ -438,11 +439,11 @@ async fn runs_that_cannot_be_run_as_written_fail_without_being_claimed() {
     for (name, want) in [
         (
             "value-from",
-            "spec.mode.task.env[\"NODE\"] uses valueFrom, which runtimed does not support; set a plain value instead",
+            "spec.env[\"NODE\"] uses valueFrom, which runtimed does not support; set a plain value instead",
         ),
         (
             "no-task",
-            "spec.mode.task is not set; runtimed executes only Task Runs",
+            "spec.mode.task is not set; without a runtime server runtimed executes only Task Runs (a function Run needs a Runtime whose Pods serve the runtime contract)",
         ),
     ] {
         let run = &latest[name];

@@ -72,7 +72,7 @@ async fn multi_resource_placement_picks_the_least_loaded_pod_and_unadvertised_st
         .clone()
         .unwrap();
     let pod: Pod = ns.api().get("py-b").await.unwrap();
-    assert_eq!(train.pod_uid, pod.uid());
+    assert_eq!(train.assigned_pod_uid, pod.uid());
 }
 
 #[tokio::test]

@@ -189,7 +189,8 @@ async fn a_pool_with_used_gpus_a_stale_heartbeat_and_two_pending_reasons() {
     );
     assert_eq!(
         rt["runs"],
-        serde_json::json!({"pending": 3, "scheduled": 0, "running": 2, "succeeded": 1, "failed": 0})
+        serde_json::json!({"pending": 3, "scheduled": 0, "running": 2, "ready": 0, "succeeded": 1,
+                           "failed": 0, "timeout": 0, "cancelled": 0})
     );
     assert_eq!(rt["pending"]["runs"], 3);
     assert_eq!(

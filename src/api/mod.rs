@@ -1,5 +1,6 @@
 //! The kruntimes API: custom resource types, logical resource parsing and status helpers.
 
+pub mod lenient;
 pub mod resources;
 pub mod status;
 pub mod types;

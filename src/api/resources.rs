@@ -15,8 +15,10 @@ use thiserror::Error;
 pub const RUNS: &str = "runs";
 /// Prefix of the capacity annotations on Runtime Pods.
 pub const CAPACITY_ANNOTATION_PREFIX: &str = "kruntimes.io/capacity.";
-/// Runs capacity of a Runtime Pod that carries no `runs` annotation.
-pub const DEFAULT_RUNS_CAPACITY: u64 = 1;
+/// Runs capacity of a Runtime Pod that carries no `runs` annotation: the kruntimes project's
+/// current default (its `RuntimeDefaultRunsCapacity`), which the spec says existing Runtime
+/// Pods retain.
+pub const DEFAULT_RUNS_CAPACITY: u64 = 2;
 
 pub type Result<T, E = ResourceError> = std::result::Result<T, E>;
 
@@ -466,6 +468,9 @@ pub fn capacity_annotation(resource: &str) -> Result<String, &'static str> {
 
 /// The resource whose capacity an annotation key carries (the inverse of
 /// [`capacity_annotation`]), `None` for other annotations.
+///
+/// The upstream form of a prefixed name, `kruntimes.io/capacity.example.com/gpu`, cannot exist
+/// on a Kubernetes object, but it is read as `example.com/gpu` should it ever appear.
 pub fn resource_of_annotation(key: &str) -> Option<String> {
     let encoded = key.strip_prefix(CAPACITY_ANNOTATION_PREFIX)?;
     Some(match encoded.split_once('_') {
@@ -619,6 +624,11 @@ mod tests {
         assert!(capacity_annotation("my_res").is_err());
         assert!(capacity_annotation(&format!("example.com/{}", "x".repeat(50))).is_err());
         assert_eq!(resource_of_annotation("other/key"), None);
+        // The upstream project's form for a prefixed name, should it ever appear.
+        assert_eq!(
+            resource_of_annotation("kruntimes.io/capacity.example.com/gpu").as_deref(),
+            Some("example.com/gpu")
+        );
     }
 
     #[test]
@@ -645,9 +655,10 @@ mod tests {
         let cap = parse_capacity_annotations(&ann).unwrap();
         assert_eq!(
             cap,
-            Resources::from_iter([("example.com/gpu", 2), (RUNS, 1)])
+            Resources::from_iter([("example.com/gpu", 2), (RUNS, DEFAULT_RUNS_CAPACITY)])
         );
 
+        assert_eq!(DEFAULT_RUNS_CAPACITY, 2, "the upstream project's default");
         let ann = BTreeMap::from([("kruntimes.io/capacity.runs".to_string(), "4".to_string())]);
         assert_eq!(parse_capacity_annotations(&ann).unwrap().get(RUNS), 4);
 

@@ -115,8 +115,8 @@ pub fn set_terminal(
 /// Bind: phase Scheduled on `pod` (name and UID), `Scheduled=True`, no message.
 pub fn set_bound(status: &mut RunStatus, pod: &str, pod_uid: &str, now: &Time) {
     status.phase = Some(RunPhase::Scheduled);
-    status.pod_name = Some(pod.to_string());
-    status.pod_uid = Some(pod_uid.to_string());
+    status.assigned_pod = Some(pod.to_string());
+    status.assigned_pod_uid = Some(pod_uid.to_string());
     status.nominated_pod_name = None;
     status.reason = Some(reasons::SCHEDULED.into());
     status.message = None;
@@ -190,10 +190,10 @@ pub fn set_unbound(status: &mut RunStatus, message: &str, now: &Time) -> bool {
     if status.phase.is_some_and(RunPhase::is_terminal) {
         return false;
     }
-    let changed = status.phase != Some(RunPhase::Pending) || status.pod_name.is_some();
+    let changed = status.phase != Some(RunPhase::Pending) || status.assigned_pod.is_some();
     status.phase = Some(RunPhase::Pending);
-    status.pod_name = None;
-    status.pod_uid = None;
+    status.assigned_pod = None;
+    status.assigned_pod_uid = None;
     status.nominated_pod_name = None;
     status.reason = Some(reasons::RUNTIME_POD_LOST.into());
     status.message = Some(message.to_string());
@@ -334,7 +334,10 @@ mod tests {
         );
         assert_eq!(status.phase, Some(RunPhase::Scheduled));
         assert_eq!(
-            (status.pod_name.as_deref(), status.pod_uid.as_deref()),
+            (
+                status.assigned_pod.as_deref(),
+                status.assigned_pod_uid.as_deref()
+            ),
             (Some("p1"), Some("uid-p1"))
         );
         assert_eq!(status.reason.as_deref(), Some(reasons::SCHEDULED));
@@ -404,7 +407,7 @@ mod tests {
         set_admitted(&mut status, "p1", &reserved, &at(2));
         assert_eq!(status.phase, Some(RunPhase::Running));
         assert_eq!(status.start_time, Some(at(2)));
-        assert_eq!(status.pod_name.as_deref(), Some("p1"), "the Pod stays");
+        assert_eq!(status.assigned_pod.as_deref(), Some("p1"), "the Pod stays");
         let admitted = condition(&status, CONDITION_ADMITTED);
         assert_eq!(admitted.reason, reasons::ADMITTED);
         assert_eq!(
@@ -420,7 +423,10 @@ mod tests {
         assert!(set_unbound(&mut status, "its Runtime Pod was lost", &at(2)));
         assert_eq!(status.phase, Some(RunPhase::Pending));
         assert_eq!(
-            (status.pod_name.as_ref(), status.pod_uid.as_ref()),
+            (
+                status.assigned_pod.as_ref(),
+                status.assigned_pod_uid.as_ref()
+            ),
             (None, None)
         );
         let scheduled = condition(&status, CONDITION_SCHEDULED);

@@ -1,4 +1,11 @@
-//! The `Runtime` and `Run` custom resources (`kruntimes.io/v1alpha1`) and their CRDs.
+//! The `Run`, `Runtime` and `PersistentWorkspace` custom resources (`kruntimes.io/v1alpha1`)
+//! and their CRDs.
+//!
+//! The shapes are the kruntimes project's public `v1alpha1` API (`kruntimes/kruntimes`,
+//! `api/v1alpha1/`), field for field: the same names, types, defaults, enums and CEL rules, so
+//! a manifest written for that project is accepted unchanged and an object it stored decodes
+//! here. What only kruntimes adds is optional and marked "kruntimes:" in its doc. Every field
+//! decodes leniently (absent means default), so one odd object never fails a list.
 //!
 //! These are plain data: parsing and validation of their quantities lives in
 //! [`super::resources`], status transitions in [`super::status`].
@@ -12,8 +19,11 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// The default `spec.port` of a Runtime: where its runtime server serves gRPC.
+pub const DEFAULT_RUNTIME_PORT: i32 = 9091;
+
 /// A pool of Runtime Pods that advertise logical capacity.
-#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, JsonSchema)]
 #[kube(
     group = "kruntimes.io",
     version = "v1alpha1",
@@ -23,21 +33,74 @@ use serde::{Deserialize, Serialize};
     shortname = "rt",
     category = "kruntimes",
     doc = "A pool of Runtime Pods that advertise logical capacity to the kruntimes scheduler.",
+    printcolumn = r#"{"name": "Image", "type": "string", "jsonPath": ".spec.template.spec.containers[0].image"}"#,
     printcolumn = r#"{"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"}"#,
     printcolumn = r#"{"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"}"#,
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["template"]))]
 pub struct RuntimeSpec {
-    /// Runtime Pods to keep.
+    /// The Runtime Pod template. The Runtime controller adds runtimed to its first container
+    /// (see the README, "Runtime Pods from any image").
+    #[serde(default)]
+    #[schemars(schema_with = "preserve_unknown_object", transform = no_default)]
+    pub template: k8s_openapi::api::core::v1::PodTemplateSpec,
+    /// The gRPC port of the runtime server in a Runtime Pod (the runtime contract).
+    #[serde(default = "default_port")]
+    #[schemars(range(min = 1))]
+    pub port: i32,
+    /// Runtime Pods to keep (kruntimes: 0 is allowed, to scale a pool to nothing).
+    #[serde(default = "default_replicas")]
     #[schemars(range(min = 0))]
     pub replicas: i32,
-    /// The Pod template; its main container runs `kubectl-kruntimes runtimed`.
-    #[schemars(schema_with = "preserve_unknown_object")]
-    pub template: k8s_openapi::api::core::v1::PodTemplateSpec,
+    /// Overrides the runtimed image that Runtime Pods get.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    pub daemon_image: Option<String>,
     /// Logical capacity of every Runtime Pod.
-    #[serde(default)]
-    pub capacity: RuntimeCapacity,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<RuntimeCapacity>,
+    /// Durable artifact storage for the Runtime's Runs (kept, not acted on yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub artifact_store: Option<serde_json::Value>,
+    /// The workspace volume of a Runtime Pod: the fields of a core `VolumeSource` (kept, not
+    /// acted on yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub workspace: Option<serde_json::Value>,
+}
+
+/// The API's defaults: port 9091, one replica, nothing else set.
+impl Default for RuntimeSpec {
+    fn default() -> Self {
+        RuntimeSpec {
+            template: Default::default(),
+            port: DEFAULT_RUNTIME_PORT,
+            replicas: default_replicas(),
+            daemon_image: None,
+            capacity: None,
+            artifact_store: None,
+            workspace: None,
+        }
+    }
+}
+
+fn default_port() -> i32 {
+    DEFAULT_RUNTIME_PORT
+}
+
+fn default_replicas() -> i32 {
+    1
+}
+
+impl RuntimeSpec {
+    /// The declared per-Pod capacity (`spec.capacity.resources`), empty when omitted.
+    pub fn capacity_resources(&self) -> &BTreeMap<String, Quantity> {
+        static EMPTY: BTreeMap<String, Quantity> = BTreeMap::new();
+        self.capacity.as_ref().map_or(&EMPTY, |c| &c.resources)
+    }
 }
 
 /// Per-Pod logical capacity, projected onto Pods as `kruntimes.io/capacity.<resource>`.
@@ -45,7 +108,7 @@ pub struct RuntimeSpec {
 pub struct RuntimeCapacity {
     /// Resource name to whole-number quantity, e.g. `runs: "4"`, `example.com/gpu: "1"`.
     /// Validated by the Runtime controller, which reports a malformed value on the status.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(schema_with = "quantity_map")]
     pub resources: BTreeMap<String, Quantity>,
 }
@@ -54,13 +117,16 @@ pub struct RuntimeCapacity {
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeStatus {
+    /// kruntimes: Runtime Pods that exist.
     #[serde(default)]
     pub replicas: i32,
     #[serde(default)]
     pub ready_replicas: i32,
+    /// kruntimes: the generation this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "condition_list")]
     pub conditions: Vec<Condition>,
 }
 
@@ -72,33 +138,148 @@ pub struct RuntimeStatus {
     kind = "Run",
     namespaced,
     status = "RunStatus",
+    shortname = "rn",
     category = "kruntimes",
     doc = "One unit of work that the kruntimes scheduler places on a Runtime Pod.",
-    printcolumn = r#"{"name": "Runtime", "type": "string", "jsonPath": ".spec.runtime"}"#,
     printcolumn = r#"{"name": "Phase", "type": "string", "jsonPath": ".status.phase"}"#,
-    printcolumn = r#"{"name": "Pod", "type": "string", "jsonPath": ".status.podName"}"#,
+    printcolumn = r#"{"name": "Assigned Pod", "type": "string", "jsonPath": ".status.assignedPod"}"#,
+    printcolumn = r#"{"name": "Runtime", "type": "string", "jsonPath": ".spec.runtime"}"#,
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
     selectable = ".spec.runtime",
-    selectable = ".status.podName"
+    selectable = ".status.assignedPod"
 )]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "has(self.resources) == has(oldSelf.resources) && (!has(self.resources) || self.resources == oldSelf.resources)",
-    "message": "spec.resources is immutable: delete and recreate the Run to change its requests"
-}]))]
+#[schemars(extend(
+    "required" = ["mode", "runtime"],
+    "x-kubernetes-validations" = [
+        {
+            "rule": "!has(self.mode.task) || !has(self.mode.task.entrypoint) || (has(self.source) && has(self.source.inline)) || (!self.mode.task.entrypoint.startsWith('/') && !self.mode.task.entrypoint.split('/').exists(s, s == '..'))",
+            "message": "mode.task.entrypoint must be a relative path that does not contain '..'"
+        },
+        {
+            "rule": "!has(self.source) || !has(self.source.inlinePath) || (has(self.mode.function) && has(self.source.inline))",
+            "message": "source.inlinePath is only valid for function mode with inline source"
+        },
+        {
+            "rule": "!has(self.mode.function) || !has(self.source) || !has(self.source.inline) || has(self.source.inlinePath)",
+            "message": "function mode inline source requires source.inlinePath"
+        },
+        {
+            "rule": "self.runtime == oldSelf.runtime && has(self.source) == has(oldSelf.source) && (!has(self.source) || self.source == oldSelf.source) && self.mode == oldSelf.mode && has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env) && has(self.timeout) == has(oldSelf.timeout) && (!has(self.timeout) || self.timeout == oldSelf.timeout) && has(self.retryPolicy) == has(oldSelf.retryPolicy) && (!has(self.retryPolicy) || self.retryPolicy == oldSelf.retryPolicy) && has(self.resources) == has(oldSelf.resources) && (!has(self.resources) || self.resources == oldSelf.resources)",
+            "message": "runtime, source, mode, env, timeout, retryPolicy, and resources are immutable after Run creation"
+        },
+        {
+            "rule": "has(self.workspace) == has(oldSelf.workspace) && (!has(self.workspace) || self.workspace == oldSelf.workspace) && has(self.affinity) == has(oldSelf.affinity) && (!has(self.affinity) || self.affinity == oldSelf.affinity)",
+            "message": "workspace and affinity are immutable after Run creation"
+        },
+        {
+            "rule": "!has(oldSelf.cancelRequested) || !oldSelf.cancelRequested || (has(self.cancelRequested) && self.cancelRequested)",
+            "message": "cancelRequested may not transition from true to false"
+        }
+    ]
+))]
 pub struct RunSpec {
     /// Name of the Runtime in the same namespace.
-    #[schemars(length(min = 1))]
+    #[serde(default)]
+    #[schemars(transform = no_default, length(min = 1, max = 63), regex(pattern = r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"))]
     pub runtime: String,
-    /// Logical resources held for the Run's whole active lifetime. Omitted means `{runs: 1}`.
+    /// Where the code comes from (kept, not acted on yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<RunResources>,
+    pub source: Option<CodeSource>,
+    /// What runtimed executes: exactly one of `task` and `function`.
+    #[serde(default)]
+    #[schemars(transform = no_default)]
+    pub mode: RunMode,
+    /// A namespace-local PersistentWorkspace the Run uses (kept, not acted on yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<RunWorkspaceReference>,
     /// Required and preferred co-location with other Runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<RunAffinity>,
-    /// What runtimed executes.
+    /// Logical resources held for the Run's whole active lifetime. Omitted means `{runs: 1}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<RunMode>,
+    pub resources: Option<RunResources>,
+    /// Environment of the execution.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub env: Vec<EnvVar>,
+    /// The longest the Run may run, a Go duration such as `10m` (kept, not acted on yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Set to true to cancel the Run; never back to false (kept, not acted on yet).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancel_requested: bool,
+    /// How often a failed Run is retried (kept, not acted on yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_policy: Option<RetryPolicy>,
+    /// Seconds after completion before the Run is deleted (kept, not acted on yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_finished: Option<i32>,
+}
+
+/// Where the code to run comes from.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "!(has(self.inline) && has(self.repoURL))", "message": "inline and repoURL are mutually exclusive"},
+    {"rule": "!has(self.commitSHA) || has(self.repoURL)", "message": "commitSHA requires repoURL"},
+    {
+        "rule": "!has(self.inlinePath) || (!self.inlinePath.startsWith('/') && !self.inlinePath.split('/').exists(s, size(s) == 0 || s == '.' || s == '..'))",
+        "message": "inlinePath must be a relative file path without empty, '.' or '..' segments"
+    }
+]))]
+pub struct CodeSource {
+    /// A standalone script.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 262144))]
+    pub inline: Option<String>,
+    /// Where inline function source is written, relative to the working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4096))]
+    pub inline_path: Option<String>,
+    /// A Git repository to clone.
+    #[serde(default, rename = "repoURL", skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    pub repo_url: Option<String>,
+    /// The commit to check out.
+    #[serde(default, rename = "commitSHA", skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    pub commit_sha: Option<String>,
+}
+
+/// How a failed Run is retried.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryPolicy {
+    /// Attempts including the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub max_attempts: Option<i32>,
+    /// The first backoff, a Go duration; it doubles per retry, capped at 60 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<String>,
+    /// The failure reasons that are retried; empty means all but `Cancelled`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32), inner(length(max = 128)))]
+    pub retryable_reasons: Vec<String>,
+}
+
+/// Identifies a namespace-local PersistentWorkspace.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunWorkspaceReference {
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "workspace_kind")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "workspace_api_group")]
+    pub api_group: Option<String>,
 }
 
 /// Logical resource requests of a Run.
@@ -107,7 +288,7 @@ pub struct RunResources {
     /// Resource name to whole-number quantity. Validated by the scheduler's PreFilter: a
     /// malformed value fails the Run with reason `InvalidResources`. (A CEL check of the values
     /// is beyond the API server's cost budget for int-or-string fields.)
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(schema_with = "quantity_map")]
     pub requests: BTreeMap<String, Quantity>,
 }
@@ -122,50 +303,101 @@ pub struct RunAffinity {
     pub run_anti_affinity: Option<AffinityTerms>,
 }
 
-/// Required and preferred terms of one affinity kind.
+/// Required and preferred terms of one affinity kind (`RunAffinityRules`).
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct AffinityTerms {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Hard constraints.
+    #[serde(
+        default,
+        rename = "requiredDuringSchedulingIgnoredDuringExecution",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    #[schemars(length(max = 32))]
     pub required: Vec<RunAffinityTerm>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Soft preferences.
+    #[serde(
+        default,
+        rename = "preferredDuringSchedulingIgnoredDuringExecution",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    #[schemars(length(max = 32))]
     pub preferred: Vec<WeightedRunAffinityTerm>,
 }
 
 /// Runs matching `labelSelector` in the same `topologyKey` domain.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend(
+    "required" = ["labelSelector", "topologyKey"],
+    "x-kubernetes-validations" = [{
+        "rule": "has(self.labelSelector) && ((has(self.labelSelector.matchLabels) && size(self.labelSelector.matchLabels) > 0) || (has(self.labelSelector.matchExpressions) && size(self.labelSelector.matchExpressions) > 0))",
+        "message": "labelSelector must not be empty"
+    }]
+))]
 pub struct RunAffinityTerm {
+    #[serde(default)]
+    #[schemars(transform = no_default)]
     pub label_selector: LabelSelector,
-    /// Only `kruntimes.io/runtime-pod` is supported.
+    /// Only `kruntimes.io/runtime-pod`.
+    #[serde(default)]
+    #[schemars(schema_with = "topology_key", transform = no_default)]
     pub topology_key: String,
 }
 
 /// A preferred term with its weight.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct WeightedRunAffinityTerm {
     #[schemars(range(min = 1, max = 100))]
     pub weight: i32,
+    #[serde(rename = "runAffinityTerm")]
     pub term: RunAffinityTerm,
 }
 
-/// Execution mode of a Run.
+/// Execution mode of a Run: exactly one of `task` and `function`.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.task) != has(self.function)",
+    "message": "exactly one of task or function must be set"
+}]))]
 pub struct RunMode {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<TaskMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<FunctionMode>,
 }
 
-/// A process that runtimed spawns.
+/// One-shot execution.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskMode {
-    #[schemars(length(min = 1))]
-    pub args: Vec<String>,
+    /// A relative script file to execute. Without a runtime server runtimed runs it as the
+    /// program, with `args` as its arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub entrypoint: Option<String>,
+    /// Arguments passed to the runtime. Without a runtime server and without `entrypoint`,
+    /// the first is the program runtimed runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "preserve_unknown_array")]
-    pub env: Vec<EnvVar>,
+    #[schemars(length(max = 256), inner(length(max = 8192)))]
+    pub args: Vec<String>,
+    /// kruntimes: the working directory of the process runtimed spawns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub working_dir: Option<String>,
+}
+
+/// Callable function execution (kept, not acted on yet).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FunctionMode {
+    /// The `module.function` to call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
+    pub handler: Option<String>,
+    /// Seconds after the last invocation before the function's capacity may be released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub idle_timeout_seconds: Option<i32>,
 }
 
 /// Lifecycle phase of a Run.
@@ -175,13 +407,40 @@ pub enum RunPhase {
     Pending,
     Scheduled,
     Running,
+    /// An active function Run that accepts invocations: it holds its capacity until released.
+    Ready,
     Succeeded,
     Failed,
+    Timeout,
+    Cancelled,
 }
 
 impl RunPhase {
+    /// Every phase, in lifecycle order.
+    pub const ALL: [RunPhase; 8] = [
+        RunPhase::Pending,
+        RunPhase::Scheduled,
+        RunPhase::Running,
+        RunPhase::Ready,
+        RunPhase::Succeeded,
+        RunPhase::Failed,
+        RunPhase::Timeout,
+        RunPhase::Cancelled,
+    ];
+
     pub fn is_terminal(self) -> bool {
-        matches!(self, RunPhase::Succeeded | RunPhase::Failed)
+        matches!(
+            self,
+            RunPhase::Succeeded | RunPhase::Failed | RunPhase::Timeout | RunPhase::Cancelled
+        )
+    }
+
+    /// Whether a Run in this phase holds capacity on its assigned Pod.
+    pub fn is_active(self) -> bool {
+        matches!(
+            self,
+            RunPhase::Scheduled | RunPhase::Running | RunPhase::Ready
+        )
     }
 
     pub fn as_str(self) -> &'static str {
@@ -189,8 +448,11 @@ impl RunPhase {
             RunPhase::Pending => "Pending",
             RunPhase::Scheduled => "Scheduled",
             RunPhase::Running => "Running",
+            RunPhase::Ready => "Ready",
             RunPhase::Succeeded => "Succeeded",
             RunPhase::Failed => "Failed",
+            RunPhase::Timeout => "Timeout",
+            RunPhase::Cancelled => "Cancelled",
         }
     }
 }
@@ -200,28 +462,57 @@ impl RunPhase {
 #[serde(rename_all = "camelCase")]
 pub struct RunStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "run_phase")]
     pub phase: Option<RunPhase>,
+    /// The Runtime Pod the scheduler assigned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_name: Option<String>,
+    pub assigned_pod: Option<String>,
+    /// The UID of `assignedPod`, set and cleared with it.
+    #[serde(
+        default,
+        rename = "assignedPodUID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(length(max = 253))]
+    pub assigned_pod_uid: Option<String>,
+    /// The invoke endpoint of a ready function Run (kept, not acted on yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[serde(rename = "podUID")]
-    pub pod_uid: Option<String>,
-    /// A bounded CamelCase reason.
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub endpoint: Option<serde_json::Value>,
+    /// kruntimes: a bounded CamelCase reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
     pub message: Option<String>,
-    /// The Runtime Pod the scheduler is draining for this Pending Run after it waited longer
-    /// than the starvation threshold while later Runs were placed: later Runs leave room for
-    /// its request there. Set and cleared by the scheduler only.
+    /// kruntimes: the Runtime Pod the scheduler is draining for this Pending Run after it
+    /// waited longer than the starvation threshold while later Runs were placed: later Runs
+    /// leave room for its request there. Set and cleared by the scheduler only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nominated_pod_name: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "condition_list")]
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<Time>,
+    /// Key-value outputs of the Run.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 64))]
+    pub outputs: BTreeMap<String, String>,
+    /// Artifacts stored outside etcd (kept, not acted on yet).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "preserve_unknown_array_32")]
+    pub artifact_refs: Vec<serde_json::Value>,
+    /// The artifact store captured for cleanup (kept, not acted on yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub artifact_store: Option<serde_json::Value>,
+    /// The current execution attempt (1-based).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<i32>,
+    /// kruntimes: the exit code of the Run's process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
 }
@@ -243,17 +534,19 @@ impl Run {
             && self
                 .status
                 .as_ref()
-                .and_then(|s| s.pod_name.as_ref())
+                .and_then(|s| s.assigned_pod.as_ref())
                 .is_none()
     }
 
-    /// The Pod this Run is assigned to, when it is active (Scheduled or Running with a podName).
+    /// The Pod this Run is assigned to, when it is active (Scheduled, Running or Ready with an
+    /// `assignedPod`).
     pub fn active_pod(&self) -> Option<&str> {
         let status = self.status.as_ref()?;
-        match status.phase {
-            Some(RunPhase::Scheduled | RunPhase::Running) => status.pod_name.as_deref(),
-            _ => None,
-        }
+        status
+            .phase
+            .is_some_and(RunPhase::is_active)
+            .then_some(status.assigned_pod.as_deref())
+            .flatten()
     }
 
     /// Whether the Run has required Run affinity terms: it waits for target Runs, so new
@@ -277,6 +570,73 @@ impl Run {
     }
 }
 
+/// A workspace bound to one Runtime Pod's local disk, shared by the Runs that name it.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]
+#[kube(
+    group = "kruntimes.io",
+    version = "v1alpha1",
+    kind = "PersistentWorkspace",
+    namespaced,
+    status = "PersistentWorkspaceStatus",
+    shortname = "pw",
+    category = "kruntimes",
+    doc = "A workspace on one Runtime Pod's local disk that Runs naming it share.",
+    printcolumn = r#"{"name": "Phase", "type": "string", "jsonPath": ".status.phase"}"#,
+    printcolumn = r#"{"name": "Runtime", "type": "string", "jsonPath": ".spec.runtime"}"#,
+    printcolumn = r#"{"name": "Bound Pod", "type": "string", "jsonPath": ".status.boundPod"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["runtime"]))]
+pub struct PersistentWorkspaceSpec {
+    /// The Runtime whose Pod holds the workspace.
+    #[serde(default)]
+    #[schemars(transform = no_default, length(min = 1, max = 63), regex(pattern = r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"))]
+    pub runtime: String,
+    /// How the workspace is bound: `RuntimePodLocal`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "workspace_mode")]
+    pub mode: Option<String>,
+    /// Seconds to keep the data after the workspace becomes unused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_unused: Option<i32>,
+    /// `DeleteAfterTTL` or `Retain`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "workspace_cleanup_policy")]
+    pub cleanup_policy: Option<String>,
+}
+
+/// Observed state of a PersistentWorkspace.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PersistentWorkspaceStatus {
+    /// `Pending`, `Bound`, `Lost` or `Released`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "workspace_phase")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// The Runtime Pod that holds the workspace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_pod: Option<String>,
+    /// The workspace's path on that Pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_used_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "condition_list")]
+    pub conditions: Vec<Condition>,
+}
+
+/// Drops the `default` schemars derives from `#[serde(default)]`: these fields are required
+/// (their Rust default only makes decoding lenient) and their empty default would not even
+/// pass the field's own validation.
+fn no_default(schema: &mut schemars::Schema) {
+    schema.remove("default");
+}
+
 /// A map of resource name to quantity, without k8s-openapi's kilobyte-long Quantity essay.
 fn quantity_map(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
@@ -293,11 +653,61 @@ fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schem
     })
 }
 
-fn preserve_unknown_array(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+fn preserve_unknown_array_32(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "array",
+        "maxItems": 32,
         "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
     })
+}
+
+/// Conditions as a list map keyed by type, at most 16, as the upstream API declares them.
+fn condition_list(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let item = generator.subschema_for::<Condition>();
+    schemars::json_schema!({
+        "type": "array",
+        "maxItems": 16,
+        "items": item,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"]
+    })
+}
+
+fn string_enum(values: &[&str], default: Option<&str>) -> schemars::Schema {
+    let mut schema = schemars::json_schema!({"type": "string", "enum": values});
+    if let Some(default) = default {
+        schema.insert("default".into(), default.into());
+    }
+    schema
+}
+
+fn run_phase(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let phases: Vec<&str> = RunPhase::ALL.iter().map(|p| p.as_str()).collect();
+    string_enum(&phases, Some("Pending"))
+}
+
+fn topology_key(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    string_enum(&[super::LABEL_RUNTIME_POD], None)
+}
+
+fn workspace_kind(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    string_enum(&["PersistentWorkspace"], Some("PersistentWorkspace"))
+}
+
+fn workspace_api_group(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    string_enum(&["kruntimes.io/v1alpha1"], Some("kruntimes.io/v1alpha1"))
+}
+
+fn workspace_mode(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    string_enum(&["RuntimePodLocal"], Some("RuntimePodLocal"))
+}
+
+fn workspace_cleanup_policy(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    string_enum(&["DeleteAfterTTL", "Retain"], Some("DeleteAfterTTL"))
+}
+
+fn workspace_phase(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    string_enum(&["Pending", "Bound", "Lost", "Released"], Some("Pending"))
 }
 
 #[cfg(test)]
@@ -305,27 +715,72 @@ mod tests {
     use super::*;
     use kube::CustomResourceExt;
 
+    fn spec_schema(crd: serde_json::Value) -> serde_json::Value {
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"].clone()
+    }
+
     #[test]
-    fn run_crd_declares_selectable_fields_for_runtime_and_pod() {
+    fn run_crd_declares_selectable_fields_for_runtime_and_assigned_pod() {
         let crd = serde_json::to_value(Run::crd()).unwrap();
         let fields = &crd["spec"]["versions"][0]["selectableFields"];
         assert_eq!(
             fields,
-            &serde_json::json!([{"jsonPath": ".spec.runtime"}, {"jsonPath": ".status.podName"}])
+            &serde_json::json!([{"jsonPath": ".spec.runtime"}, {"jsonPath": ".status.assignedPod"}])
         );
     }
 
     #[test]
-    fn run_crd_makes_resources_immutable_with_cel() {
-        let crd = serde_json::to_value(Run::crd()).unwrap();
-        let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
-        let rule = spec["x-kubernetes-validations"][0]["rule"]
-            .as_str()
-            .unwrap();
+    fn run_crd_makes_execution_inputs_immutable_and_cancel_one_way_with_cel() {
+        let spec = spec_schema(serde_json::to_value(Run::crd()).unwrap());
+        let rules: Vec<&str> = spec["x-kubernetes-validations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["rule"].as_str().unwrap())
+            .collect();
         assert!(
-            rule.contains("self.resources == oldSelf.resources"),
-            "{rule}"
+            rules
+                .iter()
+                .any(|r| r.contains("self.resources == oldSelf.resources")
+                    && r.contains("self.mode == oldSelf.mode")),
+            "{rules:?}"
         );
+        assert!(rules.iter().any(|r| r.contains("oldSelf.cancelRequested")));
+        assert_eq!(spec["required"], serde_json::json!(["mode", "runtime"]));
+    }
+
+    #[test]
+    fn upstream_field_names_round_trip() {
+        let json = serde_json::json!({
+            "runtime": "python",
+            "mode": {"task": {"entrypoint": "main.py", "args": ["-v"]}},
+            "env": [{"name": "A", "value": "1"}],
+            "affinity": {"runAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": "kruntimes.io/runtime-pod"}
+                ],
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 5, "runAffinityTerm": {"labelSelector": {"matchLabels": {"c": "d"}}, "topologyKey": "kruntimes.io/runtime-pod"}}
+                ]
+            }},
+            "source": {"repoURL": "https://example.com/r.git", "commitSHA": "abc"},
+            "workspace": {"name": "ws"},
+            "timeout": "10m",
+            "cancelRequested": true,
+            "retryPolicy": {"maxAttempts": 3, "backoff": "1s"},
+            "ttlSecondsAfterFinished": 60
+        });
+        let spec: RunSpec = serde_json::from_value(json.clone()).unwrap();
+        let terms = spec
+            .affinity
+            .as_ref()
+            .unwrap()
+            .run_affinity
+            .as_ref()
+            .unwrap();
+        assert_eq!(terms.required.len(), 1);
+        assert_eq!(terms.preferred[0].weight, 5);
+        assert_eq!(serde_json::to_value(&spec).unwrap(), json);
     }
 
     #[test]
@@ -334,5 +789,17 @@ mod tests {
         assert!(run.status.is_none());
         assert_eq!(run.phase(), RunPhase::Pending);
         assert_eq!(run.active_pod(), None);
+    }
+
+    #[test]
+    fn a_ready_function_run_is_active_and_the_three_end_phases_are_terminal() {
+        let mut run = crate::testing::run("a").on("p1").build();
+        run.status.as_mut().unwrap().phase = Some(RunPhase::Ready);
+        assert_eq!(run.active_pod(), Some("p1"));
+        for phase in [RunPhase::Timeout, RunPhase::Cancelled, RunPhase::Succeeded] {
+            run.status.as_mut().unwrap().phase = Some(phase);
+            assert!(phase.is_terminal());
+            assert_eq!(run.active_pod(), None);
+        }
     }
 }

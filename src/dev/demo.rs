@@ -181,16 +181,19 @@ impl Tally {
 impl std::fmt::Display for Tally {
     /// `Pending 3 · Scheduled 0 · Running 6 · Succeeded 4 · Failed 0`
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let parts: Vec<String> = [
+        // The phases the demo's task Runs pass through; the others only when they occur.
+        let usual = [
             RunPhase::Pending,
             RunPhase::Scheduled,
             RunPhase::Running,
             RunPhase::Succeeded,
             RunPhase::Failed,
-        ]
-        .into_iter()
-        .map(|p| format!("{p:?} {}", self.count(p)))
-        .collect();
+        ];
+        let parts: Vec<String> = RunPhase::ALL
+            .into_iter()
+            .filter(|p| usual.contains(p) || self.count(*p) > 0)
+            .map(|p| format!("{p:?} {}", self.count(p)))
+            .collect();
         write!(f, "{}", parts.join(" · "))
     }
 }

@@ -12,6 +12,7 @@ use kube::api::{Api, ListParams};
 use thiserror::Error;
 
 use super::model::Objects;
+use crate::api::lenient::{self, Lenient};
 use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, Runtime};
 use crate::kubeclient::Target;
 
@@ -165,21 +166,20 @@ pub async fn list_runtimes(target: &Target, namespace: Option<&str>) -> Result<V
     list_kruntimes(target, namespace, "runtimes").await
 }
 
-/// Every object of one of kruntimes' own kinds (`what`, for the error message); a 404 means
-/// the CRDs are not installed.
+/// Every object of one of kruntimes' own kinds (`what`, for the error message) that decodes
+/// (one that does not is reported and left out); a 404 means the CRDs are not installed.
 async fn list_kruntimes<K>(target: &Target, namespace: Option<&str>, what: &str) -> Result<Vec<K>>
 where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
         + Clone
         + serde::de::DeserializeOwned
         + std::fmt::Debug,
-    K::DynamicType: Default,
 {
-    match api::<K>(target, namespace)
+    match api::<Lenient<K>>(target, namespace)
         .list(&ListParams::default())
         .await
     {
-        Ok(l) => Ok(l.items),
+        Ok(l) => Ok(lenient::decoded_items(l.items)),
         Err(kube::Error::Api(s)) if s.code == 404 => Err(Error::NotInstalled {
             target: target.describe(),
         }),

@@ -38,7 +38,7 @@
 //! schemaVersion: 1
 //! namespace:     string
 //! now:           RFC 3339 timestamp the snapshot was judged at (heartbeat expiry)
-//! run:           {name, uid, runtime, phase, podName, reason, message, labels, deleting}
+//! run:           {name, uid, runtime, phase, assignedPod, reason, message, labels, deleting}
 //!                  (status.reason / status.message as the cluster has them)
 //! runtime:       {name, found: bool, replicas: int|null, capacity: {resource: quantity}}
 //! replayed:      bool — the Run is not Pending and was evaluated as if it were

@@ -103,7 +103,7 @@ pub struct RunInfo {
     pub uid: Option<String>,
     pub runtime: String,
     pub phase: String,
-    pub pod_name: Option<String>,
+    pub assigned_pod: Option<String>,
     /// `status.reason` and `status.message` as the cluster has them.
     pub reason: Option<String>,
     pub message: Option<String>,
@@ -116,14 +116,14 @@ impl RunInfo {
     /// The line shown before the verdict when the Run is not Pending.
     pub fn replay_line(&self) -> Option<String> {
         let run = self;
-        let where_ = match (&run.pod_name, run.phase.as_str()) {
-            (_, "Pending") if run.pod_name.is_none() => return None,
+        let where_ = match (&run.assigned_pod, run.phase.as_str()) {
+            (_, "Pending") if run.assigned_pod.is_none() => return None,
             (Some(pod), _) => format!(" on {pod}"),
-            (None, "Scheduled" | "Running") => " without a Pod".to_string(),
+            (None, "Scheduled" | "Running" | "Ready") => " without a Pod".to_string(),
             (None, _) => String::new(),
         };
         let reason = match (&run.reason, run.phase.as_str()) {
-            (Some(reason), "Failed") => format!(" ({reason})"),
+            (Some(reason), "Failed" | "Timeout" | "Cancelled") => format!(" ({reason})"),
             _ => String::new(),
         };
         Some(format!(

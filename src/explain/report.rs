@@ -81,7 +81,7 @@ pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleErro
             uid: run.uid(),
             runtime: run.spec.runtime.clone(),
             phase: run.phase().as_str().to_string(),
-            pod_name: status.pod_name,
+            assigned_pod: status.assigned_pod,
             reason: status.reason,
             message: status.message,
             labels: run.labels().clone(),
@@ -89,7 +89,10 @@ pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleErro
         },
         runtime: runtime_info(&run.spec.runtime, objects.runtime.as_ref()),
         replayed: run.phase() != RunPhase::Pending
-            || run.status.as_ref().is_some_and(|s| s.pod_name.is_some()),
+            || run
+                .status
+                .as_ref()
+                .is_some_and(|s| s.assigned_pod.is_some()),
         request: cycle
             .map(|c| c.request.iter().map(|(k, v)| (k.to_string(), v)).collect())
             .unwrap_or_default(),
@@ -180,8 +183,7 @@ fn runtime_info(name: &str, runtime: Option<&Runtime>) -> RuntimeInfo {
         capacity: runtime
             .map(|r| {
                 r.spec
-                    .capacity
-                    .resources
+                    .capacity_resources()
                     .iter()
                     .map(|(k, q)| (k.clone(), q.0.clone()))
                     .collect()

@@ -29,6 +29,7 @@ use super::executor::{self, ChildExit, ChildHandle, Terminal};
 use super::heartbeat::LeaseRenewer;
 use super::plan::{self, Claim};
 use super::{Error, Identity, Result, Settings};
+use crate::api::lenient::{self, Lenient};
 use crate::api::resources::parse_capacity_annotations;
 use crate::api::status::{self, Outcome, reasons};
 use crate::api::{Run, RunPhase, post_params};
@@ -145,10 +146,10 @@ impl Agent {
         }
     }
 
-    /// Picks the Run watch: `status.podName=<pod>` on the server, or — when the API server
+    /// Picks the Run watch: `status.assignedPod=<pod>` on the server, or — when the API server
     /// refuses that field selector — the whole namespace, filtered here by [`plan`].
     async fn runs_watch_config(&self) -> Result<watcher::Config> {
-        let selector = format!("status.podName={}", self.me.pod_name);
+        let selector = format!("status.assignedPod={}", self.me.pod_name);
         let probe = ListParams::default().fields(&selector).limit(1);
         match self.runs_api.list(&probe).await {
             Ok(_) => {
@@ -157,7 +158,7 @@ impl Agent {
             }
             Err(kube::Error::Api(s)) if s.code == 400 => {
                 tracing::warn!(
-                    "the API server refused the field selector {selector} ({}); watching every Run in namespace {} and filtering by status.podName here",
+                    "the API server refused the field selector {selector} ({}); watching every Run in namespace {} and filtering by status.assignedPod here",
                     s.message,
                     self.me.namespace
                 );
@@ -173,9 +174,13 @@ impl Agent {
     async fn run(mut self, shutdown: impl Future<Output = &'static str> + Send) -> Result<()> {
         let runs_config = self.runs_watch_config().await?;
         let (runs, runs_writer) = reflector::store::<Run>();
-        let run_events = watcher(self.runs_api.clone(), runs_config)
-            .backoff(crate::kubeclient::watch_backoff())
-            .reflect(runs_writer);
+        // Leniently: a Run on this Pod that does not decode is reported and skipped, it never
+        // stops the watch of the others.
+        let lenient_runs: Api<Lenient<Run>> =
+            Api::namespaced(self.runs_api.clone().into_client(), &self.me.namespace);
+        let run_events =
+            watcher(lenient_runs, runs_config).backoff(crate::kubeclient::watch_backoff());
+        let run_events = lenient::decoded(run_events).reflect(runs_writer);
         let (pods, pods_writer) = reflector::store::<Pod>();
         let pod_events = watcher(
             self.pods_api.clone(),

@@ -24,12 +24,16 @@ const MAX_LINE: u64 = 16 * 1024;
 /// [`reasons::START_FAILED`] and this message.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum TaskError {
-    #[error("spec.mode.task is not set; runtimed executes only Task Runs")]
+    #[error(
+        "spec.mode.task is not set; without a runtime server runtimed executes only Task Runs (a function Run needs a Runtime whose Pods serve the runtime contract)"
+    )]
     NoTask,
-    #[error("spec.mode.task.args is empty; it must name the program to run")]
+    #[error(
+        "spec.mode.task has neither entrypoint nor args; one of them must name the program to run"
+    )]
     EmptyArgs,
     #[error(
-        "spec.mode.task.env[{name:?}] uses valueFrom, which runtimed does not support; set a plain value instead"
+        "spec.env[{name:?}] uses valueFrom, which runtimed does not support; set a plain value instead"
     )]
     EnvValueFrom { name: String },
 }
@@ -61,13 +65,20 @@ pub struct Prepared {
     pub working_dir: Option<String>,
 }
 
-/// Validates `spec.mode.task`: a program, plain `name`/`value` environment variables (an
+/// Validates `spec.mode.task` and `spec.env`: a program (the `entrypoint` with `args` as its
+/// arguments, else the first of `args`), plain `name`/`value` environment variables (an
 /// absent value is the empty string, as in a Pod) and an optional working directory.
-pub fn prepare(task: Option<&TaskMode>) -> Result<Prepared, TaskError> {
+pub fn prepare(task: Option<&TaskMode>, env: &[EnvVar]) -> Result<Prepared, TaskError> {
     let task = task.ok_or(TaskError::NoTask)?;
-    let (program, args) = task.args.split_first().ok_or(TaskError::EmptyArgs)?;
-    let env = task
-        .env
+    let (program, args) = match task.entrypoint.as_deref().filter(|e| !e.is_empty()) {
+        Some(entrypoint) => (entrypoint, task.args.as_slice()),
+        None => task
+            .args
+            .split_first()
+            .map(|(program, args)| (program.as_str(), args))
+            .ok_or(TaskError::EmptyArgs)?,
+    };
+    let env = env
         .iter()
         .map(
             |EnvVar {
@@ -81,7 +92,7 @@ pub fn prepare(task: Option<&TaskMode>) -> Result<Prepared, TaskError> {
         )
         .collect::<Result<_, _>>()?;
     Ok(Prepared {
-        program: program.clone(),
+        program: program.to_string(),
         args: args.to_vec(),
         env,
         working_dir: task.working_dir.clone().filter(|d| !d.is_empty()),
@@ -282,7 +293,7 @@ mod tests {
     #[test]
     fn prepare_splits_program_and_args_and_keeps_plain_env() {
         let mut t = task(&["sh", "-c", "exit 3"]);
-        t.env = vec![
+        let env = vec![
             EnvVar {
                 name: "A".into(),
                 value: Some("1".into()),
@@ -295,7 +306,7 @@ mod tests {
             },
         ];
         t.working_dir = Some("/tmp".into());
-        let p = prepare(Some(&t)).unwrap();
+        let p = prepare(Some(&t), &env).unwrap();
         assert_eq!(p.program, "sh");
         assert_eq!(p.args, ["-c", "exit 3"]);
         assert_eq!(
@@ -309,11 +320,22 @@ mod tests {
     }
 
     #[test]
+    fn prepare_runs_the_entrypoint_with_every_arg() {
+        let mut t = task(&["--epochs", "3"]);
+        t.entrypoint = Some("train.sh".into());
+        let p = prepare(Some(&t), &[]).unwrap();
+        assert_eq!(
+            (p.program.as_str(), p.args),
+            ("train.sh", vec!["--epochs".to_string(), "3".to_string()])
+        );
+    }
+
+    #[test]
     fn prepare_refuses_missing_tasks_empty_args_and_value_from() {
-        assert_eq!(prepare(None), Err(TaskError::NoTask));
-        assert_eq!(prepare(Some(&task(&[]))), Err(TaskError::EmptyArgs));
-        let mut t = task(&["true"]);
-        t.env = vec![EnvVar {
+        assert_eq!(prepare(None, &[]), Err(TaskError::NoTask));
+        assert_eq!(prepare(Some(&task(&[])), &[]), Err(TaskError::EmptyArgs));
+        let t = task(&["true"]);
+        let env = vec![EnvVar {
             name: "NODE".into(),
             value: None,
             value_from: Some(EnvVarSource {
@@ -324,10 +346,10 @@ mod tests {
                 ..Default::default()
             }),
         }];
-        let err = prepare(Some(&t)).unwrap_err();
+        let err = prepare(Some(&t), &env).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "spec.mode.task.env[\"NODE\"] uses valueFrom, which runtimed does not support; set a plain value instead"
+            "spec.env[\"NODE\"] uses valueFrom, which runtimed does not support; set a plain value instead"
         );
     }
 
@@ -352,9 +374,9 @@ mod tests {
         assert_eq!(killed.message, "the process was terminated by signal 9");
     }
 
-    async fn run_to_exit(t: &TaskMode) -> ChildExit {
+    async fn run_to_exit(t: &TaskMode, env: &[EnvVar]) -> ChildExit {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let _handle = spawn(&prepare(Some(t)).unwrap(), "r", "uid-1", tx).unwrap();
+        let _handle = spawn(&prepare(Some(t), env).unwrap(), "r", "uid-1", tx).unwrap();
         rx.recv().await.unwrap()
     }
 
@@ -367,7 +389,7 @@ mod tests {
             "test \"$KR_X\" = hello && test \"$(pwd -P)\" = \"$KR_DIR\" && exit 3",
         ]);
         let real = dir.path().canonicalize().unwrap().display().to_string();
-        t.env = vec![
+        let env = vec![
             EnvVar {
                 name: "KR_X".into(),
                 value: Some("hello".into()),
@@ -380,7 +402,7 @@ mod tests {
             },
         ];
         t.working_dir = Some(real);
-        let exit = run_to_exit(&t).await;
+        let exit = run_to_exit(&t, &env).await;
         assert_eq!(exit.uid, "uid-1");
         assert_eq!(
             exit.status,
@@ -393,7 +415,11 @@ mod tests {
     #[tokio::test]
     async fn a_missing_executable_is_a_start_error_naming_it() {
         let (tx, _rx) = mpsc::unbounded_channel();
-        let t = prepare(Some(&task(&["/nonexistent/kruntimes-no-such-program"]))).unwrap();
+        let t = prepare(
+            Some(&task(&["/nonexistent/kruntimes-no-such-program"])),
+            &[],
+        )
+        .unwrap();
         let err = spawn(&t, "r", "u", tx).unwrap_err().to_string();
         assert!(
             err.starts_with(
@@ -407,7 +433,7 @@ mod tests {
     async fn kill_ends_the_child_and_says_so() {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut handle = spawn(
-            &prepare(Some(&task(&["sleep", "30"]))).unwrap(),
+            &prepare(Some(&task(&["sleep", "30"])), &[]).unwrap(),
             "r",
             "u",
             tx,
@@ -428,7 +454,7 @@ mod tests {
     async fn dropping_the_handle_does_not_kill_the_child() {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let handle = spawn(
-            &prepare(Some(&task(&["sh", "-c", "sleep 0.2; exit 4"]))).unwrap(),
+            &prepare(Some(&task(&["sh", "-c", "sleep 0.2; exit 4"])), &[]).unwrap(),
             "r",
             "u",
             tx,

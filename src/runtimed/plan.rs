@@ -44,15 +44,15 @@ pub struct Plan {
     pub waiting: Vec<(String, String)>,
 }
 
-/// Whether `run` is assigned to this agent's Pod: `status.podName` is the Pod and
-/// `status.podUID`, when set, is this incarnation of it.
+/// Whether `run` is assigned to this agent's Pod: `status.assignedPod` is the Pod and
+/// `status.assignedPodUID`, when set, is this incarnation of it.
 pub fn assigned_to(run: &Run, me: &Identity) -> bool {
     let Some(status) = &run.status else {
         return false;
     };
-    status.pod_name.as_deref() == Some(me.pod_name.as_str())
+    status.assigned_pod.as_deref() == Some(me.pod_name.as_str())
         && status
-            .pod_uid
+            .assigned_pod_uid
             .as_deref()
             .is_none_or(|uid| uid == me.pod_uid)
 }
@@ -106,7 +106,8 @@ pub fn plan(
 
     for run in candidates {
         match run.phase() {
-            RunPhase::Running => out.failures.push(Failure {
+            // A function Run's registration lived in the runtimed that is gone, too.
+            RunPhase::Running | RunPhase::Ready => out.failures.push(Failure {
                 run: run.clone(),
                 reason: reasons::RUNTIMED_RESTARTED,
                 message: format!(
@@ -127,18 +128,17 @@ pub fn plan(
                         continue;
                     }
                 };
-                let task =
-                    match executor::prepare(run.spec.mode.as_ref().and_then(|m| m.task.as_ref())) {
-                        Ok(task) => task,
-                        Err(err) => {
-                            out.failures.push(Failure {
-                                run: run.clone(),
-                                reason: reasons::START_FAILED,
-                                message: err.to_string(),
-                            });
-                            continue;
-                        }
-                    };
+                let task = match executor::prepare(run.spec.mode.task.as_ref(), &run.spec.env) {
+                    Ok(task) => task,
+                    Err(err) => {
+                        out.failures.push(Failure {
+                            run: run.clone(),
+                            reason: reasons::START_FAILED,
+                            message: err.to_string(),
+                        });
+                        continue;
+                    }
+                };
                 let uid = run.uid().unwrap_or_default();
                 match cache.try_reserve(&uid, &request) {
                     Ok(()) => out.claims.push(Claim {
@@ -276,7 +276,7 @@ mod tests {
     fn plan_fails_invalid_requests_and_tasks_without_reserving() {
         let runs = vec![
             run("frac").here().request_strs(&[(GPU, "1.5")]).arc(),
-            run("no-task").here().no_task().arc(),
+            run("no-task").here().function("main.handler").arc(),
         ];
         let mut c = cache(&[(RUNS, 4), (GPU, 4)]);
         let p = plan(&runs, &me(), &none(), &none(), &mut c, true);

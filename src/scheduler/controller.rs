@@ -28,6 +28,7 @@ use thiserror::Error;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 
+use crate::api::lenient::{self, Lenient};
 use crate::api::status;
 use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, Runtime};
 use crate::events::{RunEvents, reasons as event_reasons};
@@ -356,9 +357,11 @@ impl Scheduler {
 
     /// Watches Runs into the store the queue reads and into the index.
     async fn watch_runs(self: Arc<Self>, writer: reflector::store::Writer<Run>) {
-        let events = watcher(self.api::<Run>(), watcher::Config::default())
-            .backoff(crate::kubeclient::watch_backoff())
-            .reflect(writer);
+        // Leniently: one Run that does not decode (an object of another implementation's
+        // schema) is reported and skipped instead of failing every list of the watch.
+        let events = watcher(self.api::<Lenient<Run>>(), watcher::Config::default())
+            .backoff(crate::kubeclient::watch_backoff());
+        let events = lenient::decoded(events).reflect(writer);
         self.watch_into_index(events, "run", |s| &s.runs, Self::on_run_event)
             .await;
     }
@@ -371,8 +374,9 @@ impl Scheduler {
     }
 
     async fn watch_runtimes(self: Arc<Self>) {
-        let events = watcher(self.api::<Runtime>(), watcher::Config::default())
+        let events = watcher(self.api::<Lenient<Runtime>>(), watcher::Config::default())
             .backoff(crate::kubeclient::watch_backoff());
+        let events = lenient::decoded(events);
         self.watch_into_index(events, "runtime", |s| &s.runtimes, |_, _| {})
             .await;
     }

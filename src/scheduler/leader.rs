@@ -21,6 +21,15 @@ use crate::kubeclient::Target;
 /// Name of the leader-election Lease.
 pub const LEADER_LEASE: &str = "kruntimes-scheduler";
 
+/// The namespace of the leader-election Lease: `--leader-election-namespace`, else
+/// `$POD_NAMESPACE`, else the context's namespace.
+pub fn namespace(target: &Target, args: &SchedulerRunArgs) -> String {
+    args.leader_election_namespace
+        .clone()
+        .or_else(|| std::env::var("POD_NAMESPACE").ok())
+        .unwrap_or_else(|| target.namespace.clone())
+}
+
 /// A running election: sends `true` on `leading` once this replica holds the Lease.
 pub struct Election {
     task: JoinHandle<()>,
@@ -34,11 +43,7 @@ impl Election {
         args: &SchedulerRunArgs,
         leading: watch::Sender<bool>,
     ) -> anyhow::Result<Self> {
-        let namespace = args
-            .leader_election_namespace
-            .clone()
-            .or_else(|| std::env::var("POD_NAMESPACE").ok())
-            .unwrap_or_else(|| target.namespace.clone());
+        let namespace = namespace(target, args);
         let identity = args
             .leader_election_identity
             .clone()

@@ -11,6 +11,7 @@ pub mod framework;
 pub mod plugins;
 
 pub mod controller;
+pub mod foreign;
 pub mod leader;
 pub mod run;
 pub mod status_patch;

@@ -1,7 +1,8 @@
 //! `kubectl kruntimes scheduler run`: the controller manager. Wires the Runtime controller,
 //! the scheduler controller, Lease leader election ([`super::leader`]), `/metrics`,
 //! `/healthz` and `/readyz`, supervises every long-lived task, and shuts down on SIGTERM or
-//! SIGINT. It decides nothing itself. At start it warns once when Runtime Pods are not restricted by
+//! SIGINT. It decides nothing itself. It acts only while it leads and no foreign (Go kruntimes)
+//! scheduler holds its Lease ([`super::foreign`]). At start it warns once when Runtime Pods are not restricted by
 //! the admission policy.
 
 use std::sync::Arc;
@@ -21,8 +22,9 @@ use crate::kubeclient;
 use crate::metrics::{self, SchedulerMetrics};
 use crate::runtime_controller;
 use crate::scheduler::controller::{self, Options, Scheduler};
-use crate::scheduler::leader::Election;
+use crate::scheduler::foreign;
 pub use crate::scheduler::leader::LEADER_LEASE;
+use crate::scheduler::leader::{self, Election};
 use crate::signals::shutdown_signal;
 
 pub async fn exec(global: &GlobalArgs, args: &SchedulerRunArgs) -> anyhow::Result<()> {
@@ -67,13 +69,24 @@ pub async fn run(
     let stopped = wait_for(stop_rx).shared();
     serve_endpoints(args, &registry, &scheduler, stopped.clone()).await?;
 
-    let (leading_tx, leading_rx) = watch::channel(false);
+    let (elected_tx, elected_rx) = watch::channel(false);
     let election = if args.leader_elect {
-        Some(Election::start(&target, args, leading_tx).await?)
+        Some(Election::start(&target, args, elected_tx).await?)
     } else {
-        let _ = leading_tx.send(true);
+        let _ = elected_tx.send(true);
         None
     };
+    // Elected is not yet leading: not while the Go kruntimes scheduler holds its own Lease.
+    let (leading_tx, leading_rx) = watch::channel(false);
+    let mut foreign_gate = tokio::spawn(foreign::gate(
+        target.client.clone(),
+        vec![
+            leader::namespace(&target, args),
+            "kruntimes-system".to_string(),
+        ],
+        elected_rx,
+        leading_tx,
+    ));
 
     // Every long-lived task is supervised the same way: if one ends (or panics) while we
     // run, the process stops instead of leading with half of its work dead.
@@ -101,6 +114,10 @@ pub async fn run(
             Ok(Err(e)) => anyhow::Error::new(e),
             Err(e) => anyhow!("the scheduler task failed: {e}"),
         }),
+        ended = &mut foreign_gate => Some(match ended {
+            Ok(err) => err,
+            Err(e) => anyhow!("the foreign-scheduler gate failed: {e}"),
+        }),
         ended = &mut runtime_controller => Some(match ended {
             Ok(()) => anyhow!("the Runtime controller stopped unexpectedly"),
             Err(e) => anyhow!("the Runtime controller task failed: {e}"),
@@ -112,6 +129,7 @@ pub async fn run(
         let _ = tokio::time::timeout(Duration::from_secs(10), scheduling).await;
     }
     runtime_controller.abort();
+    foreign_gate.abort();
     if let Some(election) = election {
         election.release().await;
     }

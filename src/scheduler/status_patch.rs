@@ -100,12 +100,12 @@ mod tests {
     fn merge_patch_sends_changes_nulls_removals_and_replaces_arrays_whole() {
         let old = json!({"phase": "Pending", "message": "m", "conditions": [{"type": "A"}],
                          "nested": {"keep": 1, "drop": 2}});
-        let new = json!({"phase": "Scheduled", "podName": "p", "conditions": [{"type": "A"}, {"type": "B"}],
+        let new = json!({"phase": "Scheduled", "assignedPod": "p", "conditions": [{"type": "A"}, {"type": "B"}],
                          "nested": {"keep": 1}});
         assert_eq!(
             merge_patch(&old, &new),
             Some(
-                json!({"phase": "Scheduled", "podName": "p", "message": null,
+                json!({"phase": "Scheduled", "assignedPod": "p", "message": null,
                         "conditions": [{"type": "A"}, {"type": "B"}], "nested": {"drop": null}})
             )
         );

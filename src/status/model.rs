@@ -92,8 +92,12 @@ pub struct PhaseCounts {
     pub pending: usize,
     pub scheduled: usize,
     pub running: usize,
+    /// Registered function Runs: active, holding capacity until released.
+    pub ready: usize,
     pub succeeded: usize,
     pub failed: usize,
+    pub timeout: usize,
+    pub cancelled: usize,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -62,17 +62,29 @@ fn runtime_block(rt: &RuntimeStatus, palette: &Palette) -> String {
     ));
 
     let r = &rt.runs;
+    // Ready (function Runs), Timeout and Cancelled only when there are any: most pools have
+    // task Runs alone, and the line stays the one they know.
+    let optional = |count: usize, phase: &str| {
+        if count > 0 {
+            format!(", {count} {phase}")
+        } else {
+            String::new()
+        }
+    };
     out.push_str(&format!(
-        "  Runs:      {} Pending, {} Scheduled, {} Running, {} Succeeded, {}\n",
+        "  Runs:      {} Pending, {} Scheduled, {} Running{}, {} Succeeded, {}{}{}\n",
         r.pending,
         r.scheduled,
         r.running,
+        optional(r.ready, "Ready"),
         r.succeeded,
         if r.failed > 0 {
             palette.paint(&format!("{} Failed", r.failed), Tone::Bad)
         } else {
             "0 Failed".to_string()
-        }
+        },
+        optional(r.timeout, "Timeout"),
+        optional(r.cancelled, "Cancelled"),
     ));
 
     if rt.resources.is_empty() {

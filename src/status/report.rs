@@ -122,8 +122,11 @@ fn runtime_status(
             RunPhase::Pending => phases.pending += 1,
             RunPhase::Scheduled => phases.scheduled += 1,
             RunPhase::Running => phases.running += 1,
+            RunPhase::Ready => phases.ready += 1,
             RunPhase::Succeeded => phases.succeeded += 1,
             RunPhase::Failed => phases.failed += 1,
+            RunPhase::Timeout => phases.timeout += 1,
+            RunPhase::Cancelled => phases.cancelled += 1,
         }
     }
 

@@ -19,9 +19,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 
 use crate::api::resources::{capacity_annotation, parse_requests, resource_of_annotation};
 use crate::api::{
-    AffinityTerms, LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, RunAffinity, RunAffinityTerm, RunMode,
-    RunPhase, RunResources, RunSpec, RunStatus, Runtime, RuntimeSpec, TaskMode,
-    WeightedRunAffinityTerm,
+    AffinityTerms, FunctionMode, LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, RunAffinity,
+    RunAffinityTerm, RunMode, RunPhase, RunResources, RunSpec, RunStatus, Runtime, RuntimeCapacity,
+    RuntimeSpec, TaskMode, WeightedRunAffinityTerm,
 };
 use crate::runtimed::Identity;
 use crate::runtimed::heartbeat::{self, desired_lease};
@@ -131,7 +131,8 @@ pub struct RunBuilder {
     requests: Option<BTreeMap<String, Quantity>>,
     labels: BTreeMap<String, String>,
     affinity: RunAffinity,
-    mode: Option<RunMode>,
+    mode: RunMode,
+    env: Vec<EnvVar>,
     phase: RunPhase,
     pod: Option<String>,
     pod_uid: Option<String>,
@@ -151,7 +152,8 @@ pub fn run(name: &str) -> RunBuilder {
         requests: None,
         labels: BTreeMap::new(),
         affinity: RunAffinity::default(),
-        mode: None,
+        mode: RunMode::default(),
+        env: Vec::new(),
         phase: RunPhase::Pending,
         pod: None,
         pod_uid: None,
@@ -167,7 +169,7 @@ impl RunBuilder {
         resource_version(rv: &str) => resource_version = Some(rv.to_string());
         /// Deleted, with its finalizers still holding it.
         deleting() => deleting = true;
-        /// The UID of the Pod it is bound to (`status.podUID`).
+        /// The UID of the Pod it is bound to (`status.assignedPodUID`).
         pod_uid(uid: &str) => pod_uid = Some(uid.to_string());
         running() => phase = RunPhase::Running;
         succeeded() => phase = RunPhase::Succeeded;
@@ -209,20 +211,26 @@ impl RunBuilder {
         self
     }
 
-    /// Adds an environment variable to the Task.
+    /// Adds an environment variable (`spec.env`).
     pub fn env(mut self, var: EnvVar) -> Self {
-        self.task_mut().env.push(var);
+        self.env.push(var);
         self
     }
 
     fn task_mut(&mut self) -> &mut TaskMode {
-        let mode = self.mode.get_or_insert_with(RunMode::default);
-        mode.task.get_or_insert_with(TaskMode::default)
+        self.mode.task.get_or_insert_with(TaskMode::default)
     }
 
-    /// A mode without a Task (`spec.mode: {}`), which runtimed cannot execute.
-    pub fn no_task(mut self) -> Self {
-        self.mode = Some(RunMode::default());
+    /// A function Run (`spec.mode.function` with `handler`, no task), which runtimed without a
+    /// runtime server cannot execute.
+    pub fn function(mut self, handler: &str) -> Self {
+        self.mode = RunMode {
+            task: None,
+            function: Some(FunctionMode {
+                handler: Some(handler.to_string()),
+                idle_timeout_seconds: None,
+            }),
+        };
         self
     }
 
@@ -280,7 +288,7 @@ impl RunBuilder {
         self.preferred(true, weight, labels)
     }
 
-    /// Scheduled on `pod` (active); `status.podUID` stays unset unless `pod_uid` sets it.
+    /// Scheduled on `pod` (active); `status.assignedPodUID` stays unset unless `pod_uid` sets it.
     pub fn on(mut self, pod: &str) -> Self {
         self.phase = RunPhase::Scheduled;
         self.pod = Some(pod.to_string());
@@ -307,6 +315,8 @@ impl RunBuilder {
                     .map(|requests| RunResources { requests }),
                 affinity: (self.affinity != RunAffinity::default()).then(|| self.affinity.clone()),
                 mode: self.mode.clone(),
+                env: self.env.clone(),
+                ..Default::default()
             },
         );
         let meta = &mut run.metadata;
@@ -320,8 +330,8 @@ impl RunBuilder {
             self.phase == RunPhase::Pending && self.pod.is_none() && self.pod_uid.is_none();
         run.status = (!unbound).then(|| RunStatus {
             phase: Some(self.phase),
-            pod_name: self.pod.clone(),
-            pod_uid: self.pod_uid.clone(),
+            assigned_pod: self.pod.clone(),
+            assigned_pod_uid: self.pod_uid.clone(),
             ..Default::default()
         });
         run
@@ -364,7 +374,7 @@ pub struct PodBuilder {
 }
 
 /// A Ready Runtime Pod of [`RUNTIME`] in [`NS`] with UID `pod-uid-<name>`, a fresh heartbeat
-/// and no capacity annotations (so the default runs capacity of 1).
+/// and no capacity annotations (so the default runs capacity of 2).
 pub fn pod(name: &str) -> PodBuilder {
     PodBuilder {
         name: name.to_string(),
@@ -608,7 +618,9 @@ impl RuntimeBuilder {
                 ..Default::default()
             },
         );
-        runtime.spec.capacity.resources = self.capacity.clone();
+        runtime.spec.capacity = (!self.capacity.is_empty()).then(|| RuntimeCapacity {
+            resources: self.capacity.clone(),
+        });
         let meta = &mut runtime.metadata;
         meta.namespace = Some(self.namespace.clone());
         meta.uid = Some(uid_or_default(&self.uid, "runtime-uid", &self.name));

@@ -116,7 +116,7 @@ impl TestNs {
     pub async fn set_phase(&self, name: &str, phase: RunPhase, pod: Option<&str>) {
         let mut status = json!({"phase": phase});
         if let Some(pod) = pod {
-            status["podName"] = json!(pod);
+            status["assignedPod"] = json!(pod);
         }
         self.runs()
             .patch_status(
@@ -223,7 +223,7 @@ impl Display for RunsSeen {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for r in &self.0 {
             let s = r.status.clone().unwrap_or_default();
-            let (phase, pod, message) = (s.phase, s.pod_name, s.message);
+            let (phase, pod, message) = (s.phase, s.assigned_pod, s.message);
             write!(
                 f,
                 "\n{}: {phase:?} pod={pod:?} msg={message:?}",

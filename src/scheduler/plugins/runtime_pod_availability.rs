@@ -156,14 +156,16 @@ mod tests {
         type Case = (&'static str, World, RunBuilder, Result<(), String>);
         let table: Vec<Case> = vec![
             (
-                "an omitted request is {runs: 1} and fits the default runs capacity of 1",
-                World::new().pods([pod("p1")]),
+                "an omitted request is {runs: 1} and fits the default runs capacity of 2",
+                World::new().pods([pod("p1")]).runs([run("x").on("p1")]),
                 run("a"),
                 ok.clone(),
             ),
             (
                 "the default request counts against runs",
-                World::new().pods([pod("p1")]).runs([run("x").on("p1")]),
+                World::new()
+                    .pods([pod("p1")])
+                    .runs([run("x").on("p1"), run("y").on("p1")]),
                 run("a"),
                 no("Insufficient runs"),
             ),

@@ -60,7 +60,7 @@ pub struct LostRun {
     pub name: String,
     pub uid: String,
     pub pod: String,
-    /// runtimed had claimed it (Running): it is failed; otherwise it is placed again.
+    /// runtimed had claimed it (Running or Ready): it is failed; otherwise it is placed again.
     pub admitted: bool,
     pub why: PodLoss,
 }
@@ -69,9 +69,9 @@ pub struct LostRun {
 enum Placement {
     /// Phase Pending: indexed for wakeups.
     Pending,
-    /// Scheduled or Running with `status.podName`: consumes capacity on that slot.
+    /// Scheduled, Running or Ready with `status.assignedPod`: consumes capacity on that slot.
     Active(SlotId),
-    /// Scheduled or Running without `status.podName` (a foreign or broken writer): neither
+    /// Scheduled, Running or Ready without `status.assignedPod` (a foreign or broken writer): neither
     /// Pending nor consuming capacity, but not over either; recorded so that an assumption
     /// for it is kept.
     Unassigned,

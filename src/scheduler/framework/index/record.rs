@@ -193,10 +193,11 @@ impl Usage {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActiveRun {
     pub name: String,
-    /// `status.podUID`: the Pod incarnation it was bound to (`None` from a writer that left it
+    /// `status.assignedPodUID`: the Pod incarnation it was bound to (`None` from a writer that left it
     /// out; such a Run is judged by the Pod name alone).
     pub pod_uid: Option<String>,
-    /// runtimed claimed it (phase Running); otherwise it is Scheduled and unclaimed.
+    /// runtimed claimed it (phase Running, or Ready for a registered function); otherwise it
+    /// is Scheduled and unclaimed.
     pub admitted: bool,
     pub request: CountedRequest,
     pub labels: BTreeMap<String, String>,
@@ -210,8 +211,8 @@ impl ActiveRun {
         let status = run.status.as_ref();
         ActiveRun {
             name: run.name_any(),
-            pod_uid: status.and_then(|s| s.pod_uid.clone()),
-            admitted: run.phase() == RunPhase::Running,
+            pod_uid: status.and_then(|s| s.assigned_pod_uid.clone()),
+            admitted: matches!(run.phase(), RunPhase::Running | RunPhase::Ready),
             request: CountedRequest::of(run),
             labels: run.labels().clone(),
             anti_affinity: required_anti_affinity(run),

@@ -20,16 +20,18 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::admission_policy;
-use crate::api::{FIELD_MANAGER, Run, Runtime};
+use crate::api::{FIELD_MANAGER, PersistentWorkspace, Run, Runtime};
 use crate::cli::{GlobalArgs, InstallArgs};
 use crate::kubeclient::{self, Target};
 
-/// `deploy/user-roles.yaml`, as shipped: ClusterRoles aggregated into view, edit and admin.
-pub const USER_ROLES: &str = include_str!("../deploy/user-roles.yaml");
+mod coexistence;
 
-/// The two CRDs, generated from the Rust types, Runtime first.
-pub fn crds() -> [CustomResourceDefinition; 2] {
-    [Runtime::crd(), Run::crd()]
+/// `deploy/user-roles.yaml`, as shipped: ClusterRoles aggregated into view, edit and admin.
+pub const USER_ROLES: &str = include_str!("../../deploy/user-roles.yaml");
+
+/// The CRDs, generated from the Rust types, Runtime first.
+pub fn crds() -> [CustomResourceDefinition; 3] {
+    [Runtime::crd(), Run::crd(), PersistentWorkspace::crd()]
 }
 
 /// The user ClusterRoles of [`USER_ROLES`], in file order.
@@ -47,7 +49,7 @@ pub fn user_roles() -> anyhow::Result<Vec<ClusterRole>> {
         .collect()
 }
 
-/// The two CRDs as one multi-document YAML stream (committed as `deploy/crds.yaml`).
+/// The CRDs as one multi-document YAML stream (committed as `deploy/crds.yaml`).
 pub fn crds_yaml() -> anyhow::Result<String> {
     let mut out = String::new();
     for crd in crds() {
@@ -96,6 +98,11 @@ pub async fn exec(global: &GlobalArgs, args: &InstallArgs) -> anyhow::Result<()>
         return Ok(());
     }
     let target = kubeclient::connect(global).await?;
+    // Before anything is written: what is already there, and what install would change.
+    let notices = coexistence::survey(&target).await?;
+    for notice in &notices {
+        eprintln!("note: {notice}");
+    }
     if !args.dry_run && !args.yes {
         confirm(&target)?;
     }
@@ -123,7 +130,7 @@ pub async fn exec(global: &GlobalArgs, args: &InstallArgs) -> anyhow::Result<()>
 
 fn confirm(target: &Target) -> anyhow::Result<()> {
     let question = format!(
-        "Install the kruntimes CRDs (runtimes.kruntimes.io, runs.kruntimes.io), the ClusterRoles kruntimes-view and kruntimes-edit and the admission policy {} into {}?",
+        "Install the kruntimes CRDs (runtimes.kruntimes.io, runs.kruntimes.io, persistentworkspaces.kruntimes.io), the ClusterRoles kubectl-kruntimes-view and kubectl-kruntimes-edit and the admission policy {} into {}?",
         admission_policy::NAME,
         target.describe()
     );
@@ -196,7 +203,7 @@ where
     Ok((what, applied))
 }
 
-/// Waits until both CRDs report `Established`.
+/// Waits until every CRD reports `Established`.
 pub async fn wait_established(target: &Target, timeout: std::time::Duration) -> anyhow::Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(target.client.clone());
     for crd in crds() {
@@ -249,11 +256,11 @@ mod tests {
         };
         let view = roles
             .iter()
-            .find(|r| r.name_any() == "kruntimes-view")
+            .find(|r| r.name_any() == "kubectl-kruntimes-view")
             .unwrap();
         let edit = roles
             .iter()
-            .find(|r| r.name_any() == "kruntimes-edit")
+            .find(|r| r.name_any() == "kubectl-kruntimes-edit")
             .unwrap();
         assert!(["view", "edit", "admin"].iter().all(|to| label(view, to)));
         assert!(!label(edit, "view"), "viewers must not write Runs");
