@@ -452,8 +452,10 @@ async fn measure(
             }
         })
         .await;
+        // Bound = out of Pending, by phase: a build from before the v1alpha1 rename writes the
+        // Pod as status.podName, which this build's types do not read.
         Bound::start(Api::<Run>::namespaced(client.clone(), &ns), |r| {
-            r.active_pod().is_some()
+            r.phase() != kruntimes::api::RunPhase::Pending
         })
     };
     let (events, events_watch) = Bound::start(

@@ -272,14 +272,17 @@ async fn runs(target: &CompletionTarget, prefix: &str, partial: &str) -> Vec<Can
         config.connect_timeout = Some(CLUSTER_TIMEOUT);
         config.read_timeout = Some(CLUSTER_TIMEOUT);
         let client = kube::Client::try_from(config).ok()?;
-        let api: Api<Run> = Api::namespaced(client, &target.namespace);
-        api.list(&ListParams::default()).await.ok()
+        let api: Api<crate::api::lenient::Lenient<Run>> =
+            Api::namespaced(client, &target.namespace);
+        api.list(&ListParams::default())
+            .await
+            .ok()
+            .map(|l| crate::api::lenient::decoded_items(l.items))
     };
     let Ok(Some(list)) = tokio::time::timeout(CLUSTER_TIMEOUT, list).await else {
         return Vec::new();
     };
     let mut out: Vec<Candidate> = list
-        .items
         .iter()
         .filter_map(|run| {
             let name = run.metadata.name.clone()?;

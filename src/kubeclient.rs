@@ -170,6 +170,25 @@ pub fn watch_backoff() -> impl kube::runtime::utils::Backoff + 'static {
     )
 }
 
+/// The watch every kruntimes process runs of one of its own kinds: lenient (an object that does
+/// not decode is reported and skipped, see [`crate::api::lenient`]) and with [`watch_backoff`].
+pub fn lenient_watch<K>(
+    api: kube::Api<crate::api::lenient::Lenient<K>>,
+    config: kube::runtime::watcher::Config,
+) -> impl futures::Stream<Item = kube::runtime::watcher::Result<kube::runtime::watcher::Event<K>>>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Default
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    use kube::runtime::WatchStreamExt as _;
+    crate::api::lenient::decoded(kube::runtime::watcher(api, config).backoff(watch_backoff()))
+}
+
 /// The API of a namespaced kind in `namespace`, or across all namespaces when `None` (the
 /// `--watch-namespace` / `--all-namespaces` choice every watcher and loader makes).
 pub fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> kube::Api<K>

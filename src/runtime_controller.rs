@@ -364,12 +364,12 @@ async fn active_runs(
     ns: &str,
     runtime: &str,
 ) -> Result<BTreeMap<String, usize>, Error> {
-    let runs: Api<Run> = Api::namespaced(client.clone(), ns);
+    let runs: Api<Lenient<Run>> = Api::namespaced(client.clone(), ns);
     let listed = runs
         .list(&ListParams::default().fields(&format!("spec.runtime={runtime}")))
         .await?;
     let mut active = BTreeMap::new();
-    for run in &listed.items {
+    for run in &lenient::decoded_items(listed.items) {
         if let Some(pod) = run.active_pod() {
             *active.entry(pod.to_string()).or_insert(0) += 1;
         }
@@ -400,9 +400,9 @@ pub async fn run(
     let pods: Api<Pod> = crate::kubeclient::scoped_api(&client, namespace.as_deref());
     let ctx = Context::new(client, injection);
     let (reader, writer) = kube::runtime::reflector::store();
-    let runtimes = watcher::watcher(runtimes, watcher::Config::default())
-        .backoff(crate::kubeclient::watch_backoff());
-    let runtimes = lenient::decoded(runtimes).reflect(writer).applied_objects();
+    let runtimes = crate::kubeclient::lenient_watch(runtimes, Default::default())
+        .reflect(writer)
+        .applied_objects();
     Controller::for_stream(runtimes, reader)
         .owns(pods, watcher::Config::default().labels(LABEL_RUNTIME))
         .graceful_shutdown_on(shutdown)

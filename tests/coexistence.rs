@@ -22,7 +22,7 @@ use tokio::sync::OnceCell;
 
 use kruntimes::api::lenient::{self, Lenient};
 use kruntimes::api::{Run, RunPhase};
-use kruntimes::scheduler::foreign::FOREIGN_LEASE;
+use kruntimes::scheduler::foreign::{FOREIGN_CONTROLLER_LEASE, FOREIGN_LEASE};
 use kruntimes::testing::{pods, run};
 use support::world::{
     Create, RunEvents, SchedulerProcess, TestNs, WAIT, eventually, message_of, phase_of,
@@ -251,7 +251,8 @@ async fn the_scheduler_syncs_past_an_undecodable_run_and_counts_the_foreign_acti
 }
 
 #[tokio::test]
-async fn the_scheduler_places_nothing_while_the_go_scheduler_holds_its_lease() {
+async fn the_scheduler_places_nothing_while_the_go_scheduler_holds_its_lease_and_stops_when_one_is_taken()
+ {
     installed_over_foreign().await;
     let _alone = ONE_SCHEDULER.lock().await;
     let ns = TestNs::new("foreign-lease").await;
@@ -345,6 +346,41 @@ async fn the_scheduler_places_nothing_while_the_go_scheduler_holds_its_lease() {
             event.run.status
         );
     }
-    let _ = scheduler.kill();
-    let _ = scheduler.wait();
+
+    // Active now: the Go controller taking its Lease stops this scheduler at once, naming it.
+    let controller = Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some(FOREIGN_CONTROLLER_LEASE.into()),
+            ..Default::default()
+        },
+        spec: foreign.spec.clone(),
+    };
+    leases
+        .create(&Default::default(), &controller)
+        .await
+        .unwrap();
+    let stopping = format!(
+        "another kruntimes scheduler holds the Lease {ns}/{FOREIGN_CONTROLLER_LEASE} (holder kruntimes-scheduler-7d9f_0c1e): stopping so that two schedulers never place Runs at once"
+    );
+    let status = eventually(
+        Duration::from_secs(30),
+        "the scheduler to stop",
+        async || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            match scheduler.try_wait().unwrap() {
+                Some(status) if text.contains(&stopping) => Ok(status),
+                Some(status) => {
+                    panic!("the scheduler exited ({status}) without saying why:\n{text}")
+                }
+                None => Err(text),
+            }
+        },
+    )
+    .await;
+    assert!(!status.success(), "{status}");
+    // The other tests of this binary run schedulers too.
+    leases
+        .delete(FOREIGN_CONTROLLER_LEASE, &DeleteParams::default())
+        .await
+        .unwrap();
 }

@@ -137,7 +137,7 @@ async fn insufficient_resource_on_some_pods_says_what_to_release() {
     run("train").requests(&one_gpu).create(&ns).await;
 
     let report = explain_json(&ns.name, "train");
-    assert_eq!(report["schemaVersion"], 1);
+    assert_eq!(report["schemaVersion"], 2);
     assert_eq!(report["namespace"], ns.name.as_str());
     assert_eq!(report["decision"], "Unschedulable");
     assert_eq!(report["replayed"], false);

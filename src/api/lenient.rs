@@ -128,8 +128,10 @@ pub fn decoded_items<K: Resource<DynamicType = ()>>(items: Vec<Lenient<K>>) -> V
 }
 
 /// A watch of `K` from a watch of `Lenient<K>`: an object that does not decode is reported
-/// and skipped (a skipped update leaves the last version that decoded where it was).
-pub fn decoded<K: Resource<DynamicType = ()>>(
+/// and skipped (a skipped update leaves the last version that decoded where it was), except
+/// its deletion, which is passed on as an empty `K` with its metadata, so that nothing keeps a
+/// deleted object (and the capacity it held).
+pub fn decoded<K: Resource<DynamicType = ()> + Default>(
     events: impl Stream<Item = watcher::Result<watcher::Event<Lenient<K>>>>,
 ) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> {
     events.filter_map(|event| async move {
@@ -137,7 +139,14 @@ pub fn decoded<K: Resource<DynamicType = ()>>(
         let keep = |item: Lenient<K>| item.into_result().inspect_err(|u| report::<K>(u)).ok();
         Some(match event {
             Ok(Event::Apply(item)) => Ok(Event::Apply(keep(item)?)),
-            Ok(Event::Delete(item)) => Ok(Event::Delete(keep(item)?)),
+            Ok(Event::Delete(item)) => Ok(Event::Delete(match item {
+                Lenient::Decoded(k) => k,
+                Lenient::Undecodable(u) => {
+                    let mut k = K::default();
+                    *k.meta_mut() = u.metadata;
+                    k
+                }
+            })),
             Ok(Event::InitApply(item)) => Ok(Event::InitApply(keep(item)?)),
             Ok(Event::Init) => Ok(Event::Init),
             Ok(Event::InitDone) => Ok(Event::InitDone),
@@ -189,7 +198,8 @@ mod tests {
             Ok(Event::InitApply(odd.clone())),
             Ok(Event::InitApply(good.clone())),
             Ok(Event::InitDone),
-            Ok(Event::Apply(odd)),
+            Ok(Event::Apply(odd.clone())),
+            Ok(Event::Delete(odd)),
         ]);
         let names: Vec<String> = decoded(events)
             .map(|e| match e.unwrap() {
@@ -201,6 +211,7 @@ mod tests {
             })
             .collect()
             .await;
-        assert_eq!(names, ["init", "good", "done"]);
+        // The odd Run's deletion still reaches the store and the index.
+        assert_eq!(names, ["init", "good", "done", "odd"]);
     }
 }

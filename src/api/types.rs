@@ -29,6 +29,7 @@ pub const DEFAULT_RUNTIME_PORT: i32 = 9091;
     version = "v1alpha1",
     kind = "Runtime",
     namespaced,
+    derive = "Default",
     status = "RuntimeStatus",
     shortname = "rt",
     category = "kruntimes",
@@ -137,6 +138,7 @@ pub struct RuntimeStatus {
     version = "v1alpha1",
     kind = "Run",
     namespaced,
+    derive = "Default",
     status = "RunStatus",
     shortname = "rn",
     category = "kruntimes",
@@ -153,7 +155,7 @@ pub struct RuntimeStatus {
     "required" = ["mode", "runtime"],
     "x-kubernetes-validations" = [
         {
-            "rule": "!has(self.mode.task) || !has(self.mode.task.entrypoint) || (has(self.source) && has(self.source.inline)) || (!self.mode.task.entrypoint.startsWith('/') && !self.mode.task.entrypoint.split('/').exists(s, s == '..'))",
+            "rule": "!has(self.mode.task) || !has(self.mode.task.entrypoint) || (has(self.source) && has(self.source.inline)) || (!self.mode.task.entrypoint.startsWith('/') && !self.mode.task.entrypoint.split('/').exists(segment, segment == '..'))",
             "message": "mode.task.entrypoint must be a relative path that does not contain '..'"
         },
         {
@@ -225,7 +227,7 @@ pub struct RunSpec {
     {"rule": "!(has(self.inline) && has(self.repoURL))", "message": "inline and repoURL are mutually exclusive"},
     {"rule": "!has(self.commitSHA) || has(self.repoURL)", "message": "commitSHA requires repoURL"},
     {
-        "rule": "!has(self.inlinePath) || (!self.inlinePath.startsWith('/') && !self.inlinePath.split('/').exists(s, size(s) == 0 || s == '.' || s == '..'))",
+        "rule": "!has(self.inlinePath) || (!self.inlinePath.startsWith('/') && !self.inlinePath.split('/').exists(segment, size(segment) == 0 || segment == '.' || segment == '..'))",
         "message": "inlinePath must be a relative file path without empty, '.' or '..' segments"
     }
 ]))]
@@ -441,6 +443,12 @@ impl RunPhase {
             self,
             RunPhase::Scheduled | RunPhase::Running | RunPhase::Ready
         )
+    }
+
+    /// Whether runtimed has claimed a Run in this phase (Running, or Ready for a registered
+    /// function): a lost Pod fails it instead of placing it again.
+    pub fn is_admitted(self) -> bool {
+        matches!(self, RunPhase::Running | RunPhase::Ready)
     }
 
     pub fn as_str(self) -> &'static str {

@@ -35,7 +35,7 @@
 //! incompatible change.
 //!
 //! ```text
-//! schemaVersion: 1
+//! schemaVersion: 2
 //! namespace:     string
 //! now:           RFC 3339 timestamp the snapshot was judged at (heartbeat expiry)
 //! run:           {name, uid, runtime, phase, assignedPod, reason, message, labels, deleting}

@@ -16,7 +16,7 @@ use crate::api::resources::Shortfall;
 use crate::api::{Run, Runtime};
 
 /// Version of the JSON/YAML structure; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Everything an explanation is built from, as read by the loader.
 #[derive(Debug, Clone)]

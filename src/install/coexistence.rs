@@ -18,6 +18,9 @@ use crate::api::FIELD_MANAGER;
 use crate::kubeclient::Target;
 use crate::scheduler::foreign;
 
+/// The fields of every object's root, which controller-gen declares and kube-derive does not.
+const ROOT_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
+
 /// Managers that write every object and say nothing about who installed it.
 const NEUTRAL_MANAGERS: [&str; 2] = ["kube-apiserver", "kube-controller-manager"];
 
@@ -40,14 +43,19 @@ pub async fn survey(target: &Target) -> anyhow::Result<Vec<String>> {
             }
         }
     }
-    match foreign::find(&target.client, &["kruntimes-system".to_string()]).await {
+    match foreign::find(
+        &target.client,
+        &[foreign::FOREIGN_NAMESPACE.to_string()],
+        jiff::Timestamp::now(),
+    )
+    .await
+    {
         Ok(Some(leader)) => notices.push(format!(
             "{leader}: the kruntimes scheduler will wait as a standby, placing no Run, until it is released; scale the other scheduler down first (README, \"Moving from the Go kruntimes scheduler\")"
         )),
         Ok(None) => {}
         Err(e) => notices.push(format!(
-            "cannot tell whether another kruntimes scheduler runs (reading Lease {}: {e})",
-            foreign::FOREIGN_LEASE
+            "cannot tell whether another kruntimes scheduler runs (reading its Leases: {e})"
         )),
     }
     Ok(notices)
@@ -249,6 +257,10 @@ pub fn schema_paths(schema: &Value) -> BTreeSet<String> {
 }
 
 fn walk(schema: &Value, path: &str, out: &mut BTreeSet<String>) {
+    // Every object has these, declared in its schema or not; the API server never prunes them.
+    if ROOT_FIELDS.contains(&path) {
+        return;
+    }
     if !path.is_empty() {
         out.insert(path.to_string());
     }
@@ -401,6 +413,30 @@ mod tests {
         );
         let pruned: Vec<&String> = stored.iter().filter(|p| !covered(p, &declared)).collect();
         assert_eq!(pruned, ["spec.suspend"]);
+    }
+
+    #[test]
+    fn root_fields_an_installed_schema_declares_are_never_counted_as_pruned() {
+        // controller-gen (the Go project's CRDs) declares apiVersion, kind and metadata at the
+        // root; kube-derive does not. Neither is ever pruned.
+        let ours = crate::api::Run::crd();
+        let mut theirs = managed_by(ours.clone(), "helm");
+        let root = theirs.spec.versions[0]
+            .schema
+            .as_mut()
+            .unwrap()
+            .open_api_v3_schema
+            .as_mut()
+            .unwrap()
+            .properties
+            .as_mut()
+            .unwrap();
+        for field in ROOT_FIELDS {
+            root.insert(field.into(), Default::default());
+        }
+        let comparison = compare(&theirs, &ours).unwrap();
+        assert_eq!(comparison.notices.len(), 1, "{comparison:?}");
+        assert!(comparison.schemaless.is_empty());
     }
 
     #[test]

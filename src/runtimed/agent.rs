@@ -29,7 +29,7 @@ use super::executor::{self, ChildExit, ChildHandle, Terminal};
 use super::heartbeat::LeaseRenewer;
 use super::plan::{self, Claim};
 use super::{Error, Identity, Result, Settings};
-use crate::api::lenient::{self, Lenient};
+use crate::api::lenient::Lenient;
 use crate::api::resources::parse_capacity_annotations;
 use crate::api::status::{self, Outcome, reasons};
 use crate::api::{Run, RunPhase, post_params};
@@ -151,7 +151,10 @@ impl Agent {
     async fn runs_watch_config(&self) -> Result<watcher::Config> {
         let selector = format!("status.assignedPod={}", self.me.pod_name);
         let probe = ListParams::default().fields(&selector).limit(1);
-        match self.runs_api.list(&probe).await {
+        // Leniently: a Run that does not decode must not fail the probe (and runtimed's start).
+        let lenient: Api<Lenient<Run>> =
+            Api::namespaced(self.runs_api.clone().into_client(), &self.me.namespace);
+        match lenient.list(&probe).await {
             Ok(_) => {
                 tracing::info!("watching Runs with the field selector {selector}");
                 Ok(watcher::Config::default().fields(&selector))
@@ -179,8 +182,7 @@ impl Agent {
         let lenient_runs: Api<Lenient<Run>> =
             Api::namespaced(self.runs_api.clone().into_client(), &self.me.namespace);
         let run_events =
-            watcher(lenient_runs, runs_config).backoff(crate::kubeclient::watch_backoff());
-        let run_events = lenient::decoded(run_events).reflect(runs_writer);
+            crate::kubeclient::lenient_watch(lenient_runs, runs_config).reflect(runs_writer);
         let (pods, pods_writer) = reflector::store::<Pod>();
         let pod_events = watcher(
             self.pods_api.clone(),

@@ -14,8 +14,8 @@ use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, BufReader};
 use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::api::TaskMode;
 use crate::api::status::{Outcome, reasons};
+use crate::api::{CodeSource, TaskMode};
 
 /// Longest output line logged as one record; longer lines are split.
 const MAX_LINE: u64 = 16 * 1024;
@@ -32,6 +32,10 @@ pub enum TaskError {
         "spec.mode.task has neither entrypoint nor args; one of them must name the program to run"
     )]
     EmptyArgs,
+    #[error(
+        "spec.source is set; without a runtime server runtimed runs only the task's entrypoint or args (source needs a Runtime whose Pods serve the runtime contract)"
+    )]
+    Source,
     #[error(
         "spec.env[{name:?}] uses valueFrom, which runtimed does not support; set a plain value instead"
     )]
@@ -68,14 +72,30 @@ pub struct Prepared {
 /// Validates `spec.mode.task` and `spec.env`: a program (the `entrypoint` with `args` as its
 /// arguments, else the first of `args`), plain `name`/`value` environment variables (an
 /// absent value is the empty string, as in a Pod) and an optional working directory.
-pub fn prepare(task: Option<&TaskMode>, env: &[EnvVar]) -> Result<Prepared, TaskError> {
+pub fn prepare(
+    task: Option<&TaskMode>,
+    env: &[EnvVar],
+    source: Option<&CodeSource>,
+) -> Result<Prepared, TaskError> {
     let task = task.ok_or(TaskError::NoTask)?;
+    if source.is_some() {
+        return Err(TaskError::Source);
+    }
     let (program, args) = match task.entrypoint.as_deref().filter(|e| !e.is_empty()) {
-        Some(entrypoint) => (entrypoint, task.args.as_slice()),
+        // A relative script file (the API refuses absolute ones) in the working directory,
+        // never a program looked up on PATH.
+        Some(entrypoint) => (
+            if entrypoint.contains('/') {
+                entrypoint.to_string()
+            } else {
+                format!("./{entrypoint}")
+            },
+            task.args.as_slice(),
+        ),
         None => task
             .args
             .split_first()
-            .map(|(program, args)| (program.as_str(), args))
+            .map(|(program, args)| (program.clone(), args))
             .ok_or(TaskError::EmptyArgs)?,
     };
     let env = env
@@ -92,7 +112,7 @@ pub fn prepare(task: Option<&TaskMode>, env: &[EnvVar]) -> Result<Prepared, Task
         )
         .collect::<Result<_, _>>()?;
     Ok(Prepared {
-        program: program.to_string(),
+        program,
         args: args.to_vec(),
         env,
         working_dir: task.working_dir.clone().filter(|d| !d.is_empty()),
@@ -306,7 +326,7 @@ mod tests {
             },
         ];
         t.working_dir = Some("/tmp".into());
-        let p = prepare(Some(&t), &env).unwrap();
+        let p = prepare(Some(&t), &env, None).unwrap();
         assert_eq!(p.program, "sh");
         assert_eq!(p.args, ["-c", "exit 3"]);
         assert_eq!(
@@ -323,17 +343,28 @@ mod tests {
     fn prepare_runs_the_entrypoint_with_every_arg() {
         let mut t = task(&["--epochs", "3"]);
         t.entrypoint = Some("train.sh".into());
-        let p = prepare(Some(&t), &[]).unwrap();
+        let p = prepare(Some(&t), &[], None).unwrap();
         assert_eq!(
             (p.program.as_str(), p.args),
-            ("train.sh", vec!["--epochs".to_string(), "3".to_string()])
+            ("./train.sh", vec!["--epochs".to_string(), "3".to_string()])
+        );
+        let source = CodeSource {
+            inline: Some("echo hi".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            prepare(Some(&t), &[], Some(&source)),
+            Err(TaskError::Source)
         );
     }
 
     #[test]
     fn prepare_refuses_missing_tasks_empty_args_and_value_from() {
-        assert_eq!(prepare(None, &[]), Err(TaskError::NoTask));
-        assert_eq!(prepare(Some(&task(&[])), &[]), Err(TaskError::EmptyArgs));
+        assert_eq!(prepare(None, &[], None), Err(TaskError::NoTask));
+        assert_eq!(
+            prepare(Some(&task(&[])), &[], None),
+            Err(TaskError::EmptyArgs)
+        );
         let t = task(&["true"]);
         let env = vec![EnvVar {
             name: "NODE".into(),
@@ -346,7 +377,7 @@ mod tests {
                 ..Default::default()
             }),
         }];
-        let err = prepare(Some(&t), &env).unwrap_err();
+        let err = prepare(Some(&t), &env, None).unwrap_err();
         assert_eq!(
             err.to_string(),
             "spec.env[\"NODE\"] uses valueFrom, which runtimed does not support; set a plain value instead"
@@ -376,7 +407,7 @@ mod tests {
 
     async fn run_to_exit(t: &TaskMode, env: &[EnvVar]) -> ChildExit {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let _handle = spawn(&prepare(Some(t), env).unwrap(), "r", "uid-1", tx).unwrap();
+        let _handle = spawn(&prepare(Some(t), env, None).unwrap(), "r", "uid-1", tx).unwrap();
         rx.recv().await.unwrap()
     }
 
@@ -413,11 +444,26 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_entrypoint_is_the_script_in_the_working_directory_not_a_program_on_path() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("step.sh");
+        std::fs::write(&script, "#!/bin/sh\nexit $1\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut t = task(&["5"]);
+        t.entrypoint = Some("step.sh".into());
+        t.working_dir = Some(dir.path().display().to_string());
+        let exit = run_to_exit(&t, &[]).await;
+        assert_eq!(exit.status, Ok(ExitStatus::Code(5)));
+    }
+
+    #[tokio::test]
     async fn a_missing_executable_is_a_start_error_naming_it() {
         let (tx, _rx) = mpsc::unbounded_channel();
         let t = prepare(
             Some(&task(&["/nonexistent/kruntimes-no-such-program"])),
             &[],
+            None,
         )
         .unwrap();
         let err = spawn(&t, "r", "u", tx).unwrap_err().to_string();
@@ -433,7 +479,7 @@ mod tests {
     async fn kill_ends_the_child_and_says_so() {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut handle = spawn(
-            &prepare(Some(&task(&["sleep", "30"])), &[]).unwrap(),
+            &prepare(Some(&task(&["sleep", "30"])), &[], None).unwrap(),
             "r",
             "u",
             tx,
@@ -454,7 +500,7 @@ mod tests {
     async fn dropping_the_handle_does_not_kill_the_child() {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let handle = spawn(
-            &prepare(Some(&task(&["sh", "-c", "sleep 0.2; exit 4"])), &[]).unwrap(),
+            &prepare(Some(&task(&["sh", "-c", "sleep 0.2; exit 4"])), &[], None).unwrap(),
             "r",
             "u",
             tx,

@@ -107,7 +107,7 @@ pub fn plan(
     for run in candidates {
         match run.phase() {
             // A function Run's registration lived in the runtimed that is gone, too.
-            RunPhase::Running | RunPhase::Ready => out.failures.push(Failure {
+            phase if phase.is_admitted() => out.failures.push(Failure {
                 run: run.clone(),
                 reason: reasons::RUNTIMED_RESTARTED,
                 message: format!(
@@ -128,7 +128,11 @@ pub fn plan(
                         continue;
                     }
                 };
-                let task = match executor::prepare(run.spec.mode.task.as_ref(), &run.spec.env) {
+                let task = match executor::prepare(
+                    run.spec.mode.task.as_ref(),
+                    &run.spec.env,
+                    run.spec.source.as_ref(),
+                ) {
                     Ok(task) => task,
                     Err(err) => {
                         out.failures.push(Failure {

@@ -28,7 +28,7 @@ use thiserror::Error;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 
-use crate::api::lenient::{self, Lenient};
+use crate::api::lenient::Lenient;
 use crate::api::status;
 use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, Runtime};
 use crate::events::{RunEvents, reasons as event_reasons};
@@ -359,9 +359,9 @@ impl Scheduler {
     async fn watch_runs(self: Arc<Self>, writer: reflector::store::Writer<Run>) {
         // Leniently: one Run that does not decode (an object of another implementation's
         // schema) is reported and skipped instead of failing every list of the watch.
-        let events = watcher(self.api::<Lenient<Run>>(), watcher::Config::default())
-            .backoff(crate::kubeclient::watch_backoff());
-        let events = lenient::decoded(events).reflect(writer);
+        let events =
+            crate::kubeclient::lenient_watch(self.api::<Lenient<Run>>(), Default::default())
+                .reflect(writer);
         self.watch_into_index(events, "run", |s| &s.runs, Self::on_run_event)
             .await;
     }
@@ -374,9 +374,8 @@ impl Scheduler {
     }
 
     async fn watch_runtimes(self: Arc<Self>) {
-        let events = watcher(self.api::<Lenient<Runtime>>(), watcher::Config::default())
-            .backoff(crate::kubeclient::watch_backoff());
-        let events = lenient::decoded(events);
+        let events =
+            crate::kubeclient::lenient_watch(self.api::<Lenient<Runtime>>(), Default::default());
         self.watch_into_index(events, "runtime", |s| &s.runtimes, |_, _| {})
             .await;
     }

@@ -1,8 +1,9 @@
-//! Another implementation's scheduler: the kruntimes project's Go scheduler elects its leader
-//! with the Lease `kruntimes-scheduler.kruntimes.com` (controller-runtime, in its own
-//! namespace). Two active schedulers would place Runs against each other's capacity, so
-//! `scheduler run` never becomes active while that Lease is held, and stops being active as
-//! soon as it is held again.
+//! Another implementation's scheduler: the kruntimes project's Go scheduler and controller
+//! elect their leaders with the Leases `kruntimes-scheduler.kruntimes.com` and
+//! `kruntimes-controller.kruntimes.com` (controller-runtime, in their own namespace). Two
+//! active schedulers would place Runs against each other's capacity, and two Runtime
+//! controllers would both make Pods for every Runtime, so `scheduler run` never becomes active
+//! while either Lease is held, and stops being active as soon as one is held again.
 //!
 //! Owns finding that Lease and the rule of when it counts as held ([`holder`], pure, with
 //! `now` passed in) and the gate between our own leadership and acting on it ([`gate`]). It
@@ -19,6 +20,11 @@ use tracing::{info, warn};
 
 /// The leader-election Lease of the kruntimes project's Go scheduler.
 pub const FOREIGN_LEASE: &str = "kruntimes-scheduler.kruntimes.com";
+/// The leader-election Lease of its controller (the Runtime controller among them).
+pub const FOREIGN_CONTROLLER_LEASE: &str = "kruntimes-controller.kruntimes.com";
+/// The namespace its Helm chart installs into, looked at when Leases may not be listed
+/// cluster-wide.
+pub const FOREIGN_NAMESPACE: &str = "kruntimes-system";
 
 /// How often the gate looks at the foreign Lease.
 const POLL: Duration = Duration::from_secs(2);
@@ -27,6 +33,7 @@ const POLL: Duration = Duration::from_secs(2);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForeignLeader {
     pub namespace: String,
+    pub lease: String,
     pub holder: String,
 }
 
@@ -34,8 +41,8 @@ impl std::fmt::Display for ForeignLeader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "another kruntimes scheduler holds the Lease {}/{FOREIGN_LEASE} (holder {})",
-            self.namespace, self.holder
+            "another kruntimes scheduler holds the Lease {}/{} (holder {})",
+            self.namespace, self.lease, self.holder
         )
     }
 }
@@ -52,30 +59,43 @@ pub fn holder(lease: &Lease, now: Timestamp) -> Option<ForeignLeader> {
         .ok()?;
     (expires > now).then(|| ForeignLeader {
         namespace: lease.namespace().unwrap_or_default(),
+        lease: lease.name_any(),
         holder: holder.to_string(),
     })
 }
 
-/// The foreign Lease's holder, looked up in every namespace (the Go scheduler's namespace is
-/// its own choice); where Leases may not be listed cluster-wide, in `fallback` namespaces.
-pub async fn find(client: &Client, fallback: &[String]) -> kube::Result<Option<ForeignLeader>> {
-    let by_name = ListParams::default().fields(&format!("metadata.name={FOREIGN_LEASE}"));
-    let now = Timestamp::now();
-    match Api::<Lease>::all(client.clone()).list(&by_name).await {
-        Ok(list) => Ok(list.items.iter().find_map(|l| holder(l, now))),
-        Err(kube::Error::Api(s)) if s.code == 403 => {
-            for namespace in fallback {
-                let api = Api::<Lease>::namespaced(client.clone(), namespace);
-                if let Some(lease) = api.get_opt(FOREIGN_LEASE).await?
-                    && let Some(leader) = holder(&lease, now)
-                {
-                    return Ok(Some(leader));
+/// The holder of one of the foreign Leases at `now`, looked up in every namespace (the Go
+/// project's namespace is its own choice); where Leases may not be listed cluster-wide, in
+/// the `fallback` namespaces it may read (one it may not read is skipped).
+pub async fn find(
+    client: &Client,
+    fallback: &[String],
+    now: Timestamp,
+) -> kube::Result<Option<ForeignLeader>> {
+    for name in [FOREIGN_LEASE, FOREIGN_CONTROLLER_LEASE] {
+        let by_name = ListParams::default().fields(&format!("metadata.name={name}"));
+        let held = match Api::<Lease>::all(client.clone()).list(&by_name).await {
+            Ok(list) => list.items.iter().find_map(|l| holder(l, now)),
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                let mut held = None;
+                for namespace in fallback {
+                    let api = Api::<Lease>::namespaced(client.clone(), namespace);
+                    match api.get_opt(name).await {
+                        Ok(Some(lease)) => held = held.or_else(|| holder(&lease, now)),
+                        Ok(None) => {}
+                        Err(kube::Error::Api(s)) if s.code == 403 => {}
+                        Err(e) => return Err(e),
+                    }
                 }
+                held
             }
-            Ok(None)
+            Err(e) => return Err(e),
+        };
+        if held.is_some() {
+            return Ok(held);
         }
-        Err(e) => Err(e),
     }
+    Ok(None)
 }
 
 /// Passes our own leadership (`leading`) on to `active` only while no foreign scheduler holds
@@ -94,7 +114,7 @@ pub async fn gate(
     let mut said_waiting = false;
     let mut said_error = false;
     loop {
-        let found = find(&client, &fallback).await;
+        let found = find(&client, &fallback, Timestamp::now()).await;
         if found.is_ok() {
             said_error = false;
         }
@@ -102,7 +122,7 @@ pub async fn gate(
             Ok(None) if *active.borrow() => {}
             Ok(None) => {
                 if said_waiting {
-                    info!("the foreign scheduler Lease {FOREIGN_LEASE} is free; becoming active");
+                    info!("the foreign scheduler's Leases are free; becoming active");
                 }
                 let _ = active.send(true);
             }
@@ -123,7 +143,7 @@ pub async fn gate(
             Err(e) if !said_error => {
                 said_error = true;
                 warn!(
-                    "cannot read the Lease {FOREIGN_LEASE} of a foreign scheduler: {e}; retrying"
+                    "cannot read the Leases of a foreign scheduler ({FOREIGN_LEASE}, {FOREIGN_CONTROLLER_LEASE}): {e}; retrying"
                 );
             }
             Err(_) => {}
@@ -161,6 +181,7 @@ mod tests {
             holder(&lease(Some("sched-0_abc"), 990, 15), now),
             Some(ForeignLeader {
                 namespace: "kruntimes-system".into(),
+                lease: FOREIGN_LEASE.into(),
                 holder: "sched-0_abc".into()
             })
         );

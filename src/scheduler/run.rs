@@ -82,7 +82,7 @@ pub async fn run(
         target.client.clone(),
         vec![
             leader::namespace(&target, args),
-            "kruntimes-system".to_string(),
+            foreign::FOREIGN_NAMESPACE.to_string(),
         ],
         elected_rx,
         leading_tx,

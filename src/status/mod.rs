@@ -39,7 +39,7 @@
 //!                (reason: the filter's text, e.g. "runtimed heartbeat stale")
 //!   resources: [{name, used: int|null (null: an active Run's amount is unreadable),
 //!                capacity: int}]      — every advertised resource, in name order
-//!   runs:      {pending, scheduled, running, succeeded, failed}
+//!   runs:      {pending, scheduled, running, ready, succeeded, failed, timeout, cancelled}
 //!   pending:   {runs: int, oldestCreated: timestamp|null, oldestWaitSeconds: int|null,
 //!               byReason:  [{reason, count}] — Runs per reason of their Pending message
 //!                          (e.g. "Insufficient example.com/gpu"), also "fits now",

@@ -14,9 +14,7 @@ use kube::ResourceExt;
 use crate::api::resources::{
     RUNS, parse_capacity_annotations, parse_requests, parse_whole_quantity,
 };
-use crate::api::{
-    ANNOTATION_SCALE_DOWN, LABEL_RUNTIME, LABEL_RUNTIME_POD, Resources, Run, RunPhase,
-};
+use crate::api::{ANNOTATION_SCALE_DOWN, LABEL_RUNTIME, LABEL_RUNTIME_POD, Resources, Run};
 use crate::scheduler::framework::selector::Selector;
 
 /// What the scheduler knows about a Runtime Pod.
@@ -212,7 +210,7 @@ impl ActiveRun {
         ActiveRun {
             name: run.name_any(),
             pod_uid: status.and_then(|s| s.assigned_pod_uid.clone()),
-            admitted: matches!(run.phase(), RunPhase::Running | RunPhase::Ready),
+            admitted: run.phase().is_admitted(),
             request: CountedRequest::of(run),
             labels: run.labels().clone(),
             anti_affinity: required_anti_affinity(run),
