@@ -9,7 +9,9 @@
 use std::collections::BTreeSet;
 
 use anyhow::anyhow;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionVersion,
+};
 use kube::ResourceExt as _;
 use kube::api::Api;
 use serde_json::Value;
@@ -111,16 +113,10 @@ pub fn compare(
         else {
             continue;
         };
-        let paths = |v: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion| {
-            let schema = v
-                .schema
-                .as_ref()
-                .and_then(|s| s.open_api_v3_schema.as_ref())
-                .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
-                .unwrap_or(Value::Null);
-            schema_paths(&schema)
-        };
-        let (before, after) = (paths(theirs), paths(version));
+        let (before, after) = (
+            schema_paths(&schema_of(theirs)),
+            schema_paths(&schema_of(version)),
+        );
         let (wildcards, pruned): (Vec<&str>, Vec<&str>) = before
             .iter()
             .filter(|p| !covered(p, &after))
@@ -175,13 +171,7 @@ async fn check_stored(
         kind: ours.spec.names.kind.clone(),
         plural: ours.spec.names.plural.clone(),
     };
-    let schema = version
-        .schema
-        .as_ref()
-        .and_then(|s| s.open_api_v3_schema.as_ref())
-        .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
-        .unwrap_or(Value::Null);
-    let declared = schema_paths(&schema);
+    let declared = schema_paths(&schema_of(version));
     let objects = Api::<kube::api::DynamicObject>::all_with(target.client.clone(), &resource)
         .list(&Default::default())
         .await
@@ -208,6 +198,16 @@ async fn check_stored(
         }
     }
     Ok(())
+}
+
+/// The structural schema of one version of a CRD, as JSON (`null` without one).
+fn schema_of(version: &CustomResourceDefinitionVersion) -> Value {
+    version
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .and_then(|s| serde_json::to_value(s).ok())
+        .unwrap_or(Value::Null)
 }
 
 /// The path of every leaf value of `value` (`status.outputs.loss`, `spec.env[].name`).
@@ -313,6 +313,25 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
     use kube::CustomResourceExt as _;
 
+    /// The root properties of the CRD's first version's schema.
+    fn root(
+        crd: &mut CustomResourceDefinition,
+    ) -> &mut std::collections::BTreeMap<
+        String,
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps,
+    > {
+        crd.spec.versions[0]
+            .schema
+            .as_mut()
+            .unwrap()
+            .open_api_v3_schema
+            .as_mut()
+            .unwrap()
+            .properties
+            .as_mut()
+            .unwrap()
+    }
+
     fn managed_by(mut crd: CustomResourceDefinition, manager: &str) -> CustomResourceDefinition {
         crd.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
             manager: Some(manager.into()),
@@ -332,16 +351,7 @@ mod tests {
     fn a_foreign_crd_is_named_with_its_manager_and_the_fields_ours_adds() {
         let ours = crate::api::Run::crd();
         let mut theirs = managed_by(ours.clone(), "helm");
-        let schema = theirs.spec.versions[0].schema.as_mut().unwrap();
-        let status = schema
-            .open_api_v3_schema
-            .as_mut()
-            .unwrap()
-            .properties
-            .as_mut()
-            .unwrap()
-            .get_mut("status")
-            .unwrap();
+        let status = root(&mut theirs).get_mut("status").unwrap();
         status.properties.as_mut().unwrap().remove("exitCode");
         let notices = compare(&theirs, &ours).unwrap().notices;
         assert!(notices[0].contains("managed by helm"), "{notices:?}");
@@ -352,18 +362,7 @@ mod tests {
     fn a_field_ours_would_prune_or_a_version_ours_does_not_serve_refuses() {
         let ours = crate::api::Run::crd();
         let mut theirs = managed_by(ours.clone(), "helm");
-        let spec = theirs.spec.versions[0]
-            .schema
-            .as_mut()
-            .unwrap()
-            .open_api_v3_schema
-            .as_mut()
-            .unwrap()
-            .properties
-            .as_mut()
-            .unwrap()
-            .get_mut("spec")
-            .unwrap();
+        let spec = root(&mut theirs).get_mut("spec").unwrap();
         spec.properties
             .as_mut()
             .unwrap()
@@ -421,18 +420,8 @@ mod tests {
         // root; kube-derive does not. Neither is ever pruned.
         let ours = crate::api::Run::crd();
         let mut theirs = managed_by(ours.clone(), "helm");
-        let root = theirs.spec.versions[0]
-            .schema
-            .as_mut()
-            .unwrap()
-            .open_api_v3_schema
-            .as_mut()
-            .unwrap()
-            .properties
-            .as_mut()
-            .unwrap();
         for field in ROOT_FIELDS {
-            root.insert(field.into(), Default::default());
+            root(&mut theirs).insert(field.into(), Default::default());
         }
         let comparison = compare(&theirs, &ours).unwrap();
         assert_eq!(comparison.notices.len(), 1, "{comparison:?}");
