@@ -5,6 +5,8 @@
 
 use std::time::Instant;
 
+use crate::scheduler::framework::WakeSource;
+
 use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
@@ -115,6 +117,12 @@ impl SchedulerMetrics {
         for state in [POD_AVAILABLE, POD_UNAVAILABLE] {
             metrics.runtime_pods.with_label_values(&[state]);
         }
+        // Also when no wakeup has happened yet (a replica that is not leading counts none).
+        for source in [WakeSource::RuntimePod, WakeSource::CapacityReleased] {
+            metrics
+                .pending_run_wakeups
+                .with_label_values(&[source.as_str()]);
+        }
         Ok(metrics)
     }
 
@@ -157,9 +165,6 @@ mod tests {
         m.filter_rejections
             .with_label_values(&["RuntimePodAvailability", "x"])
             .inc();
-        m.pending_run_wakeups
-            .with_label_values(&["runtime_pod"])
-            .inc();
         m.schedule_attempts.with_label_values(&["scheduled"]).inc();
         drop(m.cycle_timer());
         m.queue_duration.observe(0.1);
@@ -168,7 +173,8 @@ mod tests {
             "kruntimes_scheduler_filter_rejections_total",
             "kruntimes_scheduler_reservation_conflicts_total{stage=\"bind\"} 0",
             "kruntimes_scheduler_reservation_conflicts_total{stage=\"reserve\"} 0",
-            "kruntimes_scheduler_pending_run_wakeups_total",
+            "kruntimes_scheduler_pending_run_wakeups_total{source=\"runtime_pod\"} 0",
+            "kruntimes_scheduler_pending_run_wakeups_total{source=\"capacity_released\"} 0",
             "kruntimes_scheduler_scheduling_cycle_duration_seconds_count 1",
             "kruntimes_scheduler_queue_duration_seconds_count 1",
             "kruntimes_scheduler_schedule_attempts_total",

@@ -5,14 +5,16 @@
 //! controllers would both make Pods for every Runtime, so `scheduler run` never becomes active
 //! while either Lease is held, and stops being active as soon as one is held again.
 //!
-//! Owns finding that Lease and the rule of when it counts as held ([`holder`], pure, with
-//! `now` passed in) and the gate between our own leadership and acting on it ([`gate`]). It
-//! must not schedule, and it never writes the foreign Lease.
+//! Owns finding those Leases, the rules of when one counts as held (pure, `now` passed in:
+//! [`Observed`] for the gate, by this process's own clock; [`holder`] by `renewTime`, for a
+//! one-off look) and the gate between our own leadership and acting on it ([`gate`]). It must
+//! not schedule, and it never writes a foreign Lease.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt as _};
 use tokio::sync::watch;
@@ -64,38 +66,86 @@ pub fn holder(lease: &Lease, now: Timestamp) -> Option<ForeignLeader> {
     })
 }
 
-/// The holder of one of the foreign Leases at `now`, looked up in every namespace (the Go
-/// project's namespace is its own choice); where Leases may not be listed cluster-wide, in
-/// the `fallback` namespaces it may read (one it may not read is skipped).
+/// The foreign Leases, looked up in every namespace (the Go project's namespace is its own
+/// choice); where Leases may not be listed cluster-wide, in the `fallback` namespaces it may
+/// read (one it may not read is skipped).
+pub async fn list(client: &Client, fallback: &[String]) -> kube::Result<Vec<Lease>> {
+    let mut out = Vec::new();
+    for name in [FOREIGN_LEASE, FOREIGN_CONTROLLER_LEASE] {
+        let by_name = ListParams::default().fields(&format!("metadata.name={name}"));
+        match Api::<Lease>::all(client.clone()).list(&by_name).await {
+            Ok(list) => out.extend(list.items),
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                for namespace in fallback {
+                    let api = Api::<Lease>::namespaced(client.clone(), namespace);
+                    match api.get_opt(name).await {
+                        Ok(lease) => out.extend(lease),
+                        Err(kube::Error::Api(s)) if s.code == 403 => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+/// The holder of one of the foreign Leases at `now` by their `renewTime` (a one-off look, as
+/// `install` makes; the gate judges by [`Observed`] instead).
 pub async fn find(
     client: &Client,
     fallback: &[String],
     now: Timestamp,
 ) -> kube::Result<Option<ForeignLeader>> {
-    for name in [FOREIGN_LEASE, FOREIGN_CONTROLLER_LEASE] {
-        let by_name = ListParams::default().fields(&format!("metadata.name={name}"));
-        let held = match Api::<Lease>::all(client.clone()).list(&by_name).await {
-            Ok(list) => list.items.iter().find_map(|l| holder(l, now)),
-            Err(kube::Error::Api(s)) if s.code == 403 => {
-                let mut held = None;
-                for namespace in fallback {
-                    let api = Api::<Lease>::namespaced(client.clone(), namespace);
-                    match api.get_opt(name).await {
-                        Ok(Some(lease)) => held = held.or_else(|| holder(&lease, now)),
-                        Ok(None) => {}
-                        Err(kube::Error::Api(s)) if s.code == 403 => {}
-                        Err(e) => return Err(e),
-                    }
+    Ok(list(client, fallback)
+        .await?
+        .iter()
+        .find_map(|l| holder(l, now)))
+}
+
+/// What the gate has seen of the foreign Leases: each one's record and when, by this process's
+/// own clock, it last changed. A Lease counts as held while its record changed less than its
+/// duration ago, as client-go's leader elector judges a Lease it does not hold: the other
+/// side's `renewTime` is never compared with our clock, so a skew between the two machines
+/// cannot make a held Lease look lapsed. A Lease first seen counts as just renewed.
+#[derive(Debug, Default)]
+pub struct Observed {
+    seen: HashMap<(String, String), (LeaseSpec, Instant)>,
+}
+
+impl Observed {
+    /// The holder of one of `leases` (the current list) at `now`.
+    pub fn holder(&mut self, leases: &[Lease], now: Instant) -> Option<ForeignLeader> {
+        let keys: Vec<(String, String)> = leases
+            .iter()
+            .map(|l| (l.namespace().unwrap_or_default(), l.name_any()))
+            .collect();
+        self.seen.retain(|key, _| keys.contains(key));
+        let mut held = None;
+        for (lease, key) in leases.iter().zip(keys) {
+            let record = lease.spec.clone().unwrap_or_default();
+            let changed = match self.seen.get(&key) {
+                Some((seen, at)) if *seen == record => *at,
+                _ => {
+                    self.seen.insert(key.clone(), (record.clone(), now));
+                    now
                 }
-                held
+            };
+            let Some(holder) = record.holder_identity.filter(|h| !h.is_empty()) else {
+                continue;
+            };
+            let duration = u64::try_from(record.lease_duration_seconds.unwrap_or(15)).unwrap_or(0);
+            if held.is_none() && now < changed + Duration::from_secs(duration) {
+                held = Some(ForeignLeader {
+                    namespace: key.0,
+                    lease: key.1,
+                    holder,
+                });
             }
-            Err(e) => return Err(e),
-        };
-        if held.is_some() {
-            return Ok(held);
         }
+        held
     }
-    Ok(None)
 }
 
 /// Passes our own leadership (`leading`) on to `active` only while no foreign scheduler holds
@@ -113,8 +163,11 @@ pub async fn gate(
     }
     let mut said_waiting = false;
     let mut said_error = false;
+    let mut observed = Observed::default();
     loop {
-        let found = find(&client, &fallback, Timestamp::now()).await;
+        let found = list(&client, &fallback)
+            .await
+            .map(|leases| observed.holder(&leases, Instant::now()));
         if found.is_ok() {
             said_error = false;
         }
@@ -155,7 +208,6 @@ pub async fn gate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::coordination::v1::LeaseSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 
     fn lease(holder: Option<&str>, renewed: i64, duration: i32) -> Lease {
@@ -172,6 +224,33 @@ mod tests {
                 ..Default::default()
             }),
         }
+    }
+
+    #[test]
+    fn the_gate_judges_a_lease_by_when_it_saw_it_change_not_by_its_renew_time() {
+        let start = Instant::now();
+        let mut observed = Observed::default();
+        // Renewed "long ago" by a skewed clock: first seen, it counts as just renewed.
+        let old = lease(Some("sched-0_abc"), 10, 15);
+        assert!(observed.holder(std::slice::from_ref(&old), start).is_some());
+        let later = start + Duration::from_secs(14);
+        assert!(observed.holder(std::slice::from_ref(&old), later).is_some());
+        // Unchanged for its whole duration: lapsed.
+        let lapsed = start + Duration::from_secs(15);
+        assert_eq!(observed.holder(std::slice::from_ref(&old), lapsed), None);
+        // Renewed (any change of the record): held again, from now.
+        let renewed = lease(Some("sched-0_abc"), 11, 15);
+        assert!(
+            observed
+                .holder(std::slice::from_ref(&renewed), lapsed)
+                .is_some()
+        );
+        // Released: free at once.
+        let released = lease(Some(""), 12, 15);
+        assert_eq!(observed.holder(&[released], lapsed), None);
+        // Gone from the list: forgotten.
+        assert_eq!(observed.holder(&[], lapsed), None);
+        assert!(observed.seen.is_empty());
     }
 
     #[test]
