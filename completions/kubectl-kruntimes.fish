@@ -62,6 +62,7 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runt
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l heartbeat-duration -d 'How long one renewal holds (the Lease\'s leaseDurationSeconds)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l shutdown-grace -d 'On SIGTERM/SIGINT, how long running Runs may take to finish before they are killed (keep it below the Pod\'s terminationGracePeriodSeconds; the Runtime controller sets it)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l health-probe-bind-address -d 'Address of /healthz and /readyz (ready once the Runs and the Pod are watched, until shutdown begins); `0` disables them' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l metrics-bind-address -d 'Address of /metrics (admissions, admission wait, dispatch latency, reservations, status-write retries); `0` disables it' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l context -d 'The kubeconfig context to use' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r

@@ -223,6 +223,10 @@ pub struct RuntimedArgs {
     /// shutdown begins); `0` disables them.
     #[arg(long, env = "KRUNTIMES_HEALTH_PROBE_BIND_ADDRESS", default_value = "0")]
     pub health_probe_bind_address: String,
+    /// Address of /metrics (admissions, admission wait, dispatch latency, reservations,
+    /// status-write retries); `0` disables it.
+    #[arg(long, env = "KRUNTIMES_METRICS_BIND_ADDRESS", default_value = "0")]
+    pub metrics_bind_address: String,
 }
 
 /// `copy-binary`: the init container of a Runtime Pod copies this binary into the Pod.

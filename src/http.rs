@@ -1,5 +1,5 @@
-//! The small HTTP endpoints of the long-running subcommands (the scheduler's metrics and
-//! probes, runtimed's probes): bind-address flags, the `/healthz` + `/readyz` router, and
+//! The small HTTP endpoints of the long-running subcommands (the scheduler's and runtimed's
+//! metrics and probes): bind-address flags, the `/healthz` + `/readyz` router, and
 //! serving in the background. Owns no state of its own: readiness is asked of the caller.
 
 use std::net::SocketAddr;
@@ -46,6 +46,17 @@ pub fn probes(
                 }
             }),
         )
+}
+
+/// `/metrics`: `registry` in the Prometheus text format.
+pub fn metrics(registry: prometheus::Registry) -> Router {
+    Router::new().route(
+        "/metrics",
+        get(move || {
+            let registry = registry.clone();
+            async move { crate::metrics::render(&registry) }
+        }),
+    )
 }
 
 /// Binds `addr` (failing now if it cannot) and serves `app` in the background until

@@ -692,3 +692,90 @@ fn runtimed_without_a_pod_identity_fails_with_one_clear_line() {
         "error: runtimed needs the identity of its Pod but POD_NAME, POD_NAMESPACE, POD_UID are not set; set them through the downward API (fieldRef metadata.name, metadata.namespace, metadata.uid) or pass --pod-name --pod-namespace --pod-uid"
     );
 }
+
+/// 200 Runs bound at once to a Pod of `runs: 8`: never more than 8 Running at any recorded
+/// event, every one claimed and succeeded, and `/metrics` counts exactly that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_200_runs_on_8_slots_never_overcommits_and_metrics_count_it() {
+    const N: usize = 200;
+    let fx = Fixture::new("rtd-burst", &[("runs", 8)]).await;
+    let metrics_port = support::free_port();
+    let rtd = fx.runtimed(&[&format!("--metrics-bind-address=127.0.0.1:{metrics_port}")]);
+    let names: Vec<String> = (0..N).map(|i| format!("b-{i:03}")).collect();
+    futures::future::join_all(names.iter().map(|n| fx.create(task(n, &["true"])))).await;
+    // Arriving at once: every bind is written concurrently, as a burst from the scheduler.
+    futures::future::join_all(names.iter().map(|n| fx.bind(n, "Scheduled", None))).await;
+
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let state = fx.until_ended(&rtd, &refs).await;
+    let mut most = 0;
+    for (i, running) in state.running_after_each_event().iter().enumerate() {
+        assert!(
+            running.len() <= 8,
+            "event {i}: {} Runs Running at once on runs: 8: {running:?}",
+            running.len()
+        );
+        most = most.max(running.len());
+    }
+    assert!(
+        most > 1,
+        "the burst ran Runs concurrently (at most {most} at once)"
+    );
+    assert_eq!(state.count(RunPhase::Succeeded), N, "{:?}", state.phases());
+
+    // Reservations are released once the terminal writes return, just after the watch shows
+    // them: awaited, then every series must say what the scenario did.
+    let scrape = async || {
+        let (code, body) = support::world::http_get(metrics_port, "/metrics")
+            .await
+            .map_err(|e| e.to_string())?;
+        if code != 200 {
+            return Err(format!("/metrics answered {code}"));
+        }
+        let value = |series: &str| support::world::sample(&body, series);
+        if value("kruntimes_runtimed_active_runs") != Some(0.0) {
+            return Err(format!("Runs still held:\n{body}"));
+        }
+        Ok(body)
+    };
+    let body = eventually(WAIT, "runtimed to hold no Run", scrape).await;
+    let value = |series: &str| {
+        support::world::sample(&body, series).unwrap_or_else(|| panic!("no {series} in\n{body}"))
+    };
+    let n = N as f64;
+    assert_eq!(
+        value("kruntimes_runtimed_admissions_total{result=\"admitted\"}"),
+        n
+    );
+    assert_eq!(
+        value("kruntimes_runtimed_admissions_total{result=\"rejected\"}"),
+        0.0
+    );
+    assert!(
+        value("kruntimes_runtimed_admissions_total{result=\"waiting\"}") >= 1.0,
+        "200 Runs on 8 slots: some waited\n{body}"
+    );
+    assert_eq!(value("kruntimes_runtimed_admission_wait_seconds_count"), n);
+    assert_eq!(value("kruntimes_runtimed_dispatch_seconds_count"), n);
+    assert_eq!(
+        value("kruntimes_runtimed_capacity_resources{resource=\"runs\"}"),
+        8.0
+    );
+    assert_eq!(
+        value("kruntimes_runtimed_reserved_resources{resource=\"runs\"}"),
+        0.0
+    );
+    // Nothing else writes these Runs: no claim or terminal write had to be retried.
+    assert_eq!(
+        value("kruntimes_runtimed_status_write_retries_total{write=\"claim\"}"),
+        0.0
+    );
+    assert_eq!(
+        value("kruntimes_runtimed_status_write_retries_total{write=\"terminal\"}"),
+        0.0
+    );
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        assert!(!line.contains("b-"), "a Run name in a label: {line}");
+        assert!(!line.contains("rt-0"), "a Pod name in a label: {line}");
+    }
+}

@@ -4,6 +4,8 @@
 //! Decisions come from the pure [`plan::plan`]; this module performs them: it claims a Run
 //! with a status replace carrying the observed resourceVersion, spawns its task, writes the
 //! terminal status through [`crate::api::status::set_terminal`] and releases the reservation.
+//! No write is awaited inside the loop: claims and terminal writes run as tasks that report
+//! back, so one Run's write never delays another Run's admission.
 //! A Run that does not fit is never written to. This module never picks a Pod and never
 //! un-assigns a Run.
 
@@ -27,6 +29,7 @@ use tokio::time::Instant;
 use super::admission::AdmissionCache;
 use super::executor::{self, ChildExit, ChildHandle, Terminal};
 use super::heartbeat::LeaseRenewer;
+use super::metrics::{self, RuntimedMetrics};
 use super::plan::{self, Claim};
 use super::{Error, Identity, Result, Settings};
 use crate::api::lenient::Lenient;
@@ -52,6 +55,7 @@ const CLAIM_RETRY_ERROR: Duration = Duration::from_secs(1);
 pub async fn run(
     client: Client,
     settings: Settings,
+    metrics: RuntimedMetrics,
     shutdown: impl Future<Output = &'static str> + Send,
 ) -> Result<()> {
     let me = settings.identity.clone();
@@ -60,7 +64,7 @@ pub async fn run(
         me.clone(),
         settings.heartbeat,
     );
-    let result = Agent::new(client, settings).run(shutdown).await;
+    let result = Agent::new(client, settings, metrics).run(shutdown).await;
     heartbeat.stop().await;
     result
 }
@@ -94,6 +98,14 @@ struct Agent {
     written_rx: mpsc::UnboundedReceiver<String>,
     /// Terminal writes not completed yet.
     in_flight: usize,
+    /// Claims whose write is in flight, by UID: each holds its reservation and counts as this
+    /// agent's own (the watch may show it Running before the write returns).
+    claiming: HashSet<String>,
+    /// Claim write results, one per claim, in the order they return.
+    claimed_tx: mpsc::UnboundedSender<ClaimWritten>,
+    claimed_rx: mpsc::UnboundedReceiver<ClaimWritten>,
+    /// Bounds the claim writes in flight at once.
+    claim_slots: Arc<tokio::sync::Semaphore>,
     draining: bool,
     /// Runs whose claim write failed, by UID: the resourceVersion that failed and when to try
     /// that same version again. A newer version from the watch is tried at once; without this,
@@ -111,15 +123,34 @@ struct Agent {
     /// The Waiting note last published per Run name, while the Run waits: a Run is told once
     /// per distinct reason, not at every reconcile.
     waiting_noted: HashMap<String, String>,
+    /// When each Scheduled Run of this Pod was first seen, by UID, until it is claimed or
+    /// leaves Scheduled (the admission wait).
+    scheduled_seen: HashMap<String, Instant>,
+    metrics: RuntimedMetrics,
+}
+
+/// A claim write that has returned.
+struct ClaimWritten {
+    claim: Claim,
+    result: kube::Result<Run>,
+    /// When it returned: the start of the dispatch latency.
+    at: Instant,
 }
 
 impl Agent {
-    fn new(client: Client, settings: Settings) -> Self {
+    fn new(client: Client, settings: Settings, metrics: RuntimedMetrics) -> Self {
         let me = settings.identity.clone();
         let (exits_tx, exits_rx) = mpsc::unbounded_channel();
         let (written_tx, written_rx) = mpsc::unbounded_channel();
         let (resolved_tx, resolved_rx) = mpsc::unbounded_channel();
+        let (claimed_tx, claimed_rx) = mpsc::unbounded_channel();
         Agent {
+            metrics,
+            scheduled_seen: HashMap::new(),
+            claiming: HashSet::new(),
+            claimed_tx,
+            claimed_rx,
+            claim_slots: Arc::new(tokio::sync::Semaphore::new(CLAIM_CONCURRENCY)),
             events: RunEvents::new(
                 client.clone(),
                 crate::events::RUNTIMED,
@@ -238,6 +269,15 @@ impl Agent {
                     self.on_exit(exit, &runs);
                     dirty = true;
                 }
+                Some(first) = self.claimed_rx.recv() => {
+                    // Take every result that is already there before planning once.
+                    let mut next = Some(first);
+                    while let Some(written) = next.take() {
+                        self.claiming.remove(&written.claim.run.uid().unwrap_or_default());
+                        dirty |= !self.start(written);
+                        next = self.claimed_rx.try_recv().ok();
+                    }
+                }
                 Some((uid, landed)) = self.resolved_rx.recv() => {
                     self.on_resolved(uid, landed);
                     dirty = true;
@@ -281,6 +321,7 @@ impl Agent {
                 && self.children.is_empty()
                 && self.in_flight == 0
                 && self.uncertain.is_empty()
+                && self.claiming.is_empty()
             {
                 tracing::info!("no Run is running any more; runtimed exits");
                 return Ok(());
@@ -290,8 +331,10 @@ impl Agent {
                 std::sync::atomic::Ordering::Relaxed,
             );
             if dirty && runs_ready && pod_ready {
-                self.reconcile(&runs).await;
+                self.reconcile(&runs);
             }
+            self.metrics
+                .set_holdings(self.cache.len(), self.cache.used(), self.cache.capacity());
         }
     }
 
@@ -345,70 +388,78 @@ impl Agent {
         self.claim_failed.values().map(|(_, at)| *at).min()
     }
 
-    /// Plans and acts until nothing more can be started.
-    async fn reconcile(&mut self, runs: &Store<Run>) {
-        loop {
-            let state = claimable(&mut self.claim_failed, runs.state(), Instant::now());
-            self.forget_observed_finishes(&state);
-            let owned: HashSet<String> = self
-                .children
-                .keys()
-                .chain(self.uncertain.keys())
-                .cloned()
-                .collect();
-            let plan = plan::plan(
-                &state,
-                &self.me,
-                &owned,
-                &self.finished,
-                &mut self.cache,
-                !self.draining,
+    /// Plans once and acts on it without waiting for any write: claims go out in the
+    /// background and their results come back through `claimed_rx`, so a Run that arrives
+    /// meanwhile is planned at once instead of after the whole batch. A claim that does not
+    /// land frees its reservation and plans again from there.
+    fn reconcile(&mut self, runs: &Store<Run>) {
+        let now = Instant::now();
+        let state = claimable(&mut self.claim_failed, runs.state(), now);
+        self.forget_observed_finishes(&state);
+        self.note_scheduled(&state, now);
+        let owned: HashSet<String> = self
+            .children
+            .keys()
+            .chain(self.uncertain.keys())
+            .chain(&self.claiming)
+            .cloned()
+            .collect();
+        let plan = plan::plan(
+            &state,
+            &self.me,
+            &owned,
+            &self.finished,
+            &mut self.cache,
+            !self.draining,
+        );
+        for (name, why) in &plan.waiting {
+            tracing::debug!(run = %name, "Run {name} stays Scheduled: {why}");
+        }
+        self.note_waiting(&state, &plan.waiting);
+        for uid in &plan.kills {
+            if let Some(child) = self.children.get_mut(uid)
+                && !child.handle.kill_requested()
+            {
+                tracing::warn!(run = %child.name, "Run {} was deleted or is no longer assigned to this Pod: killing its process", child.name);
+                child.abandoned = true;
+                child.handle.kill();
+            }
+        }
+        for failure in plan.failures {
+            if failure.run.phase() == RunPhase::Scheduled {
+                self.metrics
+                    .admissions
+                    .with_label_values(&[metrics::REJECTED])
+                    .inc();
+            }
+            let name = failure.run.name_any();
+            let uid = failure.run.uid().unwrap_or_default();
+            tracing::warn!(run = %name, "failing Run {name}: {}", failure.message);
+            let terminal = Terminal {
+                outcome: Outcome::Failed,
+                reason: failure.reason,
+                message: failure.message,
+                exit_code: None,
+            };
+            self.finish(name, uid, (*failure.run).clone(), terminal);
+        }
+        // Each claim already holds its reservation; its write goes out in creation order
+        // as a slot frees up, concurrently with the others and with this loop.
+        for claim in plan.claims {
+            self.claiming.insert(claim.run.uid().unwrap_or_default());
+            let (api, pod, slots, done) = (
+                self.runs_api.clone(),
+                self.me.pod_name.clone(),
+                self.claim_slots.clone(),
+                self.claimed_tx.clone(),
             );
-            for (name, why) in &plan.waiting {
-                tracing::debug!(run = %name, "Run {name} stays Scheduled: {why}");
-            }
-            self.note_waiting(&state, &plan.waiting);
-            for uid in &plan.kills {
-                if let Some(child) = self.children.get_mut(uid)
-                    && !child.handle.kill_requested()
-                {
-                    tracing::warn!(run = %child.name, "Run {} was deleted or is no longer assigned to this Pod: killing its process", child.name);
-                    child.abandoned = true;
-                    child.handle.kill();
-                }
-            }
-            for failure in plan.failures {
-                let name = failure.run.name_any();
-                let uid = failure.run.uid().unwrap_or_default();
-                tracing::warn!(run = %name, "failing Run {name}: {}", failure.message);
-                let terminal = Terminal {
-                    outcome: Outcome::Failed,
-                    reason: failure.reason,
-                    message: failure.message,
-                    exit_code: None,
-                };
-                self.finish(name, uid, (*failure.run).clone(), terminal);
-            }
-            // Claim writes go out concurrently (each already holds its reservation); their
-            // results are handled one by one, in order.
-            let api = self.runs_api.clone();
-            let pod = self.me.pod_name.clone();
-            let mut writes = futures::stream::iter(plan.claims)
-                .map(|claim| {
-                    let (api, pod) = (api.clone(), pod.clone());
-                    async move {
-                        let result = write_claim(&api, &pod, &claim).await;
-                        (claim, result)
-                    }
-                })
-                .buffered(CLAIM_CONCURRENCY);
-            let mut freed = false;
-            while let Some((claim, result)) = writes.next().await {
-                freed |= !self.start(claim, result);
-            }
-            if !freed {
-                return;
-            }
+            tokio::spawn(async move {
+                // Never closed: the permit always comes.
+                let _slot = slots.acquire_owned().await;
+                let result = write_claim(&api, &pod, &claim).await;
+                let at = Instant::now();
+                let _ = done.send(ClaimWritten { claim, result, at });
+            });
         }
     }
 
@@ -424,6 +475,10 @@ impl Agent {
                 continue;
             };
             self.waiting_noted.insert(name.clone(), why.clone());
+            self.metrics
+                .admissions
+                .with_label_values(&[metrics::WAITING])
+                .inc();
             self.events.emit(
                 run,
                 EventType::Normal,
@@ -434,6 +489,21 @@ impl Agent {
                     self.me.pod_name
                 ),
             );
+        }
+    }
+
+    /// Remembers when each Scheduled Run of this Pod was first seen; forgets the Runs that
+    /// are neither Scheduled nor being claimed any more.
+    fn note_scheduled(&mut self, state: &[Arc<Run>], now: Instant) {
+        let scheduled: HashSet<String> = state
+            .iter()
+            .filter(|r| r.phase() == RunPhase::Scheduled && plan::assigned_to(r, &self.me))
+            .filter_map(|r| r.uid())
+            .collect();
+        self.scheduled_seen
+            .retain(|uid, _| scheduled.contains(uid) || self.claiming.contains(uid));
+        for uid in scheduled {
+            self.scheduled_seen.entry(uid).or_insert(now);
         }
     }
 
@@ -450,13 +520,22 @@ impl Agent {
         self.finished.retain(|uid| still_active.contains(uid));
     }
 
-    /// Starts the task of a Run whose claim write returned `result`. Returns whether the
+    /// Starts the task of a Run whose claim write has returned. Returns whether the
     /// reservation is still held (false: it was or will be released, so others may fit).
-    fn start(&mut self, claim: Claim, result: kube::Result<Run>) -> bool {
+    fn start(&mut self, written: ClaimWritten) -> bool {
+        let ClaimWritten { claim, result, at } = written;
         let name = claim.run.name_any();
         let uid = claim.run.uid().unwrap_or_default();
+        let failed = match &result {
+            Ok(_) => None,
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Some(metrics::CONFLICT),
+            Err(_) => Some(metrics::ERROR),
+        };
+        if let Some(result) = failed {
+            self.metrics.admissions.with_label_values(&[result]).inc();
+        }
         let retry_in = match result {
-            Ok(written) => return self.spawn_claimed(claim, written),
+            Ok(written) => return self.spawn_claimed(claim, written, at),
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 tracing::info!(run = %name, "Run {name} changed since it was observed; releasing and re-reading it from the watch");
                 CLAIM_RETRY_STALE
@@ -492,6 +571,10 @@ impl Agent {
 
     /// Releases a claim that did not land; the same version is tried again after `retry_in`.
     fn claim_not_landed(&mut self, claim: &Claim, retry_in: Duration) {
+        self.metrics
+            .status_write_retries
+            .with_label_values(&[metrics::WRITE_CLAIM])
+            .inc();
         let uid = claim.run.uid().unwrap_or_default();
         self.cache.release(&uid);
         let rv = claim.run.resource_version().unwrap_or_default();
@@ -506,7 +589,7 @@ impl Agent {
         };
         match landed {
             Some(written) => {
-                self.spawn_claimed(claim, written);
+                self.spawn_claimed(claim, written, Instant::now());
             }
             None => {
                 tracing::info!(run = %claim.run.name_any(), "the claim of Run {} did not land; retrying it", claim.run.name_any());
@@ -515,12 +598,21 @@ impl Agent {
         }
     }
 
-    /// Spawns the task of a Run this agent has claimed (`written` is the claimed Run).
-    /// Returns whether the reservation is still held.
-    fn spawn_claimed(&mut self, claim: Claim, written: Run) -> bool {
+    /// Spawns the task of a Run this agent has claimed (`written` is the claimed Run, its
+    /// claim known to have landed `at`). Returns whether the reservation is still held.
+    fn spawn_claimed(&mut self, claim: Claim, written: Run, at: Instant) -> bool {
         let Claim { run, request, task } = claim;
         let name = run.name_any();
         let uid = run.uid().unwrap_or_default();
+        self.metrics
+            .admissions
+            .with_label_values(&[metrics::ADMITTED])
+            .inc();
+        if let Some(seen) = self.scheduled_seen.remove(&uid) {
+            self.metrics
+                .admission_wait
+                .observe(at.saturating_duration_since(seen).as_secs_f64());
+        }
         tracing::info!(run = %name, "claimed Run {name} with {request}; starting {:?}", task.program);
         let pod = &self.me.pod_name;
         self.events.emit(
@@ -532,6 +624,7 @@ impl Agent {
         );
         match executor::spawn(&task, &name, &uid, self.exits_tx.clone()) {
             Ok(handle) => {
+                self.metrics.dispatch.observe(at.elapsed().as_secs_f64());
                 self.events.emit(
                     &written,
                     EventType::Normal,
@@ -576,9 +669,13 @@ impl Agent {
             self.written_tx.clone(),
             self.events.clone(),
         );
+        let retries = self
+            .metrics
+            .status_write_retries
+            .with_label_values(&[metrics::WRITE_TERMINAL]);
         tokio::spawn(async move {
             if let Some(written) =
-                write_terminal(&api, &me, &name, &uid, Some(first), &terminal).await
+                write_terminal(&api, &me, &name, &uid, Some(first), &terminal, &retries).await
             {
                 let (type_, reason) = match terminal.outcome {
                     Outcome::Succeeded => (EventType::Normal, event_reasons::COMPLETED),
@@ -691,10 +788,14 @@ async fn write_terminal(
     uid: &str,
     first: Option<Run>,
     terminal: &Terminal,
+    retries: &prometheus::IntCounter,
 ) -> Option<Run> {
     let mut current = first;
     let mut delay = Duration::from_millis(100);
     for attempt in 1u64.. {
+        if attempt > 1 {
+            retries.inc();
+        }
         let run = match current.take() {
             Some(run) => run,
             None => match api.get_opt(name).await {

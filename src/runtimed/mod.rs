@@ -8,12 +8,14 @@
 //! - [`plan`]: the pure decisions (claim, fail, kill);
 //! - [`executor`]: child processes;
 //! - [`heartbeat`]: the Lease;
+//! - [`metrics`]: what `/metrics` exposes;
 //! - [`agent`]: the watch-driven loop that ties them together.
 
 pub mod admission;
 pub mod agent;
 pub mod executor;
 pub mod heartbeat;
+pub mod metrics;
 pub mod plan;
 
 use std::time::Duration;
@@ -142,6 +144,8 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     /// Where `/healthz` and `/readyz` are served, if anywhere.
     pub health_probe: Option<std::net::SocketAddr>,
+    /// Where `/metrics` is served, if anywhere.
+    pub metrics_address: Option<std::net::SocketAddr>,
     /// What `/readyz` reports: the Runs and the Pod are watched and shutdown has not begun.
     pub ready: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
@@ -161,7 +165,11 @@ impl Settings {
             "--health-probe-bind-address",
         )
         .map_err(|e| Error::BadAddress(e.to_string()))?;
+        let metrics_address =
+            crate::http::parse_bind(&args.metrics_bind_address, "--metrics-bind-address")
+                .map_err(|e| Error::BadAddress(e.to_string()))?;
         Ok(Settings {
+            metrics_address,
             identity,
             heartbeat: heartbeat::Config { interval, duration },
             shutdown_grace: args.shutdown_grace,
@@ -180,6 +188,12 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
     if let Some(addr) = settings.health_probe {
         serve_probes(addr, settings.ready.clone()).await?;
     }
+    let registry = prometheus::Registry::new();
+    let metrics = metrics::RuntimedMetrics::register(&registry)
+        .context("cannot register runtimed's metrics")?;
+    if let Some(addr) = settings.metrics_address {
+        crate::http::serve(addr, crate::http::metrics(registry), std::future::pending()).await?;
+    }
     let me = &settings.identity;
     tracing::info!(
         pod = %me.pod_name,
@@ -188,7 +202,7 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
         "runtimed starting against {}",
         target.describe()
     );
-    agent::run(target.client.clone(), settings, shutdown)
+    agent::run(target.client.clone(), settings, metrics, shutdown)
         .await
         .map_err(|e| match e {
             Error::Kube { doing, source } => target.explain_error(source, &doing),

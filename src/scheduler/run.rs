@@ -9,8 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use axum::Router;
-use axum::routing::get;
 use futures::FutureExt;
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -19,7 +17,7 @@ use crate::admission_policy;
 use crate::cli::{GlobalArgs, SchedulerRunArgs};
 use crate::http::{parse_bind, probes, serve};
 use crate::kubeclient;
-use crate::metrics::{self, SchedulerMetrics};
+use crate::metrics::SchedulerMetrics;
 use crate::runtime_controller;
 use crate::scheduler::controller::{self, Options, Scheduler};
 use crate::scheduler::foreign;
@@ -152,15 +150,12 @@ async fn serve_endpoints(
     stopped: impl std::future::Future<Output = ()> + Clone + Send + 'static,
 ) -> anyhow::Result<()> {
     if let Some(addr) = parse_bind(&args.metrics_bind_address, "--metrics-bind-address")? {
-        let registry = registry.clone();
-        let app = Router::new().route(
-            "/metrics",
-            get(move || {
-                let registry = registry.clone();
-                async move { metrics::render(&registry) }
-            }),
-        );
-        serve(addr, app, stopped.clone()).await?;
+        serve(
+            addr,
+            crate::http::metrics(registry.clone()),
+            stopped.clone(),
+        )
+        .await?;
     }
     if let Some(addr) = parse_bind(
         &args.health_probe_bind_address,

@@ -11,6 +11,7 @@
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
+pub mod measure;
 pub mod roles;
 pub mod tokens;
 pub mod world;
@@ -117,6 +118,18 @@ pub fn control_plane() -> &'static ControlPlane {
         Ok(cp) => cp,
         Err(e) => panic!("test control plane unavailable: {e}"),
     }
+}
+
+/// The process IDs of this binary's etcd and kube-apiserver (in that order), for benches that
+/// read their CPU time.
+pub fn control_plane_pids() -> Vec<u32> {
+    control_plane();
+    RUNNING
+        .lock()
+        .unwrap()
+        .as_ref()
+        .map(|(running, _)| running.pids())
+        .unwrap_or_default()
 }
 
 /// The directory holding kube-apiserver, etcd and kubectl, built on first use (without
