@@ -724,3 +724,51 @@ async fn after_the_second_of(run: &Run) {
         tokio::time::sleep(std::time::Duration::try_from(wait).unwrap()).await;
     }
 }
+
+/// A nominated Run whose nominated Pod is fuller than another feasible one: the scheduler binds
+/// the nominated Pod (its room was held for the Run), and explain names that Pod beforehand,
+/// not the emptier one its plugins' scores prefer.
+#[tokio::test]
+async fn a_nominated_run_that_fits_is_explained_on_the_pod_the_scheduler_binds() {
+    let ns = TestNs::new("ex-nominated-fits").await;
+    pods(&["py-a", "py-b"], &[("runs", 4)]).create(&ns).await;
+    running(&ns, run("busy-b"), "py-b").await;
+    // What a leader records when it nominates py-b for this Run.
+    run("held").create(&ns).await;
+    ns.runs()
+        .patch_status(
+            "held",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                &json!({"status": {"phase": "Pending", "nominatedPodName": "py-b"}}),
+            ),
+        )
+        .await
+        .unwrap();
+
+    let report = explain_json(&ns.name, "held");
+    assert_eq!(report["decision"], "Schedule");
+    assert_eq!(report["chosen"], "py-b", "{report:#}");
+    assert_eq!(report["queue"]["nominated"]["pod"], "py-b");
+    let chosen: Vec<&Value> = report["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["chosen"] == true)
+        .map(|p| &p["name"])
+        .collect();
+    assert_eq!(chosen, [&json!("py-b")]);
+
+    let _scheduler = SchedulerProcess::start(&ns.name, 1, None, "nominated-fits").await;
+    let placed = ns
+        .wait_runs(WAIT, "held scheduled", |runs| {
+            runs.iter()
+                .find(|r| r.name_any() == "held" && r.phase() == RunPhase::Scheduled)
+                .and_then(|r| r.active_pod().map(str::to_string))
+        })
+        .await;
+    assert_eq!(
+        placed, "py-b",
+        "explain named py-b, the scheduler must bind it"
+    );
+}

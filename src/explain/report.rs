@@ -17,8 +17,8 @@ use super::hints;
 pub use super::model::*;
 use crate::api::{RunPhase, Runtime};
 use crate::scheduler::framework::{
-    CycleError, Decision, Evaluation, Heartbeat, PodView, Registry, RunCycleState, SchedulerCache,
-    Selector, Snapshot, evaluate,
+    CycleError, Decision, Evaluation, Heartbeat, PodView, Registry, RunCycleState, RunKey,
+    SchedulerCache, Selector, Snapshot, evaluate,
 };
 use crate::scheduler::plugins::runtime_pod_availability;
 
@@ -36,7 +36,8 @@ pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleErro
     let namespace = run.namespace().unwrap_or_else(|| objects.namespace.clone());
     let snapshot = state.snapshot(&namespace, &run.spec.runtime, objects.now);
     let eval = evaluate(&snapshot, registry, run)?;
-    let decision = eval.decision();
+    // The scheduler's decision, nomination included: never re-derived here.
+    let decision = state.decision(&eval, &RunKey::of(run));
 
     let (decision_kind, verdict, invalid, chosen, score) = match &decision {
         Decision::Schedule { pod, total, .. } => (
@@ -65,7 +66,7 @@ pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleErro
     };
 
     let cycle = eval.state().ok();
-    let pods = pod_reports(&snapshot, registry, &eval, cycle);
+    let pods = pod_reports(&snapshot, registry, &eval, cycle, chosen.as_deref());
     let (affinity, repelled_by) = match cycle {
         Some(cycle) => affinity_reports(&eval, cycle),
         None => (Vec::new(), Vec::new()),
@@ -197,8 +198,8 @@ fn pod_reports(
     registry: &Registry,
     eval: &Evaluation<'_>,
     cycle: Option<&RunCycleState>,
+    chosen: Option<&str>,
 ) -> Vec<PodReport> {
-    let chosen = eval.chosen_index();
     eval.pods()
         .iter()
         .enumerate()
@@ -261,7 +262,7 @@ fn pod_reports(
                     })
                     .collect(),
                 total: eval.total(i),
-                chosen: chosen == Some(i),
+                chosen: chosen == Some(pe.pod.name()),
             }
         })
         .collect()
@@ -418,6 +419,7 @@ pub(crate) fn test_report(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::framework::ScheduleOutcome;
     use crate::testing::*;
 
     use super::test_report as report;
@@ -491,15 +493,10 @@ mod tests {
         let busy = [run("x").on("p1")];
         let r = run("a");
         let report = report(&pods, &busy, &r);
-        let plan = World::new()
-            .pods(pods)
-            .runs(busy)
-            .cache()
-            .plan(&crate::scheduler::plugins::registry(), &r.build(), NOW)
-            .unwrap();
-        let Decision::Schedule { pod, total, .. } = plan else {
-            panic!("{plan:?}")
-        };
+        // Against the scheduler's own cycle, Reserve included: not another reading of the
+        // same evaluation.
+        let (pod, total) = scheduled(World::new().pods(pods).runs(busy), &r);
+        assert_eq!(pod, "p2");
         assert_eq!(report.chosen.as_deref(), Some(pod.as_str()));
         assert_eq!(report.score, Some(total));
         assert_eq!(
@@ -523,6 +520,57 @@ mod tests {
         );
         assert_eq!(p2.total, Some(75));
         assert!(!report.replayed);
+    }
+
+    /// Where the scheduler's cycle reserves `r` in `world`, and the total it scored there.
+    fn scheduled(world: World, r: &RunBuilder) -> (String, i64) {
+        let outcome = world.runs([r.clone()]).cache().schedule(
+            &crate::scheduler::plugins::registry(),
+            &r.build(),
+            NOW,
+        );
+        match outcome {
+            ScheduleOutcome::Reserved { pod, total, .. } => (pod, total),
+            other => panic!("expected Reserved, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_nominated_run_is_explained_on_its_nominated_pod_not_the_emptier_one() {
+        // LeastLoaded prefers the empty p2, but the scheduler held p1 for this Run: it goes
+        // there, and explain must name p1 too.
+        let pods = [
+            pod("p1").capacity(&[("runs", 4)]),
+            pod("p2").capacity(&[("runs", 4)]),
+        ];
+        let busy = [run("x").on("p1")];
+        let r = run("a").nominated("p1");
+        let mut with_me = busy.to_vec();
+        with_me.push(r.clone());
+        let report = report(&pods, &with_me, &r);
+        let (pod, total) = scheduled(World::new().pods(pods).runs(busy), &r);
+        assert_eq!(pod, "p1", "the scheduler binds the nominated Pod");
+        assert_eq!(report.chosen.as_deref(), Some("p1"));
+        assert_eq!(report.score, Some(total));
+        assert_eq!(
+            report.verdict,
+            format!("Fits: would be placed on p1 (score {total})")
+        );
+        let chosen: Vec<_> = report
+            .pods
+            .iter()
+            .filter(|p| p.chosen)
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(chosen, ["p1"]);
+        assert_eq!(
+            report
+                .queue
+                .as_ref()
+                .and_then(|q| q.nominated.as_ref())
+                .map(|n| n.pod.as_str()),
+            Some("p1")
+        );
     }
 
     #[test]

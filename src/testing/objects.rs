@@ -136,6 +136,7 @@ pub struct RunBuilder {
     phase: RunPhase,
     pod: Option<String>,
     pod_uid: Option<String>,
+    nominated: Option<String>,
 }
 
 /// A Pending Run in [`NS`] for [`RUNTIME`] with UID `uid-<name>`, no requests (so `runs: 1`)
@@ -157,6 +158,7 @@ pub fn run(name: &str) -> RunBuilder {
         phase: RunPhase::Pending,
         pod: None,
         pod_uid: None,
+        nominated: None,
     }
     .task(&["true"])
 }
@@ -171,6 +173,8 @@ impl RunBuilder {
         deleting() => deleting = true;
         /// The UID of the Pod it is bound to (`status.assignedPodUID`).
         pod_uid(uid: &str) => pod_uid = Some(uid.to_string());
+        /// Pending with the scheduler's nomination recorded (`status.nominatedPodName`).
+        nominated(pod: &str) => nominated = Some(pod.to_string());
         running() => phase = RunPhase::Running;
         succeeded() => phase = RunPhase::Succeeded;
         failed() => phase = RunPhase::Failed;
@@ -326,12 +330,15 @@ impl RunBuilder {
         meta.creation_timestamp = self.created.map(Time);
         meta.deletion_timestamp = self.deleting.then_some(Time(NOW));
         meta.labels = (!self.labels.is_empty()).then(|| self.labels.clone());
-        let unbound =
-            self.phase == RunPhase::Pending && self.pod.is_none() && self.pod_uid.is_none();
+        let unbound = self.phase == RunPhase::Pending
+            && self.pod.is_none()
+            && self.pod_uid.is_none()
+            && self.nominated.is_none();
         run.status = (!unbound).then(|| RunStatus {
             phase: Some(self.phase),
             assigned_pod: self.pod.clone(),
             assigned_pod_uid: self.pod_uid.clone(),
+            nominated_pod_name: self.nominated.clone(),
             ..Default::default()
         });
         run

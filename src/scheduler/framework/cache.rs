@@ -33,7 +33,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::assumed::{AssumedCache, Assumption, Reconciled};
-use super::cycle::{CycleError, Decision, PluginScore, RejectionCount, Unschedulable, evaluate};
+use super::cycle::{
+    CycleError, Decision, Evaluation, PluginScore, RejectionCount, Unschedulable, evaluate,
+};
 use super::index::{
     Changes, Index, LostRun, PendingRun, PodRef, RunChange, ScopeRef, WakeSource, Wakeup,
 };
@@ -704,16 +706,38 @@ impl SchedulerCache {
         }
     }
 
-    /// A cycle without Reserve: what the scheduler would decide for `run` now.
+    /// A cycle without Reserve: what the scheduler would decide for `run` now, its
+    /// nomination included.
     pub fn plan(
         &self,
         registry: &Registry,
         run: &Run,
         now: Timestamp,
     ) -> Result<Decision, CycleError> {
-        let namespace = RunKey::of(run).namespace;
-        let snapshot = self.snapshot(&namespace, &run.spec.runtime, now);
-        Ok(evaluate(&snapshot, registry, run)?.decision())
+        Ok(self.decide(registry, run, now)?.decision)
+    }
+
+    /// The scheduler's decision on `eval` (an evaluation of the Run `key` on this cache's
+    /// snapshot): the plugins' choice, except that a Run nominated to a Pod that is feasible
+    /// for it goes there, since that room was held for it. The cycle and `explain` both take
+    /// their decision from here.
+    pub fn decision(&self, eval: &Evaluation<'_>, key: &RunKey) -> Decision {
+        let decision = eval.decision();
+        let nominated = self.nominations.get(key).map(|n| n.pod.as_str());
+        if let (Decision::Schedule { .. }, Some(nominated)) = (&decision, nominated)
+            && let Some(i) = eval
+                .pods()
+                .iter()
+                .position(|e| e.rejection.is_none() && e.pod.name() == nominated)
+        {
+            return Decision::Schedule {
+                pod: nominated.to_string(),
+                pod_uid: eval.pods()[i].pod.uid().to_string(),
+                total: eval.total(i).expect("a feasible Pod has a total"),
+                scores: eval.scores(i),
+            };
+        }
+        decision
     }
 
     /// One scheduling attempt: order gate → snapshot → PreFilter → Filter → Score →
@@ -921,21 +945,7 @@ impl SchedulerCache {
         let key = RunKey::of(run);
         let snapshot = self.snapshot(&key.namespace, &run.spec.runtime, now);
         let eval = evaluate(&snapshot, registry, run)?;
-        let mut decision = eval.decision();
-        let nominated = self.nominations.get(&key).map(|n| n.pod.as_str());
-        if let (Decision::Schedule { .. }, Some(nominated)) = (&decision, nominated)
-            && let Some(i) = eval
-                .pods()
-                .iter()
-                .position(|e| e.rejection.is_none() && e.pod.name() == nominated)
-        {
-            decision = Decision::Schedule {
-                pod: nominated.to_string(),
-                pod_uid: eval.pods()[i].pod.uid().to_string(),
-                total: eval.total(i).expect("a feasible Pod has a total"),
-                scores: eval.scores(i),
-            };
-        }
+        let decision = self.decision(&eval, &key);
         Ok(match (&decision, eval.state()) {
             (Decision::Schedule { pod, .. }, Ok(state)) => {
                 let assumption = Assumption {
