@@ -720,8 +720,8 @@ fn start_pprof(dir: &Path, name: &str, cp: &support::ControlPlane) -> Child {
 const PPROF_SECONDS: u32 = 2;
 
 fn stop_perf(mut perf: Child) {
-    // SAFETY: kill(2) on our own child's pid, not reaped yet. SIGINT makes perf write its data.
-    unsafe { libc::kill(perf.id() as libc::pid_t, libc::SIGINT) };
+    // SIGINT makes perf write its data.
+    let _ = kruntimes::process::signal(perf.id(), kruntimes::process::Signal::Int);
     let _ = perf.wait();
 }
 

@@ -17,6 +17,7 @@ pub mod kubeclient;
 pub mod logging;
 pub mod metrics;
 pub mod output;
+pub mod process;
 pub mod runtime_controller;
 pub mod runtime_pod;
 pub mod runtimed;

@@ -1022,16 +1022,13 @@ fn script() -> PathBuf {
 
 /// One cluster per machine: held for the whole run of this binary.
 fn machine_lock() -> std::fs::File {
-    use std::os::fd::AsRawFd as _;
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open("/var/tmp/kruntimes-cluster.lock")
         .expect("open /var/tmp/kruntimes-cluster.lock");
-    // SAFETY: flock on a file descriptor this function owns.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-    assert_eq!(rc, 0, "flock /var/tmp/kruntimes-cluster.lock");
+    kruntimes::dev::lock::flock(&file).expect("flock /var/tmp/kruntimes-cluster.lock");
     file
 }
 

@@ -6,6 +6,7 @@
 
 mod support;
 
+use kruntimes::process::{self, Signal};
 use std::collections::HashSet;
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::{Path, PathBuf};
@@ -118,8 +119,7 @@ impl Dev {
     }
 
     fn sigterm(&self) {
-        // SAFETY: kill(2) on our own child, not reaped yet.
-        unsafe { libc::kill(self.pid() as libc::pid_t, libc::SIGTERM) };
+        process::signal(self.pid(), Signal::Term).expect("SIGTERM dev");
     }
 }
 
@@ -540,8 +540,8 @@ fn dev_serves_kubectl_keeps_state_across_restarts_refuses_a_second_instance_and_
         .into_iter()
         .find(|(_, name, _)| *name != long_pod)
         .unwrap();
-    // SAFETY: kill(2) on a grandchild whose pid we just read from /proc.
-    unsafe { libc::kill(crashed_pid as libc::pid_t, libc::SIGKILL) };
+    // A grandchild whose pid was just read from /proc.
+    process::signal(crashed_pid, Signal::Kill).expect("SIGKILL the agent");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let again = agents(&descendants(dev.pid()));

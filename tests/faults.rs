@@ -20,6 +20,7 @@ use tokio::sync::RwLock;
 
 use kruntimes::api::resources::parse_capacity_annotations;
 use kruntimes::api::{Resources, Run, RunPhase, Runtime};
+use kruntimes::process::Signal;
 use kruntimes::testing::{pod, run, runtime};
 use support::Fault;
 use support::world::{
@@ -477,11 +478,11 @@ async fn a_heartbeat_that_lapses_fails_running_runs_after_the_grace_and_the_pod_
     .await;
     // A hung node: the agent stops renewing (and doing anything else).
     let agent = pool.agents.values().next().unwrap();
-    agent.signal(libc::SIGSTOP);
+    agent.signal(Signal::Stop);
     let lapsed = Instant::now();
     let done = pool.all_done(&names).await;
     let failed_after = lapsed.elapsed();
-    agent.signal(libc::SIGCONT);
+    agent.signal(Signal::Cont);
     let r = &done["long-00"];
     eprintln!(
         "heartbeat lapse: ended {:?} {:.1}s after the agent froze (lease 5 s + grace 5 s)",

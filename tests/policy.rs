@@ -26,6 +26,7 @@ use serde_json::json;
 
 use kruntimes::api::status::{self, CONDITION_ADMITTED, Outcome, reasons};
 use kruntimes::api::{FIELD_MANAGER, Run, RunPhase, RunStatus, Runtime};
+use kruntimes::process::Signal;
 use kruntimes::runtimed::Identity;
 use kruntimes::runtimed::heartbeat::{self, desired_lease};
 use kruntimes::testing::{RunBuilder, pod, run, runtime};
@@ -882,9 +883,7 @@ fn scheduler_kubeconfig(dir: &Path) -> PathBuf {
 
 /// Kills runtimed outright, with no chance to clean up (as a crash would).
 fn sigkill(runtimed: &RuntimedProcess) {
-    let pid = i32::try_from(runtimed.pid()).expect("a pid fits i32");
-    // SAFETY: plain kill(2) on our own child's pid.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
+    runtimed.signal(Signal::Kill);
 }
 
 #[tokio::test]

@@ -20,6 +20,7 @@ use kube::api::PostParams;
 use serde_json::Value;
 
 use kruntimes::api::RunPhase;
+use kruntimes::process::{self, Signal};
 use kruntimes::testing::{pod, run, runtime};
 use support::world::{Create, SchedulerProcess, TestNs, WAIT};
 
@@ -340,7 +341,7 @@ async fn watch_draws_a_new_frame_when_a_run_finishes_and_stops_on_ctrl_c() {
     assert!(!changed.contains("Insufficient runs"), "{changed}");
 
     // Ctrl-C: a clean stop.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    process::signal(child.id(), Signal::Int).expect("SIGINT status --watch");
     let status = child.wait().unwrap();
     assert!(status.success(), "exit status {status:?} after SIGINT");
 }
@@ -467,7 +468,7 @@ async fn watch_on_a_terminal_redraws_in_place() {
         );
         assert!(frame.contains("Runtime python in namespace"), "{frame:?}");
     }
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    process::signal(child.id(), Signal::Int).expect("SIGINT status --watch");
     let status = child.wait().unwrap();
     assert!(status.success(), "exit status {status:?} after SIGINT");
 }

@@ -2,14 +2,13 @@
 //!
 //! An exclusive `flock` on `DIR/dev.lock`, held as long as the process keeps the file open
 //! (the kernel drops it when the process dies, however it dies), with the holder's pid written
-//! into the file so a refused second instance can name it.
+//! into the file so a refused second instance can name it. The `flock` calls themselves
+//! ([`try_flock`], [`flock`]) serve the control plane's build lock and the test cluster's too.
 
 use std::io::{Read as _, Seek as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
-
-use super::controlplane::try_flock;
 
 /// Why the data directory could not be locked.
 #[derive(Debug, Error)]
@@ -64,6 +63,34 @@ impl DataDirLock {
         file.rewind().map_err(fail)?;
         writeln!(file, "{}", std::process::id()).map_err(fail)?;
         Ok(DataDirLock { _file: file })
+    }
+}
+
+/// Takes an exclusive `flock` on `file` without waiting; `Ok(false)` when another open file
+/// description holds it. The lock lives as long as the file stays open.
+pub fn try_flock(file: &std::fs::File) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: flock on a file descriptor we own; no memory is shared with the kernel.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(err)
+    }
+}
+
+/// Takes an exclusive `flock` on `file`, waiting while another open file description holds
+/// it.
+pub fn flock(file: &std::fs::File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: as in `try_flock`.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 

@@ -338,8 +338,8 @@ impl Host {
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
-        super::controlplane::own_process_group(&mut cmd);
-        super::controlplane::kill_with_parent_thread(&mut cmd);
+        crate::process::own_process_group(&mut cmd);
+        crate::process::kill_with_parent_thread(&mut cmd);
         tokio::process::Command::from(cmd).spawn()
     }
 
@@ -372,19 +372,7 @@ async fn supervise(
 ) {
     let status = tokio::select! {
         status = child.wait() => status,
-        _ = stop => {
-            if let Some(pid) = child.id() {
-                // SAFETY: kill(2) on our own child, not reaped yet, so the pid is still its.
-                unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
-            }
-            match tokio::time::timeout(grace, child.wait()).await {
-                Ok(status) => status,
-                Err(_) => {
-                    let _ = child.kill().await;
-                    child.wait().await
-                }
-            }
-        }
+        _ = stop => crate::process::stop(&mut child, grace).await,
     };
     let status = match status {
         Ok(s) => s.to_string(),

@@ -251,10 +251,10 @@ pub fn spawn(
             // A dropped sender disables this branch instead of killing the child.
             Ok(()) = &mut kill_rx => {
                 // The whole process group: a shell's own children must not outlive the Run.
-                if let Some(pgid) = pid.and_then(|p| libc::pid_t::try_from(p).ok()) {
-                    // SAFETY: killpg only sends a signal; the group is the child's own (see
-                    // process_group(0) above), so it cannot reach runtimed itself.
-                    unsafe { libc::killpg(pgid, libc::SIGKILL) };
+                // The group is the child's own (see process_group(0) above), so it cannot
+                // reach runtimed itself.
+                if let Some(pgid) = pid {
+                    let _ = crate::process::signal_group(pgid, crate::process::Signal::Kill);
                 }
                 let _ = child.start_kill();
                 (child.wait().await, true)

@@ -3,9 +3,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use kruntimes::process::{self, Signal};
 use kube::ResourceExt as _;
 
 use super::eventually;
@@ -177,15 +178,14 @@ impl RuntimedProcess {
     }
 
     pub fn sigterm(&self) {
-        self.signal(libc::SIGTERM);
+        self.signal(Signal::Term);
     }
 
-    /// Sends `signal` (e.g. SIGSTOP to freeze the agent, as a hung node would, SIGCONT to
-    /// thaw it).
-    pub fn signal(&self, signal: i32) {
-        let pid = i32::try_from(self.pid()).expect("a pid fits i32");
-        // SAFETY: plain kill(2) on our own child's pid, which is not reaped yet.
-        unsafe { libc::kill(pid, signal) };
+    /// Sends `signal` (e.g. [`Signal::Stop`] to freeze the agent, as a hung node would,
+    /// [`Signal::Cont`] to thaw it; [`Signal::Kill`] to crash it without reaping it).
+    pub fn signal(&self, signal: Signal) {
+        // Our own child, not reaped yet.
+        process::signal(self.pid(), signal).expect("signal runtimed");
     }
 
     /// SIGKILLs the agent, as a crash would (its Runs' processes are orphaned, not told), and
@@ -212,16 +212,8 @@ impl RuntimedProcess {
 
 impl Drop for RuntimedProcess {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            self.sigterm();
-            // Drop cannot await: a bounded blocking wait for the graceful exit.
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // Drop cannot await: the blocking graceful stop.
+        process::stop_blocking(&mut self.child, Duration::from_secs(5));
     }
 }
 
