@@ -2,18 +2,25 @@
 //! `kubectl-kruntimes-scheduler` (deploy/scheduler.yaml) elects itself leader, creates Runtime Pods and
 //! schedules a Run; `runtimed` with a token of `kubectl-kruntimes-runtimed`
 //! (deploy/runtimed-rbac.yaml) bound to its Pod, as the kubelet mounts it, heartbeats, claims
-//! and completes it under the admission policy that `install` applies.
+//! and completes it under the admission policy that `install` applies. And people: the user
+//! ClusterRoles, aggregated into the built-in view and edit, let editors create Runs and
+//! viewers explain them, and nobody but runtimed and the scheduler write their status.
 
 mod support;
 
+use std::process::Command;
 use std::time::Duration;
 
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
 
-use kruntimes::api::{RunPhase, Runtime};
-use kruntimes::testing::{run, runtime};
-use support::tokens;
+use kruntimes::api::{Run, RunPhase, RunStatus, Runtime};
+use kruntimes::testing::{pod, run, runtime};
+use support::policy::*;
 use support::world::{self, Create, RuntimedProcess, SchedulerProcess, TestNs, create_in};
+use support::{roles, tokens};
 
 const GPU: &str = "example.com/gpu";
 
@@ -21,9 +28,7 @@ const GPU: &str = "example.com/gpu";
 async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
     let ns = TestNs::new("rbac").await;
     let dir = tempfile::tempdir().unwrap();
-    support::kubectl_apply("deploy/scheduler.yaml", None);
-    let kubeconfig =
-        service_account_kubeconfig(&dir, "kubectl-kruntimes-scheduler", "kubectl-kruntimes");
+    let kubeconfig = tokens::scheduler_kubeconfig(dir.path());
 
     support::kubectl_apply("deploy/runtimed-rbac.yaml", Some(&ns.name));
     let mut python = runtime("python").capacity(&[("runs", 2), (GPU, 1)]).build();
@@ -86,20 +91,106 @@ async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
     }
 }
 
-/// A kubeconfig holding a real token of the service account `sa` in `ns` (TokenRequest).
-fn service_account_kubeconfig(dir: &tempfile::TempDir, sa: &str, ns: &str) -> std::path::PathBuf {
-    let out = support::kubectl()
-        .args(["create", "token", sa, "-n", ns, "--duration", "1h"])
-        .output()
+// People: the user ClusterRoles, aggregated into the built-in view and edit.
+
+#[tokio::test]
+async fn people_who_can_edit_create_runs_viewers_explain_and_nobody_writes_status() {
+    let ns = TestNs::new("policy-people").await;
+    // What kube-controller-manager would do (there is none here): fill view/edit/admin.
+    roles::aggregate_cluster_roles(&ns.client).await;
+    let dir = tempfile::tempdir().unwrap();
+    for (user, role) in [("alice", "edit"), ("bob", "view")] {
+        let binding: RoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": format!("{user}-{role}")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+        }))
         .unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl create token {sa}: {}",
-        String::from_utf8_lossy(&out.stderr)
+        create_in(&ns, binding).await;
+    }
+    let alice_kubeconfig = tokens::user_kubeconfig(dir.path(), "alice", &ns.name);
+    let bob_kubeconfig = tokens::user_kubeconfig(dir.path(), "bob", &ns.name);
+    let alice = support::client_for(&alice_kubeconfig).await;
+    let bob = support::client_for(&bob_kubeconfig).await;
+    for (who, client) in [("alice", &alice), ("bob", &bob)] {
+        let runs: Api<Run> = Api::namespaced(client.clone(), &ns.name);
+        await_allowed(&format!("{who} listing Runs"), async || {
+            runs.list(&Default::default()).await
+        })
+        .await;
+    }
+
+    // alice (edit) creates a Runtime and a Run and reads them back.
+    let python = runtime("python").replicas(0).capacity(&[("runs", 4)]);
+    Api::<Runtime>::namespaced(alice.clone(), &ns.name)
+        .create(&PostParams::default(), &body(python.build(), &ns))
+        .await
+        .unwrap();
+    let train = Api::<Run>::namespaced(alice.clone(), &ns.name)
+        .create(&PostParams::default(), &body(run("train").build(), &ns))
+        .await
+        .unwrap();
+    Api::<Runtime>::namespaced(alice.clone(), &ns.name)
+        .get("python")
+        .await
+        .unwrap();
+    // A Runtime Pod with a heartbeat, as the scheduler and runtimed would make them.
+    pod("python-0").capacity(&[("runs", 4)]).create(&ns).await;
+
+    // Both can explain it.
+    for (who, kubeconfig) in [("alice", &alice_kubeconfig), ("bob", &bob_kubeconfig)] {
+        let out = Command::new(support::binary())
+            .args(["explain", "run/train"])
+            .env("KUBECONFIG", kubeconfig)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{who}: explain failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.starts_with("Fits: would be placed on python-0"),
+            "{who}: {stdout}"
+        );
+    }
+
+    // bob (view) cannot create a Run.
+    let other = body(run("other").build(), &ns);
+    assert_forbidden_by_rbac(
+        Api::<Run>::namespaced(bob.clone(), &ns.name)
+            .create(&PostParams::default(), &other)
+            .await,
+        "User \"bob\" cannot create resource \"runs\"",
     );
-    let cp = support::control_plane();
-    let path = dir.path().join(sa);
-    let token = String::from_utf8(out.stdout).unwrap();
-    support::write_kubeconfig(&path, &cp.server, &cp.ca_pem, token.trim()).unwrap();
-    path
+    // Neither writes runs/status: no placing or finishing a Run by hand.
+    let before = ns.get_run("train").await;
+    for (who, client) in [("alice", &alice), ("bob", &bob)] {
+        let mut placed = train.clone();
+        placed.metadata.resource_version = before.resource_version();
+        placed.status = Some(RunStatus {
+            phase: Some(RunPhase::Succeeded),
+            ..Default::default()
+        });
+        assert_forbidden_by_rbac(
+            Api::<Run>::namespaced(client.clone(), &ns.name)
+                .replace_status("train", &PostParams::default(), &placed)
+                .await,
+            &format!("User \"{who}\" cannot update resource \"runs/status\""),
+        );
+        assert_forbidden_by_rbac(
+            Api::<Run>::namespaced(client.clone(), &ns.name)
+                .patch_status(
+                    "train",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+                )
+                .await,
+            &format!("User \"{who}\" cannot patch resource \"runs/status\""),
+        );
+    }
+    let after = ns.get_run("train").await;
+    assert_eq!(after.resource_version(), before.resource_version());
 }

@@ -105,6 +105,7 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
             token: &token,
             name: CONTEXT,
             namespace: "default",
+            impersonate: None,
         },
     )?;
     let client = controlplane::client_for(&kubeconfig).await?;

@@ -12,6 +12,7 @@
 #![allow(dead_code)]
 
 pub mod measure;
+pub mod policy;
 pub mod roles;
 pub mod tokens;
 pub mod world;
@@ -343,23 +344,56 @@ pub fn start_owned() -> Result<(cp::ControlPlane, ControlPlane), String> {
     Ok((running, control_plane))
 }
 
+/// Writes a kubeconfig for the server at `server` (CA `ca_pem`) that authenticates with
+/// `token`, in namespace `default`; see [`Kubeconfig`] for the other knobs.
 pub fn write_kubeconfig(
     path: &Path,
     server: &str,
     ca_pem: &str,
     token: &str,
 ) -> Result<(), String> {
-    cp::write_kubeconfig(
-        path,
-        &KubeconfigSpec {
-            server,
-            ca_pem,
-            token,
-            name: "test",
-            namespace: "default",
-        },
-    )
-    .map_err(|e| e.to_string())
+    Kubeconfig::new(server, ca_pem, token).write(path)
+}
+
+/// A kubeconfig of the test control planes: one cluster, user and context named `test`.
+pub struct Kubeconfig<'a> {
+    spec: KubeconfigSpec<'a>,
+}
+
+impl<'a> Kubeconfig<'a> {
+    pub fn new(server: &'a str, ca_pem: &'a str, token: &'a str) -> Self {
+        Kubeconfig {
+            spec: KubeconfigSpec {
+                server,
+                ca_pem,
+                token,
+                name: "test",
+                namespace: "default",
+                impersonate: None,
+            },
+        }
+    }
+
+    /// For this binary's control plane.
+    pub fn of_control_plane(token: &'a str) -> Self {
+        let cp = control_plane();
+        Self::new(&cp.server, &cp.ca_pem, token)
+    }
+
+    pub fn namespace(mut self, ns: &'a str) -> Self {
+        self.spec.namespace = ns;
+        self
+    }
+
+    /// Every request is authorized as `user` (`as:`).
+    pub fn impersonate(mut self, user: &'a str) -> Self {
+        self.spec.impersonate = Some(user);
+        self
+    }
+
+    pub fn write(&self, path: &Path) -> Result<(), String> {
+        cp::write_kubeconfig(path, &self.spec).map_err(|e| e.to_string())
+    }
 }
 
 /// A free loopback port (the scheduler's metrics and probe endpoints in tests).

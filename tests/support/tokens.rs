@@ -61,39 +61,46 @@ async fn request_token(
 
 /// A kubeconfig in `dir` that authenticates with `token` (default namespace `ns`).
 pub fn token_kubeconfig(dir: &Path, file: &str, token: &str, ns: &str) -> PathBuf {
-    let cp = super::control_plane();
     let path = dir.join(file);
-    super::write_kubeconfig(&path, &cp.server, &cp.ca_pem, token).unwrap();
-    set_namespace(&path, ns);
+    super::Kubeconfig::of_control_plane(token)
+        .namespace(ns)
+        .write(&path)
+        .unwrap();
     path
 }
 
 /// A kubeconfig in `dir` for the person `user` (namespace `ns`): the admin credentials with
 /// `as: user`, so every request is authorized as `user` (plus `system:authenticated`).
 pub fn user_kubeconfig(dir: &Path, user: &str, ns: &str) -> PathBuf {
-    let cp = super::control_plane();
     let path = dir.join(format!("user-{user}"));
-    super::write_kubeconfig(&path, &cp.server, &cp.ca_pem, super::ADMIN_TOKEN).unwrap();
-    set_namespace(&path, ns);
-    let text = std::fs::read_to_string(&path).unwrap();
-    let text = text.replace(
-        &format!("    token: {}\n", super::ADMIN_TOKEN),
-        &format!("    token: {}\n    as: {user}\n", super::ADMIN_TOKEN),
-    );
-    assert!(text.contains("    as: "), "impersonation not written");
-    std::fs::write(&path, text).unwrap();
+    super::Kubeconfig::of_control_plane(super::ADMIN_TOKEN)
+        .namespace(ns)
+        .impersonate(user)
+        .write(&path)
+        .unwrap();
     path
 }
 
-fn set_namespace(path: &Path, ns: &str) {
-    let text = std::fs::read_to_string(path).unwrap();
+/// A kubeconfig in `dir` holding a real token of the service account `sa` in `ns`
+/// (`kubectl create token`, the TokenRequest API), bound to nothing.
+pub fn service_account_kubeconfig(dir: &Path, sa: &str, ns: &str) -> PathBuf {
+    let out = super::kubectl()
+        .args(["create", "token", sa, "-n", ns, "--duration", "1h"])
+        .output()
+        .unwrap();
     assert!(
-        text.contains("    namespace: default\n"),
-        "unexpected kubeconfig layout: {text}"
+        out.status.success(),
+        "kubectl create token {sa}: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    let text = text.replace(
-        "    namespace: default\n",
-        &format!("    namespace: {ns}\n"),
-    );
-    std::fs::write(path, text).unwrap();
+    let token = String::from_utf8(out.stdout).unwrap();
+    token_kubeconfig(dir, sa, token.trim(), ns)
+}
+
+/// The scheduler's service account and RBAC (deploy/scheduler.yaml, applied once per test
+/// binary) and a kubeconfig with its token.
+pub fn scheduler_kubeconfig(dir: &Path) -> PathBuf {
+    static APPLIED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    APPLIED.get_or_init(|| super::kubectl_apply("deploy/scheduler.yaml", None));
+    service_account_kubeconfig(dir, "kubectl-kruntimes-scheduler", "kubectl-kruntimes")
 }

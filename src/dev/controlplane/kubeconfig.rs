@@ -16,6 +16,8 @@ pub struct KubeconfigSpec<'a> {
     /// Used for the cluster, the user and the context.
     pub name: &'a str,
     pub namespace: &'a str,
+    /// A user to impersonate (`as:`): every request is authorized as that user.
+    pub impersonate: Option<&'a str>,
 }
 
 /// Writes a kubeconfig with one cluster, user and context (the current one), mode 0600.
@@ -27,10 +29,14 @@ pub fn write_kubeconfig(path: &Path, spec: &KubeconfigSpec<'_>) -> Result<()> {
         token,
         name,
         namespace,
+        impersonate,
     } = spec;
+    let impersonate = impersonate
+        .map(|user| format!("    as: {user}\n"))
+        .unwrap_or_default();
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem.as_bytes());
     let body = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}\n    namespace: {namespace}\ncurrent-context: {name}\nusers:\n- name: {name}\n  user:\n    token: {token}\n",
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}\n    namespace: {namespace}\ncurrent-context: {name}\nusers:\n- name: {name}\n  user:\n    token: {token}\n{impersonate}",
     );
     write_private(path, &body)
 }

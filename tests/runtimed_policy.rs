@@ -1,0 +1,219 @@
+//! runtimed's whole life under the admission policy, with the scheduler, on the real control
+//! plane: the Runtime's Pod runs as `kubectl-kruntimes-runtimed` with a Pod-bound token, the
+//! scheduler with its own service account (deploy/scheduler.yaml).
+
+mod support;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt as _;
+
+use kruntimes::api::status::reasons;
+use kruntimes::api::{Run, RunPhase};
+use kruntimes::process::Signal;
+use kruntimes::testing::{run, runtime};
+use support::tokens;
+use support::world::{
+    self, Create, RuntimedProcess, SchedulerProcess, TestNs, create_in, eventually,
+};
+
+use support::policy::*;
+
+// ---------------------------------------------------------------------------------------------
+// runtimed's whole life, with the scheduler, under the policy.
+
+/// Kills runtimed outright, with no chance to clean up (as a crash would).
+fn sigkill(runtimed: &RuntimedProcess) {
+    runtimed.signal(Signal::Kill);
+}
+
+#[tokio::test]
+async fn runtimed_lives_its_whole_life_under_the_policy_with_the_scheduler() {
+    let ns = TestNs::new("policy-life").await;
+    let dir = tempfile::tempdir().unwrap();
+    support::kubectl_apply("deploy/runtimed-rbac.yaml", Some(&ns.name));
+    let scheduler = tokens::scheduler_kubeconfig(dir.path());
+    let mut python = runtime("python").capacity(&[("runs", 4)]).build();
+    let template = python.spec.template.spec.as_mut().expect("a Pod template");
+    template.service_account_name = Some(RUNTIMED.into());
+    create_in(&ns, python).await;
+    // The scheduler runs with its own service account: the policy does not apply to it.
+    let _scheduler = SchedulerProcess::start_as(&scheduler, &ns.name, 2, None, "policy").await;
+    let pod = ns.runtime_pods("python", 1).await.remove(0);
+    let (pod_name, pod_uid) = (pod.name_any(), pod.uid().unwrap());
+    ns.set_ready(&pod_name, true).await;
+    let token = tokens::pod_bound_token(&ns.client, &ns.name, RUNTIMED, &pod).await;
+    let kubeconfig = tokens::token_kubeconfig(dir.path(), "runtimed", &token, &ns.name);
+    let as_pod = support::client_for(&kubeconfig).await;
+    await_enforced(&ns.name, &[&as_pod]).await;
+
+    // `-v`: info, so that every refusal runtimed meets is in its log.
+    let args = ["-v", "--heartbeat-interval", "1s", "--shutdown-grace", "1s"];
+    let mut runtimed = RuntimedProcess::start_as(&kubeconfig, &pod, &args);
+
+    // Heartbeat: the Lease named after the Pod, held by its UID, renewed.
+    let leases = ns.api::<Lease>();
+    let mut renewals = Vec::new();
+    eventually(WAIT, "a renewed heartbeat", async || {
+        let lease = leases.get_opt(&pod_name).await.unwrap();
+        if let Some(spec) = lease.and_then(|l| l.spec) {
+            assert_eq!(spec.holder_identity.as_deref(), Some(pod_uid.as_str()));
+            if renewals.last() != Some(&spec.renew_time) {
+                renewals.push(spec.renew_time);
+            }
+        }
+        if renewals.len() >= 2 {
+            Ok(())
+        } else {
+            let log = runtimed.log_tail();
+            Err(format!(
+                "renewals {renewals:?}\n--- runtimed log ---\n{log}"
+            ))
+        }
+    })
+    .await;
+
+    // Claim, run and report: success, an exit code, and a task that cannot start (ended while
+    // still Scheduled).
+    run("ok").create(&ns).await;
+    run("exit-3")
+        .task(&["sh", "-c", "exit 3"])
+        .create(&ns)
+        .await;
+    // A function Run: no task for runtimed to start without a runtime server.
+    run("no-task").function("main.handler").create(&ns).await;
+    let ended = |runs: &[Run], name: &str| {
+        runs.iter()
+            .find(|r| r.name_any() == name && r.phase().is_terminal())
+            .map(|r| r.status.clone().unwrap())
+    };
+    let (ok, exit3, no_task) = ns
+        .wait_runs(WAIT, "three Runs ended", |runs| {
+            Some((
+                ended(runs, "ok")?,
+                ended(runs, "exit-3")?,
+                ended(runs, "no-task")?,
+            ))
+        })
+        .await;
+    assert_eq!(
+        (ok.phase, ok.exit_code, ok.assigned_pod.as_deref()),
+        (Some(RunPhase::Succeeded), Some(0), Some(pod_name.as_str()))
+    );
+    assert_eq!(
+        (exit3.phase, exit3.reason.as_deref(), exit3.exit_code),
+        (Some(RunPhase::Failed), Some(reasons::EXIT_CODE), Some(3))
+    );
+    assert_eq!(
+        (no_task.phase, no_task.reason.as_deref()),
+        (Some(RunPhase::Failed), Some(reasons::START_FAILED))
+    );
+    assert!(
+        no_task.start_time.is_none(),
+        "no-task was never claimed: {no_task:?}"
+    );
+
+    // Restart: a Run left Running by the killed agent is failed by the next one.
+    run("long").task(&["sleep", "30"]).create(&ns).await;
+    ns.wait_runs(WAIT, "long Running", |runs| {
+        (world::phase_of(runs, "long") == Some(RunPhase::Running)).then_some(())
+    })
+    .await;
+    sigkill(&runtimed);
+    runtimed.wait(WAIT).await;
+    let first_log = runtimed.log();
+    let mut runtimed = RuntimedProcess::start_as(&kubeconfig, &pod, &args);
+    let long = ns
+        .wait_runs(WAIT, "long failed by the next runtimed", |runs| {
+            ended(runs, "long")
+        })
+        .await;
+    assert_eq!(
+        (long.phase, long.reason.as_deref()),
+        (Some(RunPhase::Failed), Some(reasons::RUNTIMED_RESTARTED))
+    );
+
+    // SIGTERM: a Run killed at shutdown is failed and the Lease is deleted.
+    run("last").task(&["sleep", "30"]).create(&ns).await;
+    ns.wait_runs(WAIT, "last Running", |runs| {
+        (world::phase_of(runs, "last") == Some(RunPhase::Running)).then_some(())
+    })
+    .await;
+    runtimed.sigterm();
+    let status = runtimed.wait(WAIT).await;
+    assert!(
+        status.success(),
+        "runtimed after SIGTERM: {status}\n{}",
+        runtimed.log()
+    );
+    let last = ns.get_run("last").await.status.unwrap();
+    assert_eq!(
+        (last.phase, last.reason.as_deref()),
+        (
+            Some(RunPhase::Failed),
+            Some(reasons::RUNTIME_POD_TERMINATED)
+        )
+    );
+    assert!(
+        leases.get_opt(&pod_name).await.unwrap().is_none(),
+        "the heartbeat Lease was not deleted:\n{}",
+        runtimed.log()
+    );
+
+    // Its Events tell each Run's story, reported as its own Pod.
+    let story = |name: &str| {
+        let events = ns.api::<Event>();
+        let name = name.to_string();
+        let pod_name = pod_name.clone();
+        async move {
+            let mut events: Vec<Event> = events
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter(|e| {
+                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
+                        && e.reporting_controller.as_deref() == Some("kruntimes-runtimed")
+                })
+                .collect();
+            events.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+            for e in &events {
+                assert_eq!(e.reporting_instance.as_deref(), Some(pod_name.as_str()));
+            }
+            events
+                .into_iter()
+                .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let ok_story = story("ok").await;
+    let reasons_of = |s: &[(String, String)]| s.iter().map(|(r, _)| r.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        reasons_of(&ok_story),
+        ["Admitted", "Started", "Completed"],
+        "{ok_story:?}"
+    );
+    assert_eq!(
+        ok_story[2].1,
+        "the process exited with code 0 (exit code 0)"
+    );
+    let exit3_story = story("exit-3").await;
+    assert_eq!(
+        reasons_of(&exit3_story),
+        ["Admitted", "Started", "Failed"],
+        "{exit3_story:?}"
+    );
+    assert_eq!(
+        exit3_story[2].1,
+        "the process exited with code 3 (exit code 3)"
+    );
+
+    // Not one of runtimed's requests was refused along the way.
+    for log in [first_log, runtimed.log()] {
+        assert!(
+            !log.contains("denied request") && !log.contains("forbidden"),
+            "runtimed was refused something:\n{log}"
+        );
+    }
+}
