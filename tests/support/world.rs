@@ -81,6 +81,15 @@ impl TestNs {
         Self { client, name }
     }
 
+    /// An existing namespace `name` reached through `client`: another cluster's (the
+    /// single-node cluster's), or one a test did not create.
+    pub fn on(client: Client, name: &str) -> Self {
+        Self {
+            client,
+            name: name.to_string(),
+        }
+    }
+
     /// The API of a namespaced kind in this namespace.
     pub fn api<K>(&self) -> Api<K>
     where
@@ -191,6 +200,30 @@ impl TestNs {
             } else {
                 Err(format!("holder {holder:?}"))
             }
+        })
+        .await
+    }
+
+    /// Waits until the leader-election Lease `kruntimes-scheduler` is held by one of the Pods
+    /// `candidates` (a Pod's holder identity is its name plus `-<pid>`) and returns that Pod.
+    pub async fn wait_leader_among(&self, candidates: &[String], timeout: Duration) -> String {
+        let leases = self.api::<Lease>();
+        let what = format!("a leader among {candidates:?}");
+        eventually(timeout, &what, async || {
+            let lease = leases
+                .get_opt("kruntimes-scheduler")
+                .await
+                .map_err(|e| e.to_string())?;
+            let holder = lease.and_then(|l| l.spec?.holder_identity);
+            candidates
+                .iter()
+                .find(|c| {
+                    holder
+                        .as_ref()
+                        .is_some_and(|h| h.starts_with(&format!("{c}-")))
+                })
+                .cloned()
+                .ok_or_else(|| format!("holder {holder:?}"))
         })
         .await
     }

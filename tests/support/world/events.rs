@@ -38,6 +38,8 @@ pub struct RunEvents {
     recorded: Arc<Mutex<Recorded>>,
     task: tokio::task::JoinHandle<()>,
     ns: kube::Api<Run>,
+    /// The field selector of the watch, if any; the catch-up list uses the same.
+    fields: Option<String>,
 }
 
 impl Drop for RunEvents {
@@ -49,6 +51,16 @@ impl Drop for RunEvents {
 impl RunEvents {
     /// Starts the watch and returns once its initial list is recorded.
     pub async fn start(ns: &TestNs) -> Self {
+        Self::start_selected(ns, None).await
+    }
+
+    /// [`RunEvents::start`] for the Runs that match a field selector (e.g.
+    /// `spec.runtime=gpu`).
+    pub async fn start_selected(ns: &TestNs, fields: Option<&str>) -> Self {
+        let mut config = watcher::Config::default();
+        if let Some(fields) = fields {
+            config = config.fields(fields);
+        }
         let recorded = Arc::new(Mutex::new(Recorded::default()));
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let sink = recorded.clone();
@@ -56,7 +68,7 @@ impl RunEvents {
         let task = tokio::spawn(async move {
             let mut ready = Some(ready_tx);
             let mut listing: Vec<Run> = Vec::new();
-            let mut stream = watcher(api, watcher::Config::default()).boxed();
+            let mut stream = watcher(api, config).boxed();
             while let Some(event) = stream.next().await {
                 let mut sink = sink.lock().unwrap();
                 let mut record = |run, deleted, reset| {
@@ -97,6 +109,7 @@ impl RunEvents {
             recorded,
             task,
             ns: ns.runs(),
+            fields: fields.map(str::to_string),
         }
     }
 
@@ -129,9 +142,10 @@ impl RunEvents {
     /// list of the namespace's Runs, every one at the resourceVersion the events end with, and
     /// no other. Every event up to now is then recorded; nothing is sampled.
     pub async fn catch_up(&self) {
+        let params = kube::api::ListParams::default().fields(self.fields.as_deref().unwrap_or(""));
         let listed = self
             .ns
-            .list(&Default::default())
+            .list(&params)
             .await
             .expect("list the Runs to catch up with");
         let want: BTreeMap<String, String> = listed
@@ -183,13 +197,39 @@ pub fn replay(
 /// for any resource.
 pub struct OvercommitWatch {
     events: RunEvents,
-    capacity: HashMap<String, Resources>,
+    capacity: PodCapacity,
+}
+
+/// The capacity the watch holds the Pods to.
+enum PodCapacity {
+    /// Each Pod's own, by name (a Pod or resource not listed has none).
+    PerPod(HashMap<String, Resources>),
+    /// The same for every Pod (a Runtime's, whose Pod names are generated).
+    Every(Resources),
+}
+
+impl PodCapacity {
+    fn of(&self, pod: &str) -> Option<&Resources> {
+        match self {
+            PodCapacity::PerPod(by_pod) => by_pod.get(pod),
+            PodCapacity::Every(capacity) => Some(capacity),
+        }
+    }
 }
 
 impl OvercommitWatch {
     /// `capacity`: each Pod's capacity (a resource it does not list has none).
     pub async fn start(ns: &TestNs, capacity: HashMap<String, Resources>) -> Self {
         let events = RunEvents::start(ns).await;
+        let capacity = PodCapacity::PerPod(capacity);
+        Self { events, capacity }
+    }
+
+    /// The Runs of one Runtime whose every Pod has `capacity`.
+    pub async fn start_for_runtime(ns: &TestNs, runtime: &str, capacity: Resources) -> Self {
+        let selector = format!("spec.runtime={runtime}");
+        let events = RunEvents::start_selected(ns, Some(&selector)).await;
+        let capacity = PodCapacity::Every(capacity);
         Self { events, capacity }
     }
 
@@ -197,6 +237,11 @@ impl OvercommitWatch {
     /// stops it, and panics if any event showed overcommit or the watch failed. Returns the
     /// number of events checked.
     pub async fn finish(self) -> usize {
+        self.finish_checking(true).await.len()
+    }
+
+    /// As [`OvercommitWatch::finish`], returning every event checked.
+    pub async fn finish_recorded(self) -> Vec<RunEvent> {
         self.finish_checking(true).await
     }
 
@@ -204,10 +249,10 @@ impl OvercommitWatch {
     /// on purpose: the watch's errors during the outage are expected (it relists after it),
     /// overcommit still is not.
     pub async fn finish_across_outages(self) -> usize {
-        self.finish_checking(false).await
+        self.finish_checking(false).await.len()
     }
 
-    async fn finish_checking(self, watch_errors_fail: bool) -> usize {
+    async fn finish_checking(self, watch_errors_fail: bool) -> Vec<RunEvent> {
         self.events.catch_up().await;
         let events = self.events.events();
         let mut violations = if watch_errors_fail {
@@ -219,19 +264,20 @@ impl OvercommitWatch {
         replay(&events, |runs| {
             violations.extend(overcommitted(runs.values(), &self.capacity));
         });
+        assert!(!events.is_empty(), "the Run watch recorded no event");
         assert!(
             violations.is_empty(),
             "overcommit observed:\n{}",
             violations.join("\n")
         );
-        events.len()
+        events
     }
 }
 
 /// Each (Pod, resource) whose usage by the active `runs` exceeds `capacity`.
 fn overcommitted<'a>(
     runs: impl Iterator<Item = &'a Arc<Run>>,
-    capacity: &HashMap<String, Resources>,
+    capacity: &PodCapacity,
 ) -> Vec<String> {
     let mut usage: HashMap<&str, Resources> = HashMap::new();
     for run in runs {
@@ -243,7 +289,7 @@ fn overcommitted<'a>(
     let mut out = Vec::new();
     for (pod, used) in usage {
         for (resource, amount) in used.iter() {
-            let cap = capacity.get(pod).map_or(0, |c| c.get(resource));
+            let cap = capacity.of(pod).map_or(0, |c| c.get(resource));
             if amount > cap {
                 out.push(format!("{pod}: {resource} {amount} > capacity {cap}"));
             }

@@ -1,0 +1,134 @@
+//! The single-node cluster's bring-up for `tests/cluster.rs`: the machine-wide lock,
+//! `cluster.sh up`/`down`, kubectl and faults on it, and what a failed scenario leaves for
+//! diagnosis. The scenarios themselves are in `tests/cluster.rs`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kube::Client;
+
+use super::SYSTEM_NS;
+
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn script() -> PathBuf {
+    repo().join("tests/cluster/cluster.sh")
+}
+
+/// One cluster per machine: held for the whole run of this binary.
+pub fn machine_lock() -> std::fs::File {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open("/var/tmp/kruntimes-cluster.lock")
+        .expect("open /var/tmp/kruntimes-cluster.lock");
+    kruntimes::dev::lock::flock(&file).expect("flock /var/tmp/kruntimes-cluster.lock");
+    file
+}
+
+pub struct Cluster {
+    kubeconfig: PathBuf,
+    kubectl: PathBuf,
+}
+
+impl Cluster {
+    pub fn up() -> Result<Self, String> {
+        let out = Command::new("bash")
+            .arg(script())
+            .arg("up")
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", script().display()))?;
+        if !out.status.success() {
+            return Err(format!("{} up failed ({})", script().display(), out.status));
+        }
+        let kubeconfig = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        // Cached by version: it only prints where the binaries are.
+        let build = repo().join("tests/cluster/build.sh");
+        let bin = Command::new("bash")
+            .arg(&build)
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", build.display()))?;
+        if !bin.status.success() {
+            return Err(format!("{} failed ({})", build.display(), bin.status));
+        }
+        let kubectl = PathBuf::from(String::from_utf8_lossy(&bin.stdout).trim()).join("kubectl");
+        Ok(Self {
+            kubeconfig,
+            kubectl,
+        })
+    }
+
+    pub fn down() {
+        let status = Command::new("bash").arg(script()).arg("down").status();
+        if !matches!(status, Ok(s) if s.success()) {
+            eprintln!("warning: {} down failed: {status:?}", script().display());
+        }
+    }
+
+    pub async fn client(&self) -> Client {
+        kruntimes::dev::controlplane::client_for(&self.kubeconfig)
+            .await
+            .unwrap_or_else(|e| panic!("cluster kubeconfig unusable: {e}"))
+    }
+
+    /// Runs kubectl and returns its stdout; panics with its stderr when it fails.
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        let out = Command::new(&self.kubectl)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .args(args)
+            .output()
+            .expect("run kubectl");
+        assert!(
+            out.status.success(),
+            "kubectl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// kubectl's stdout, or empty when it fails (for polling).
+    pub fn kubectl_raw(&self, args: &[&str]) -> String {
+        Command::new(&self.kubectl)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .args(args)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// `cluster.sh ARGS` (kill-kubelet, start-kubelet, freeze-pod UID, thaw-pod UID).
+    pub fn fault(&self, args: &[&str]) {
+        let out = Command::new("bash")
+            .arg(script())
+            .args(args)
+            .output()
+            .expect("run cluster.sh");
+        assert!(
+            out.status.success(),
+            "cluster.sh {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// What a failed scenario left: Pods, Runs, and the scheduler's last log lines.
+    pub fn diagnose(&self) {
+        println!(
+            "{}",
+            self.kubectl_raw(&["get", "pods,runs,runtimes", "-A", "-o", "wide"])
+        );
+        for pod in self
+            .kubectl_raw(&["-n", SYSTEM_NS, "get", "pods", "-o", "name"])
+            .lines()
+        {
+            let log = self.kubectl_raw(&["-n", SYSTEM_NS, "logs", pod, "--tail=30"]);
+            println!("--- {pod}\n{log}");
+        }
+    }
+}
