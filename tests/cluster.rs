@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{DeleteParams, ListParams};
 use kube::ResourceExt as _;
+use kube::api::{DeleteParams, ListParams};
 
 use harness::{Cluster, machine_lock, repo};
 use kruntimes::api::resources::Resources;
@@ -385,25 +385,8 @@ async fn runtime_pod_deleted(cluster: &Cluster) {
     let ns = &runtime_namespace(cluster, "term").await;
     let mut template = busybox();
     template.termination_grace_period_seconds = Some(10);
-    create_runtime(ns, "term", 2, template, &[("runs", 1)]).await;
-    wait_runtime_ready(ns, "term", 2).await;
-    create_run(ns, "long", "term", &[], "sleep 600").await;
-    wait_phases(
-        ns,
-        &["long".into()],
-        RunPhase::Running,
-        Duration::from_secs(60),
-    )
-    .await;
-    let runs = ns.runs();
-    let victim = runs
-        .get("long")
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .assigned_pod
-        .unwrap();
+    let long = one_long_run_on_two_pods(ns, "term", template, "long").await;
+    let victim = long.assigned_pod.unwrap();
     ns.api::<Pod>()
         .delete(&victim, &DeleteParams::default())
         .await
@@ -554,18 +537,8 @@ async fn node_lost(cluster: &Cluster) {
         .map(String::from)
         .to_vec(),
     );
-    create_runtime(ns, "lost", 2, template, &[("runs", 1)]).await;
-    wait_runtime_ready(ns, "lost", 2).await;
-    create_run(ns, "held", "lost", &[], "sleep 600").await;
-    wait_phases(
-        ns,
-        &["held".into()],
-        RunPhase::Running,
-        Duration::from_secs(60),
-    )
-    .await;
+    let held = one_long_run_on_two_pods(ns, "lost", template, "held").await;
     let runs = ns.runs();
-    let held = runs.get("held").await.unwrap().status.unwrap();
     let lost_pod = held.assigned_pod.clone().unwrap();
     let lost_uid = held.assigned_pod_uid.clone().unwrap();
 
@@ -717,6 +690,25 @@ async fn wait_phases(ns: &TestNs, names: &[String], phase: RunPhase, timeout: Du
             .iter()
             .all(|n| phase_of(runs, n) == Some(phase))
             .then_some(())
+    })
+    .await
+}
+
+/// A Runtime of 2 Pods of `runs: 1` from `template`, with the Run `name` (`sleep 600`)
+/// Running on one of them; returns the Run's status then.
+async fn one_long_run_on_two_pods(
+    ns: &TestNs,
+    runtime: &str,
+    template: PodSpec,
+    name: &str,
+) -> RunStatus {
+    create_runtime(ns, runtime, 2, template, &[("runs", 1)]).await;
+    wait_runtime_ready(ns, runtime, 2).await;
+    create_run(ns, name, runtime, &[], "sleep 600").await;
+    let what = format!("Run {name} Running");
+    ns.wait_runs(Duration::from_secs(60), &what, |runs| {
+        let run = runs.iter().find(|r| r.name_any() == name)?;
+        (run.phase() == RunPhase::Running).then(|| run.status.clone().unwrap_or_default())
     })
     .await
 }

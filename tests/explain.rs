@@ -659,17 +659,11 @@ async fn a_nominated_run_and_a_run_behind_it_say_which_pod_is_drained() {
     running(&ns, run("busy-a"), "py-a").await;
     running(&ns, run("busy-b"), "py-b").await;
     // The scheduler nominated py-b for the large Run (what a leader records in status).
-    run("large").requests(&[("runs", 2)]).create(&ns).await;
-    ns.runs()
-        .patch_status(
-            "large",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(
-                &json!({"status": {"phase": "Pending", "nominatedPodName": "py-b"}}),
-            ),
-        )
-        .await
-        .unwrap();
+    run("large")
+        .requests(&[("runs", 2)])
+        .nominated("py-b")
+        .create(&ns)
+        .await;
     // Queue order is creation time (to the second), then UID: the later Runs must be created
     // in a later second than the large one to come after it.
     after_the_second_of(&ns.get_run("large").await).await;
@@ -734,17 +728,7 @@ async fn a_nominated_run_that_fits_is_explained_on_the_pod_the_scheduler_binds()
     pods(&["py-a", "py-b"], &[("runs", 4)]).create(&ns).await;
     running(&ns, run("busy-b"), "py-b").await;
     // What a leader records when it nominates py-b for this Run.
-    run("held").create(&ns).await;
-    ns.runs()
-        .patch_status(
-            "held",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(
-                &json!({"status": {"phase": "Pending", "nominatedPodName": "py-b"}}),
-            ),
-        )
-        .await
-        .unwrap();
+    run("held").nominated("py-b").create(&ns).await;
 
     let report = explain_json(&ns.name, "held");
     assert_eq!(report["decision"], "Schedule");
