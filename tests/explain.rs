@@ -255,10 +255,10 @@ async fn required_affinity_waits_for_a_matching_run_then_follows_it() {
     assert_all_rejected(&report, &["py-a", "py-b"], reason);
     assert_eq!(
         report["affinity"],
-        json!([{"kind": "affinity", "field": "spec.affinity.runAffinity.required[0]",
+        json!([{"kind": "affinity", "field": "spec.affinity.runAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]",
                 "selector": "app=leader", "matchesSelf": false, "targets": []}])
     );
-    let hint = "needs a Run labelled app=leader to be placed first (required affinity spec.affinity.runAffinity.required[0]); this Run's own labels do not match it, so it cannot start the group";
+    let hint = "needs a Run labelled app=leader to be placed first (required affinity spec.affinity.runAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]); this Run's own labels do not match it, so it cannot start the group";
     assert_eq!(hints(&report), [hint]);
     let verdict = "0/2 Runtime Pods are available: 2 waiting for required Run affinity.";
     let before = explain_json(&ns.name, "follower");
@@ -315,7 +315,7 @@ async fn anti_affinity_conflicts_name_the_runs_in_the_way() {
              "reason": "didn't match Run anti-affinity rules", "resource": null},
         ])
     );
-    let hint = "required anti-affinity spec.affinity.runAntiAffinity.required[0] (spread=x) excludes py-a and py-b, where spread-0 and spread-1 are placed: the Run fits there only once they end";
+    let hint = "required anti-affinity spec.affinity.runAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0] (spread=x) excludes py-a and py-b, where spread-0 and spread-1 are placed: the Run fits there only once they end";
     assert_eq!(hints(&report), [hint]);
     let verdict = "0/2 Runtime Pods are available: 2 didn't match Run anti-affinity rules.";
     assert_scheduler_agrees(&ns, "spread-2", verdict).await;

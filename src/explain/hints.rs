@@ -453,7 +453,7 @@ mod tests {
         let got = hints(&pods, &[], &run("a").requires(&[("cohort", "a")]));
         assert_eq!(
             got[0],
-            "needs a Run labelled cohort=a to be placed first (required affinity spec.affinity.runAffinity.required[0]); this Run's own labels do not match it, so it cannot start the group"
+            "needs a Run labelled cohort=a to be placed first (required affinity spec.affinity.runAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]); this Run's own labels do not match it, so it cannot start the group"
         );
     }
 
@@ -470,7 +470,7 @@ mod tests {
         let got = hints(&pods, &others, &run("a").anti(&[("spread", "x")]));
         assert_eq!(
             got[0],
-            "required anti-affinity spec.affinity.runAntiAffinity.required[0] (spread=x) excludes p1 and p2, where s0 and s1 are placed: the Run fits there only once they end"
+            "required anti-affinity spec.affinity.runAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0] (spread=x) excludes p1 and p2, where s0 and s1 are placed: the Run fits there only once they end"
         );
         let repelling = [run("guard").anti(&[("app", "web")]).on("p1")];
         let got = hints(&pods[..1], &repelling, &run("a").labels(&[("app", "web")]));

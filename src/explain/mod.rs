@@ -71,7 +71,7 @@
 //!   scores:    [{plugin, weight, raw, normalized (0..100), weighted}] — feasible Pods only
 //!   total:     int|null, chosen: bool }]
 //! affinity: [{kind: "affinity"|"antiAffinity", field (e.g.
-//!             spec.affinity.runAffinity.required[0]), selector (kubectl syntax),
+//!             spec.affinity.runAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]), selector (kubectl syntax),
 //!             matchesSelf: bool, targets: [{pod, runs: [string]}]}]
 //! repelledBy: [{pod, runs}] — Runs whose required anti-affinity matches this Run
 //! queue:      {position (1 = oldest), pending, nominated: {pod, resources: [{name, used,

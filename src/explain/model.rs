@@ -297,7 +297,7 @@ pub struct ScoreReport {
 #[serde(rename_all = "camelCase")]
 pub struct TermReport {
     pub kind: TermKind,
-    /// Path of the term in the Run, e.g. `spec.affinity.runAffinity.required[0]`.
+    /// Path of the term in the Run, e.g. `spec.affinity.runAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]`.
     pub field: String,
     /// The label selector in kubectl's syntax, e.g. `cohort=a`.
     pub selector: String,

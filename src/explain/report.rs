@@ -317,12 +317,12 @@ fn affinity_reports(
         (
             TermKind::Affinity,
             &cycle.required_affinity,
-            "spec.affinity.runAffinity.required",
+            "spec.affinity.runAffinity.requiredDuringSchedulingIgnoredDuringExecution",
         ),
         (
             TermKind::AntiAffinity,
             &cycle.required_anti_affinity,
-            "spec.affinity.runAntiAffinity.required",
+            "spec.affinity.runAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
         ),
     ];
     for (kind, list, base) in kinds {
@@ -615,7 +615,7 @@ mod tests {
             report.affinity,
             [TermReport {
                 kind: TermKind::AntiAffinity,
-                field: "spec.affinity.runAntiAffinity.required[0]".into(),
+                field: "spec.affinity.runAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]".into(),
                 selector: "app=db".into(),
                 matches_self: false,
                 labels_only: true,

@@ -364,7 +364,12 @@ fn compile_terms(terms: Option<&AffinityTerms>, base: &str) -> Result<Compiled, 
         .required
         .iter()
         .enumerate()
-        .map(|(i, t)| term(t, format!("{base}.required[{i}]")))
+        .map(|(i, t)| {
+            term(
+                t,
+                format!("{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"),
+            )
+        })
         .collect::<Result<_, _>>()?;
     let preferred = terms
         .preferred
@@ -373,13 +378,13 @@ fn compile_terms(terms: Option<&AffinityTerms>, base: &str) -> Result<Compiled, 
         .map(|(i, w)| {
             if !(1..=100).contains(&w.weight) {
                 return Err(PreFilterError::Weight {
-                    field: format!("{base}.preferred[{i}].weight"),
+                    field: format!("{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}].weight"),
                     value: w.weight,
                 });
             }
             Ok((
                 i64::from(w.weight),
-                term(&w.term, format!("{base}.preferred[{i}].term"))?,
+                term(&w.term, format!("{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}].runAffinityTerm"))?,
             ))
         })
         .collect::<Result<_, _>>()?;
@@ -652,7 +657,7 @@ mod tests {
         let table: Vec<(RunBuilder, &str)> = vec![
             (
                 run("a").affinity_term(false, "zone", label_selector(&[])),
-                "spec.affinity.runAffinity.required[0].topologyKey: \"zone\" is not a supported topology key: the only one is kruntimes.io/runtime-pod",
+                "spec.affinity.runAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: \"zone\" is not a supported topology key: the only one is kruntimes.io/runtime-pod",
             ),
             (
                 run("a").affinity_term(
@@ -660,15 +665,15 @@ mod tests {
                     "kruntimes.io/runtime-pod",
                     expr_selector("k", "Near", &["v"]),
                 ),
-                "spec.affinity.runAntiAffinity.required[0].labelSelector.matchExpressions[0].operator: \"Near\" is not a valid operator: use In, NotIn, Exists or DoesNotExist",
+                "spec.affinity.runAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchExpressions[0].operator: \"Near\" is not a valid operator: use In, NotIn, Exists or DoesNotExist",
             ),
             (
                 run("a").prefers(0, &[("app", "db")]),
-                "spec.affinity.runAffinity.preferred[0].weight: 0 is not a valid weight: use 1 to 100",
+                "spec.affinity.runAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: 0 is not a valid weight: use 1 to 100",
             ),
             (
                 run("a").avoids(101, &[("app", "db")]),
-                "spec.affinity.runAntiAffinity.preferred[0].weight: 101 is not a valid weight: use 1 to 100",
+                "spec.affinity.runAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: 101 is not a valid weight: use 1 to 100",
             ),
         ];
         let world = World::new().pods([pod("p1")]);
@@ -681,7 +686,35 @@ mod tests {
                     message: want.to_string()
                 }
             );
+            // The path names the field as the user wrote it (the API's JSON names).
+            let path = want.split(':').next().unwrap();
+            assert!(
+                resolves(&serde_json::to_value(r.build()).unwrap(), path),
+                "{path} is not a field of the Run as written"
+            );
         }
+    }
+
+    /// Whether a `a.b[0].c` path leads to a value in `json`.
+    fn resolves(json: &serde_json::Value, path: &str) -> bool {
+        let mut at = json;
+        for part in path.split('.') {
+            let (name, index) = match part.split_once('[') {
+                Some((name, rest)) => (name, rest.trim_end_matches(']').parse::<usize>().ok()),
+                None => (part, None),
+            };
+            let Some(next) = at.get(name) else {
+                return false;
+            };
+            at = match index {
+                Some(i) => match next.get(i) {
+                    Some(v) => v,
+                    None => return false,
+                },
+                None => next,
+            };
+        }
+        true
     }
 
     #[test]

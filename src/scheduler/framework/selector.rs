@@ -96,7 +96,7 @@ pub struct Selector {
 
 impl Selector {
     /// Validates `selector`; `field` is its path in the Run (e.g.
-    /// `spec.affinity.runAffinity.required[0].labelSelector`) and prefixes every error.
+    /// `spec.affinity.runAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector`) and prefixes every error.
     pub fn compile(selector: &LabelSelector, field: &str) -> Result<Self> {
         let mut requirements = Vec::new();
         for (key, value) in selector.match_labels.iter().flatten() {
