@@ -333,8 +333,14 @@ impl Agent {
             if dirty && runs_ready && pod_ready {
                 self.reconcile(&runs);
             }
-            self.metrics
-                .set_holdings(self.cache.len(), self.cache.used(), self.cache.capacity());
+            if dirty {
+                // Every reservation, release and capacity change comes with `dirty`.
+                self.metrics.set_holdings(
+                    self.cache.len(),
+                    self.cache.used(),
+                    self.cache.capacity(),
+                );
+            }
         }
     }
 
@@ -526,29 +532,27 @@ impl Agent {
         let ClaimWritten { claim, result, at } = written;
         let name = claim.run.name_any();
         let uid = claim.run.uid().unwrap_or_default();
-        let failed = match &result {
-            Ok(_) => None,
-            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Some(metrics::CONFLICT),
-            Err(_) => Some(metrics::ERROR),
-        };
-        if let Some(result) = failed {
-            self.metrics.admissions.with_label_values(&[result]).inc();
-        }
-        let retry_in = match result {
+        // (admission result, when the same version may be tried again, whether it will be:
+        // a deleted Run is not)
+        let (admission, retry_in, retried) = match result {
             Ok(written) => return self.spawn_claimed(claim, written, at),
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 tracing::info!(run = %name, "Run {name} changed since it was observed; releasing and re-reading it from the watch");
-                CLAIM_RETRY_STALE
+                (metrics::CONFLICT, CLAIM_RETRY_STALE, true)
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {
                 tracing::info!(run = %name, "Run {name} was deleted before it could be claimed");
-                CLAIM_RETRY_STALE
+                (metrics::CONFLICT, CLAIM_RETRY_STALE, false)
             }
             Err(kube::Error::Api(s)) => {
                 tracing::warn!(run = %name, "cannot claim Run {name}: {}; releasing it and retrying in {CLAIM_RETRY_ERROR:?}", s.message);
-                CLAIM_RETRY_ERROR
+                (metrics::ERROR, CLAIM_RETRY_ERROR, true)
             }
             Err(e) => {
+                self.metrics
+                    .admissions
+                    .with_label_values(&[metrics::ERROR])
+                    .inc();
                 // The write may have landed: find out by reading, holding the reservation.
                 tracing::warn!(run = %name, "the claim of Run {name} has an unknown outcome ({e}); reading it back");
                 let (api, me, done) = (
@@ -565,16 +569,26 @@ impl Agent {
                 return true;
             }
         };
+        self.metrics
+            .admissions
+            .with_label_values(&[admission])
+            .inc();
+        if retried {
+            self.count_claim_retry();
+        }
         self.claim_not_landed(&claim, retry_in);
         false
     }
 
-    /// Releases a claim that did not land; the same version is tried again after `retry_in`.
-    fn claim_not_landed(&mut self, claim: &Claim, retry_in: Duration) {
+    fn count_claim_retry(&self) {
         self.metrics
             .status_write_retries
             .with_label_values(&[metrics::WRITE_CLAIM])
             .inc();
+    }
+
+    /// Releases a claim that did not land; the same version is tried again after `retry_in`.
+    fn claim_not_landed(&mut self, claim: &Claim, retry_in: Duration) {
         let uid = claim.run.uid().unwrap_or_default();
         self.cache.release(&uid);
         let rv = claim.run.resource_version().unwrap_or_default();
@@ -593,6 +607,7 @@ impl Agent {
             }
             None => {
                 tracing::info!(run = %claim.run.name_any(), "the claim of Run {} did not land; retrying it", claim.run.name_any());
+                self.count_claim_retry();
                 self.claim_not_landed(&claim, CLAIM_RETRY_ERROR);
             }
         }

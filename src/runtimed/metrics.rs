@@ -6,6 +6,8 @@
 //! annotation (resource names, a handful set by the Runtime's author); never a Run, Pod or
 //! namespace name. This module only records; the agent decides when.
 
+use std::collections::BTreeSet;
+
 use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 use crate::api::Resources;
@@ -35,6 +37,8 @@ pub struct RuntimedMetrics {
     pub reserved: IntGaugeVec,
     pub capacity: IntGaugeVec,
     pub status_write_retries: IntCounterVec,
+    /// The resources `reserved` and `capacity` have series for.
+    published: BTreeSet<String>,
 }
 
 impl RuntimedMetrics {
@@ -88,6 +92,7 @@ impl RuntimedMetrics {
                 ),
                 &["write"],
             )?,
+            published: BTreeSet::new(),
         };
         registry.register(Box::new(metrics.admissions.clone()))?;
         registry.register(Box::new(metrics.admission_wait.clone()))?;
@@ -107,17 +112,25 @@ impl RuntimedMetrics {
     }
 
     /// Publishes what the Pod holds: the number of reservations, and per resource of the
-    /// capacity the reserved amount and the capacity (resources the capacity no longer names
-    /// are dropped, so the label set follows the annotation).
+    /// capacity the reserved amount and the capacity. The series of a resource the capacity no
+    /// longer names are removed (the label set follows the annotation); the others are set in
+    /// place, so a scrape never sees them missing.
     pub fn set_holdings(
-        &self,
+        &mut self,
         reservations: usize,
         used: &Resources,
         capacity: Option<&Resources>,
     ) {
         self.active_runs.set(saturating_i64(reservations as u64));
-        self.reserved.reset();
-        self.capacity.reset();
+        let names: BTreeSet<String> = capacity
+            .into_iter()
+            .flat_map(Resources::iter)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        for gone in self.published.difference(&names) {
+            let _ = self.capacity.remove_label_values(&[gone]);
+            let _ = self.reserved.remove_label_values(&[gone]);
+        }
         for (name, amount) in capacity.into_iter().flat_map(Resources::iter) {
             self.capacity
                 .with_label_values(&[name])
@@ -126,6 +139,7 @@ impl RuntimedMetrics {
                 .with_label_values(&[name])
                 .set(saturating_i64(used.get(name)));
         }
+        self.published = names;
     }
 }
 
@@ -140,7 +154,7 @@ mod tests {
     #[test]
     fn every_series_is_exposed_with_bounded_labels() {
         let registry = Registry::new();
-        let m = RuntimedMetrics::register(&registry).unwrap();
+        let mut m = RuntimedMetrics::register(&registry).unwrap();
         m.admissions.with_label_values(&[ADMITTED]).inc();
         m.admission_wait.observe(0.01);
         m.dispatch.observe(0.002);
