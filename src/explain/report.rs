@@ -497,7 +497,22 @@ mod tests {
         // same evaluation.
         let (pod, total) = scheduled(World::new().pods(pods).runs(busy), &r);
         assert_eq!(pod, "p2");
-        assert_eq!(report.chosen.as_deref(), Some(pod.as_str()));
+        assert_names_the_pod(&report, &pod, total);
+        let p2 = &report.pods[1];
+        assert_eq!(
+            p2.scores
+                .iter()
+                .map(|s| (s.plugin.as_str(), s.normalized))
+                .collect::<Vec<_>>(),
+            [("PreferredRunAffinity", 0), ("LeastLoaded", 75)]
+        );
+        assert_eq!(p2.total, Some(75));
+        assert!(!report.replayed);
+    }
+
+    /// The report names `pod` (and only it) with `total`, everywhere it says which Pod.
+    fn assert_names_the_pod(report: &Report, pod: &str, total: i64) {
+        assert_eq!(report.chosen.as_deref(), Some(pod));
         assert_eq!(report.score, Some(total));
         assert_eq!(
             report.verdict,
@@ -509,17 +524,7 @@ mod tests {
             .filter(|p| p.chosen)
             .map(|p| p.name.as_str())
             .collect();
-        assert_eq!(chosen, ["p2"]);
-        let p2 = &report.pods[1];
-        assert_eq!(
-            p2.scores
-                .iter()
-                .map(|s| (s.plugin.as_str(), s.normalized))
-                .collect::<Vec<_>>(),
-            [("PreferredRunAffinity", 0), ("LeastLoaded", 75)]
-        );
-        assert_eq!(p2.total, Some(75));
-        assert!(!report.replayed);
+        assert_eq!(chosen, [pod]);
     }
 
     /// Where the scheduler's cycle reserves `r` in `world`, and the total it scored there.
@@ -550,19 +555,7 @@ mod tests {
         let report = report(&pods, &with_me, &r);
         let (pod, total) = scheduled(World::new().pods(pods).runs(busy), &r);
         assert_eq!(pod, "p1", "the scheduler binds the nominated Pod");
-        assert_eq!(report.chosen.as_deref(), Some("p1"));
-        assert_eq!(report.score, Some(total));
-        assert_eq!(
-            report.verdict,
-            format!("Fits: would be placed on p1 (score {total})")
-        );
-        let chosen: Vec<_> = report
-            .pods
-            .iter()
-            .filter(|p| p.chosen)
-            .map(|p| p.name.as_str())
-            .collect();
-        assert_eq!(chosen, ["p1"]);
+        assert_names_the_pod(&report, "p1", total);
         assert_eq!(
             report
                 .queue
