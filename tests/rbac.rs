@@ -28,7 +28,7 @@ const GPU: &str = "example.com/gpu";
 async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
     let ns = TestNs::new("rbac").await;
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = tokens::scheduler_kubeconfig(dir.path());
+    let kubeconfig = tokens::scheduler_kubeconfig(dir.path()).await;
 
     support::kubectl_apply("deploy/runtimed-rbac.yaml", Some(&ns.name));
     let mut python = runtime("python").capacity(&[("runs", 2), (GPU, 1)]).build();

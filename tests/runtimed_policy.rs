@@ -32,7 +32,7 @@ async fn runtimed_lives_its_whole_life_under_the_policy_with_the_scheduler() {
     let ns = TestNs::new("policy-life").await;
     let dir = tempfile::tempdir().unwrap();
     support::kubectl_apply("deploy/runtimed-rbac.yaml", Some(&ns.name));
-    let scheduler = tokens::scheduler_kubeconfig(dir.path());
+    let scheduler = tokens::scheduler_kubeconfig(dir.path()).await;
     let mut python = runtime("python").capacity(&[("runs", 4)]).build();
     let template = python.spec.template.spec.as_mut().expect("a Pod template");
     template.service_account_name = Some(RUNTIMED.into());

@@ -81,26 +81,12 @@ pub fn user_kubeconfig(dir: &Path, user: &str, ns: &str) -> PathBuf {
     path
 }
 
-/// A kubeconfig in `dir` holding a real token of the service account `sa` in `ns`
-/// (`kubectl create token`, the TokenRequest API), bound to nothing.
-pub fn service_account_kubeconfig(dir: &Path, sa: &str, ns: &str) -> PathBuf {
-    let out = super::kubectl()
-        .args(["create", "token", sa, "-n", ns, "--duration", "1h"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl create token {sa}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let token = String::from_utf8(out.stdout).unwrap();
-    token_kubeconfig(dir, sa, token.trim(), ns)
-}
-
 /// The scheduler's service account and RBAC (deploy/scheduler.yaml, applied once per test
-/// binary) and a kubeconfig with its token.
-pub fn scheduler_kubeconfig(dir: &Path) -> PathBuf {
+/// binary) and a kubeconfig with a token of that account (bound to nothing).
+pub async fn scheduler_kubeconfig(dir: &Path) -> PathBuf {
     static APPLIED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     APPLIED.get_or_init(|| super::kubectl_apply("deploy/scheduler.yaml", None));
-    service_account_kubeconfig(dir, "kubectl-kruntimes-scheduler", "kubectl-kruntimes")
+    let (ns, sa) = ("kubectl-kruntimes", "kubectl-kruntimes-scheduler");
+    let token = unbound_token(&super::client().await, ns, sa).await;
+    token_kubeconfig(dir, sa, &token, ns)
 }

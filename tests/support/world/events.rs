@@ -264,7 +264,6 @@ impl OvercommitWatch {
         replay(&events, |runs| {
             violations.extend(overcommitted(runs.values(), &self.capacity));
         });
-        assert!(!events.is_empty(), "the Run watch recorded no event");
         assert!(
             violations.is_empty(),
             "overcommit observed:\n{}",
