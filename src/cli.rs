@@ -153,7 +153,8 @@ pub enum SchedulerCommand {
 
 #[derive(Debug, Clone, Args)]
 pub struct SchedulerRunArgs {
-    /// Runs scheduled concurrently (queue workers).
+    /// Pending and Failed status writes in flight (cycles are serial, one pop of the queue at a
+    /// time; Binds have 64 slots of their own).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub workers: u16,
     /// Watch only this namespace (default: all namespaces).

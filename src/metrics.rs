@@ -141,6 +141,13 @@ pub struct CycleTimer<'a> {
     start: Instant,
 }
 
+impl CycleTimer<'_> {
+    /// Drops the timer without observing (nothing was cycled).
+    pub fn discard(self) {
+        std::mem::forget(self);
+    }
+}
+
 impl Drop for CycleTimer<'_> {
     fn drop(&mut self) {
         self.histogram.observe(self.start.elapsed().as_secs_f64());

@@ -529,11 +529,7 @@ mod tests {
 
     /// Where the scheduler's cycle reserves `r` in `world`, and the total it scored there.
     fn scheduled(world: World, r: &RunBuilder) -> (String, i64) {
-        let outcome = world.runs([r.clone()]).cache().schedule(
-            &crate::scheduler::plugins::registry(),
-            &r.build(),
-            NOW,
-        );
+        let outcome = schedule_one(&mut world.cache(), r);
         match outcome {
             ScheduleOutcome::Reserved { pod, total, .. } => (pod, total),
             other => panic!("expected Reserved, got {other:?}"),

@@ -15,4 +15,5 @@ pub mod foreign;
 pub mod leader;
 pub mod run;
 pub mod status_patch;
+pub mod steps;
 pub mod watch;

@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use super::objects::{NOW, PodBuilder, RUNTIME, RunBuilder};
 use crate::api::Run;
 use crate::scheduler::framework::{
-    FilterPlugin, RunCycleState, SchedulerCache, ScorePlugin, Snapshot, pre_filter,
+    FilterPlugin, RunCycleState, ScheduleOutcome, SchedulerCache, ScorePlugin, Snapshot, pre_filter,
 };
 
 /// Pods (with their Leases), Runs and assumptions, turned into a [`SchedulerCache`] on demand.
@@ -50,15 +50,31 @@ impl World {
         let runs: Vec<Run> = self.runs.iter().map(RunBuilder::build).collect();
         // The world's Runtime exists; its Pods are the world's Pods.
         let runtime = super::objects::runtime(RUNTIME).build();
-        let mut cache = SchedulerCache::from_objects([&runtime], &pods, &leases, &runs, NOW);
+        let mut cache = SchedulerCache::from_objects([&runtime], &pods, &leases, &runs, NOW)
+            .with_hints(crate::scheduler::plugins::registry().queueing_hints());
         for (r, pod) in &self.assumptions {
-            cache.apply_run(&r.clone().pending().build());
+            cache.apply_run(&r.clone().pending().build(), NOW);
             cache
-                .reserve(&r.key(), r.assumption(pod))
+                .reserve(&r.key(), r.assumption(pod), NOW)
                 .expect("test assumptions fit");
         }
         cache
     }
+}
+
+/// Queues `r` in `cache` (as its watch event would) and runs the next cycle with the default
+/// plugins, which must be `r`'s own: it is the head of its Runtime's active queue.
+pub fn schedule_one(cache: &mut SchedulerCache, r: &RunBuilder) -> ScheduleOutcome {
+    let run = r.build();
+    cache.apply(&run, NOW);
+    let scheduled = cache
+        .schedule_next(&crate::scheduler::plugins::registry(), NOW)
+        .expect("the Run is queued");
+    assert_eq!(
+        scheduled.run.metadata.name, run.metadata.name,
+        "the head of the queue is another Run"
+    );
+    scheduled.outcome
 }
 
 /// Calls `f` with the snapshot of the Run's scope at [`NOW`] and its PreFilter state.

@@ -125,13 +125,7 @@ impl AssumedCache {
     }
 
     pub fn get(&self, key: &RunKey) -> Option<&Assumption> {
-        self.holds(&key.namespace, &key.uid)
-    }
-
-    /// [`AssumedCache::get`] without building a key: the order gate asks this for every
-    /// earlier Run it walks past.
-    pub fn holds(&self, namespace: &str, uid: &str) -> Option<&Assumption> {
-        self.by_namespace.get(namespace)?.runs.get(uid)
+        self.by_namespace.get(&key.namespace)?.runs.get(&key.uid)
     }
 
     /// The assumptions of `namespace`; `None` when it has none.

@@ -20,7 +20,8 @@ const RESOURCES: [&str; 2] = ["runs", "example.com/gpu"];
 
 #[derive(Debug, Clone)]
 enum Event {
-    Schedule(usize),
+    /// One pop of the queue: the cycle of whichever Run is due.
+    Cycle,
     BindObserved(usize),
     PendingObserved(usize),
     TerminalObserved(usize),
@@ -31,7 +32,7 @@ enum Event {
 fn event() -> impl Strategy<Value = Event> {
     let i = 0usize..6;
     prop_oneof![
-        3 => i.clone().prop_map(Event::Schedule),
+        3 => Just(Event::Cycle),
         2 => i.clone().prop_map(Event::BindObserved),
         1 => i.clone().prop_map(Event::PendingObserved),
         1 => i.clone().prop_map(Event::TerminalObserved),
@@ -73,42 +74,41 @@ proptest! {
 
         for event in events {
             match event {
-                Event::Schedule(i) if !model[i].gone && model[i].active.is_none() => {
-                    let outcome = state.schedule(&registry, &runs[i].build(), NOW);
-                    match (&outcome, &model[i].assumed) {
-                        (ScheduleOutcome::Reserved { pod, .. }, None) => model[i].assumed = Some(pod.clone()),
-                        (ScheduleOutcome::AlreadyPlaced { pod }, Some(p)) => prop_assert_eq!(pod, p),
-                        (ScheduleOutcome::Unschedulable(_), None) => {}
-                        // The order gate: an earlier Run (by UID here), not placed yet, goes first.
-                        (ScheduleOutcome::ReservedEarlier { run, pod, .. }, None) => {
-                            let j: usize = run[1..].parse().unwrap();
-                            prop_assert!(j < i, "r{} placed the later {}", i, run);
-                            prop_assert!(model[j].assumed.is_none() && model[j].active.is_none() && !model[j].gone);
-                            model[j].assumed = Some(pod.clone());
+                Event::Cycle => {
+                    // Every event happens at NOW: backoffs never expire, so a pop is always
+                    // the cycle of a Run that is due.
+                    if let Some(scheduled) = state.schedule_next(&registry, NOW) {
+                        let name = scheduled.run.metadata.name.clone().unwrap();
+                        let i: usize = name[1..].parse().unwrap();
+                        let m = &mut model[i];
+                        prop_assert!(m.assumed.is_none() && m.active.is_none() && !m.gone, "{} was cycled while not waiting", name);
+                        match &scheduled.outcome {
+                            ScheduleOutcome::Reserved { pod, .. } => m.assumed = Some(pod.clone()),
+                            ScheduleOutcome::Unschedulable(_) => {}
+                            other => prop_assert!(false, "{other:?}"),
                         }
-                        (other, assumed) => prop_assert!(false, "{other:?} with assumption {assumed:?}"),
                     }
                 }
                 Event::BindObserved(i) => {
                     if let Some(p) = model[i].assumed.take() {
-                        state.apply_run(&runs[i].clone().on(&p).build());
+                        state.apply_run(&runs[i].clone().on(&p).build(), NOW);
                         model[i].active = Some(p);
                     }
                 }
                 Event::PendingObserved(i) if !model[i].gone && model[i].active.is_none() => {
-                    state.apply_run(&runs[i].build());
+                    state.apply_run(&runs[i].build(), NOW);
                 }
                 Event::TerminalObserved(i) if !model[i].gone => {
-                    state.apply_run(&runs[i].clone().succeeded().build());
+                    state.apply_run(&runs[i].clone().succeeded().build(), NOW);
                     model[i] = RunModel { gone: true, ..RunModel::default() };
                 }
                 Event::Deleted(i) if !model[i].gone => {
-                    state.delete_run(NS, &runs[i].key().uid);
+                    state.delete_run(NS, &runs[i].key().uid, NOW);
                     model[i] = RunModel { gone: true, ..RunModel::default() };
                 }
                 Event::Release(i) => {
-                    let released = state.release(NS, &runs[i].key().uid);
-                    prop_assert_eq!(released.is_some(), model[i].assumed.take().is_some());
+                    let released = state.release(NS, &runs[i].key().uid, NOW);
+                    prop_assert_eq!(released, model[i].assumed.take().is_some());
                 }
                 _ => {}
             }
@@ -130,14 +130,19 @@ proptest! {
             for (m, r) in model.iter().zip(&runs) {
                 prop_assert_eq!(state.assumed().get(&r.key()).map(|a| a.pod.clone()), m.assumed.clone());
             }
-            // The queue the gate, wakeups and sweeps walk: Pending Runs without an assumption.
+            // The queue holds exactly the Pending Runs without an assumption, in order.
             let waiting: Vec<String> = model
                 .iter()
                 .enumerate()
                 .filter(|(_, m)| !m.gone && m.active.is_none() && m.assumed.is_none())
-                .map(|(i, _)| format!("r{i}"))
+                .map(|(i, _)| runs[i].key().uid)
                 .collect();
-            prop_assert_eq!(state.pending_runs(NS, RUNTIME), waiting);
+            let queued: Vec<String> = state
+                .queue()
+                .members(&ScopeRef::new(NS, RUNTIME))
+                .map(|(o, _)| o.uid.clone())
+                .collect();
+            prop_assert_eq!(queued, waiting);
         }
     }
 }
@@ -302,7 +307,7 @@ fn state_of(objs: &[Obj]) -> SchedulerCache {
                 state.apply(l.as_ref(), NOW);
             }
             Obj::Run(r) => {
-                state.apply_run(r);
+                state.apply_run(r, NOW);
             }
         }
     }

@@ -391,6 +391,30 @@ fn compile_terms(terms: Option<&AffinityTerms>, base: &str) -> Result<Compiled, 
     Ok((required, preferred))
 }
 
+/// Filter only, on one Pod: what [`evaluate`] would say of `pod` for `run` (its first
+/// rejection, `None` when feasible), without scoring or looking at any other Pod. `None` when
+/// PreFilter refuses the Run or the Runtime has no such Pod.
+pub fn evaluate_pod<'s>(
+    snapshot: &'s Snapshot<'_>,
+    registry: &Registry,
+    run: &Run,
+    pod: &str,
+) -> Option<PodEvaluation<'s>> {
+    let state = pre_filter(snapshot, run).ok()?;
+    let pod = snapshot
+        .pods_seen_by(&state.key)
+        .find(|p| p.name() == pod)?;
+    let rejection = registry
+        .filters()
+        .iter()
+        .find_map(|f| f.filter(snapshot, &state, &pod).err());
+    Some(PodEvaluation {
+        pod,
+        rejection,
+        feasible: None,
+    })
+}
+
 /// Runs one full cycle for `run` against `snapshot`. The only error is a Score plugin
 /// failure; an invalid Run is an `Ok` evaluation whose decision is [`Decision::Invalid`].
 pub fn evaluate<'s>(

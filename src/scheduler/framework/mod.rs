@@ -12,35 +12,38 @@
 //! - [`registry`]: which plugins run, in which order, with which weights (the list itself is
 //!   `scheduler::plugins::registry`).
 //! - [`cycle`]: PreFilter → Filter → Score → pick, shared by the scheduler and `explain`.
-//! - [`cache`]: the scheduler cache, single owner of index + assumed cache, and its `Mutex`
-//!   wrapper.
+//! - [`queue`]: the scheduling queue (active, backoff, unschedulable), ordered per Runtime.
+//! - [`cache`]: the scheduler cache, single owner of index, assumed cache, nominations and
+//!   queue, and its `Mutex` wrapper.
 //!
 //! Nothing here may use a `kube::Client`, async, tokio or a clock; time comes in as `now`.
 //!
-//! The controller's reconcile, in short:
+//! The controller's scheduling loop, in short:
 //!
 //! ```no_run
 //! # use kruntimes::scheduler::framework::{SharedCache, ScheduleOutcome};
 //! # fn bind(_: &str) -> Result<(), ()> { Ok(()) }
 //! # let shared = SharedCache::new(kruntimes::scheduler::plugins::registry());
-//! # let run: kruntimes::api::Run = todo!();
 //! # let now = jiff::Timestamp::now();
-//! match shared.schedule(&run, now) {
-//!     ScheduleOutcome::Reserved { pod, .. } => {
-//!         if bind(&pod).is_err() {
-//!             // Bind failed (conflict or API error): the reservation must go.
-//!             shared.release(&run.metadata.namespace.clone().unwrap(), run.metadata.uid.as_deref().unwrap());
+//! while let Some(scheduled) = shared.schedule_next(now) {
+//!     let (namespace, uid) = (
+//!         scheduled.run.metadata.namespace.clone().unwrap(),
+//!         scheduled.run.metadata.uid.clone().unwrap(),
+//!     );
+//!     match scheduled.outcome {
+//!         ScheduleOutcome::Reserved { pod, .. } => {
+//!             if bind(&pod).is_err() {
+//!                 // Bind failed (conflict or API error): the reservation must go, and the
+//!                 // Run backs off.
+//!                 shared.release(&namespace, &uid, now);
+//!                 shared.retry(&namespace, &uid, false, now);
+//!             }
 //!         }
+//!         ScheduleOutcome::Unschedulable(u) => { let _message = u.message(); /* Scheduled=False */ }
+//!         ScheduleOutcome::Invalid { reason, message } => { /* terminal Failed */ let _ = (reason, message); }
+//!         ScheduleOutcome::ReserveConflict { .. } => { /* stage="reserve"; it backs off */ }
+//!         ScheduleOutcome::Error(_) => { /* it backs off */ }
 //!     }
-//!     ScheduleOutcome::Unschedulable(u) => { let _message = u.message(); /* Scheduled=False */ }
-//!     ScheduleOutcome::Invalid { reason, message } => { /* terminal Failed */ let _ = (reason, message); }
-//!     ScheduleOutcome::ReserveConflict { .. } => { /* stage="reserve"; requeue */ }
-//!     ScheduleOutcome::ReservedEarlier { run: _earlier, .. } => {
-//!         // An earlier Run of the queue fit: bind it as above, then cycle this one again.
-//!     }
-//!     ScheduleOutcome::Yield { to: _earlier } => { /* enqueue it; requeue this one shortly */ }
-//!     ScheduleOutcome::AlreadyPlaced { .. } => { /* wait for the watch */ }
-//!     ScheduleOutcome::Error(_) => { /* controller retry */ }
 //! }
 //! ```
 
@@ -50,6 +53,7 @@ pub mod cycle;
 pub mod index;
 pub mod nominations;
 pub mod plugin;
+pub mod queue;
 pub mod registry;
 pub mod selector;
 pub mod snapshot;
@@ -61,7 +65,9 @@ mod cache_properties;
 mod queue_properties;
 
 pub use assumed::{AssumedCache, AssumedOnPod, Assumption, NamespaceAssumptions, Reconciled};
-pub use cache::{Indexed, ReserveError, ScheduleOutcome, SchedulerCache, SharedCache};
+pub use cache::{
+    Indexed, ReserveError, ScheduleOutcome, Scheduled, SchedulerCache, SharedCache, WakeCounts,
+};
 pub use cycle::{
     CycleError, Decision, Evaluation, PluginScore, PodEvaluation, PreFilterError, RejectionCount,
     Unschedulable, evaluate, pre_filter,
@@ -72,10 +78,11 @@ pub use index::{
 };
 pub use nominations::{Nomination, Nominations};
 pub use plugin::{
-    FilterPlugin, PreferredTerm, Requested, RequiredTerm, RunCycleState, ScoreError, ScorePlugin,
-    normalize_min_max,
+    ClusterEvent, FilterPlugin, PreferredTerm, QueueingHint, Requested, RequiredTerm,
+    RunCycleState, ScoreError, ScorePlugin, normalize_min_max,
 };
-pub use registry::{Registry, RegistryError};
+pub use queue::{Popped, QueueState, SchedulingQueue};
+pub use registry::{QueueingHints, Registry, RegistryError};
 pub use selector::{Selector, SelectorError};
 pub use snapshot::{PodSet, PodView, ResourceLoad, Snapshot};
 pub use types::{

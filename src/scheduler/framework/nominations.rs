@@ -5,7 +5,7 @@
 //! as used on that Pod, so capacity freed there accumulates for the nominated Run (kube-
 //! scheduler's `nominatedNodeName`, counted against equal-or-lower Pods). At most one
 //! nomination per Pod and per Run. It must not choose the Pod or decide when a Run is starved
-//! (that is [`super::cache::SchedulerCache::schedule`]) and must not read a clock.
+//! (that is the cache's nominator) and must not read a clock.
 //!
 //! The record is rebuilt from `status.nominatedPodName` by a new leader; the cache adopts a
 //! Run's recorded nomination when it sees the Run in the queue.

@@ -93,10 +93,54 @@ impl RunCycleState {
     }
 }
 
+/// A kind of change that may make a Run some Filter rejected fit now (kube-scheduler's
+/// `ClusterEvent`, as plugins register them through `EnqueueExtensions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ClusterEvent {
+    /// Actual or assumed usage was released on a Pod, or room held there for a nominated Run
+    /// was given back.
+    CapacityReleased,
+    /// A Runtime Pod appeared, became ready or unavailable, or changed capacity or heartbeat.
+    RuntimePodChanged,
+    /// The Runtime appeared or went away.
+    RuntimeChanged,
+    /// A Run joined or left the active set of a Pod, or changed its labels there: the
+    /// targets of Run affinity changed.
+    TargetsChanged,
+}
+
+impl ClusterEvent {
+    pub const ALL: [ClusterEvent; 4] = [
+        ClusterEvent::CapacityReleased,
+        ClusterEvent::RuntimePodChanged,
+        ClusterEvent::RuntimeChanged,
+        ClusterEvent::TargetsChanged,
+    ];
+}
+
+/// Which unschedulable Runs of the Runtime an event moves back to the active queue (kube-
+/// scheduler's `QueueingHint`, answered per event rather than per Run so a release costs a
+/// walk of the queue, not a callback per Run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum QueueingHint {
+    /// Those whose request fits the room the event freed on its Pod, walking in queue order
+    /// and counting each moved Run's request as taken.
+    QueueIfRoom,
+    /// Those with required Run affinity or anti-affinity terms.
+    QueueRequiredTerms,
+    /// All of them.
+    Queue,
+}
+
 /// A hard predicate on one Pod.
 pub trait FilterPlugin: Send + Sync {
     /// The registry key; also the `plugin` metric label.
     fn name(&self) -> &'static str;
+
+    /// Which Runs this plugin's rejections let go back to the active queue on `event`;
+    /// `None` when the event cannot turn a rejection of this plugin into a fit. Declared next
+    /// to the Filter it answers for.
+    fn queueing_hint(&self, event: ClusterEvent) -> Option<QueueingHint>;
 
     /// `Ok` when the Pod is feasible for the Run, else one bounded rejection.
     fn filter(

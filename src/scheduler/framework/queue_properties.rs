@@ -1,7 +1,7 @@
-//! Property tests of queue order and nominations: under any interleaving of arrivals,
-//! releases and queue-worker orders, nothing overcommits, a Pod holds at most one nomination,
-//! the oldest Run that fits goes first, and a large Run behind a stream of small ones is
-//! placed within a bounded number of steps.
+//! Property tests of queue order and nominations: under any pattern of arrivals, lifetimes
+//! and releases, nothing overcommits, a Pod holds at most one nomination, nothing is placed
+//! while an earlier Run fits (checked on the state the cycle decided on, before its Reserve),
+//! and a large Run behind a stream of small ones is placed within a bounded number of steps.
 
 use proptest::prelude::*;
 
@@ -17,14 +17,19 @@ fn registry() -> Registry {
     crate::scheduler::plugins::registry()
 }
 
-/// One simulated Runtime: two Pods of `runs: capacity`, Runs that arrive, are cycled by the
-/// queue workers in an arbitrary order, are observed bound, and finish.
+/// One simulated Runtime: two Pods of `runs: capacity`, Runs that arrive, are cycled as the
+/// scheduling loop pops them, are observed bound, and finish.
 struct Sim {
     cache: SchedulerCache,
     registry: Registry,
     capacity: u64,
     now: i64,
     runs: Vec<SimRun>,
+    /// Draws which Binds are observed late (written in the background while the loop goes
+    /// on); `None`: every Bind is observed at once.
+    lag: Option<Lcg>,
+    /// Reserved Runs whose Bind is not observed yet, with their Pod.
+    in_flight: Vec<(usize, String)>,
 }
 
 #[derive(Clone)]
@@ -52,6 +57,33 @@ impl Sim {
             capacity,
             now: 0,
             runs: Vec::new(),
+            lag: None,
+            in_flight: Vec::new(),
+        }
+    }
+
+    fn with_lag(mut self, seed: u64) -> Self {
+        self.lag = Some(Lcg(seed));
+        self
+    }
+
+    /// Observes the Bind of Run `i` on `pod`.
+    fn observe(&mut self, i: usize, pod: String) {
+        self.cache
+            .apply(&self.runs[i].builder.clone().on(&pod).build(), self.at());
+        self.runs[i].on = Some((pod, self.now));
+    }
+
+    /// Observes the Binds in flight the generator picks (all of them when `all`).
+    fn observe_in_flight(&mut self, all: bool) {
+        let in_flight = std::mem::take(&mut self.in_flight);
+        for (i, pod) in in_flight {
+            let late = !all && self.lag.as_mut().is_some_and(|l| l.next() % 2 == 0);
+            if late {
+                self.in_flight.push((i, pod));
+            } else {
+                self.observe(i, pod);
+            }
         }
     }
 
@@ -77,59 +109,54 @@ impl Sim {
     fn pending(&self) -> Vec<usize> {
         (0..self.runs.len())
             .filter(|&i| self.runs[i].on.is_none() && !self.runs[i].done)
+            .filter(|&i| self.in_flight.iter().all(|(j, _)| *j != i))
             .collect()
     }
 
-    /// One queue-worker cycle for Run `i`; a reservation is observed bound at once.
-    fn cycle(&mut self, i: usize) -> Result<(), TestCaseError> {
-        let r = self.runs[i].builder.build();
-        let outcome = self.cache.schedule(&self.registry, &r, self.at());
-        match outcome {
+    /// One pop of the scheduling loop, if a Run is due; a reservation is observed bound at
+    /// once. Checks order on the state the cycle decided on, before its Reserve.
+    fn step(&mut self) -> Result<Option<Scheduled>, TestCaseError> {
+        self.observe_in_flight(false);
+        let before = self.cache.clone();
+        let Some(scheduled) = self.cache.schedule_next(&self.registry, self.at()) else {
+            return Ok(None);
+        };
+        let i = self.index_of(scheduled.run.metadata.name.as_deref().unwrap());
+        prop_assert!(
+            self.pending().contains(&i),
+            "r{} was cycled while not waiting",
+            i
+        );
+        match &scheduled.outcome {
             ScheduleOutcome::Reserved { pod, .. } => {
-                // Order: no earlier Pending Run fits right now (it would have been yielded to).
-                self.check_no_earlier_fits(i)?;
-                self.cache
-                    .apply(&self.runs[i].builder.clone().on(&pod).build(), self.at());
-                self.runs[i].on = Some((pod, self.now));
-            }
-            ScheduleOutcome::ReservedEarlier { run, pod, .. } => {
-                let j = self.index_of(&run);
-                prop_assert!(j < i, "r{} placed the later Run {}", i, run);
-                prop_assert!(self.runs[j].on.is_none() && !self.runs[j].done);
-                self.check_no_earlier_fits(j)?;
-                self.cache
-                    .apply(&self.runs[j].builder.clone().on(&pod).build(), self.at());
-                self.runs[j].on = Some((pod, self.now));
-            }
-            ScheduleOutcome::Yield { to } => {
-                let j = self.index_of(&to);
-                prop_assert!(j < i, "{} yielded to a later Run {}", i, to);
-                prop_assert!(self.runs[j].on.is_none() && !self.runs[j].done);
+                check_no_earlier_fits(&before, &self.registry, &self.runs, i, self.at())?;
+                let pod = pod.clone();
+                self.in_flight.push((i, pod));
+                self.observe_in_flight(false);
             }
             ScheduleOutcome::Unschedulable(_) => {}
             other => prop_assert!(false, "unexpected outcome {:?}", other),
         }
-        self.check()
+        self.check()?;
+        Ok(Some(scheduled))
+    }
+
+    /// Pops until nothing is due and every Bind is observed.
+    fn cycle_all(&mut self) -> Result<(), TestCaseError> {
+        for _ in 0..10_000 {
+            if self.step()?.is_none() {
+                if self.in_flight.is_empty() {
+                    return Ok(());
+                }
+                self.observe_in_flight(true);
+            }
+        }
+        prop_assert!(false, "the queue never ran dry: a wakeup loop");
+        Ok(())
     }
 
     fn index_of(&self, name: &str) -> usize {
         name[1..].parse().unwrap()
-    }
-
-    fn check_no_earlier_fits(&self, i: usize) -> Result<(), TestCaseError> {
-        for j in self.pending().into_iter().filter(|&j| j < i) {
-            let decision = self
-                .cache
-                .plan(&self.registry, &self.runs[j].builder.build(), self.at())
-                .unwrap();
-            prop_assert!(
-                !matches!(decision, Decision::Schedule { .. }),
-                "r{} was placed while the earlier r{} fits",
-                i,
-                j
-            );
-        }
-        Ok(())
     }
 
     fn finish(&mut self, i: usize) {
@@ -148,7 +175,13 @@ impl Sim {
                 .iter()
                 .filter(|r| r.on.as_ref().is_some_and(|(on, _)| on == p))
                 .map(|r| r.size)
-                .sum();
+                .sum::<u64>()
+                + self
+                    .in_flight
+                    .iter()
+                    .filter(|(_, on)| on == p)
+                    .map(|(i, _)| self.runs[*i].size)
+                    .sum::<u64>();
             prop_assert!(used <= self.capacity, "{} overcommitted: {}", p, used);
         }
         let nominated: Vec<&str> = self
@@ -171,23 +204,39 @@ impl Sim {
         }
         Ok(())
     }
+}
 
-    /// Cycles every Pending Run in the order `perm` draws; a Run whose cycle placed an
-    /// earlier one is cycled again at once, as the controller requeues it.
-    fn cycle_all(&mut self, perm: &mut Lcg) -> Result<(), TestCaseError> {
-        let mut pending = self.pending();
-        perm.shuffle(&mut pending);
-        for i in pending {
-            while self.runs[i].on.is_none() && !self.runs[i].done {
-                let placed = self.runs.iter().filter(|r| r.on.is_some()).count();
-                self.cycle(i)?;
-                if self.runs.iter().filter(|r| r.on.is_some()).count() == placed {
-                    break;
-                }
-            }
+/// Run `i` was placed on the state `before` (its cycle's, before Reserve): no earlier Run
+/// that waits in the queue (not backing off) may fit there.
+fn check_no_earlier_fits(
+    before: &SchedulerCache,
+    registry: &Registry,
+    runs: &[SimRun],
+    i: usize,
+    now: jiff::Timestamp,
+) -> Result<(), TestCaseError> {
+    for (j, earlier) in runs.iter().enumerate().take(i) {
+        let key = earlier.builder.key();
+        if earlier.on.is_some()
+            || earlier.done
+            || matches!(
+                before.queue().state(&key),
+                None | Some(QueueState::Backoff(_))
+            )
+        {
+            continue;
         }
-        Ok(())
+        let decision = before
+            .plan(registry, &earlier.builder.build(), now)
+            .unwrap();
+        prop_assert!(
+            !matches!(decision, Decision::Schedule { .. }),
+            "r{} was placed while the earlier r{} fits",
+            i,
+            j
+        );
     }
+    Ok(())
 }
 
 /// A tiny deterministic generator, so a failing case replays exactly.
@@ -201,24 +250,18 @@ impl Lcg {
             .wrapping_add(1442695040888963407);
         self.0 >> 33
     }
-
-    fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = (self.next() % (i as u64 + 1)) as usize;
-            v.swap(i, j);
-        }
-    }
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// A stream of small Runs that keeps both Pods busy (arrival pattern, lifetimes and
-    /// worker orders arbitrary) with one Run as large as a whole Pod in the middle: nothing
-    /// overcommits, nothing is placed while an earlier Run fits, and the large Run is placed
-    /// within the threshold plus the time for the Runs ahead of it and then one Pod to drain
-    /// (every small Run lives at most `max_life` steps), however the small Runs keep arriving.
-    /// Without nominations it would wait forever (LeastLoaded keeps both Pods in use).
+    /// A stream of small Runs that keeps both Pods busy (arrival pattern, lifetimes and which
+    /// Binds are observed late arbitrary) with one Run as large as a whole Pod in the middle:
+    /// nothing overcommits, nothing is placed while an earlier Run fits, and the large Run is
+    /// placed within the threshold plus the time for the Runs ahead of it and then one Pod to
+    /// drain (every small Run lives at most `max_life` steps), however the small Runs keep
+    /// arriving. Without nominations it would wait forever (LeastLoaded keeps both Pods in
+    /// use).
     #[test]
     fn the_oldest_starved_run_is_placed_within_a_bounded_wait(
         capacity in 2u64..5,
@@ -227,8 +270,7 @@ proptest! {
         big_at in 0usize..10,
         seed in any::<u64>(),
     ) {
-        let mut sim = Sim::new(capacity);
-        let mut perm = Lcg(seed);
+        let mut sim = Sim::new(capacity).with_lag(seed);
         let max_life = 5;
         let mut ahead = 0;
         let mut big = None;
@@ -253,7 +295,7 @@ proptest! {
                 let i = sim.arrive(1);
                 lifetime.insert(i, *life.next().unwrap());
             }
-            sim.cycle_all(&mut perm)?;
+            sim.cycle_all()?;
             let big = big.unwrap_or(usize::MAX);
             if big != usize::MAX && sim.runs[big].on.is_none() && !sim.runs[big].done {
                 let waited = sim.now - big_at as i64;
@@ -270,15 +312,14 @@ proptest! {
         }
     }
 
-    /// Runs that all fit one at a time on a single slot start in creation order, whatever
-    /// order the workers cycle them in.
+    /// Runs that all fit one at a time on a single slot start in creation order, whichever
+    /// Binds are observed late.
     #[test]
     fn single_slot_runs_start_in_creation_order(
         n in 2usize..12,
         seed in any::<u64>(),
     ) {
-        let mut sim = Sim::new(1);
-        let mut perm = Lcg(seed);
+        let mut sim = Sim::new(1).with_lag(seed);
         for _ in 0..n {
             sim.arrive(1);
         }
@@ -290,7 +331,7 @@ proptest! {
                     sim.finish(i);
                 }
             }
-            sim.cycle_all(&mut perm)?;
+            sim.cycle_all()?;
             for i in 0..sim.runs.len() {
                 if sim.runs[i].on.as_ref().is_some_and(|(_, s)| *s == step) {
                     started.push(i);
@@ -304,36 +345,51 @@ proptest! {
     }
 }
 
+fn state(cache: &SchedulerCache, r: &RunBuilder) -> Option<QueueState> {
+    cache.queue().state(&r.key())
+}
+
+fn unschedulable(state: Option<QueueState>) -> bool {
+    matches!(state, Some(QueueState::Unschedulable { .. }))
+}
+
+#[test]
+fn the_order_check_catches_a_run_placed_while_an_earlier_one_fits() {
+    // The property's own power: a later Run reserved while the earlier one fits must fail it.
+    let mut sim = Sim::new(1);
+    let (first, second) = (sim.arrive(1), sim.arrive(1));
+    let before = sim.cache.clone();
+    let r = check_no_earlier_fits(&before, &sim.registry, &sim.runs, second, sim.at());
+    assert!(
+        r.is_err(),
+        "placing r{second:04} ahead of r{first:04} passes the check"
+    );
+    assert!(check_no_earlier_fits(&before, &sim.registry, &sim.runs, first, sim.at()).is_ok());
+}
+
+#[test]
+fn the_loop_pops_the_oldest_waiting_run_first() {
+    let mut sim = Sim::new(1);
+    let later = run("later").created(EPOCH + 1);
+    sim.cache.apply(&later.build(), sim.at());
+    let first = sim.arrive(1);
+    let popped = sim.step().unwrap().expect("a Run is due");
+    assert_eq!(
+        popped.run.metadata.name.as_deref(),
+        Some(format!("r{first:04}").as_str()),
+        "created earlier, queued later: still first"
+    );
+}
+
 #[test]
 fn a_run_that_does_not_fit_does_not_block_the_ones_behind_it() {
     let mut sim = Sim::new(2);
     let big = sim.arrive(3);
     let small = sim.arrive(1);
-    sim.cycle(small).unwrap();
+    sim.cycle_all().unwrap();
     assert!(sim.runs[small].on.is_some(), "best-effort FIFO");
-    sim.cycle(big).unwrap();
     assert!(sim.runs[big].on.is_none());
-}
-
-#[test]
-fn a_later_runs_cycle_places_the_earlier_one_that_fits() {
-    let mut sim = Sim::new(1);
-    let first = sim.arrive(1);
-    let second = sim.arrive(1);
-    let r = sim.runs[second].builder.build();
-    match sim.cache.schedule(&sim.registry, &r, sim.at()) {
-        ScheduleOutcome::ReservedEarlier { run, pod, .. } => {
-            assert_eq!(run, format!("r{first:04}"));
-            let key = sim.runs[first].builder.key();
-            assert_eq!(sim.cache.assumed().get(&key).map(|a| &a.pod), Some(&pod));
-        }
-        other => panic!("{other:?}"),
-    }
-    let key = sim.runs[second].builder.key();
-    assert!(
-        sim.cache.assumed().get(&key).is_none(),
-        "the later Run is not placed by that cycle"
-    );
+    assert!(unschedulable(state(&sim.cache, &sim.runs[big].builder)));
 }
 
 #[test]
@@ -341,17 +397,18 @@ fn a_starved_run_is_nominated_and_later_runs_leave_its_room() {
     let mut sim = Sim::new(2);
     // Both Pods half full.
     for _ in 0..2 {
-        let i = sim.arrive(1);
-        sim.cycle(i).unwrap();
+        sim.arrive(1);
     }
+    sim.cycle_all().unwrap();
     assert!(sim.runs.iter().all(|r| r.on.is_some()));
     let big = sim.arrive(2);
-    sim.cycle(big).unwrap();
+    sim.cycle_all().unwrap();
     assert!(sim.runs[big].on.is_none());
     // Past the threshold, a later small Run is placed: the big one gets a nomination.
     sim.now = THRESHOLD + 1;
     let later = sim.arrive(1);
-    sim.cycle(later).unwrap();
+    let placed = sim.step().unwrap().expect("the later Run's cycle");
+    assert!(matches!(placed.outcome, ScheduleOutcome::Reserved { .. }));
     let key = sim.runs[big].builder.key();
     let nominated = sim
         .cache
@@ -364,12 +421,16 @@ fn a_starved_run_is_nominated_and_later_runs_leave_its_room() {
         .clone()
         .expect("the later Run was placed");
     assert_ne!(later_pod, nominated);
-    let changes = sim.cache.take_nomination_changes();
+    // The big Run looks again so its status names the Pod.
     assert_eq!(
-        changes,
-        [(ScopeRef::new(NS, RUNTIME), format!("r{big:04}"))]
+        state(&sim.cache, &sim.runs[big].builder),
+        Some(QueueState::Active)
     );
-    // The nominated Pod drains: the first Run there finishes and the big Run fits.
+    let told = sim.step().unwrap().expect("the big Run's cycle");
+    assert!(matches!(told.outcome, ScheduleOutcome::Unschedulable(_)));
+    assert_eq!(told.nominated.as_deref(), Some(nominated.as_str()));
+    // The nominated Pod drains: the first Run there finishes, and a new small Run arrives
+    // at once. The big Run goes first, to the drained Pod.
     let on_nominated = (0..2)
         .find(|&i| {
             sim.runs[i]
@@ -379,9 +440,8 @@ fn a_starved_run_is_nominated_and_later_runs_leave_its_room() {
         })
         .unwrap();
     sim.finish(on_nominated);
-    // A later small Run's cycle places the big Run on the drained Pod, not itself.
-    let another = sim.arrive(1);
-    sim.cycle(another).unwrap();
+    sim.arrive(1);
+    sim.cycle_all().unwrap();
     assert_eq!(
         sim.runs[big].on.as_ref().map(|(p, _)| p.clone()),
         Some(nominated)
@@ -396,27 +456,53 @@ fn a_starved_run_is_nominated_and_later_runs_leave_its_room() {
 fn a_release_wakes_only_the_runs_its_room_can_help_in_order() {
     let mut sim = Sim::new(2);
     for _ in 0..4 {
-        let i = sim.arrive(1);
-        sim.cycle(i).unwrap();
+        sim.arrive(1);
     }
+    sim.cycle_all().unwrap();
     let big = sim.arrive(2);
     let small: Vec<usize> = (0..3).map(|_| sim.arrive(1)).collect();
-    sim.cycle_all(&mut Lcg(1)).unwrap();
-    let p1 = sim.runs[0].on.clone().unwrap().0;
+    sim.cycle_all().unwrap();
+    sim.cache.take_wake_counts();
     sim.finish(0);
-    let wakeup = Wakeup {
-        namespace: NS.into(),
-        runtime: RUNTIME.into(),
-        source: WakeSource::CapacityReleased,
-        pod: Some(p1),
-    };
     // One slot free: the big Run does not fit it, the oldest small one does, and nothing
     // after it (the slot is taken in the walk).
+    let states: Vec<bool> = std::iter::once(big)
+        .chain(small.iter().copied())
+        .map(|i| unschedulable(state(&sim.cache, &sim.runs[i].builder)))
+        .collect();
+    assert_eq!(states, [true, false, true, true]);
+    assert_eq!(sim.cache.take_wake_counts().capacity_released, 1);
+}
+
+#[test]
+fn room_a_woken_run_did_not_take_is_offered_to_the_next() {
+    // Both Pods full; then one slot frees on each. Each release's walk counts the oldest
+    // Pending Run against its room (it fits either), so the second Run is woken by neither;
+    // once the first is placed on one Pod, the other Pod's room goes to the second.
+    let mut sim = Sim::new(1);
+    for _ in 0..2 {
+        sim.arrive(1);
+    }
+    sim.cycle_all().unwrap();
+    let (first, second) = (sim.arrive(1), sim.arrive(1));
+    sim.cycle_all().unwrap();
+    sim.finish(0);
+    sim.finish(1);
     assert_eq!(
-        sim.cache.woken_by(&wakeup, sim.at()),
-        [format!("r{:04}", small[0])]
+        state(&sim.cache, &sim.runs[first].builder),
+        Some(QueueState::Active)
     );
-    let _ = big;
+    assert!(unschedulable(state(&sim.cache, &sim.runs[second].builder)));
+    sim.step().unwrap().expect("the first Run's cycle");
+    assert!(sim.runs[first].on.is_some());
+    assert_eq!(
+        state(&sim.cache, &sim.runs[second].builder),
+        Some(QueueState::Active),
+        "the other Pod's room is walked again"
+    );
+    sim.cycle_all().unwrap();
+    assert!(sim.runs[second].on.is_some());
+    assert!(sim.cache.queue().is_empty());
 }
 
 #[test]
@@ -439,16 +525,20 @@ fn a_new_leader_adopts_the_nomination_recorded_in_status() {
         Some("p2"),
         "adopted from status"
     );
+    let told = cache.schedule_next(&registry(), NOW).unwrap();
+    assert!(matches!(told.outcome, ScheduleOutcome::Unschedulable(_)));
+    assert_eq!(
+        told.nominated.as_deref(),
+        Some("p2"),
+        "kept: p2 can take it"
+    );
     // Later Runs see p2 as full: the first goes to p1, the second waits and is told why.
-    let later = run("later").created(EPOCH + 1).build();
-    cache.apply(&later, NOW);
-    match cache.schedule(&registry(), &later, NOW) {
+    let later = run("later").created(EPOCH + 1);
+    match schedule_one(&mut cache, &later) {
         ScheduleOutcome::Reserved { pod, .. } => assert_eq!(pod, "p1"),
         other => panic!("{other:?}"),
     }
-    let last = run("last").created(EPOCH + 2).build();
-    cache.apply(&last, NOW);
-    match cache.schedule(&registry(), &last, NOW) {
+    match schedule_one(&mut cache, &run("last").created(EPOCH + 2)) {
         ScheduleOutcome::Unschedulable(u) => assert_eq!(
             u.message(),
             "0/2 Runtime Pods are available: 1 Insufficient runs, 1 reserved for an earlier Run."
@@ -471,7 +561,8 @@ fn a_nominated_run_goes_to_its_nominated_pod_when_it_fits_there() {
         .get_or_insert_with(Default::default)
         .nominated_pod_name = Some("p2".into());
     cache.apply(&big, NOW);
-    match cache.schedule(&registry(), &big, NOW) {
+    let scheduled = cache.schedule_next(&registry(), NOW).unwrap();
+    match scheduled.outcome {
         ScheduleOutcome::Reserved { pod, .. } => assert_eq!(pod, "p2"),
         other => panic!("{other:?}"),
     }
@@ -479,59 +570,24 @@ fn a_nominated_run_goes_to_its_nominated_pod_when_it_fits_there() {
 }
 
 #[test]
-fn after_a_placement_the_sweeper_places_what_a_second_release_freed() {
-    // Both Pods full; then one slot frees on each. Each release's wakeup names only the
-    // oldest Pending Run (its room fits one), so the second Run is woken by neither.
-    let mut sim = Sim::new(1);
-    let busy: Vec<usize> = (0..2).map(|_| sim.arrive(1)).collect();
-    sim.cycle_all(&mut Lcg(7)).unwrap();
-    let (first, second) = (sim.arrive(1), sim.arrive(1));
-    sim.cycle_all(&mut Lcg(7)).unwrap();
-    let mut woken = Vec::new();
-    for &b in &busy {
-        let pod = sim.runs[b].on.clone().unwrap().0;
-        sim.finish(b);
-        let wakeup = Wakeup {
-            namespace: NS.into(),
-            runtime: RUNTIME.into(),
-            source: WakeSource::CapacityReleased,
-            pod: Some(pod),
-        };
-        woken.extend(sim.cache.woken_by(&wakeup, sim.at()));
-    }
-    assert_eq!(woken, [format!("r{first:04}"), format!("r{first:04}")]);
-    sim.cycle(first).unwrap();
-    // The placement's sweep: the latest Pending Run, whose cycle finds the room.
-    let sweeper = sim
-        .cache
-        .sweeper(NS, RUNTIME)
-        .expect("a Pending Run is left");
-    assert_eq!(sweeper, format!("r{second:04}"));
-    sim.cycle(second).unwrap();
-    assert!(sim.runs[second].on.is_some());
-    assert_eq!(sim.cache.sweeper(NS, RUNTIME), None);
-}
-
-#[test]
 fn a_release_wakes_past_a_run_that_affinity_may_refuse() {
     let mut cache = World::new()
         .pods([pod("p1").capacity(&[("runs", 1)])])
-        .runs([run("x").on("p1").succeeded()])
+        .runs([run("x").on("p1")])
         .cache();
-    let picky = run("picky")
-        .requires(&[("cohort", "a")])
-        .created(EPOCH)
-        .build();
-    let plain = run("plain").created(EPOCH + 1).build();
-    cache.apply(&picky, NOW);
-    cache.apply(&plain, NOW);
-    let wakeup = Wakeup {
-        namespace: NS.into(),
-        runtime: RUNTIME.into(),
-        source: WakeSource::CapacityReleased,
-        pod: Some("p1".into()),
-    };
-    assert_eq!(cache.woken_by(&wakeup, NOW), ["picky", "plain"]);
+    let picky = run("picky").requires(&[("cohort", "a")]).created(EPOCH);
+    let plain = run("plain").created(EPOCH + 1);
+    for r in [&picky, &plain] {
+        assert!(matches!(
+            schedule_one(&mut cache, r),
+            ScheduleOutcome::Unschedulable(_)
+        ));
+    }
+    cache.apply(&run("x").on("p1").succeeded().build(), NOW);
+    // The picky Run fits the room but may be refused for its terms: it is woken without
+    // taking the room, so the plain one is woken too.
+    assert_eq!(state(&cache, &picky), Some(QueueState::Active));
+    assert_eq!(state(&cache, &plain), Some(QueueState::Active));
 }
 
 #[test]
@@ -540,9 +596,13 @@ fn a_bind_looks_again_only_at_runs_waiting_for_affinity_targets() {
         .pods([pod("p1").capacity(&[("runs", 4)])])
         .cache();
     let picky = run("picky").requires(&[("cohort", "a")]).created(EPOCH);
-    let plain = run("plain").created(EPOCH + 1);
-    cache.apply(&picky.build(), NOW);
-    cache.apply(&plain.build(), NOW);
+    let huge = run("huge").requests(&[("runs", 5)]).created(EPOCH + 1);
+    for r in [&picky, &huge] {
+        assert!(matches!(
+            schedule_one(&mut cache, r),
+            ScheduleOutcome::Unschedulable(_)
+        ));
+    }
     // A Run of the cohort is observed bound: new targets, no new room.
     let changes = cache.apply(
         &run("seed").labels(&[("cohort", "a")]).on("p1").build(),
@@ -550,11 +610,12 @@ fn a_bind_looks_again_only_at_runs_waiting_for_affinity_targets() {
     );
     assert_eq!(changes.retargets, [ScopeRef::new(NS, RUNTIME)]);
     assert!(changes.rechecks.is_empty() && changes.wakeups.is_empty());
-    assert_eq!(cache.retargeted(NS, RUNTIME), ["picky"]);
+    assert_eq!(state(&cache, &picky), Some(QueueState::Active));
+    assert!(unschedulable(state(&cache, &huge)));
 }
 
 #[test]
-fn a_run_being_deleted_is_not_placed_ahead_of_later_ones() {
+fn a_run_being_deleted_leaves_the_queue_and_is_not_placed_ahead_of_later_ones() {
     let mut cache = World::new()
         .pods([pod("p1").capacity(&[("runs", 1)])])
         .cache();
@@ -563,8 +624,9 @@ fn a_run_being_deleted_is_not_placed_ahead_of_later_ones() {
     cache.apply(&first.build(), NOW);
     cache.apply(&later.build(), NOW);
     // The earlier Run is being deleted (its finalizers hold it): it waits for nothing.
-    cache.apply(&first.deleting().build(), NOW);
-    match cache.schedule(&registry(), &later.build(), NOW) {
+    cache.apply(&first.clone().deleting().build(), NOW);
+    assert_eq!(state(&cache, &first), None);
+    match cache.schedule_next(&registry(), NOW).unwrap().outcome {
         ScheduleOutcome::Reserved { pod, .. } => assert_eq!(pod, "p1"),
         other => panic!("{other:?}"),
     }

@@ -7,7 +7,7 @@
 
 use thiserror::Error;
 
-use super::plugin::{FilterPlugin, ScorePlugin};
+use super::plugin::{ClusterEvent, FilterPlugin, QueueingHint, ScorePlugin};
 
 pub type Result<T, E = RegistryError> = std::result::Result<T, E>;
 
@@ -69,6 +69,58 @@ impl Registry {
     pub fn scores(&self) -> &[WeightedScore] {
         &self.scores
     }
+
+    /// The queueing hints of every Filter, per event: the union is what the queue applies.
+    pub fn queueing_hints(&self) -> QueueingHints {
+        let mut hints = QueueingHints::none();
+        for event in ClusterEvent::ALL {
+            let set = hints.of_mut(event);
+            for filter in &self.filters {
+                if let Some(hint) = filter.queueing_hint(event)
+                    && !set.contains(&hint)
+                {
+                    set.push(hint);
+                }
+            }
+            // PreFilter's own rejection, a Runtime that does not exist, ends with the Runtime.
+            if event == ClusterEvent::RuntimeChanged && !set.contains(&QueueingHint::Queue) {
+                set.push(QueueingHint::Queue);
+            }
+            set.sort();
+        }
+        hints
+    }
+}
+
+/// Per [`ClusterEvent`], the distinct [`QueueingHint`]s the registered Filters declare.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueingHints {
+    by_event: [Vec<QueueingHint>; ClusterEvent::ALL.len()],
+}
+
+impl QueueingHints {
+    fn none() -> Self {
+        QueueingHints {
+            by_event: Default::default(),
+        }
+    }
+
+    fn of_mut(&mut self, event: ClusterEvent) -> &mut Vec<QueueingHint> {
+        &mut self.by_event[event as usize]
+    }
+
+    pub fn of(&self, event: ClusterEvent) -> &[QueueingHint] {
+        &self.by_event[event as usize]
+    }
+}
+
+impl Default for QueueingHints {
+    /// Without a registry: every event moves every unschedulable Run (nothing is stranded).
+    fn default() -> Self {
+        QueueingHints {
+            by_event: std::array::from_fn(|_| vec![QueueingHint::Queue]),
+        }
+    }
 }
 
 impl std::fmt::Debug for Registry {
@@ -103,6 +155,9 @@ mod tests {
     impl FilterPlugin for Named {
         fn name(&self) -> &'static str {
             self.0
+        }
+        fn queueing_hint(&self, _: ClusterEvent) -> Option<QueueingHint> {
+            None
         }
         fn filter(
             &self,

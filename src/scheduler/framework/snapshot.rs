@@ -671,13 +671,13 @@ mod tests {
                         if tier {
                             b = b.labels(&[("tier", "gold")]);
                         }
-                        state.apply_run(&b.on(&format!("p{p}")).build());
+                        state.apply_run(&b.on(&format!("p{p}")).build(), NOW);
                     }
                     Op::RunEnds(r) => {
-                        state.apply_run(&run(&format!("r{r}")).succeeded().build());
+                        state.apply_run(&run(&format!("r{r}")).succeeded().build(), NOW);
                     }
                     Op::RunDeleted(r) => {
-                        state.delete_run(NS, &format!("uid-r{r}"));
+                        state.delete_run(NS, &format!("uid-r{r}"), NOW);
                     }
                     Op::PodMoves { pod: p, elsewhere } => {
                         let runtime = if elsewhere { "other" } else { RUNTIME };

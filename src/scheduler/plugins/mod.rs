@@ -47,4 +47,19 @@ mod tests {
             .collect();
         assert_eq!(scores, [("PreferredRunAffinity", 1), ("LeastLoaded", 1)]);
     }
+
+    #[test]
+    fn the_default_registry_moves_unschedulable_runs_on_the_events_its_filters_declare() {
+        use crate::scheduler::framework::{ClusterEvent as E, QueueingHint as H};
+        let hints = registry().queueing_hints();
+        let table = [
+            (E::CapacityReleased, &[H::QueueIfRoom][..]),
+            (E::RuntimePodChanged, &[H::Queue]),
+            (E::RuntimeChanged, &[H::Queue]),
+            (E::TargetsChanged, &[H::QueueRequiredTerms]),
+        ];
+        for (event, want) in table {
+            assert_eq!(hints.of(event), want, "{event:?}");
+        }
+    }
 }

@@ -13,7 +13,9 @@
 //! The evaluated Run is never its own target. Targets were computed once in PreFilter; this
 //! plugin only looks Pods up in them. It must not score or mutate anything.
 
-use crate::scheduler::framework::{FilterPlugin, PodView, Rejection, RunCycleState, Snapshot};
+use crate::scheduler::framework::{
+    ClusterEvent, FilterPlugin, PodView, QueueingHint, Rejection, RunCycleState, Snapshot,
+};
 
 /// Registry key and `plugin` metric label.
 pub const NAME: &str = "RunAffinity";
@@ -44,6 +46,17 @@ const _: &dyn FilterPlugin = &RunAffinity;
 impl FilterPlugin for RunAffinity {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    /// New or departed targets can satisfy required affinity or lift required anti-affinity,
+    /// and only for Runs that have such terms. A departure also releases capacity, whose walk
+    /// moves these Runs when they fit the room without counting them (they may still be
+    /// refused for their terms).
+    fn queueing_hint(&self, event: ClusterEvent) -> Option<QueueingHint> {
+        match event {
+            ClusterEvent::TargetsChanged => Some(QueueingHint::QueueRequiredTerms),
+            _ => None,
+        }
     }
 
     fn filter(
@@ -201,7 +214,7 @@ mod tests {
         let b = run("b").labels(&[("role", "b")]).requires(&[("role", "a")]);
         let mut state = world.cache();
         for r in [&a, &b] {
-            let outcome = state.schedule(&crate::scheduler::plugins::registry(), &r.build(), NOW);
+            let outcome = schedule_one(&mut state, r);
             let crate::scheduler::framework::ScheduleOutcome::Unschedulable(u) = outcome else {
                 panic!("{outcome:?}")
             };
@@ -223,11 +236,7 @@ mod tests {
         };
         let mut placed = Vec::new();
         for n in ["m1", "m2", "m3"] {
-            match state.schedule(
-                &crate::scheduler::plugins::registry(),
-                &member(n).build(),
-                NOW,
-            ) {
+            match schedule_one(&mut state, &member(n)) {
                 crate::scheduler::framework::ScheduleOutcome::Reserved { pod, .. } => {
                     placed.push(pod)
                 }

@@ -13,7 +13,8 @@
 
 use crate::api::resources::Shortfall;
 use crate::scheduler::framework::{
-    FilterPlugin, Heartbeat, PodView, Rejection, RunCycleState, Snapshot,
+    ClusterEvent, FilterPlugin, Heartbeat, PodView, QueueingHint, Rejection, RunCycleState,
+    Snapshot,
 };
 
 /// Registry key and `plugin` metric label.
@@ -59,6 +60,16 @@ const _: &dyn FilterPlugin = &RuntimePodAvailability;
 impl FilterPlugin for RuntimePodAvailability {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    /// Room freed on a Pod helps only the Runs it fits; any change of a Runtime Pod may make
+    /// it available or larger for every Run.
+    fn queueing_hint(&self, event: ClusterEvent) -> Option<QueueingHint> {
+        match event {
+            ClusterEvent::CapacityReleased => Some(QueueingHint::QueueIfRoom),
+            ClusterEvent::RuntimePodChanged => Some(QueueingHint::Queue),
+            ClusterEvent::RuntimeChanged | ClusterEvent::TargetsChanged => None,
+        }
     }
 
     fn filter(

@@ -15,8 +15,9 @@ use super::record::{ActiveRun, CountedRequest, LeaseRecord, PodRecord, Usage};
 use crate::api::{Resources, Run};
 use crate::scheduler::framework::types::{Heartbeat, QueueOrder, ResourceId};
 
-/// A Pending Run as the queue keeps it: what a cycle needs to evaluate it without the
-/// controller's store (the order gate evaluates older Runs than the one dequeued).
+/// A Pending Run as the index keeps it: what a cycle needs to evaluate it (the scheduling
+/// queue holds only its key and order). The object is the first version seen until the Run
+/// itself changes: status churn does not replace it, so writes use the watch's newest.
 #[derive(Debug, Clone)]
 pub struct PendingRun {
     pub name: String,

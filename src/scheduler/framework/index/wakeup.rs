@@ -2,7 +2,8 @@
 //!
 //! Owns the bounded `source` values of `kruntimes_scheduler_pending_run_wakeups_total` and
 //! the per-event change records the controller turns into queue activations. It must not
-//! decide which Runs to wake: that is the cache's `woken_by`.
+//! decide which Runs to wake: that is the cache's `wake` module, applying the plugins'
+//! queueing hints.
 
 use std::collections::BTreeSet;
 
@@ -25,7 +26,7 @@ impl WakeSource {
     }
 }
 
-/// "Wake the Pending Runs of this (namespace, runtime)": the cache's `woken_by` says which.
+/// "Wake the Pending Runs of this (namespace, runtime)": the queueing hints say which.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Wakeup {
     pub namespace: String,
@@ -55,6 +56,9 @@ pub struct RunChange {
     /// there, or changed its labels or anti-affinity while active. Pending Runs waiting for
     /// required Run affinity may now fit; this is not a capacity wakeup.
     pub targets_changed: Option<PodRef>,
+    /// A Pending Run's own spec or metadata changed (not only its status): an unschedulable
+    /// Run looks again, as kube-scheduler re-queues a Pod on any update but its status.
+    pub updated: bool,
 }
 
 impl RunChange {

@@ -1,0 +1,366 @@
+//! kube wiring of the scheduler: watches feeding the pure core's cache, the scheduling loop,
+//! Bind, status writes, the lifecycle loop and leader election.
+//!
+//! Decisions are made only by the cache ([`SharedCache::schedule_next`], one pop of the
+//! scheduling queue = one cycle) and mapped to writes by [`crate::scheduler::steps`]; this
+//! module carries them out ([`scheduling`]) and heals the Runs of lost Runtime Pods
+//! ([`lifecycle`]). Watches run on every replica so a standby's caches stay warm; the loops
+//! run only on the leader. Losing the lease stops scheduling at once (the process exits,
+//! like controller-runtime's managers), so a new leader always starts with an empty assumed
+//! cache.
+
+mod lifecycle;
+mod scheduling;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::Api;
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use thiserror::Error;
+use tokio::sync::{Notify, Semaphore};
+use tracing::{info, warn};
+
+use crate::api::lenient::Lenient;
+use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, Runtime};
+use crate::events::RunEvents;
+use crate::metrics::{POD_AVAILABLE, POD_UNAVAILABLE, SchedulerMetrics};
+use crate::scheduler::framework::{Indexed, SchedulerCache, SharedCache};
+use crate::scheduler::plugins::{self, runtime_pod_availability};
+use crate::scheduler::watch::{IndexEvent, InitBuffer};
+
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("binding Run {namespace}/{run}: {source}; retrying with backoff")]
+    Bind {
+        run: String,
+        namespace: String,
+        source: kube::Error,
+    },
+    #[error("writing the status of Run {run}: {source}; retrying with backoff")]
+    Status { run: String, source: kube::Error },
+    #[error("the {0} task of the scheduler stopped; exiting so the process restarts cleanly")]
+    TaskEnded(&'static str),
+}
+
+/// What `scheduler run` needs besides a client.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub workers: u16,
+    /// Watch one namespace instead of the whole cluster.
+    pub namespace: Option<String>,
+    /// How long a heartbeat may be stale before Runs on that Pod count as lost.
+    pub pod_lost_grace: Duration,
+    /// How long the oldest unfitting Pending Run may wait while later Runs are placed before
+    /// a Pod is nominated for it.
+    pub starvation_threshold: Duration,
+}
+
+/// Shared between watch tasks, the scheduling and lifecycle loops and the HTTP probes.
+pub struct Scheduler {
+    client: Client,
+    cache: SharedCache,
+    metrics: SchedulerMetrics,
+    /// Publishes the Events on Runs (events.k8s.io/v1, deduplicated into series).
+    events: RunEvents,
+    options: Options,
+    /// This replica leads: its scheduling loop runs.
+    leading: AtomicBool,
+    /// Woken after every watch event: the scheduling loop may have work.
+    work: Notify,
+    /// The binding stage's slots: binds in flight at most [`MAX_BINDS_IN_FLIGHT`].
+    binds: Arc<Semaphore>,
+    /// Pending and Failed status writes in flight at most `--workers`.
+    writes: Arc<Semaphore>,
+    runs: WatchHealth,
+    runtimes: WatchHealth,
+    pods: WatchHealth,
+    leases: WatchHealth,
+}
+
+impl Scheduler {
+    pub fn new(client: Client, metrics: SchedulerMetrics, options: Options) -> Arc<Self> {
+        Arc::new(Self {
+            events: RunEvents::new(
+                client.clone(),
+                crate::events::SCHEDULER,
+                std::env::var("POD_NAME").ok(),
+            ),
+            client,
+            cache: SharedCache::with_cache(
+                plugins::registry(),
+                SchedulerCache::new().with_starvation_threshold(
+                    jiff::SignedDuration::try_from(options.starvation_threshold)
+                        .unwrap_or(jiff::SignedDuration::MAX),
+                ),
+            ),
+            metrics,
+            writes: Arc::new(Semaphore::new(usize::from(options.workers.max(1)))),
+            options,
+            leading: AtomicBool::new(false),
+            work: Notify::new(),
+            binds: Arc::new(Semaphore::new(MAX_BINDS_IN_FLIGHT)),
+            runs: WatchHealth::default(),
+            runtimes: WatchHealth::default(),
+            pods: WatchHealth::default(),
+            leases: WatchHealth::default(),
+        })
+    }
+
+    /// Ready once every watch has delivered its initial list.
+    pub fn caches_synced(&self) -> bool {
+        [&self.runs, &self.runtimes, &self.pods, &self.leases]
+            .iter()
+            .all(|w| w.synced.load(Ordering::Acquire))
+    }
+
+    fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        crate::kubeclient::scoped_api(&self.client, self.options.namespace.as_deref())
+    }
+
+    /// Publishes an Event on `run` in the background (see [`RunEvents`]).
+    fn emit(&self, run: &Run, type_: EventType, reason: &str, action: &str, note: String) {
+        self.events.emit(run, type_, reason, action, note);
+    }
+
+    /// Sets the gauges at `now`: Pending Runs by queue state and Runtime Pods by availability
+    /// (RuntimePodAvailability's own Pod checks).
+    fn refresh_gauges(&self, now: jiff::Timestamp) {
+        let (pending, available, unavailable) = self.cache.with(|cache| {
+            let (mut available, mut unavailable) = (0i64, 0i64);
+            for (namespace, runtime) in cache.index().scopes() {
+                for pod in cache.snapshot(namespace, runtime, now).pods() {
+                    match runtime_pod_availability::unavailable(&pod, now) {
+                        None => available += 1,
+                        Some(_) => unavailable += 1,
+                    }
+                }
+            }
+            (cache.queue().counts(), available, unavailable)
+        });
+        for (state, n) in pending {
+            self.metrics.pending_runs.with_label_values(&[state]).set(n);
+        }
+        self.metrics
+            .runtime_pods
+            .with_label_values(&[POD_AVAILABLE])
+            .set(available);
+        self.metrics
+            .runtime_pods
+            .with_label_values(&[POD_UNAVAILABLE])
+            .set(unavailable);
+    }
+
+    /// Refreshes the gauges every [`GAUGE_PERIOD`], on standbys too (they watch the same).
+    async fn gauges(self: Arc<Self>) {
+        loop {
+            if self.caches_synced() {
+                self.refresh_gauges(jiff::Timestamp::now());
+            }
+            tokio::time::sleep(GAUGE_PERIOD).await;
+        }
+    }
+
+    fn is_leading(&self) -> bool {
+        self.leading.load(Ordering::Acquire)
+    }
+
+    /// Counts the Runs the cache moved back to the active queue since the last call, by
+    /// source, and wakes the scheduling loop.
+    fn woke(&self) {
+        for (source, n) in self.cache.take_wake_counts().by_source() {
+            if n > 0 {
+                self.metrics
+                    .pending_run_wakeups
+                    .with_label_values(&[source.as_str()])
+                    .inc_by(n);
+            }
+        }
+        if self.is_leading() {
+            self.work.notify_one();
+        }
+    }
+
+    /// The one watch→cache loop: feeds every event of one watched kind into the cache (which
+    /// queues, moves and forgets the Pending Runs it concerns) and wakes the scheduling loop.
+    /// Keeps `health`: synced after the first complete list, broken from a watch error until
+    /// the next complete list.
+    async fn watch_into_index<K>(
+        self: Arc<Self>,
+        events: impl Stream<Item = watcher::Result<watcher::Event<K>>>,
+        what: &'static str,
+        health: fn(&Self) -> &WatchHealth,
+    ) where
+        K: Indexed,
+    {
+        let mut buffer = InitBuffer::default();
+        let mut events = std::pin::pin!(events);
+        while let Some(event) = events.next().await {
+            let event = match event {
+                Ok(event) => buffer.feed(event),
+                Err(e) => {
+                    warn!("{what} watch: {e}");
+                    health(&self).broken.store(true, Ordering::Release);
+                    None
+                }
+            };
+            let Some(event) = event else { continue };
+            let now = jiff::Timestamp::now();
+            match &event {
+                IndexEvent::Apply(obj) => self.cache.apply(obj, now),
+                IndexEvent::Delete(obj) => self.cache.delete(obj, now),
+                IndexEvent::Reset(objs) => self.cache.reset(objs, now),
+            };
+            self.woke();
+            if matches!(event, IndexEvent::Reset(_)) {
+                health(&self).listed(jiff::Timestamp::now());
+            }
+        }
+    }
+
+    /// Watches Runs into the store the lifecycle loop reads and into the cache.
+    async fn watch_runs(self: Arc<Self>, writer: reflector::store::Writer<Run>) {
+        // Leniently: one Run that does not decode (an object of another implementation's
+        // schema) is reported and skipped instead of failing every list of the watch.
+        let events =
+            crate::kubeclient::lenient_watch(self.api::<Lenient<Run>>(), Default::default())
+                .reflect(writer);
+        self.watch_into_index(events, "run", |s| &s.runs).await;
+    }
+
+    async fn watch_pods(self: Arc<Self>) {
+        let config = watcher::Config::default().labels(LABEL_RUNTIME);
+        let events = watcher(self.api::<Pod>(), config).backoff(crate::kubeclient::watch_backoff());
+        self.watch_into_index(events, "runtime pod", |s| &s.pods)
+            .await;
+    }
+
+    async fn watch_runtimes(self: Arc<Self>) {
+        let events =
+            crate::kubeclient::lenient_watch(self.api::<Lenient<Runtime>>(), Default::default());
+        self.watch_into_index(events, "runtime", |s| &s.runtimes)
+            .await;
+    }
+
+    async fn watch_leases(self: Arc<Self>) {
+        let config = watcher::Config::default().labels(LABEL_RUNTIME_POD);
+        let events =
+            watcher(self.api::<Lease>(), config).backoff(crate::kubeclient::watch_backoff());
+        self.watch_into_index(events, "heartbeat lease", |s| &s.leases)
+            .await;
+    }
+
+    /// The leader's work for as long as this task lives (it is aborted on shutdown): the
+    /// scheduling loop and the lifecycle loop, once every cache has listed.
+    async fn lead(self: Arc<Self>, store: Store<Run>) {
+        self.leading.store(true, Ordering::Release);
+        let _ = store.wait_until_ready().await;
+        // A cycle on a partial view could write a wrong Pending message (e.g. 0/0 Pods):
+        // start only once Pods and heartbeat Leases are listed too.
+        while !self.caches_synced() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Neither ends on its own; whichever does ends the leader's work.
+        tokio::select! {
+            () = self.clone().schedule_loop(store.clone()) => {}
+            () = self.clone().heal(store) => {}
+        }
+    }
+}
+
+/// What the scheduler knows of one of its watches.
+#[derive(Debug, Default)]
+struct WatchHealth {
+    /// The first complete list has been applied.
+    synced: AtomicBool,
+    /// The watch failed and has not completed a list since.
+    broken: AtomicBool,
+    /// When the last complete list was applied.
+    listed_at: Mutex<Option<jiff::Timestamp>>,
+}
+
+impl WatchHealth {
+    fn listed(&self, now: jiff::Timestamp) {
+        *self.listed_at.lock().unwrap() = Some(now);
+        self.broken.store(false, Ordering::Release);
+        self.synced.store(true, Ordering::Release);
+    }
+
+    /// Since when what this watch shows can be trusted: its last complete list, or `now`
+    /// while it is broken or has never listed.
+    fn observed_since(&self, now: jiff::Timestamp) -> jiff::Timestamp {
+        match *self.listed_at.lock().unwrap() {
+            Some(at) if !self.broken.load(Ordering::Acquire) => at,
+            _ => now,
+        }
+    }
+}
+
+/// How often the gauges are refreshed.
+const GAUGE_PERIOD: Duration = Duration::from_secs(1);
+
+/// Binds in flight at most: enough to keep the API server busy while the loop plans, few
+/// enough that a slow or failing server holds back planning instead of piling assumptions.
+const MAX_BINDS_IN_FLIGHT: usize = 64;
+
+/// Starts the watches now and the queue whenever `leading` resolves; runs until `shutdown`.
+/// Returns an error when any of its tasks stops on its own (a panic included): a scheduler
+/// with a dead watch or queue must not keep holding the leader Lease.
+pub async fn run(
+    scheduler: Arc<Scheduler>,
+    leading: impl Future<Output = ()> + Send + 'static,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let (reader, writer) = reflector::store();
+    let mut runs = tokio::spawn(scheduler.clone().watch_runs(writer));
+    let mut runtimes = tokio::spawn(scheduler.clone().watch_runtimes());
+    let mut pods = tokio::spawn(scheduler.clone().watch_pods());
+    let mut leases = tokio::spawn(scheduler.clone().watch_leases());
+    let mut gauges = tokio::spawn(scheduler.clone().gauges());
+    let mut queue = {
+        let scheduler = scheduler.clone();
+        tokio::spawn(async move {
+            leading.await;
+            info!("leading: starting the scheduling queue");
+            scheduler.lead(reader).await;
+        })
+    };
+    let result = tokio::select! {
+        _ = shutdown => Ok(()),
+        _ = &mut runs => Err(Error::TaskEnded("Run watch")),
+        _ = &mut runtimes => Err(Error::TaskEnded("Runtime watch")),
+        _ = &mut pods => Err(Error::TaskEnded("Runtime Pod watch")),
+        _ = &mut leases => Err(Error::TaskEnded("heartbeat Lease watch")),
+        _ = &mut gauges => Err(Error::TaskEnded("gauges")),
+        _ = &mut queue => Err(Error::TaskEnded("scheduling queue")),
+    };
+    for task in [queue, runs, runtimes, pods, leases, gauges] {
+        task.abort();
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::run;
+
+    #[test]
+    fn only_pending_unassigned_live_runs_want_scheduling() {
+        assert!(run("a").build().waits_for_placement());
+        assert!(!run("a").on("p").build().waits_for_placement());
+        assert!(!run("a").deleting().build().waits_for_placement());
+    }
+}

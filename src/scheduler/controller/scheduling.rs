@@ -1,0 +1,290 @@
+//! The scheduling loop (kube-scheduler's `scheduleOne`, one at a time) and the writes that
+//! carry its cycles out in the background (its binding cycle): Bind, a Pending message, a
+//! terminal failure.
+//!
+//! The loop pops and cycles under the cache lock, so cycles are serial and in queue order;
+//! what each one decided is mapped to a write by [`step`], sent here, and the result fed back
+//! to the cache (release, backoff). It must not decide anything itself.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::{ObjectRef, Store};
+use serde_json::Value;
+use tokio::sync::OwnedSemaphorePermit;
+use tracing::{debug, info, warn};
+
+use super::{Error, Scheduler};
+use crate::api::Run;
+use crate::events::reasons as event_reasons;
+use crate::metrics::{STAGE_BIND, STAGE_RESERVE};
+use crate::scheduler::framework::{ScheduleOutcome, Scheduled};
+use crate::scheduler::status_patch;
+use crate::scheduler::steps::{Step, step};
+
+/// Cycles in a row before the loop lets the watch tasks and writers run.
+const CYCLES_PER_YIELD: u32 = 32;
+
+/// How long the loop sleeps at most without a wakeup (a safety net; every event wakes it).
+const IDLE_WAIT: Duration = Duration::from_secs(1);
+
+impl Scheduler {
+    /// Pops and cycles Runs while the queue has work, each cycle with a free binding slot (a
+    /// cycle that reserves always has a writer, and assumptions never pile up behind a slow
+    /// API server); waits for a wakeup or the next backoff otherwise.
+    ///
+    /// `store` holds the newest version of every Run (the Run watch's reflector, fed before
+    /// the cache): writes are made on it, since the cache keeps a Pending Run's first version
+    /// through status churn.
+    pub(super) async fn schedule_loop(self: Arc<Self>, store: Store<Run>) {
+        let mut cycles = 0u32;
+        loop {
+            let slot = self
+                .binds
+                .clone()
+                .acquire_owned()
+                .await
+                .expect("the binding semaphore is never closed");
+            let now = jiff::Timestamp::now();
+            let scheduled = {
+                let timer = self.metrics.cycle_timer();
+                let scheduled = self.cache.schedule_next(now);
+                if scheduled.is_none() {
+                    timer.discard();
+                }
+                scheduled
+            };
+            self.woke();
+            let Some(scheduled) = scheduled else {
+                drop(slot);
+                let wait = self
+                    .cache
+                    .next_due(now)
+                    .and_then(|at| Duration::try_from(at.duration_since(now)).ok())
+                    .map_or(IDLE_WAIT, |d| d.min(IDLE_WAIT));
+                tokio::select! {
+                    () = self.work.notified() => {}
+                    () = tokio::time::sleep(wait) => {}
+                }
+                continue;
+            };
+            self.metrics
+                .queue_duration
+                .observe(scheduled.waited.as_secs_f64().max(0.0));
+            self.record_attempt(&scheduled.outcome);
+            let scheduler = self.clone();
+            let store = store.clone();
+            tokio::spawn(async move { scheduler.carry_out(&store, scheduled, slot).await });
+            cycles += 1;
+            if cycles.is_multiple_of(CYCLES_PER_YIELD) {
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+
+    /// Carries one cycle out: the write [`step`] says, then what its result means for the
+    /// queue. `slot` is held for a Bind; other writes take a `--workers` slot instead.
+    async fn carry_out(
+        self: Arc<Self>,
+        store: &Store<Run>,
+        scheduled: Scheduled,
+        slot: OwnedSemaphorePermit,
+    ) {
+        let Scheduled {
+            run: cycled,
+            outcome,
+            nominated,
+            ..
+        } = scheduled;
+        let (namespace, uid) = (
+            cycled.namespace().unwrap_or_default(),
+            cycled.uid().unwrap_or_default(),
+        );
+        let current = store
+            .get(&ObjectRef::from_obj(cycled.as_ref()))
+            .filter(|r| r.uid().as_deref() == Some(uid.as_str()) && r.waits_for_placement());
+        let Some(run) = current else {
+            // Deleted, replaced or placed since its cycle: nothing to write, nothing to hold.
+            self.cache.release(&namespace, &uid, jiff::Timestamp::now());
+            self.woke();
+            return;
+        };
+        match &outcome {
+            ScheduleOutcome::ReserveConflict { error, .. } => {
+                self.metrics
+                    .reservation_conflicts
+                    .with_label_values(&[STAGE_RESERVE])
+                    .inc();
+                debug!(run = %run.name_any(), "reserve conflict: {error}; backing off");
+            }
+            ScheduleOutcome::Error(e) => {
+                warn!(run = %run.name_any(), namespace = %run.namespace().unwrap_or_default(), "scheduling cycle: {e}; retrying with backoff");
+            }
+            _ => {}
+        }
+        match step(
+            &run,
+            &outcome,
+            nominated.as_deref(),
+            &super::lifecycle::now(),
+        ) {
+            Step::Bind {
+                pod,
+                pod_uid,
+                patch,
+            } => {
+                let _slot = slot;
+                self.bind(&run, &pod, &pod_uid, &patch).await;
+            }
+            Step::Pending {
+                patch,
+                message,
+                new_message,
+            } => {
+                drop(slot);
+                let _write = self.writes.clone().acquire_owned().await;
+                if self.write(&run, &patch).await && new_message {
+                    self.emit(
+                        &run,
+                        EventType::Warning,
+                        event_reasons::FAILED_SCHEDULING,
+                        "Scheduling",
+                        message,
+                    );
+                }
+            }
+            Step::Fail {
+                patch,
+                reason,
+                message,
+            } => {
+                drop(slot);
+                let _write = self.writes.clone().acquire_owned().await;
+                if self.write(&run, &patch).await {
+                    info!(run = %run.name_any(), namespace = %run.namespace().unwrap_or_default(), "failed: {message}");
+                    self.emit(&run, EventType::Warning, reason, "Scheduling", message);
+                }
+            }
+            Step::Nothing => {}
+        }
+    }
+
+    /// Bind: the status patch guarded by the observed resourceVersion (see [`status_patch`]).
+    /// The reservation stays until the watch shows the Run active on the Pod; any failed write
+    /// releases it and backs the Run off.
+    async fn bind(&self, run: &Run, pod: &str, pod_uid: &str, patch: &Value) {
+        let (name, namespace) = (run.name_any(), run.namespace().unwrap_or_default());
+        let uid = run.uid().unwrap_or_default();
+        // A stale Pod observation discards the reservation, like a conflict (the spec's Bind
+        // rule): never bind to a Pod that is gone, replaced or terminating.
+        let pod_current = self.cache.with(|s| {
+            s.index()
+                .pod(&namespace, pod)
+                .is_some_and(|p| p.uid == pod_uid && !p.deleting)
+        });
+        let now = jiff::Timestamp::now;
+        if !pod_current {
+            // Queued again at once: the next cycle sees the Pod as it is now.
+            self.cache.release(&namespace, &uid, now());
+            self.woke();
+            debug!(run = %name, %namespace, "chosen Runtime Pod changed before Bind; queued again");
+            return;
+        }
+        match status_patch::send(&self.client, &namespace, &name, patch).await {
+            Ok(()) => {
+                self.cache.bound(&namespace, &uid);
+                debug!(run = %name, %namespace, %pod, "scheduled");
+                self.events.emit_once(
+                    run,
+                    EventType::Normal,
+                    event_reasons::SCHEDULED,
+                    "Binding",
+                    format!("Assigned to Runtime Pod {pod}"),
+                );
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                self.metrics
+                    .reservation_conflicts
+                    .with_label_values(&[STAGE_BIND])
+                    .inc();
+                // The watch has a newer version on its way; look again once it is there.
+                debug!(run = %name, %namespace, "bind conflict; looking again");
+                self.release_and_retry(&namespace, &uid, true);
+            }
+            Err(source) => {
+                // A failed transport may hide a write that landed: keep the assumption when
+                // the Run now says it is bound to this Pod, as the watch will too.
+                let api: Api<Run> = Api::namespaced(self.client.clone(), &namespace);
+                let landed = matches!(
+                    api.get_opt(&name).await,
+                    Ok(Some(current)) if current.active_pod() == Some(pod)
+                );
+                let error = Error::Bind {
+                    run: name.clone(),
+                    namespace: namespace.clone(),
+                    source,
+                };
+                if landed {
+                    debug!(run = %name, %namespace, "{error}, but the Bind landed");
+                } else {
+                    warn!(run = %name, %namespace, "{error}");
+                    self.release_and_retry(&namespace, &uid, false);
+                }
+            }
+        }
+    }
+
+    /// Sends a Pending or Failed status patch. Returns whether it landed; otherwise the Run
+    /// backs off (a conflict means the watch brings a newer version, which its next cycle
+    /// sees).
+    async fn write(&self, run: &Run, patch: &Value) -> bool {
+        let (name, namespace) = (run.name_any(), run.namespace().unwrap_or_default());
+        let uid = run.uid().unwrap_or_default();
+        match status_patch::send(&self.client, &namespace, &name, patch).await {
+            Ok(()) => true,
+            // Deleted: nothing left to tell.
+            Err(kube::Error::Api(s)) if s.code == 404 => false,
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                self.retry(&namespace, &uid, true);
+                false
+            }
+            Err(source) => {
+                let error = Error::Status { run: name, source };
+                warn!(%namespace, "{error}");
+                self.retry(&namespace, &uid, false);
+                false
+            }
+        }
+    }
+
+    fn release_and_retry(&self, namespace: &str, uid: &str, conflict: bool) {
+        self.cache.release(namespace, uid, jiff::Timestamp::now());
+        self.retry(namespace, uid, conflict);
+    }
+
+    /// Backs the Run off (`conflict`: briefly; see [`crate::scheduler::framework::SharedCache::retry`]).
+    fn retry(&self, namespace: &str, uid: &str, conflict: bool) {
+        let now = jiff::Timestamp::now();
+        if let Some(delay) = self.cache.retry(namespace, uid, conflict, now) {
+            debug!(%namespace, %uid, retry_in = ?delay, "backing off");
+        }
+        self.woke();
+    }
+
+    /// Counts one attempt and its filter rejections.
+    fn record_attempt(&self, outcome: &ScheduleOutcome) {
+        self.metrics
+            .schedule_attempts
+            .with_label_values(&[outcome.result()])
+            .inc();
+        for rejection in outcome.rejections() {
+            self.metrics
+                .filter_rejections
+                .with_label_values(&[rejection.plugin, rejection.reason])
+                .inc_by(rejection.count as u64);
+        }
+    }
+}

@@ -1,0 +1,391 @@
+//! The scheduler cache: the single owner of the index, the assumed cache, the nominations and
+//! the scheduling queue, which must change together.
+//!
+//! Split by seam:
+//! - this module: the watch seam ([`Indexed`]) and the lifecycle of a Run in the cache: every
+//!   Run event reconciles its assumption and nomination and files it in the queue (queued
+//!   while it waits for placement without an assumption, nowhere otherwise);
+//! - [`schedule`]: one cycle for the head of the queue (snapshot → evaluate → nominate →
+//!   Reserve), and `plan`, the same decision without Reserve for `explain` and `status`;
+//! - [`nominator`]: the bounded wait (which starved Run gets which Pod drained for it);
+//! - [`reserve`]: Reserve, release and the retries of a failed Bind or write;
+//! - [`wake`]: which unschedulable Runs an event moves back to the active queue, as the
+//!   plugins' queueing hints say;
+//! - [`shared`]: the whole cache behind one `Mutex`.
+//!
+//! It must not talk to the API server or read a clock: `now` is an argument.
+
+mod nominator;
+mod reserve;
+mod schedule;
+mod shared;
+mod wake;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+
+use super::assumed::{AssumedCache, Reconciled};
+use super::index::{Changes, Index, PodRef, RunChange, ScopeRef};
+use super::nominations::Nominations;
+use super::queue::SchedulingQueue;
+use super::registry::QueueingHints;
+use super::snapshot::Snapshot;
+use super::types::{Observed, RunKey};
+use crate::api::{Run, Runtime};
+
+pub use reserve::ReserveError;
+pub use schedule::{ScheduleOutcome, Scheduled};
+pub use shared::SharedCache;
+pub use wake::WakeCounts;
+
+/// How long the oldest Pending Run that does not fit may wait while later Runs are placed
+/// before a Runtime Pod is nominated for it (`scheduler run --starvation-threshold`).
+pub const DEFAULT_STARVATION_THRESHOLD: SignedDuration = SignedDuration::from_secs(30);
+
+/// A watched kind the scheduler cache keeps: the one seam between a watch and the cache.
+/// The controller feeds every watched kind through [`SharedCache::apply`], `delete` and
+/// `reset`, with the instant it observed the event; tests feed objects the same way,
+/// synchronously.
+pub trait Indexed: Sized {
+    fn apply(cache: &mut SchedulerCache, obj: &Self, now: Timestamp) -> Changes;
+    fn delete(cache: &mut SchedulerCache, obj: &Self, now: Timestamp) -> Changes;
+    fn reset(cache: &mut SchedulerCache, objs: &[Self], now: Timestamp) -> Changes;
+}
+
+impl Indexed for Pod {
+    fn apply(cache: &mut SchedulerCache, pod: &Pod, _: Timestamp) -> Changes {
+        cache.index.apply_pod(pod).into()
+    }
+
+    fn delete(cache: &mut SchedulerCache, pod: &Pod, _: Timestamp) -> Changes {
+        let (namespace, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+        cache.index.delete_pod(&namespace, &name).into()
+    }
+
+    fn reset(cache: &mut SchedulerCache, pods: &[Pod], _: Timestamp) -> Changes {
+        cache.index.reset_pods(pods).into()
+    }
+}
+
+impl Indexed for Lease {
+    fn apply(cache: &mut SchedulerCache, lease: &Lease, now: Timestamp) -> Changes {
+        cache.index.apply_lease(lease, now).into()
+    }
+
+    fn delete(cache: &mut SchedulerCache, lease: &Lease, now: Timestamp) -> Changes {
+        let (namespace, name) = (lease.namespace().unwrap_or_default(), lease.name_any());
+        cache.index.delete_lease(&namespace, &name, now).into()
+    }
+
+    fn reset(cache: &mut SchedulerCache, leases: &[Lease], now: Timestamp) -> Changes {
+        cache.index.reset_leases(leases, now).into()
+    }
+}
+
+impl Indexed for Run {
+    fn apply(cache: &mut SchedulerCache, run: &Run, now: Timestamp) -> Changes {
+        cache.apply_run(run, now).into()
+    }
+
+    fn delete(cache: &mut SchedulerCache, run: &Run, now: Timestamp) -> Changes {
+        let key = RunKey::of(run);
+        cache.delete_run(&key.namespace, &key.uid, now).into()
+    }
+
+    fn reset(cache: &mut SchedulerCache, runs: &[Run], now: Timestamp) -> Changes {
+        cache.reset_runs(runs, now).into_iter().collect()
+    }
+}
+
+impl Indexed for Runtime {
+    fn apply(cache: &mut SchedulerCache, runtime: &Runtime, _: Timestamp) -> Changes {
+        let namespace = runtime.namespace().unwrap_or_default();
+        let changed = cache.index.apply_runtime(&namespace, &runtime.name_any());
+        changed.into_iter().collect::<Vec<_>>().into()
+    }
+
+    fn delete(cache: &mut SchedulerCache, runtime: &Runtime, _: Timestamp) -> Changes {
+        let namespace = runtime.namespace().unwrap_or_default();
+        let changed = cache.index.delete_runtime(&namespace, &runtime.name_any());
+        changed.into_iter().collect::<Vec<_>>().into()
+    }
+
+    fn reset(cache: &mut SchedulerCache, runtimes: &[Runtime], _: Timestamp) -> Changes {
+        let keys: Vec<(String, String)> = runtimes
+            .iter()
+            .map(|r| (r.namespace().unwrap_or_default(), r.name_any()))
+            .collect();
+        cache
+            .index
+            .reset_runtimes(keys.iter().map(|(ns, name)| (ns.as_str(), name.as_str())))
+            .into()
+    }
+}
+
+/// The index, the assumed cache, the nominations and the queue, updated together.
+#[derive(Debug, Clone)]
+pub struct SchedulerCache {
+    index: Index,
+    assumed: AssumedCache,
+    nominations: Nominations,
+    queue: SchedulingQueue,
+    hints: QueueingHints,
+    starvation_threshold: SignedDuration,
+    /// Per Runtime, bumped by every event that may make a Pending Run fit: an unschedulable
+    /// Run evaluated at the current epoch has seen everything a wakeup could offer it.
+    epochs: HashMap<ScopeRef, u64>,
+    /// Pending Runs whose status records a nomination on a Pod not seen yet, with their
+    /// Runtime: adopted once it is.
+    unadopted: HashMap<RunKey, String>,
+    woken: WakeCounts,
+}
+
+impl Default for SchedulerCache {
+    fn default() -> Self {
+        SchedulerCache {
+            index: Index::default(),
+            assumed: AssumedCache::default(),
+            nominations: Nominations::default(),
+            queue: SchedulingQueue::default(),
+            hints: QueueingHints::default(),
+            starvation_threshold: DEFAULT_STARVATION_THRESHOLD,
+            epochs: HashMap::new(),
+            unadopted: HashMap::new(),
+            woken: WakeCounts::default(),
+        }
+    }
+}
+
+impl SchedulerCache {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets how long the oldest unfitting Pending Run may wait while later Runs are placed
+    /// before a Pod is nominated for it.
+    pub fn with_starvation_threshold(mut self, threshold: SignedDuration) -> Self {
+        self.starvation_threshold = threshold;
+        self
+    }
+
+    /// Uses the queueing hints of the registry the cycles run (see [`super::Registry`]);
+    /// without them every event moves every unschedulable Run.
+    pub fn with_hints(mut self, hints: QueueingHints) -> Self {
+        self.hints = hints;
+        self
+    }
+
+    /// A cache built from objects listed at `now`, as `explain` does; no assumptions.
+    pub fn from_objects<'a>(
+        runtimes: impl IntoIterator<Item = &'a Runtime>,
+        pods: impl IntoIterator<Item = &'a Pod>,
+        leases: impl IntoIterator<Item = &'a Lease>,
+        runs: impl IntoIterator<Item = &'a Run>,
+        now: Timestamp,
+    ) -> Self {
+        let mut cache = SchedulerCache::new();
+        for runtime in runtimes {
+            cache.apply(runtime, now);
+        }
+        for pod in pods {
+            cache.apply(pod, now);
+        }
+        for lease in leases {
+            cache.apply(lease, now);
+        }
+        for run in runs {
+            cache.apply(run, now);
+        }
+        cache
+    }
+
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
+    pub fn assumed(&self) -> &AssumedCache {
+        &self.assumed
+    }
+
+    pub fn nominations(&self) -> &Nominations {
+        &self.nominations
+    }
+
+    pub fn queue(&self) -> &SchedulingQueue {
+        &self.queue
+    }
+
+    /// Records a watched object (Runtime, Pod, Lease or Run) observed at `now`, and moves the
+    /// unschedulable Runs its changes may help back to the active queue.
+    pub fn apply<K: Indexed>(&mut self, obj: &K, now: Timestamp) -> Changes {
+        let changes = K::apply(self, obj, now);
+        self.advance(&changes, now);
+        changes
+    }
+
+    /// Records the deletion of a watched object observed at `now`.
+    pub fn delete<K: Indexed>(&mut self, obj: &K, now: Timestamp) -> Changes {
+        let changes = K::delete(self, obj, now);
+        self.advance(&changes, now);
+        changes
+    }
+
+    /// Replaces every object of the kind (a watch's initial list or relist at `now`).
+    pub fn reset<K: Indexed>(&mut self, objs: &[K], now: Timestamp) -> Changes {
+        let changes = K::reset(self, objs, now);
+        self.advance(&changes, now);
+        changes
+    }
+
+    /// Records a Run event and reconciles the Run's assumption and nomination against it.
+    pub fn apply_run(&mut self, run: &Run, now: Timestamp) -> RunChange {
+        let key = RunKey::of(run);
+        let mut change = self.index.apply_run(run);
+        self.reconcile(&key, &mut change);
+        if self.index.observed(&key) == Observed::Pending {
+            self.adopt(&key, run);
+        }
+        self.file(&key, now);
+        if change.updated {
+            self.queue.activate(&key, now);
+        }
+        change
+    }
+
+    /// Records a Run deletion; its assumption, if any, is dropped.
+    pub fn delete_run(&mut self, namespace: &str, uid: &str, now: Timestamp) -> RunChange {
+        let key = RunKey::new(namespace, uid);
+        let mut change = self.index.delete_run(namespace, uid);
+        self.reconcile(&key, &mut change);
+        self.file(&key, now);
+        change
+    }
+
+    /// Replaces every Run (after a watch relist) and reconciles every assumption.
+    pub fn reset_runs(&mut self, runs: &[Run], now: Timestamp) -> Vec<RunChange> {
+        let mut changes = self.index.reset_runs(runs);
+        for key in self.assumed.keys() {
+            let mut change = RunChange::default();
+            self.reconcile(&key, &mut change);
+            if !change.released.is_empty() {
+                changes.push(change);
+            }
+        }
+        for run in runs {
+            self.file(&RunKey::of(run), now);
+        }
+        // Runs the relist no longer has leave the queue too.
+        let gone: Vec<RunKey> = self
+            .queue
+            .keys()
+            .filter(|k| self.index.queued(k).is_none())
+            .cloned()
+            .collect();
+        for key in gone {
+            self.file(&key, now);
+        }
+        changes
+    }
+
+    /// Files the Run in the queue as the index and the assumed cache now have it: queued
+    /// while it is observed Pending, waits for placement and holds no assumption; out of the
+    /// queue otherwise (and its failures forgotten once it is not Pending any more).
+    fn file(&mut self, key: &RunKey, now: Timestamp) {
+        let queued = self.index.queued(key).and_then(|(runtime, order)| {
+            let pending = self.index.pending_entry(&key.namespace, runtime, order)?;
+            let wants = pending.run.waits_for_placement() && self.assumed.get(key).is_none();
+            let terms = pending.run.has_required_run_terms();
+            wants.then(|| (ScopeRef::new(&key.namespace, runtime), order.clone(), terms))
+        });
+        match queued {
+            Some((scope, order, terms)) => self.queue.add(key, &scope, &order, terms, now),
+            None => {
+                self.queue.remove(key);
+                if self.index.observed(key) != Observed::Pending {
+                    self.queue.forget_failures(key);
+                }
+            }
+        }
+    }
+
+    fn reconcile(&mut self, key: &RunKey, change: &mut RunChange) {
+        if self.index.observed(key) != Observed::Pending {
+            self.unadopted.remove(key);
+            // Placed, finished or deleted: the room held for it is free for everyone.
+            if let Some(n) = self.nominations.drop_run(key) {
+                change
+                    .released
+                    .push(self.pod_ref(&key.namespace, &n.pod, &n.runtime));
+            }
+        }
+        let Some(outcome) = self.assumed.reconcile(key, self.index.observed(key)) else {
+            return;
+        };
+        if let Reconciled::Dropped { pod, runtime } = &outcome {
+            change
+                .released
+                .push(self.pod_ref(&key.namespace, pod, runtime));
+        }
+    }
+
+    /// A Pod reference naming the Pod's own Runtime when known.
+    fn pod_ref(&self, namespace: &str, pod: &str, fallback_runtime: &str) -> PodRef {
+        PodRef {
+            namespace: namespace.to_string(),
+            runtime: self
+                .index
+                .pod(namespace, pod)
+                .map_or(fallback_runtime, |p| p.runtime.as_str())
+                .to_string(),
+            pod: pod.to_string(),
+        }
+    }
+
+    /// A read-only view of (namespace, runtime) at `now`.
+    pub fn snapshot<'a>(
+        &'a self,
+        namespace: &'a str,
+        runtime: &'a str,
+        now: Timestamp,
+    ) -> Snapshot<'a> {
+        Snapshot::new(
+            &self.index,
+            &self.assumed,
+            &self.nominations,
+            namespace,
+            runtime,
+            now,
+        )
+    }
+
+    /// Where the Run stands among the Pending Runs of its Runtime: (1-based position, count),
+    /// while it is Pending.
+    pub fn queue_position(&self, run: &Run) -> Option<(usize, usize)> {
+        let key = RunKey::of(run);
+        let order = self.index.queue_order(&key)?;
+        if self.index.observed(&key) != Observed::Pending {
+            return None;
+        }
+        let namespace = &key.namespace;
+        let total = self.index.pending(namespace, &run.spec.runtime).count();
+        let before = self
+            .index
+            .pending_before(namespace, &run.spec.runtime, order)
+            .count();
+        Some((before + 1, total))
+    }
+
+    /// The Pod nominated for the Run, if any.
+    pub fn nominated_pod(&self, namespace: &str, uid: &str) -> Option<&str> {
+        self.nominations
+            .get(&RunKey::new(namespace, uid))
+            .map(|n| n.pod.as_str())
+    }
+}

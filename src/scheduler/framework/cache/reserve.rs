@@ -1,0 +1,132 @@
+//! Reserve and release: the scheduler's assumptions, and what a failed Bind or status write
+//! does to the Run's place in the queue.
+//!
+//! Reserve re-verifies the complete request on top of actual usage, every assumption and the
+//! room held for an earlier nominated Run, with the same arithmetic the Filter uses
+//! ([`Resources::shortfalls`]). It must not talk to the API server.
+
+use jiff::{SignedDuration, Timestamp};
+use thiserror::Error;
+
+use super::SchedulerCache;
+use crate::api::Resources;
+use crate::scheduler::framework::assumed::Assumption;
+use crate::scheduler::framework::index::{ScopeRef, WakeSource, Wakeup};
+use crate::scheduler::framework::types::RunKey;
+
+/// Why Reserve refused the chosen Pod. Every variant is a `stage="reserve"` conflict.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ReserveError {
+    #[error("runtime pod {pod} has no room left for {resource} after existing assumptions")]
+    Conflict { pod: String, resource: String },
+    #[error("runtime pod {pod} is no longer known or has no readable capacity")]
+    PodGone { pod: String },
+    #[error("the run already holds an assumption on runtime pod {pod}")]
+    AlreadyAssumed { pod: String },
+}
+
+impl SchedulerCache {
+    /// Reserve: verifies that the Pod still has room for the complete request on top of the
+    /// actual usage, every existing assumption and the room held for an earlier nominated Run,
+    /// then records the assumption (the Run leaves the queue while its Bind is in flight).
+    pub fn reserve(
+        &mut self,
+        key: &RunKey,
+        assumption: Assumption,
+        now: Timestamp,
+    ) -> Result<(), ReserveError> {
+        if let Some(a) = self.assumed.get(key) {
+            return Err(ReserveError::AlreadyAssumed { pod: a.pod.clone() });
+        }
+        let pod = assumption.pod.clone();
+        let capacity = self
+            .index
+            .pod(&key.namespace, &pod)
+            .and_then(|p| p.capacity.as_ref().ok())
+            .ok_or_else(|| ReserveError::PodGone { pod: pod.clone() })?;
+        let used = self.index.usage(&key.namespace, &pod);
+        let assumed = self.assumed.usage_on(&key.namespace, &pod);
+        let order = self.index.queue_order(key);
+        let held = self
+            .nominations
+            .on_pod(&key.namespace, &pod)
+            .filter(|(k, n)| *k != key && order.is_none_or(|o| n.order < *o))
+            .map(|(_, n)| &n.request);
+        let in_use: Resources = assumption
+            .request
+            .names()
+            .map(|r| {
+                (
+                    r,
+                    used.map_or(0, |u| u.get(r))
+                        .saturating_add(assumed.get(r))
+                        .saturating_add(held.map_or(0, |h| h.get(r))),
+                )
+            })
+            .collect();
+        if let Some(shortfall) =
+            Resources::shortfalls(&assumption.request, &in_use, capacity).next()
+        {
+            return Err(ReserveError::Conflict {
+                pod,
+                resource: shortfall.resource.to_string(),
+            });
+        }
+        let scope = ScopeRef::new(&key.namespace, &assumption.runtime);
+        self.assumed.assume(key, assumption);
+        self.file(key, now);
+        // Placed: whatever was held for it is its own now (Bind clears the status field).
+        self.nominations.drop_run(key);
+        // A new assumed target can satisfy required affinity.
+        self.retarget(&scope, now);
+        Ok(())
+    }
+
+    /// Forgets the Run's assumption after a failed Bind: the Run is queued again and the
+    /// room freed on the Pod wakes the Runs it can help. Returns whether there was one.
+    pub fn release(&mut self, namespace: &str, uid: &str, now: Timestamp) -> bool {
+        let key = RunKey::new(namespace, uid);
+        let Some(assumption) = self.assumed.forget(&key) else {
+            return false;
+        };
+        self.file(&key, now);
+        let pod = self.pod_ref(namespace, &assumption.pod, &assumption.runtime);
+        let wakeup = Wakeup {
+            namespace: pod.namespace,
+            runtime: pod.runtime,
+            source: WakeSource::CapacityReleased,
+            pod: Some(pod.pod),
+        };
+        self.advance(&vec![wakeup].into(), now);
+        true
+    }
+
+    /// Backs the Run off after a failed Bind or status write, when it is queued (it waits for
+    /// placement and holds no assumption): with the per-Run capped backoff, or for a write
+    /// that met a newer version of the Run (`conflict`), briefly and without counting a
+    /// failure. Returns the delay.
+    pub fn retry(
+        &mut self,
+        namespace: &str,
+        uid: &str,
+        conflict: bool,
+        now: Timestamp,
+    ) -> Option<SignedDuration> {
+        let key = RunKey::new(namespace, uid);
+        if !self.queue.contains(&key) {
+            return None;
+        }
+        let (runtime, order) = self.index.queued(&key)?;
+        let (scope, order) = (ScopeRef::new(namespace, runtime), order.clone());
+        if conflict {
+            self.queue.conflicted(&key, &scope, &order, now);
+            return Some(crate::scheduler::framework::queue::CONFLICT_RETRY);
+        }
+        Some(self.queue.backoff(&key, &scope, &order, now))
+    }
+
+    /// The Run's Bind was written: its failures are forgotten (the watch confirms the rest).
+    pub fn bound(&mut self, namespace: &str, uid: &str) {
+        self.queue.forget_failures(&RunKey::new(namespace, uid));
+    }
+}

@@ -1,0 +1,294 @@
+//! One scheduling cycle: the head of the queue is popped, evaluated on a snapshot, given a
+//! nomination when an earlier Run starves, and reserved; `plan` is the same decision without
+//! Reserve, for `explain` and `status`.
+//!
+//! One pop is one cycle for that Run (the spec's "one dequeued Run → one cycle"): order comes
+//! from the queue, never from a walk here. It must not talk to the API server.
+
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::SchedulerCache;
+use super::reserve::ReserveError;
+use crate::api::Run;
+use crate::scheduler::framework::assumed::Assumption;
+use crate::scheduler::framework::cycle::{
+    CycleError, Decision, Evaluation, PluginScore, RejectionCount, Unschedulable, evaluate,
+};
+use crate::scheduler::framework::queue::Popped;
+use crate::scheduler::framework::registry::Registry;
+use crate::scheduler::framework::types::RunKey;
+
+/// What one scheduling cycle decided, and what the controller must carry out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScheduleOutcome {
+    /// `pod` is reserved for the Run: bind now (status patch carrying the observed
+    /// resourceVersion). On any failed patch call `release`; on success do nothing, the
+    /// watch event confirms the assumption.
+    Reserved {
+        pod: String,
+        pod_uid: String,
+        total: i64,
+        scores: Vec<PluginScore>,
+        rejections: Vec<RejectionCount>,
+    },
+    /// Keep the Run Pending: `Scheduled=False`, reason `Unschedulable`, `message()`. The Run
+    /// waits in the unschedulable queue.
+    Unschedulable(Unschedulable),
+    /// Fail the Run through the terminal helper with `reason` and `message`.
+    Invalid {
+        reason: &'static str,
+        message: String,
+    },
+    /// Reserve found the chosen Pod without room: nothing reserved; count
+    /// `reservation_conflicts_total{stage="reserve"}`. The Run is in backoff.
+    ReserveConflict {
+        error: ReserveError,
+        rejections: Vec<RejectionCount>,
+    },
+    /// A Score plugin failed: nothing reserved. The Run is in backoff.
+    Error(CycleError),
+}
+
+impl ScheduleOutcome {
+    /// Filter rejections of this attempt, for `filter_rejections_total{plugin, reason}`.
+    pub fn rejections(&self) -> &[RejectionCount] {
+        match self {
+            ScheduleOutcome::Reserved { rejections, .. }
+            | ScheduleOutcome::ReserveConflict { rejections, .. } => rejections,
+            ScheduleOutcome::Unschedulable(u) => &u.histogram,
+            _ => &[],
+        }
+    }
+
+    /// A bounded label for `schedule_attempts_total{result}`.
+    pub fn result(&self) -> &'static str {
+        match self {
+            ScheduleOutcome::Reserved { .. } => "scheduled",
+            ScheduleOutcome::Unschedulable(_) => "unschedulable",
+            ScheduleOutcome::Invalid { .. } => "invalid",
+            ScheduleOutcome::ReserveConflict { .. } => "reserve_conflict",
+            ScheduleOutcome::Error(_) => "error",
+        }
+    }
+}
+
+/// One cycle of the scheduling loop: the Run popped, what its cycle decided, and what the
+/// controller's status write needs besides.
+#[derive(Debug, Clone)]
+pub struct Scheduled {
+    pub run: Arc<Run>,
+    pub outcome: ScheduleOutcome,
+    /// The Pod nominated for the Run after its cycle (its status names it while Pending).
+    pub nominated: Option<String>,
+    /// How long the Run waited in the active queue before this cycle.
+    pub waited: SignedDuration,
+}
+
+/// A decision with what carrying it out needs (see [`SchedulerCache::decide`]).
+#[derive(Debug, Clone)]
+struct Decided {
+    decision: Decision,
+    rejections: Vec<RejectionCount>,
+    assumption: Option<Assumption>,
+}
+
+impl SchedulerCache {
+    /// Pops the head of the next Runtime with work and runs its cycle: PreFilter → Filter →
+    /// Score → (nominate a starved earlier Run) → Reserve. `None` when no Run is due. The
+    /// popped Run is back in the queue as its outcome says (unschedulable, backoff) or out
+    /// of it while its Bind is in flight (reserved).
+    pub fn schedule_next(&mut self, registry: &Registry, now: Timestamp) -> Option<Scheduled> {
+        loop {
+            let popped = self.queue.pop(now)?;
+            let run = self
+                .index
+                .pending_entry(
+                    &popped.scope.namespace,
+                    &popped.scope.runtime,
+                    &popped.order,
+                )
+                .map(|p| p.run.clone());
+            // Filing keeps the queue to waiting Runs; a stale key is skipped, not cycled.
+            let Some(run) = run.filter(|r| r.waits_for_placement()) else {
+                continue;
+            };
+            if self.assumed.get(&popped.key).is_some() {
+                continue;
+            }
+            let outcome = self.cycle_popped(registry, &run, &popped, now);
+            return Some(Scheduled {
+                nominated: self
+                    .nominated_pod(&popped.key.namespace, &popped.key.uid)
+                    .map(str::to_string),
+                run,
+                outcome,
+                waited: popped.waited,
+            });
+        }
+    }
+
+    fn cycle_popped(
+        &mut self,
+        registry: &Registry,
+        run: &Run,
+        popped: &Popped,
+        now: Timestamp,
+    ) -> ScheduleOutcome {
+        let Popped {
+            key, scope, order, ..
+        } = popped;
+        self.adopt(key, run);
+        self.adopt_recorded(scope);
+        self.revalidate_nominations(registry, scope, now);
+        let starved = self.starved_before(scope, order, now);
+        let epoch = self.epoch(scope);
+        let mut outcome = self.cycle(registry, run, now);
+        if let (ScheduleOutcome::Reserved { .. }, Some(starved)) = (&outcome, starved)
+            && self.nominate(registry, &starved, now)
+        {
+            // The new nomination holds room this Run may have been given: decide again.
+            self.assumed.forget(key);
+            outcome = self.cycle(registry, run, now);
+        }
+        match &outcome {
+            ScheduleOutcome::Reserved { .. } => {}
+            // An invalid Run waits as unschedulable until the watch shows it Failed, so a
+            // failed write of that status can back it off.
+            ScheduleOutcome::Unschedulable(_) | ScheduleOutcome::Invalid { .. } => {
+                self.queue.unschedulable(key, scope, order, epoch, now);
+            }
+            ScheduleOutcome::ReserveConflict { .. } | ScheduleOutcome::Error(_) => {
+                self.queue.backoff(key, scope, order, now);
+            }
+        }
+        // Counted against room it did not take: that room is still free for later Runs.
+        let placed_on = match &outcome {
+            ScheduleOutcome::Reserved { pod, .. } => Some(pod.as_str()),
+            _ => None,
+        };
+        for pod in popped
+            .counted_on
+            .iter()
+            .filter(|p| Some(p.as_str()) != placed_on)
+        {
+            self.rewalk(scope, pod, now);
+        }
+        outcome
+    }
+
+    /// One cycle for `run` against the current state: evaluate, then Reserve.
+    fn cycle(&mut self, registry: &Registry, run: &Run, now: Timestamp) -> ScheduleOutcome {
+        match self.decide(registry, run, now) {
+            Ok(decided) => self.commit(&RunKey::of(run), decided, now),
+            Err(e) => ScheduleOutcome::Error(e),
+        }
+    }
+
+    /// A cycle without Reserve: what the scheduler would decide for `run` now, its
+    /// nomination included.
+    pub fn plan(
+        &self,
+        registry: &Registry,
+        run: &Run,
+        now: Timestamp,
+    ) -> Result<Decision, CycleError> {
+        Ok(self.decide(registry, run, now)?.decision)
+    }
+
+    /// The scheduler's decision on `eval` (an evaluation of the Run `key` on this cache's
+    /// snapshot): the plugins' choice, except that a Run nominated to a Pod that is feasible
+    /// for it goes there, since that room was held for it (as kube-scheduler tries a Pod's
+    /// nominated node first). The cycle, `plan` and `explain` all take their decision here.
+    pub fn decision(&self, eval: &Evaluation<'_>, key: &RunKey) -> Decision {
+        let decision = eval.decision();
+        let nominated = self.nominations.get(key).map(|n| n.pod.as_str());
+        if let (Decision::Schedule { .. }, Some(nominated)) = (&decision, nominated)
+            && let Some(i) = eval
+                .pods()
+                .iter()
+                .position(|e| e.rejection.is_none() && e.pod.name() == nominated)
+        {
+            return Decision::Schedule {
+                pod: nominated.to_string(),
+                pod_uid: eval.pods()[i].pod.uid().to_string(),
+                total: eval.total(i).expect("a feasible Pod has a total"),
+                scores: eval.scores(i),
+            };
+        }
+        decision
+    }
+
+    /// The evaluation of `run` against the current state, as owned data: the decision, the
+    /// rejections, and the assumption to reserve.
+    fn decide(
+        &self,
+        registry: &Registry,
+        run: &Run,
+        now: Timestamp,
+    ) -> Result<Decided, CycleError> {
+        let key = RunKey::of(run);
+        let snapshot = self.snapshot(&key.namespace, &run.spec.runtime, now);
+        let eval = evaluate(&snapshot, registry, run)?;
+        let decision = self.decision(&eval, &key);
+        Ok(match (&decision, eval.state()) {
+            (Decision::Schedule { pod, .. }, Ok(state)) => {
+                let assumption = Assumption {
+                    run_name: state.name.clone(),
+                    runtime: state.runtime.clone(),
+                    pod: pod.clone(),
+                    request: state.request.clone(),
+                    labels: state.labels.clone(),
+                    anti_affinity: state.anti_affinity_selectors(),
+                };
+                Decided {
+                    rejections: eval.rejections(),
+                    decision,
+                    assumption: Some(assumption),
+                }
+            }
+            _ => Decided {
+                decision,
+                rejections: Vec::new(),
+                assumption: None,
+            },
+        })
+    }
+
+    /// Carries a decision out: Reserve for a Schedule decision, the outcome otherwise.
+    fn commit(&mut self, key: &RunKey, decided: Decided, now: Timestamp) -> ScheduleOutcome {
+        let Decided {
+            decision,
+            rejections,
+            assumption,
+        } = decided;
+        match (decision, assumption) {
+            (
+                Decision::Schedule {
+                    pod,
+                    pod_uid,
+                    total,
+                    scores,
+                },
+                Some(assumption),
+            ) => match self.reserve(key, assumption, now) {
+                Ok(()) => ScheduleOutcome::Reserved {
+                    pod,
+                    pod_uid,
+                    total,
+                    scores,
+                    rejections,
+                },
+                Err(error) => ScheduleOutcome::ReserveConflict { error, rejections },
+            },
+            (Decision::Unschedulable(u), _) => ScheduleOutcome::Unschedulable(u),
+            (Decision::Invalid { reason, message }, _) => {
+                ScheduleOutcome::Invalid { reason, message }
+            }
+            (Decision::Schedule { .. }, None) => {
+                unreachable!("a Schedule decision always comes with a prepared state")
+            }
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! Wakeups: which unschedulable Runs an event moves back to the active queue.
+//!
+//! Each event is mapped to a [`ClusterEvent`] and answered with the queueing hints the
+//! registered Filters declare for it ([`QueueingHints`]); this module carries the hints out
+//! and keeps the per-Runtime wake epoch. It must not decide placement.
+
+use jiff::Timestamp;
+
+use super::SchedulerCache;
+use crate::api::Resources;
+use crate::scheduler::framework::index::{Changes, ScopeRef, WakeSource};
+use crate::scheduler::framework::plugin::{ClusterEvent, QueueingHint};
+use crate::scheduler::framework::queue::QueueState;
+use crate::scheduler::framework::types::{QueueOrder, RunKey};
+
+/// Runs moved back to the active queue, by wakeup source, since the last
+/// [`SchedulerCache::take_wake_counts`]: `kruntimes_scheduler_pending_run_wakeups_total`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WakeCounts {
+    pub runtime_pod: u64,
+    pub capacity_released: u64,
+}
+
+impl WakeCounts {
+    pub fn by_source(&self) -> [(WakeSource, u64); 2] {
+        [
+            (WakeSource::RuntimePod, self.runtime_pod),
+            (WakeSource::CapacityReleased, self.capacity_released),
+        ]
+    }
+
+    fn add(&mut self, source: Option<WakeSource>, n: u64) {
+        match source {
+            Some(WakeSource::RuntimePod) => self.runtime_pod += n,
+            Some(WakeSource::CapacityReleased) => self.capacity_released += n,
+            // Rechecks and retargets are neither a Runtime Pod nor a released-capacity event.
+            None => {}
+        }
+    }
+}
+
+impl SchedulerCache {
+    /// Carries out what `changes` mean for the queue: bumps the wake epoch of every Runtime
+    /// they concern and applies the queueing hints of each event.
+    pub(super) fn advance(&mut self, changes: &Changes, now: Timestamp) {
+        for wakeup in &changes.wakeups {
+            self.bump(&ScopeRef::new(&wakeup.namespace, &wakeup.runtime));
+        }
+        for scope in &changes.rechecks {
+            self.bump(scope);
+        }
+        for wakeup in &changes.wakeups {
+            let event = match (wakeup.source, &wakeup.pod) {
+                (WakeSource::CapacityReleased, Some(_)) => ClusterEvent::CapacityReleased,
+                _ => ClusterEvent::RuntimePodChanged,
+            };
+            let scope = ScopeRef::new(&wakeup.namespace, &wakeup.runtime);
+            let n = self.apply_hints(&scope, wakeup.pod.as_deref(), event, now);
+            self.woken.add(Some(wakeup.source), n);
+        }
+        for scope in &changes.rechecks {
+            // Uncounted, as retargets: not a Runtime Pod event.
+            self.apply_hints(scope, None, ClusterEvent::RuntimeChanged, now);
+        }
+        for scope in &changes.retargets {
+            self.retarget(scope, now);
+        }
+    }
+
+    /// The Runs moved since the last call, by source.
+    pub fn take_wake_counts(&mut self) -> WakeCounts {
+        std::mem::take(&mut self.woken)
+    }
+
+    pub(super) fn epoch(&self, scope: &ScopeRef) -> u64 {
+        self.epochs.get(scope).copied().unwrap_or(0)
+    }
+
+    pub(super) fn bump(&mut self, scope: &ScopeRef) {
+        match self.epochs.get_mut(scope) {
+            Some(epoch) => *epoch += 1,
+            None => {
+                self.epochs.insert(scope.clone(), 1);
+            }
+        }
+    }
+
+    /// Applies every hint registered for `event` in `scope` (`pod`: where room was freed);
+    /// returns how many Runs moved.
+    fn apply_hints(
+        &mut self,
+        scope: &ScopeRef,
+        pod: Option<&str>,
+        event: ClusterEvent,
+        now: Timestamp,
+    ) -> u64 {
+        let hints = self.hints.of(event).to_vec();
+        let mut moved = 0;
+        for hint in hints {
+            moved += match (hint, pod) {
+                (QueueingHint::QueueIfRoom, Some(pod)) => self.wake_room(scope, pod, now),
+                (QueueingHint::QueueIfRoom, None) | (QueueingHint::Queue, _) => {
+                    let keys = unschedulable(scope, self.queue.members(scope));
+                    self.activate(&keys, now)
+                }
+                (QueueingHint::QueueRequiredTerms, _) => {
+                    let keys = unschedulable(scope, self.queue.members_with_required_terms(scope));
+                    self.activate(&keys, now)
+                }
+            };
+        }
+        moved
+    }
+
+    /// Moves `keys` back to the active queue; returns how many moved.
+    fn activate(&mut self, keys: &[RunKey], now: Timestamp) -> u64 {
+        keys.iter().filter(|k| self.queue.activate(k, now)).count() as u64
+    }
+
+    /// The hint for room freed on `pod`: walks the queued Runs of the Runtime in order and
+    /// moves the unschedulable ones whose request fits the room there, counting each fitting
+    /// Run's request (active ones included) as taken, with the room held for a nominated Run
+    /// kept for it, until the Pod is full. A Run counted against the room is marked with the
+    /// Pod, so that if its cycle does not place it there the walk is made again
+    /// ([`SchedulerCache::rewalk`]). Runs an earlier cycle found unschedulable at the current
+    /// epoch have seen this room already and are skipped; Runs in backoff wait for their time.
+    pub(super) fn wake_room(&mut self, scope: &ScopeRef, pod: &str, now: Timestamp) -> u64 {
+        let (namespace, runtime) = (scope.namespace.as_str(), scope.runtime.as_str());
+        let epoch = self.epoch(scope);
+        let (activate, counted) = {
+            let snapshot = self.snapshot(namespace, runtime, now);
+            let Some(view) = snapshot.pod(pod) else {
+                return 0;
+            };
+            let Ok(capacity) = view.capacity() else {
+                return 0;
+            };
+            // What is taken by resource, before what is held for a nomination.
+            let mut taken: Resources = capacity
+                .iter()
+                .map(|(r, _)| (r, view.used(r).saturating_add(view.assumed(r))))
+                .collect();
+            let mut held = self.nominations.on_pod(namespace, pod);
+            let (mut activate, mut counted) = (Vec::new(), Vec::new());
+            for (order, state) in self.queue.members(scope) {
+                if capacity.iter().all(|(r, cap)| taken.get(r) >= cap) {
+                    break;
+                }
+                match state {
+                    QueueState::Backoff(_) => continue,
+                    QueueState::Unschedulable { epoch: e, .. } if e >= epoch => continue,
+                    _ => {}
+                }
+                let key = RunKey::new(namespace, order.uid.as_str());
+                let Some(pending) = self.index.pending_entry(namespace, runtime, order) else {
+                    continue;
+                };
+                let unschedulable = matches!(state, QueueState::Unschedulable { .. });
+                let Some(request) = &pending.request else {
+                    // Invalid: its own cycle fails it.
+                    if unschedulable {
+                        activate.push(key);
+                    }
+                    continue;
+                };
+                let nominated_here = held.is_some_and(|(k, _)| *k == key);
+                // Room held for an earlier nominated Run is not this Run's to take.
+                let mut seen = taken.clone();
+                if let Some((_, n)) = held.filter(|(k, n)| **k != key && n.order < *order) {
+                    seen.add(&n.request);
+                }
+                let fits = Resources::fits(request, &seen, capacity);
+                if fits && unschedulable {
+                    activate.push(key.clone());
+                }
+                // A Run with required (anti-)affinity may be refused for another reason than
+                // room: it is moved, but its request is not counted as taken.
+                if fits && pending.run.has_required_run_terms() && !nominated_here {
+                    continue;
+                }
+                if fits || nominated_here {
+                    // A nominated Run passed in the queue keeps its room whether it fits yet
+                    // or not: later Runs must not count on it.
+                    taken.add(request);
+                    if fits {
+                        counted.push(key);
+                    }
+                    if nominated_here {
+                        held = None;
+                    }
+                }
+            }
+            (activate, counted)
+        };
+        let moved = self.activate(&activate, now);
+        for key in &counted {
+            self.queue.count_on(key, pod);
+        }
+        moved
+    }
+
+    /// New affinity targets in `scope` (a Reserve): the queueing hints for targets, uncounted.
+    pub(super) fn retarget(&mut self, scope: &ScopeRef, now: Timestamp) {
+        self.apply_hints(scope, None, ClusterEvent::TargetsChanged, now);
+    }
+
+    /// A Run counted against the room on `pod` was cycled without taking it: the room is
+    /// still free for the Runs after it (counted as a capacity wakeup).
+    pub(super) fn rewalk(&mut self, scope: &ScopeRef, pod: &str, now: Timestamp) {
+        let n = self.wake_room(scope, pod, now);
+        self.woken.add(Some(WakeSource::CapacityReleased), n);
+    }
+}
+
+/// The unschedulable Runs among `members` of `scope`.
+fn unschedulable<'a>(
+    scope: &ScopeRef,
+    members: impl Iterator<Item = (&'a QueueOrder, QueueState)>,
+) -> Vec<RunKey> {
+    members
+        .filter(|(_, s)| matches!(s, QueueState::Unschedulable { .. }))
+        .map(|(o, _)| RunKey::new(&scope.namespace, &o.uid))
+        .collect()
+}

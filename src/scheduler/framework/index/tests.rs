@@ -1,0 +1,414 @@
+use super::*;
+use crate::testing::*;
+
+fn idx(pods: &[PodBuilder], runs: &[RunBuilder]) -> Index {
+    let mut index = Index::new();
+    for p in pods {
+        index.apply_pod(&p.build());
+        if let Some(l) = p.build_lease() {
+            index.apply_lease(&l, NOW);
+        }
+    }
+    for r in runs {
+        index.apply_run(&r.build());
+    }
+    index
+}
+
+#[test]
+fn only_pods_with_the_runtime_label_are_runtime_pods() {
+    let mut index = Index::new();
+    let mut plain = pod("web").build();
+    plain.metadata.labels = None;
+    assert!(index.apply_pod(&plain).is_empty());
+    assert!(index.pod(NS, "web").is_none());
+    index.apply_pod(&pod("p1").build());
+    assert_eq!(index.runtime_pods(NS, RUNTIME), ["p1"]);
+    // Losing the label makes it a non-Runtime Pod again.
+    let mut unlabelled = pod("p1").build();
+    unlabelled.metadata.labels = None;
+    let wake = index.apply_pod(&unlabelled);
+    assert_eq!(wake.len(), 1);
+    assert!(index.runtime_pods(NS, RUNTIME).is_empty());
+}
+
+#[test]
+fn a_malformed_capacity_annotation_is_recorded_not_fatal() {
+    let index = idx(&[pod("p1").capacity_strs(&[("runs", "two")])], &[]);
+    let record = index.pod(NS, "p1").unwrap();
+    let err = record.capacity.as_ref().unwrap_err();
+    assert!(
+        err.contains("annotation kruntimes.io/capacity.runs"),
+        "{err}"
+    );
+}
+
+#[test]
+fn active_runs_adjust_usage_incrementally_and_release_it_when_they_leave() {
+    let mut index = idx(&[pod("p1").capacity(&[("runs", 4)])], &[]);
+    let a = run("a").requests(&[("example.com/gpu", 1)]).on("p1");
+    let b = run("b").on("p1");
+    index.apply_run(&a.build());
+    index.apply_run(&b.build());
+    let usage = index.usage(NS, "p1").unwrap();
+    assert_eq!(usage.get("runs"), 2);
+    assert_eq!(usage.get("example.com/gpu"), 1);
+
+    let change = index.apply_run(&a.clone().succeeded().build());
+    assert_eq!(
+        change.released,
+        [PodRef {
+            namespace: NS.into(),
+            runtime: RUNTIME.into(),
+            pod: "p1".into()
+        }]
+    );
+    assert_eq!(change.wakeups().len(), 1);
+    assert_eq!(change.wakeups()[0].source.as_str(), "capacity_released");
+    let usage = index.usage(NS, "p1").unwrap();
+    assert_eq!(usage.get("runs"), 1);
+    assert_eq!(usage.get("example.com/gpu"), 0);
+
+    let change = index.delete_run(NS, &b.build().uid().unwrap());
+    assert_eq!(change.released.len(), 1);
+    assert_eq!(index.usage(NS, "p1").unwrap().get("runs"), 0);
+}
+
+#[test]
+fn repeated_status_updates_of_an_active_run_change_nothing() {
+    let mut index = idx(&[pod("p1")], &[]);
+    let a = run("a").labels(&[("cohort", "x")]).on("p1");
+    let first = index.apply_run(&a.build());
+    assert!(first.targets_changed.is_some());
+    assert_eq!(index.apply_run(&a.build()), RunChange::default());
+    assert_eq!(
+        index.apply_run(&a.clone().running().build()),
+        RunChange::default()
+    );
+    assert_eq!(index.usage(NS, "p1").unwrap().get("runs"), 1);
+}
+
+#[test]
+fn an_active_run_with_an_unparseable_request_exhausts_that_resource() {
+    let mut index = idx(
+        &[pod("p1").capacity(&[("runs", 4), ("example.com/gpu", 8)])],
+        &[],
+    );
+    let bad = run("bad")
+        .request_strs(&[("example.com/gpu", "1.5")])
+        .on("p1");
+    index.apply_run(&bad.build());
+    let usage = index.usage(NS, "p1").unwrap();
+    assert_eq!(usage.get("example.com/gpu"), u64::MAX);
+    assert_eq!(usage.get("runs"), 1, "runs still defaults to 1");
+    index.apply_run(&bad.succeeded().build());
+    assert_eq!(index.usage(NS, "p1").unwrap().get("example.com/gpu"), 0);
+}
+
+#[test]
+fn a_run_recreated_under_the_same_name_is_a_different_run() {
+    let mut index = idx(&[pod("p1").capacity(&[("runs", 4)])], &[run("a").on("p1")]);
+    index.apply_run(&run("a").uid("uid-a-2").build());
+    assert_eq!(
+        index.usage(NS, "p1").unwrap().get("runs"),
+        1,
+        "the old Run still holds p1"
+    );
+    assert_eq!(index.pending_runs(NS, RUNTIME), ["a"]);
+    index.delete_run(NS, "uid-a");
+    assert_eq!(index.usage(NS, "p1").unwrap().get("runs"), 0);
+    assert_eq!(
+        index.pending_runs(NS, RUNTIME),
+        ["a"],
+        "the new Run is still Pending"
+    );
+}
+
+#[test]
+fn pending_runs_are_indexed_by_namespace_and_runtime() {
+    let mut index = idx(
+        &[],
+        &[
+            run("b"),
+            run("a"),
+            run("c").runtime("other"),
+            run("d").on("p1"),
+            run("e").ns("elsewhere"),
+        ],
+    );
+    assert_eq!(index.pending_runs(NS, RUNTIME), ["a", "b"]);
+    assert_eq!(index.pending_runs(NS, "other"), ["c"]);
+    assert_eq!(index.pending_runs("elsewhere", RUNTIME), ["e"]);
+    index.apply_run(&run("a").on("p1").build());
+    assert_eq!(index.pending_runs(NS, RUNTIME), ["b"]);
+    index.delete_run(NS, &run("b").build().uid().unwrap());
+    assert!(index.pending_runs(NS, RUNTIME).is_empty());
+}
+
+#[test]
+fn pod_events_wake_only_on_scheduling_relevant_changes() {
+    let mut index = Index::new();
+    let p = pod("p1").capacity(&[("runs", 2)]);
+    assert_eq!(index.apply_pod(&p.build()).len(), 1, "a new Pod wakes");
+    assert!(
+        index.apply_pod(&p.build()).is_empty(),
+        "an identical Pod does not"
+    );
+    let wake = index.apply_pod(&p.clone().not_ready().build());
+    assert_eq!(wake[0].source, WakeSource::RuntimePod);
+    assert_eq!(
+        index
+            .apply_pod(&p.clone().capacity(&[("runs", 3)]).build())
+            .len(),
+        1
+    );
+    assert_eq!(index.delete_pod(NS, "p1").len(), 1);
+    assert!(index.delete_pod(NS, "p1").is_empty());
+}
+
+#[test]
+fn lease_renewals_wake_only_when_the_heartbeat_may_have_come_back() {
+    let mut index = Index::new();
+    let p = pod("p1");
+    index.apply_pod(&p.build());
+    let uid = p.build().uid().unwrap();
+    assert_eq!(
+        index.apply_lease(&lease("p1", &uid, 0, 40), at(0)).len(),
+        1,
+        "first lease"
+    );
+    assert!(
+        index
+            .apply_lease(&lease("p1", &uid, 10, 40), at(10))
+            .is_empty(),
+        "renewal in term"
+    );
+    assert_eq!(
+        index.apply_lease(&lease("p1", &uid, 60, 40), at(60)).len(),
+        1,
+        "renewal after lapse"
+    );
+    assert_eq!(
+        index
+            .apply_lease(&lease("p1", "other", 61, 40), at(61))
+            .len(),
+        1,
+        "new holder"
+    );
+    assert_eq!(index.delete_lease(NS, "p1", at(62)).len(), 1);
+}
+
+#[test]
+fn usage_survives_its_pod_being_deleted_and_recreated() {
+    let mut index = idx(&[pod("p1")], &[run("a").on("p1")]);
+    index.delete_pod(NS, "p1");
+    assert_eq!(index.usage(NS, "p1").unwrap().get("runs"), 1);
+    index.apply_pod(&pod("p1").uid("new").build());
+    assert_eq!(index.usage(NS, "p1").unwrap().get("runs"), 1);
+    let labels = &index.namespace(NS).unwrap().scopes[RUNTIME].labels;
+    assert!(labels.is_empty(), "run a has no labels");
+}
+
+#[test]
+fn the_label_index_follows_runs_and_pods_between_runtimes() {
+    let mut index = idx(
+        &[pod("p1"), pod("p2")],
+        &[run("a").labels(&[("cohort", "x")]).on("p1")],
+    );
+    let count = |index: &Index, runtime: &str| {
+        index
+            .namespace(NS)
+            .and_then(|ns| ns.scopes.get(runtime))
+            .and_then(|s| s.labels.get("cohort"))
+            .and_then(|v| v.get("x"))
+            .map(|slots| slots.values().sum::<u32>())
+            .unwrap_or(0)
+    };
+    assert_eq!(count(&index, RUNTIME), 1);
+    // The Pod moves to another runtime: its Runs' labels move with it.
+    index.apply_pod(&pod("p1").runtime("other").build());
+    assert_eq!(count(&index, RUNTIME), 0);
+    assert_eq!(count(&index, "other"), 1);
+    // Labels change while active.
+    let change = index.apply_run(&run("a").labels(&[("cohort", "y")]).on("p1").build());
+    assert!(change.targets_changed.is_some());
+    assert!(change.released.is_empty());
+    assert_eq!(count(&index, "other"), 0);
+    index.apply_run(&run("a").succeeded().build());
+    let scope = &index.namespace(NS).unwrap().scopes["other"];
+    assert!(scope.labels.is_empty());
+}
+
+#[test]
+fn reset_runs_deletes_runs_missing_from_the_relist() {
+    let mut index = idx(&[pod("p1")], &[run("a").on("p1"), run("b")]);
+    let changes = index.reset_runs(&[run("c").build()]);
+    assert_eq!(changes.iter().map(|c| c.released.len()).sum::<usize>(), 1);
+    assert_eq!(index.pending_runs(NS, RUNTIME), ["c"]);
+    assert_eq!(index.usage(NS, "p1").unwrap().get("runs"), 0);
+}
+
+// ----- lifecycle ------------------------------------------------------------------------
+
+const GRACE: SignedDuration = SignedDuration::from_secs(40);
+
+fn lost(index: &mut Index, now: Timestamp) -> Vec<(String, bool, PodLoss)> {
+    index
+        .lost_runs(now, GRACE, NOW)
+        .into_iter()
+        .map(|l| (l.name, l.admitted, l.why))
+        .collect()
+}
+
+#[test]
+fn runs_on_a_healthy_pod_are_not_lost() {
+    let mut index = idx(&[pod("p1").capacity(&[("runs", 4)])], &[]);
+    index.apply_run(&run("s").on("p1").build());
+    index.apply_run(&run("r").on("p1").running().build());
+    assert_eq!(lost(&mut index, NOW), []);
+}
+
+#[test]
+fn a_gone_or_replaced_pod_loses_every_run_at_once() {
+    // Bound to p1's default incarnation, as Bind writes it.
+    let runs = [
+        run("s").on("p1").pod_uid("pod-uid-p1"),
+        run("r").on("p1").pod_uid("pod-uid-p1").running(),
+    ];
+    let mut gone = idx(&[], &runs);
+    assert_eq!(
+        lost(&mut gone, NOW),
+        [
+            ("r".to_string(), true, PodLoss::Gone),
+            ("s".to_string(), false, PodLoss::Gone)
+        ]
+    );
+    let mut replaced = idx(&[pod("p1").uid("new-incarnation")], &runs);
+    assert_eq!(
+        lost(&mut replaced, NOW),
+        [
+            ("r".to_string(), true, PodLoss::Replaced),
+            ("s".to_string(), false, PodLoss::Replaced)
+        ]
+    );
+}
+
+#[test]
+fn a_terminating_pod_loses_unclaimed_runs_at_once_and_running_ones_after_the_grace() {
+    let runs = [run("s").on("p1"), run("r").on("p1").running()];
+    let mut index = idx(&[pod("p1").deleting()], &runs);
+    // runtimed reports the Running one itself while its heartbeat lives.
+    assert_eq!(
+        lost(&mut index, NOW),
+        [("s".to_string(), false, PodLoss::Terminating)]
+    );
+    // The heartbeat (renewed 5 s ago, 40 s) lapses at +35 s; the grace ends at +75 s.
+    assert_eq!(lost(&mut index, at(74)).len(), 1);
+    assert_eq!(
+        lost(&mut index, at(75)),
+        [
+            ("r".to_string(), true, PodLoss::Terminating),
+            ("s".to_string(), false, PodLoss::Terminating)
+        ]
+    );
+}
+
+#[test]
+fn a_heartbeat_stale_longer_than_the_grace_loses_the_pods_runs() {
+    let mut index = idx(&[pod("p1")], &[run("r").on("p1").running()]);
+    assert_eq!(lost(&mut index, at(74)), [], "within lease + grace");
+    assert_eq!(
+        lost(&mut index, at(75)),
+        [("r".to_string(), true, PodLoss::HeartbeatStale)]
+    );
+    // A renewal observed in time keeps it: the term restarts at the observation.
+    let uid = pod("p1").build().uid().unwrap();
+    index.apply_lease(&lease("p1", &uid, 70, 40), at(70));
+    assert_eq!(lost(&mut index, at(149)), []);
+}
+
+#[test]
+fn a_missing_lease_counts_from_when_it_was_first_seen_missing() {
+    let mut index = idx(&[pod("p1").no_lease()], &[run("r").on("p1").running()]);
+    assert_eq!(
+        lost(&mut index, at(10)),
+        [],
+        "first seen without a Lease at +10 s"
+    );
+    assert_eq!(lost(&mut index, at(49)), []);
+    assert_eq!(
+        lost(&mut index, at(50)),
+        [("r".to_string(), true, PodLoss::HeartbeatStale)]
+    );
+    // A deleted Lease counts from the deletion.
+    let mut index = idx(&[pod("p1")], &[run("r").on("p1").running()]);
+    index.delete_lease(NS, "p1", at(5));
+    assert_eq!(lost(&mut index, at(44)), []);
+    assert_eq!(lost(&mut index, at(45)).len(), 1);
+}
+
+#[test]
+fn freshness_is_judged_by_the_observers_clock() {
+    let uid = pod("p1").build().uid().unwrap();
+    let mut index = idx(&[pod("p1").no_lease()], &[]);
+    // runtimed's clock is 120 s behind: its renewTime is already "expired" when seen.
+    index.apply_lease(&lease("p1", &uid, -120, 40), at(0));
+    index.apply_lease(&lease("p1", &uid, -110, 40), at(10));
+    assert_eq!(
+        index.lease(NS, "p1").unwrap().expires_at,
+        Some(at(50)),
+        "a renewal seen at +10 s lasts 40 s from then, whatever its renewTime says"
+    );
+    // Ahead by 120 s: a renewal cannot last longer than 40 s from when it was seen.
+    let mut index = idx(&[pod("p1").no_lease()], &[]);
+    index.apply_lease(&lease("p1", &uid, 120, 40), at(0));
+    assert_eq!(index.lease(NS, "p1").unwrap().expires_at, Some(at(40)));
+    // An unchanged Lease (a relist) keeps its expiry.
+    index.apply_lease(&lease("p1", &uid, 120, 40), at(30));
+    assert_eq!(index.lease(NS, "p1").unwrap().expires_at, Some(at(40)));
+}
+
+#[test]
+fn expiries_wake_the_runtime_at_the_instant_and_name_the_next_one() {
+    let index = idx(&[pod("p1"), pod("p2").lease_renewed_ago(20)], &[]);
+    // p2 expires at +20 s, p1 (renewed 5 s ago) at +35 s.
+    assert_eq!(index.next_expiry_after(NOW), Some(at(20)));
+    assert_eq!(index.expired_between(NOW, at(19)), []);
+    assert_eq!(
+        index.expired_between(NOW, at(20)),
+        [Wakeup {
+            namespace: NS.into(),
+            runtime: RUNTIME.into(),
+            source: WakeSource::RuntimePod,
+            pod: None,
+        }]
+    );
+    assert_eq!(index.next_expiry_after(at(20)), Some(at(35)));
+    assert_eq!(index.next_expiry_after(at(35)), None);
+}
+
+#[test]
+fn a_pod_chosen_for_scale_down_counts_as_terminating() {
+    let mut marked = pod("p1").build();
+    marked
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(crate::api::ANNOTATION_SCALE_DOWN.into(), "true".into());
+    let mut index = Index::new();
+    index.apply_pod(&marked);
+    assert!(index.pod(NS, "p1").unwrap().deleting);
+}
+
+#[test]
+fn staleness_counts_only_from_when_the_watches_could_be_trusted() {
+    let mut index = idx(&[pod("p1")], &[run("r").on("p1").running()]);
+    // The heartbeat lapsed at +35 s, but the watches were broken until +60 s (an API
+    // server outage hides renewals): the grace runs from +60 s.
+    let lost = |index: &mut Index, now| index.lost_runs(now, GRACE, at(60)).len();
+    assert_eq!(lost(&mut index, at(99)), 0);
+    assert_eq!(lost(&mut index, at(100)), 1);
+    // A Pod that is gone is lost at once, whatever the watches.
+    let mut gone = idx(&[], &[run("r").on("p1").running()]);
+    assert_eq!(gone.lost_runs(NOW, GRACE, at(60)).len(), 1);
+}
