@@ -79,7 +79,7 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand sche
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -f -a "run" -d 'Run the Runtime controller and the scheduler, with leader election and metrics'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l workers -d 'Runs scheduled concurrently (queue workers)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l workers -d 'Pending and Failed status writes in flight (cycles are serial, one pop of the queue at a time; Binds have 64 slots of their own)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l watch-namespace -d 'Watch only this namespace (default: all namespaces)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l leader-elect -d 'Elect a leader on a Lease so only one replica schedules' -r -f -a "true\t''
 false\t''"
