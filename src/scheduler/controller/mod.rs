@@ -55,6 +55,8 @@ pub enum Error {
 /// What `scheduler run` needs besides a client.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// Pending and Failed status writes in flight (cycles are serial; Binds have their own
+    /// slots).
     pub workers: u16,
     /// Watch one namespace instead of the whole cluster.
     pub namespace: Option<String>,
@@ -179,8 +181,16 @@ impl Scheduler {
     }
 
     /// Counts the Runs the cache moved back to the active queue since the last call, by
-    /// source, and wakes the scheduling loop.
+    /// source, and wakes the scheduling loop (from anywhere but the loop itself).
     fn woke(&self) {
+        self.count_wakeups();
+        if self.is_leading() {
+            self.work.notify_one();
+        }
+    }
+
+    /// Counts the Runs the cache moved back to the active queue since the last call.
+    fn count_wakeups(&self) {
         for (source, n) in self.cache.take_wake_counts().by_source() {
             if n > 0 {
                 self.metrics
@@ -188,9 +198,6 @@ impl Scheduler {
                     .with_label_values(&[source.as_str()])
                     .inc_by(n);
             }
-        }
-        if self.is_leading() {
-            self.work.notify_one();
         }
     }
 

@@ -57,7 +57,8 @@ impl Scheduler {
                 }
                 scheduled
             };
-            self.woke();
+            // Not `woke`: the loop must not wake itself, or it would spin while idle.
+            self.count_wakeups();
             let Some(scheduled) = scheduled else {
                 drop(slot);
                 let wait = self
