@@ -78,14 +78,14 @@ pub use index::{
 };
 pub use nominations::{Nomination, Nominations};
 pub use plugin::{
-    ClusterEvent, FilterPlugin, PreferredTerm, QueueingHint, Requested, RequiredTerm,
-    RunCycleState, ScoreError, ScorePlugin, normalize_min_max,
+    ClusterEvent, FilterPlugin, PreferredTerm, QueueingHint, RequiredTerm, RunCycleState,
+    ScoreError, ScorePlugin, normalize_min_max,
 };
 pub use queue::{Popped, QueueState, SchedulingQueue};
 pub use registry::{QueueingHints, Registry, RegistryError};
 pub use selector::{Selector, SelectorError};
 pub use snapshot::{PodSet, PodView, ResourceLoad, Snapshot};
 pub use types::{
-    Code, Heartbeat, MAX_SCORE, MIN_SCORE, Observed, QueueOrder, Rejection, ResourceId,
+    Code, Heartbeat, MAX_SCORE, MIN_SCORE, Observed, QueueOrder, Rejection, Requested, ResourceId,
     ResourceName, RunKey,
 };

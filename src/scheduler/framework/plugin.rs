@@ -11,7 +11,7 @@ use thiserror::Error;
 
 use super::selector::Selector;
 use super::snapshot::{PodSet, PodView, Snapshot};
-use super::types::{MAX_SCORE, MIN_SCORE, Rejection, ResourceId, ResourceName, RunKey};
+use super::types::{MAX_SCORE, MIN_SCORE, Rejection, Requested, ResourceId, RunKey};
 use crate::api::Resources;
 
 /// A Score plugin failed: the cycle is aborted without an assumption or a status write.
@@ -20,15 +20,6 @@ use crate::api::Resources;
 pub struct ScoreError {
     pub plugin: &'static str,
     pub message: String,
-}
-
-/// One requested resource.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Requested {
-    pub name: ResourceName,
-    /// `None` when no Runtime Pod advertises the resource: it fits nowhere.
-    pub id: Option<ResourceId>,
-    pub amount: u64,
 }
 
 /// A required affinity or anti-affinity term, compiled, with its targets in this snapshot.

@@ -17,8 +17,9 @@ use super::index::{
 };
 use super::nominations::{Nomination, Nominations};
 use super::selector::Selector;
-use super::types::{Heartbeat, Observed, QueueOrder, ResourceId, RunKey};
+use super::types::{Heartbeat, Observed, QueueOrder, Requested, ResourceId, RunKey};
 use crate::api::Resources;
+use crate::api::resources::Shortfall;
 
 /// A set of Pods (by slot), as a bit set: membership is one shift and mask per Pod.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -204,6 +205,12 @@ impl<'a> Snapshot<'a> {
             own_active: own.active.filter(|(s, _)| *s == id).map(|(_, r)| r),
             own_assumed: own.assumed.filter(|(s, _)| *s == id).map(|(_, r)| r),
         }
+    }
+
+    /// One Runtime Pod as the cycle of the Run `key` sees it (see [`Snapshot::pods_seen_by`]).
+    pub fn pod_seen_by(&self, name: &str, key: &RunKey) -> Option<PodView<'_>> {
+        let id = *self.scope?.pods.get(name)?;
+        Some(self.view(id, self.own(key)))
     }
 
     /// The scope's Runtime Pods as the cycle of the Run `key` sees them: its own usage and
@@ -525,6 +532,25 @@ impl<'a> PodView<'a> {
         self.used(resource)
             .saturating_add(self.assumed(resource))
             .saturating_add(self.nominated(resource))
+    }
+
+    /// The requested resources that do not fit on this Pod (`used + assumed + nominated +
+    /// amount > capacity`, or not advertised at all), in the request's order, each with the
+    /// numbers that decided it. The one fit rule: RuntimePodAvailability's Filter, Reserve and
+    /// `explain` all ask this. A Shortfall is only built for a resource that does not fit.
+    pub fn shortfalls<'r>(
+        &'r self,
+        request: &'r [Requested],
+    ) -> impl Iterator<Item = Shortfall> + 'r {
+        request.iter().filter_map(move |requested| {
+            // A resource no Pod advertises has no id, and one this Pod lacks has no load.
+            let load = requested.id.and_then(|id| self.load(id));
+            let (used, capacity) = load.map_or((0, None), |l| (l.effective(), Some(l.capacity)));
+            if Shortfall::fits(requested.amount, used, capacity) {
+                return None;
+            }
+            Shortfall::check(requested.name.clone(), requested.amount, used, capacity)
+        })
     }
 
     /// Active Runs on the Pod, by UID.

@@ -169,6 +169,15 @@ pub enum Observed<'a> {
     Absent,
 }
 
+/// One requested resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requested {
+    pub name: ResourceName,
+    /// `None` when no Runtime Pod advertises the resource: it fits nowhere.
+    pub id: Option<ResourceId>,
+    pub amount: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

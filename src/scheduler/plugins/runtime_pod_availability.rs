@@ -138,15 +138,7 @@ pub fn shortfalls<'a>(
     state: &'a RunCycleState,
     pod: &'a PodView<'_>,
 ) -> impl Iterator<Item = Shortfall> + 'a {
-    state.request_list().iter().filter_map(move |requested| {
-        // A resource no Pod advertises has no id, and one this Pod lacks has no load.
-        let load = requested.id.and_then(|id| pod.load(id));
-        let (used, capacity) = load.map_or((0, None), |l| (l.effective(), Some(l.capacity)));
-        if Shortfall::fits(requested.amount, used, capacity) {
-            return None;
-        }
-        Shortfall::check(requested.name.clone(), requested.amount, used, capacity)
-    })
+    pod.shortfalls(state.request_list())
 }
 
 #[cfg(test)]

@@ -2,17 +2,17 @@
 //! does to the Run's place in the queue.
 //!
 //! Reserve re-verifies the complete request on top of actual usage, every assumption and the
-//! room held for an earlier nominated Run, with the same arithmetic the Filter uses
-//! ([`Resources::shortfalls`]). It must not talk to the API server.
+//! room held for an earlier nominated Run, on the Pod as the Run's cycle sees it and with the
+//! Filter's own rule ([`crate::scheduler::framework::PodView::shortfalls`]). It must not talk
+//! to the API server.
 
 use jiff::{SignedDuration, Timestamp};
 use thiserror::Error;
 
 use super::SchedulerCache;
-use crate::api::Resources;
 use crate::scheduler::framework::assumed::Assumption;
 use crate::scheduler::framework::index::{ScopeRef, WakeSource, Wakeup};
-use crate::scheduler::framework::types::RunKey;
+use crate::scheduler::framework::types::{Requested, RunKey};
 
 /// Why Reserve refused the chosen Pod. Every variant is a `stage="reserve"` conflict.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -39,34 +39,25 @@ impl SchedulerCache {
             return Err(ReserveError::AlreadyAssumed { pod: a.pod.clone() });
         }
         let pod = assumption.pod.clone();
-        let capacity = self
-            .index
-            .pod(&key.namespace, &pod)
-            .and_then(|p| p.capacity.as_ref().ok())
-            .ok_or_else(|| ReserveError::PodGone { pod: pod.clone() })?;
-        let used = self.index.usage(&key.namespace, &pod);
-        let assumed = self.assumed.usage_on(&key.namespace, &pod);
-        let order = self.index.queue_order(key);
-        let held = self
-            .nominations
-            .on_pod(&key.namespace, &pod)
-            .filter(|(k, n)| *k != key && order.is_none_or(|o| n.order < *o))
-            .map(|(_, n)| &n.request);
-        let in_use: Resources = assumption
-            .request
-            .names()
-            .map(|r| {
-                (
-                    r,
-                    used.map_or(0, |u| u.get(r))
-                        .saturating_add(assumed.get(r))
-                        .saturating_add(held.map_or(0, |h| h.get(r))),
-                )
-            })
-            .collect();
-        if let Some(shortfall) =
-            Resources::shortfalls(&assumption.request, &in_use, capacity).next()
-        {
+        let shortfall = {
+            let snapshot = self.snapshot(&key.namespace, &assumption.runtime, now);
+            let view = snapshot
+                .pod_seen_by(&pod, key)
+                .filter(|v| v.capacity().is_ok())
+                .ok_or_else(|| ReserveError::PodGone { pod: pod.clone() })?;
+            // The request as the Filter reads it: the same view, the same fit rule.
+            let request: Vec<Requested> = assumption
+                .request
+                .iter()
+                .map(|(name, amount)| Requested {
+                    name: name.to_string().into(),
+                    id: snapshot.resource_id(name),
+                    amount,
+                })
+                .collect();
+            view.shortfalls(&request).next()
+        };
+        if let Some(shortfall) = shortfall {
             return Err(ReserveError::Conflict {
                 pod,
                 resource: shortfall.resource.to_string(),
