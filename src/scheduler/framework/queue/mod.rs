@@ -133,17 +133,7 @@ impl SchedulingQueue {
         if required_terms {
             self.required_terms.insert(key.clone());
         }
-        self.entries.insert(
-            key.clone(),
-            Entry {
-                scope: scope.clone(),
-                order: order.clone(),
-                state: QueueState::Active,
-                since: now,
-                counted_on: BTreeSet::new(),
-            },
-        );
-        self.set_state(key, QueueState::Active);
+        self.insert(key, scope, order, QueueState::Active, now);
     }
 
     /// Takes a Run out of the queue: placed, assumed, finished, deleted or no longer waiting.
@@ -376,30 +366,47 @@ impl SchedulingQueue {
         if let Some(entry) = self.entries.remove(key) {
             self.unindex(key, &entry);
         }
-        self.entries.insert(
-            key.clone(),
-            Entry {
-                scope: scope.clone(),
-                order: order.clone(),
-                state,
-                since: now,
-                counted_on: BTreeSet::new(),
-            },
-        );
-        self.set_state(key, state);
+        self.insert(key, scope, order, state, now);
     }
 
-    /// Moves an entry to `state` in every index (the entry itself included).
+    /// Files a new entry in every index.
+    fn insert(
+        &mut self,
+        key: &RunKey,
+        scope: &ScopeRef,
+        order: &QueueOrder,
+        state: QueueState,
+        now: Timestamp,
+    ) {
+        let entry = Entry {
+            scope: scope.clone(),
+            order: order.clone(),
+            state,
+            since: now,
+            counted_on: BTreeSet::new(),
+        };
+        self.index(key, &entry);
+        self.entries.insert(key.clone(), entry);
+    }
+
+    /// Moves a queued entry to `state` in every index (the entry itself included); a marked
+    /// capacity walk stays only with an active entry.
     fn set_state(&mut self, key: &RunKey, state: QueueState) {
-        let Some(entry) = self.entries.get(key).cloned() else {
+        let Some(mut entry) = self.entries.remove(key) else {
             return;
         };
         self.unindex(key, &entry);
-        let entry = self.entries.get_mut(key).expect("checked above");
         entry.state = state;
         if state != QueueState::Active {
             entry.counted_on.clear();
         }
+        self.index(key, &entry);
+        self.entries.insert(key.clone(), entry);
+    }
+
+    /// Adds an entry to the per-scope and timed indexes of its state (not to `entries`).
+    fn index(&mut self, key: &RunKey, entry: &Entry) {
+        let state = entry.state;
         let scope = self.scopes.entry(entry.scope.clone()).or_default();
         scope.members.insert(entry.order.clone(), state);
         if self.required_terms.contains(key) {
