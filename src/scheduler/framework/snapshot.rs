@@ -17,7 +17,7 @@ use super::index::{
 };
 use super::nominations::{Nomination, Nominations};
 use super::selector::Selector;
-use super::types::{Heartbeat, Observed, QueueOrder, Requested, ResourceId, RunKey};
+use super::types::{Heartbeat, Observed, QueueOrder, Requested, ResourceId, ResourceName, RunKey};
 use crate::api::Resources;
 use crate::api::resources::Shortfall;
 
@@ -132,6 +132,19 @@ impl<'a> Snapshot<'a> {
 
     pub fn runtime(&self) -> &'a str {
         self.runtime
+    }
+
+    /// `request` with the resource ids of this snapshot, in resource-name order: what
+    /// [`PodView::shortfalls`] compares.
+    pub fn requested(&self, request: &Resources) -> Vec<Requested> {
+        request
+            .iter()
+            .map(|(name, amount)| Requested {
+                name: ResourceName::from(name),
+                id: self.resource_id(name),
+                amount,
+            })
+            .collect()
     }
 
     /// The id of a resource name, `None` when no Runtime Pod advertises it.

@@ -12,7 +12,7 @@ use thiserror::Error;
 use super::SchedulerCache;
 use crate::scheduler::framework::assumed::Assumption;
 use crate::scheduler::framework::index::{ScopeRef, WakeSource, Wakeup};
-use crate::scheduler::framework::types::{Requested, RunKey};
+use crate::scheduler::framework::types::RunKey;
 
 /// Why Reserve refused the chosen Pod. Every variant is a `stage="reserve"` conflict.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -46,16 +46,8 @@ impl SchedulerCache {
                 .filter(|v| v.capacity().is_ok())
                 .ok_or_else(|| ReserveError::PodGone { pod: pod.clone() })?;
             // The request as the Filter reads it: the same view, the same fit rule.
-            let request: Vec<Requested> = assumption
-                .request
-                .iter()
-                .map(|(name, amount)| Requested {
-                    name: name.to_string().into(),
-                    id: snapshot.resource_id(name),
-                    amount,
-                })
-                .collect();
-            view.shortfalls(&request).next()
+            view.shortfalls(&snapshot.requested(&assumption.request))
+                .next()
         };
         if let Some(shortfall) = shortfall {
             return Err(ReserveError::Conflict {

@@ -25,7 +25,6 @@ use super::plugin::{PreferredTerm, RequiredTerm, RunCycleState, ScoreError};
 use super::registry::Registry;
 use super::selector::{Selector, SelectorError};
 use super::snapshot::{PodView, Snapshot};
-use super::types::Requested;
 use super::types::{Code, MAX_SCORE, MIN_SCORE, Rejection, ResourceName, RunKey, rejection_text};
 use crate::api::resources::{ResourceError, parse_requests};
 use crate::api::status::reasons::{INVALID_AFFINITY, INVALID_RESOURCES};
@@ -320,14 +319,7 @@ pub fn pre_filter(snapshot: &Snapshot<'_>, run: &Run) -> Result<RunCycleState, P
         })
         .collect();
     let repelled_by = snapshot.anti_affinity_against(&labels, &key.uid);
-    let request_list = request
-        .iter()
-        .map(|(name, amount)| Requested {
-            name: ResourceName::from(name),
-            id: snapshot.resource_id(name),
-            amount,
-        })
-        .collect();
+    let request_list = snapshot.requested(&request);
     Ok(RunCycleState {
         name: run.name_any(),
         runtime: run.spec.runtime.clone(),
@@ -402,9 +394,7 @@ pub fn evaluate_pod<'s>(
     pod: &str,
 ) -> Option<PodEvaluation<'s>> {
     let state = pre_filter(snapshot, run).ok()?;
-    let pod = snapshot
-        .pods_seen_by(&state.key)
-        .find(|p| p.name() == pod)?;
+    let pod = snapshot.pod_seen_by(pod, &state.key)?;
     let rejection = registry
         .filters()
         .iter()
