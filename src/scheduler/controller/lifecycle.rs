@@ -12,7 +12,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tracing::{info, warn};
 
-use super::Scheduler;
+use super::{Scheduler, now};
 use crate::api::Run;
 use crate::api::status;
 use crate::scheduler::framework::{LostRun, PodLoss};
@@ -133,8 +133,4 @@ fn lost_message(lost: &LostRun, grace: Duration) -> String {
             "the runtimed heartbeat of Runtime Pod {pod} has been stale for longer than {grace:?} while the Run was running (node or runtimed lost)"
         ),
     }
-}
-
-pub(super) fn now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
-    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now())
 }

@@ -319,6 +319,11 @@ impl WatchHealth {
 /// How often the gauges are refreshed.
 const GAUGE_PERIOD: Duration = Duration::from_secs(1);
 
+/// The current time as a status timestamp.
+fn now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now())
+}
+
 /// Binds in flight at most: enough to keep the API server busy while the loop plans, few
 /// enough that a slow or failing server holds back planning instead of piling assumptions.
 const MAX_BINDS_IN_FLIGHT: usize = 64;

@@ -126,12 +126,7 @@ impl Scheduler {
             }
             _ => {}
         }
-        match step(
-            &run,
-            &outcome,
-            nominated.as_deref(),
-            &super::lifecycle::now(),
-        ) {
+        match step(&run, &outcome, nominated.as_deref(), &super::now()) {
             Step::Bind {
                 pod,
                 pod_uid,

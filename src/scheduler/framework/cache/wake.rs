@@ -29,12 +29,10 @@ impl WakeCounts {
         ]
     }
 
-    fn add(&mut self, source: Option<WakeSource>, n: u64) {
+    fn add(&mut self, source: WakeSource, n: u64) {
         match source {
-            Some(WakeSource::RuntimePod) => self.runtime_pod += n,
-            Some(WakeSource::CapacityReleased) => self.capacity_released += n,
-            // Rechecks and retargets are neither a Runtime Pod nor a released-capacity event.
-            None => {}
+            WakeSource::RuntimePod => self.runtime_pod += n,
+            WakeSource::CapacityReleased => self.capacity_released += n,
         }
     }
 }
@@ -56,7 +54,7 @@ impl SchedulerCache {
             };
             let scope = ScopeRef::new(&wakeup.namespace, &wakeup.runtime);
             let n = self.apply_hints(&scope, wakeup.pod.as_deref(), event, now);
-            self.woken.add(Some(wakeup.source), n);
+            self.woken.add(wakeup.source, n);
         }
         for scope in &changes.rechecks {
             // Uncounted, as retargets: not a Runtime Pod event.
@@ -208,7 +206,7 @@ impl SchedulerCache {
     /// still free for the Runs after it (counted as a capacity wakeup).
     pub(super) fn rewalk(&mut self, scope: &ScopeRef, pod: &str, now: Timestamp) {
         let n = self.wake_room(scope, pod, now);
-        self.woken.add(Some(WakeSource::CapacityReleased), n);
+        self.woken.add(WakeSource::CapacityReleased, n);
     }
 }
 
