@@ -78,18 +78,9 @@ impl Cluster {
 
     /// Runs kubectl and returns its stdout; panics with its stderr when it fails.
     pub fn kubectl(&self, args: &[&str]) -> String {
-        let out = Command::new(&self.kubectl)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .args(args)
-            .output()
-            .expect("run kubectl");
-        assert!(
-            out.status.success(),
-            "kubectl {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        let mut cmd = Command::new(&self.kubectl);
+        cmd.env("KUBECONFIG", &self.kubeconfig).args(args);
+        succeeded(cmd, "kubectl", args)
     }
 
     /// kubectl's stdout, or empty when it fails (for polling).
@@ -104,17 +95,9 @@ impl Cluster {
 
     /// `cluster.sh ARGS` (kill-kubelet, start-kubelet, freeze-pod UID, thaw-pod UID).
     pub fn fault(&self, args: &[&str]) {
-        let out = Command::new("bash")
-            .arg(script())
-            .args(args)
-            .output()
-            .expect("run cluster.sh");
-        assert!(
-            out.status.success(),
-            "cluster.sh {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let mut cmd = Command::new("bash");
+        cmd.arg(script()).args(args);
+        succeeded(cmd, "cluster.sh", args);
     }
 
     /// What a failed scenario left: Pods, Runs, and the scheduler's last log lines.
@@ -131,4 +114,16 @@ impl Cluster {
             println!("--- {pod}\n{log}");
         }
     }
+}
+
+/// Runs `cmd` (`what ARGS`) and returns its stdout; panics with its stderr when it fails.
+fn succeeded(mut cmd: Command, what: &str, args: &[&str]) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
