@@ -342,11 +342,12 @@ async fn a_bind_conflict_releases_the_reservation_requeues_and_counts() {
     pod("py-a").capacity(&[("runs", 1)]).create(&ns).await;
     let created = run("contended").create(&ns).await;
     assert!(created.status.is_none());
-    // Another client keeps writing the Run's status, so the scheduler's observed
+    // Eight other clients keep writing the Run (the scheduler binds the newest version it has
+    // seen, so one writer rarely wins the race), so the scheduler's observed
     // resourceVersion is usually stale by the time it binds.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let written = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let writers: Vec<_> = (0..2)
+    let writers: Vec<_> = (0..8)
         .map(|w| {
             let (api, stop, written) = (ns.runs(), stop.clone(), written.clone());
             tokio::spawn(async move {
