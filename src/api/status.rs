@@ -23,6 +23,10 @@ pub mod reasons {
     pub const SCHEDULED: &str = "Scheduled";
     pub const INVALID_RESOURCES: &str = "InvalidResources";
     pub const INVALID_AFFINITY: &str = "InvalidAffinity";
+    /// `spec.workspace` names a PersistentWorkspace of another Runtime, or a Released one.
+    pub const INVALID_WORKSPACE: &str = "InvalidWorkspace";
+    /// `spec.workspace` names a PersistentWorkspace whose Runtime Pod (and data) is gone.
+    pub const WORKSPACE_LOST: &str = "WorkspaceLost";
     pub const ADMITTED: &str = "Admitted";
     pub const SUCCEEDED: &str = "Succeeded";
     pub const FAILED: &str = "Failed";

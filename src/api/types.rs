@@ -192,7 +192,8 @@ pub struct RunSpec {
     #[serde(default)]
     #[schemars(transform = no_default)]
     pub mode: RunMode,
-    /// A namespace-local PersistentWorkspace the Run uses (kept, not acted on yet).
+    /// A namespace-local PersistentWorkspace the Run uses: the Run runs in its directory, on
+    /// the Runtime Pod the workspace is bound to (the first Run that uses it binds it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<RunWorkspaceReference>,
     /// Required and preferred co-location with other Runs.
@@ -557,6 +558,11 @@ impl Run {
             .flatten()
     }
 
+    /// The name of the PersistentWorkspace the Run uses, if any.
+    pub fn workspace_name(&self) -> Option<&str> {
+        self.spec.workspace.as_ref().map(|w| w.name.as_str())
+    }
+
     /// Whether the Run has required Run affinity terms: it waits for target Runs, so new
     /// targets may let it fit.
     pub fn requires_run_affinity(&self) -> bool {
@@ -638,6 +644,75 @@ pub struct PersistentWorkspaceStatus {
     pub conditions: Vec<Condition>,
 }
 
+/// The phase of a PersistentWorkspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorkspacePhase {
+    /// Not bound yet: the first Run that uses it binds it.
+    Pending,
+    /// Bound to `status.boundPod`: Runs that use it go there only.
+    Bound,
+    /// Its Runtime Pod is gone, and its data with it.
+    Lost,
+    /// Released after `ttlSecondsAfterUnused` without use.
+    Released,
+}
+
+impl WorkspacePhase {
+    pub const ALL: [WorkspacePhase; 4] = [
+        WorkspacePhase::Pending,
+        WorkspacePhase::Bound,
+        WorkspacePhase::Lost,
+        WorkspacePhase::Released,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkspacePhase::Pending => "Pending",
+            WorkspacePhase::Bound => "Bound",
+            WorkspacePhase::Lost => "Lost",
+            WorkspacePhase::Released => "Released",
+        }
+    }
+
+    /// The phase a status string names; an empty or unknown one is `Pending`.
+    pub fn parse(value: Option<&str>) -> Self {
+        WorkspacePhase::ALL
+            .into_iter()
+            .find(|p| Some(p.as_str()) == value)
+            .unwrap_or(WorkspacePhase::Pending)
+    }
+}
+
+/// `spec.cleanupPolicy` (the default): once `ttlSecondsAfterUnused` has passed the workspace
+/// is Released and deleted.
+pub const CLEANUP_DELETE_AFTER_TTL: &str = "DeleteAfterTTL";
+/// `spec.cleanupPolicy`: the workspace is Released but its object kept.
+pub const CLEANUP_RETAIN: &str = "Retain";
+
+impl PersistentWorkspace {
+    /// The observed phase; a workspace without status is Pending.
+    pub fn phase(&self) -> WorkspacePhase {
+        WorkspacePhase::parse(self.status.as_ref().and_then(|s| s.phase.as_deref()))
+    }
+
+    /// The Runtime Pod it is bound to: `status.boundPod` while Bound.
+    pub fn bound_pod(&self) -> Option<&str> {
+        let status = self.status.as_ref()?;
+        (self.phase() == WorkspacePhase::Bound)
+            .then_some(status.bound_pod.as_deref())
+            .flatten()
+    }
+
+    /// The workspace's directory on its Runtime Pod: `/workspace/persistent/<name>`, under
+    /// the Pod's workspace volume (runtimed maps `/workspace` to its `--workspace-root`).
+    pub fn path_for(name: &str) -> String {
+        format!("{WORKSPACE_MOUNT}/persistent/{name}")
+    }
+}
+
+/// Where a Runtime Pod's workspace volume is mounted, as upstream lays it out.
+pub const WORKSPACE_MOUNT: &str = "/workspace";
+
 /// Drops the `default` schemars derives from `#[serde(default)]`: these fields are required
 /// (their Rust default only makes decoding lenient) and their empty default would not even
 /// pass the field's own validation.
@@ -711,11 +786,15 @@ fn workspace_mode(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 }
 
 fn workspace_cleanup_policy(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    string_enum(&["DeleteAfterTTL", "Retain"], Some("DeleteAfterTTL"))
+    string_enum(
+        &[CLEANUP_DELETE_AFTER_TTL, CLEANUP_RETAIN],
+        Some(CLEANUP_DELETE_AFTER_TTL),
+    )
 }
 
 fn workspace_phase(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    string_enum(&["Pending", "Bound", "Lost", "Released"], Some("Pending"))
+    let phases: Vec<&str> = WorkspacePhase::ALL.iter().map(|p| p.as_str()).collect();
+    string_enum(&phases, Some("Pending"))
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use crate::scheduler::plugins::runtime_pod_availability::{
     self, DELETING, HEARTBEAT_MISSING, HEARTBEAT_NOT_HELD, HEARTBEAT_STALE, INVALID_CAPACITY,
     NOT_READY, RESERVED_FOR_EARLIER_RUN,
 };
+use crate::scheduler::plugins::workspace_placement;
 
 /// Release hints shown at most (the smallest releases first).
 const MAX_RELEASE_HINTS: usize = 3;
@@ -78,8 +79,46 @@ pub fn compute(report: &Report) -> Vec<String> {
     resource_hints(report, &mut out);
     release_hints(report, &mut out);
     availability_hints(report, ready == 0, &mut out);
+    workspace_hints(report, &mut out);
     affinity_hints(report, &mut out);
     out
+}
+
+/// A Run whose workspace does not exist, or is bound to a Pod that cannot take it now.
+fn workspace_hints(report: &Report, out: &mut Vec<String>) {
+    let Some(w) = &report.workspace else { return };
+    let rejected_by_placement = report.pods.iter().any(|p| {
+        p.rejection
+            .as_ref()
+            .is_some_and(|r| r.plugin == workspace_placement::NAME)
+    });
+    if !w.found {
+        out.push(format!(
+            "PersistentWorkspace {} not found in namespace {}: create it with spec.runtime: {} (the Run waits for it)",
+            w.name, report.namespace, report.runtime.name
+        ));
+        return;
+    }
+    let Some(bound) = &w.bound_pod else { return };
+    if !rejected_by_placement {
+        return;
+    }
+    match report.pods.iter().find(|p| &p.name == bound) {
+        Some(pod) => {
+            let why = pod
+                .rejection
+                .as_ref()
+                .map_or("it cannot take the Run", |r| r.reason.as_str());
+            out.push(format!(
+                "PersistentWorkspace {} is bound to {bound}, so the Run waits for that Pod ({why}); no other Pod has its data",
+                w.name
+            ));
+        }
+        None => out.push(format!(
+            "PersistentWorkspace {} is bound to {bound}, which is not a Runtime Pod of {} now: the Run waits for it, and fails once the workspace is marked Lost",
+            w.name, report.runtime.name
+        )),
+    }
 }
 
 fn runtime_hints(report: &Report, out: &mut Vec<String>) {

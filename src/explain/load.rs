@@ -1,5 +1,6 @@
 //! The thin I/O edge of `explain`: reads the Run, its Runtime, the Runtime Pods, the
-//! heartbeat Leases and the namespace's Runs, the way the scheduler's watches select them.
+//! heartbeat Leases, the namespace's Runs and the Run's PersistentWorkspace, the way the
+//! scheduler's watches select them.
 //!
 //! It only reads (GET and LIST); it must never write, and it must not interpret what it read
 //! beyond turning "not found" into the right one-line error.
@@ -13,7 +14,7 @@ use thiserror::Error;
 
 use super::model::Objects;
 use crate::api::lenient::{self, Lenient};
-use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, Runtime};
+use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, PersistentWorkspace, Run, Runtime};
 use crate::kubeclient::Target;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -73,7 +74,25 @@ pub async fn load(target: &Target, name: &str) -> Result<Objects> {
     let pods = list_runtime_pods(target, scope, Some(&runtime_name));
     let leases = list_leases(target, scope);
     let runs = list_runs(target, scope);
-    let (runtime, pods, leases, runs) = try_join!(runtime, pods, leases, runs)?;
+    let workspace = async {
+        let Some(name) = run.workspace_name() else {
+            return Ok(None);
+        };
+        match Api::<PersistentWorkspace>::namespaced(client.clone(), &namespace)
+            .get_opt(name)
+            .await
+        {
+            Ok(w) => Ok(w),
+            // Without the CRD there is no workspace: the Run waits for one, as it says.
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(e) => Err(api_error(
+                e,
+                format!("reading persistentworkspace {name} in namespace {namespace}"),
+            )),
+        }
+    };
+    let (runtime, pods, leases, runs, workspace) =
+        try_join!(runtime, pods, leases, runs, workspace)?;
     let now = jiff::Timestamp::now();
     // Explain the Run as the list has it, so it is consistent with the usage it is judged by.
     let run = runs
@@ -88,6 +107,7 @@ pub async fn load(target: &Target, name: &str) -> Result<Objects> {
         pods,
         leases,
         runs,
+        workspace,
         now,
     })
 }

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
 
 use crate::api::resources::Shortfall;
-use crate::api::{Run, Runtime};
+use crate::api::{PersistentWorkspace, Run, Runtime};
 
 /// Version of the JSON/YAML structure; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 2;
@@ -32,6 +32,8 @@ pub struct Objects {
     pub leases: Vec<Lease>,
     /// Every Run of the namespace (usage and affinity targets), including the explained one.
     pub runs: Vec<Run>,
+    /// The PersistentWorkspace the Run names, when it exists.
+    pub workspace: Option<PersistentWorkspace>,
     /// When the objects were read; heartbeat freshness is judged at this instant.
     pub now: Timestamp,
 }
@@ -72,8 +74,25 @@ pub struct Report {
     pub repelled_by: Vec<TargetReport>,
     /// Where the Run stands in its Runtime's queue, while it is Pending.
     pub queue: Option<QueueReport>,
+    /// The PersistentWorkspace the Run names, as the cycle bound it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<WorkspaceReport>,
     /// What would change the verdict.
     pub hints: Vec<String>,
+}
+
+/// The Run's PersistentWorkspace, as PreFilter found it for WorkspacePlacement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceReport {
+    pub name: String,
+    /// Whether the PersistentWorkspace exists.
+    pub found: bool,
+    /// Its `status.phase` (`Pending` without status); `None` when not found.
+    pub phase: Option<String>,
+    /// The Pod it holds its data on, by its status, an active Run or an assumption; `None`
+    /// while unbound (the Run's Pod will bind it).
+    pub bound_pod: Option<String>,
 }
 
 /// A Pending Run's place in its Runtime's queue (creation time, then UID).

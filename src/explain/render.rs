@@ -7,7 +7,9 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::model::{DecisionKind, HeartbeatState, PodReport, QueueReport, Report, ResourceUse};
+use super::model::{
+    DecisionKind, HeartbeatState, PodReport, QueueReport, Report, ResourceUse, WorkspaceReport,
+};
 use crate::output::{Palette, Table, Tone};
 use crate::scheduler::plugins::run_affinity;
 
@@ -41,6 +43,10 @@ pub fn text(report: &Report, wide: bool, palette: &Palette) -> String {
         out.push_str(&queue_line(queue));
         out.push('\n');
     }
+    if let Some(workspace) = &report.workspace {
+        out.push_str(&workspace_line(workspace));
+        out.push('\n');
+    }
 
     if report.invalid.is_none() {
         out.push('\n');
@@ -63,6 +69,21 @@ pub fn text(report: &Report, wide: bool, palette: &Palette) -> String {
         }
     }
     out
+}
+
+/// "Workspace: ws, Bound to p1." and the like.
+fn workspace_line(w: &WorkspaceReport) -> String {
+    let name = &w.name;
+    match (w.found, w.phase.as_deref(), &w.bound_pod) {
+        (false, _, _) => format!("Workspace: PersistentWorkspace {name} not found."),
+        (true, Some(phase @ ("Lost" | "Released")), _) => {
+            format!("Workspace: {name}, {phase}.")
+        }
+        (true, _, Some(pod)) => format!("Workspace: {name}, bound to {pod}."),
+        (true, _, None) => {
+            format!("Workspace: {name}, unbound (the Pod this Run is placed on binds it).")
+        }
+    }
 }
 
 /// "Queue: 2nd of 5 Pending Runs of the Runtime (creation order)." and, for a nominated Run,

@@ -18,20 +18,23 @@ pub use super::model::*;
 use crate::api::{RunPhase, Runtime};
 use crate::scheduler::framework::{
     CycleError, Decision, Evaluation, Heartbeat, PodView, Registry, RunCycleState, RunKey,
-    SchedulerCache, Selector, Snapshot, evaluate,
+    SchedulerCache, Selector, Snapshot, WorkspaceBinding, evaluate,
 };
 use crate::scheduler::plugins::runtime_pod_availability;
 
 /// Replays the scheduler's cycle for `objects.run` and describes it. The only error is a
 /// Score plugin failure, which the scheduler would retry.
 pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleError> {
-    let state = SchedulerCache::from_objects(
+    let mut state = SchedulerCache::from_objects(
         &objects.runtime,
         &objects.pods,
         &objects.leases,
         &objects.runs,
         objects.now,
     );
+    if let Some(workspace) = &objects.workspace {
+        state.apply(workspace, objects.now);
+    }
     let run = &objects.run;
     let namespace = run.namespace().unwrap_or_else(|| objects.namespace.clone());
     let snapshot = state.snapshot(&namespace, &run.spec.runtime, objects.now);
@@ -130,10 +133,34 @@ pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleErro
         affinity,
         repelled_by,
         queue,
+        workspace: workspace_report(run, objects.workspace.as_ref(), cycle),
         hints: Vec::new(),
     };
     report.hints = hints::compute(&report);
     Ok(report)
+}
+
+/// The Run's workspace: its binding as PreFilter found it for WorkspacePlacement (when
+/// PreFilter refused the Run, as its status says).
+fn workspace_report(
+    run: &crate::api::Run,
+    object: Option<&crate::api::PersistentWorkspace>,
+    cycle: Option<&RunCycleState>,
+) -> Option<WorkspaceReport> {
+    let name = run.workspace_name()?;
+    let bound_pod = match cycle.and_then(|c| c.workspace.as_ref()) {
+        Some(w) => match &w.binding {
+            WorkspaceBinding::Bound { pod } => Some(pod.clone()),
+            WorkspaceBinding::Unbound | WorkspaceBinding::Missing => None,
+        },
+        None => object.and_then(|w| w.status.as_ref()?.bound_pod.clone()),
+    };
+    Some(WorkspaceReport {
+        name: name.to_string(),
+        found: object.is_some(),
+        phase: object.map(|w| w.phase().as_str().to_string()),
+        bound_pod,
+    })
 }
 
 /// The Run's queue position and, when the scheduler nominated a Pod for it (recorded in
@@ -398,6 +425,7 @@ pub(crate) fn test_objects(
         pods: pods.iter().map(PodBuilder::build).collect(),
         leases: pods.iter().filter_map(PodBuilder::build_lease).collect(),
         runs: runs.iter().map(RunBuilder::build).collect(),
+        workspace: None,
         now: NOW,
     }
 }
@@ -597,6 +625,7 @@ mod tests {
                 .collect::<Vec<_>>(),
             [
                 ("RuntimePodAvailability", Some("Runtime Pod not ready")),
+                ("WorkspacePlacement", None),
                 ("RunAffinity", Some("didn't match Run anti-affinity rules"))
             ]
         );

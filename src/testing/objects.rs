@@ -19,9 +19,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 
 use crate::api::resources::{capacity_annotation, parse_requests, resource_of_annotation};
 use crate::api::{
-    AffinityTerms, FunctionMode, LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, RunAffinity,
-    RunAffinityTerm, RunMode, RunPhase, RunResources, RunSpec, RunStatus, Runtime, RuntimeCapacity,
-    RuntimeSpec, TaskMode, WeightedRunAffinityTerm,
+    AffinityTerms, FunctionMode, LABEL_RUNTIME, LABEL_RUNTIME_POD, PersistentWorkspace,
+    PersistentWorkspaceSpec, PersistentWorkspaceStatus, Run, RunAffinity, RunAffinityTerm, RunMode,
+    RunPhase, RunResources, RunSpec, RunStatus, RunWorkspaceReference, Runtime, RuntimeCapacity,
+    RuntimeSpec, TaskMode, WeightedRunAffinityTerm, WorkspacePhase,
 };
 use crate::runtimed::Identity;
 use crate::runtimed::heartbeat::{self, desired_lease};
@@ -137,6 +138,7 @@ pub struct RunBuilder {
     pod: Option<String>,
     pod_uid: Option<String>,
     nominated: Option<String>,
+    workspace: Option<String>,
 }
 
 /// A Pending Run in [`NS`] for [`RUNTIME`] with UID `uid-<name>`, no requests (so `runs: 1`)
@@ -159,6 +161,7 @@ pub fn run(name: &str) -> RunBuilder {
         pod: None,
         pod_uid: None,
         nominated: None,
+        workspace: None,
     }
     .task(&["true"])
 }
@@ -175,6 +178,8 @@ impl RunBuilder {
         pod_uid(uid: &str) => pod_uid = Some(uid.to_string());
         /// Pending with the scheduler's nomination recorded (`status.nominatedPodName`).
         nominated(pod: &str) => nominated = Some(pod.to_string());
+        /// Uses the PersistentWorkspace `name` (`spec.workspace.name`).
+        workspace(name: &str) => workspace = Some(name.to_string());
         running() => phase = RunPhase::Running;
         succeeded() => phase = RunPhase::Succeeded;
         failed() => phase = RunPhase::Failed;
@@ -320,6 +325,10 @@ impl RunBuilder {
                 affinity: (self.affinity != RunAffinity::default()).then(|| self.affinity.clone()),
                 mode: self.mode.clone(),
                 env: self.env.clone(),
+                workspace: self.workspace.clone().map(|name| RunWorkspaceReference {
+                    name,
+                    ..Default::default()
+                }),
                 ..Default::default()
             },
         );
@@ -354,6 +363,7 @@ impl RunBuilder {
             request: parse_requests(self.requests.as_ref()).expect("valid test request"),
             labels: self.labels.clone(),
             anti_affinity: required_anti_affinity(&run),
+            workspace: self.workspace.clone(),
         }
     }
 }
@@ -633,5 +643,90 @@ impl RuntimeBuilder {
         meta.uid = Some(uid_or_default(&self.uid, "runtime-uid", &self.name));
         meta.generation = self.generation;
         runtime
+    }
+}
+
+// ----- PersistentWorkspaces -----------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+pub struct WorkspaceBuilder {
+    name: String,
+    namespace: String,
+    runtime: String,
+    phase: Option<WorkspacePhase>,
+    bound_pod: Option<String>,
+    ttl: Option<i32>,
+    cleanup_policy: Option<String>,
+    last_used: Option<Timestamp>,
+}
+
+/// A PersistentWorkspace in [`NS`] of [`RUNTIME`], `RuntimePodLocal`, without status (Pending)
+/// and UID `workspace-uid-<name>`.
+pub fn workspace(name: &str) -> WorkspaceBuilder {
+    WorkspaceBuilder {
+        name: name.to_string(),
+        namespace: NS.to_string(),
+        runtime: RUNTIME.to_string(),
+        phase: None,
+        bound_pod: None,
+        ttl: None,
+        cleanup_policy: None,
+        last_used: None,
+    }
+}
+
+impl WorkspaceBuilder {
+    setters! {
+        ns(namespace: &str) => namespace = namespace.to_string();
+        runtime(runtime: &str) => runtime = runtime.to_string();
+        /// `spec.ttlSecondsAfterUnused`.
+        ttl(seconds: i32) => ttl = Some(seconds);
+        /// `spec.cleanupPolicy`.
+        cleanup_policy(policy: &str) => cleanup_policy = Some(policy.to_string());
+        /// `status.lastUsedTime`.
+        last_used(at: Timestamp) => last_used = Some(at);
+        /// `status.phase: Lost`, its Pod still named.
+        lost() => phase = Some(WorkspacePhase::Lost);
+        /// `status.phase: Released`.
+        released() => phase = Some(WorkspacePhase::Released);
+    }
+
+    /// `status.phase: Bound` to `pod`.
+    pub fn bound(mut self, pod: &str) -> Self {
+        self.phase = Some(WorkspacePhase::Bound);
+        self.bound_pod = Some(pod.to_string());
+        self
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn build(&self) -> PersistentWorkspace {
+        let mut workspace = PersistentWorkspace::new(
+            &self.name,
+            PersistentWorkspaceSpec {
+                runtime: self.runtime.clone(),
+                mode: Some("RuntimePodLocal".to_string()),
+                ttl_seconds_after_unused: self.ttl,
+                cleanup_policy: self.cleanup_policy.clone(),
+            },
+        );
+        let meta = &mut workspace.metadata;
+        meta.namespace = Some(self.namespace.clone());
+        meta.uid = Some(format!("workspace-uid-{}", self.name));
+        workspace.status =
+            (self.phase.is_some() || self.last_used.is_some()).then(|| PersistentWorkspaceStatus {
+                phase: self.phase.map(|p| p.as_str().to_string()),
+                runtime: Some(self.runtime.clone()),
+                bound_pod: self.bound_pod.clone(),
+                path: self
+                    .bound_pod
+                    .as_ref()
+                    .map(|_| PersistentWorkspace::path_for(&self.name)),
+                last_used_time: self.last_used.map(Time),
+                conditions: Vec::new(),
+            });
+        workspace
     }
 }

@@ -5,7 +5,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 
-use super::objects::{NOW, PodBuilder, RUNTIME, RunBuilder};
+use super::objects::{NOW, PodBuilder, RUNTIME, RunBuilder, WorkspaceBuilder};
 use crate::api::Run;
 use crate::scheduler::framework::{
     FilterPlugin, RunCycleState, ScheduleOutcome, SchedulerCache, ScorePlugin, Snapshot, pre_filter,
@@ -17,6 +17,7 @@ pub struct World {
     pods: Vec<PodBuilder>,
     runs: Vec<RunBuilder>,
     assumptions: Vec<(RunBuilder, String)>,
+    workspaces: Vec<WorkspaceBuilder>,
 }
 
 impl World {
@@ -31,6 +32,11 @@ impl World {
 
     pub fn runs(mut self, runs: impl IntoIterator<Item = RunBuilder>) -> Self {
         self.runs.extend(runs);
+        self
+    }
+
+    pub fn workspaces(mut self, workspaces: impl IntoIterator<Item = WorkspaceBuilder>) -> Self {
+        self.workspaces.extend(workspaces);
         self
     }
 
@@ -52,6 +58,9 @@ impl World {
         let runtime = super::objects::runtime(RUNTIME).build();
         let mut cache = SchedulerCache::from_objects([&runtime], &pods, &leases, &runs, NOW)
             .with_hints(crate::scheduler::plugins::registry().queueing_hints());
+        for w in &self.workspaces {
+            cache.apply(&w.build(), NOW);
+        }
         for (r, pod) in &self.assumptions {
             cache.apply_run(&r.clone().pending().build(), NOW);
             cache

@@ -49,6 +49,9 @@ pub struct Assumption {
     pub labels: BTreeMap<String, String>,
     /// The Run's required anti-affinity selectors (anti-affinity is symmetric).
     pub anti_affinity: Vec<Selector>,
+    /// The PersistentWorkspace the Run uses: the assumption binds it to `pod` until the
+    /// watch shows the Run there (a burst on an unbound workspace lands on one Pod).
+    pub workspace: Option<String>,
 }
 
 /// What reconciliation did to an assumption.
@@ -81,6 +84,8 @@ pub struct NamespaceAssumptions {
     /// UIDs of the assumptions with required anti-affinity terms: every cycle asks which
     /// Pods they bar (anti-affinity is symmetric), and few Runs have any.
     anti_affinity: BTreeSet<String>,
+    /// Workspace name -> Pod name -> assumptions there that use it.
+    workspaces: HashMap<String, BTreeMap<String, u32>>,
 }
 
 impl NamespaceAssumptions {
@@ -97,6 +102,14 @@ impl NamespaceAssumptions {
     /// Pods holding assumptions, by name.
     pub fn pods(&self) -> impl Iterator<Item = (&str, &AssumedOnPod)> {
         self.pods.iter().map(|(pod, on)| (pod.as_str(), on))
+    }
+
+    /// The Pods (by name, in order) the assumptions using workspace `name` are on.
+    pub fn workspace_pods(&self, name: &str) -> impl Iterator<Item = &str> {
+        self.workspaces
+            .get(name)
+            .into_iter()
+            .flat_map(|pods| pods.keys().map(String::as_str))
     }
 
     /// The assumptions with required anti-affinity terms, by Run UID.
@@ -154,6 +167,14 @@ impl AssumedCache {
         if !assumption.anti_affinity.is_empty() {
             entries.anti_affinity.insert(key.uid.clone());
         }
+        if let Some(workspace) = &assumption.workspace {
+            *entries
+                .workspaces
+                .entry(workspace.clone())
+                .or_default()
+                .entry(assumption.pod.clone())
+                .or_insert(0) += 1;
+        }
         entries.runs.insert(key.uid.clone(), assumption);
         true
     }
@@ -163,6 +184,19 @@ impl AssumedCache {
         let entries = self.by_namespace.get_mut(&key.namespace)?;
         let removed = entries.runs.remove(&key.uid)?;
         entries.anti_affinity.remove(&key.uid);
+        if let Some(workspace) = &removed.workspace
+            && let Some(pods) = entries.workspaces.get_mut(workspace)
+        {
+            if let Some(n) = pods.get_mut(&removed.pod) {
+                *n -= 1;
+                if *n == 0 {
+                    pods.remove(&removed.pod);
+                }
+            }
+            if pods.is_empty() {
+                entries.workspaces.remove(workspace);
+            }
+        }
         if let Some(on_pod) = entries.pods.get_mut(&removed.pod) {
             on_pod.runs.remove(&key.uid);
             if on_pod.runs.is_empty() {
@@ -248,6 +282,7 @@ mod tests {
             request: Resources::from_iter([("runs", 1)]),
             labels: BTreeMap::new(),
             anti_affinity: Vec::new(),
+            workspace: None,
         }
     }
 

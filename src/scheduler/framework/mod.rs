@@ -74,17 +74,18 @@ pub use cycle::{
 };
 pub use index::{
     ActiveRun, Changes, CountedRequest, Index, LeaseRecord, Load, LostRun, PendingRun, PodLoss,
-    PodRecord, PodRef, RunChange, ScopeRef, Usage, WakeSource, Wakeup,
+    PodRecord, PodRef, RunChange, ScopeRef, Usage, WakeSource, Wakeup, WorkspaceEntry,
+    WorkspaceRecord,
 };
 pub use nominations::{Nomination, Nominations};
 pub use plugin::{
     ClusterEvent, FilterPlugin, PreferredTerm, QueueingHint, RequiredTerm, RunCycleState,
-    ScoreError, ScorePlugin, normalize_min_max,
+    RunWorkspace, ScoreError, ScorePlugin, WorkspaceBinding, normalize_min_max,
 };
 pub use queue::{Popped, QueueState, SchedulingQueue};
 pub use registry::{QueueingHints, Registry, RegistryError};
 pub use selector::{Selector, SelectorError};
-pub use snapshot::{PodSet, PodView, ResourceLoad, Snapshot};
+pub use snapshot::{PodSet, PodView, ResourceLoad, Snapshot, WorkspaceView};
 pub use types::{
     Code, Heartbeat, MAX_SCORE, MIN_SCORE, Observed, QueueOrder, Rejection, Requested, ResourceId,
     ResourceName, RunKey,

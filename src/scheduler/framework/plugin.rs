@@ -59,6 +59,27 @@ pub struct RunCycleState {
     pub preferred: Vec<PreferredTerm>,
     /// Pods hosting a Run whose required anti-affinity matches this Run's labels.
     pub repelled_by: PodSet,
+    /// The PersistentWorkspace the Run uses, as this snapshot binds it.
+    pub workspace: Option<RunWorkspace>,
+}
+
+/// A Run's PersistentWorkspace as PreFilter found it (one of another Runtime, Lost or
+/// Released never gets here: PreFilter refuses the Run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunWorkspace {
+    pub name: String,
+    pub binding: WorkspaceBinding,
+}
+
+/// Where a Run's workspace holds its data, in the snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkspaceBinding {
+    /// No PersistentWorkspace of that name (yet): the Run waits.
+    Missing,
+    /// Not bound: any Pod will do, and Reserve binds it there.
+    Unbound,
+    /// Bound, by its status, an active Run or an assumption, to this Pod.
+    Bound { pod: String },
 }
 
 impl RunCycleState {
@@ -98,14 +119,17 @@ pub enum ClusterEvent {
     /// A Run joined or left the active set of a Pod, or changed its labels there: the
     /// targets of Run affinity changed.
     TargetsChanged,
+    /// A PersistentWorkspace appeared, went away, or changed phase or binding.
+    WorkspaceChanged,
 }
 
 impl ClusterEvent {
-    pub const ALL: [ClusterEvent; 4] = [
+    pub const ALL: [ClusterEvent; 5] = [
         ClusterEvent::CapacityReleased,
         ClusterEvent::RuntimePodChanged,
         ClusterEvent::RuntimeChanged,
         ClusterEvent::TargetsChanged,
+        ClusterEvent::WorkspaceChanged,
     ];
 }
 

@@ -13,7 +13,7 @@ use jiff::Timestamp;
 use super::assumed::{AssumedCache, AssumedOnPod, Assumption, NamespaceAssumptions};
 use super::index::{
     ActiveRun, CountedRequest, Index, Interner, LeaseRecord, Load, NamespaceIndex, PodRecord,
-    Scope, Slot, SlotId,
+    Scope, Slot, SlotId, WorkspaceRecord,
 };
 use super::nominations::{Nomination, Nominations};
 use super::selector::Selector;
@@ -352,6 +352,47 @@ impl<'a> Snapshot<'a> {
             }
         }
         set
+    }
+}
+
+/// A PersistentWorkspace as a cycle sees it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WorkspaceView<'a> {
+    /// The object; `None` when no PersistentWorkspace of that name exists.
+    pub record: Option<&'a WorkspaceRecord>,
+    /// The Pod that holds its data: `status.boundPod` while Bound, else the Pod of an active
+    /// Run that uses it (bound, its status not written yet), else the Pod of an assumption
+    /// that uses it (bound by an earlier cycle's Reserve). `None`: unbound.
+    pub bound_pod: Option<&'a str>,
+    /// Whether an active Run or an assumption uses it, or a Pending Run waits for it.
+    pub in_use: bool,
+}
+
+impl<'a> Snapshot<'a> {
+    /// The workspace `name` of this snapshot's namespace, bound as described on
+    /// [`WorkspaceView::bound_pod`]. O(1) but for the first user's name.
+    pub fn workspace(&self, name: &str) -> WorkspaceView<'a> {
+        let entry = self.ns.and_then(|ns| ns.workspaces.get(name));
+        let record = entry.and_then(|e| e.record.as_ref());
+        let mut assumed = self
+            .assumed
+            .into_iter()
+            .flat_map(|a| a.workspace_pods(name));
+        let assumed_pod = assumed.next();
+        let bound_pod = record
+            .filter(|r| r.phase == crate::api::WorkspacePhase::Bound)
+            .and_then(|r| r.bound_pod.as_deref())
+            .or_else(|| {
+                entry
+                    .and_then(|e| e.active.keys().next())
+                    .map(String::as_str)
+            })
+            .or(assumed_pod);
+        WorkspaceView {
+            record,
+            bound_pod,
+            in_use: entry.is_some_and(|e| e.in_use()) || assumed_pod.is_some(),
+        }
     }
 }
 

@@ -10,19 +10,25 @@ pub mod least_loaded;
 pub mod preferred_run_affinity;
 pub mod run_affinity;
 pub mod runtime_pod_availability;
+pub mod workspace_placement;
 
 pub use least_loaded::LeastLoaded;
 pub use preferred_run_affinity::PreferredRunAffinity;
 pub use run_affinity::RunAffinity;
 pub use runtime_pod_availability::RuntimePodAvailability;
+pub use workspace_placement::WorkspacePlacement;
 
 use crate::scheduler::framework::Registry;
 
 /// The registry the scheduler and `explain` use. Filters: RuntimePodAvailability,
-/// RunAffinity. Scores: PreferredRunAffinity (weight 1), LeastLoaded (weight 1).
+/// WorkspacePlacement, RunAffinity. Scores: PreferredRunAffinity (weight 1), LeastLoaded (weight 1).
 pub fn registry() -> Registry {
     Registry::new(
-        vec![Box::new(RuntimePodAvailability), Box::new(RunAffinity)],
+        vec![
+            Box::new(RuntimePodAvailability),
+            Box::new(WorkspacePlacement),
+            Box::new(RunAffinity),
+        ],
         vec![
             (Box::new(PreferredRunAffinity), 1),
             (Box::new(LeastLoaded), 1),
@@ -39,7 +45,14 @@ mod tests {
     fn the_default_registry_lists_plugins_in_the_documented_order() {
         let r = registry();
         let filters: Vec<_> = r.filters().iter().map(|f| f.name()).collect();
-        assert_eq!(filters, ["RuntimePodAvailability", "RunAffinity"]);
+        assert_eq!(
+            filters,
+            [
+                "RuntimePodAvailability",
+                "WorkspacePlacement",
+                "RunAffinity"
+            ]
+        );
         let scores: Vec<_> = r
             .scores()
             .iter()
@@ -57,6 +70,7 @@ mod tests {
             (E::RuntimePodChanged, &[H::Queue]),
             (E::RuntimeChanged, &[H::Queue]),
             (E::TargetsChanged, &[H::QueueRequiredTerms]),
+            (E::WorkspaceChanged, &[H::Queue]),
         ];
         for (event, want) in table {
             assert_eq!(hints.of(event), want, "{event:?}");

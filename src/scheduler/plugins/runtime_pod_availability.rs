@@ -68,7 +68,9 @@ impl FilterPlugin for RuntimePodAvailability {
         match event {
             ClusterEvent::CapacityReleased => Some(QueueingHint::QueueIfRoom),
             ClusterEvent::RuntimePodChanged => Some(QueueingHint::Queue),
-            ClusterEvent::RuntimeChanged | ClusterEvent::TargetsChanged => None,
+            ClusterEvent::RuntimeChanged
+            | ClusterEvent::TargetsChanged
+            | ClusterEvent::WorkspaceChanged => None,
         }
     }
 

@@ -38,7 +38,7 @@ use super::queue::SchedulingQueue;
 use super::registry::QueueingHints;
 use super::snapshot::Snapshot;
 use super::types::{Observed, RunKey};
-use crate::api::{Run, Runtime};
+use crate::api::{PersistentWorkspace, Run, Runtime};
 
 pub use reserve::ReserveError;
 pub use schedule::{ScheduleOutcome, Scheduled};
@@ -126,6 +126,33 @@ impl Indexed for Runtime {
             .index
             .reset_runtimes(keys.iter().map(|(ns, name)| (ns.as_str(), name.as_str())))
             .into()
+    }
+}
+
+impl Indexed for PersistentWorkspace {
+    fn apply(cache: &mut SchedulerCache, workspace: &PersistentWorkspace, _: Timestamp) -> Changes {
+        Changes::workspaces(cache.index.apply_workspace(workspace))
+    }
+
+    fn delete(
+        cache: &mut SchedulerCache,
+        workspace: &PersistentWorkspace,
+        _: Timestamp,
+    ) -> Changes {
+        let namespace = workspace.namespace().unwrap_or_default();
+        Changes::workspaces(
+            cache
+                .index
+                .delete_workspace(&namespace, &workspace.name_any()),
+        )
+    }
+
+    fn reset(
+        cache: &mut SchedulerCache,
+        workspaces: &[PersistentWorkspace],
+        _: Timestamp,
+    ) -> Changes {
+        Changes::workspaces(cache.index.reset_workspaces(workspaces))
     }
 }
 

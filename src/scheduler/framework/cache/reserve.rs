@@ -23,6 +23,12 @@ pub enum ReserveError {
     PodGone { pod: String },
     #[error("the run already holds an assumption on runtime pod {pod}")]
     AlreadyAssumed { pod: String },
+    #[error("persistentworkspace {workspace} is bound to runtime pod {bound}, not {pod}")]
+    WorkspaceBound {
+        pod: String,
+        workspace: String,
+        bound: String,
+    },
 }
 
 impl SchedulerCache {
@@ -45,6 +51,17 @@ impl SchedulerCache {
                 .pod_seen_by(&pod, key)
                 .filter(|v| v.capacity().is_ok())
                 .ok_or_else(|| ReserveError::PodGone { pod: pod.clone() })?;
+            // Never against a binding another cycle holds: the workspace is unbound or here.
+            if let Some(workspace) = &assumption.workspace
+                && let Some(bound) = snapshot.workspace(workspace).bound_pod
+                && bound != pod
+            {
+                return Err(ReserveError::WorkspaceBound {
+                    pod,
+                    workspace: workspace.clone(),
+                    bound: bound.to_string(),
+                });
+            }
             // The request as the Filter reads it: the same view, the same fit rule.
             view.shortfalls(&snapshot.requested(&assumption.request))
                 .next()

@@ -241,6 +241,7 @@ impl SchedulerCache {
                     request: state.request.clone(),
                     labels: state.labels.clone(),
                     anti_affinity: state.anti_affinity_selectors(),
+                    workspace: state.workspace.as_ref().map(|w| w.name.clone()),
                 };
                 Decided {
                     rejections: eval.rejections(),

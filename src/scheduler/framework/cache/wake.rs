@@ -44,7 +44,7 @@ impl SchedulerCache {
         for wakeup in &changes.wakeups {
             self.bump(&ScopeRef::new(&wakeup.namespace, &wakeup.runtime));
         }
-        for scope in &changes.rechecks {
+        for scope in changes.rechecks.iter().chain(&changes.workspaces) {
             self.bump(scope);
         }
         for wakeup in &changes.wakeups {
@@ -59,6 +59,9 @@ impl SchedulerCache {
         for scope in &changes.rechecks {
             // Uncounted, as retargets: not a Runtime Pod event.
             self.apply_hints(scope, None, ClusterEvent::RuntimeChanged, now);
+        }
+        for scope in &changes.workspaces {
+            self.apply_hints(scope, None, ClusterEvent::WorkspaceChanged, now);
         }
         for scope in &changes.retargets {
             self.retarget(scope, now);

@@ -21,14 +21,18 @@
 use kube::ResourceExt;
 use thiserror::Error;
 
-use super::plugin::{PreferredTerm, RequiredTerm, RunCycleState, ScoreError};
+use super::plugin::{
+    PreferredTerm, RequiredTerm, RunCycleState, RunWorkspace, ScoreError, WorkspaceBinding,
+};
 use super::registry::Registry;
 use super::selector::{Selector, SelectorError};
 use super::snapshot::{PodView, Snapshot};
 use super::types::{Code, MAX_SCORE, MIN_SCORE, Rejection, ResourceName, RunKey, rejection_text};
 use crate::api::resources::{ResourceError, parse_requests};
-use crate::api::status::reasons::{INVALID_AFFINITY, INVALID_RESOURCES};
-use crate::api::{AffinityTerms, LABEL_RUNTIME_POD, Run};
+use crate::api::status::reasons::{
+    INVALID_AFFINITY, INVALID_RESOURCES, INVALID_WORKSPACE, WORKSPACE_LOST,
+};
+use crate::api::{AffinityTerms, LABEL_RUNTIME_POD, Run, WorkspacePhase};
 
 /// Why PreFilter refused a Run. Messages name the field and the offending value.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -43,6 +47,13 @@ pub enum PreFilterError {
     TopologyKey { field: String, value: String },
     #[error("{field}: {value} is not a valid weight: use 1 to 100")]
     Weight { field: String, value: i32 },
+    /// The PersistentWorkspace exists but this Run cannot use it.
+    #[error("{field}: {message}")]
+    Workspace {
+        field: String,
+        reason: &'static str,
+        message: String,
+    },
 }
 
 impl PreFilterError {
@@ -51,9 +62,9 @@ impl PreFilterError {
         match self {
             PreFilterError::Resources(e) => e.field(),
             PreFilterError::Selector(e) => e.field(),
-            PreFilterError::TopologyKey { field, .. } | PreFilterError::Weight { field, .. } => {
-                field
-            }
+            PreFilterError::TopologyKey { field, .. }
+            | PreFilterError::Weight { field, .. }
+            | PreFilterError::Workspace { field, .. } => field,
         }
     }
 
@@ -61,6 +72,7 @@ impl PreFilterError {
     pub fn reason(&self) -> &'static str {
         match self {
             PreFilterError::Resources(_) => INVALID_RESOURCES,
+            PreFilterError::Workspace { reason, .. } => reason,
             _ => INVALID_AFFINITY,
         }
     }
@@ -318,6 +330,10 @@ pub fn pre_filter(snapshot: &Snapshot<'_>, run: &Run) -> Result<RunCycleState, P
             selector,
         })
         .collect();
+    let workspace = run
+        .workspace_name()
+        .map(|name| run_workspace(snapshot, run, name))
+        .transpose()?;
     let repelled_by = snapshot.anti_affinity_against(&labels, &key.uid);
     let request_list = snapshot.requested(&request);
     Ok(RunCycleState {
@@ -331,6 +347,60 @@ pub fn pre_filter(snapshot: &Snapshot<'_>, run: &Run) -> Result<RunCycleState, P
         required_anti_affinity,
         preferred,
         repelled_by,
+        workspace,
+    })
+}
+
+/// The Run's workspace as the snapshot binds it; an error when the Run cannot use it.
+fn run_workspace(
+    snapshot: &Snapshot<'_>,
+    run: &Run,
+    name: &str,
+) -> Result<RunWorkspace, PreFilterError> {
+    let view = snapshot.workspace(name);
+    let refuse = |reason, message: String| PreFilterError::Workspace {
+        field: "spec.workspace.name".into(),
+        reason,
+        message,
+    };
+    let binding = match view.record {
+        None => WorkspaceBinding::Missing,
+        Some(r) if r.runtime != run.spec.runtime => {
+            return Err(refuse(
+                INVALID_WORKSPACE,
+                format!(
+                    "PersistentWorkspace {name:?} belongs to Runtime {:?}, not {:?}: name a workspace of Runtime {:?}, or create one",
+                    r.runtime, run.spec.runtime, run.spec.runtime
+                ),
+            ));
+        }
+        Some(r) if r.phase == WorkspacePhase::Lost => {
+            return Err(refuse(
+                WORKSPACE_LOST,
+                format!(
+                    "PersistentWorkspace {name:?} is Lost: its Runtime Pod {} is gone, and its data with it; create a new workspace and run again",
+                    r.bound_pod.as_deref().unwrap_or("(unknown)")
+                ),
+            ));
+        }
+        Some(r) if r.phase == WorkspacePhase::Released => {
+            return Err(refuse(
+                INVALID_WORKSPACE,
+                format!(
+                    "PersistentWorkspace {name:?} was Released after ttlSecondsAfterUnused without use: create a new workspace"
+                ),
+            ));
+        }
+        Some(_) => match view.bound_pod {
+            Some(pod) => WorkspaceBinding::Bound {
+                pod: pod.to_string(),
+            },
+            None => WorkspaceBinding::Unbound,
+        },
+    };
+    Ok(RunWorkspace {
+        name: name.to_string(),
+        binding,
     })
 }
 

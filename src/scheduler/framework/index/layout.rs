@@ -12,6 +12,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use super::record::{ActiveRun, CountedRequest, LeaseRecord, PodRecord, Usage};
+use super::workspaces::WorkspaceEntry;
 use crate::api::{Resources, Run};
 use crate::scheduler::framework::types::{Heartbeat, QueueOrder, ResourceId};
 
@@ -247,6 +248,8 @@ pub(in crate::scheduler::framework) struct NamespaceIndex {
     free: Vec<SlotId>,
     pub(super) by_name: HashMap<String, SlotId>,
     pub scopes: HashMap<String, Scope>,
+    /// PersistentWorkspaces by name, with their users.
+    pub workspaces: HashMap<String, WorkspaceEntry>,
 }
 
 impl NamespaceIndex {
@@ -352,10 +355,29 @@ impl NamespaceIndex {
         {
             scope.index_run(id, &run);
         }
+        if let Some(workspace) = &run.workspace {
+            let pod = self.slot(id).name.clone();
+            self.workspace_mut(workspace).add_active(&pod);
+        }
         let slot = self.slot_mut(id);
         slot.usage.add(&run.request);
         slot.refresh_used(interner, &run.request);
         slot.active.insert(uid.to_string(), run);
+    }
+
+    pub(super) fn workspace_mut(&mut self, name: &str) -> &mut WorkspaceEntry {
+        self.workspaces.entry(name.to_string()).or_default()
+    }
+
+    /// Forgets the workspace entry once it has neither a record nor users.
+    pub(super) fn gc_workspace(&mut self, name: &str) {
+        if self
+            .workspaces
+            .get(name)
+            .is_some_and(WorkspaceEntry::is_empty)
+        {
+            self.workspaces.remove(name);
+        }
     }
 
     pub(super) fn remove_active(
@@ -368,6 +390,11 @@ impl NamespaceIndex {
         let run = slot.active.remove(uid)?;
         slot.usage.sub(&run.request);
         slot.refresh_used(interner, &run.request);
+        if let Some(workspace) = &run.workspace {
+            let pod = self.slot(id).name.clone();
+            self.workspace_mut(workspace).remove_active(&pod);
+            self.gc_workspace(workspace);
+        }
         if let Some(runtime) = self.runtime_of(id).map(str::to_string)
             && let Some(scope) = self.scopes.get_mut(&runtime)
         {

@@ -29,6 +29,7 @@ use kube::ResourceExt;
 mod layout;
 mod record;
 mod wakeup;
+mod workspaces;
 
 pub(in crate::scheduler::framework) use layout::{Interner, NamespaceIndex, Scope, Slot, SlotId};
 pub use layout::{Load, PendingRun};
@@ -36,8 +37,9 @@ pub use layout::{Load, PendingRun};
 pub use record::required_anti_affinity;
 pub use record::{ActiveRun, CountedRequest, LeaseRecord, PodRecord, Usage};
 pub use wakeup::{Changes, PodRef, RunChange, ScopeRef, WakeSource, Wakeup};
+pub use workspaces::{WorkspaceEntry, WorkspaceRecord};
 
-use crate::api::{Run, RunPhase};
+use crate::api::{PersistentWorkspace, Run, RunPhase};
 use crate::scheduler::framework::types::{Heartbeat, Observed, QueueOrder, RunKey};
 
 /// Why a Runtime Pod counts as lost for a Run on it.
@@ -85,6 +87,8 @@ struct RunRecord {
     runtime: String,
     placement: Placement,
     order: QueueOrder,
+    /// The PersistentWorkspace it names: a Pending Run counts as one of its users.
+    workspace: Option<String>,
 }
 
 /// The index. See the module documentation.
@@ -465,6 +469,9 @@ impl Index {
                 }
                 if pending {
                     let ns = self.namespaces.entry(key.namespace.clone()).or_default();
+                    if let Some(workspace) = run.workspace_name() {
+                        ns.workspace_mut(workspace).pending += 1;
+                    }
                     ns.scopes
                         .entry(runtime.clone())
                         .or_default()
@@ -489,6 +496,7 @@ impl Index {
                     runtime,
                     placement,
                     order: QueueOrder::of(run),
+                    workspace: run.workspace_name().map(str::to_string),
                 },
             );
         }
@@ -535,6 +543,11 @@ impl Index {
                     scope.pending.remove(&old.order);
                 }
                 ns.gc_scope(&old.runtime);
+                if let Some(workspace) = &old.workspace {
+                    let entry = ns.workspace_mut(workspace);
+                    entry.pending = entry.pending.saturating_sub(1);
+                    ns.gc_workspace(workspace);
+                }
                 None
             }
             Placement::Active(id) => {
@@ -552,11 +565,9 @@ impl Index {
     }
 
     fn gc_namespace(&mut self, namespace: &str) {
-        if self
-            .namespaces
-            .get(namespace)
-            .is_some_and(|ns| ns.by_name.is_empty() && ns.scopes.is_empty())
-        {
+        if self.namespaces.get(namespace).is_some_and(|ns| {
+            ns.by_name.is_empty() && ns.scopes.is_empty() && ns.workspaces.is_empty()
+        }) {
             self.namespaces.remove(namespace);
         }
     }
@@ -677,6 +688,80 @@ impl Index {
         let ns = self.namespaces.get(namespace)?;
         Some(&ns.slot(ns.slot_id(pod)?).active)
     }
+    // ----- PersistentWorkspaces ---------------------------------------------------------
+
+    /// Records a PersistentWorkspace. Returns the Runtimes whose Pending Runs may read it
+    /// differently now (its own, and the one it named before), empty when nothing a cycle
+    /// reads changed.
+    pub fn apply_workspace(&mut self, workspace: &PersistentWorkspace) -> Vec<ScopeRef> {
+        let namespace = workspace.namespace().unwrap_or_default();
+        let record = WorkspaceRecord::of(workspace);
+        let ns = self.namespaces.entry(namespace.clone()).or_default();
+        let entry = ns.workspace_mut(&workspace.name_any());
+        let old = entry.record.replace(record.clone());
+        if old.as_ref() == Some(&record) {
+            return Vec::new();
+        }
+        let mut scopes = vec![ScopeRef::new(&namespace, &record.runtime)];
+        if let Some(old) = old
+            && old.runtime != record.runtime
+        {
+            scopes.push(ScopeRef::new(&namespace, &old.runtime));
+        }
+        scopes
+    }
+
+    /// Forgets a deleted PersistentWorkspace (its users stay counted).
+    pub fn delete_workspace(&mut self, namespace: &str, name: &str) -> Vec<ScopeRef> {
+        let Some(ns) = self.namespaces.get_mut(namespace) else {
+            return Vec::new();
+        };
+        let Some(old) = ns.workspaces.get_mut(name).and_then(|e| e.record.take()) else {
+            return Vec::new();
+        };
+        ns.gc_workspace(name);
+        self.gc_namespace(namespace);
+        vec![ScopeRef::new(namespace, &old.runtime)]
+    }
+
+    /// Replaces every PersistentWorkspace with `workspaces` (after a watch relist).
+    pub fn reset_workspaces(&mut self, workspaces: &[PersistentWorkspace]) -> Vec<ScopeRef> {
+        let keep: HashSet<(String, String)> = workspaces
+            .iter()
+            .map(|w| (w.namespace().unwrap_or_default(), w.name_any()))
+            .collect();
+        let gone: Vec<(String, String)> = self
+            .workspaces()
+            .filter(|(ns, name, e)| {
+                e.record.is_some() && !keep.contains(&(ns.to_string(), name.to_string()))
+            })
+            .map(|(ns, name, _)| (ns.to_string(), name.to_string()))
+            .collect();
+        let mut scopes = BTreeSet::new();
+        for (ns, name) in gone {
+            scopes.extend(self.delete_workspace(&ns, &name));
+        }
+        for workspace in workspaces {
+            scopes.extend(self.apply_workspace(workspace));
+        }
+        scopes.into_iter().collect()
+    }
+
+    /// The workspace `name` of `namespace`: its record and users.
+    pub fn workspace(&self, namespace: &str, name: &str) -> Option<&WorkspaceEntry> {
+        self.namespaces.get(namespace)?.workspaces.get(name)
+    }
+
+    /// Every workspace name known (by object or by a Run using it), as (namespace, name).
+    pub fn workspaces(&self) -> impl Iterator<Item = (&str, &str, &WorkspaceEntry)> + '_ {
+        self.namespaces.iter().flat_map(|(ns, index)| {
+            index
+                .workspaces
+                .iter()
+                .map(move |(name, e)| (ns.as_str(), name.as_str(), e))
+        })
+    }
+
     // ----- Lifecycle --------------------------------------------------------------------
 
     /// The active Runs whose Runtime Pod is lost at `now`, with why (see [`PodLoss`]):

@@ -202,6 +202,8 @@ pub struct ActiveRun {
     /// Its valid required anti-affinity selectors: a Run matching one of them must not join
     /// this Pod (anti-affinity is symmetric, as in Kubernetes).
     pub anti_affinity: Vec<Selector>,
+    /// The PersistentWorkspace it uses: its binding follows this Run's Pod.
+    pub workspace: Option<String>,
 }
 
 impl ActiveRun {
@@ -214,6 +216,7 @@ impl ActiveRun {
             request: CountedRequest::of(run),
             labels: run.labels().clone(),
             anti_affinity: required_anti_affinity(run),
+            workspace: run.workspace_name().map(str::to_string),
         }
     }
 

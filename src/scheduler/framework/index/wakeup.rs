@@ -105,11 +105,25 @@ pub struct Changes {
     pub wakeups: Vec<Wakeup>,
     pub rechecks: Vec<ScopeRef>,
     pub retargets: Vec<ScopeRef>,
+    /// Scopes a PersistentWorkspace of which appeared, went away or changed phase or binding:
+    /// the Runs that name one read it again.
+    pub workspaces: Vec<ScopeRef>,
 }
 
 impl Changes {
     pub fn is_empty(&self) -> bool {
-        self.wakeups.is_empty() && self.rechecks.is_empty() && self.retargets.is_empty()
+        self.wakeups.is_empty()
+            && self.rechecks.is_empty()
+            && self.retargets.is_empty()
+            && self.workspaces.is_empty()
+    }
+
+    /// What a PersistentWorkspace event changed.
+    pub fn workspaces(scopes: Vec<ScopeRef>) -> Self {
+        Changes {
+            workspaces: scopes,
+            ..Changes::default()
+        }
     }
 
     /// Adds what a Run event changed.
