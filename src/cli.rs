@@ -228,6 +228,16 @@ pub struct RuntimedArgs {
     /// status-write retries); `0` disables it.
     #[arg(long, env = "KRUNTIMES_METRICS_BIND_ADDRESS", default_value = "0")]
     pub metrics_bind_address: String,
+    /// The Pod's workspace volume: a Run that names a PersistentWorkspace runs in
+    /// DIR/persistent/<workspace>, created on first use (its status.path is
+    /// /workspace/persistent/<workspace>).
+    #[arg(
+        long,
+        env = "KRUNTIMES_WORKSPACE_ROOT",
+        default_value = "/workspace",
+        value_name = "DIR"
+    )]
+    pub workspace_root: PathBuf,
 }
 
 /// `copy-binary`: the init container of a Runtime Pod copies this binary into the Pod.

@@ -5,7 +5,7 @@
 //! [`plan`] is pure and decides everything; [`reconcile`] only carries the plan out. It never
 //! looks at Runs: placement is the scheduler's business.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,10 +28,11 @@ use crate::api::resources::{
 };
 use crate::api::status::set_condition;
 use crate::api::{
-    ANNOTATION_SCALE_DOWN, LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, Runtime, RuntimeStatus,
-    patch_params, pod_is_ready, post_params,
+    ANNOTATION_SCALE_DOWN, LABEL_RUNTIME, LABEL_RUNTIME_POD, PersistentWorkspace, Run, Runtime,
+    RuntimeStatus, patch_params, pod_is_ready, post_params,
 };
 use crate::runtime_pod::{self, Injection};
+use kube::runtime::reflector::ObjectRef;
 
 /// Reasons on the Runtime's Ready condition and Events.
 pub mod reasons {
@@ -67,7 +68,9 @@ pub struct Plan {
 ///
 /// Scaling down removes the Pods that disturb the least: fewest active Runs first (idle Pods
 /// before any that run something, as a ReplicaSet prefers unassigned Pods), then not ready
-/// before ready, then the newest names. A Pod chosen for removal is marked with
+/// before ready, then the newest names. A Pod a PersistentWorkspace is Bound to (`bound`)
+/// is never removed while it is: its data would be lost, so the scale-down waits for the
+/// workspace to be released, as a PodDisruptionBudget holds back an eviction. A Pod chosen for removal is marked with
 /// [`ANNOTATION_SCALE_DOWN`] before it is deleted, so the scheduler stops placing on it at
 /// once; Runs still on it end through the lifecycle rules (runtimed's SIGTERM, or
 /// RuntimePodLost).
@@ -75,6 +78,7 @@ pub fn plan(
     runtime: &Runtime,
     pods: &[Pod],
     active_runs: &BTreeMap<String, usize>,
+    bound: &BTreeSet<String>,
     now: &Time,
 ) -> Plan {
     let mut status = runtime.status.clone().unwrap_or_default();
@@ -115,7 +119,11 @@ pub fn plan(
         ..Default::default()
     };
     if live.len() > wanted {
-        let mut victims: Vec<&Pod> = live.clone();
+        let mut victims: Vec<&Pod> = live
+            .iter()
+            .copied()
+            .filter(|p| !bound.contains(&p.name_any()))
+            .collect();
         victims.sort_by_key(|p| {
             let name = p.name_any();
             (
@@ -286,13 +294,16 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .count();
     // Only a scale-down needs to know where Runs are; it is rare, so a list is fine.
-    let active_runs = if live > wanted {
-        active_runs(&ctx.client, &ns, &runtime.name_any()).await?
+    let (active_runs, bound) = if live > wanted {
+        (
+            active_runs(&ctx.client, &ns, &runtime.name_any()).await?,
+            bound_pods(&ctx.client, &ns, &runtime.name_any()).await?,
+        )
     } else {
-        BTreeMap::new()
+        Default::default()
     };
     let now = Time(jiff::Timestamp::now());
-    let plan = plan(&runtime, &pods, &active_runs, &now);
+    let plan = plan(&runtime, &pods, &active_runs, &bound, &now);
 
     if let Some(message) = &plan.invalid_capacity {
         warn!(runtime = %runtime.name_any(), namespace = %ns, "{message}");
@@ -377,6 +388,17 @@ async fn active_runs(
     Ok(active)
 }
 
+/// The Pods of `runtime` that a PersistentWorkspace is Bound to.
+async fn bound_pods(client: &Client, ns: &str, runtime: &str) -> Result<BTreeSet<String>, Error> {
+    let api: Api<Lenient<PersistentWorkspace>> = Api::namespaced(client.clone(), ns);
+    let listed = api.list(&ListParams::default()).await?;
+    Ok(lenient::decoded_items(listed.items)
+        .iter()
+        .filter(|w| w.spec.runtime == runtime)
+        .filter_map(|w| w.bound_pod().map(str::to_string))
+        .collect())
+}
+
 fn error_policy(runtime: Arc<Runtime>, err: &Error, _: Arc<Context>) -> Action {
     warn!(
         "reconciling Runtime {}/{} failed: {err}; retrying in 5s",
@@ -398,13 +420,21 @@ pub async fn run(
     let runtimes: Api<Lenient<Runtime>> =
         crate::kubeclient::scoped_api(&client, namespace.as_deref());
     let pods: Api<Pod> = crate::kubeclient::scoped_api(&client, namespace.as_deref());
+    let client_for_watches = client.clone();
     let ctx = Context::new(client, injection);
     let (reader, writer) = kube::runtime::reflector::store();
     let runtimes = crate::kubeclient::lenient_watch(runtimes, Default::default())
         .reflect(writer)
         .applied_objects();
+    let workspaces: Api<PersistentWorkspace> =
+        crate::kubeclient::scoped_api(&client_for_watches, namespace.as_deref());
     Controller::for_stream(runtimes, reader)
         .owns(pods, watcher::Config::default().labels(LABEL_RUNTIME))
+        // A released workspace may let a held-back scale-down go on.
+        .watches(workspaces, watcher::Config::default(), |w| {
+            let ns = w.namespace()?;
+            Some(ObjectRef::new(&w.spec.runtime).within(&ns))
+        })
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})
@@ -433,7 +463,7 @@ mod tests {
     fn plan_creates_missing_pods_and_reports_status() {
         let rt = python(3).capacity(&[("runs", 4)]).build();
         let existing = pod("python-a").capacity(&[("runs", 4)]).build();
-        let plan = plan(&rt, &[existing], &BTreeMap::new(), &now());
+        let plan = plan(&rt, &[existing], &BTreeMap::new(), &BTreeSet::new(), &now());
         assert_eq!(plan.create, 2);
         assert!(plan.delete.is_empty() && plan.annotate.is_empty());
         assert_eq!((plan.status.replicas, plan.status.ready_replicas), (1, 1));
@@ -448,7 +478,7 @@ mod tests {
             .capacity(&[("runs", 4), ("example.com/gpu", 1)])
             .annotation("unrelated", "x")
             .build();
-        let plan = plan(&rt, &[existing], &BTreeMap::new(), &now());
+        let plan = plan(&rt, &[existing], &BTreeMap::new(), &BTreeSet::new(), &now());
         assert_eq!(plan.create, 0);
         assert_eq!(
             plan.annotate,
@@ -471,7 +501,13 @@ mod tests {
         let rt = python(3)
             .capacity_strs(&[("example.com/gpu", "1.5")])
             .build();
-        let plan = plan(&rt, &[pod("python-a").build()], &BTreeMap::new(), &now());
+        let plan = plan(
+            &rt,
+            &[pod("python-a").build()],
+            &BTreeMap::new(),
+            &BTreeSet::new(),
+            &now(),
+        );
         assert_eq!(
             (plan.create, plan.delete.len(), plan.annotate.len()),
             (0, 0, 0)
@@ -493,7 +529,7 @@ mod tests {
             pod("python-b").not_ready().build(),
             pod("python-c").build(),
         ];
-        let plan = plan(&rt, &pods, &BTreeMap::new(), &now());
+        let plan = plan(&rt, &pods, &BTreeMap::new(), &BTreeSet::new(), &now());
         assert_eq!(plan.delete, ["python-b", "python-c"]);
     }
 
@@ -511,12 +547,33 @@ mod tests {
             ("python-b".to_string(), 2),
             ("python-d".to_string(), 1),
         ]);
-        let plan = plan(&rt, &pods, &active, &now());
+        let plan = plan(&rt, &pods, &active, &BTreeSet::new(), &now());
         assert_eq!(
             plan.delete,
             ["python-c", "python-d", "python-b"],
             "idle c, then d with 1 Run, then b with 2; a with 3 stays"
         );
+    }
+
+    #[test]
+    fn plan_never_removes_a_pod_a_workspace_is_bound_to() {
+        let rt = python(1).build();
+        let pods = [
+            pod("python-a").build(),
+            pod("python-b").build(),
+            pod("python-c").build(),
+        ];
+        let active = BTreeMap::from([("python-a".to_string(), 3)]);
+        let bound = BTreeSet::from(["python-b".to_string(), "python-c".to_string()]);
+        let first = plan(&rt, &pods, &active, &bound, &now());
+        assert_eq!(
+            first.delete,
+            ["python-a"],
+            "the idle b and c hold workspaces; only a may go, busy as it is"
+        );
+        let all = BTreeSet::from(["python-a", "python-b", "python-c"].map(String::from));
+        let held = plan(&rt, &pods, &active, &all, &now());
+        assert!(held.delete.is_empty(), "the scale-down waits");
     }
 
     #[test]

@@ -591,6 +591,7 @@ impl Run {
     version = "v1alpha1",
     kind = "PersistentWorkspace",
     namespaced,
+    derive = "Default",
     status = "PersistentWorkspaceStatus",
     shortname = "pw",
     category = "kruntimes",

@@ -332,6 +332,7 @@ impl Host {
             .env("POD_NAME", &name)
             .env("POD_NAMESPACE", &ns)
             .env("POD_UID", &uid)
+            .env("KRUNTIMES_WORKSPACE_ROOT", work.join("workspace"))
             .env("KUBECONFIG", &self.settings.kubeconfig)
             .env("NO_COLOR", "1")
             .current_dir(&work)

@@ -181,6 +181,17 @@ pub async fn list_runs(target: &Target, namespace: Option<&str>) -> Result<Vec<R
     list_kruntimes(target, namespace, "runs").await
 }
 
+/// Every PersistentWorkspace; none when its CRD is not installed (a Run naming one waits).
+pub async fn list_workspaces(
+    target: &Target,
+    namespace: Option<&str>,
+) -> Result<Vec<PersistentWorkspace>> {
+    match list_kruntimes(target, namespace, "persistentworkspaces").await {
+        Err(Error::NotInstalled { .. }) => Ok(Vec::new()),
+        other => other,
+    }
+}
+
 /// Every Runtime; a missing CRD is [`Error::NotInstalled`].
 pub async fn list_runtimes(target: &Target, namespace: Option<&str>) -> Result<Vec<Runtime>> {
     list_kruntimes(target, namespace, "runtimes").await

@@ -619,6 +619,34 @@ impl Agent {
         let Claim { run, request, task } = claim;
         let name = run.name_any();
         let uid = run.uid().unwrap_or_default();
+        let task = match run.workspace_name() {
+            None => Ok(task),
+            Some(workspace) => {
+                let dir = executor::workspace_dir(&self.settings.workspace_root, workspace);
+                std::fs::create_dir_all(&dir)
+                    .map(|()| task.in_workspace(&dir))
+                    .map_err(|e| {
+                        format!(
+                            "cannot create the directory {} of PersistentWorkspace {workspace}: {e} (is the Pod's workspace volume mounted at --workspace-root?)",
+                            dir.display()
+                        )
+                    })
+            }
+        };
+        let task = match task {
+            Ok(task) => task,
+            Err(message) => {
+                tracing::warn!(run = %name, "Run {name} failed to start: {message}");
+                let terminal = Terminal {
+                    outcome: Outcome::Failed,
+                    reason: reasons::START_FAILED,
+                    message,
+                    exit_code: None,
+                };
+                self.finish(name, uid, written, terminal);
+                return false;
+            }
+        };
         self.metrics
             .admissions
             .with_label_values(&[metrics::ADMITTED])

@@ -119,6 +119,34 @@ pub fn prepare(
     })
 }
 
+/// The environment variable that names the Run's workspace directory.
+pub const ENV_WORKSPACE: &str = "KRUNTIMES_WORKSPACE";
+
+/// Where the PersistentWorkspace `name` lives under the Pod's workspace volume `root`
+/// (`/workspace/persistent/<name>` with the default root, as its `status.path` says).
+pub fn workspace_dir(root: &std::path::Path, name: &str) -> std::path::PathBuf {
+    root.join("persistent").join(name)
+}
+
+impl Prepared {
+    /// The task run in the workspace directory `dir`: its working directory is `dir` (a
+    /// relative `workingDir` is taken below it) and `KRUNTIMES_WORKSPACE` names `dir` unless
+    /// the Run sets it.
+    pub fn in_workspace(mut self, dir: &std::path::Path) -> Self {
+        let working_dir = match self.working_dir.as_deref() {
+            Some(d) if std::path::Path::new(d).is_absolute() => d.to_string(),
+            Some(d) => dir.join(d).display().to_string(),
+            None => dir.display().to_string(),
+        };
+        self.working_dir = Some(working_dir);
+        if !self.env.iter().any(|(k, _)| k == ENV_WORKSPACE) {
+            self.env
+                .push((ENV_WORKSPACE.to_string(), dir.display().to_string()));
+        }
+        self
+    }
+}
+
 /// How a child process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitStatus {
@@ -382,6 +410,30 @@ mod tests {
             err.to_string(),
             "spec.env[\"NODE\"] uses valueFrom, which runtimed does not support; set a plain value instead"
         );
+    }
+
+    #[test]
+    fn a_workspace_task_runs_in_its_directory_with_the_variable_set() {
+        let root = std::path::Path::new("/w");
+        let dir = workspace_dir(root, "ws");
+        assert_eq!(dir, std::path::Path::new("/w/persistent/ws"));
+        let p = prepare(Some(&task(&["make"])), &[], None).unwrap();
+        let p = p.in_workspace(&dir);
+        assert_eq!(p.working_dir.as_deref(), Some("/w/persistent/ws"));
+        assert_eq!(
+            p.env,
+            [(
+                "KRUNTIMES_WORKSPACE".to_string(),
+                "/w/persistent/ws".to_string()
+            )]
+        );
+        let mut t = task(&["make"]);
+        t.working_dir = Some("src".into());
+        let p = prepare(Some(&t), &[], None).unwrap().in_workspace(&dir);
+        assert_eq!(p.working_dir.as_deref(), Some("/w/persistent/ws/src"));
+        t.working_dir = Some("/elsewhere".into());
+        let p = prepare(Some(&t), &[], None).unwrap().in_workspace(&dir);
+        assert_eq!(p.working_dir.as_deref(), Some("/elsewhere"));
     }
 
     #[test]

@@ -148,6 +148,8 @@ pub struct Settings {
     pub metrics_address: Option<std::net::SocketAddr>,
     /// What `/readyz` reports: the Runs and the Pod are watched and shutdown has not begun.
     pub ready: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The Pod's workspace volume (`--workspace-root`).
+    pub workspace_root: std::path::PathBuf,
 }
 
 impl Settings {
@@ -175,6 +177,7 @@ impl Settings {
             shutdown_grace: args.shutdown_grace,
             health_probe,
             ready: Default::default(),
+            workspace_root: args.workspace_root.clone(),
         })
     }
 }

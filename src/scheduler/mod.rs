@@ -4,8 +4,9 @@
 //! cache); [`plugins`] holds one file per Filter or Score plugin. Neither talks to the API
 //! server, spawns tasks or reads a clock: the controller feeds watch events in and passes
 //! `now`, and `explain` replays the very same code from listed objects.
-//! [`controller`] and [`run`] are the kube wiring around that core: watches, queue, Bind,
-//! status writes, leader election.
+//! [`steps`] and [`workspaces`] map decisions to writes, purely. [`controller`] and [`run`]
+//! are the kube wiring around that core: watches, queue, Bind, status writes, leader
+//! election.
 
 pub mod framework;
 pub mod plugins;
@@ -17,3 +18,4 @@ pub mod run;
 pub mod status_patch;
 pub mod steps;
 pub mod watch;
+pub mod workspaces;

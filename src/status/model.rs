@@ -8,7 +8,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
 
-use crate::api::{Run, Runtime};
+use crate::api::{PersistentWorkspace, Run, Runtime};
 
 /// Version of the JSON/YAML structure; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -27,6 +27,8 @@ pub struct Pool {
     pub leases: Vec<Lease>,
     /// Every Run (usage, affinity targets and the Pending demand).
     pub runs: Vec<Run>,
+    /// Every PersistentWorkspace (bound workspace placement).
+    pub workspaces: Vec<PersistentWorkspace>,
     /// When the objects were read; heartbeats and waits are judged at this instant.
     pub now: Timestamp,
 }
@@ -56,6 +58,25 @@ pub struct RuntimeStatus {
     pub resources: Vec<ResourceStatus>,
     pub runs: PhaseCounts,
     pub pending: PendingDemand,
+    /// The Runtime's PersistentWorkspaces by phase (left out when it has none).
+    #[serde(default, skip_serializing_if = "WorkspaceCounts::is_empty")]
+    pub workspaces: WorkspaceCounts,
+}
+
+/// PersistentWorkspaces by `status.phase`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceCounts {
+    pub pending: usize,
+    pub bound: usize,
+    pub lost: usize,
+    pub released: usize,
+}
+
+impl WorkspaceCounts {
+    pub fn is_empty(&self) -> bool {
+        *self == WorkspaceCounts::default()
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

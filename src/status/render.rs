@@ -61,6 +61,21 @@ fn runtime_block(rt: &RuntimeStatus, palette: &Palette) -> String {
         pods.total, pods.ready
     ));
 
+    let w = &rt.workspaces;
+    if !w.is_empty() {
+        let parts: Vec<String> = [
+            (w.bound, "Bound"),
+            (w.pending, "Pending"),
+            (w.lost, "Lost"),
+            (w.released, "Released"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, phase)| format!("{n} {phase}"))
+        .collect();
+        out.push_str(&format!("  Workspaces: {}\n", parts.join(", ")));
+    }
+
     let r = &rt.runs;
     // Ready (function Runs), Timeout and Cancelled only when there are any: most pools have
     // task Runs alone, and the line stays the one they know.

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use kube::ResourceExt;
 
 pub use super::model::*;
-use crate::api::{LABEL_RUNTIME, Run, RunPhase};
+use crate::api::{LABEL_RUNTIME, Run, RunPhase, WorkspacePhase};
 use crate::scheduler::framework::{CycleError, Decision, Registry, SchedulerCache, evaluate};
 use crate::scheduler::plugins::runtime_pod_availability;
 
@@ -26,13 +26,16 @@ pub const RUNTIME_NOT_FOUND: &str = "Runtime not found";
 /// Replays the scheduler for every Pending Run of `pool` and summarizes each Runtime. The only
 /// error is a Score plugin failure, which the scheduler would retry.
 pub fn build(pool: &Pool, registry: &Registry) -> Result<Status, CycleError> {
-    let cache = SchedulerCache::from_objects(
+    let mut cache = SchedulerCache::from_objects(
         &pool.runtimes,
         &pool.pods,
         &pool.leases,
         &pool.runs,
         pool.now,
     );
+    for workspace in &pool.workspaces {
+        cache.apply(workspace, pool.now);
+    }
     // Every (namespace, runtime) a Runtime, a Runtime Pod or a Run names.
     let mut keys: BTreeSet<(String, String)> = BTreeSet::new();
     for r in &pool.runtimes {
@@ -137,8 +140,13 @@ fn runtime_status(
     let mut by_message: HashMap<String, usize> = HashMap::new();
     let mut pending = PendingDemand::default();
     for run in runs.iter().filter(|r| r.waits_for_placement()) {
-        let shape = serde_json::to_string(&(&run.spec.resources, &run.spec.affinity, run.labels()))
-            .unwrap_or_default();
+        let shape = serde_json::to_string(&(
+            &run.spec.resources,
+            &run.spec.affinity,
+            run.labels(),
+            &run.spec.workspace,
+        ))
+        .unwrap_or_default();
         let (reasons, message) = match verdicts.get(&shape) {
             Some(v) => v.clone(),
             None => {
@@ -205,7 +213,26 @@ fn runtime_status(
             .collect(),
         runs: phases,
         pending,
+        workspaces: workspace_counts(pool, namespace, name),
     })
+}
+
+/// The Runtime's PersistentWorkspaces by phase.
+fn workspace_counts(pool: &Pool, namespace: &str, runtime: &str) -> WorkspaceCounts {
+    let mut counts = WorkspaceCounts::default();
+    for w in pool
+        .workspaces
+        .iter()
+        .filter(|w| w.namespace().as_deref() == Some(namespace) && w.spec.runtime == runtime)
+    {
+        *match w.phase() {
+            WorkspacePhase::Pending => &mut counts.pending,
+            WorkspacePhase::Bound => &mut counts.bound,
+            WorkspacePhase::Lost => &mut counts.lost,
+            WorkspacePhase::Released => &mut counts.released,
+        } += 1;
+    }
+    counts
 }
 
 /// By count (descending), then text.
@@ -234,6 +261,7 @@ mod tests {
             pods: pods.iter().map(PodBuilder::build).collect(),
             leases: pods.iter().filter_map(PodBuilder::build_lease).collect(),
             runs: runs.iter().map(RunBuilder::build).collect(),
+            workspaces: Vec::new(),
             now: at(0),
         }
     }

@@ -3,14 +3,15 @@
 //!
 //! Decisions are made only by the cache ([`SharedCache::schedule_next`], one pop of the
 //! scheduling queue = one cycle) and mapped to writes by [`crate::scheduler::steps`]; this
-//! module carries them out ([`scheduling`]) and heals the Runs of lost Runtime Pods
-//! ([`lifecycle`]). Watches run on every replica so a standby's caches stay warm; the loops
+//! module carries them out ([`scheduling`]), heals the Runs of lost Runtime Pods
+//! ([`lifecycle`]) and writes the PersistentWorkspace lifecycle ([`workspaces`]). Watches run on every replica so a standby's caches stay warm; the loops
 //! run only on the leader. Losing the lease stops scheduling at once (the process exits,
 //! like controller-runtime's managers), so a new leader always starts with an empty assumed
 //! cache.
 
 mod lifecycle;
 mod scheduling;
+mod workspaces;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -31,7 +32,7 @@ use tokio::sync::{Notify, Semaphore};
 use tracing::{info, warn};
 
 use crate::api::lenient::Lenient;
-use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, Run, Runtime};
+use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, PersistentWorkspace, Run, Runtime};
 use crate::events::RunEvents;
 use crate::metrics::{POD_AVAILABLE, POD_UNAVAILABLE, SchedulerMetrics};
 use crate::scheduler::framework::{Indexed, SchedulerCache, SharedCache};
@@ -79,6 +80,8 @@ pub struct Scheduler {
     leading: AtomicBool,
     /// Woken after every watch event: the scheduling loop may have work.
     work: Notify,
+    /// Woken after the Bind of a Run that uses a workspace: its binding is to be persisted.
+    workspace_work: Notify,
     /// The binding stage's slots: binds in flight at most [`MAX_BINDS_IN_FLIGHT`].
     binds: Arc<Semaphore>,
     /// Pending and Failed status writes in flight at most `--workers`.
@@ -87,6 +90,7 @@ pub struct Scheduler {
     runtimes: WatchHealth,
     pods: WatchHealth,
     leases: WatchHealth,
+    workspaces: WatchHealth,
 }
 
 impl Scheduler {
@@ -110,19 +114,27 @@ impl Scheduler {
             options,
             leading: AtomicBool::new(false),
             work: Notify::new(),
+            workspace_work: Notify::new(),
             binds: Arc::new(Semaphore::new(MAX_BINDS_IN_FLIGHT)),
             runs: WatchHealth::default(),
             runtimes: WatchHealth::default(),
             pods: WatchHealth::default(),
             leases: WatchHealth::default(),
+            workspaces: WatchHealth::default(),
         })
     }
 
     /// Ready once every watch has delivered its initial list.
     pub fn caches_synced(&self) -> bool {
-        [&self.runs, &self.runtimes, &self.pods, &self.leases]
-            .iter()
-            .all(|w| w.synced.load(Ordering::Acquire))
+        [
+            &self.runs,
+            &self.runtimes,
+            &self.pods,
+            &self.leases,
+            &self.workspaces,
+        ]
+        .iter()
+        .all(|w| w.synced.load(Ordering::Acquire))
     }
 
     fn api<K>(&self) -> Api<K>
@@ -270,9 +282,25 @@ impl Scheduler {
             .await;
     }
 
+    /// Watches PersistentWorkspaces into the store the workspace loop writes from and into
+    /// the cache.
+    async fn watch_workspaces(
+        self: Arc<Self>,
+        writer: reflector::store::Writer<PersistentWorkspace>,
+    ) {
+        let events = crate::kubeclient::lenient_watch(
+            self.api::<Lenient<PersistentWorkspace>>(),
+            Default::default(),
+        )
+        .reflect(writer);
+        self.watch_into_index(events, "persistentworkspace", |s| &s.workspaces)
+            .await;
+    }
+
     /// The leader's work for as long as this task lives (it is aborted on shutdown): the
-    /// scheduling loop and the lifecycle loop, once every cache has listed.
-    async fn lead(self: Arc<Self>, store: Store<Run>) {
+    /// scheduling loop, the lifecycle loop and the workspace loop, once every cache has
+    /// listed.
+    async fn lead(self: Arc<Self>, store: Store<Run>, workspaces: Store<PersistentWorkspace>) {
         self.leading.store(true, Ordering::Release);
         let _ = store.wait_until_ready().await;
         // A cycle on a partial view could write a wrong Pending message (e.g. 0/0 Pods):
@@ -284,6 +312,7 @@ impl Scheduler {
         tokio::select! {
             () = self.clone().schedule_loop(store.clone()) => {}
             () = self.clone().heal(store) => {}
+            () = self.clone().tend_workspaces(workspaces) => {}
         }
     }
 }
@@ -337,7 +366,9 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     let (reader, writer) = reflector::store();
+    let (workspace_reader, workspace_writer) = reflector::store();
     let mut runs = tokio::spawn(scheduler.clone().watch_runs(writer));
+    let mut workspaces = tokio::spawn(scheduler.clone().watch_workspaces(workspace_writer));
     let mut runtimes = tokio::spawn(scheduler.clone().watch_runtimes());
     let mut pods = tokio::spawn(scheduler.clone().watch_pods());
     let mut leases = tokio::spawn(scheduler.clone().watch_leases());
@@ -347,7 +378,7 @@ pub async fn run(
         tokio::spawn(async move {
             leading.await;
             info!("leading: starting the scheduling queue");
-            scheduler.lead(reader).await;
+            scheduler.lead(reader, workspace_reader).await;
         })
     };
     let result = tokio::select! {
@@ -356,10 +387,11 @@ pub async fn run(
         _ = &mut runtimes => Err(Error::TaskEnded("Runtime watch")),
         _ = &mut pods => Err(Error::TaskEnded("Runtime Pod watch")),
         _ = &mut leases => Err(Error::TaskEnded("heartbeat Lease watch")),
+        _ = &mut workspaces => Err(Error::TaskEnded("PersistentWorkspace watch")),
         _ = &mut gauges => Err(Error::TaskEnded("gauges")),
         _ = &mut queue => Err(Error::TaskEnded("scheduling queue")),
     };
-    for task in [queue, runs, runtimes, pods, leases, gauges] {
+    for task in [queue, runs, runtimes, pods, leases, workspaces, gauges] {
         task.abort();
     }
     result

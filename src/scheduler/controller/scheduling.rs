@@ -192,6 +192,10 @@ impl Scheduler {
         match status_patch::send(&self.client, &namespace, &name, patch).await {
             Ok(()) => {
                 self.cache.bound(&namespace, &uid);
+                if run.workspace_name().is_some() {
+                    // Its workspace's binding is persisted once the watch shows the Run there.
+                    self.workspace_work.notify_one();
+                }
                 debug!(run = %name, %namespace, %pod, "scheduled");
                 self.events.emit_once(
                     run,

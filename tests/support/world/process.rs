@@ -145,6 +145,7 @@ impl RuntimedProcess {
             .env("POD_NAME", pod.name_any())
             .env("POD_NAMESPACE", pod.namespace().expect("a created Pod"))
             .env("POD_UID", pod.uid().expect("a created Pod"))
+            .env("KRUNTIMES_WORKSPACE_ROOT", dir.path().join("workspace"))
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("share the runtimed log"))
             .stderr(file)

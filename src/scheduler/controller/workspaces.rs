@@ -1,0 +1,116 @@
+//! The leader's PersistentWorkspace loop: carries out what [`crate::scheduler::workspaces`]
+//! decides (persist a binding, mark a workspace Lost, record its last use, release and delete
+//! it after its TTL) with writes guarded by the observed resourceVersion. It decides nothing.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, Preconditions};
+use kube::runtime::reflector::{ObjectRef, Store};
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::Scheduler;
+use crate::api::{PersistentWorkspace, patch_params};
+use crate::scheduler::workspaces::{self, Due, Step, WorkspaceKey};
+
+/// How often the loop looks at the workspaces at the least.
+const WORKSPACE_PERIOD: Duration = Duration::from_secs(1);
+
+impl Scheduler {
+    /// Runs a lifecycle pass at least every [`WORKSPACE_PERIOD`], at the next TTL deadline,
+    /// and as soon as a Run that uses a workspace was bound.
+    pub(super) async fn tend_workspaces(self: Arc<Self>, store: Store<PersistentWorkspace>) {
+        let mut in_use: Option<HashSet<WorkspaceKey>> = None;
+        loop {
+            let now = jiff::Timestamp::now();
+            let (steps, next) = self
+                .cache
+                .with(|cache| workspaces::due(cache, &mut in_use, now));
+            for due in steps {
+                if self.carry_out_workspace(&store, &due).await
+                    && due.step == Step::Touch
+                    && let Some(set) = in_use.as_mut()
+                {
+                    set.remove(&(due.namespace.clone(), due.name.clone()));
+                }
+            }
+            let wait = next
+                .and_then(|at| Duration::try_from(at.duration_since(now)).ok())
+                .map_or(WORKSPACE_PERIOD, |d| d.min(WORKSPACE_PERIOD));
+            tokio::select! {
+                () = self.workspace_work.notified() => {}
+                () = tokio::time::sleep(wait.max(Duration::from_millis(10))) => {}
+            }
+        }
+    }
+
+    /// Writes one step on the version the store has; returns whether it was written. A
+    /// conflict or a missing object is left to the next pass, which sees the newer version.
+    async fn carry_out_workspace(&self, store: &Store<PersistentWorkspace>, due: &Due) -> bool {
+        let key = ObjectRef::new(&due.name).within(&due.namespace);
+        let Some(workspace) = store.get(&key) else {
+            return false;
+        };
+        if workspace.uid().as_deref() != Some(due.uid.as_str()) {
+            return false;
+        }
+        let api: Api<PersistentWorkspace> = Api::namespaced(self.client.clone(), &due.namespace);
+        let now = jiff::Timestamp::now();
+        if let Some(status) = workspaces::apply(&workspace, &due.step, now) {
+            let body = json!({
+                "metadata": {"resourceVersion": workspace.resource_version()},
+                "status": status,
+            });
+            match api
+                .patch_status(&due.name, &patch_params(), &Patch::Merge(&body))
+                .await
+            {
+                Ok(_) => self.log_workspace_step(due),
+                Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => return false,
+                Err(e) => {
+                    warn!(workspace = %due.name, namespace = %due.namespace, "cannot write the PersistentWorkspace status: {e}; retrying");
+                    return false;
+                }
+            }
+        }
+        if let Step::Release { delete: true } = due.step {
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: Some(due.uid.clone()),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match api.delete(&due.name, &params).await {
+                Ok(_) => {
+                    info!(workspace = %due.name, namespace = %due.namespace, "deleted after ttlSecondsAfterUnused (cleanupPolicy DeleteAfterTTL)")
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                Err(e) => {
+                    warn!(workspace = %due.name, namespace = %due.namespace, "cannot delete the released PersistentWorkspace: {e}; retrying");
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    fn log_workspace_step(&self, due: &Due) {
+        let (name, namespace) = (&due.name, &due.namespace);
+        match &due.step {
+            Step::Bind { pod } => {
+                info!(workspace = %name, %namespace, %pod, "PersistentWorkspace bound")
+            }
+            Step::Lose { pod, why } => {
+                warn!(workspace = %name, %namespace, %pod, "PersistentWorkspace lost: its Runtime Pod is {why:?}")
+            }
+            Step::Touch => {}
+            Step::Release { .. } => {
+                info!(workspace = %name, %namespace, "PersistentWorkspace released after ttlSecondsAfterUnused")
+            }
+        }
+    }
+}
