@@ -606,7 +606,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__runtimed)
-            opts="-n -v -h --pod-name --pod-namespace --pod-uid --heartbeat-interval --heartbeat-duration --shutdown-grace --health-probe-bind-address --metrics-bind-address --kubeconfig --context --namespace --verbose --log-format --help"
+            opts="-n -v -h --pod-name --pod-namespace --pod-uid --heartbeat-interval --heartbeat-duration --shutdown-grace --health-probe-bind-address --metrics-bind-address --workspace-root --kubeconfig --context --namespace --verbose --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -641,6 +641,10 @@ _kubectl__kruntimes() {
                     return 0
                     ;;
                 --metrics-bind-address)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --workspace-root)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

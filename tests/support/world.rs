@@ -19,8 +19,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use kruntimes::api::{LABEL_RUNTIME, Run, RunPhase, Runtime};
-use kruntimes::testing::{PodBuilder, RunBuilder, RuntimeBuilder, heartbeat_lease};
+use kruntimes::api::{LABEL_RUNTIME, PersistentWorkspace, Run, RunPhase, Runtime};
+use kruntimes::testing::{
+    PodBuilder, RunBuilder, RuntimeBuilder, WorkspaceBuilder, heartbeat_lease,
+};
 
 // Each test binary uses a different part of these.
 #[allow(unused_imports)]
@@ -358,6 +360,28 @@ impl Create for PodBuilder {
                 .unwrap_or_else(|e| panic!("delete pod {name}: {e}"));
         }
         created
+    }
+}
+
+impl Create for WorkspaceBuilder {
+    type Object = PersistentWorkspace;
+
+    /// Creates the PersistentWorkspace, then writes its status, if it has one.
+    async fn create(&self, ns: &TestNs) -> PersistentWorkspace {
+        let mut workspace = self.build();
+        let status = workspace.status.take();
+        let created = create_in(ns, workspace).await;
+        let Some(status) = status else {
+            return created;
+        };
+        ns.api::<PersistentWorkspace>()
+            .patch_status(
+                self.name(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("write the status of workspace {}: {e}", self.name()))
     }
 }
 

@@ -80,8 +80,15 @@ pub struct Scheduler {
     leading: AtomicBool,
     /// Woken after every watch event: the scheduling loop may have work.
     work: Notify,
-    /// Woken after the Bind of a Run that uses a workspace: its binding is to be persisted.
+    /// Woken after the Bind of a Run that uses a workspace.
     workspace_work: Notify,
+    /// The newest version of every PersistentWorkspace, from its watch.
+    workspace_store: Store<PersistentWorkspace>,
+    /// The writer of `workspace_store`, taken by the watch when it starts.
+    workspace_writer: Mutex<Option<reflector::store::Writer<PersistentWorkspace>>>,
+    /// Workspace UID -> the Pod its binding was written for by this replica: Binds of its
+    /// Runs need not wait for the watch to show the status (see `workspaces::persist_binding`).
+    bindings: tokio::sync::Mutex<std::collections::HashMap<String, String>>,
     /// The binding stage's slots: binds in flight at most [`MAX_BINDS_IN_FLIGHT`].
     binds: Arc<Semaphore>,
     /// Pending and Failed status writes in flight at most `--workers`.
@@ -95,6 +102,7 @@ pub struct Scheduler {
 
 impl Scheduler {
     pub fn new(client: Client, metrics: SchedulerMetrics, options: Options) -> Arc<Self> {
+        let (workspace_store, workspace_writer) = reflector::store();
         Arc::new(Self {
             events: RunEvents::new(
                 client.clone(),
@@ -115,6 +123,9 @@ impl Scheduler {
             leading: AtomicBool::new(false),
             work: Notify::new(),
             workspace_work: Notify::new(),
+            workspace_store,
+            workspace_writer: Mutex::new(Some(workspace_writer)),
+            bindings: Default::default(),
             binds: Arc::new(Semaphore::new(MAX_BINDS_IN_FLIGHT)),
             runs: WatchHealth::default(),
             runtimes: WatchHealth::default(),
@@ -284,10 +295,13 @@ impl Scheduler {
 
     /// Watches PersistentWorkspaces into the store the workspace loop writes from and into
     /// the cache.
-    async fn watch_workspaces(
-        self: Arc<Self>,
-        writer: reflector::store::Writer<PersistentWorkspace>,
-    ) {
+    async fn watch_workspaces(self: Arc<Self>) {
+        let writer = self
+            .workspace_writer
+            .lock()
+            .unwrap()
+            .take()
+            .expect("the PersistentWorkspace watch starts once");
         let events = crate::kubeclient::lenient_watch(
             self.api::<Lenient<PersistentWorkspace>>(),
             Default::default(),
@@ -300,7 +314,7 @@ impl Scheduler {
     /// The leader's work for as long as this task lives (it is aborted on shutdown): the
     /// scheduling loop, the lifecycle loop and the workspace loop, once every cache has
     /// listed.
-    async fn lead(self: Arc<Self>, store: Store<Run>, workspaces: Store<PersistentWorkspace>) {
+    async fn lead(self: Arc<Self>, store: Store<Run>) {
         self.leading.store(true, Ordering::Release);
         let _ = store.wait_until_ready().await;
         // A cycle on a partial view could write a wrong Pending message (e.g. 0/0 Pods):
@@ -312,7 +326,7 @@ impl Scheduler {
         tokio::select! {
             () = self.clone().schedule_loop(store.clone()) => {}
             () = self.clone().heal(store) => {}
-            () = self.clone().tend_workspaces(workspaces) => {}
+            () = self.clone().tend_workspaces() => {}
         }
     }
 }
@@ -366,9 +380,8 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     let (reader, writer) = reflector::store();
-    let (workspace_reader, workspace_writer) = reflector::store();
     let mut runs = tokio::spawn(scheduler.clone().watch_runs(writer));
-    let mut workspaces = tokio::spawn(scheduler.clone().watch_workspaces(workspace_writer));
+    let mut workspaces = tokio::spawn(scheduler.clone().watch_workspaces());
     let mut runtimes = tokio::spawn(scheduler.clone().watch_runtimes());
     let mut pods = tokio::spawn(scheduler.clone().watch_pods());
     let mut leases = tokio::spawn(scheduler.clone().watch_leases());
@@ -378,7 +391,7 @@ pub async fn run(
         tokio::spawn(async move {
             leading.await;
             info!("leading: starting the scheduling queue");
-            scheduler.lead(reader, workspace_reader).await;
+            scheduler.lead(reader).await;
         })
     };
     let result = tokio::select! {

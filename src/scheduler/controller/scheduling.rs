@@ -189,11 +189,18 @@ impl Scheduler {
             debug!(run = %name, %namespace, "chosen Runtime Pod changed before Bind; queued again");
             return;
         }
+        // The workspace's binding first: durable before any Run of it can run.
+        if let Some(workspace) = run.workspace_name()
+            && !self.persist_binding(&namespace, workspace, pod).await
+        {
+            debug!(run = %name, %namespace, %workspace, "workspace binding not written; queued again");
+            self.release_and_retry(&namespace, &uid, true);
+            return;
+        }
         match status_patch::send(&self.client, &namespace, &name, patch).await {
             Ok(()) => {
                 self.cache.bound(&namespace, &uid);
                 if run.workspace_name().is_some() {
-                    // Its workspace's binding is persisted once the watch shows the Run there.
                     self.workspace_work.notify_one();
                 }
                 debug!(run = %name, %namespace, %pod, "scheduled");

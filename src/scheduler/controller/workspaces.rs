@@ -1,6 +1,10 @@
-//! The leader's PersistentWorkspace loop: carries out what [`crate::scheduler::workspaces`]
-//! decides (persist a binding, mark a workspace Lost, record its last use, release and delete
-//! it after its TTL) with writes guarded by the observed resourceVersion. It decides nothing.
+//! The leader's PersistentWorkspace writes, all guarded by the observed resourceVersion:
+//! the binding of an unbound workspace, written before the Bind of the first Run that uses
+//! it (so no Run of a workspace can run, let alone finish, before its binding is durable and
+//! a new leader reads it), and the lifecycle loop carrying out what
+//! [`crate::scheduler::workspaces`] decides (mark a workspace Lost, record its last use,
+//! release and delete it after its TTL, and bind what another writer placed). It decides
+//! nothing.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -22,13 +26,20 @@ const WORKSPACE_PERIOD: Duration = Duration::from_secs(1);
 impl Scheduler {
     /// Runs a lifecycle pass at least every [`WORKSPACE_PERIOD`], at the next TTL deadline,
     /// and as soon as a Run that uses a workspace was bound.
-    pub(super) async fn tend_workspaces(self: Arc<Self>, store: Store<PersistentWorkspace>) {
+    pub(super) async fn tend_workspaces(self: Arc<Self>) {
+        let store = self.workspace_store.clone();
         let mut in_use: Option<HashSet<WorkspaceKey>> = None;
         loop {
             let now = jiff::Timestamp::now();
             let (steps, next) = self
                 .cache
                 .with(|cache| workspaces::due(cache, &mut in_use, now));
+            // Forget bindings written for workspaces that are gone.
+            let live: HashSet<String> = store.state().iter().filter_map(|w| w.uid()).collect();
+            self.bindings
+                .lock()
+                .await
+                .retain(|uid, _| live.contains(uid));
             for due in steps {
                 if self.carry_out_workspace(&store, &due).await
                     && due.step == Step::Touch
@@ -96,6 +107,63 @@ impl Scheduler {
             }
         }
         true
+    }
+
+    /// Makes sure the workspace `name` is Bound to `pod` in its status before a Run that
+    /// uses it is bound there: writes the binding when the status has none. Returns whether
+    /// the Run may be bound; `false` when the workspace is bound elsewhere, gone, or the
+    /// write failed (the Run's reservation is then released and it looks again).
+    pub(super) async fn persist_binding(&self, namespace: &str, name: &str, pod: &str) -> bool {
+        let key = ObjectRef::new(name).within(namespace);
+        let Some(workspace) = self.workspace_store.get(&key) else {
+            return false;
+        };
+        let uid = workspace.uid().unwrap_or_default();
+        // One writer at a time: a burst on an unbound workspace writes its binding once.
+        let mut bindings = self.bindings.lock().await;
+        if let Some(bound) = bindings.get(&uid) {
+            return bound == pod;
+        }
+        let api: Api<PersistentWorkspace> = Api::namespaced(self.client.clone(), namespace);
+        let mut current = workspace.as_ref().clone();
+        // The store may lag a write of ours or another's: a conflict reads the object again.
+        for _ in 0..3 {
+            if let Some(bound) = current.bound_pod() {
+                bindings.insert(uid, bound.to_string());
+                return bound == pod;
+            }
+            let step = Step::Bind {
+                pod: pod.to_string(),
+            };
+            let Some(status) = workspaces::apply(&current, &step, jiff::Timestamp::now()) else {
+                return false;
+            };
+            let body = json!({
+                "metadata": {"resourceVersion": current.resource_version()},
+                "status": status,
+            });
+            match api
+                .patch_status(name, &patch_params(), &Patch::Merge(&body))
+                .await
+            {
+                Ok(_) => {
+                    info!(workspace = %name, %namespace, %pod, "PersistentWorkspace bound");
+                    bindings.insert(uid, pod.to_string());
+                    return true;
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 => match api.get_opt(name).await {
+                    Ok(Some(fresh)) if fresh.uid().as_deref() == Some(uid.as_str()) => {
+                        current = fresh
+                    }
+                    _ => return false,
+                },
+                Err(e) => {
+                    warn!(workspace = %name, %namespace, "cannot write the PersistentWorkspace binding: {e}; the Run looks again");
+                    return false;
+                }
+            }
+        }
+        false
     }
 
     fn log_workspace_step(&self, due: &Due) {

@@ -63,6 +63,8 @@ pub mod types;
 mod cache_properties;
 #[cfg(test)]
 mod queue_properties;
+#[cfg(test)]
+mod workspace_properties;
 
 pub use assumed::{AssumedCache, AssumedOnPod, Assumption, NamespaceAssumptions, Reconciled};
 pub use cache::{

@@ -1,0 +1,298 @@
+//! Bound workspace placement on the real control plane with real runtimed processes: Runs
+//! that share a PersistentWorkspace land on the Runtime Pod that holds it (a chain created
+//! one after another, a burst on an unbound workspace, across a scheduler failover); a full
+//! bound Pod makes the next Run wait and then take it; the Pod's loss makes the workspace
+//! Lost and fails the Run that waits for it. Every Run event is recorded: no overcommit, and
+//! no two Pods ever hold Runs of one workspace.
+
+mod support;
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::DeleteParams;
+
+use kruntimes::api::{PersistentWorkspace, Resources, Run, RunPhase};
+use kruntimes::testing::{run, runtime, workspace};
+use support::world::{
+    Create, OvercommitWatch, RunEvent, RuntimedProcess, SchedulerProcess, TestNs, eventually,
+};
+
+const RUNTIME: &str = "pool";
+
+/// A Runtime of `replicas` Pods with `capacity`, from the Runtime controller (a scheduler
+/// must be running), and a runtimed per Pod.
+struct Pool {
+    agents: Vec<RuntimedProcess>,
+    capacity: HashMap<String, Resources>,
+}
+
+impl Pool {
+    async fn start(ns: &TestNs, replicas: usize, capacity: &[(&str, u64)]) -> Self {
+        runtime(RUNTIME)
+            .replicas(replicas as i32)
+            .capacity(capacity)
+            .create(ns)
+            .await;
+        let heartbeat = ["--heartbeat-interval", "1s", "--heartbeat-duration", "10s"];
+        let mut agents = Vec::new();
+        let mut caps = HashMap::new();
+        for pod in ns.runtime_pods(RUNTIME, replicas).await {
+            ns.set_ready(&pod.name_any(), true).await;
+            agents.push(RuntimedProcess::start(&pod, &heartbeat));
+            caps.insert(
+                pod.name_any(),
+                Resources::from_iter(capacity.iter().copied()),
+            );
+        }
+        Pool {
+            agents,
+            capacity: caps,
+        }
+    }
+}
+
+/// A Run of the pool using workspace `ws` that runs `script` with `sh -c`.
+fn step(name: &str, ws: &str, script: &str) -> kruntimes::testing::RunBuilder {
+    run(name)
+        .runtime(RUNTIME)
+        .workspace(ws)
+        .task(&["sh", "-c", script])
+}
+
+/// The Pods that ever held a Run using `ws`, over every recorded event.
+fn pods_of_workspace(events: &[RunEvent], ws: &str) -> BTreeSet<String> {
+    events
+        .iter()
+        .filter(|e| e.run.workspace_name() == Some(ws))
+        .filter_map(|e| e.run.active_pod().map(str::to_string))
+        .collect()
+}
+
+async fn get_workspace(ns: &TestNs, name: &str) -> PersistentWorkspace {
+    ns.api::<PersistentWorkspace>().get(name).await.unwrap()
+}
+
+/// Waits until the workspace's status satisfies `check`.
+async fn wait_workspace(
+    ns: &TestNs,
+    name: &str,
+    what: &str,
+    check: impl Fn(&PersistentWorkspace) -> bool,
+) -> PersistentWorkspace {
+    let api = ns.api::<PersistentWorkspace>();
+    eventually(Duration::from_secs(30), what, async || {
+        let w = api.get(name).await.unwrap();
+        if check(&w) {
+            Ok(w)
+        } else {
+            Err(format!("{:?}", w.status))
+        }
+    })
+    .await
+}
+
+async fn wait_phase(ns: &TestNs, name: &str, phase: RunPhase) -> Run {
+    ns.wait_runs(
+        Duration::from_secs(60),
+        &format!("Run {name} {}", phase.as_str()),
+        |runs| {
+            runs.iter()
+                .find(|r| r.name_any() == name && r.phase() == phase)
+                .cloned()
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_of_runs_each_created_after_the_last_finished_stays_on_the_workspaces_pod() {
+    let ns = TestNs::new("ws-chain").await;
+    let _scheduler = SchedulerProcess::start(&ns.name, 4, None, "ws-chain").await;
+    let pool = Pool::start(&ns, 3, &[("runs", 4)]).await;
+    let watch = OvercommitWatch::start(&ns, pool.capacity.clone()).await;
+    workspace("build").runtime(RUNTIME).create(&ns).await;
+
+    // Each step appends a line to a file in the workspace and succeeds only when it finds
+    // every earlier step's line there: the steps share one directory on one Pod.
+    let mut pods = Vec::new();
+    for i in 1..=5 {
+        let name = format!("step-{i}");
+        step(
+            &name,
+            "build",
+            &format!("echo {i} >> steps && test \"$(wc -l < steps)\" -eq {i}"),
+        )
+        .create(&ns)
+        .await;
+        let done = wait_phase(&ns, &name, RunPhase::Succeeded).await;
+        pods.push(done.status.unwrap().assigned_pod.unwrap());
+        if i == 1 {
+            // A long Run on the workspace makes its Pod the fullest: the later steps must
+            // still go there, not to the two emptier Pods.
+            step("holder", "build", "sleep 600").create(&ns).await;
+            wait_phase(&ns, "holder", RunPhase::Running).await;
+        }
+    }
+    let first = pods[0].clone();
+    assert!(
+        pods.iter().all(|p| *p == first),
+        "the steps ran on several Pods: {pods:?}"
+    );
+    let bound = wait_workspace(&ns, "build", "the workspace Bound to the steps' Pod", |w| {
+        w.bound_pod() == Some(first.as_str())
+    })
+    .await;
+    let status = bound.status.unwrap();
+    assert_eq!(status.path.as_deref(), Some("/workspace/persistent/build"));
+    assert!(status.last_used_time.is_some());
+    ns.runs()
+        .delete("holder", &DeleteParams::default())
+        .await
+        .unwrap();
+    let events = watch.finish_recorded().await;
+    assert_eq!(pods_of_workspace(&events, "build"), BTreeSet::from([first]));
+    drop(pool.agents);
+}
+
+/// Creates 20 short Runs on the unbound workspace `ws` at once and waits until all succeeded;
+/// `midway` runs once the first of them is bound. Returns the recorded events.
+async fn burst(ns: &TestNs, ws: &str, watch: OvercommitWatch, midway: impl AsyncFnOnce()) {
+    workspace(ws).runtime(RUNTIME).create(ns).await;
+    let runs: Vec<_> = (0..20)
+        .map(|i| step(&format!("{ws}-{i:02}"), ws, "sleep 0.3"))
+        .collect();
+    runs.create(ns).await;
+    ns.wait_runs(Duration::from_secs(60), "a first Run bound", |runs| {
+        runs.iter().find_map(|r| r.active_pod().map(str::to_string))
+    })
+    .await;
+    midway().await;
+    ns.wait_runs(Duration::from_secs(120), "all 20 Succeeded", |runs| {
+        (runs.len() == 20 && runs.iter().all(|r| r.phase() == RunPhase::Succeeded)).then_some(())
+    })
+    .await;
+    let events = watch.finish_recorded().await;
+    let pods = pods_of_workspace(&events, ws);
+    assert_eq!(
+        pods.len(),
+        1,
+        "Runs of one workspace on several Pods: {pods:?}"
+    );
+    let w = get_workspace(ns, ws).await;
+    assert_eq!(w.bound_pod(), pods.iter().next().map(String::as_str));
+    eprintln!(
+        "{ws}: 20 Runs on {pods:?}; {} Run events checked",
+        events.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_twenty_runs_on_an_unbound_workspace_all_land_on_one_pod() {
+    let ns = TestNs::new("ws-burst").await;
+    let _scheduler = SchedulerProcess::start(&ns.name, 4, None, "ws-burst").await;
+    let pool = Pool::start(&ns, 3, &[("runs", 4)]).await;
+    let watch = OvercommitWatch::start(&ns, pool.capacity.clone()).await;
+    burst(&ns, "burst", watch, async || {}).await;
+    drop(pool.agents);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_in_the_middle_of_a_burst_keeps_the_workspace_on_one_pod() {
+    let ns = TestNs::new("ws-failover").await;
+    let mut leader = SchedulerProcess::start(&ns.name, 4, Some(&ns.name), "ws-a").await;
+    ns.wait_leader("ws-a", Duration::from_secs(30)).await;
+    let _standby = SchedulerProcess::start(&ns.name, 4, Some(&ns.name), "ws-b").await;
+    let pool = Pool::start(&ns, 3, &[("runs", 2)]).await;
+    let watch = OvercommitWatch::start(&ns, pool.capacity.clone()).await;
+    burst(&ns, "fo", watch, async || {
+        leader.kill();
+        ns.wait_leader("ws-b", Duration::from_secs(30)).await;
+    })
+    .await;
+    drop(pool.agents);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_bound_pod_makes_the_run_wait_and_its_loss_fails_it() {
+    let ns = TestNs::new("ws-full").await;
+    let _scheduler = SchedulerProcess::start_with(
+        &support::control_plane().kubeconfig,
+        &ns.name,
+        4,
+        None,
+        "ws-full",
+        &["--pod-lost-grace=5s"],
+    )
+    .await;
+    let pool = Pool::start(&ns, 2, &[("runs", 1)]).await;
+    let watch = OvercommitWatch::start(&ns, pool.capacity.clone()).await;
+    workspace("notebook").runtime(RUNTIME).create(&ns).await;
+
+    // The bound Pod is full: the next Run waits there with both reasons, and takes the room
+    // when it frees, although the other Pod is empty all along.
+    step("kernel", "notebook", "sleep 4").create(&ns).await;
+    let kernel = wait_phase(&ns, "kernel", RunPhase::Running).await;
+    let pod = kernel.active_pod().unwrap().to_string();
+    step("cell", "notebook", "true").create(&ns).await;
+    let message = ns
+        .wait_runs(
+            Duration::from_secs(30),
+            "cell waits for the bound Pod",
+            |runs| {
+                runs.iter()
+                    .find(|r| r.name_any() == "cell")
+                    .and_then(|r| r.status.as_ref()?.message.clone())
+            },
+        )
+        .await;
+    assert_eq!(
+        message,
+        "0/2 Runtime Pods are available: 1 Insufficient runs, 1 bound to another Runtime Pod."
+    );
+    let cell = wait_phase(&ns, "cell", RunPhase::Succeeded).await;
+    assert_eq!(
+        cell.status.unwrap().assigned_pod.as_deref(),
+        Some(pod.as_str())
+    );
+
+    // Full again, then the Pod goes: the workspace is Lost and the Run waiting for it fails
+    // with the reason, never placed on the other Pod.
+    step("long", "notebook", "sleep 600").create(&ns).await;
+    wait_phase(&ns, "long", RunPhase::Running).await;
+    step("orphan", "notebook", "true").create(&ns).await;
+    ns.wait_runs(Duration::from_secs(30), "orphan waits", |runs| {
+        runs.iter()
+            .find(|r| r.name_any() == "orphan")
+            .and_then(|r| r.status.as_ref()?.message.clone())
+    })
+    .await;
+    ns.api::<k8s_openapi::api::core::v1::Pod>()
+        .delete(&pod, &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let lost = wait_workspace(&ns, "notebook", "the workspace Lost", |w| {
+        w.phase() == kruntimes::api::WorkspacePhase::Lost
+    })
+    .await;
+    assert_eq!(
+        lost.status.unwrap().bound_pod.as_deref(),
+        Some(pod.as_str())
+    );
+    let orphan = wait_phase(&ns, "orphan", RunPhase::Failed).await;
+    let status = orphan.status.unwrap();
+    assert_eq!(status.reason.as_deref(), Some("WorkspaceLost"));
+    assert!(status.assigned_pod.is_none(), "{status:?}");
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.starts_with("spec.workspace.name: PersistentWorkspace \"notebook\" is Lost"),
+        "{message}"
+    );
+    let events = watch.finish_recorded().await;
+    assert_eq!(
+        pods_of_workspace(&events, "notebook"),
+        BTreeSet::from([pod])
+    );
+    drop(pool.agents);
+}
