@@ -296,3 +296,83 @@ async fn a_full_bound_pod_makes_the_run_wait_and_its_loss_fails_it() {
     );
     drop(pool.agents);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unused_workspace_is_released_after_its_ttl_and_deleted_unless_retained() {
+    let ns = TestNs::new("ws-ttl").await;
+    let _scheduler = SchedulerProcess::start(&ns.name, 4, None, "ws-ttl").await;
+    let pool = Pool::start(&ns, 1, &[("runs", 2)]).await;
+    workspace("scratch")
+        .runtime(RUNTIME)
+        .ttl(2)
+        .create(&ns)
+        .await;
+    workspace("kept")
+        .runtime(RUNTIME)
+        .ttl(2)
+        .cleanup_policy("Retain")
+        .create(&ns)
+        .await;
+    step("use-scratch", "scratch", "sleep 3").create(&ns).await;
+    step("use-kept", "kept", "sleep 3").create(&ns).await;
+    // In use for longer than the TTL: neither is released while its Run runs.
+    let done = wait_phase(&ns, "use-kept", RunPhase::Succeeded).await;
+    let finished = done.status.unwrap().completion_time.unwrap().0;
+    let kept = wait_workspace(&ns, "kept", "kept Released after its TTL", |w| {
+        w.phase() == kruntimes::api::WorkspacePhase::Released
+    })
+    .await;
+    let status = kept.status.unwrap();
+    let last_used = status.last_used_time.unwrap().0;
+    assert!(
+        last_used >= finished,
+        "lastUsedTime {last_used} is before the end of its last use {finished}"
+    );
+    let api = ns.api::<PersistentWorkspace>();
+    eventually(
+        Duration::from_secs(30),
+        "scratch deleted after its TTL",
+        async || match api.get_opt("scratch").await.unwrap() {
+            None => Ok(()),
+            Some(w) => Err(format!("{:?}", w.status)),
+        },
+    )
+    .await;
+    // A Run naming the Released workspace fails with the reason and what to do.
+    step("late", "kept", "true").create(&ns).await;
+    let late = wait_phase(&ns, "late", RunPhase::Failed).await;
+    assert_eq!(
+        late.status.unwrap().reason.as_deref(),
+        Some("InvalidWorkspace")
+    );
+    drop(pool.agents);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scale_down_spares_the_pod_a_workspace_is_bound_to() {
+    let ns = TestNs::new("ws-scale").await;
+    let _scheduler = SchedulerProcess::start(&ns.name, 4, None, "ws-scale").await;
+    runtime(RUNTIME).replicas(2).create(&ns).await;
+    let mut names: Vec<String> = ns
+        .runtime_pods(RUNTIME, 2)
+        .await
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    names.sort();
+    // Both idle and not ready: without the workspace the newest name would go first.
+    let bound = names[1].clone();
+    workspace("data")
+        .runtime(RUNTIME)
+        .bound(&bound)
+        .create(&ns)
+        .await;
+    ns.merge::<kruntimes::api::Runtime>(RUNTIME, serde_json::json!({"spec": {"replicas": 1}}))
+        .await;
+    let left = ns.runtime_pods(RUNTIME, 1).await;
+    assert_eq!(left[0].name_any(), bound, "the bound Pod was removed");
+    assert_eq!(
+        get_workspace(&ns, "data").await.bound_pod(),
+        Some(bound.as_str())
+    );
+}

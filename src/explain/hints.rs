@@ -531,6 +531,45 @@ mod tests {
     }
 
     #[test]
+    fn a_run_waiting_for_its_workspace_is_told_which_pod_and_why() {
+        let pods = [
+            pod("p1").capacity(&[("runs", 1)]),
+            pod("p2").capacity(&[("runs", 4)]),
+        ];
+        let busy = [run("kernel").workspace("nb").on("p1")];
+        let r = run("cell").workspace("nb");
+        let mut objects = test_objects(&pods, &busy, &r);
+        objects.workspace = Some(workspace("nb").bound("p1").build());
+        let report = build(&objects, &crate::scheduler::plugins::registry()).unwrap();
+        let w = report.workspace.as_ref().unwrap();
+        assert_eq!(
+            (w.found, w.phase.as_deref(), w.bound_pod.as_deref()),
+            (true, Some("Bound"), Some("p1"))
+        );
+        assert!(
+            report.hints.contains(&"PersistentWorkspace nb is bound to p1, so the Run waits for that Pod (Insufficient runs); no other Pod has its data".to_string()),
+            "{:?}",
+            report.hints
+        );
+        let text = crate::explain::render::text(&report, false, &crate::output::Palette::plain());
+        assert!(text.contains("Workspace: nb, bound to p1."), "{text}");
+
+        // Not created yet: the Run waits for it, and is told to create it.
+        let report = test_report(&pods, &[], &r);
+        assert!(!report.workspace.as_ref().unwrap().found);
+        assert_eq!(
+            report.hints,
+            [
+                "PersistentWorkspace nb not found in namespace default: create it with spec.runtime: python (the Run waits for it)"
+            ]
+        );
+        assert_eq!(
+            report.verdict,
+            "0/2 Runtime Pods are available: 2 PersistentWorkspace not found."
+        );
+    }
+
+    #[test]
     fn names_are_listed_in_english_and_capped() {
         assert_eq!(names(&["a"]), "a");
         assert_eq!(names(&["a", "b", "c"]), "a, b and c");
