@@ -692,14 +692,19 @@ impl Index {
 
     /// Records a PersistentWorkspace. Returns the Runtimes whose Pending Runs may read it
     /// differently now (its own, and the one it named before), empty when nothing a cycle
-    /// reads changed.
+    /// reads changed (its Runtime, phase and bound Pod).
     pub fn apply_workspace(&mut self, workspace: &PersistentWorkspace) -> Vec<ScopeRef> {
         let namespace = workspace.namespace().unwrap_or_default();
         let record = WorkspaceRecord::of(workspace);
         let ns = self.namespaces.entry(namespace.clone()).or_default();
         let entry = ns.workspace_mut(&workspace.name_any());
         let old = entry.record.replace(record.clone());
-        if old.as_ref() == Some(&record) {
+        // lastUsedTime, path and TTL are the lifecycle's: a cycle reads none of them, so
+        // their writes (one per use) must not requeue the Runtime's unschedulable Runs.
+        if old
+            .as_ref()
+            .is_some_and(|o| o.placement() == record.placement())
+        {
             return Vec::new();
         }
         let mut scopes = vec![ScopeRef::new(&namespace, &record.runtime)];

@@ -412,3 +412,46 @@ fn staleness_counts_only_from_when_the_watches_could_be_trusted() {
     let mut gone = idx(&[], &[run("r").on("p1").running()]);
     assert_eq!(gone.lost_runs(NOW, GRACE, at(60)).len(), 1);
 }
+
+#[test]
+fn workspaces_count_their_users_and_report_only_what_a_cycle_reads() {
+    let mut index = idx(&[pod("p1"), pod("p2")], &[]);
+    let w = workspace("ws");
+    assert_eq!(
+        index.apply_workspace(&w.build()),
+        [ScopeRef::new(NS, RUNTIME)]
+    );
+    // A Pending Run naming it is a user; once active, it counts on its Pod.
+    index.apply_run(&run("a").workspace("ws").build());
+    let entry = index.workspace(NS, "ws").unwrap();
+    assert_eq!((entry.pending, entry.active.len()), (1, 0));
+    index.apply_run(&run("a").workspace("ws").on("p2").build());
+    index.apply_run(&run("b").workspace("ws").on("p2").build());
+    let entry = index.workspace(NS, "ws").unwrap();
+    assert_eq!(entry.pending, 0);
+    assert_eq!(entry.active.get("p2"), Some(&2));
+    // lastUsedTime is the lifecycle's: no requeue. A binding is what cycles read.
+    assert!(
+        index
+            .apply_workspace(&w.clone().last_used(at(10)).build())
+            .is_empty()
+    );
+    assert_eq!(
+        index.apply_workspace(&w.clone().bound("p2").build()),
+        [ScopeRef::new(NS, RUNTIME)]
+    );
+    index.apply_run(&run("a").workspace("ws").on("p2").succeeded().build());
+    index.delete_run(NS, "uid-b");
+    let entry = index.workspace(NS, "ws").unwrap();
+    assert!(!entry.in_use());
+    // A Run may name a workspace before it exists; the entry goes with its last user.
+    assert_eq!(
+        index.delete_workspace(NS, "ws"),
+        [ScopeRef::new(NS, RUNTIME)]
+    );
+    assert!(index.workspace(NS, "ws").is_none());
+    index.apply_run(&run("c").workspace("later").build());
+    assert!(index.workspace(NS, "later").unwrap().record.is_none());
+    index.delete_run(NS, "uid-c");
+    assert!(index.workspace(NS, "later").is_none());
+}

@@ -36,6 +36,11 @@ pub struct WorkspaceRecord {
 }
 
 impl WorkspaceRecord {
+    /// What a scheduling cycle reads of the workspace.
+    pub fn placement(&self) -> (&str, WorkspacePhase, Option<&str>) {
+        (&self.runtime, self.phase, self.bound_pod.as_deref())
+    }
+
     pub fn of(workspace: &PersistentWorkspace) -> Self {
         let status = workspace.status.as_ref();
         WorkspaceRecord {
