@@ -34,7 +34,7 @@ use kube::api::{DeleteParams, ListParams};
 use harness::{Cluster, machine_lock, repo};
 use kruntimes::api::resources::Resources;
 use kruntimes::api::{LABEL_RUNTIME, RunPhase, RunStatus, Runtime, pod_is_ready};
-use kruntimes::testing::{run, runtime};
+use kruntimes::testing::{run, runtime, workspace};
 use support::world::{Create, OvercommitWatch, TestNs, create_in, eventually, phase_of};
 
 /// A scenario: it panics when what it proves does not hold.
@@ -52,6 +52,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "a_busybox_runtime_gets_runtimed_injected_and_runs_a_gpu_pool_workload_without_overcommit",
         |c| Box::pin(gpu_pool(c)),
+    ),
+    (
+        "runs_of_a_persistent_workspace_share_its_directory_on_one_real_pod",
+        |c| Box::pin(workspace_on_a_real_pod(c)),
     ),
     (
         "deleting_a_runtime_pod_under_a_running_run_fails_it_as_terminated_and_replaces_the_pod",
@@ -376,6 +380,64 @@ async fn gpu_pool(cluster: &Cluster) {
     let log = cluster.kubectl_raw(&["-n", EXAMPLE_NS, "logs", &first, "-c", "main"]);
     assert!(log.contains(&format!("[gpu-1] 42 on {first}")), "{log}");
     delete_runtime(ns, "gpu").await;
+}
+
+/// Two Runs on one PersistentWorkspace, the second created after the first finished: the
+/// first writes a file in the workspace directory runtimed creates in the real container, the
+/// second reads it there, on the Pod the workspace is bound to.
+async fn workspace_on_a_real_pod(cluster: &Cluster) {
+    let ns = &runtime_namespace(cluster, "ws").await;
+    create_runtime(ns, "ws", 2, busybox(), &[("runs", 2)]).await;
+    wait_runtime_ready(ns, "ws", 2).await;
+    workspace("data").runtime("ws").create(ns).await;
+    let step = |name: &str, script: &str| {
+        run(name)
+            .runtime("ws")
+            .workspace("data")
+            .task(&["sh", "-c", script])
+    };
+    step(
+        "write",
+        "echo hello > greeting && test \"$PWD\" = /workspace/persistent/data",
+    )
+    .create(ns)
+    .await;
+    wait_phases(
+        ns,
+        &["write".into()],
+        RunPhase::Succeeded,
+        Duration::from_secs(60),
+    )
+    .await;
+    step("read", "test \"$(cat greeting)\" = hello")
+        .create(ns)
+        .await;
+    wait_phases(
+        ns,
+        &["read".into()],
+        RunPhase::Succeeded,
+        Duration::from_secs(60),
+    )
+    .await;
+    let runs = ns.runs();
+    let pod_of = async |name: &str| {
+        runs.get(name)
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .assigned_pod
+            .unwrap()
+    };
+    let (first, second) = (pod_of("write").await, pod_of("read").await);
+    assert_eq!(first, second, "the Runs of one workspace ran on two Pods");
+    let bound = ns
+        .api::<kruntimes::api::PersistentWorkspace>()
+        .get("data")
+        .await
+        .unwrap();
+    assert_eq!(bound.bound_pod(), Some(first.as_str()));
+    delete_runtime(ns, "ws").await;
 }
 
 /// Deleting a Runtime Pod (termination grace 10 s, the template that once left Runs Running

@@ -7,7 +7,9 @@
 //!
 //! Rules:
 //! - PreFilter validates the Run's requests and affinity terms once; invalid input is a
-//!   permanent [`Decision::Invalid`] whose message names the field and the value.
+//!   permanent [`Decision::Invalid`] whose message names the field and the value. It also
+//!   resolves the Run's PersistentWorkspace binding once: a workspace of another Runtime, a
+//!   Lost or a Released one is refused the same way (`spec.workspace.name`).
 //! - Filter runs every registered filter on every Runtime Pod in Pod-name order and stops at a
 //!   Pod's first rejection.
 //! - Score runs every Score plugin on the feasible Pods, normalizes to 0..=100, multiplies by
