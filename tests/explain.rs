@@ -311,6 +311,7 @@ async fn anti_affinity_conflicts_name_the_runs_in_the_way() {
         report["pods"][0]["filters"],
         json!([
             {"plugin": "RuntimePodAvailability", "passed": true, "reason": null, "resource": null},
+            {"plugin": "WorkspacePlacement", "passed": true, "reason": null, "resource": null},
             {"plugin": "RunAffinity", "passed": false,
              "reason": "didn't match Run anti-affinity rules", "resource": null},
         ])

@@ -554,9 +554,14 @@ async fn metrics_expose_every_named_metric_with_only_bounded_labels() {
             "{name} missing:\n{body}"
         );
     }
-    let plugins = ["RuntimePodAvailability", "RunAffinity"];
+    let plugins = [
+        "RuntimePodAvailability",
+        "WorkspacePlacement",
+        "RunAffinity",
+    ];
     let reasons: Vec<&str> = kruntimes::scheduler::plugins::runtime_pod_availability::REASONS
         .iter()
+        .chain(kruntimes::scheduler::plugins::workspace_placement::REASONS)
         .chain(kruntimes::scheduler::plugins::run_affinity::REASONS)
         .copied()
         .collect();

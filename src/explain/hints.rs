@@ -15,7 +15,6 @@ use crate::scheduler::plugins::runtime_pod_availability::{
     self, DELETING, HEARTBEAT_MISSING, HEARTBEAT_NOT_HELD, HEARTBEAT_STALE, INVALID_CAPACITY,
     NOT_READY, RESERVED_FOR_EARLIER_RUN,
 };
-use crate::scheduler::plugins::workspace_placement;
 
 /// Release hints shown at most (the smallest releases first).
 const MAX_RELEASE_HINTS: usize = 3;
@@ -87,11 +86,6 @@ pub fn compute(report: &Report) -> Vec<String> {
 /// A Run whose workspace does not exist, or is bound to a Pod that cannot take it now.
 fn workspace_hints(report: &Report, out: &mut Vec<String>) {
     let Some(w) = &report.workspace else { return };
-    let rejected_by_placement = report.pods.iter().any(|p| {
-        p.rejection
-            .as_ref()
-            .is_some_and(|r| r.plugin == workspace_placement::NAME)
-    });
     if !w.found {
         out.push(format!(
             "PersistentWorkspace {} not found in namespace {}: create it with spec.runtime: {} (the Run waits for it)",
@@ -99,8 +93,9 @@ fn workspace_hints(report: &Report, out: &mut Vec<String>) {
         ));
         return;
     }
+    // Whichever filter rejected the other Pods first, only the bound one can take the Run.
     let Some(bound) = &w.bound_pod else { return };
-    if !rejected_by_placement {
+    if report.decision != DecisionKind::Unschedulable {
         return;
     }
     match report.pods.iter().find(|p| &p.name == bound) {

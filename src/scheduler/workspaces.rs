@@ -39,6 +39,8 @@ pub struct Due {
     pub name: String,
     /// The UID the step was planned for: a workspace recreated under the name is not it.
     pub uid: String,
+    /// The version it was planned on: the write is guarded by it.
+    pub resource_version: Option<String>,
     pub step: Step,
 }
 
@@ -90,6 +92,7 @@ pub fn due(
                 namespace: key.0,
                 name: key.1,
                 uid: record.uid.clone(),
+                resource_version: record.resource_version.clone(),
                 step,
             }),
             None => {

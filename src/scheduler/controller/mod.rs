@@ -88,7 +88,7 @@ pub struct Scheduler {
     workspace_writer: Mutex<Option<reflector::store::Writer<PersistentWorkspace>>>,
     /// Workspace UID -> the Pod its binding was written for by this replica: Binds of its
     /// Runs need not wait for the watch to show the status (see `workspaces::persist_binding`).
-    bindings: tokio::sync::Mutex<std::collections::HashMap<String, String>>,
+    bindings: Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<Option<String>>>>>,
     /// The binding stage's slots: binds in flight at most [`MAX_BINDS_IN_FLIGHT`].
     binds: Arc<Semaphore>,
     /// Pending and Failed status writes in flight at most `--workers`.

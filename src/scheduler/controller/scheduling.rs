@@ -17,6 +17,7 @@ use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, info, warn};
 
+use super::workspaces::Binding;
 use super::{Error, Scheduler};
 use crate::api::Run;
 use crate::events::reasons as event_reasons;
@@ -190,12 +191,20 @@ impl Scheduler {
             return;
         }
         // The workspace's binding first: durable before any Run of it can run.
-        if let Some(workspace) = run.workspace_name()
-            && !self.persist_binding(&namespace, workspace, pod).await
-        {
-            debug!(run = %name, %namespace, %workspace, "workspace binding not written; queued again");
-            self.release_and_retry(&namespace, &uid, true);
-            return;
+        if let Some(workspace) = run.workspace_name() {
+            match self.persist_binding(&namespace, workspace, pod).await {
+                Binding::Written => {}
+                Binding::Changed => {
+                    debug!(run = %name, %namespace, %workspace, "workspace bound elsewhere or changed; looking again");
+                    self.release_and_retry(&namespace, &uid, true);
+                    return;
+                }
+                Binding::Failed(e) => {
+                    warn!(run = %name, %namespace, %workspace, "cannot write the PersistentWorkspace binding: {e}; retrying with backoff");
+                    self.release_and_retry(&namespace, &uid, false);
+                    return;
+                }
+            }
         }
         match status_patch::send(&self.client, &namespace, &name, patch).await {
             Ok(()) => {

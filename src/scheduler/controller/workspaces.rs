@@ -17,8 +17,29 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::Scheduler;
-use crate::api::{PersistentWorkspace, patch_params};
+use crate::api::{PersistentWorkspace, WorkspacePhase, patch_params};
 use crate::scheduler::workspaces::{self, Due, Step, WorkspaceKey};
+
+/// What [`Scheduler::persist_binding`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Binding {
+    /// The workspace is Bound to the Pod in its status (written now or before).
+    Written,
+    /// It is bound elsewhere, gone, or changed under the write: the watch brings the news.
+    Changed,
+    /// The write failed.
+    Failed(String),
+}
+
+impl Binding {
+    fn on(here: bool) -> Self {
+        if here {
+            Binding::Written
+        } else {
+            Binding::Changed
+        }
+    }
+}
 
 /// How often the loop looks at the workspaces at the least.
 const WORKSPACE_PERIOD: Duration = Duration::from_secs(1);
@@ -38,7 +59,7 @@ impl Scheduler {
             let live: HashSet<String> = store.state().iter().filter_map(|w| w.uid()).collect();
             self.bindings
                 .lock()
-                .await
+                .unwrap()
                 .retain(|uid, _| live.contains(uid));
             for due in steps {
                 if self.carry_out_workspace(&store, &due).await
@@ -68,11 +89,13 @@ impl Scheduler {
         if workspace.uid().as_deref() != Some(due.uid.as_str()) {
             return false;
         }
+        // Written on the version the step was decided on: a newer one (say, the Touch of a
+        // use that just ended) makes the write conflict, and the next pass decides again.
         let api: Api<PersistentWorkspace> = Api::namespaced(self.client.clone(), &due.namespace);
         let now = jiff::Timestamp::now();
         if let Some(status) = workspaces::apply(&workspace, &due.step, now) {
             let body = json!({
-                "metadata": {"resourceVersion": workspace.resource_version()},
+                "metadata": {"resourceVersion": due.resource_version},
                 "status": status,
             });
             match api
@@ -110,33 +133,47 @@ impl Scheduler {
     }
 
     /// Makes sure the workspace `name` is Bound to `pod` in its status before a Run that
-    /// uses it is bound there: writes the binding when the status has none. Returns whether
-    /// the Run may be bound; `false` when the workspace is bound elsewhere, gone, or the
-    /// write failed (the Run's reservation is then released and it looks again).
-    pub(super) async fn persist_binding(&self, namespace: &str, name: &str, pod: &str) -> bool {
+    /// uses it is bound there: writes the binding when the status has none. The Run may be
+    /// bound only on [`Binding::Written`]; otherwise its reservation is released and it
+    /// looks again (at once when the watch is bringing news, with backoff after an error).
+    pub(super) async fn persist_binding(&self, namespace: &str, name: &str, pod: &str) -> Binding {
         let key = ObjectRef::new(name).within(namespace);
         let Some(workspace) = self.workspace_store.get(&key) else {
-            return false;
+            return Binding::Changed;
         };
         let uid = workspace.uid().unwrap_or_default();
-        // One writer at a time: a burst on an unbound workspace writes its binding once.
-        let mut bindings = self.bindings.lock().await;
-        if let Some(bound) = bindings.get(&uid) {
-            return bound == pod;
+        // One writer per workspace: a burst on an unbound workspace writes its binding once,
+        // and workspaces do not wait for each other.
+        let slot = self
+            .bindings
+            .lock()
+            .unwrap()
+            .entry(uid.clone())
+            .or_default()
+            .clone();
+        let mut written = slot.lock().await;
+        if let Some(bound) = written.as_deref() {
+            return Binding::on(bound == pod);
         }
         let api: Api<PersistentWorkspace> = Api::namespaced(self.client.clone(), namespace);
         let mut current = workspace.as_ref().clone();
         // The store may lag a write of ours or another's: a conflict reads the object again.
         for _ in 0..3 {
             if let Some(bound) = current.bound_pod() {
-                bindings.insert(uid, bound.to_string());
-                return bound == pod;
+                *written = Some(bound.to_string());
+                return Binding::on(bound == pod);
+            }
+            // Lost, Released and deleting workspaces are never bound (again).
+            if current.phase() != WorkspacePhase::Pending
+                || current.metadata.deletion_timestamp.is_some()
+            {
+                return Binding::Changed;
             }
             let step = Step::Bind {
                 pod: pod.to_string(),
             };
             let Some(status) = workspaces::apply(&current, &step, jiff::Timestamp::now()) else {
-                return false;
+                return Binding::Changed;
             };
             let body = json!({
                 "metadata": {"resourceVersion": current.resource_version()},
@@ -148,22 +185,20 @@ impl Scheduler {
             {
                 Ok(_) => {
                     info!(workspace = %name, %namespace, %pod, "PersistentWorkspace bound");
-                    bindings.insert(uid, pod.to_string());
-                    return true;
+                    *written = Some(pod.to_string());
+                    return Binding::Written;
                 }
                 Err(kube::Error::Api(s)) if s.code == 409 => match api.get_opt(name).await {
                     Ok(Some(fresh)) if fresh.uid().as_deref() == Some(uid.as_str()) => {
                         current = fresh
                     }
-                    _ => return false,
+                    Ok(_) => return Binding::Changed,
+                    Err(e) => return Binding::Failed(e.to_string()),
                 },
-                Err(e) => {
-                    warn!(workspace = %name, %namespace, "cannot write the PersistentWorkspace binding: {e}; the Run looks again");
-                    return false;
-                }
+                Err(e) => return Binding::Failed(e.to_string()),
             }
         }
-        false
+        Binding::Changed
     }
 
     fn log_workspace_step(&self, due: &Due) {

@@ -71,6 +71,19 @@ pub struct RunWorkspace {
     pub binding: WorkspaceBinding,
 }
 
+impl RunWorkspace {
+    /// Whether the Run may run on `pod` for its workspace: anywhere while unbound, only on
+    /// the bound Pod, nowhere while the workspace does not exist. WorkspacePlacement's rule,
+    /// also read by the nominator for Pods rejected before that filter ran.
+    pub fn admits(&self, pod: &str) -> bool {
+        match &self.binding {
+            WorkspaceBinding::Unbound => true,
+            WorkspaceBinding::Bound { pod: bound } => bound == pod,
+            WorkspaceBinding::Missing => false,
+        }
+    }
+}
+
 /// Where a Run's workspace holds its data, in the snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WorkspaceBinding {
@@ -143,6 +156,8 @@ pub enum QueueingHint {
     QueueIfRoom,
     /// Those with required Run affinity or anti-affinity terms.
     QueueRequiredTerms,
+    /// Those that name the PersistentWorkspace that changed (of any Runtime).
+    QueueWorkspaceUsers,
     /// All of them.
     Queue,
 }

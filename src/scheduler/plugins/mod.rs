@@ -70,7 +70,7 @@ mod tests {
             (E::RuntimePodChanged, &[H::Queue]),
             (E::RuntimeChanged, &[H::Queue]),
             (E::TargetsChanged, &[H::QueueRequiredTerms]),
-            (E::WorkspaceChanged, &[H::Queue]),
+            (E::WorkspaceChanged, &[H::QueueWorkspaceUsers]),
         ];
         for (event, want) in table {
             assert_eq!(hints.of(event), want, "{event:?}");

@@ -35,12 +35,12 @@ impl FilterPlugin for WorkspacePlacement {
         NAME
     }
 
-    /// A workspace that appears, is bound, lost or released changes what every Run naming it
-    /// may do. Room freed on the bound Pod, or that Pod becoming available, is
-    /// RuntimePodAvailability's hint already.
+    /// A workspace that appears, is bound, lost or released changes what the Runs naming it
+    /// may do, and nothing for the others. Room freed on the bound Pod, or that Pod becoming
+    /// available, is RuntimePodAvailability's hint already.
     fn queueing_hint(&self, event: ClusterEvent) -> Option<QueueingHint> {
         match event {
-            ClusterEvent::WorkspaceChanged => Some(QueueingHint::Queue),
+            ClusterEvent::WorkspaceChanged => Some(QueueingHint::QueueWorkspaceUsers),
             _ => None,
         }
     }
@@ -51,11 +51,15 @@ impl FilterPlugin for WorkspacePlacement {
         state: &RunCycleState,
         pod: &PodView<'_>,
     ) -> Result<(), Rejection> {
-        match state.workspace.as_ref().map(|w| &w.binding) {
-            None | Some(WorkspaceBinding::Unbound) => Ok(()),
-            Some(WorkspaceBinding::Missing) => Err(Rejection::new(NAME, WORKSPACE_NOT_FOUND)),
-            Some(WorkspaceBinding::Bound { pod: bound }) if bound == pod.name() => Ok(()),
-            Some(WorkspaceBinding::Bound { .. }) => Err(Rejection::new(NAME, BOUND_ELSEWHERE)),
+        match &state.workspace {
+            Some(w) if !w.admits(pod.name()) => Err(Rejection::new(
+                NAME,
+                match w.binding {
+                    WorkspaceBinding::Missing => WORKSPACE_NOT_FOUND,
+                    _ => BOUND_ELSEWHERE,
+                },
+            )),
+            _ => Ok(()),
         }
     }
 }

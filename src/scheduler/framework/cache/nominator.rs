@@ -180,6 +180,14 @@ impl SchedulerCache {
                 .iter()
                 .filter(|e| e.rejection.is_some())
                 .filter(|e| could_take_once_drained(e, &state.request))
+                // A Pod rejected for room first was never asked by WorkspacePlacement: only
+                // the workspace's own Pod can ever take the Run, so only it is drained.
+                .filter(|e| {
+                    state
+                        .workspace
+                        .as_ref()
+                        .is_none_or(|w| w.admits(e.pod.name()))
+                })
                 .filter(|e| self.nominations.on_pod(namespace, e.pod.name()).is_none())
                 .min_by_key(|e| drain_cost(&e.pod, &state.request))
                 .map(|e| Nomination {

@@ -349,3 +349,56 @@ fn an_unschedulable_run_looks_again_when_it_changes_but_not_for_status_churn() {
     state.apply(&touched, NOW);
     assert_eq!(state.queue().state(&a.key()), Some(QueueState::Active));
 }
+
+#[test]
+fn a_starved_workspace_run_is_nominated_only_its_workspaces_pod() {
+    // p2 has fewer Runs to drain, but only p1 holds the workspace's data.
+    let world = World::new()
+        .pods([
+            pod("p1").capacity(&[("runs", 2)]),
+            pod("p2").capacity(&[("runs", 1)]),
+        ])
+        .workspaces([workspace("ws").bound("p1")])
+        .runs([
+            run("k").workspace("ws").on("p1"),
+            run("y").on("p1"),
+            run("x").on("p2"),
+        ]);
+    let mut cache = world.cache();
+    let starved = run("s").workspace("ws").build();
+    cache.apply(&starved, NOW);
+    assert!(cache.nominate(&crate::scheduler::plugins::registry(), &starved, NOW));
+    assert_eq!(cache.nominated_pod(NS, "uid-s"), Some("p1"));
+
+    // A Run whose workspace does not exist yet gets no Pod drained for it.
+    let missing = run("m").workspace("later").build();
+    cache.apply(&missing, NOW);
+    assert!(!cache.nominate(&crate::scheduler::plugins::registry(), &missing, NOW));
+}
+
+#[test]
+fn a_workspace_event_wakes_the_runs_that_name_it_and_no_others() {
+    let mut cache = World::new()
+        .pods([pod("p1").capacity(&[("runs", 1)])])
+        .runs([run("busy").on("p1")])
+        .cache();
+    for r in [
+        run("plain"),
+        run("waiting").workspace("ws"),
+        run("other").runtime("bash").workspace("ws"),
+    ] {
+        let _ = cycle(&mut cache, &r);
+    }
+    let state = |cache: &SchedulerCache, name: &str, runtime: &str| {
+        cache.queue().state(&run(name).runtime(runtime).key())
+    };
+    // The workspace appears, of Runtime python: both Runs naming it look again (the bash
+    // one to fail), the plain Run stays where it is.
+    cache.apply(&workspace("ws").build(), NOW);
+    assert_eq!(state(&cache, "waiting", RUNTIME), Some(QueueState::Active));
+    assert_eq!(state(&cache, "other", "bash"), Some(QueueState::Active));
+    assert!(matches!(
+        state(&cache, "plain", RUNTIME),
+        Some(QueueState::Unschedulable { .. })
+    ));
+}

@@ -8,7 +8,9 @@ use jiff::Timestamp;
 
 use super::SchedulerCache;
 use crate::api::Resources;
-use crate::scheduler::framework::index::{Changes, ScopeRef, WakeSource};
+use std::collections::BTreeSet;
+
+use crate::scheduler::framework::index::{Changes, ScopeRef, WakeSource, WorkspaceRef};
 use crate::scheduler::framework::plugin::{ClusterEvent, QueueingHint};
 use crate::scheduler::framework::queue::QueueState;
 use crate::scheduler::framework::types::{QueueOrder, RunKey};
@@ -44,7 +46,7 @@ impl SchedulerCache {
         for wakeup in &changes.wakeups {
             self.bump(&ScopeRef::new(&wakeup.namespace, &wakeup.runtime));
         }
-        for scope in changes.rechecks.iter().chain(&changes.workspaces) {
+        for scope in &changes.rechecks {
             self.bump(scope);
         }
         for wakeup in &changes.wakeups {
@@ -60,8 +62,8 @@ impl SchedulerCache {
             // Uncounted, as retargets: not a Runtime Pod event.
             self.apply_hints(scope, None, ClusterEvent::RuntimeChanged, now);
         }
-        for scope in &changes.workspaces {
-            self.apply_hints(scope, None, ClusterEvent::WorkspaceChanged, now);
+        for workspace in &changes.workspaces {
+            self.wake_workspace_users(workspace, now);
         }
         for scope in &changes.retargets {
             self.retarget(scope, now);
@@ -96,21 +98,75 @@ impl SchedulerCache {
         now: Timestamp,
     ) -> u64 {
         let hints = self.hints.of(event).to_vec();
-        let mut moved = 0;
-        for hint in hints {
-            moved += match (hint, pod) {
-                (QueueingHint::QueueIfRoom, Some(pod)) => self.wake_room(scope, pod, now),
-                (QueueingHint::QueueIfRoom, None) | (QueueingHint::Queue, _) => {
-                    let keys = unschedulable(scope, self.queue.members(scope));
-                    self.activate(&keys, now)
-                }
-                (QueueingHint::QueueRequiredTerms, _) => {
-                    let keys = unschedulable(scope, self.queue.members_with_required_terms(scope));
-                    self.activate(&keys, now)
-                }
-            };
+        hints
+            .into_iter()
+            .map(|hint| self.apply_hint(scope, pod, hint, now))
+            .sum()
+    }
+
+    /// Applies one hint in `scope`; returns how many Runs moved. Workspace users are
+    /// answered by [`Self::wake_workspace_users`], which knows the workspace.
+    fn apply_hint(
+        &mut self,
+        scope: &ScopeRef,
+        pod: Option<&str>,
+        hint: QueueingHint,
+        now: Timestamp,
+    ) -> u64 {
+        match (hint, pod) {
+            (QueueingHint::QueueIfRoom, Some(pod)) => self.wake_room(scope, pod, now),
+            (QueueingHint::QueueIfRoom, None) | (QueueingHint::Queue, _) => {
+                let keys = unschedulable(scope, self.queue.members(scope));
+                self.activate(&keys, now)
+            }
+            (QueueingHint::QueueRequiredTerms, _) => {
+                let keys = unschedulable(scope, self.queue.members_with_required_terms(scope));
+                self.activate(&keys, now)
+            }
+            (QueueingHint::QueueWorkspaceUsers, _) => 0,
         }
-        moved
+    }
+
+    /// A PersistentWorkspace changed: the hints registered for [`ClusterEvent::WorkspaceChanged`]
+    /// in the Runtimes of the Pending Runs that name it (whatever Runtime the workspace
+    /// names: a Run of another one is to fail), `QueueWorkspaceUsers` moving those Runs only.
+    fn wake_workspace_users(&mut self, workspace: &WorkspaceRef, now: Timestamp) {
+        let users: Vec<RunKey> = self
+            .index
+            .workspace(&workspace.namespace, &workspace.name)
+            .map(|e| {
+                e.pending
+                    .iter()
+                    .map(|uid| RunKey::new(&workspace.namespace, uid))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let scopes: BTreeSet<ScopeRef> = users
+            .iter()
+            .filter_map(|k| {
+                let (runtime, _) = self.index.queued(k)?;
+                Some(ScopeRef::new(&k.namespace, runtime))
+            })
+            .collect();
+        for scope in &scopes {
+            self.bump(scope);
+        }
+        for hint in self.hints.of(ClusterEvent::WorkspaceChanged).to_vec() {
+            if hint == QueueingHint::QueueWorkspaceUsers {
+                let keys: Vec<RunKey> = users
+                    .iter()
+                    .filter(|k| {
+                        matches!(self.queue.state(k), Some(QueueState::Unschedulable { .. }))
+                    })
+                    .cloned()
+                    .collect();
+                self.activate(&keys, now);
+            } else {
+                for scope in &scopes {
+                    self.apply_hint(scope, None, hint, now);
+                }
+            }
+        }
     }
 
     /// Moves `keys` back to the active queue; returns how many moved.

@@ -36,7 +36,7 @@ pub use layout::{Load, PendingRun};
 #[cfg(any(test, feature = "testing"))]
 pub use record::required_anti_affinity;
 pub use record::{ActiveRun, CountedRequest, LeaseRecord, PodRecord, Usage};
-pub use wakeup::{Changes, PodRef, RunChange, ScopeRef, WakeSource, Wakeup};
+pub use wakeup::{Changes, PodRef, RunChange, ScopeRef, WakeSource, Wakeup, WorkspaceRef};
 pub use workspaces::{WorkspaceEntry, WorkspaceRecord};
 
 use crate::api::{PersistentWorkspace, Run, RunPhase};
@@ -470,7 +470,7 @@ impl Index {
                 if pending {
                     let ns = self.namespaces.entry(key.namespace.clone()).or_default();
                     if let Some(workspace) = run.workspace_name() {
-                        ns.workspace_mut(workspace).pending += 1;
+                        ns.workspace_mut(workspace).pending.insert(key.uid.clone());
                     }
                     ns.scopes
                         .entry(runtime.clone())
@@ -544,8 +544,7 @@ impl Index {
                 }
                 ns.gc_scope(&old.runtime);
                 if let Some(workspace) = &old.workspace {
-                    let entry = ns.workspace_mut(workspace);
-                    entry.pending = entry.pending.saturating_sub(1);
+                    ns.workspace_mut(workspace).pending.remove(&key.uid);
                     ns.gc_workspace(workspace);
                 }
                 None
@@ -690,47 +689,46 @@ impl Index {
     }
     // ----- PersistentWorkspaces ---------------------------------------------------------
 
-    /// Records a PersistentWorkspace. Returns the Runtimes whose Pending Runs may read it
-    /// differently now (its own, and the one it named before), empty when nothing a cycle
-    /// reads changed (its Runtime, phase and bound Pod).
-    pub fn apply_workspace(&mut self, workspace: &PersistentWorkspace) -> Vec<ScopeRef> {
+    /// Records a PersistentWorkspace. Returns it when what a cycle reads of it changed (it
+    /// appeared, or its Runtime, phase or bound Pod changed): the Runs that name it look
+    /// again, whatever their Runtime.
+    pub fn apply_workspace(&mut self, workspace: &PersistentWorkspace) -> Vec<WorkspaceRef> {
         let namespace = workspace.namespace().unwrap_or_default();
         let record = WorkspaceRecord::of(workspace);
         let ns = self.namespaces.entry(namespace.clone()).or_default();
         let entry = ns.workspace_mut(&workspace.name_any());
         let old = entry.record.replace(record.clone());
         // lastUsedTime, path and TTL are the lifecycle's: a cycle reads none of them, so
-        // their writes (one per use) must not requeue the Runtime's unschedulable Runs.
+        // their writes (one per use) must not requeue the Runs that name it.
         if old
             .as_ref()
             .is_some_and(|o| o.placement() == record.placement())
         {
             return Vec::new();
         }
-        let mut scopes = vec![ScopeRef::new(&namespace, &record.runtime)];
-        if let Some(old) = old
-            && old.runtime != record.runtime
-        {
-            scopes.push(ScopeRef::new(&namespace, &old.runtime));
-        }
-        scopes
+        vec![WorkspaceRef::new(&namespace, &workspace.name_any())]
     }
 
     /// Forgets a deleted PersistentWorkspace (its users stay counted).
-    pub fn delete_workspace(&mut self, namespace: &str, name: &str) -> Vec<ScopeRef> {
+    pub fn delete_workspace(&mut self, namespace: &str, name: &str) -> Vec<WorkspaceRef> {
         let Some(ns) = self.namespaces.get_mut(namespace) else {
             return Vec::new();
         };
-        let Some(old) = ns.workspaces.get_mut(name).and_then(|e| e.record.take()) else {
+        if ns
+            .workspaces
+            .get_mut(name)
+            .and_then(|e| e.record.take())
+            .is_none()
+        {
             return Vec::new();
-        };
+        }
         ns.gc_workspace(name);
         self.gc_namespace(namespace);
-        vec![ScopeRef::new(namespace, &old.runtime)]
+        vec![WorkspaceRef::new(namespace, name)]
     }
 
     /// Replaces every PersistentWorkspace with `workspaces` (after a watch relist).
-    pub fn reset_workspaces(&mut self, workspaces: &[PersistentWorkspace]) -> Vec<ScopeRef> {
+    pub fn reset_workspaces(&mut self, workspaces: &[PersistentWorkspace]) -> Vec<WorkspaceRef> {
         let keep: HashSet<(String, String)> = workspaces
             .iter()
             .map(|w| (w.namespace().unwrap_or_default(), w.name_any()))

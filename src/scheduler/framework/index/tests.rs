@@ -419,16 +419,16 @@ fn workspaces_count_their_users_and_report_only_what_a_cycle_reads() {
     let w = workspace("ws");
     assert_eq!(
         index.apply_workspace(&w.build()),
-        [ScopeRef::new(NS, RUNTIME)]
+        [WorkspaceRef::new(NS, "ws")]
     );
     // A Pending Run naming it is a user; once active, it counts on its Pod.
     index.apply_run(&run("a").workspace("ws").build());
     let entry = index.workspace(NS, "ws").unwrap();
-    assert_eq!((entry.pending, entry.active.len()), (1, 0));
+    assert_eq!((entry.pending.len(), entry.active.len()), (1, 0));
     index.apply_run(&run("a").workspace("ws").on("p2").build());
     index.apply_run(&run("b").workspace("ws").on("p2").build());
     let entry = index.workspace(NS, "ws").unwrap();
-    assert_eq!(entry.pending, 0);
+    assert!(entry.pending.is_empty());
     assert_eq!(entry.active.get("p2"), Some(&2));
     // lastUsedTime is the lifecycle's: no requeue. A binding is what cycles read.
     assert!(
@@ -438,7 +438,7 @@ fn workspaces_count_their_users_and_report_only_what_a_cycle_reads() {
     );
     assert_eq!(
         index.apply_workspace(&w.clone().bound("p2").build()),
-        [ScopeRef::new(NS, RUNTIME)]
+        [WorkspaceRef::new(NS, "ws")]
     );
     index.apply_run(&run("a").workspace("ws").on("p2").succeeded().build());
     index.delete_run(NS, "uid-b");
@@ -447,7 +447,7 @@ fn workspaces_count_their_users_and_report_only_what_a_cycle_reads() {
     // A Run may name a workspace before it exists; the entry goes with its last user.
     assert_eq!(
         index.delete_workspace(NS, "ws"),
-        [ScopeRef::new(NS, RUNTIME)]
+        [WorkspaceRef::new(NS, "ws")]
     );
     assert!(index.workspace(NS, "ws").is_none());
     index.apply_run(&run("c").workspace("later").build());

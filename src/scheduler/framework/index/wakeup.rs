@@ -94,6 +94,22 @@ impl ScopeRef {
     }
 }
 
+/// One PersistentWorkspace, by namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WorkspaceRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl WorkspaceRef {
+    pub fn new(namespace: &str, name: &str) -> Self {
+        WorkspaceRef {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        }
+    }
+}
+
 /// What one watch event changed, whatever its kind: the wakeups to count and enqueue; the
 /// scopes whose Pending Runs must all be looked at again for another reason (the Runtime
 /// appeared or went away); and the scopes whose affinity targets changed, where only the
@@ -105,9 +121,9 @@ pub struct Changes {
     pub wakeups: Vec<Wakeup>,
     pub rechecks: Vec<ScopeRef>,
     pub retargets: Vec<ScopeRef>,
-    /// Scopes a PersistentWorkspace of which appeared, went away or changed phase or binding:
-    /// the Runs that name one read it again.
-    pub workspaces: Vec<ScopeRef>,
+    /// PersistentWorkspaces that appeared, went away or changed phase or binding: the
+    /// Pending Runs that name one read it again.
+    pub workspaces: Vec<WorkspaceRef>,
 }
 
 impl Changes {
@@ -119,9 +135,9 @@ impl Changes {
     }
 
     /// What a PersistentWorkspace event changed.
-    pub fn workspaces(scopes: Vec<ScopeRef>) -> Self {
+    pub fn workspaces(workspaces: Vec<WorkspaceRef>) -> Self {
         Changes {
-            workspaces: scopes,
+            workspaces,
             ..Changes::default()
         }
     }

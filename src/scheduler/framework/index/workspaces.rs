@@ -7,7 +7,7 @@
 //! workspace is bound (that is [`crate::scheduler::framework::Snapshot::workspace`], which
 //! also sees the assumed cache) or when it is lost or released.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
@@ -18,6 +18,8 @@ use crate::api::{CLEANUP_RETAIN, PersistentWorkspace, WorkspacePhase};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkspaceRecord {
     pub uid: String,
+    /// The version observed: lifecycle writes are guarded by it.
+    pub resource_version: Option<String>,
     /// `spec.runtime`: only Runs of this Runtime may use it.
     pub runtime: String,
     pub phase: WorkspacePhase,
@@ -45,6 +47,7 @@ impl WorkspaceRecord {
         let status = workspace.status.as_ref();
         WorkspaceRecord {
             uid: workspace.uid().unwrap_or_default(),
+            resource_version: workspace.resource_version(),
             runtime: workspace.spec.runtime.clone(),
             phase: workspace.phase(),
             bound_pod: status.and_then(|s| s.bound_pod.clone()),
@@ -70,18 +73,18 @@ pub struct WorkspaceEntry {
     pub record: Option<WorkspaceRecord>,
     /// Pod name -> active Runs there that use the workspace.
     pub active: BTreeMap<String, u32>,
-    /// Pending Runs that name it.
-    pub pending: u32,
+    /// UIDs of the Pending Runs that name it: they are looked at again when it changes.
+    pub pending: BTreeSet<String>,
 }
 
 impl WorkspaceEntry {
     pub(super) fn is_empty(&self) -> bool {
-        self.record.is_none() && self.active.is_empty() && self.pending == 0
+        self.record.is_none() && self.active.is_empty() && self.pending.is_empty()
     }
 
     /// Whether any Run is active on it or waits for it.
     pub fn in_use(&self) -> bool {
-        !self.active.is_empty() || self.pending > 0
+        !self.active.is_empty() || !self.pending.is_empty()
     }
 
     pub(super) fn add_active(&mut self, pod: &str) {
