@@ -204,7 +204,8 @@ fn capacity_annotations(capacity: &Resources) -> BTreeMap<String, String> {
 
 /// A new Runtime Pod from the template: owned by the Runtime, labelled for selection and
 /// affinity, capacity annotated, and completed by [`runtime_pod::complete`] (runtimed from the
-/// kruntimes image unless the template opts out, identity through the downward API).
+/// kruntimes image unless the template opts out, identity through the downward API) and
+/// [`runtime_pod::with_workspace_volume`] (where its PersistentWorkspaces live).
 pub fn new_pod(
     runtime: &Runtime,
     name: &str,
@@ -225,6 +226,11 @@ pub fn new_pod(
         .extend(capacity_annotations.clone());
     metadata.owner_references = runtime.controller_owner_ref(&()).map(|r| vec![r]);
     let spec = runtime_pod::complete(spec.unwrap_or_default(), injection, inject);
+    let (spec, workspace) =
+        runtime_pod::with_workspace_volume(spec, runtime.spec.workspace.as_ref(), inject);
+    if let Err(why) = workspace {
+        warn!(runtime = %runtime.name_any(), namespace = %runtime.namespace().unwrap_or_default(), "{why}");
+    }
     Pod {
         metadata,
         spec: Some(spec),

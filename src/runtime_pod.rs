@@ -18,6 +18,9 @@
 //!   and none when the template turns the probes off (`0`);
 //! - `terminationGracePeriodSeconds` is kept and runtimed's shutdown grace derived from it, or
 //!   raised when the template's own `--shutdown-grace` would outlive it;
+//! - the main container gets the workspace volume at `/workspace` (the Runtime's
+//!   `spec.workspace`, else an `emptyDir`) unless it mounts something there itself
+//!   ([`with_workspace_volume`]);
 //! - the annotation `kruntimes.io/inject: "false"` on the template keeps the Pod as written
 //!   (identity env only): the image must then contain the binary and run runtimed itself.
 
@@ -137,6 +140,62 @@ pub fn complete(mut spec: PodSpec, injection: &Injection, inject: bool) -> PodSp
             .insert(0, install_container(&injection.image));
     }
     spec
+}
+
+/// The volume a Runtime Pod's PersistentWorkspaces live on, mounted at
+/// [`crate::api::WORKSPACE_MOUNT`] in the main container.
+pub const WORKSPACE_VOLUME: &str = "kruntimes-workspace";
+
+/// Mounts the Pod's workspace volume at `/workspace` in the main container, where runtimed
+/// keeps its PersistentWorkspaces: the Runtime's `spec.workspace` (the fields of a core
+/// `VolumeSource`), else an `emptyDir`, which outlives container restarts (an OOM kill of
+/// runtimed does not empty a workspace) and ends with the Pod, as `RuntimePodLocal` says. A
+/// template that mounts something at `/workspace` itself keeps it, and so does one that turns
+/// the injection off. A `spec.workspace` that is not a volume source is `Err` with why; the
+/// Pod then gets the `emptyDir`.
+pub fn with_workspace_volume(
+    mut spec: PodSpec,
+    workspace: Option<&serde_json::Value>,
+    inject: bool,
+) -> (PodSpec, Result<(), String>) {
+    let Some(main) = spec.containers.first_mut().filter(|_| inject) else {
+        return (spec, Ok(()));
+    };
+    let mounts = main.volume_mounts.get_or_insert_with(Vec::new);
+    if mounts
+        .iter()
+        .any(|m| m.mount_path.trim_end_matches('/') == crate::api::WORKSPACE_MOUNT)
+    {
+        return (spec, Ok(()));
+    }
+    mounts.push(VolumeMount {
+        name: WORKSPACE_VOLUME.into(),
+        mount_path: crate::api::WORKSPACE_MOUNT.into(),
+        ..Default::default()
+    });
+    let empty_dir = Volume {
+        name: WORKSPACE_VOLUME.into(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Default::default()
+    };
+    let (volume, checked) = match workspace {
+        None => (empty_dir, Ok(())),
+        Some(source) => {
+            let mut fields = source.as_object().cloned().unwrap_or_default();
+            fields.insert("name".into(), WORKSPACE_VOLUME.into());
+            match serde_json::from_value::<Volume>(serde_json::Value::Object(fields)) {
+                Ok(volume) => (volume, Ok(())),
+                Err(e) => (
+                    empty_dir,
+                    Err(format!(
+                        "spec.workspace is not a volume source ({e}); the Runtime Pod's workspace is an emptyDir"
+                    )),
+                ),
+            }
+        }
+    };
+    spec.volumes.get_or_insert_with(Vec::new).push(volume);
+    (spec, checked)
 }
 
 /// The init container that copies the binary out of the kruntimes image.
@@ -270,6 +329,66 @@ fn set_env(env: &mut Vec<EnvVar>, name: &str, value: &str) {
             value: Some(value.into()),
             value_from: None,
         });
+    }
+}
+
+#[cfg(test)]
+mod workspace_tests {
+    use super::*;
+
+    fn main_only() -> PodSpec {
+        PodSpec {
+            containers: vec![Container {
+                name: "main".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_workspace_volume_is_an_empty_dir_or_the_runtimes_and_mounted_at_workspace() {
+        let (spec, ok) = with_workspace_volume(main_only(), None, true);
+        assert_eq!(ok, Ok(()));
+        let mount = &spec.containers[0].volume_mounts.as_ref().unwrap()[0];
+        assert_eq!(
+            (mount.name.as_str(), mount.mount_path.as_str()),
+            (WORKSPACE_VOLUME, "/workspace")
+        );
+        let volume = &spec.volumes.as_ref().unwrap()[0];
+        assert!(volume.empty_dir.is_some());
+
+        let pvc = serde_json::json!({"persistentVolumeClaim": {"claimName": "data"}});
+        let (spec, ok) = with_workspace_volume(main_only(), Some(&pvc), true);
+        assert_eq!(ok, Ok(()));
+        let volume = &spec.volumes.as_ref().unwrap()[0];
+        assert_eq!(volume.name, WORKSPACE_VOLUME);
+        assert_eq!(
+            volume.persistent_volume_claim.as_ref().unwrap().claim_name,
+            "data"
+        );
+
+        let bad = serde_json::json!({"emptyDir": "big"});
+        let (spec, err) = with_workspace_volume(main_only(), Some(&bad), true);
+        assert!(
+            err.unwrap_err()
+                .starts_with("spec.workspace is not a volume source")
+        );
+        assert!(spec.volumes.as_ref().unwrap()[0].empty_dir.is_some());
+    }
+
+    #[test]
+    fn a_template_that_mounts_workspace_itself_or_opts_out_is_kept() {
+        let mut own = main_only();
+        own.containers[0].volume_mounts = Some(vec![VolumeMount {
+            name: "mine".into(),
+            mount_path: "/workspace/".into(),
+            ..Default::default()
+        }]);
+        let (spec, _) = with_workspace_volume(own.clone(), None, true);
+        assert_eq!(spec, own);
+        let (spec, _) = with_workspace_volume(main_only(), None, false);
+        assert_eq!(spec, main_only());
     }
 }
 

@@ -437,6 +437,17 @@ async fn workspace_on_a_real_pod(cluster: &Cluster) {
         .await
         .unwrap();
     assert_eq!(bound.bound_pod(), Some(first.as_str()));
+    // The data is on the Pod's workspace volume, not in the container's own filesystem: it
+    // outlives a restart of the container.
+    let pod = ns.api::<Pod>().get(&first).await.unwrap();
+    let spec = pod.spec.unwrap();
+    let volume = spec
+        .volumes
+        .unwrap_or_default()
+        .into_iter()
+        .find(|v| v.name == kruntimes::runtime_pod::WORKSPACE_VOLUME)
+        .expect("the workspace volume");
+    assert!(volume.empty_dir.is_some(), "{volume:?}");
     delete_runtime(ns, "ws").await;
 }
 

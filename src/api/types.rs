@@ -66,8 +66,8 @@ pub struct RuntimeSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "preserve_unknown_object")]
     pub artifact_store: Option<serde_json::Value>,
-    /// The workspace volume of a Runtime Pod: the fields of a core `VolumeSource` (kept, not
-    /// acted on yet).
+    /// The workspace volume of a Runtime Pod, mounted at `/workspace` where its
+    /// PersistentWorkspaces live: the fields of a core `VolumeSource` (default `emptyDir`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "preserve_unknown_object")]
     pub workspace: Option<serde_json::Value>,
