@@ -324,9 +324,9 @@ async fn an_unused_workspace_is_released_after_its_ttl_and_deleted_unless_retain
     .await;
     let status = kept.status.unwrap();
     let last_used = status.last_used_time.unwrap().0;
-    assert!(
-        last_used >= finished,
-        "lastUsedTime {last_used} is before the end of its last use {finished}"
+    assert_eq!(
+        last_used, finished,
+        "lastUsedTime is the end of its last use"
     );
     let api = ns.api::<PersistentWorkspace>();
     eventually(

@@ -13,14 +13,13 @@
 //!   A binding only in the assumed cache is not persisted: the Run's Bind may still fail.
 //! - Bound, its Pod gone or being deleted: **Lose** (the data is on that Pod's disk, so the
 //!   workspace is never bound again, as upstream's design requires).
-//! - Bound or Pending, unused (no active, assumed or Pending Run uses it): when it was in use
-//!   at the previous pass, **Touch** (`lastUsedTime` = now: the unused TTL counts from the
-//!   end of the last use); else once `lastUsedTime` (or creation) + TTL has passed,
-//!   **Release**, and delete it under `cleanupPolicy: DeleteAfterTTL`.
+//! - Bound or Pending, unused (no active, assumed or Pending Run uses it): when a Run that
+//!   used it ended after its `lastUsedTime`, **Touch** (`lastUsedTime` = that Run's
+//!   `completionTime`: the unused TTL counts from the end of the last use, whichever leader
+//!   saw it end); else once `lastUsedTime` (or creation) + TTL has passed, **Release**, and
+//!   delete it under `cleanupPolicy: DeleteAfterTTL`.
 //! - Lost and Released are final (a Released one under `DeleteAfterTTL` is deleted until it
 //!   is gone).
-
-use std::collections::HashSet;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -28,9 +27,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::status::set_condition;
 use crate::api::{PersistentWorkspace, PersistentWorkspaceStatus, WorkspacePhase};
 use crate::scheduler::framework::{SchedulerCache, WorkspaceRecord};
-
-/// A workspace, by (namespace, name).
-pub type WorkspaceKey = (String, String);
 
 /// One workspace with a step due.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,19 +41,10 @@ pub struct Due {
 }
 
 /// One lifecycle pass over every workspace the cache knows: the steps due at `now`, and when
-/// the next TTL release falls due. `in_use` holds the workspaces that were in use at the
-/// previous pass (`None` on this leader's first pass: every workspace counts as having been
-/// in use, so a use that ended while no leader watched is recorded rather than lost) and is
-/// updated for the next one. A workspace with a Touch due stays in it until the caller has
-/// written the Touch and removes it, so a failed write is retried.
-pub fn due(
-    cache: &SchedulerCache,
-    in_use: &mut Option<HashSet<WorkspaceKey>>,
-    now: Timestamp,
-) -> (Vec<Due>, Option<Timestamp>) {
+/// the next TTL release falls due. Stateless: a step not written is due again next pass.
+pub fn due(cache: &SchedulerCache, now: Timestamp) -> (Vec<Due>, Option<Timestamp>) {
     let mut steps = Vec::new();
     let mut next: Option<Timestamp> = None;
-    let mut used_now = HashSet::new();
     for (namespace, name, entry) in cache.index().workspaces() {
         let Some(record) = &entry.record else {
             continue;
@@ -80,14 +67,10 @@ pub fn due(
             record,
             active_on,
             in_use: view.in_use,
-            was_in_use: in_use.as_ref().is_none_or(|set| set.contains(&key)),
+            last_finished: entry.last_finished,
             pod,
         };
-        let step = plan(&seen, now);
-        if seen.in_use || step == Some(Step::Touch) {
-            used_now.insert(key.clone());
-        }
-        match step {
+        match plan(&seen, now) {
             Some(step) => steps.push(Due {
                 namespace: key.0,
                 name: key.1,
@@ -102,7 +85,6 @@ pub fn due(
             }
         }
     }
-    *in_use = Some(used_now);
     (steps, next)
 }
 
@@ -134,8 +116,8 @@ pub struct Observed<'a> {
     pub active_on: Option<&'a str>,
     /// An active, assumed or Pending Run uses it.
     pub in_use: bool,
-    /// It was in use at the previous pass (or this leader has not looked at it before).
-    pub was_in_use: bool,
+    /// When the last Run that used it ended.
+    pub last_finished: Option<Timestamp>,
     /// How the Pod it is (or is about to be) bound to stands.
     pub pod: PodPresence,
 }
@@ -143,10 +125,20 @@ pub struct Observed<'a> {
 /// The one write a pass makes for a workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
-    Bind { pod: String },
-    Lose { pod: String, why: PodPresence },
-    Touch,
-    Release { delete: bool },
+    Bind {
+        pod: String,
+    },
+    Lose {
+        pod: String,
+        why: PodPresence,
+    },
+    /// `lastUsedTime` = `at`, the end of its last use.
+    Touch {
+        at: Timestamp,
+    },
+    Release {
+        delete: bool,
+    },
 }
 
 /// The step for `seen` at `now`; `None` when its status is as it should be.
@@ -183,10 +175,12 @@ fn unused_step(seen: &Observed<'_>, now: Timestamp) -> Option<Step> {
     if seen.in_use {
         return None;
     }
-    if seen.was_in_use {
-        return Some(Step::Touch);
-    }
     let record = seen.record;
+    if let Some(at) = seen.last_finished
+        && record.last_used.is_none_or(|used| used < at)
+    {
+        return Some(Step::Touch { at });
+    }
     let ttl = record.ttl?;
     let expired = record
         .last_used
@@ -258,7 +252,7 @@ pub fn apply(
                 &at,
             );
         }
-        Step::Touch => status.last_used_time = Some(at),
+        Step::Touch { at } => status.last_used_time = Some(Time(*at)),
         Step::Release { .. } => {
             status.phase = Some(WorkspacePhase::Released.as_str().to_string());
             let ttl = workspace.spec.ttl_seconds_after_unused.unwrap_or(0);
@@ -289,7 +283,7 @@ mod tests {
             record,
             active_on: None,
             in_use: false,
-            was_in_use: false,
+            last_finished: None,
             pod: PodPresence::Present,
         }
     }
@@ -361,12 +355,20 @@ mod tests {
                 }),
             ),
             (
-                "the end of its use is recorded",
+                "the end of its last use is recorded",
                 Observed {
-                    was_in_use: true,
+                    last_finished: Some(ago(5)),
                     ..seen(&ttl_over)
                 },
-                Some(Step::Touch),
+                Some(Step::Touch { at: ago(5) }),
+            ),
+            (
+                "a use that ended before lastUsedTime changes nothing",
+                Observed {
+                    last_finished: Some(ago(70)),
+                    ..seen(&ttl_over)
+                },
+                Some(Step::Release { delete: true }),
             ),
             ("unused within its TTL it stays", seen(&ttl_left), None),
             (

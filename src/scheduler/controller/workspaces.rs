@@ -18,7 +18,7 @@ use tracing::{info, warn};
 
 use super::Scheduler;
 use crate::api::{PersistentWorkspace, WorkspacePhase, patch_params};
-use crate::scheduler::workspaces::{self, Due, Step, WorkspaceKey};
+use crate::scheduler::workspaces::{self, Due, Step};
 
 /// What [`Scheduler::persist_binding`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,12 +49,9 @@ impl Scheduler {
     /// and as soon as a Run that uses a workspace was bound.
     pub(super) async fn tend_workspaces(self: Arc<Self>) {
         let store = self.workspace_store.clone();
-        let mut in_use: Option<HashSet<WorkspaceKey>> = None;
         loop {
             let now = jiff::Timestamp::now();
-            let (steps, next) = self
-                .cache
-                .with(|cache| workspaces::due(cache, &mut in_use, now));
+            let (steps, next) = self.cache.with(|cache| workspaces::due(cache, now));
             // Forget bindings written for workspaces that are gone.
             let live: HashSet<String> = store.state().iter().filter_map(|w| w.uid()).collect();
             self.bindings
@@ -62,12 +59,7 @@ impl Scheduler {
                 .unwrap()
                 .retain(|uid, _| live.contains(uid));
             for due in steps {
-                if self.carry_out_workspace(&store, &due).await
-                    && due.step == Step::Touch
-                    && let Some(set) = in_use.as_mut()
-                {
-                    set.remove(&(due.namespace.clone(), due.name.clone()));
-                }
+                self.carry_out_workspace(&store, &due).await;
             }
             let wait = next
                 .and_then(|at| Duration::try_from(at.duration_since(now)).ok())
@@ -210,7 +202,7 @@ impl Scheduler {
             Step::Lose { pod, why } => {
                 warn!(workspace = %name, %namespace, %pod, "PersistentWorkspace lost: its Runtime Pod is {why:?}")
             }
-            Step::Touch => {}
+            Step::Touch { .. } => {}
             Step::Release { .. } => {
                 info!(workspace = %name, %namespace, "PersistentWorkspace released after ttlSecondsAfterUnused")
             }

@@ -486,7 +486,14 @@ impl Index {
             }
         };
         if placement == Placement::Inactive {
-            // Terminal Runs are the bulk of history: keep nothing for them.
+            // Terminal Runs are the bulk of history: keep nothing for them but, for a
+            // workspace, when its last use ended.
+            if let Some(workspace) = run.workspace_name()
+                && let Some(at) = run.status.as_ref().and_then(|s| s.completion_time.as_ref())
+            {
+                let ns = self.namespaces.entry(key.namespace.clone()).or_default();
+                ns.workspace_mut(workspace).finished(at.0);
+            }
             self.gc_namespace(&key.namespace);
         } else {
             self.runs.insert(

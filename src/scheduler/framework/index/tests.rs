@@ -440,10 +440,15 @@ fn workspaces_count_their_users_and_report_only_what_a_cycle_reads() {
         index.apply_workspace(&w.clone().bound("p2").build()),
         [WorkspaceRef::new(NS, "ws")]
     );
-    index.apply_run(&run("a").workspace("ws").on("p2").succeeded().build());
+    let mut ended = run("a").workspace("ws").on("p2").succeeded().build();
+    ended.status.as_mut().unwrap().completion_time =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(20)));
+    index.apply_run(&ended);
     index.delete_run(NS, "uid-b");
     let entry = index.workspace(NS, "ws").unwrap();
     assert!(!entry.in_use());
+    // When its last use ended is kept: the TTL counts from it, whichever leader saw it.
+    assert_eq!(entry.last_finished, Some(at(20)));
     // A Run may name a workspace before it exists; the entry goes with its last user.
     assert_eq!(
         index.delete_workspace(NS, "ws"),

@@ -75,6 +75,9 @@ pub struct WorkspaceEntry {
     pub active: BTreeMap<String, u32>,
     /// UIDs of the Pending Runs that name it: they are looked at again when it changes.
     pub pending: BTreeSet<String>,
+    /// The latest `completionTime` of a Run that used it: when its last use ended, rebuilt
+    /// from the Runs' history by every relist (a new leader knows it too).
+    pub last_finished: Option<Timestamp>,
 }
 
 impl WorkspaceEntry {
@@ -85,6 +88,10 @@ impl WorkspaceEntry {
     /// Whether any Run is active on it or waits for it.
     pub fn in_use(&self) -> bool {
         !self.active.is_empty() || !self.pending.is_empty()
+    }
+
+    pub(super) fn finished(&mut self, at: Timestamp) {
+        self.last_finished = Some(self.last_finished.map_or(at, |t| t.max(at)));
     }
 
     pub(super) fn add_active(&mut self, pod: &str) {
