@@ -376,3 +376,39 @@ async fn a_scale_down_spares_the_pod_a_workspace_is_bound_to() {
         Some(bound.as_str())
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_leader_places_the_next_step_where_the_finished_first_one_bound_the_workspace() {
+    let ns = TestNs::new("ws-relead").await;
+    let mut leader = SchedulerProcess::start(&ns.name, 4, Some(&ns.name), "ws-relead-a").await;
+    ns.wait_leader("ws-relead-a", Duration::from_secs(30)).await;
+    let _standby = SchedulerProcess::start(&ns.name, 4, Some(&ns.name), "ws-relead-b").await;
+    let pool = Pool::start(&ns, 3, &[("runs", 4)]).await;
+    workspace("steps").runtime(RUNTIME).create(&ns).await;
+
+    // The first step ends before the leader goes: no Run of the workspace is active when the
+    // new leader starts, so only the binding written before the first Bind can say where.
+    step("first", "steps", "echo 1 > out").create(&ns).await;
+    let first = wait_phase(&ns, "first", RunPhase::Succeeded).await;
+    let pod = first.status.unwrap().assigned_pod.unwrap();
+    // Its Pod made the fullest (a Run bound there, not using the workspace), so the new
+    // leader's LeastLoaded alone would pick another.
+    run("filler")
+        .runtime(RUNTIME)
+        .requests(&[("runs", 2)])
+        .task(&["sleep", "600"])
+        .on(&pod)
+        .create(&ns)
+        .await;
+    leader.kill();
+    ns.wait_leader("ws-relead-b", Duration::from_secs(30)).await;
+    step("second", "steps", "test \"$(cat out)\" = 1")
+        .create(&ns)
+        .await;
+    let second = wait_phase(&ns, "second", RunPhase::Succeeded).await;
+    assert_eq!(
+        second.status.unwrap().assigned_pod.as_deref(),
+        Some(pod.as_str())
+    );
+    drop(pool.agents);
+}
