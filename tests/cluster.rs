@@ -396,29 +396,19 @@ async fn workspace_on_a_real_pod(cluster: &Cluster) {
             .workspace("data")
             .task(&["sh", "-c", script])
     };
-    step(
-        "write",
-        "echo hello > greeting && test \"$PWD\" = /workspace/persistent/data",
-    )
-    .create(ns)
-    .await;
-    wait_phases(
-        ns,
-        &["write".into()],
-        RunPhase::Succeeded,
-        Duration::from_secs(60),
-    )
-    .await;
-    step("read", "test \"$(cat greeting)\" = hello")
-        .create(ns)
-        .await;
-    wait_phases(
-        ns,
-        &["read".into()],
-        RunPhase::Succeeded,
-        Duration::from_secs(60),
-    )
-    .await;
+    // One after the other: the reader is created once the writer has Succeeded.
+    let steps = [
+        (
+            "write",
+            "echo hello > greeting && test \"$PWD\" = /workspace/persistent/data",
+        ),
+        ("read", "test \"$(cat greeting)\" = hello"),
+    ];
+    for (name, script) in steps {
+        step(name, script).create(ns).await;
+        let names = [name.to_string()];
+        wait_phases(ns, &names, RunPhase::Succeeded, Duration::from_secs(60)).await;
+    }
     let runs = ns.runs();
     let pod_of = async |name: &str| {
         runs.get(name)
