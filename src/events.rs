@@ -12,13 +12,19 @@
 //! An Event that happens once per Run ([`RunEvents::emit_once`], e.g. `Scheduled`) skips the
 //! recorder's cache: that cache is walked whole on every publish, so remembering thousands of
 //! Events that never repeat made each publish cost O(Events of the last minutes).
+//!
+//! The Events of one Run are written in the order they were emitted (each write waits for the
+//! one before it; the API server stamps none, the recorder stamps `eventTime` as it writes),
+//! so `Admitted` never appears after `Started`. Different Runs' Events are written in
+//! parallel.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource as _, ResourceExt as _};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, oneshot};
 use tracing::warn;
 
 use crate::api::Run;
@@ -50,6 +56,9 @@ pub const RUNTIMED: &str = "kruntimes-runtimed";
 /// Event writes under way at once, per reporter.
 pub const IN_FLIGHT: usize = 16;
 
+/// The latest Event of a Run still being written: its generation and its "written" signal.
+type Queued = (u64, oneshot::Receiver<()>);
+
 /// Publishes Events on Runs for one reporter.
 #[derive(Clone)]
 pub struct RunEvents {
@@ -58,6 +67,10 @@ pub struct RunEvents {
     /// Remembers what it published, to fold repeats into a series.
     recorder: Recorder,
     in_flight: Arc<Semaphore>,
+    /// Per Run UID: the generation and the "written" signal of its latest Event still being
+    /// written, which the next one of that Run waits for. Removed by the last one.
+    queued: Arc<Mutex<HashMap<String, Queued>>>,
+    generation: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl RunEvents {
@@ -73,6 +86,8 @@ impl RunEvents {
             client,
             reporter,
             in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
+            queued: Default::default(),
+            generation: Default::default(),
         }
     }
 
@@ -108,11 +123,34 @@ impl RunEvents {
         };
         let in_flight = self.in_flight.clone();
         let name = run.name_any();
+        let uid = run.uid().unwrap_or_default();
+        // Taken in emit order, under the lock: this Event waits for the one emitted before.
+        let (written, signal) = oneshot::channel();
+        let generation = self
+            .generation
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let before = self
+            .queued
+            .lock()
+            .unwrap()
+            .insert(uid.clone(), (generation, signal));
+        let queued = self.queued.clone();
         tokio::spawn(async move {
-            // Never closed: the permit always comes.
-            let _permit = in_flight.acquire_owned().await;
-            if let Err(e) = recorder.publish(&event, &regarding).await {
-                warn!(run = %name, namespace = ?regarding.namespace, "cannot publish the {} event: {e}", event.reason);
+            if let Some((_, before)) = before {
+                // An error is an earlier write that ended without a signal: it is over too.
+                let _ = before.await;
+            }
+            {
+                // Never closed: the permit always comes.
+                let _permit = in_flight.acquire_owned().await;
+                if let Err(e) = recorder.publish(&event, &regarding).await {
+                    warn!(run = %name, namespace = ?regarding.namespace, "cannot publish the {} event: {e}", event.reason);
+                }
+            }
+            let _ = written.send(());
+            let mut queued = queued.lock().unwrap();
+            if queued.get(&uid).is_some_and(|(g, _)| *g == generation) {
+                queued.remove(&uid);
             }
         });
     }
