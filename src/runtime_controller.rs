@@ -70,10 +70,10 @@ pub struct Plan {
 /// before any that run something, as a ReplicaSet prefers unassigned Pods), then not ready
 /// before ready, then the newest names. A Pod a PersistentWorkspace is Bound to (`bound`)
 /// is never removed while it is: its data would be lost, so the scale-down waits for the
-/// workspace to be released, as a PodDisruptionBudget holds back an eviction. A Pod chosen for removal is marked with
-/// [`ANNOTATION_SCALE_DOWN`] before it is deleted, so the scheduler stops placing on it at
-/// once; Runs still on it end through the lifecycle rules (runtimed's SIGTERM, or
-/// RuntimePodLost).
+/// workspace to be released, as a PodDisruptionBudget holds back an eviction. A Pod chosen
+/// for removal is marked with [`ANNOTATION_SCALE_DOWN`] before it is deleted, so the
+/// scheduler stops placing on it at once; Runs still on it end through the lifecycle rules
+/// (runtimed's SIGTERM, or RuntimePodLost).
 pub fn plan(
     runtime: &Runtime,
     pods: &[Pod],
@@ -426,14 +426,13 @@ pub async fn run(
     let runtimes: Api<Lenient<Runtime>> =
         crate::kubeclient::scoped_api(&client, namespace.as_deref());
     let pods: Api<Pod> = crate::kubeclient::scoped_api(&client, namespace.as_deref());
-    let client_for_watches = client.clone();
+    let workspaces: Api<PersistentWorkspace> =
+        crate::kubeclient::scoped_api(&client, namespace.as_deref());
     let ctx = Context::new(client, injection);
     let (reader, writer) = kube::runtime::reflector::store();
     let runtimes = crate::kubeclient::lenient_watch(runtimes, Default::default())
         .reflect(writer)
         .applied_objects();
-    let workspaces: Api<PersistentWorkspace> =
-        crate::kubeclient::scoped_api(&client_for_watches, namespace.as_deref());
     Controller::for_stream(runtimes, reader)
         .owns(pods, watcher::Config::default().labels(LABEL_RUNTIME))
         // A released workspace may let a held-back scale-down go on.

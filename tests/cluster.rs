@@ -369,14 +369,7 @@ async fn gpu_pool(cluster: &Cluster) {
         let run = runs.get(name).await.unwrap();
         assert_eq!(run.status.unwrap().exit_code, Some(0), "{name}");
     }
-    let first = runs
-        .get("gpu-1")
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .assigned_pod
-        .unwrap();
+    let first = assigned_pod(ns, "gpu-1").await;
     let log = cluster.kubectl_raw(&["-n", EXAMPLE_NS, "logs", &first, "-c", "main"]);
     assert!(log.contains(&format!("[gpu-1] 42 on {first}")), "{log}");
     delete_runtime(ns, "gpu").await;
@@ -409,17 +402,10 @@ async fn workspace_on_a_real_pod(cluster: &Cluster) {
         let names = [name.to_string()];
         wait_phases(ns, &names, RunPhase::Succeeded, Duration::from_secs(60)).await;
     }
-    let runs = ns.runs();
-    let pod_of = async |name: &str| {
-        runs.get(name)
-            .await
-            .unwrap()
-            .status
-            .unwrap()
-            .assigned_pod
-            .unwrap()
-    };
-    let (first, second) = (pod_of("write").await, pod_of("read").await);
+    let (first, second) = (
+        assigned_pod(ns, "write").await,
+        assigned_pod(ns, "read").await,
+    );
     assert_eq!(first, second, "the Runs of one workspace ran on two Pods");
     let bound = ns
         .api::<kruntimes::api::PersistentWorkspace>()
@@ -601,7 +587,6 @@ async fn node_lost(cluster: &Cluster) {
         .to_vec(),
     );
     let held = one_long_run_on_two_pods(ns, "lost", template, "held").await;
-    let runs = ns.runs();
     let lost_pod = held.assigned_pod.clone().unwrap();
     let lost_uid = held.assigned_pod_uid.clone().unwrap();
 
@@ -629,21 +614,10 @@ async fn node_lost(cluster: &Cluster) {
         create_run(ns, name, "lost", &[], "sleep 5").await;
     }
     wait_phases(ns, &names, RunPhase::Succeeded, Duration::from_secs(120)).await;
-    let placed: BTreeSet<String> = {
-        let mut placed = BTreeSet::new();
-        for name in &names {
-            placed.insert(
-                runs.get(name)
-                    .await
-                    .unwrap()
-                    .status
-                    .unwrap()
-                    .assigned_pod
-                    .unwrap(),
-            );
-        }
-        placed
-    };
+    let mut placed = BTreeSet::new();
+    for name in &names {
+        placed.insert(assigned_pod(ns, name).await);
+    }
     assert_eq!(
         placed.len(),
         2,
@@ -744,6 +718,14 @@ async fn ready_pods(ns: &TestNs, selector: &str, n: usize, timeout: Duration) ->
         }
     })
     .await
+}
+
+/// The Pod the Run `name` was assigned (it must have been).
+async fn assigned_pod(ns: &TestNs, name: &str) -> String {
+    let run = ns.runs().get(name).await.unwrap();
+    run.status
+        .and_then(|s| s.assigned_pod)
+        .unwrap_or_else(|| panic!("Run {name} was never assigned a Pod"))
 }
 
 async fn wait_phases(ns: &TestNs, names: &[String], phase: RunPhase, timeout: Duration) {

@@ -4,7 +4,8 @@
 //! Decisions are made only by the cache ([`SharedCache::schedule_next`], one pop of the
 //! scheduling queue = one cycle) and mapped to writes by [`crate::scheduler::steps`]; this
 //! module carries them out ([`scheduling`]), heals the Runs of lost Runtime Pods
-//! ([`lifecycle`]) and writes the PersistentWorkspace lifecycle ([`workspaces`]). Watches run on every replica so a standby's caches stay warm; the loops
+//! ([`lifecycle`]) and writes the PersistentWorkspace bindings and lifecycle
+//! ([`workspaces`]). Watches run on every replica so a standby's caches stay warm; the loops
 //! run only on the leader. Losing the lease stops scheduling at once (the process exits,
 //! like controller-runtime's managers), so a new leader always starts with an empty assumed
 //! cache.
@@ -80,8 +81,6 @@ pub struct Scheduler {
     leading: AtomicBool,
     /// Woken after every watch event: the scheduling loop may have work.
     work: Notify,
-    /// Woken after the Bind of a Run that uses a workspace.
-    workspace_work: Notify,
     /// The newest version of every PersistentWorkspace, from its watch.
     workspace_store: Store<PersistentWorkspace>,
     /// The writer of `workspace_store`, taken by the watch when it starts.
@@ -122,7 +121,6 @@ impl Scheduler {
             options,
             leading: AtomicBool::new(false),
             work: Notify::new(),
-            workspace_work: Notify::new(),
             workspace_store,
             workspace_writer: Mutex::new(Some(workspace_writer)),
             bindings: Default::default(),

@@ -209,9 +209,6 @@ impl Scheduler {
         match status_patch::send(&self.client, &namespace, &name, patch).await {
             Ok(()) => {
                 self.cache.bound(&namespace, &uid);
-                if run.workspace_name().is_some() {
-                    self.workspace_work.notify_one();
-                }
                 debug!(run = %name, %namespace, %pod, "scheduled");
                 self.events.emit_once(
                     run,

@@ -45,8 +45,9 @@ impl Binding {
 const WORKSPACE_PERIOD: Duration = Duration::from_secs(1);
 
 impl Scheduler {
-    /// Runs a lifecycle pass at least every [`WORKSPACE_PERIOD`], at the next TTL deadline,
-    /// and as soon as a Run that uses a workspace was bound.
+    /// Runs a lifecycle pass at least every [`WORKSPACE_PERIOD`] and at the next TTL
+    /// deadline. (Bindings are written before a Run's Bind, by `persist_binding`; a pass
+    /// binds only what another writer placed.)
     pub(super) async fn tend_workspaces(self: Arc<Self>) {
         let store = self.workspace_store.clone();
         loop {
@@ -64,10 +65,7 @@ impl Scheduler {
             let wait = next
                 .and_then(|at| Duration::try_from(at.duration_since(now)).ok())
                 .map_or(WORKSPACE_PERIOD, |d| d.min(WORKSPACE_PERIOD));
-            tokio::select! {
-                () = self.workspace_work.notified() => {}
-                () = tokio::time::sleep(wait.max(Duration::from_millis(10))) => {}
-            }
+            tokio::time::sleep(wait.max(Duration::from_millis(10))).await;
         }
     }
 

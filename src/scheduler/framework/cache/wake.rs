@@ -153,14 +153,8 @@ impl SchedulerCache {
         }
         for hint in self.hints.of(ClusterEvent::WorkspaceChanged).to_vec() {
             if hint == QueueingHint::QueueWorkspaceUsers {
-                let keys: Vec<RunKey> = users
-                    .iter()
-                    .filter(|k| {
-                        matches!(self.queue.state(k), Some(QueueState::Unschedulable { .. }))
-                    })
-                    .cloned()
-                    .collect();
-                self.activate(&keys, now);
+                // `activate` moves only the unschedulable ones.
+                self.activate(&users, now);
             } else {
                 for scope in &scopes {
                     self.apply_hint(scope, None, hint, now);

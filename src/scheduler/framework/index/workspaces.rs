@@ -25,8 +25,6 @@ pub struct WorkspaceRecord {
     pub phase: WorkspacePhase,
     /// `status.boundPod` (kept when Lost, to name the Pod that was lost).
     pub bound_pod: Option<String>,
-    /// `status.path`.
-    pub path: Option<String>,
     /// `status.lastUsedTime`, else its creation: when the unused TTL counts from.
     pub last_used: Option<Timestamp>,
     /// `spec.ttlSecondsAfterUnused`.
@@ -51,7 +49,6 @@ impl WorkspaceRecord {
             runtime: workspace.spec.runtime.clone(),
             phase: workspace.phase(),
             bound_pod: status.and_then(|s| s.bound_pod.clone()),
-            path: status.and_then(|s| s.path.clone()),
             last_used: status
                 .and_then(|s| s.last_used_time.as_ref())
                 .or(workspace.metadata.creation_timestamp.as_ref())
