@@ -45,6 +45,8 @@ pub mod reasons {
     pub const COMPLETED: &str = "Completed";
     /// runtimed: the Run failed.
     pub const FAILED: &str = "Failed";
+    /// Scheduler: sent back to Pending (or asked to stop) for a higher-priority Run.
+    pub const PREEMPTED: &str = "Preempted";
 }
 
 /// `reportingController` of the scheduler's Events.

@@ -22,6 +22,17 @@ pub const PENDING_BACKOFF: &str = "backoff";
 pub const PENDING_QUEUED: &str = "queued";
 pub const PENDING_STATES: [&str; 3] = [PENDING_UNSCHEDULABLE, PENDING_BACKOFF, PENDING_QUEUED];
 
+/// Levels of `kruntimes_scheduler_preemptions_total`: a Scheduled Run runtimed had not
+/// claimed, or a Running Run of a preemptible class.
+pub const PREEMPTION_LEVELS: [&str; 2] = ["scheduled", "running"];
+/// Results of `kruntimes_scheduler_preemptions_total`: the victim's write landed, met a newer
+/// version of it (runtimed's claim won; the preemptor plans again) or failed.
+pub const PREEMPTION_SUCCEEDED: &str = "succeeded";
+pub const PREEMPTION_CONFLICT: &str = "conflict";
+pub const PREEMPTION_ERROR: &str = "error";
+/// Causes of `kruntimes_scheduler_nominations_total`.
+pub const NOMINATION_CAUSES: [&str; 2] = ["starvation", "priority"];
+
 /// States of `kruntimes_scheduler_runtime_pods`: RuntimePodAvailability's Pod checks pass or
 /// not.
 pub const POD_AVAILABLE: &str = "available";
@@ -37,6 +48,8 @@ pub struct SchedulerMetrics {
     pub schedule_attempts: IntCounterVec,
     pub pending_runs: IntGaugeVec,
     pub runtime_pods: IntGaugeVec,
+    pub preemptions: IntCounterVec,
+    pub nominations: IntCounterVec,
 }
 
 impl SchedulerMetrics {
@@ -91,6 +104,16 @@ impl SchedulerMetrics {
                 ),
                 &["state"],
             )?,
+            preemptions: counter(
+                "kruntimes_scheduler_preemptions_total",
+                "Runs preempted for a higher-priority Run, by level (scheduled: unassigned before runtimed claimed it; running: stopped by runtimed) and result of the write.",
+                &["level", "result"],
+            )?,
+            nominations: counter(
+                "kruntimes_scheduler_nominations_total",
+                "Runtime Pods nominated for a Pending Run, by cause (starvation: waited past the threshold; priority: outranks Runs holding or waiting for room).",
+                &["cause"],
+            )?,
             runtime_pods: IntGaugeVec::new(
                 Opts::new(
                     "kruntimes_scheduler_runtime_pods",
@@ -107,6 +130,16 @@ impl SchedulerMetrics {
         registry.register(Box::new(metrics.cycle_duration.clone()))?;
         registry.register(Box::new(metrics.queue_duration.clone()))?;
         registry.register(Box::new(metrics.schedule_attempts.clone()))?;
+        registry.register(Box::new(metrics.preemptions.clone()))?;
+        registry.register(Box::new(metrics.nominations.clone()))?;
+        for level in PREEMPTION_LEVELS {
+            for result in [PREEMPTION_SUCCEEDED, PREEMPTION_CONFLICT, PREEMPTION_ERROR] {
+                metrics.preemptions.with_label_values(&[level, result]);
+            }
+        }
+        for cause in NOMINATION_CAUSES {
+            metrics.nominations.with_label_values(&[cause]);
+        }
         // Bounded label sets start at zero so dashboards see every series from the start.
         for stage in [STAGE_RESERVE, STAGE_BIND] {
             metrics.reservation_conflicts.with_label_values(&[stage]);
@@ -190,6 +223,10 @@ mod tests {
             "kruntimes_scheduler_pending_runs{state=\"queued\"} 0",
             "kruntimes_scheduler_runtime_pods{state=\"available\"} 0",
             "kruntimes_scheduler_runtime_pods{state=\"unavailable\"} 0",
+            "kruntimes_scheduler_preemptions_total{level=\"scheduled\",result=\"succeeded\"} 0",
+            "kruntimes_scheduler_preemptions_total{level=\"running\",result=\"conflict\"} 0",
+            "kruntimes_scheduler_nominations_total{cause=\"priority\"} 0",
+            "kruntimes_scheduler_nominations_total{cause=\"starvation\"} 0",
         ] {
             assert!(text.contains(name), "missing {name} in\n{text}");
         }

@@ -15,6 +15,10 @@ pub const LABEL_RUNTIME_POD: &str = "kruntimes.io/runtime-pod";
 /// Annotation the Runtime controller puts on a Runtime Pod it has chosen to remove, before
 /// deleting it: the scheduler treats the Pod as terminating from then on.
 pub const ANNOTATION_SCALE_DOWN: &str = "kruntimes.io/scale-down";
+/// Annotation an admin sets to `"true"` on a `scheduling.k8s.io/v1` PriorityClass whose Running
+/// Runs may be stopped and sent back to Pending for a higher-priority Run (level-2
+/// preemption); without it only Scheduled Runs runtimed has not claimed are preempted.
+pub const ANNOTATION_PREEMPTIBLE: &str = "kruntimes.io/preemptible";
 /// Whether a Pod's `Ready` condition is True.
 pub fn pod_is_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
     pod.status

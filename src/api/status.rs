@@ -14,6 +14,9 @@ use super::types::{RunPhase, RunStatus};
 pub const CONDITION_SCHEDULED: &str = "Scheduled";
 pub const CONDITION_ADMITTED: &str = "Admitted";
 pub const CONDITION_COMPLETED: &str = "Completed";
+/// Kubernetes' condition for a Pod about to be disrupted, here on a Running Run the scheduler
+/// preempts: runtimed stops it and sends it back to Pending.
+pub const CONDITION_DISRUPTION_TARGET: &str = "DisruptionTarget";
 
 /// Bounded CamelCase reasons written to `status.reason` and conditions.
 pub mod reasons {
@@ -35,6 +38,12 @@ pub mod reasons {
     pub const RUNTIMED_RESTARTED: &str = "RuntimedRestarted";
     pub const RUNTIME_POD_TERMINATED: &str = "RuntimePodTerminated";
     pub const RUNTIME_POD_LOST: &str = "RuntimePodLost";
+    /// Sent back to Pending to make room for a Run of higher priority.
+    pub const PREEMPTED: &str = "Preempted";
+    /// `DisruptionTarget`'s reason, as on a Pod kube-scheduler preempts.
+    pub const PREEMPTION_BY_SCHEDULER: &str = "PreemptionByScheduler";
+    /// `spec.priorityClassName` names a PriorityClass that does not exist (yet).
+    pub const PRIORITY_CLASS_NOT_FOUND: &str = "PriorityClassNotFound";
 }
 
 /// How a Run ended.
@@ -144,9 +153,21 @@ pub fn set_pending(
     nominated: Option<&str>,
     now: &Time,
 ) -> bool {
+    set_waiting(status, reasons::UNSCHEDULABLE, message, nominated, now)
+}
+
+/// [`set_pending`] with the reason a nomination does not override: `Unschedulable`, or
+/// `PriorityClassNotFound` while the Run's class does not exist.
+pub fn set_waiting(
+    status: &mut RunStatus,
+    reason: &str,
+    message: &str,
+    nominated: Option<&str>,
+    now: &Time,
+) -> bool {
     let reason = match nominated {
         Some(_) => reasons::NOMINATED,
-        None => reasons::UNSCHEDULABLE,
+        None => reason,
     };
     let mut changed = set_condition(
         &mut status.conditions,
@@ -194,28 +215,97 @@ pub fn set_unbound(status: &mut RunStatus, message: &str, now: &Time) -> bool {
     if status.phase.is_some_and(RunPhase::is_terminal) {
         return false;
     }
-    let changed = status.phase != Some(RunPhase::Pending) || status.assigned_pod.is_some();
+    let before = status.clone();
+    unassign(status, reasons::RUNTIME_POD_LOST, message, now);
+    *status != before
+}
+
+/// Preemption, level 1: a Scheduled Run runtimed has not claimed goes back to Pending,
+/// unassigned, with `Scheduled=False/Preempted`, and keeps its place in the order (its
+/// priority and creation time do not change). Returns whether anything changed.
+pub fn set_preempted(status: &mut RunStatus, message: &str, now: &Time) -> bool {
+    if status.phase != Some(RunPhase::Scheduled) {
+        return false;
+    }
+    unassign(status, reasons::PREEMPTED, message, now);
+    true
+}
+
+/// Preemption, level 2, the scheduler's half: asks runtimed to stop a Running Run of a
+/// preemptible class (`DisruptionTarget=True/PreemptionByScheduler`). Its capacity stays
+/// held until runtimed has stopped it and written [`set_requeued`]. Returns whether anything
+/// changed.
+pub fn request_disruption(status: &mut RunStatus, message: &str, now: &Time) -> bool {
+    if !status.phase.is_some_and(RunPhase::is_admitted) {
+        return false;
+    }
+    set_condition(
+        &mut status.conditions,
+        CONDITION_DISRUPTION_TARGET,
+        true,
+        reasons::PREEMPTION_BY_SCHEDULER,
+        message,
+        now,
+    )
+}
+
+/// Whether the scheduler asked runtimed to stop this Run for a preemption.
+pub fn disruption_requested(status: &RunStatus) -> bool {
+    status.conditions.iter().any(|c| {
+        c.type_ == CONDITION_DISRUPTION_TARGET
+            && c.status == "True"
+            && c.reason == reasons::PREEMPTION_BY_SCHEDULER
+    })
+}
+
+/// Preemption, level 2, runtimed's half: the stopped Run goes back to Pending for its next
+/// attempt (`attempt + 1`), unassigned, `Scheduled=False/Preempted`, `Admitted=False`; the
+/// `DisruptionTarget` request is answered and removed. Returns whether anything changed.
+pub fn set_requeued(status: &mut RunStatus, message: &str, now: &Time) -> bool {
+    if !status.phase.is_some_and(RunPhase::is_admitted) {
+        return false;
+    }
+    unassign(status, reasons::PREEMPTED, message, now);
+    status.attempt = Some(status.attempt.unwrap_or(1).saturating_add(1));
+    status.start_time = None;
+    status
+        .conditions
+        .retain(|c| c.type_ != CONDITION_DISRUPTION_TARGET);
+    set_condition(
+        &mut status.conditions,
+        CONDITION_ADMITTED,
+        false,
+        reasons::PREEMPTED,
+        message,
+        now,
+    );
+    true
+}
+
+/// Back to Pending without a Pod, `Scheduled=False/reason`.
+fn unassign(status: &mut RunStatus, reason: &str, message: &str, now: &Time) {
     status.phase = Some(RunPhase::Pending);
     status.assigned_pod = None;
     status.assigned_pod_uid = None;
     status.nominated_pod_name = None;
-    status.reason = Some(reasons::RUNTIME_POD_LOST.into());
+    status.reason = Some(reason.to_string());
     status.message = Some(message.to_string());
     set_condition(
         &mut status.conditions,
         CONDITION_SCHEDULED,
         false,
-        reasons::RUNTIME_POD_LOST,
+        reason,
         message,
         now,
-    ) || changed
+    );
 }
 
-/// runtimed's claim: phase Running, `startTime`, `Admitted=True` naming the Pod and what it
-/// reserved.
+/// runtimed's claim: phase Running, `startTime`, `attempt` (1 unless a preemption sent it
+/// back), `Admitted=True` naming the Pod and what it reserved.
 pub fn set_admitted(status: &mut RunStatus, pod: &str, reserved: &Resources, now: &Time) {
     status.phase = Some(RunPhase::Running);
     status.start_time = Some(now.clone());
+    status.attempt.get_or_insert(1);
     set_condition(
         &mut status.conditions,
         CONDITION_ADMITTED,

@@ -175,6 +175,10 @@ pub struct RuntimeStatus {
             "message": "workspace and affinity are immutable after Run creation"
         },
         {
+            "rule": "has(self.priorityClassName) == has(oldSelf.priorityClassName) && (!has(self.priorityClassName) || self.priorityClassName == oldSelf.priorityClassName)",
+            "message": "priorityClassName is immutable after Run creation"
+        },
+        {
             "rule": "!has(oldSelf.cancelRequested) || !oldSelf.cancelRequested || (has(self.cancelRequested) && self.cancelRequested)",
             "message": "cancelRequested may not transition from true to false"
         }
@@ -199,6 +203,12 @@ pub struct RunSpec {
     /// Required and preferred co-location with other Runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<RunAffinity>,
+    /// kruntimes: the `scheduling.k8s.io/v1` PriorityClass whose value orders this Run among
+    /// its Runtime's Pending Runs and decides what it may preempt. Omitted means the cluster's
+    /// `globalDefault` class, else priority 0. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub priority_class_name: Option<String>,
     /// Logical resources held for the Run's whole active lifetime. Omitted means `{runs: 1}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<RunResources>,
@@ -521,6 +531,11 @@ pub struct RunStatus {
     /// The current execution attempt (1-based).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<i32>,
+    /// kruntimes: the priority the scheduler resolved from `spec.priorityClassName` (or the
+    /// global default), recorded with its first status write; it orders the Run from then on,
+    /// whatever later happens to the class. Set by the scheduler only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
     /// kruntimes: the exit code of the Run's process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,

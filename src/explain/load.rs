@@ -8,6 +8,7 @@
 use futures::try_join;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use thiserror::Error;
@@ -91,8 +92,9 @@ pub async fn load(target: &Target, name: &str) -> Result<Objects> {
             )),
         }
     };
-    let (runtime, pods, leases, runs, workspace) =
-        try_join!(runtime, pods, leases, runs, workspace)?;
+    let classes = list_priority_classes(target);
+    let (runtime, pods, leases, runs, workspace, classes) =
+        try_join!(runtime, pods, leases, runs, workspace, classes)?;
     let now = jiff::Timestamp::now();
     // Explain the Run as the list has it, so it is consistent with the usage it is judged by.
     let run = runs
@@ -108,8 +110,29 @@ pub async fn load(target: &Target, name: &str) -> Result<Objects> {
         leases,
         runs,
         workspace,
+        classes,
         now,
     })
+}
+
+/// Every PriorityClass (cluster-scoped). A user who may not list them (the `view` role does
+/// not grant it) still gets an explanation: priorities then come from the Runs' recorded
+/// `status.priority`, which the scheduler writes with its first status write.
+pub async fn list_priority_classes(target: &Target) -> Result<Vec<PriorityClass>> {
+    match Api::<PriorityClass>::all(target.client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(l) => Ok(l.items),
+        Err(kube::Error::Api(s)) if s.code == 403 => {
+            tracing::warn!(
+                "cannot list priorityclasses ({}); priorities are read from the Runs' status.priority",
+                s.message
+            );
+            Ok(Vec::new())
+        }
+        Err(e) => Err(api_error(target, e, "listing priorityclasses")),
+    }
 }
 
 /// `Api::namespaced` for `Some(namespace)`, `Api::all` for `None` (all namespaces).

@@ -34,6 +34,8 @@ pub struct Objects {
     pub runs: Vec<Run>,
     /// The PersistentWorkspace the Run names, when it exists.
     pub workspace: Option<PersistentWorkspace>,
+    /// Every PriorityClass (empty when the user may not list them).
+    pub classes: Vec<k8s_openapi::api::scheduling::v1::PriorityClass>,
     /// When the objects were read; heartbeat freshness is judged at this instant.
     pub now: Timestamp,
 }

@@ -26,6 +26,7 @@ use crate::scheduler::plugins::runtime_pod_availability;
 /// Score plugin failure, which the scheduler would retry.
 pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleError> {
     let mut state = SchedulerCache::from_objects(
+        &objects.classes,
         &objects.runtime,
         &objects.pods,
         &objects.leases,
@@ -426,6 +427,7 @@ pub(crate) fn test_objects(
         leases: pods.iter().filter_map(PodBuilder::build_lease).collect(),
         runs: runs.iter().map(RunBuilder::build).collect(),
         workspace: None,
+        classes: Vec::new(),
         now: NOW,
     }
 }

@@ -35,7 +35,7 @@ use super::{Error, Identity, Result, Settings};
 use crate::api::lenient::Lenient;
 use crate::api::resources::parse_capacity_annotations;
 use crate::api::status::{self, Outcome, reasons};
-use crate::api::{Run, RunPhase, post_params};
+use crate::api::{Run, RunPhase, RunStatus, post_params};
 use crate::events::{RunEvents, reasons as event_reasons};
 
 /// Longest pause between two attempts of a status write or read across an API outage.
@@ -80,6 +80,9 @@ struct Child {
     terminated_for_shutdown: bool,
     /// Killed because its Run is gone or no longer this Pod's: no status to write.
     abandoned: bool,
+    /// Preempted: SIGTERM was sent and SIGKILL follows at this instant; its Run goes back
+    /// to Pending for its next attempt, whatever the exit.
+    preempted: Option<Instant>,
 }
 
 struct Agent {
@@ -232,6 +235,12 @@ impl Agent {
         loop {
             let mut dirty = false;
             let claim_retry = self.next_claim_retry();
+            let preempt_kill = self
+                .children
+                .values()
+                .filter(|c| !c.handle.kill_requested())
+                .filter_map(|c| c.preempted)
+                .min();
             tokio::select! {
                 event = run_events.next() => {
                     // Take every event that is already there before planning once.
@@ -307,6 +316,15 @@ impl Agent {
                 }
                 _ = sleep_until(claim_retry) => {
                     dirty = true;
+                }
+                _ = sleep_until(preempt_kill) => {
+                    let now = Instant::now();
+                    for (uid, child) in &mut self.children {
+                        if child.preempted.is_some_and(|at| at <= now) && !child.handle.kill_requested() {
+                            tracing::warn!(run = %child.name, "preemption grace period over: killing the process of Run {} ({uid})", child.name);
+                            child.handle.kill();
+                        }
+                    }
                 }
                 _ = sleep_until(reap_deadline) => {
                     tracing::error!(
@@ -431,6 +449,16 @@ impl Agent {
                 child.handle.kill();
             }
         }
+        for uid in &plan.stops {
+            if let Some(child) = self.children.get_mut(uid)
+                && child.preempted.is_none()
+            {
+                let grace = self.settings.shutdown_grace;
+                tracing::warn!(run = %child.name, "Run {} is preempted: stopping its process (SIGTERM, SIGKILL after {grace:?})", child.name);
+                child.preempted = Some(Instant::now() + grace);
+                child.handle.terminate();
+            }
+        }
         for failure in plan.failures {
             if failure.run.phase() == RunPhase::Scheduled {
                 self.metrics
@@ -518,9 +546,11 @@ impl Agent {
         if self.finished.is_empty() {
             return;
         }
+        // A Run the watch shows terminal, or back in Pending after a preemption (it may be
+        // placed here again), is done with.
         let still_active: HashSet<String> = state
             .iter()
-            .filter(|r| !r.phase().is_terminal())
+            .filter(|r| !r.phase().is_terminal() && r.phase() != RunPhase::Pending)
             .filter_map(|r| r.uid())
             .collect();
         self.finished.retain(|uid| still_active.contains(uid));
@@ -683,6 +713,7 @@ impl Agent {
                         last_written: written,
                         terminated_for_shutdown: false,
                         abandoned: false,
+                        preempted: None,
                     },
                 );
                 true
@@ -734,11 +765,62 @@ impl Agent {
         });
     }
 
+    /// Sends a preempted Run back to Pending for its next attempt ([`status::set_requeued`])
+    /// in the background; its reservation is released once the write has landed (or been
+    /// given up), never before, so the scheduler never sees its room free while it runs.
+    fn requeue(&mut self, name: String, uid: String, first: Run) {
+        self.finished.insert(uid.clone());
+        self.in_flight += 1;
+        let (api, me, done, events) = (
+            self.runs_api.clone(),
+            self.me.clone(),
+            self.written_tx.clone(),
+            self.events.clone(),
+        );
+        let retries = self
+            .metrics
+            .status_write_retries
+            .with_label_values(&[metrics::WRITE_TERMINAL]);
+        let message = format!(
+            "stopped by runtimed on Pod {} for a higher-priority Run; it runs again later",
+            me.pod_name
+        );
+        tokio::spawn(async move {
+            let apply =
+                |status: &mut RunStatus, now: &Time| status::set_requeued(status, &message, now);
+            if let Some(written) =
+                write_status(&api, &me, &name, &uid, Some(first), apply, &retries).await
+            {
+                events.emit(
+                    &written,
+                    EventType::Warning,
+                    event_reasons::PREEMPTED,
+                    "Preemption",
+                    message.clone(),
+                );
+            }
+            let _ = done.send(uid);
+        });
+    }
+
     /// A child ended: write its terminal status (unless its Run is gone), then release.
     fn on_exit(&mut self, exit: ChildExit, runs: &Store<Run>) {
         let Some(child) = self.children.remove(&exit.uid) else {
             return;
         };
+        if child.preempted.is_some() && !child.abandoned {
+            tracing::info!(run = %child.name, "Run {} stopped for a preemption; back to Pending", child.name);
+            let observed = runs
+                .state()
+                .into_iter()
+                .find(|r| {
+                    r.uid().as_deref() == Some(exit.uid.as_str()) && r.phase() == RunPhase::Running
+                })
+                .map(|r| (*r).clone());
+            let first = observed.unwrap_or(child.last_written);
+            self.requeue(child.name, exit.uid, first);
+            return;
+        }
         let terminal = if child.terminated_for_shutdown && exit.killed {
             Some(Terminal {
                 outcome: Outcome::Failed,
@@ -833,6 +915,30 @@ async fn write_terminal(
     terminal: &Terminal,
     retries: &prometheus::IntCounter,
 ) -> Option<Run> {
+    let apply = |status: &mut RunStatus, now: &Time| {
+        status::set_terminal(
+            status,
+            terminal.outcome,
+            terminal.reason,
+            &terminal.message,
+            terminal.exit_code,
+            now,
+        )
+    };
+    write_status(api, me, name, uid, first, apply, retries).await
+}
+
+/// Writes the status `apply` makes of the Run's (returning false: nothing to write) with the
+/// Run's resourceVersion, for as long as this process lives, as [`write_terminal`] describes.
+async fn write_status(
+    api: &Api<Run>,
+    me: &Identity,
+    name: &str,
+    uid: &str,
+    first: Option<Run>,
+    apply: impl Fn(&mut RunStatus, &Time) -> bool,
+    retries: &prometheus::IntCounter,
+) -> Option<Run> {
     let mut current = first;
     let mut delay = Duration::from_millis(100);
     for attempt in 1u64.. {
@@ -858,14 +964,7 @@ async fn write_terminal(
         let mut updated = run;
         let status = updated.status.get_or_insert_with(Default::default);
         let now = Time(jiff::Timestamp::now());
-        if !status::set_terminal(
-            status,
-            terminal.outcome,
-            terminal.reason,
-            &terminal.message,
-            terminal.exit_code,
-            &now,
-        ) {
+        if !apply(status, &now) {
             return None;
         }
         match api.replace_status(name, &post_params(), &updated).await {
@@ -873,7 +972,7 @@ async fn write_terminal(
             Err(kube::Error::Api(s)) if s.code == 404 => return None,
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
             Err(e) => {
-                tracing::warn!(run = %name, "cannot write the terminal status of Run {name} ({}; attempt {attempt}): {e}; retrying in {delay:?}", terminal.reason);
+                tracing::warn!(run = %name, "cannot write the status of Run {name} (attempt {attempt}): {e}; retrying in {delay:?}");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(MAX_WRITE_BACKOFF);
             }

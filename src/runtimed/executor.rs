@@ -231,6 +231,14 @@ impl ChildHandle {
     pub fn kill_requested(&self) -> bool {
         self.kill.is_none()
     }
+
+    /// Asks the process and its process group to stop (SIGTERM, what the kubelet sends
+    /// first); [`Self::kill`] ends it if it does not within its grace.
+    pub fn terminate(&self) {
+        if let Some(pgid) = self.pid {
+            let _ = crate::process::signal_group(pgid, crate::process::Signal::Term);
+        }
+    }
 }
 
 /// Starts `task` for the Run `run_name` (UID `uid`) in its own process group (so a terminal's

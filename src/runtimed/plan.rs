@@ -13,7 +13,7 @@ use super::Identity;
 use super::admission::AdmissionCache;
 use super::executor;
 use crate::api::resources::parse_requests;
-use crate::api::status::reasons;
+use crate::api::status::{self, reasons};
 use crate::api::{Resources, Run, RunPhase};
 
 /// A Scheduled Run whose complete request has been reserved; the agent claims it next.
@@ -37,8 +37,11 @@ pub struct Failure {
 pub struct Plan {
     /// UIDs of children whose Run is gone, reassigned or already terminal.
     pub kills: Vec<String>,
+    /// UIDs of children whose Run the scheduler preempts (`DisruptionTarget`): stopped
+    /// within the grace period, then sent back to Pending for their next attempt.
+    pub stops: Vec<String>,
     pub failures: Vec<Failure>,
-    /// In creation order; each one already holds its reservation.
+    /// In the scheduler's order; each one already holds its reservation.
     pub claims: Vec<Claim>,
     /// Scheduled Runs left untouched because they do not fit now, with why.
     pub waiting: Vec<(String, String)>,
@@ -64,9 +67,10 @@ pub fn assigned_to(run: &Run, me: &Identity) -> bool {
 /// - A child whose Run is missing, deleted, reassigned or terminal is killed.
 /// - A Running Run on this Pod that no child owns was left by an earlier runtimed: it is
 ///   failed with [`reasons::RUNTIMED_RESTARTED`].
-/// - When `claiming`, Scheduled Runs are taken in creation order (then name): an invalid
-///   request or task fails the Run; otherwise its complete request is reserved and the Run is
-///   claimed, or, when it does not fit, left untouched. A Run that does not fit does not block
+/// - A child whose Run the scheduler preempts is to be stopped (`stops`).
+/// - When `claiming`, Scheduled Runs are taken in the scheduler's order (priority, creation,
+///   name): an invalid request or task fails the Run; otherwise its complete request is
+///   reserved and the Run is claimed, or, when it does not fit, left untouched. A Run that does not fit does not block
 ///   smaller Runs behind it.
 pub fn plan(
     runs: &[Arc<Run>],
@@ -91,6 +95,14 @@ pub fn plan(
         .collect();
     kills.sort();
     out.kills = kills;
+    let mut stops: Vec<String> = mine
+        .iter()
+        .filter(|r| r.status.as_ref().is_some_and(status::disruption_requested))
+        .filter_map(|r| r.uid())
+        .filter(|uid| live.contains(uid) && owned.contains(uid))
+        .collect();
+    stops.sort();
+    out.stops = stops;
 
     let mut candidates: Vec<&Arc<Run>> = mine
         .into_iter()
@@ -99,9 +111,14 @@ pub fn plan(
                 .is_some_and(|uid| !owned.contains(&uid) && !finished.contains(&uid))
         })
         .collect();
+    // The scheduler's order: priority (highest first; recorded in status.priority at
+    // Bind), then creation, then name.
     candidates.sort_by(|a, b| {
-        let (a, b) = (&a.metadata, &b.metadata);
-        (&a.creation_timestamp, &a.name).cmp(&(&b.creation_timestamp, &b.name))
+        let priority = |r: &Run| r.status.as_ref().and_then(|s| s.priority).unwrap_or(0);
+        priority(b).cmp(&priority(a)).then_with(|| {
+            let (a, b) = (&a.metadata, &b.metadata);
+            (&a.creation_timestamp, &a.name).cmp(&(&b.creation_timestamp, &b.name))
+        })
     });
 
     for run in candidates {

@@ -47,8 +47,21 @@ pub enum Step {
 }
 
 /// The step for `outcome`, the cycle of `run` whose nomination is now `nominated`, at `now`.
-pub fn step(run: &Run, outcome: &ScheduleOutcome, nominated: Option<&str>, now: &Time) -> Step {
+/// `priority`, the Run's resolved priority (`None` while its class is missing), is recorded
+/// in `status.priority` with the first write that has one to record, never in a write of its
+/// own.
+pub fn step(
+    run: &Run,
+    outcome: &ScheduleOutcome,
+    nominated: Option<&str>,
+    priority: Option<i32>,
+    now: &Time,
+) -> Step {
     let mut status = run.status.clone().unwrap_or_default();
+    let recorded = status.priority.is_none() && priority.is_some();
+    if recorded {
+        status.priority = priority;
+    }
     match outcome {
         ScheduleOutcome::Reserved { pod, pod_uid, .. } => {
             status::set_bound(&mut status, pod, pod_uid, now);
@@ -69,9 +82,14 @@ pub fn step(run: &Run, outcome: &ScheduleOutcome, nominated: Option<&str>, now: 
             }
             let new_message = !matches!(
                 status.reason.as_deref(),
-                Some(status::reasons::UNSCHEDULABLE | status::reasons::NOMINATED)
+                Some(
+                    status::reasons::UNSCHEDULABLE
+                        | status::reasons::NOMINATED
+                        | status::reasons::PRIORITY_CLASS_NOT_FOUND
+                )
             ) || status.message.as_deref() != Some(message.as_str());
-            if !status::set_pending(&mut status, &message, nominated, now) {
+            let reason = unschedulable.reason();
+            if !status::set_waiting(&mut status, reason, &message, nominated, now) && !recorded {
                 return Step::Nothing;
             }
             match status_patch(run, &status) {
@@ -139,7 +157,7 @@ mod tests {
             pod,
             pod_uid,
             patch,
-        } = step(&observed, &outcome, None, &now())
+        } = step(&observed, &outcome, None, None, &now())
         else {
             panic!("a bind");
         };
@@ -160,7 +178,7 @@ mod tests {
             patch,
             message,
             new_message,
-        } = step(&r.build(), &outcome, None, &now())
+        } = step(&r.build(), &outcome, None, None, &now())
         else {
             panic!("a Pending write");
         };
@@ -175,14 +193,15 @@ mod tests {
         let mut status = written.status.clone().unwrap_or_default();
         status::set_pending(&mut status, &message, None, &now());
         written.status = Some(status);
-        assert_eq!(step(&written, &outcome, None, &now()), Step::Nothing);
+        assert_eq!(step(&written, &outcome, None, None, &now()), Step::Nothing);
     }
 
     #[test]
     fn a_nominated_run_names_its_pod_and_says_it_is_being_drained() {
         let r = run("a");
         let outcome = unschedulable_outcome(&full(), &r);
-        let Step::Pending { patch, message, .. } = step(&r.build(), &outcome, Some("p1"), &now())
+        let Step::Pending { patch, message, .. } =
+            step(&r.build(), &outcome, Some("p1"), None, &now())
         else {
             panic!("a Pending write");
         };
@@ -197,7 +216,8 @@ mod tests {
             reason: "InvalidResources",
             message: "spec.resources.requests[runs]: \"-1\" is negative".into(),
         };
-        let Step::Fail { patch, reason, .. } = step(&run("a").build(), &outcome, None, &now())
+        let Step::Fail { patch, reason, .. } =
+            step(&run("a").build(), &outcome, None, None, &now())
         else {
             panic!("a failure");
         };
@@ -217,9 +237,56 @@ mod tests {
         }));
         for outcome in [conflict, error] {
             assert_eq!(
-                step(&run("a").build(), &outcome, None, &now()),
+                step(&run("a").build(), &outcome, None, None, &now()),
                 Step::Nothing
             );
+        }
+    }
+
+    #[test]
+    fn the_resolved_priority_rides_on_the_first_write_and_is_never_written_alone() {
+        let r = run("a");
+        let outcome = unschedulable_outcome(&full(), &r);
+        let Step::Pending { patch, .. } = step(&r.build(), &outcome, None, Some(1000), &now())
+        else {
+            panic!("a Pending write");
+        };
+        assert_eq!(patch["status"]["priority"], 1000);
+        let mut written = r.build();
+        let mut status = written.status.clone().unwrap_or_default();
+        status::set_pending(&mut status, &outcome_message(&outcome), None, &now());
+        status.priority = Some(1000);
+        written.status = Some(status);
+        assert_eq!(
+            step(&written, &outcome, None, Some(1000), &now()),
+            Step::Nothing,
+            "recorded: nothing to write"
+        );
+    }
+
+    #[test]
+    fn a_run_of_a_missing_priority_class_waits_with_its_own_reason_naming_the_class() {
+        let r = run("a").priority_class("urgent");
+        let outcome = unschedulable_outcome(&full(), &r);
+        let Step::Pending { patch, message, .. } = step(&r.build(), &outcome, None, None, &now())
+        else {
+            panic!("a Pending write");
+        };
+        assert_eq!(
+            patch["status"]["reason"],
+            status::reasons::PRIORITY_CLASS_NOT_FOUND
+        );
+        assert!(
+            message.contains("PriorityClass \"urgent\" not found"),
+            "{message}"
+        );
+        assert!(patch["status"].get("priority").is_none());
+    }
+
+    fn outcome_message(outcome: &ScheduleOutcome) -> String {
+        match outcome {
+            ScheduleOutcome::Unschedulable(u) => u.message(),
+            other => panic!("not unschedulable: {other:?}"),
         }
     }
 }

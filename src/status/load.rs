@@ -9,19 +9,20 @@ use futures::try_join;
 
 use super::model::Pool;
 use crate::explain::load::{
-    Error, Result, list_leases, list_runs, list_runtime_pods, list_runtimes, list_workspaces,
-    namespace_missing,
+    Error, Result, list_leases, list_priority_classes, list_runs, list_runtime_pods, list_runtimes,
+    list_workspaces, namespace_missing,
 };
 use crate::kubeclient::Target;
 
 /// Reads the pool of `namespace` (`None`: every namespace), of one Runtime when named.
 pub async fn load(target: &Target, namespace: Option<&str>, runtime: Option<&str>) -> Result<Pool> {
-    let (runtimes, pods, leases, runs, workspaces) = try_join!(
+    let (runtimes, pods, leases, runs, workspaces, classes) = try_join!(
         list_runtimes(target, namespace),
         list_runtime_pods(target, namespace, runtime),
         list_leases(target, namespace),
         list_runs(target, namespace),
         list_workspaces(target, namespace),
+        list_priority_classes(target),
     )?;
     let now = jiff::Timestamp::now();
     if let Some(ns) = namespace
@@ -42,6 +43,7 @@ pub async fn load(target: &Target, namespace: Option<&str>, runtime: Option<&str
         leases,
         runs,
         workspaces,
+        classes,
         now,
     })
 }

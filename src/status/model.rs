@@ -29,6 +29,8 @@ pub struct Pool {
     pub runs: Vec<Run>,
     /// Every PersistentWorkspace (bound workspace placement).
     pub workspaces: Vec<PersistentWorkspace>,
+    /// Every PriorityClass (empty when the user may not list them).
+    pub classes: Vec<k8s_openapi::api::scheduling::v1::PriorityClass>,
     /// When the objects were read; heartbeats and waits are judged at this instant.
     pub now: Timestamp,
 }

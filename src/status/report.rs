@@ -27,6 +27,7 @@ pub const RUNTIME_NOT_FOUND: &str = "Runtime not found";
 /// error is a Score plugin failure, which the scheduler would retry.
 pub fn build(pool: &Pool, registry: &Registry) -> Result<Status, CycleError> {
     let mut cache = SchedulerCache::from_objects(
+        &pool.classes,
         &pool.runtimes,
         &pool.pods,
         &pool.leases,
@@ -262,6 +263,7 @@ mod tests {
             leases: pods.iter().filter_map(PodBuilder::build_lease).collect(),
             runs: runs.iter().map(RunBuilder::build).collect(),
             workspaces: Vec::new(),
+            classes: Vec::new(),
             now: at(0),
         }
     }

@@ -139,6 +139,10 @@ pub struct RunBuilder {
     pod_uid: Option<String>,
     nominated: Option<String>,
     workspace: Option<String>,
+    priority_class: Option<String>,
+    priority: Option<i32>,
+    started: Option<Timestamp>,
+    disruption: bool,
 }
 
 /// A Pending Run in [`NS`] for [`RUNTIME`] with UID `uid-<name>`, no requests (so `runs: 1`)
@@ -162,6 +166,10 @@ pub fn run(name: &str) -> RunBuilder {
         pod_uid: None,
         nominated: None,
         workspace: None,
+        priority_class: None,
+        priority: None,
+        started: None,
+        disruption: false,
     }
     .task(&["true"])
 }
@@ -180,6 +188,14 @@ impl RunBuilder {
         nominated(pod: &str) => nominated = Some(pod.to_string());
         /// Uses the PersistentWorkspace `name` (`spec.workspace.name`).
         workspace(name: &str) => workspace = Some(name.to_string());
+        /// `spec.priorityClassName`.
+        priority_class(name: &str) => priority_class = Some(name.to_string());
+        /// `status.priority`, as the scheduler records it.
+        priority(value: i32) => priority = Some(value);
+        /// `status.startTime`.
+        started_at(at: Timestamp) => started = Some(at);
+        /// `DisruptionTarget=True/PreemptionByScheduler`: the scheduler asked runtimed to stop it.
+        disruption_requested() => disruption = true;
         running() => phase = RunPhase::Running;
         succeeded() => phase = RunPhase::Succeeded;
         failed() => phase = RunPhase::Failed;
@@ -329,6 +345,7 @@ impl RunBuilder {
                     name,
                     ..Default::default()
                 }),
+                priority_class_name: self.priority_class.clone(),
                 ..Default::default()
             },
         );
@@ -342,12 +359,29 @@ impl RunBuilder {
         let unbound = self.phase == RunPhase::Pending
             && self.pod.is_none()
             && self.pod_uid.is_none()
-            && self.nominated.is_none();
+            && self.nominated.is_none()
+            && self.priority.is_none();
         run.status = (!unbound).then(|| RunStatus {
             phase: Some(self.phase),
             assigned_pod: self.pod.clone(),
             assigned_pod_uid: self.pod_uid.clone(),
             nominated_pod_name: self.nominated.clone(),
+            priority: self.priority,
+            start_time: self.started.map(Time),
+            conditions: if self.disruption {
+                let mut conditions = Vec::new();
+                crate::api::status::set_condition(
+                    &mut conditions,
+                    crate::api::status::CONDITION_DISRUPTION_TARGET,
+                    true,
+                    crate::api::status::reasons::PREEMPTION_BY_SCHEDULER,
+                    "preempted",
+                    &Time(NOW),
+                );
+                conditions
+            } else {
+                Vec::new()
+            },
             ..Default::default()
         });
         run
@@ -728,5 +762,70 @@ impl WorkspaceBuilder {
                 conditions: Vec::new(),
             });
         workspace
+    }
+}
+
+// ----- PriorityClasses ----------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+pub struct PriorityClassBuilder {
+    name: String,
+    value: i32,
+    global_default: bool,
+    never: bool,
+    preemptible: bool,
+}
+
+/// A `scheduling.k8s.io/v1` PriorityClass `name` of `value`, `PreemptLowerPriority`, not the
+/// global default, not preemptible.
+pub fn priority_class(name: &str, value: i32) -> PriorityClassBuilder {
+    PriorityClassBuilder {
+        name: name.to_string(),
+        value,
+        global_default: false,
+        never: false,
+        preemptible: false,
+    }
+}
+
+impl PriorityClassBuilder {
+    setters! {
+        /// `globalDefault: true`.
+        global_default() => global_default = true;
+        /// `preemptionPolicy: Never`.
+        preemption_never() => never = true;
+        /// Annotated `kruntimes.io/preemptible: "true"` (level-2 preemption).
+        preemptible() => preemptible = true;
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn build(&self) -> k8s_openapi::api::scheduling::v1::PriorityClass {
+        k8s_openapi::api::scheduling::v1::PriorityClass {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                uid: Some(format!("pc-uid-{}", self.name)),
+                annotations: self.preemptible.then(|| {
+                    BTreeMap::from([(
+                        crate::api::ANNOTATION_PREEMPTIBLE.to_string(),
+                        "true".to_string(),
+                    )])
+                }),
+                ..Default::default()
+            },
+            value: Some(self.value),
+            global_default: self.global_default.then_some(true),
+            preemption_policy: Some(
+                if self.never {
+                    "Never"
+                } else {
+                    "PreemptLowerPriority"
+                }
+                .to_string(),
+            ),
+            description: None,
+        }
     }
 }

@@ -5,7 +5,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 
-use super::objects::{NOW, PodBuilder, RUNTIME, RunBuilder, WorkspaceBuilder};
+use super::objects::{
+    NOW, PodBuilder, PriorityClassBuilder, RUNTIME, RunBuilder, WorkspaceBuilder,
+};
 use crate::api::Run;
 use crate::scheduler::framework::{
     FilterPlugin, RunCycleState, ScheduleOutcome, SchedulerCache, ScorePlugin, Snapshot, pre_filter,
@@ -18,6 +20,7 @@ pub struct World {
     runs: Vec<RunBuilder>,
     assumptions: Vec<(RunBuilder, String)>,
     workspaces: Vec<WorkspaceBuilder>,
+    classes: Vec<PriorityClassBuilder>,
 }
 
 impl World {
@@ -40,6 +43,11 @@ impl World {
         self
     }
 
+    pub fn classes(mut self, classes: impl IntoIterator<Item = PriorityClassBuilder>) -> Self {
+        self.classes.extend(classes);
+        self
+    }
+
     /// A Pending Run with a scheduler-local assumption on `pod`.
     pub fn assume(mut self, run: RunBuilder, pod: &str) -> Self {
         self.assumptions.push((run, pod.to_string()));
@@ -56,8 +64,14 @@ impl World {
         let runs: Vec<Run> = self.runs.iter().map(RunBuilder::build).collect();
         // The world's Runtime exists; its Pods are the world's Pods.
         let runtime = super::objects::runtime(RUNTIME).build();
-        let mut cache = SchedulerCache::from_objects([&runtime], &pods, &leases, &runs, NOW)
-            .with_hints(crate::scheduler::plugins::registry().queueing_hints());
+        let classes: Vec<_> = self
+            .classes
+            .iter()
+            .map(PriorityClassBuilder::build)
+            .collect();
+        let mut cache =
+            SchedulerCache::from_objects(&classes, [&runtime], &pods, &leases, &runs, NOW)
+                .with_hints(crate::scheduler::plugins::registry().queueing_hints());
         for w in &self.workspaces {
             cache.apply(&w.build(), NOW);
         }

@@ -11,6 +11,7 @@
 //! cache.
 
 mod lifecycle;
+mod preemption;
 mod scheduling;
 mod workspaces;
 
@@ -23,6 +24,7 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::events::EventType;
@@ -97,6 +99,7 @@ pub struct Scheduler {
     pods: WatchHealth,
     leases: WatchHealth,
     workspaces: WatchHealth,
+    classes: WatchHealth,
 }
 
 impl Scheduler {
@@ -130,6 +133,7 @@ impl Scheduler {
             pods: WatchHealth::default(),
             leases: WatchHealth::default(),
             workspaces: WatchHealth::default(),
+            classes: WatchHealth::default(),
         })
     }
 
@@ -141,6 +145,7 @@ impl Scheduler {
             &self.pods,
             &self.leases,
             &self.workspaces,
+            &self.classes,
         ]
         .iter()
         .all(|w| w.synced.load(Ordering::Acquire))
@@ -212,6 +217,18 @@ impl Scheduler {
 
     /// Counts the Runs the cache moved back to the active queue since the last call.
     fn count_wakeups(&self) {
+        let (starvation, priority) = self.cache.take_nomination_counts();
+        for (cause, n) in crate::metrics::NOMINATION_CAUSES
+            .into_iter()
+            .zip([starvation, priority])
+        {
+            if n > 0 {
+                self.metrics
+                    .nominations
+                    .with_label_values(&[cause])
+                    .inc_by(n);
+            }
+        }
         for (source, n) in self.cache.take_wake_counts().by_source() {
             if n > 0 {
                 self.metrics
@@ -288,6 +305,18 @@ impl Scheduler {
         let events =
             watcher(self.api::<Lease>(), config).backoff(crate::kubeclient::watch_backoff());
         self.watch_into_index(events, "heartbeat lease", |s| &s.leases)
+            .await;
+    }
+
+    /// Watches the cluster's PriorityClasses (cluster-scoped, whatever `--namespace` says): they
+    /// give Runs their priority.
+    async fn watch_priority_classes(self: Arc<Self>) {
+        let events = watcher(
+            Api::<PriorityClass>::all(self.client.clone()),
+            watcher::Config::default(),
+        )
+        .backoff(crate::kubeclient::watch_backoff());
+        self.watch_into_index(events, "priorityclass", |s| &s.classes)
             .await;
     }
 
@@ -383,6 +412,7 @@ pub async fn run(
     let mut runtimes = tokio::spawn(scheduler.clone().watch_runtimes());
     let mut pods = tokio::spawn(scheduler.clone().watch_pods());
     let mut leases = tokio::spawn(scheduler.clone().watch_leases());
+    let mut classes = tokio::spawn(scheduler.clone().watch_priority_classes());
     let mut gauges = tokio::spawn(scheduler.clone().gauges());
     let mut queue = {
         let scheduler = scheduler.clone();
@@ -399,10 +429,13 @@ pub async fn run(
         _ = &mut pods => Err(Error::TaskEnded("Runtime Pod watch")),
         _ = &mut leases => Err(Error::TaskEnded("heartbeat Lease watch")),
         _ = &mut workspaces => Err(Error::TaskEnded("PersistentWorkspace watch")),
+        _ = &mut classes => Err(Error::TaskEnded("PriorityClass watch")),
         _ = &mut gauges => Err(Error::TaskEnded("gauges")),
         _ = &mut queue => Err(Error::TaskEnded("scheduling queue")),
     };
-    for task in [queue, runs, runtimes, pods, leases, workspaces, gauges] {
+    for task in [
+        queue, runs, runtimes, pods, leases, workspaces, classes, gauges,
+    ] {
         task.abort();
     }
     result

@@ -99,6 +99,8 @@ impl Scheduler {
             run: cycled,
             outcome,
             nominated,
+            preemption,
+            priority,
             ..
         } = scheduled;
         let (namespace, uid) = (
@@ -127,7 +129,19 @@ impl Scheduler {
             }
             _ => {}
         }
-        match step(&run, &outcome, nominated.as_deref(), &super::now()) {
+        if let Some(preemption) = preemption {
+            // The victims' room is already held for the Run by its nomination.
+            self.clone()
+                .preempt(store, &run, priority.unwrap_or(0), preemption)
+                .await;
+        }
+        match step(
+            &run,
+            &outcome,
+            nominated.as_deref(),
+            priority,
+            &super::now(),
+        ) {
             Step::Bind {
                 pod,
                 pod_uid,
@@ -279,7 +293,7 @@ impl Scheduler {
     }
 
     /// Backs the Run off (`conflict`: briefly; see [`crate::scheduler::framework::SharedCache::retry`]).
-    fn retry(&self, namespace: &str, uid: &str, conflict: bool) {
+    pub(super) fn retry(&self, namespace: &str, uid: &str, conflict: bool) {
         let now = jiff::Timestamp::now();
         if let Some(delay) = self.cache.retry(namespace, uid, conflict, now) {
             debug!(%namespace, %uid, retry_in = ?delay, "backing off");

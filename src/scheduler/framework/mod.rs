@@ -4,6 +4,7 @@
 //!
 //! - [`types`]: the leaf vocabulary (keys, score bounds, rejections, observations).
 //! - [`selector`]: compiled label selectors.
+//! - [`priority`]: PriorityClasses and the priority of a Run.
 //! - [`index`]: Runtime Pods, heartbeat Leases and Runs, fed by watch events; incremental usage.
 //! - [`assumed`]: scheduler-local reservations between Reserve and the observed Bind.
 //! - [`nominations`]: Runtime Pods being drained for starved Pending Runs.
@@ -53,6 +54,7 @@ pub mod cycle;
 pub mod index;
 pub mod nominations;
 pub mod plugin;
+pub mod priority;
 pub mod queue;
 pub mod registry;
 pub mod selector;
@@ -68,7 +70,8 @@ mod workspace_properties;
 
 pub use assumed::{AssumedCache, AssumedOnPod, Assumption, NamespaceAssumptions, Reconciled};
 pub use cache::{
-    Indexed, ReserveError, ScheduleOutcome, Scheduled, SchedulerCache, SharedCache, WakeCounts,
+    Indexed, Preemption, ReserveError, ScheduleOutcome, Scheduled, SchedulerCache, SharedCache,
+    Victim, WakeCounts,
 };
 pub use cycle::{
     CycleError, Decision, Evaluation, PluginScore, PodEvaluation, PreFilterError, RejectionCount,
@@ -84,6 +87,7 @@ pub use plugin::{
     ClusterEvent, FilterPlugin, PreferredTerm, QueueingHint, RequiredTerm, RunCycleState,
     RunWorkspace, ScoreError, ScorePlugin, WorkspaceBinding, normalize_min_max,
 };
+pub use priority::{ClassRecord, MissingClass, PriorityClasses};
 pub use queue::{Popped, QueueState, SchedulingQueue};
 pub use registry::{QueueingHints, Registry, RegistryError};
 pub use selector::{Selector, SelectorError};

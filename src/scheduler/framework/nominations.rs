@@ -106,6 +106,7 @@ mod tests {
             pod: pod.into(),
             request: Resources::default(),
             order: QueueOrder {
+                priority: 0,
                 created: None,
                 uid: format!("uid-{run}"),
             },

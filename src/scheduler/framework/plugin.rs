@@ -61,6 +61,10 @@ pub struct RunCycleState {
     pub repelled_by: PodSet,
     /// The PersistentWorkspace the Run uses, as this snapshot binds it.
     pub workspace: Option<RunWorkspace>,
+    /// Its resolved priority (0 while its PriorityClass is missing; the cycle then waits).
+    pub priority: i32,
+    /// Its class lets it preempt lower-priority Runs (`preemptionPolicy` is not `Never`).
+    pub preempts: bool,
 }
 
 /// A Run's PersistentWorkspace as PreFilter found it (one of another Runtime, Lost or

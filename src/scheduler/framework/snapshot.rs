@@ -16,10 +16,11 @@ use super::index::{
     Scope, Slot, SlotId, WorkspaceRecord,
 };
 use super::nominations::{Nomination, Nominations};
+use super::priority::{MissingClass, PriorityClasses};
 use super::selector::Selector;
 use super::types::{Heartbeat, Observed, QueueOrder, Requested, ResourceId, ResourceName, RunKey};
-use crate::api::Resources;
 use crate::api::resources::Shortfall;
+use crate::api::{Resources, Run};
 
 /// A set of Pods (by slot), as a bit set: membership is one shift and mask per Pod.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -157,6 +158,15 @@ impl<'a> Snapshot<'a> {
     }
 
     /// Whether the Runtime itself exists in the namespace.
+    /// The Run's priority, or the PriorityClass it names that does not exist.
+    pub fn priority_of(&self, run: &Run) -> Result<i32, MissingClass> {
+        self.index.priority_of(run)
+    }
+
+    pub fn priority_classes(&self) -> &'a PriorityClasses {
+        self.index.priority_classes()
+    }
+
     pub fn runtime_exists(&self) -> bool {
         self.index.runtime_exists(self.namespace, self.runtime)
     }

@@ -8,6 +8,8 @@
 //! - [`schedule`]: one cycle for the head of the queue (snapshot → evaluate → nominate →
 //!   Reserve), and `plan`, the same decision without Reserve for `explain` and `status`;
 //! - [`nominator`]: the bounded wait (which starved Run gets which Pod drained for it);
+//! - [`preemption`]: priority's bounded wait (which lower-priority Runs make room for a
+//!   higher-priority one, and where it is nominated);
 //! - [`reserve`]: Reserve, release and the retries of a failed Bind or write;
 //! - [`wake`]: which unschedulable Runs an event moves back to the active queue, as the
 //!   plugins' queueing hints say;
@@ -16,6 +18,7 @@
 //! It must not talk to the API server or read a clock: `now` is an argument.
 
 mod nominator;
+mod preemption;
 mod reserve;
 mod schedule;
 mod shared;
@@ -29,6 +32,7 @@ use std::collections::HashMap;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::ResourceExt;
 
 use super::assumed::{AssumedCache, Reconciled};
@@ -40,6 +44,7 @@ use super::snapshot::Snapshot;
 use super::types::{Observed, RunKey};
 use crate::api::{PersistentWorkspace, Run, Runtime};
 
+pub use preemption::{Preemption, Victim};
 pub use reserve::ReserveError;
 pub use schedule::{ScheduleOutcome, Scheduled};
 pub use shared::SharedCache;
@@ -156,6 +161,20 @@ impl Indexed for PersistentWorkspace {
     }
 }
 
+impl Indexed for PriorityClass {
+    fn apply(cache: &mut SchedulerCache, class: &PriorityClass, _: Timestamp) -> Changes {
+        Changes::reordered(cache.index.apply_priority_class(class))
+    }
+
+    fn delete(cache: &mut SchedulerCache, class: &PriorityClass, _: Timestamp) -> Changes {
+        Changes::reordered(cache.index.delete_priority_class(&class.name_any()))
+    }
+
+    fn reset(cache: &mut SchedulerCache, classes: &[PriorityClass], _: Timestamp) -> Changes {
+        Changes::reordered(cache.index.reset_priority_classes(classes))
+    }
+}
+
 /// The index, the assumed cache, the nominations and the queue, updated together.
 #[derive(Debug, Clone)]
 pub struct SchedulerCache {
@@ -172,6 +191,9 @@ pub struct SchedulerCache {
     /// Runtime: adopted once it is.
     unadopted: HashMap<RunKey, String>,
     woken: WakeCounts,
+    /// Nominations made since the last [`Self::take_nomination_counts`]: (starvation,
+    /// priority).
+    nominated: (u64, u64),
 }
 
 impl Default for SchedulerCache {
@@ -186,6 +208,7 @@ impl Default for SchedulerCache {
             epochs: HashMap::new(),
             unadopted: HashMap::new(),
             woken: WakeCounts::default(),
+            nominated: (0, 0),
         }
     }
 }
@@ -211,6 +234,7 @@ impl SchedulerCache {
 
     /// A cache built from objects listed at `now`, as `explain` does; no assumptions.
     pub fn from_objects<'a>(
+        classes: &[PriorityClass],
         runtimes: impl IntoIterator<Item = &'a Runtime>,
         pods: impl IntoIterator<Item = &'a Pod>,
         leases: impl IntoIterator<Item = &'a Lease>,
@@ -218,6 +242,7 @@ impl SchedulerCache {
         now: Timestamp,
     ) -> Self {
         let mut cache = SchedulerCache::new();
+        cache.reset(classes, now);
         for runtime in runtimes {
             cache.apply(runtime, now);
         }
@@ -249,7 +274,8 @@ impl SchedulerCache {
         &self.queue
     }
 
-    /// Records a watched object (Runtime, Pod, Lease or Run) observed at `now`, and moves the
+    /// Records a watched object (PriorityClass, Runtime, Pod, Lease, PersistentWorkspace or
+    /// Run) observed at `now`, and moves the
     /// unschedulable Runs its changes may help back to the active queue.
     pub fn apply<K: Indexed>(&mut self, obj: &K, now: Timestamp) -> Changes {
         let changes = K::apply(self, obj, now);
@@ -407,6 +433,12 @@ impl SchedulerCache {
             .pending_before(namespace, &run.spec.runtime, order)
             .count();
         Some((before + 1, total))
+    }
+
+    /// Nominations made since the last call, as (starvation, priority), for
+    /// `kruntimes_scheduler_nominations_total{cause}`.
+    pub fn take_nomination_counts(&mut self) -> (u64, u64) {
+        std::mem::take(&mut self.nominated)
     }
 
     /// The Pod nominated for the Run, if any.

@@ -50,6 +50,7 @@ impl SchedulerCache {
         else {
             return;
         };
+        let order = self.index.order_of(run);
         self.nominations.nominate(
             key,
             Nomination {
@@ -57,7 +58,7 @@ impl SchedulerCache {
                 runtime: run.spec.runtime.clone(),
                 pod: pod.to_string(),
                 request,
-                order: QueueOrder::of(run),
+                order,
             },
         );
     }
@@ -195,7 +196,7 @@ impl SchedulerCache {
                     runtime: state.runtime.clone(),
                     pod: e.pod.name().to_string(),
                     request: state.request.clone(),
-                    order: QueueOrder::of(starved),
+                    order: self.index.order_of(starved),
                 })
         };
         let Some(nomination) = chosen else {
@@ -203,6 +204,7 @@ impl SchedulerCache {
         };
         let made = self.nominations.nominate(&key, nomination);
         if made {
+            self.nominated.0 += 1;
             self.queue.activate(&key, now);
         }
         made
@@ -212,7 +214,7 @@ impl SchedulerCache {
 /// Whether the Pod of `e` could take `request` once drained: the Run's evaluation found it
 /// feasible or rejected it for room only (so it is available, and no other filter ran
 /// against it), and its capacity is at least the request.
-fn could_take_once_drained(e: &PodEvaluation<'_>, request: &Resources) -> bool {
+pub(super) fn could_take_once_drained(e: &PodEvaluation<'_>, request: &Resources) -> bool {
     let room_only = e.rejection.as_ref().is_none_or(|r| r.shortfall.is_some());
     let Ok(capacity) = e.pod.capacity() else {
         return false;
@@ -221,7 +223,7 @@ fn could_take_once_drained(e: &PodEvaluation<'_>, request: &Resources) -> bool {
 }
 
 /// How far `pod` is from taking `request`: (Runs to drain, amount to free, name).
-fn drain_cost<'a>(pod: &PodView<'a>, request: &Resources) -> (usize, u64, &'a str) {
+pub(super) fn drain_cost<'a>(pod: &PodView<'a>, request: &Resources) -> (usize, u64, &'a str) {
     let runs = pod.active_runs().count() + pod.assumed_runs().count();
     let to_free: u64 = request
         .iter()

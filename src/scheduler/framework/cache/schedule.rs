@@ -10,6 +10,7 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 
 use super::SchedulerCache;
+use super::preemption::Preemption;
 use super::reserve::ReserveError;
 use crate::api::Run;
 use crate::scheduler::framework::assumed::Assumption;
@@ -82,6 +83,11 @@ pub struct Scheduled {
     pub outcome: ScheduleOutcome,
     /// The Pod nominated for the Run after its cycle (its status names it while Pending).
     pub nominated: Option<String>,
+    /// The Runs to preempt on the nominated Pod for it (level 1: unassign; level 2: ask
+    /// runtimed to stop them), when its cycle found it room only that way.
+    pub preemption: Option<Preemption>,
+    /// Its resolved priority, for `status.priority` (`None` while its class is missing).
+    pub priority: Option<i32>,
     /// How long the Run waited in the active queue before this cycle.
     pub waited: SignedDuration,
 }
@@ -117,11 +123,13 @@ impl SchedulerCache {
             if self.assumed.get(&popped.key).is_some() {
                 continue;
             }
-            let outcome = self.cycle_popped(registry, &run, &popped, now);
+            let (outcome, preemption) = self.cycle_popped(registry, &run, &popped, now);
             return Some(Scheduled {
                 nominated: self
                     .nominated_pod(&popped.key.namespace, &popped.key.uid)
                     .map(str::to_string),
+                preemption: preemption.filter(|p| !p.victims.is_empty()),
+                priority: self.index.priority_of(&run).ok(),
                 run,
                 outcome,
                 waited: popped.waited,
@@ -135,7 +143,7 @@ impl SchedulerCache {
         run: &Run,
         popped: &Popped,
         now: Timestamp,
-    ) -> ScheduleOutcome {
+    ) -> (ScheduleOutcome, Option<Preemption>) {
         let Popped {
             key, scope, order, ..
         } = popped;
@@ -152,6 +160,13 @@ impl SchedulerCache {
             self.assumed.forget(key);
             outcome = self.cycle(registry, run, now);
         }
+        // Fits nowhere: priority may take room from lower-priority Runs, or hold it.
+        let preemption = match &outcome {
+            ScheduleOutcome::Unschedulable(u) if u.missing_class.is_none() => {
+                self.preempt(registry, run, now)
+            }
+            _ => None,
+        };
         match &outcome {
             ScheduleOutcome::Reserved { .. } => {}
             // An invalid Run waits as unschedulable until the watch shows it Failed, so a
@@ -175,7 +190,7 @@ impl SchedulerCache {
         {
             self.rewalk(scope, pod, now);
         }
-        outcome
+        (outcome, preemption)
     }
 
     /// One cycle for `run` against the current state: evaluate, then Reserve.

@@ -91,6 +91,11 @@ impl SharedCache {
         self.lock().take_wake_counts()
     }
 
+    /// See [`SchedulerCache::take_nomination_counts`].
+    pub fn take_nomination_counts(&self) -> (u64, u64) {
+        self.lock().take_nomination_counts()
+    }
+
     pub fn apply<K: Indexed>(&self, obj: &K, now: Timestamp) -> Changes {
         self.lock().apply(obj, now)
     }

@@ -68,6 +68,14 @@ impl SchedulerCache {
         for scope in &changes.retargets {
             self.retarget(scope, now);
         }
+        for key in &changes.reordered {
+            if let Some((runtime, _)) = self.index.queued(key) {
+                let scope = ScopeRef::new(&key.namespace, runtime);
+                self.bump(&scope);
+            }
+            self.file(key, now);
+            self.queue.activate(key, now);
+        }
     }
 
     /// The Runs moved since the last call, by source.

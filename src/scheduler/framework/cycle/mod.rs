@@ -26,13 +26,15 @@ use thiserror::Error;
 use super::plugin::{
     PreferredTerm, RequiredTerm, RunCycleState, RunWorkspace, ScoreError, WorkspaceBinding,
 };
+use super::priority::MissingClass;
 use super::registry::Registry;
 use super::selector::{Selector, SelectorError};
 use super::snapshot::{PodView, Snapshot};
 use super::types::{Code, MAX_SCORE, MIN_SCORE, Rejection, ResourceName, RunKey, rejection_text};
 use crate::api::resources::{ResourceError, parse_requests};
 use crate::api::status::reasons::{
-    INVALID_AFFINITY, INVALID_RESOURCES, INVALID_WORKSPACE, WORKSPACE_LOST,
+    INVALID_AFFINITY, INVALID_RESOURCES, INVALID_WORKSPACE, PRIORITY_CLASS_NOT_FOUND,
+    UNSCHEDULABLE, WORKSPACE_LOST,
 };
 use crate::api::{AffinityTerms, LABEL_RUNTIME_POD, Run, WorkspacePhase};
 
@@ -132,6 +134,8 @@ pub struct Unschedulable {
     pub histogram: Vec<RejectionCount>,
     /// The Run's Runtime, when it does not exist and no Runtime Pod names it.
     pub missing_runtime: Option<String>,
+    /// The Run's PriorityClass does not exist: it waits for it, without being evaluated.
+    pub missing_class: Option<MissingClass>,
 }
 
 impl Unschedulable {
@@ -139,6 +143,9 @@ impl Unschedulable {
     /// example.com/gpu, 1 runtimed heartbeat stale.` It names resources the Run requested but
     /// never Pods, Runs or selectors.
     pub fn message(&self) -> String {
+        if let Some(missing) = &self.missing_class {
+            return missing.to_string();
+        }
         if let Some(runtime) = &self.missing_runtime {
             return format!("Runtime {runtime:?} not found in this namespace.");
         }
@@ -155,6 +162,16 @@ impl Unschedulable {
             self.total_pods,
             parts.join(", ")
         )
+    }
+}
+
+impl Unschedulable {
+    /// The bounded reason of the `Scheduled=False` condition.
+    pub fn reason(&self) -> &'static str {
+        match self.missing_class {
+            Some(_) => PRIORITY_CLASS_NOT_FOUND,
+            None => UNSCHEDULABLE,
+        }
     }
 }
 
@@ -208,6 +225,8 @@ pub struct Evaluation<'s> {
     chosen: Option<usize>,
     /// The Runtime's name when it does not exist and has no Runtime Pods.
     missing_runtime: Option<&'s str>,
+    /// The Run's PriorityClass, when it does not exist (no Pod was evaluated).
+    missing_class: Option<MissingClass>,
 }
 
 impl<'s> Evaluation<'s> {
@@ -296,6 +315,7 @@ impl<'s> Evaluation<'s> {
                 total_pods: self.pods.len(),
                 histogram: self.rejections(),
                 missing_runtime: self.missing_runtime.map(str::to_string),
+                missing_class: self.missing_class.clone(),
             }),
         }
     }
@@ -350,6 +370,8 @@ pub fn pre_filter(snapshot: &Snapshot<'_>, run: &Run) -> Result<RunCycleState, P
         preferred,
         repelled_by,
         workspace,
+        priority: snapshot.priority_of(run).unwrap_or(0),
+        preempts: snapshot.priority_classes().preempts(run),
     })
 }
 
@@ -485,19 +507,21 @@ pub fn evaluate<'s>(
     registry: &Registry,
     run: &Run,
 ) -> Result<Evaluation<'s>, CycleError> {
-    let state = match pre_filter(snapshot, run) {
-        Ok(state) => state,
-        Err(e) => {
-            return Ok(Evaluation {
-                state: Err(e),
-                pods: Vec::new(),
-                scores: Vec::new(),
-                totals: Vec::new(),
-                chosen: None,
-                missing_runtime: None,
-            });
-        }
-    };
+    let state = pre_filter(snapshot, run);
+    let missing_class = snapshot.priority_of(run).err();
+    if state.is_err() || missing_class.is_some() {
+        // Nothing to evaluate: the Run is invalid, or waits for its PriorityClass.
+        return Ok(Evaluation {
+            state,
+            pods: Vec::new(),
+            scores: Vec::new(),
+            totals: Vec::new(),
+            chosen: None,
+            missing_runtime: None,
+            missing_class,
+        });
+    }
+    let state = state.expect("checked above");
 
     // Filter every Pod in name order; a Pod's first rejection ends its evaluation. A Pod
     // that passes every filter gets its raw scores right away, while its data is still in
@@ -576,6 +600,7 @@ pub fn evaluate<'s>(
         totals,
         chosen: chosen.map(|(i, _)| i),
         missing_runtime,
+        missing_class: None,
     })
 }
 

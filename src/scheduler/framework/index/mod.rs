@@ -40,6 +40,7 @@ pub use wakeup::{Changes, PodRef, RunChange, ScopeRef, WakeSource, Wakeup, Works
 pub use workspaces::{WorkspaceEntry, WorkspaceRecord};
 
 use crate::api::{PersistentWorkspace, Run, RunPhase};
+use crate::scheduler::framework::priority::{MissingClass, PriorityClasses};
 use crate::scheduler::framework::types::{Heartbeat, Observed, QueueOrder, RunKey};
 
 /// Why a Runtime Pod counts as lost for a Run on it.
@@ -87,6 +88,8 @@ struct RunRecord {
     runtime: String,
     placement: Placement,
     order: QueueOrder,
+    /// `status.priority` was set when last observed: its order no longer follows its class.
+    priority_recorded: bool,
     /// The PersistentWorkspace it names: a Pending Run counts as one of its users.
     workspace: Option<String>,
 }
@@ -99,6 +102,8 @@ pub struct Index {
     interner: Interner,
     /// Runtime names per namespace: a Run of a missing Runtime is told so.
     runtimes: HashMap<String, BTreeSet<String>>,
+    /// The cluster's PriorityClasses, which give Runs their priority.
+    classes: PriorityClasses,
 }
 
 impl Index {
@@ -399,7 +404,10 @@ impl Index {
         let key = RunKey::of(run);
         let name = run.name_any();
         let runtime = run.spec.runtime.clone();
-        let active = run.active_pod().map(|pod| (pod, ActiveRun::of(run)));
+        let order = self.order_of(run);
+        let active = run
+            .active_pod()
+            .map(|pod| (pod, ActiveRun::of(run, order.priority)));
         let pending = active.is_none() && run.phase() == RunPhase::Pending;
         let unassigned = active.is_none() && !pending && !run.phase().is_terminal();
 
@@ -407,6 +415,7 @@ impl Index {
         if let Some(old) = self.runs.get(&key)
             && old.name == name
             && old.runtime == runtime
+            && old.order == order
         {
             match (old.placement, &active) {
                 (Placement::Active(id), Some((pod, new))) => {
@@ -476,7 +485,7 @@ impl Index {
                         .entry(runtime.clone())
                         .or_default()
                         .pending
-                        .insert(QueueOrder::of(run), PendingRun::of(run));
+                        .insert(order.clone(), PendingRun::of(run));
                     Placement::Pending
                 } else if unassigned {
                     Placement::Unassigned
@@ -502,7 +511,8 @@ impl Index {
                     name,
                     runtime,
                     placement,
-                    order: QueueOrder::of(run),
+                    order,
+                    priority_recorded: run.status.as_ref().is_some_and(|s| s.priority.is_some()),
                     workspace: run.workspace_name().map(str::to_string),
                 },
             );
@@ -694,6 +704,89 @@ impl Index {
         let ns = self.namespaces.get(namespace)?;
         Some(&ns.slot(ns.slot_id(pod)?).active)
     }
+    // ----- Priority ---------------------------------------------------------------------
+
+    /// The Run's place in its queue under the classes known now; a Run whose class is
+    /// missing orders at priority 0 (its cycle tells it the class is missing).
+    pub fn order_of(&self, run: &Run) -> QueueOrder {
+        QueueOrder::of(run, self.classes.priority_of(run).unwrap_or(0))
+    }
+
+    /// The Run's priority, or the class it names that does not exist.
+    pub fn priority_of(&self, run: &Run) -> Result<i32, MissingClass> {
+        self.classes.priority_of(run)
+    }
+
+    pub fn priority_classes(&self) -> &PriorityClasses {
+        &self.classes
+    }
+
+    /// Records a PriorityClass; returns the Pending Runs whose priority follows it (no
+    /// recorded `status.priority`, and naming it or no class), each re-keyed to its new
+    /// order: they look again (a Run that waited for the class finds it).
+    pub fn apply_priority_class(
+        &mut self,
+        class: &k8s_openapi::api::scheduling::v1::PriorityClass,
+    ) -> Vec<RunKey> {
+        if !self.classes.apply(class) {
+            return Vec::new();
+        }
+        self.reorder(Some(&class.name_any()))
+    }
+
+    pub fn delete_priority_class(&mut self, name: &str) -> Vec<RunKey> {
+        if !self.classes.delete(name) {
+            return Vec::new();
+        }
+        self.reorder(Some(name))
+    }
+
+    pub fn reset_priority_classes(
+        &mut self,
+        classes: &[k8s_openapi::api::scheduling::v1::PriorityClass],
+    ) -> Vec<RunKey> {
+        if !self.classes.reset(classes) {
+            return Vec::new();
+        }
+        self.reorder(None)
+    }
+
+    /// Re-keys the Pending Runs whose priority follows class `changed` (every class when
+    /// `None`; the global default may have moved, so Runs naming no class always count).
+    fn reorder(&mut self, changed: Option<&str>) -> Vec<RunKey> {
+        let affected: Vec<(RunKey, QueueOrder)> = self
+            .runs
+            .iter()
+            .filter(|(_, r)| r.placement == Placement::Pending && !r.priority_recorded)
+            .filter_map(|(key, r)| {
+                let pending = self.namespaces[&key.namespace].scopes[&r.runtime]
+                    .pending
+                    .get(&r.order)?;
+                let class = pending.run.spec.priority_class_name.as_deref();
+                (changed.is_none() || class.is_none() || class == changed)
+                    .then(|| (key.clone(), self.order_of(&pending.run)))
+            })
+            .collect();
+        for (key, order) in &affected {
+            let Some(record) = self.runs.get_mut(key) else {
+                continue;
+            };
+            if record.order == *order {
+                continue;
+            }
+            let old = std::mem::replace(&mut record.order, order.clone());
+            let scope = self
+                .namespaces
+                .get_mut(&key.namespace)
+                .and_then(|ns| ns.scopes.get_mut(&record.runtime))
+                .expect("a Pending Run's scope exists");
+            if let Some(entry) = scope.pending.remove(&old) {
+                scope.pending.insert(order.clone(), entry);
+            }
+        }
+        affected.into_iter().map(|(k, _)| k).collect()
+    }
+
     // ----- PersistentWorkspaces ---------------------------------------------------------
 
     /// Records a PersistentWorkspace. Returns it when what a cycle reads of it changed (it

@@ -204,12 +204,25 @@ pub struct ActiveRun {
     pub anti_affinity: Vec<Selector>,
     /// The PersistentWorkspace it uses: its binding follows this Run's Pod.
     pub workspace: Option<String>,
+    /// Its resolved priority: only a Run of strictly higher priority may preempt it.
+    pub priority: i32,
+    /// `spec.priorityClassName`: whether its class lets a Running Run be preempted.
+    pub class: Option<String>,
+    /// `status.startTime`: the latest started victim loses the least work.
+    pub started: Option<Timestamp>,
+    /// The scheduler asked runtimed to stop it for a preemption (`DisruptionTarget`): its
+    /// room is already on its way to the preemptor.
+    pub disrupting: bool,
 }
 
 impl ActiveRun {
-    pub(super) fn of(run: &Run) -> Self {
+    pub(super) fn of(run: &Run, priority: i32) -> Self {
         let status = run.status.as_ref();
         ActiveRun {
+            priority,
+            class: run.spec.priority_class_name.clone(),
+            started: status.and_then(|s| s.start_time.as_ref()).map(|t| t.0),
+            disrupting: status.is_some_and(crate::api::status::disruption_requested),
             name: run.name_any(),
             pod_uid: status.and_then(|s| s.assigned_pod_uid.clone()),
             admitted: run.phase().is_admitted(),

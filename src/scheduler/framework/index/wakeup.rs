@@ -5,6 +5,7 @@
 //! decide which Runs to wake: that is the cache's `wake` module, applying the plugins'
 //! queueing hints.
 
+use crate::scheduler::framework::types::RunKey;
 use std::collections::BTreeSet;
 
 /// Why the Pending Runs of a Runtime are being woken; values are the bounded `source` label
@@ -124,6 +125,9 @@ pub struct Changes {
     /// PersistentWorkspaces that appeared, went away or changed phase or binding: the
     /// Pending Runs that name one read it again.
     pub workspaces: Vec<WorkspaceRef>,
+    /// Pending Runs whose priority follows a PriorityClass that appeared, changed or went
+    /// away: each is filed at its new place and looks again.
+    pub reordered: Vec<RunKey>,
 }
 
 impl Changes {
@@ -132,6 +136,15 @@ impl Changes {
             && self.rechecks.is_empty()
             && self.retargets.is_empty()
             && self.workspaces.is_empty()
+            && self.reordered.is_empty()
+    }
+
+    /// What a PriorityClass event changed.
+    pub fn reordered(reordered: Vec<RunKey>) -> Self {
+        Changes {
+            reordered,
+            ..Changes::default()
+        }
     }
 
     /// What a PersistentWorkspace event changed.

@@ -2,8 +2,8 @@
 //!
 //! Modelled on kube-scheduler's scheduling queue. Every Pending Run that waits for placement
 //! and holds no assumption is in exactly one of three sets of its Runtime's queue:
-//! - **active**: ready for a cycle, in queue order ([`QueueOrder`]: creation time, then UID;
-//!   the one comparator the priority extension changes);
+//! - **active**: ready for a cycle, in queue order ([`QueueOrder`]: priority, creation time,
+//!   then UID);
 //! - **backoff**: a cycle or a Bind failed; it becomes active again when its per-Run capped
 //!   backoff expires;
 //! - **unschedulable**: its last cycle found no Pod; it becomes active again when an event
@@ -117,8 +117,10 @@ pub struct SchedulingQueue {
 }
 
 impl SchedulingQueue {
-    /// Queues a Run that waits for placement (active), unless it is queued already;
-    /// `required_terms`: it has required Run affinity or anti-affinity terms.
+    /// Queues a Run that waits for placement (active), unless it is queued already at this
+    /// place; a Run whose order changed (its priority was resolved anew) is queued again at
+    /// its new place, active. `required_terms`: it has required Run affinity or
+    /// anti-affinity terms.
     pub fn add(
         &mut self,
         key: &RunKey,
@@ -127,8 +129,11 @@ impl SchedulingQueue {
         required_terms: bool,
         now: Timestamp,
     ) {
-        if self.entries.contains_key(key) {
-            return;
+        if let Some(entry) = self.entries.get(key) {
+            if entry.order == *order && entry.scope == *scope {
+                return;
+            }
+            self.remove(key);
         }
         if required_terms {
             self.required_terms.insert(key.clone());

@@ -6,6 +6,7 @@ fn at(ms: i64) -> Timestamp {
 
 fn order(created: i64, uid: &str) -> QueueOrder {
     QueueOrder {
+        priority: 0,
         created: Some(at(created * 1000)),
         uid: uid.to_string(),
     }

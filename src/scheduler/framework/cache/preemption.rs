@@ -1,0 +1,278 @@
+//! Priority's half of the bounded wait: a Pending Run that does not fit takes room from Runs
+//! of strictly lower priority (preemption), or at least has room held for it at once while a
+//! lower-priority Run holds or waits for room (nomination by priority, no starvation
+//! threshold).
+//!
+//! Owns which Pod a preemptor is nominated to and which Runs there are its victims:
+//! - level 1: Scheduled Runs runtimed has not claimed, of any class;
+//! - level 2: Running (or Ready) Runs whose PriorityClass an admin annotated
+//!   `kruntimes.io/preemptible: "true"`;
+//! - never a Run of equal or higher priority, and none at all for a preemptor whose class says
+//!   `preemptionPolicy: Never`.
+//!
+//! On each candidate Pod every possible victim is removed, then victims are given back from
+//! the most important down (highest priority, then earliest start) while the Run still fits:
+//! the fewest, least important Runs are preempted. Among Pods the choice is kube-scheduler's:
+//! the lowest highest victim priority, then the lowest sum of victim priorities, then the
+//! fewest victims, then the least work lost (the latest start), then the Pod name. Runs a
+//! preemption already asked to stop count as gone, so a preemption in flight is never
+//! doubled. The freed room is held by the preemptor's nomination, which lower-priority
+//! nominations yield to, so victims cannot take it back.
+//!
+//! It decides only; the controller writes the victims (guarded by their resourceVersion).
+
+use jiff::Timestamp;
+
+use super::SchedulerCache;
+use super::nominator::{could_take_once_drained, drain_cost};
+use crate::api::{Resources, Run};
+use crate::scheduler::framework::cycle::evaluate;
+use crate::scheduler::framework::index::{ActiveRun, ScopeRef};
+use crate::scheduler::framework::nominations::Nomination;
+use crate::scheduler::framework::registry::Registry;
+use crate::scheduler::framework::snapshot::PodView;
+use crate::scheduler::framework::types::RunKey;
+
+/// A Run sent back to Pending to make room for a higher-priority one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Victim {
+    pub name: String,
+    pub uid: String,
+    pub priority: i32,
+    /// runtimed had claimed it (level 2): runtimed stops it; otherwise (level 1) the
+    /// scheduler unassigns it.
+    pub admitted: bool,
+}
+
+impl Victim {
+    /// The bounded label of `kruntimes_scheduler_preemptions_total{level}`.
+    pub fn level(&self) -> &'static str {
+        if self.admitted {
+            "running"
+        } else {
+            "scheduled"
+        }
+    }
+}
+
+/// Where a Pending Run waits for room held for it, and which Runs there must go first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preemption {
+    pub pod: String,
+    /// Empty when the room is coming anyway (Runs already asked to stop) or the Run may not
+    /// preempt: it is only nominated.
+    pub victims: Vec<Victim>,
+}
+
+/// How bad preempting `victims` is, lowest first (see the module documentation).
+type Cost<'a> = (i32, i64, usize, std::cmp::Reverse<Timestamp>, &'a str);
+
+impl SchedulerCache {
+    /// What priority does for `run`, a Pending Run that fits nowhere now: the Pod to nominate
+    /// it to and the victims there, or `None` when it outranks nobody who holds or waits for
+    /// room it could use. Pure: `explain` shows it as a dry run.
+    pub fn preemption_plan(
+        &self,
+        registry: &Registry,
+        run: &Run,
+        now: Timestamp,
+    ) -> Option<Preemption> {
+        let key = RunKey::of(run);
+        let (namespace, runtime) = (key.namespace.as_str(), run.spec.runtime.as_str());
+        let snapshot = self.snapshot(namespace, runtime, now);
+        let eval = evaluate(&snapshot, registry, run).ok()?;
+        let state = eval.state().ok()?;
+        if eval.chosen().is_some() || snapshot.priority_of(run).is_err() {
+            return None;
+        }
+        let classes = snapshot.priority_classes();
+        let candidates: Vec<&PodView<'_>> = eval
+            .pods()
+            .iter()
+            .filter(|e| could_take_once_drained(e, &state.request))
+            .filter(|e| {
+                state
+                    .workspace
+                    .as_ref()
+                    .is_none_or(|w| w.admits(e.pod.name()))
+            })
+            // Only a nomination of strictly lower priority yields.
+            .filter(|e| match self.nominations.on_pod(namespace, e.pod.name()) {
+                None => true,
+                Some((k, n)) => *k == key || n.order.priority < state.priority,
+            })
+            .map(|e| &e.pod)
+            .collect();
+
+        let mut best: Option<(Cost<'_>, Preemption)> = None;
+        for pod in &candidates {
+            let Some(victims) =
+                victims_on(pod, &state.request, state.priority, state.preempts, |c| {
+                    classes.preemptible(c)
+                })
+            else {
+                continue;
+            };
+            let cost = cost(pod.name(), &victims);
+            if best.as_ref().is_none_or(|(c, _)| cost < *c) {
+                let victims = victims
+                    .into_iter()
+                    .map(|(uid, active)| Victim {
+                        name: active.name.clone(),
+                        uid: uid.to_string(),
+                        priority: active.priority,
+                        admitted: active.admitted,
+                    })
+                    .collect();
+                best = Some((
+                    cost,
+                    Preemption {
+                        pod: pod.name().to_string(),
+                        victims,
+                    },
+                ));
+            }
+        }
+        if let Some((_, preemption)) = best {
+            return Some(preemption);
+        }
+
+        // No Pod can be freed for it now: it still has room held at once where it would fit
+        // soonest, as long as a lower-priority Run holds or waits for room.
+        let waits = self
+            .index
+            .pending(namespace, runtime)
+            .next_back()
+            .is_some_and(|(o, _)| o.priority < state.priority);
+        let holds = |pod: &PodView<'_>| pod.active_runs().any(|(_, a)| a.priority < state.priority);
+        candidates
+            .iter()
+            .filter(|pod| waits || holds(pod))
+            .min_by_key(|pod| drain_cost(pod, &state.request))
+            .map(|pod| Preemption {
+                pod: pod.name().to_string(),
+                victims: Vec::new(),
+            })
+    }
+
+    /// Carries [`Self::preemption_plan`] out in the cache: nominates `run` to the planned Pod
+    /// (a lower-priority nomination there yields and its Run looks again; the Run's own
+    /// nomination elsewhere is given up). Returns the plan; the controller writes its victims.
+    pub(super) fn preempt(
+        &mut self,
+        registry: &Registry,
+        run: &Run,
+        now: Timestamp,
+    ) -> Option<Preemption> {
+        let plan = self.preemption_plan(registry, run, now)?;
+        let key = RunKey::of(run);
+        let namespace = key.namespace.clone();
+        if self
+            .nominations
+            .get(&key)
+            .is_some_and(|n| n.pod == plan.pod)
+        {
+            return Some(plan);
+        }
+        let request =
+            crate::api::resources::parse_requests(run.spec.resources.as_ref().map(|r| &r.requests))
+                .ok()?;
+        if let Some(old) = self.nominations.drop_run(&key) {
+            let scope = ScopeRef::new(&namespace, &old.runtime);
+            self.rewalk(&scope, &old.pod, now);
+        }
+        if let Some((yielding, _)) = self.nominations.on_pod(&namespace, &plan.pod) {
+            let yielding = yielding.clone();
+            self.nominations.drop_run(&yielding);
+            self.queue.activate(&yielding, now);
+        }
+        let nominated = self.nominations.nominate(
+            &key,
+            Nomination {
+                run_name: run.metadata.name.clone().unwrap_or_default(),
+                runtime: run.spec.runtime.clone(),
+                pod: plan.pod.clone(),
+                request,
+                order: self.index.order_of(run),
+            },
+        );
+        debug_assert!(
+            nominated,
+            "the Run and the Pod were freed of nominations above"
+        );
+        self.nominated.1 += 1;
+        Some(plan)
+    }
+}
+
+/// The fewest, least important Runs on `pod` whose leaving lets `request` fit, by UID;
+/// `None` when even all of them would not do. Runs already asked
+/// to stop count as gone; with `may_preempt` false nothing else may go.
+fn victims_on<'a>(
+    pod: &PodView<'a>,
+    request: &Resources,
+    priority: i32,
+    may_preempt: bool,
+    preemptible_class: impl Fn(Option<&str>) -> bool,
+) -> Option<Vec<(&'a str, &'a ActiveRun)>> {
+    let capacity = pod.capacity().ok()?;
+    let mut freed = Resources::default();
+    let mut possible: Vec<(&'a str, &'a ActiveRun)> = Vec::new();
+    for (uid, active) in pod.active_runs() {
+        if active.disrupting {
+            freed.add(&active.request.amounts);
+        } else if may_preempt
+            && active.priority < priority
+            && active.request.unknown.is_empty()
+            && (!active.admitted || preemptible_class(active.class.as_deref()))
+        {
+            possible.push((uid, active));
+        }
+    }
+    let fits = |removed: &Resources| {
+        request.iter().all(|(resource, amount)| {
+            pod.effective(resource)
+                .saturating_sub(removed.get(resource))
+                .checked_add(amount)
+                .is_some_and(|total| total <= capacity.get(resource))
+        })
+    };
+    let mut removed = freed.clone();
+    for (_, active) in &possible {
+        removed.add(&active.request.amounts);
+    }
+    if !fits(&removed) {
+        return None;
+    }
+    // Most important first: each one that can stay, stays.
+    possible.sort_by_key(|(uid, a)| (std::cmp::Reverse(a.priority), a.started, *uid));
+    let mut victims = Vec::new();
+    for (uid, active) in possible {
+        let mut without = removed.clone();
+        without.sub(&active.request.amounts);
+        if fits(&without) {
+            removed = without;
+        } else {
+            victims.push((uid, active));
+        }
+    }
+    Some(victims)
+}
+
+fn cost<'a>(pod: &'a str, victims: &[(&str, &ActiveRun)]) -> Cost<'a> {
+    let priorities = victims.iter().map(|(_, a)| a.priority);
+    (
+        priorities.clone().max().unwrap_or(i32::MIN),
+        priorities.map(i64::from).sum(),
+        victims.len(),
+        // A Run not started yet loses no work.
+        std::cmp::Reverse(
+            victims
+                .iter()
+                .map(|(_, a)| a.started.unwrap_or(Timestamp::MAX))
+                .min()
+                .unwrap_or(Timestamp::MAX),
+        ),
+        pod,
+    )
+}

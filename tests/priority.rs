@@ -1,0 +1,436 @@
+//! Priority and preemption on the real control plane with real runtimed processes: an urgent
+//! Run is the next one placed however many wait; a missing PriorityClass is waited for; a
+//! Scheduled lower-priority Run races runtimed's claim against its preemption without ever
+//! failing or overcommitting; a Running Run of a preemptible class is stopped, sent back to
+//! Pending for attempt 2 and runs again, while one of a plain class is never preempted.
+
+mod support;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, PostParams};
+
+use kruntimes::api::status::{CONDITION_DISRUPTION_TARGET, reasons};
+use kruntimes::api::{Resources, Run, RunPhase};
+use kruntimes::process::Signal;
+use kruntimes::testing::{PriorityClassBuilder, RunBuilder, priority_class, run, runtime};
+use support::world::{
+    Create, OvercommitWatch, RunEvents, RuntimedProcess, SchedulerProcess, TestNs,
+};
+
+/// runtimed's grace for a preempted Run (`--shutdown-grace`) in these tests.
+const GRACE: Duration = Duration::from_secs(3);
+
+/// A Runtime of one Pod with `runs: 1`, its runtimed, and the PriorityClasses of the test
+/// (cluster-scoped, so named after the namespace and deleted at the end).
+struct Pool {
+    ns: TestNs,
+    agent: RuntimedProcess,
+    pod: String,
+    classes: Vec<String>,
+    scheduler: SchedulerProcess,
+}
+
+impl Pool {
+    async fn start(prefix: &str, classes: &[PriorityClassBuilder]) -> Self {
+        let ns = TestNs::new(prefix).await;
+        let scheduler = SchedulerProcess::start(&ns.name, 4, None, prefix).await;
+        let api: Api<PriorityClass> = Api::all(ns.client.clone());
+        let mut names = Vec::new();
+        for class in classes {
+            let mut object = class.build();
+            let name = format!("{}-{}", ns.name, class.name());
+            object.metadata.name = Some(name.clone());
+            object.metadata.uid = None;
+            api.create(&PostParams::default(), &object)
+                .await
+                .expect("create the PriorityClass");
+            names.push(name);
+        }
+        runtime("pool")
+            .replicas(1)
+            .capacity(&[("runs", 1)])
+            .create(&ns)
+            .await;
+        let pod = ns.runtime_pods("pool", 1).await.remove(0);
+        ns.set_ready(&pod.name_any(), true).await;
+        let grace = format!("{}s", GRACE.as_secs());
+        let agent = RuntimedProcess::start(
+            &pod,
+            &[
+                "--heartbeat-interval",
+                "1s",
+                "--heartbeat-duration",
+                "10s",
+                "--shutdown-grace",
+                &grace,
+            ],
+        );
+        // runtimed is up (its heartbeat written) once a first Run ran.
+        run("warm-up").runtime("pool").create(&ns).await;
+        ns.wait_runs(
+            Duration::from_secs(60),
+            "the warm-up Run to succeed",
+            |runs| {
+                find(runs, "warm-up")
+                    .filter(|r| r.phase() == RunPhase::Succeeded)
+                    .map(|_| ())
+            },
+        )
+        .await;
+        Pool {
+            pod: pod.name_any(),
+            ns,
+            agent,
+            classes: names,
+            scheduler,
+        }
+    }
+
+    /// The cluster-wide name of the test's class `name`.
+    fn class(&self, name: &str) -> String {
+        format!("{}-{name}", self.ns.name)
+    }
+
+    fn run(&self, name: &str, class: Option<&str>, seconds: f64) -> RunBuilder {
+        let r = run(name)
+            .runtime("pool")
+            .task(&["sh", "-c", &format!("sleep {seconds}")]);
+        match class {
+            Some(c) => r.priority_class(&self.class(c)),
+            None => r,
+        }
+    }
+
+    fn capacity(&self) -> HashMap<String, Resources> {
+        HashMap::from([(self.pod.clone(), Resources::from_iter([("runs", 1)]))])
+    }
+
+    async fn finish(self) {
+        let api: Api<PriorityClass> = Api::all(self.ns.client.clone());
+        for name in &self.classes {
+            let _ = api.delete(name, &DeleteParams::default()).await;
+        }
+    }
+}
+
+fn find<'a>(runs: &'a [Run], name: &str) -> Option<&'a Run> {
+    runs.iter().find(|r| r.name_any() == name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_urgent_run_is_the_next_placed_ahead_of_twenty_waiting_ones_twenty_times_out_of_twenty()
+{
+    let pool = Pool::start("prio-next", &[priority_class("urgent", 1000)]).await;
+    let ns = &pool.ns;
+    let watch = OvercommitWatch::start(ns, pool.capacity()).await;
+    let events = RunEvents::start(ns).await;
+    // Each round uses up one waiting Run: 20 always wait behind the urgent one.
+    const ROUNDS: usize = 20;
+    for i in 0..ROUNDS + 21 {
+        pool.run(&format!("batch-{i:02}"), None, 0.8)
+            .create(ns)
+            .await;
+    }
+    let mut urgent_created = Vec::new();
+    for round in 0..ROUNDS {
+        // A fresh Run has just started: the urgent one arrives while the Pod is busy, with
+        // more than 20 priority-0 Runs created before it waiting.
+        let running = ns
+            .wait_runs(Duration::from_secs(60), "a Run running", |runs| {
+                runs.iter()
+                    .find(|r| r.phase() == RunPhase::Running && !r.name_any().starts_with("urgent"))
+                    .filter(|_| {
+                        runs.iter()
+                            .filter(|r| r.phase() == RunPhase::Pending)
+                            .count()
+                            >= 20
+                    })
+                    .map(|r| r.name_any())
+            })
+            .await;
+        let name = format!("urgent-{round:02}");
+        pool.run(&name, Some("urgent"), 0.3).create(ns).await;
+        urgent_created.push((name.clone(), running));
+        ns.wait_runs(
+            Duration::from_secs(60),
+            "the urgent Run to succeed",
+            |runs| {
+                find(runs, &name)
+                    .is_some_and(|r| r.phase() == RunPhase::Succeeded)
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+    events.catch_up().await;
+    let history = events.events();
+    // The order Runs were bound in, by first Scheduled event.
+    let mut bound: Vec<String> = Vec::new();
+    for e in history.iter().filter(|e| !e.deleted) {
+        let name = e.run.name_any();
+        if e.run.active_pod().is_some() && !bound.contains(&name) {
+            bound.push(name);
+        }
+    }
+    let mut next_after = 0;
+    for (urgent, busy) in &urgent_created {
+        let at = bound
+            .iter()
+            .position(|n| n == busy)
+            .expect("the busy Run was bound");
+        assert_eq!(
+            bound.get(at + 1),
+            Some(urgent),
+            "{urgent} arrived while {busy} ran and was not the next Run placed: {:?}",
+            &bound[at..(at + 3).min(bound.len())]
+        );
+        next_after += 1;
+    }
+    let urgent = ns.get_run("urgent-00").await;
+    assert_eq!(urgent.status.as_ref().and_then(|s| s.priority), Some(1000));
+    let checked = watch.finish().await;
+    eprintln!(
+        "{next_after}/{ROUNDS} urgent Runs were the next placed; {checked} Run events checked for overcommit"
+    );
+    pool.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_of_a_missing_priority_class_waits_for_it_and_runs_once_it_exists() {
+    let pool = Pool::start("prio-missing", &[]).await;
+    let ns = &pool.ns;
+    pool.run("late", Some("later"), 0.1).create(ns).await;
+    let message = ns
+        .wait_runs(
+            Duration::from_secs(30),
+            "the Run to say its class is missing",
+            |runs| {
+                let status = find(runs, "late")?.status.clone()?;
+                (status.reason.as_deref() == Some(reasons::PRIORITY_CLASS_NOT_FOUND))
+                    .then_some(status.message.unwrap_or_default())
+            },
+        )
+        .await;
+    assert!(message.contains(&pool.class("later")), "{message}");
+    assert_eq!(ns.get_run("late").await.phase(), RunPhase::Pending);
+    let api: Api<PriorityClass> = Api::all(ns.client.clone());
+    let mut class = priority_class("later", 7).build();
+    class.metadata.name = Some(pool.class("later"));
+    class.metadata.uid = None;
+    api.create(&PostParams::default(), &class).await.unwrap();
+    let done = ns
+        .wait_runs(Duration::from_secs(30), "the Run to succeed", |runs| {
+            find(runs, "late")
+                .filter(|r| r.phase() == RunPhase::Succeeded)
+                .cloned()
+        })
+        .await;
+    assert_eq!(done.status.and_then(|s| s.priority), Some(7));
+    let _ = api
+        .delete(&pool.class("later"), &DeleteParams::default())
+        .await;
+    pool.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preemption_racing_runtimed_claim_never_fails_the_lower_run_nor_overcommits() {
+    let pool = Pool::start("prio-race", &[priority_class("urgent", 1000)]).await;
+    let ns = &pool.ns;
+    let watch = OvercommitWatch::start(ns, pool.capacity()).await;
+    const ROUNDS: usize = 100;
+    let (mut preempted, mut claimed_first) = (0, 0);
+    for round in 0..ROUNDS {
+        let (low, urgent) = (format!("low-{round:03}"), format!("urgent-{round:03}"));
+        // runtimed frozen: the low Run is bound but not claimed.
+        pool.agent.signal(Signal::Stop);
+        pool.run(&low, None, 0.0).create(ns).await;
+        ns.wait_runs(Duration::from_secs(30), "the low Run Scheduled", |runs| {
+            find(runs, &low)
+                .filter(|r| r.phase() == RunPhase::Scheduled)
+                .map(|_| ())
+        })
+        .await;
+        pool.run(&urgent, Some("urgent"), 0.0).create(ns).await;
+        // Thawed at a random moment of the scheduler's preemption.
+        let pause = Duration::from_millis(u64::from(fastrand_ms(round)));
+        tokio::time::sleep(pause).await;
+        pool.agent.signal(Signal::Cont);
+        let runs = ns
+            .wait_runs(Duration::from_secs(60), "both Runs to succeed", |runs| {
+                [&low, &urgent]
+                    .iter()
+                    .all(|n| find(runs, n).is_some_and(|r| r.phase().is_terminal()))
+                    .then(|| runs.to_vec())
+            })
+            .await;
+        for name in [&low, &urgent] {
+            let r = find(&runs, name).unwrap();
+            assert_eq!(
+                r.phase(),
+                RunPhase::Succeeded,
+                "{name} ended {:?}: {:?}",
+                r.phase(),
+                r.status.as_ref().and_then(|s| s.message.clone())
+            );
+        }
+    }
+    let history = watch.finish_recorded().await;
+    let checked = history.len();
+    // Preempted: a version of the low Run said so (before it was placed again).
+    for round in 0..ROUNDS {
+        let low = format!("low-{round:03}");
+        let was_preempted = history.iter().any(|e| {
+            e.run.name_any() == low
+                && e.run.status.as_ref().and_then(|s| s.reason.as_deref())
+                    == Some(reasons::PREEMPTED)
+        });
+        if was_preempted {
+            preempted += 1;
+        } else {
+            claimed_first += 1;
+        }
+    }
+    let metrics = pool.scheduler.metrics().await;
+    for line in metrics
+        .lines()
+        .filter(|l| l.starts_with("kruntimesscheduler_preemptions_total"))
+    {
+        eprintln!("{line}");
+    }
+    eprintln!(
+        "{ROUNDS} races: the urgent Run went first {preempted} times (preempted), runtimed's claim won {claimed_first} times; {checked} Run events checked for overcommit"
+    );
+    assert!(
+        preempted > 0,
+        "the urgent Run never preempted the Scheduled one"
+    );
+    pool.finish().await;
+}
+
+/// A deterministic 0..=50 ms spread over the rounds (no RNG crate for one number).
+fn fastrand_ms(round: usize) -> u8 {
+    ((round * 37 + 11) % 51) as u8
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_run_of_a_preemptible_class_is_stopped_requeued_and_runs_again_a_plain_one_never()
+{
+    let pool = Pool::start(
+        "prio-running",
+        &[
+            priority_class("urgent", 1000),
+            priority_class("batch", 0).preemptible(),
+            priority_class("plain", 0),
+        ],
+    )
+    .await;
+    let ns = &pool.ns;
+    let watch = OvercommitWatch::start(ns, pool.capacity()).await;
+    let events = RunEvents::start(ns).await;
+
+    // A plain class is never preempted: the urgent Run waits, nominated, until it ends.
+    pool.run("plain", Some("plain"), 3.0).create(ns).await;
+    ns.wait_runs(Duration::from_secs(30), "plain Running", |runs| {
+        find(runs, "plain")
+            .filter(|r| r.phase() == RunPhase::Running)
+            .map(|_| ())
+    })
+    .await;
+    pool.run("urgent-1", Some("urgent"), 0.2).create(ns).await;
+    let nominated = ns
+        .wait_runs(Duration::from_secs(30), "urgent-1 nominated", |runs| {
+            find(runs, "urgent-1")?
+                .status
+                .as_ref()?
+                .nominated_pod_name
+                .clone()
+        })
+        .await;
+    assert_eq!(nominated, pool.pod);
+    ns.wait_runs(Duration::from_secs(30), "urgent-1 Succeeded", |runs| {
+        find(runs, "urgent-1")
+            .filter(|r| r.phase() == RunPhase::Succeeded)
+            .map(|_| ())
+    })
+    .await;
+    let plain = ns.get_run("plain").await;
+    assert_eq!(plain.phase(), RunPhase::Succeeded);
+    assert_eq!(plain.status.as_ref().and_then(|s| s.attempt), Some(1));
+
+    // A preemptible class: stopped within its grace, back to Pending with attempt 2.
+    pool.run("batch", Some("batch"), 4.0).create(ns).await;
+    ns.wait_runs(Duration::from_secs(30), "batch Running", |runs| {
+        find(runs, "batch")
+            .filter(|r| r.phase() == RunPhase::Running)
+            .map(|_| ())
+    })
+    .await;
+    let asked = Instant::now();
+    pool.run("urgent-2", Some("urgent"), 0.2).create(ns).await;
+    ns.wait_runs(Duration::from_secs(30), "batch back to Pending", |runs| {
+        find(runs, "batch")
+            .filter(|r| r.status.as_ref().and_then(|s| s.attempt) == Some(2))
+            .map(|_| ())
+    })
+    .await;
+    let stopped_in = asked.elapsed();
+    // runtimed's own write, before the scheduler's Pending message replaces its reason.
+    events.catch_up().await;
+    let requeued = events
+        .events()
+        .into_iter()
+        .find(|e| {
+            e.run.name_any() == "batch"
+                && e.run.phase() == RunPhase::Pending
+                && e.run.status.as_ref().and_then(|s| s.attempt) == Some(2)
+        })
+        .expect("the requeued version of batch");
+    let status = requeued.run.status.clone().unwrap();
+    assert_eq!(status.reason.as_deref(), Some(reasons::PREEMPTED));
+    assert_eq!(status.attempt, Some(2));
+    assert!(status.assigned_pod.is_none());
+    assert!(
+        !status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == CONDITION_DISRUPTION_TARGET),
+        "the stop request is answered"
+    );
+    assert!(
+        stopped_in < GRACE + Duration::from_secs(5),
+        "stopped after {stopped_in:?}, grace {GRACE:?}"
+    );
+    let done = ns
+        .wait_runs(Duration::from_secs(60), "both Succeeded", |runs| {
+            let (b, u) = (find(runs, "batch")?, find(runs, "urgent-2")?);
+            (b.phase() == RunPhase::Succeeded && u.phase() == RunPhase::Succeeded)
+                .then(|| (b.clone(), u.clone()))
+        })
+        .await;
+    assert_eq!(
+        done.0.status.as_ref().and_then(|s| s.attempt),
+        Some(2),
+        "ran again"
+    );
+    assert!(
+        done.1.status.as_ref().and_then(|s| s.start_time.clone())
+            < done.0.status.as_ref().and_then(|s| s.start_time.clone()),
+        "the urgent Run ran before the batch Run's second attempt"
+    );
+    events.catch_up().await;
+    // The plain Run was never asked to stop.
+    assert!(
+        !events.events().iter().any(|e| e.run.name_any() == "plain"
+            && e.run.status.as_ref().is_some_and(|s| s
+                .conditions
+                .iter()
+                .any(|c| c.type_ == CONDITION_DISRUPTION_TARGET))),
+        "a Run of a class without kruntimes.io/preemptible was asked to stop"
+    );
+    watch.finish().await;
+    pool.finish().await;
+}
