@@ -97,15 +97,43 @@ pub struct WorkspaceReport {
     pub bound_pod: Option<String>,
 }
 
-/// A Pending Run's place in its Runtime's queue (creation time, then UID).
+/// A Pending Run's place in its Runtime's queue (priority, creation time, then UID).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueReport {
-    /// 1 is the oldest Pending Run of the Runtime.
+    /// 1 is the Pending Run of the Runtime considered first.
     pub position: usize,
     pub pending: usize,
     /// The Runtime Pod being drained for this Run, if the scheduler nominated one.
     pub nominated: Option<NominationReport>,
+    /// Its priority (from `status.priority` or its PriorityClass); left out when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: i32,
+    /// A dry run of the scheduler's preemption for it: where, and which lower-priority Runs
+    /// would be sent back to Pending (or stopped); left out when there are none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<PreemptionReport>,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+/// What the scheduler's next cycle of the Run would preempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreemptionReport {
+    pub pod: String,
+    pub victims: Vec<VictimReport>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VictimReport {
+    pub name: String,
+    pub priority: i32,
+    /// `scheduled` (not claimed by runtimed yet) or `running` (of a preemptible class).
+    pub level: String,
 }
 
 /// The Pod being drained for a starved Run, and how much is still in use there.

@@ -90,11 +90,26 @@ fn workspace_line(w: &WorkspaceReport) -> String {
 /// which Pod is being drained for it and how much is still in use there.
 fn queue_line(queue: &QueueReport) -> String {
     let mut line = format!(
-        "Queue: {} of {} Pending Run{} of the Runtime (creation order).",
+        "Queue: {} of {} Pending Run{} of the Runtime (priority, then creation order).",
         ordinal(queue.position),
         queue.pending,
         if queue.pending == 1 { "" } else { "s" }
     );
+    if queue.priority != 0 {
+        line.push_str(&format!(" Priority {}.", queue.priority));
+    }
+    if let Some(p) = &queue.preemption {
+        let victims: Vec<String> = p
+            .victims
+            .iter()
+            .map(|v| format!("{} (priority {}, {})", v.name, v.priority, v.level))
+            .collect();
+        line.push_str(&format!(
+            " Its next cycle preempts on Runtime Pod {}: {}.",
+            p.pod,
+            victims.join(", ")
+        ));
+    }
     if let Some(n) = &queue.nominated {
         let in_use: Vec<String> = n
             .resources

@@ -76,7 +76,7 @@ pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleErro
         None => (Vec::new(), Vec::new()),
     };
     let status = run.status.clone().unwrap_or_default();
-    let queue = queue_report(&state, &snapshot, run, cycle);
+    let queue = queue_report(&state, &snapshot, run, cycle, registry);
     let mut report = Report {
         schema_version: SCHEMA_VERSION,
         namespace: namespace.clone(),
@@ -171,6 +171,7 @@ fn queue_report(
     snapshot: &Snapshot<'_>,
     run: &crate::api::Run,
     cycle: Option<&RunCycleState>,
+    registry: &Registry,
 ) -> Option<QueueReport> {
     let (position, pending) = state.queue_position(run)?;
     let nominated = state
@@ -197,10 +198,28 @@ fn queue_report(
                 })
                 .unwrap_or_default(),
         });
+    // The scheduler's own preemption rule, as a dry run at the snapshot's instant.
+    let preemption = state
+        .preemption_plan(registry, run, snapshot.now())
+        .filter(|p| !p.victims.is_empty())
+        .map(|p| PreemptionReport {
+            pod: p.pod,
+            victims: p
+                .victims
+                .iter()
+                .map(|v| VictimReport {
+                    name: v.name.clone(),
+                    priority: v.priority,
+                    level: v.level().to_string(),
+                })
+                .collect(),
+        });
     Some(QueueReport {
         position,
         pending,
         nominated,
+        priority: cycle.map_or(0, |c| c.priority),
+        preemption,
     })
 }
 
@@ -564,6 +583,31 @@ mod tests {
             ScheduleOutcome::Reserved { pod, total, .. } => (pod, total),
             other => panic!("expected Reserved, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn explain_shows_the_priority_and_the_scheduler_s_preemption_as_a_dry_run() {
+        let pods = [pod("p1").capacity(&[("runs", 1)])];
+        let r = run("urgent").priority(1000);
+        let runs = [run("low").on("p1").priority(0), r.clone()];
+        let report = report(&pods, &runs, &r);
+        let queue = report.queue.clone().expect("Pending");
+        assert_eq!(queue.priority, 1000);
+        let preemption = queue.preemption.clone().expect("a preemption");
+        assert_eq!(preemption.pod, "p1");
+        assert_eq!(
+            preemption.victims,
+            [VictimReport {
+                name: "low".into(),
+                priority: 0,
+                level: "scheduled".into()
+            }]
+        );
+        let text = crate::explain::render::text(&report, false, &crate::output::Palette::plain());
+        assert!(
+            text.contains("Priority 1000. Its next cycle preempts on Runtime Pod p1: low (priority 0, scheduled)."),
+            "{text}"
+        );
     }
 
     #[test]
