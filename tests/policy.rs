@@ -18,7 +18,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt as _};
 use serde_json::json;
 
-use kruntimes::api::status::{Outcome, reasons};
+use kruntimes::api::status::{self, Outcome, reasons};
 use kruntimes::api::{Run, RunPhase, RunStatus};
 use kruntimes::runtimed::Identity;
 use kruntimes::testing::run;
@@ -116,6 +116,42 @@ fn event(ns: &TestNs, name: &str, run: &Run, controller: &str, instance: &str) -
         "regarding": regarding,
     }))
     .unwrap()
+}
+
+#[tokio::test]
+async fn a_pod_token_sends_a_run_back_to_pending_only_when_the_scheduler_preempts_it() {
+    let f = Fixture::new("policy-preempt").await;
+    let run = f.create(f.on("victim", &f.pod_a)).await;
+    // runtimed's real claim records the first attempt.
+    let running = f
+        .write_status(&f.as_a, &run, |s| {
+            claim(s);
+            s.attempt = Some(1);
+        })
+        .await
+        .unwrap();
+    let requeue = |s: &mut RunStatus| {
+        assert!(status::set_requeued(s, "stopped for a preemption", &now()));
+    };
+    // Not asked by the scheduler: a Running Run may not be unassigned.
+    assert_refused(
+        f.write_status(&f.as_a, &running, requeue).await,
+        "may not assign Run",
+    );
+    // The scheduler asks (DisruptionTarget=True/PreemptionByScheduler): runtimed's answer, back
+    // to Pending for attempt 2, is allowed.
+    let asked = f
+        .write_status(&f.admin, &running, |s| {
+            assert!(status::request_disruption(s, "preempted", &now()));
+        })
+        .await
+        .unwrap();
+    let requeued = f.write_status(&f.as_a, &asked, requeue).await.unwrap();
+    assert_eq!(requeued.phase(), RunPhase::Pending);
+    let status = requeued.status.unwrap();
+    assert_eq!(status.attempt, Some(2));
+    assert_eq!(status.reason.as_deref(), Some(reasons::PREEMPTED));
+    assert!(status.assigned_pod.is_none());
 }
 
 #[tokio::test]
