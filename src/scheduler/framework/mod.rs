@@ -64,6 +64,8 @@ pub mod types;
 #[cfg(test)]
 mod cache_properties;
 #[cfg(test)]
+mod priority_properties;
+#[cfg(test)]
 mod queue_properties;
 #[cfg(test)]
 mod workspace_properties;

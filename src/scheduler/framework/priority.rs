@@ -79,6 +79,10 @@ impl PriorityClasses {
         changed
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
     pub fn get(&self, name: &str) -> Option<&ClassRecord> {
         self.by_name.get(name)
     }

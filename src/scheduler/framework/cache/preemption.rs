@@ -78,6 +78,13 @@ impl SchedulerCache {
         now: Timestamp,
     ) -> Option<Preemption> {
         let key = RunKey::of(run);
+        // Without any PriorityClass every Run is of priority 0 (a recorded priority came
+        // from a class): nobody to outrank, and no second evaluation per unschedulable cycle.
+        if self.index.priority_classes().is_empty()
+            && self.index.queue_order(&key).is_none_or(|o| o.priority == 0)
+        {
+            return None;
+        }
         let (namespace, runtime) = (key.namespace.as_str(), run.spec.runtime.as_str());
         let snapshot = self.snapshot(namespace, runtime, now);
         let eval = evaluate(&snapshot, registry, run).ok()?;

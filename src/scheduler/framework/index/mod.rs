@@ -426,6 +426,11 @@ impl Index {
                     }
                 }
                 (Placement::Pending, None) if pending => {
+                    // Once recorded, status.priority orders it, not its class.
+                    let recorded = run.status.as_ref().is_some_and(|s| s.priority.is_some());
+                    if let Some(record) = self.runs.get_mut(&key) {
+                        record.priority_recorded = recorded;
+                    }
                     // Status churn: keep the stored object unless the Run itself (spec,
                     // metadata) changed.
                     return RunChange {
