@@ -6,7 +6,6 @@
 
 use proptest::prelude::*;
 
-use super::*;
 use crate::testing::*;
 
 const POD_NAMES: [&str; 3] = ["p1", "p2", "p3"];
