@@ -553,7 +553,7 @@ async fn table_yaml_and_color_outputs_agree_with_json() {
     assert_eq!(lines[0], verdict);
     assert_eq!(
         lines[1],
-        "Queue: 1st of 1 Pending Run of the Runtime (creation order)."
+        "Queue: 1st of 1 Pending Run of the Runtime (priority, then creation order)."
     );
     assert!(
         lines[4].starts_with("PICK   POD    READY   HEARTBEAT"),
