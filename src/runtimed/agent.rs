@@ -735,40 +735,59 @@ impl Agent {
     /// Writes `terminal` in the background; the reservation of `uid` is released once the
     /// write has landed (or been given up), never before.
     fn finish(&mut self, name: String, uid: String, first: Run, terminal: Terminal) {
-        self.finished.insert(uid.clone());
-        self.in_flight += 1;
-        let (api, me, done, events) = (
-            self.runs_api.clone(),
-            self.me.clone(),
-            self.written_tx.clone(),
-            self.events.clone(),
-        );
-        let retries = self
-            .metrics
-            .status_write_retries
-            .with_label_values(&[metrics::WRITE_TERMINAL]);
-        tokio::spawn(async move {
-            if let Some(written) =
-                write_terminal(&api, &me, &name, &uid, Some(first), &terminal, &retries).await
-            {
-                let (type_, reason) = match terminal.outcome {
-                    Outcome::Succeeded => (EventType::Normal, event_reasons::COMPLETED),
-                    Outcome::Failed => (EventType::Warning, event_reasons::FAILED),
-                };
-                let note = match terminal.exit_code {
-                    Some(code) => format!("{} (exit code {code})", terminal.message),
-                    None => format!("{}: {}", terminal.reason, terminal.message),
-                };
-                events.emit(&written, type_, reason, "End", note);
-            }
-            let _ = done.send(uid);
-        });
+        let (type_, reason) = match terminal.outcome {
+            Outcome::Succeeded => (EventType::Normal, event_reasons::COMPLETED),
+            Outcome::Failed => (EventType::Warning, event_reasons::FAILED),
+        };
+        let note = match terminal.exit_code {
+            Some(code) => format!("{} (exit code {code})", terminal.message),
+            None => format!("{}: {}", terminal.reason, terminal.message),
+        };
+        let apply = move |status: &mut RunStatus, now: &Time| {
+            status::set_terminal(
+                status,
+                terminal.outcome,
+                terminal.reason,
+                &terminal.message,
+                terminal.exit_code,
+                now,
+            )
+        };
+        self.write_last(name, uid, first, apply, (type_, reason, "End", note));
     }
 
     /// Sends a preempted Run back to Pending for its next attempt ([`status::set_requeued`])
     /// in the background; its reservation is released once the write has landed (or been
     /// given up), never before, so the scheduler never sees its room free while it runs.
     fn requeue(&mut self, name: String, uid: String, first: Run) {
+        let message = format!(
+            "stopped by runtimed on Pod {} for a higher-priority Run; it runs again later",
+            self.me.pod_name
+        );
+        let note = message.clone();
+        let apply =
+            move |status: &mut RunStatus, now: &Time| status::set_requeued(status, &message, now);
+        let event = (
+            EventType::Warning,
+            event_reasons::PREEMPTED,
+            "Preemption",
+            note,
+        );
+        self.write_last(name, uid, first, apply, event);
+    }
+
+    /// This agent's last write of a Run (its end, or its requeue after a preemption), in the
+    /// background through [`write_status`]: the Run counts as finished here from now on, its
+    /// reservation is released once the write has landed (or been given up), and `event`
+    /// (type, reason, action, note) is published when this call wrote it.
+    fn write_last(
+        &mut self,
+        name: String,
+        uid: String,
+        first: Run,
+        apply: impl Fn(&mut RunStatus, &Time) -> bool + Send + 'static,
+        event: (EventType, &'static str, &'static str, String),
+    ) {
         self.finished.insert(uid.clone());
         self.in_flight += 1;
         let (api, me, done, events) = (
@@ -781,23 +800,12 @@ impl Agent {
             .metrics
             .status_write_retries
             .with_label_values(&[metrics::WRITE_TERMINAL]);
-        let message = format!(
-            "stopped by runtimed on Pod {} for a higher-priority Run; it runs again later",
-            me.pod_name
-        );
         tokio::spawn(async move {
-            let apply =
-                |status: &mut RunStatus, now: &Time| status::set_requeued(status, &message, now);
             if let Some(written) =
                 write_status(&api, &me, &name, &uid, Some(first), apply, &retries).await
             {
-                events.emit(
-                    &written,
-                    EventType::Warning,
-                    event_reasons::PREEMPTED,
-                    "Preemption",
-                    message.clone(),
-                );
+                let (type_, reason, action, note) = event;
+                events.emit(&written, type_, reason, action, note);
             }
             let _ = done.send(uid);
         });
@@ -900,36 +908,13 @@ async fn read_back_claim(api: &Api<Run>, me: &Identity, name: &str, uid: &str) -
     }
 }
 
-/// Writes a terminal status through [`status::set_terminal`] with the Run's
+/// Writes the status `apply` makes of the Run's (a terminal one through
+/// [`status::set_terminal`], or the requeue after a preemption) with the Run's
 /// resourceVersion, for as long as this process lives: API errors and outages are retried
 /// with capped exponential backoff, and a conflict re-reads the Run and applies the same
-/// outcome again. Nothing is written when the Run is gone, recreated, terminal already
-/// (whoever wrote that), or no longer on this Pod. Returns the Run as written, when this call
-/// wrote it.
-async fn write_terminal(
-    api: &Api<Run>,
-    me: &Identity,
-    name: &str,
-    uid: &str,
-    first: Option<Run>,
-    terminal: &Terminal,
-    retries: &prometheus::IntCounter,
-) -> Option<Run> {
-    let apply = |status: &mut RunStatus, now: &Time| {
-        status::set_terminal(
-            status,
-            terminal.outcome,
-            terminal.reason,
-            &terminal.message,
-            terminal.exit_code,
-            now,
-        )
-    };
-    write_status(api, me, name, uid, first, apply, retries).await
-}
-
-/// Writes the status `apply` makes of the Run's (returning false: nothing to write) with the
-/// Run's resourceVersion, for as long as this process lives, as [`write_terminal`] describes.
+/// change again. Nothing is written when the Run is gone, recreated, no longer on this Pod, or
+/// `apply` finds nothing to change (terminal already, whoever wrote that). Returns the Run as
+/// written, when this call wrote it.
 async fn write_status(
     api: &Api<Run>,
     me: &Identity,
