@@ -24,7 +24,10 @@ pub const PENDING_STATES: [&str; 3] = [PENDING_UNSCHEDULABLE, PENDING_BACKOFF, P
 
 /// Levels of `kruntimes_scheduler_preemptions_total`: a Scheduled Run runtimed had not
 /// claimed, or a Running Run of a preemptible class.
-pub const PREEMPTION_LEVELS: [&str; 2] = ["scheduled", "running"];
+pub const PREEMPTION_LEVELS: [&str; 2] = [
+    crate::scheduler::framework::cache::LEVEL_SCHEDULED,
+    crate::scheduler::framework::cache::LEVEL_RUNNING,
+];
 /// Results of `kruntimes_scheduler_preemptions_total`: the victim's write landed, met a newer
 /// version of it (runtimed's claim won; the preemptor plans again) or failed.
 pub const PREEMPTION_SUCCEEDED: &str = "succeeded";

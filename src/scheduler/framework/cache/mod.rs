@@ -44,7 +44,7 @@ use super::snapshot::Snapshot;
 use super::types::{Observed, RunKey};
 use crate::api::{PersistentWorkspace, Run, Runtime};
 
-pub use preemption::{Preemption, Victim};
+pub use preemption::{LEVEL_RUNNING, LEVEL_SCHEDULED, Preemption, Victim};
 pub use reserve::ReserveError;
 pub use schedule::{ScheduleOutcome, Scheduled};
 pub use shared::SharedCache;

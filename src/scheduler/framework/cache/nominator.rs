@@ -9,9 +9,10 @@ use jiff::Timestamp;
 
 use super::SchedulerCache;
 use crate::api::{Resources, Run};
-use crate::scheduler::framework::cycle::{PodEvaluation, evaluate, evaluate_pod};
+use crate::scheduler::framework::cycle::{Evaluation, PodEvaluation, evaluate, evaluate_pod};
 use crate::scheduler::framework::index::ScopeRef;
 use crate::scheduler::framework::nominations::Nomination;
+use crate::scheduler::framework::plugin::RunCycleState;
 use crate::scheduler::framework::registry::Registry;
 use crate::scheduler::framework::snapshot::PodView;
 use crate::scheduler::framework::types::{Observed, QueueOrder, RunKey};
@@ -177,18 +178,7 @@ impl SchedulerCache {
             let Ok(state) = eval.state() else {
                 return false;
             };
-            eval.pods()
-                .iter()
-                .filter(|e| e.rejection.is_some())
-                .filter(|e| could_take_once_drained(e, &state.request))
-                // A Pod rejected for room first was never asked by WorkspacePlacement: only
-                // the workspace's own Pod can ever take the Run, so only it is drained.
-                .filter(|e| {
-                    state
-                        .workspace
-                        .as_ref()
-                        .is_none_or(|w| w.admits(e.pod.name()))
-                })
+            drainable(&eval, state)
                 .filter(|e| self.nominations.on_pod(namespace, e.pod.name()).is_none())
                 .min_by_key(|e| drain_cost(&e.pod, &state.request))
                 .map(|e| Nomination {
@@ -211,10 +201,29 @@ impl SchedulerCache {
     }
 }
 
+/// The Pods of `eval` that rejected the Run but could take it once drained: rejected for
+/// room only, large enough, and (a Pod rejected for room first was never asked by
+/// WorkspacePlacement) its workspace's own Pod when it names one.
+pub(super) fn drainable<'a, 's>(
+    eval: &'a Evaluation<'s>,
+    state: &'a RunCycleState,
+) -> impl Iterator<Item = &'a PodEvaluation<'s>> + 'a {
+    eval.pods()
+        .iter()
+        .filter(|e| e.rejection.is_some())
+        .filter(|e| could_take_once_drained(e, &state.request))
+        .filter(|e| {
+            state
+                .workspace
+                .as_ref()
+                .is_none_or(|w| w.admits(e.pod.name()))
+        })
+}
+
 /// Whether the Pod of `e` could take `request` once drained: the Run's evaluation found it
 /// feasible or rejected it for room only (so it is available, and no other filter ran
 /// against it), and its capacity is at least the request.
-pub(super) fn could_take_once_drained(e: &PodEvaluation<'_>, request: &Resources) -> bool {
+fn could_take_once_drained(e: &PodEvaluation<'_>, request: &Resources) -> bool {
     let room_only = e.rejection.as_ref().is_none_or(|r| r.shortfall.is_some());
     let Ok(capacity) = e.pod.capacity() else {
         return false;

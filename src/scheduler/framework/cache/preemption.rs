@@ -24,7 +24,7 @@
 use jiff::Timestamp;
 
 use super::SchedulerCache;
-use super::nominator::{could_take_once_drained, drain_cost};
+use super::nominator::{drain_cost, drainable};
 use crate::api::{Resources, Run};
 use crate::scheduler::framework::cycle::evaluate;
 use crate::scheduler::framework::index::{ActiveRun, ScopeRef};
@@ -44,13 +44,17 @@ pub struct Victim {
     pub admitted: bool,
 }
 
+/// A victim runtimed had not claimed (level 1), and one it runs (level 2): the bounded
+/// labels of `kruntimes_scheduler_preemptions_total{level}`.
+pub const LEVEL_SCHEDULED: &str = "scheduled";
+pub const LEVEL_RUNNING: &str = "running";
+
 impl Victim {
-    /// The bounded label of `kruntimes_scheduler_preemptions_total{level}`.
     pub fn level(&self) -> &'static str {
         if self.admitted {
-            "running"
+            LEVEL_RUNNING
         } else {
-            "scheduled"
+            LEVEL_SCHEDULED
         }
     }
 }
@@ -93,16 +97,7 @@ impl SchedulerCache {
             return None;
         }
         let classes = snapshot.priority_classes();
-        let candidates: Vec<&PodView<'_>> = eval
-            .pods()
-            .iter()
-            .filter(|e| could_take_once_drained(e, &state.request))
-            .filter(|e| {
-                state
-                    .workspace
-                    .as_ref()
-                    .is_none_or(|w| w.admits(e.pod.name()))
-            })
+        let candidates: Vec<&PodView<'_>> = drainable(&eval, state)
             // Only a nomination of strictly lower priority yields.
             .filter(|e| match self.nominations.on_pod(namespace, e.pod.name()) {
                 None => true,
