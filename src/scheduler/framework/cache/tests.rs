@@ -573,12 +573,18 @@ fn running_runs_are_preempted_only_when_their_class_is_preemptible() {
             .build(),
         NOW,
     );
+    // The urgent Run looks again (a new version re-keys and activates it).
     cache.apply(&run("u").priority_class("urgent").created(5).build(), NOW);
-    let s = cache.schedule_next(&registry(), NOW);
+    let s = cache
+        .schedule_next(&registry(), NOW)
+        .expect("the urgent Run is cycled");
+    assert_eq!(s.run.metadata.name.as_deref(), Some("u"));
     assert!(
-        s.is_none_or(|s| s.preemption.is_none()),
-        "no second preemption"
+        s.preemption.is_none(),
+        "no second preemption: {:?}",
+        s.preemption
     );
+    assert_eq!(s.nominated.as_deref(), Some("p1"), "still held for it");
 }
 
 #[test]
