@@ -46,7 +46,9 @@
 //!                          "no Runtime Pods", "Runtime not found", "InvalidResources",
 //!                          "InvalidAffinity"; by count, then text
 //!               byMessage: [{message, runs}] — Runs per verdict, in the scheduler's message
-//!                          form (what it writes in status.message)}
+//!                          form (what it writes in status.message)
+//!               byPriority: [{priority, runs}] — Runs per resolved priority, highest first
+//!                          (the queue's order); a Run of a missing class is not counted}
 //! }]
 //! ```
 //!

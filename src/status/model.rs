@@ -139,6 +139,16 @@ pub struct PendingDemand {
     pub by_reason: Vec<ReasonCount>,
     /// Per verdict in the scheduler's Pending message form, how many Runs get it.
     pub by_message: Vec<MessageCount>,
+    /// Per resolved priority (the scheduler's: the Run's PriorityClass, else the global
+    /// default, else 0), how many Runs wait, highest first: the order the queue serves them
+    /// in. A Run whose class is missing is not here (it is under its reason).
+    pub by_priority: Vec<PriorityCount>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PriorityCount {
+    pub priority: i32,
+    pub runs: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -129,6 +129,18 @@ fn runtime_block(rt: &RuntimeStatus, palette: &Palette) -> String {
             "  Pending:   {} {runs} waiting{oldest}\n",
             palette.paint(&p.runs.to_string(), Tone::Warn)
         ));
+        // Only where priority orders the queue: with every Run at 0 it says nothing.
+        if p.by_priority.iter().any(|c| c.priority != 0) {
+            let levels: Vec<String> = p
+                .by_priority
+                .iter()
+                .map(|c| format!("{} at {}", c.runs, c.priority))
+                .collect();
+            out.push_str(&format!(
+                "  Priority:  {} (served highest first)\n",
+                levels.join(", ")
+            ));
+        }
         let mut table = Table::new(vec!["RUNS".into(), "REASON (the scheduler's)".into()]);
         for c in &p.by_reason {
             let row = table.row(vec![c.count.to_string(), c.reason.clone()]);

@@ -139,6 +139,7 @@ fn runtime_status(
     let mut verdicts: HashMap<String, (Vec<String>, String)> = HashMap::new();
     let mut by_reason: HashMap<String, usize> = HashMap::new();
     let mut by_message: HashMap<String, usize> = HashMap::new();
+    let mut by_priority: BTreeMap<i32, usize> = BTreeMap::new();
     let mut pending = PendingDemand::default();
     for run in runs.iter().filter(|r| r.waits_for_placement()) {
         let shape = serde_json::to_string(&(
@@ -146,6 +147,7 @@ fn runtime_status(
             &run.spec.affinity,
             run.labels(),
             &run.spec.workspace,
+            &run.spec.priority_class_name,
         ))
         .unwrap_or_default();
         let (reasons, message) = match verdicts.get(&shape) {
@@ -180,6 +182,9 @@ fn runtime_status(
             *by_reason.entry(reason).or_default() += 1;
         }
         *by_message.entry(message).or_default() += 1;
+        if let Ok(priority) = snapshot.priority_of(run) {
+            *by_priority.entry(priority).or_default() += 1;
+        }
         if let Some(created) = run.metadata.creation_timestamp.as_ref().map(|t| t.0)
             && pending.oldest_created.is_none_or(|o| created < o)
         {
@@ -196,6 +201,11 @@ fn runtime_status(
             message: c.reason,
             runs: c.count,
         })
+        .collect();
+    pending.by_priority = by_priority
+        .into_iter()
+        .rev()
+        .map(|(priority, runs)| PriorityCount { priority, runs })
         .collect();
 
     Ok(RuntimeStatus {
@@ -349,5 +359,39 @@ mod tests {
         p.runtime = Some("python".into());
         let s = build(&p, &registry()).unwrap();
         assert_eq!(s.runtimes.len(), 1);
+    }
+
+    #[test]
+    fn pending_demand_by_priority_is_the_schedulers_resolved_priority_highest_first() {
+        let mut p = pool(
+            vec![pod("py-a").capacity(&[("runs", 1)])],
+            vec![
+                run("busy").on("py-a").running(),
+                run("urgent").priority_class("urgent"),
+                run("batch-1"),
+                run("batch-2").priority_class("batch"),
+                run("lost").priority_class("nope"),
+            ],
+        );
+        p.classes = vec![
+            priority_class("urgent", 1000).build(),
+            priority_class("batch", -5).build(),
+            priority_class("standard", 10).global_default().build(),
+        ];
+        let s = build(&p, &registry()).unwrap();
+        let levels: Vec<(i32, usize)> = s.runtimes[0]
+            .pending
+            .by_priority
+            .iter()
+            .map(|c| (c.priority, c.runs))
+            .collect();
+        // batch-1 names no class: the global default's 10; the missing class is not counted.
+        assert_eq!(levels, vec![(1000, 1), (10, 1), (-5, 1)]);
+        assert_eq!(s.runtimes[0].pending.runs, 4);
+        let text = super::super::render::text(&s, &crate::output::Palette::plain());
+        assert!(
+            text.contains("  Priority:  1 at 1000, 1 at 10, 1 at -5 (served highest first)\n"),
+            "{text}"
+        );
     }
 }
