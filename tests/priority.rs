@@ -2,23 +2,26 @@
 //! Run is the next one placed however many wait; a missing PriorityClass is waited for; a
 //! Scheduled lower-priority Run races runtimed's claim against its preemption without ever
 //! failing or overcommitting; a Running Run of a preemptible class is stopped, sent back to
-//! Pending for attempt 2 and runs again, while one of a plain class is never preempted.
+//! Pending for attempt 2 and runs again, while one of a plain class is never preempted. The
+//! shipped namespace restriction of classes (deploy/priority-policy.yaml) refuses what it should.
 
 mod support;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
 
 use kruntimes::api::status::{CONDITION_DISRUPTION_TARGET, reasons};
 use kruntimes::api::{Resources, Run, RunPhase};
 use kruntimes::process::Signal;
 use kruntimes::testing::{PriorityClassBuilder, RunBuilder, priority_class, run, runtime};
 use support::world::{
-    Create, OvercommitWatch, RunEvents, RuntimedProcess, SchedulerProcess, TestNs,
+    Create, OvercommitWatch, RunEvents, RuntimedProcess, SchedulerProcess, TestNs, eventually,
 };
 
 /// runtimed's grace for a preempted Run (`--shutdown-grace`) in these tests.
@@ -38,18 +41,7 @@ impl Pool {
     async fn start(prefix: &str, classes: &[PriorityClassBuilder]) -> Self {
         let ns = TestNs::new(prefix).await;
         let scheduler = SchedulerProcess::start(&ns.name, 4, None, prefix).await;
-        let api: Api<PriorityClass> = Api::all(ns.client.clone());
-        let mut names = Vec::new();
-        for class in classes {
-            let mut object = class.build();
-            let name = format!("{}-{}", ns.name, class.name());
-            object.metadata.name = Some(name.clone());
-            object.metadata.uid = None;
-            api.create(&PostParams::default(), &object)
-                .await
-                .expect("create the PriorityClass");
-            names.push(name);
-        }
+        let names = ns.priority_classes(classes).await;
         runtime("pool")
             .replicas(1)
             .capacity(&[("runs", 1)])
@@ -90,9 +82,8 @@ impl Pool {
         }
     }
 
-    /// The cluster-wide name of the test's class `name`.
     fn class(&self, name: &str) -> String {
-        format!("{}-{name}", self.ns.name)
+        self.ns.class(name)
     }
 
     fn run(&self, name: &str, class: Option<&str>, seconds: f64) -> RunBuilder {
@@ -110,10 +101,7 @@ impl Pool {
     }
 
     async fn finish(self) {
-        let api: Api<PriorityClass> = Api::all(self.ns.client.clone());
-        for name in &self.classes {
-            let _ = api.delete(name, &DeleteParams::default()).await;
-        }
+        self.ns.delete_priority_classes(&self.classes).await;
     }
 }
 
@@ -442,4 +430,100 @@ async fn a_running_run_of_a_preemptible_class_is_stopped_requeued_and_runs_again
     );
     watch.finish().await;
     pool.finish().await;
+}
+
+/// Creates `run` in `ns` as the test's admin would, returning the API server's answer.
+async fn try_create(ns: &TestNs, run: RunBuilder, dry_run: bool) -> Result<Run, kube::Error> {
+    let mut object = run.build();
+    object.metadata.namespace = Some(ns.name.clone());
+    object.metadata.uid = None;
+    let params = PostParams {
+        dry_run,
+        ..PostParams::default()
+    };
+    ns.api::<Run>().create(&params, &object).await
+}
+
+/// The shipped restriction of PriorityClasses to namespaces (deploy/priority-policy.yaml, its
+/// ValidatingAdmissionPolicy with a ConfigMap parameter) on the real API server: a listed class
+/// is refused outside its namespaces with a message naming class and namespace, and nothing is
+/// created; unlisted classes and Runs without a class pass; `*` opens a class to everyone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restricted_priority_class_is_usable_only_in_the_namespaces_the_admin_lists() {
+    let allowed = TestNs::new("prio-allowed").await;
+    let other = TestNs::new("prio-other").await;
+    support::kubectl_apply("deploy/priority-policy.yaml", None);
+    let params: Api<ConfigMap> = Api::namespaced(allowed.client.clone(), "kubectl-kruntimes");
+    let class = format!("{}-urgent", allowed.name);
+    let set = async |value: &str| {
+        params
+            .patch(
+                "kubectl-kruntimes-priority-classes",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"data": {class.as_str(): value}})),
+            )
+            .await
+            .expect("patch the policy's ConfigMap");
+    };
+    set(&format!("{}, somewhere-else", allowed.name)).await;
+    let urgent = |name: &str| run(name).runtime("pool").priority_class(&class);
+
+    // The policy and its parameter reach the API server's admission asynchronously: probe with
+    // dry runs, which admission judges alike and which create nothing.
+    let refused = eventually(
+        Duration::from_secs(30),
+        "the policy to refuse the class outside its namespaces",
+        async || match try_create(&other, urgent("probe"), true).await {
+            Err(kube::Error::Api(e)) if e.code == 403 => Ok(e.message),
+            other => Err(format!("{other:?}")),
+        },
+    )
+    .await;
+    assert!(
+        refused.contains(&format!(
+            "spec.priorityClassName: PriorityClass {class} may not be used by Runs in namespace {}",
+            other.name
+        )) && refused.contains(&format!("kept to: {}, somewhere-else", allowed.name)),
+        "the refusal names the field, class and namespace: {refused}"
+    );
+    // A real create is refused too, and nothing is created.
+    let err = try_create(&other, urgent("refused"), false)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(e) if e.code == 403),
+        "{err}"
+    );
+    let left = other.api::<Run>().get_opt("refused").await.unwrap();
+    assert!(left.is_none(), "a refused Run was created: {left:?}");
+
+    // The listed namespace may; other classes and Runs without one are not restricted.
+    try_create(&allowed, urgent("ok"), false)
+        .await
+        .expect("the listed namespace may use the class");
+    let plain = format!("{}-batch", allowed.name);
+    try_create(&other, run("unlisted").priority_class(&plain), false)
+        .await
+        .expect("an unlisted class is not restricted");
+    try_create(&other, run("no-class"), false)
+        .await
+        .expect("a Run without a class is not restricted");
+
+    // "*" opens the class to every namespace.
+    set("*").await;
+    eventually(
+        Duration::from_secs(30),
+        "the class to be open to every namespace",
+        async || try_create(&other, urgent("probe"), true).await.map(|_| ()),
+    )
+    .await;
+    // The ConfigMap is shared by the binary's tests: leave it restricting nothing.
+    params
+        .patch(
+            "kubectl-kruntimes-priority-classes",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {class.as_str(): null}})),
+        )
+        .await
+        .expect("unrestrict the class");
 }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
@@ -21,7 +22,7 @@ use serde_json::json;
 
 use kruntimes::api::{LABEL_RUNTIME, PersistentWorkspace, Run, RunPhase, Runtime};
 use kruntimes::testing::{
-    PodBuilder, RunBuilder, RuntimeBuilder, WorkspaceBuilder, heartbeat_lease,
+    PodBuilder, PriorityClassBuilder, RunBuilder, RuntimeBuilder, WorkspaceBuilder, heartbeat_lease,
 };
 
 // Each test binary uses a different part of these.
@@ -228,6 +229,41 @@ impl TestNs {
                 .ok_or_else(|| format!("holder {holder:?}"))
         })
         .await
+    }
+
+    /// Creates the test's PriorityClasses, which are cluster-scoped: each is named
+    /// `NAMESPACE-NAME` (see [`TestNs::class`]). Delete them with
+    /// [`TestNs::delete_priority_classes`].
+    #[allow(dead_code)]
+    pub async fn priority_classes(&self, classes: &[PriorityClassBuilder]) -> Vec<String> {
+        let api: Api<PriorityClass> = Api::all(self.client.clone());
+        let mut names = Vec::new();
+        for class in classes {
+            let mut object = class.build();
+            let name = self.class(class.name());
+            object.metadata.name = Some(name.clone());
+            object.metadata.uid = None;
+            api.create(&PostParams::default(), &object)
+                .await
+                .unwrap_or_else(|e| panic!("create PriorityClass {name}: {e}"));
+            names.push(name);
+        }
+        names
+    }
+
+    /// The cluster-wide name of the test's PriorityClass `name`.
+    #[allow(dead_code)]
+    pub fn class(&self, name: &str) -> String {
+        format!("{}-{name}", self.name)
+    }
+
+    /// Deletes PriorityClasses made by [`TestNs::priority_classes`].
+    #[allow(dead_code)]
+    pub async fn delete_priority_classes(&self, names: &[String]) {
+        let api: Api<PriorityClass> = Api::all(self.client.clone());
+        for name in names {
+            let _ = api.delete(name, &DeleteParams::default()).await;
+        }
     }
 
     /// Waits until exactly `n` live Pods of `runtime` exist (made by the Runtime controller).
