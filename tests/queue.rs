@@ -1,7 +1,9 @@
 //! Queue order and the bounded wait, on the real control plane with real runtimed processes:
 //! a large Run behind a steady stream of small ones is placed once a Pod has been drained for
 //! it (also across a scheduler failover), and Runs that fit one at a time run in creation
-//! order. No overcommit at any Run event.
+//! order. An urgent (priority 1000) large Run behind the stream is nominated at once and
+//! placed within the longest small Run + 2 s, and a new leader keeps that nomination. No
+//! overcommit at any Run event.
 
 mod support;
 
@@ -13,7 +15,7 @@ use std::time::{Duration, Instant};
 use kube::ResourceExt;
 
 use kruntimes::api::{Resources, Run, RunPhase};
-use kruntimes::testing::{run, runtime};
+use kruntimes::testing::{priority_class, run, runtime};
 use support::world::{
     Create, OvercommitWatch, RunEvent, RunEvents, RuntimedProcess, SchedulerProcess, TestNs, replay,
 };
@@ -25,6 +27,10 @@ const SMALL_SECONDS: f64 = 1.5;
 /// Across a failover the small Runs live longer than the leader Lease takes to change hands,
 /// so the Pods are still busy when the new leader starts and it must keep the room itself.
 const SMALL_SECONDS_FAILOVER: f64 = 6.0;
+/// The threshold when the large Run is urgent (priority 1000): longer than any scenario.
+const URGENT_THRESHOLD: Duration = Duration::from_secs(600);
+/// An urgent large Run is placed within the longest small Run + this.
+const URGENT_SLACK: Duration = Duration::from_secs(2);
 /// "A few seconds" of slack on top of threshold + the longest small Run: watch delivery,
 /// runtimed claims and status writes on a loaded 2-core machine.
 const SLACK: Duration = Duration::from_secs(8);
@@ -147,9 +153,18 @@ async fn large_run_behind_a_stream(
     small: &'static [(&'static str, u64)],
     large: &'static [(&'static str, u64)],
     failover: bool,
+    urgent: bool,
 ) {
     let ns = TestNs::new(prefix).await;
-    let threshold = format!("--starvation-threshold={}s", THRESHOLD.as_secs());
+    // An urgent large Run is nominated for its priority, not for waiting: a threshold it never
+    // reaches proves that.
+    let threshold = if urgent { URGENT_THRESHOLD } else { THRESHOLD };
+    let classes = if urgent {
+        ns.priority_classes(&[priority_class("urgent", 1000)]).await
+    } else {
+        Vec::new()
+    };
+    let threshold = format!("--starvation-threshold={}s", threshold.as_secs());
     let kubeconfig = support::control_plane().kubeconfig.clone();
     let namespace = ns.name.clone();
     let start = async |identity: &str| {
@@ -195,12 +210,16 @@ async fn large_run_behind_a_stream(
     .await;
 
     let created = Instant::now();
-    run("large")
+    let large_run = run("large")
         .runtime("pool")
         .requests(large)
-        .task(&["sh", "-c", "sleep 0.5"])
-        .create(ns)
-        .await;
+        .task(&["sh", "-c", "sleep 0.5"]);
+    match urgent {
+        true => large_run.priority_class(&ns.class("urgent")),
+        false => large_run,
+    }
+    .create(ns)
+    .await;
     if failover {
         let nominated = ns
             .wait_runs(
@@ -239,6 +258,7 @@ async fn large_run_behind_a_stream(
     let history = events.events();
     let checked = watch.finish().await;
     drop(standby);
+    ns.delete_priority_classes(&classes).await;
 
     // Nominated, then placed on the nominated Pod.
     let (nominated, nominated_at) =
@@ -264,7 +284,8 @@ async fn large_run_behind_a_stream(
             .all(|p| p.as_deref() == Some(nominated.as_str())),
         "the nomination was dropped or moved while the large Run waited: {waiting:?}"
     );
-    // From the nomination on, no Run created after the large one started on that Pod before
+    // From the nomination on, no Run after the large one in the queue's order (created later;
+    // for an urgent one: every small Run, all of lower priority) started on that Pod before
     // it: the room freed there was kept for it.
     let binds = binds(&history);
     let large_uid = history
@@ -284,7 +305,7 @@ async fn large_run_behind_a_stream(
         .filter(|(name, pod, at)| {
             *pod == nominated && *at > nominated_at && {
                 let r = history.iter().find(|e| e.run.name_any() == *name).unwrap();
-                order(&r.run) > large_order
+                urgent || order(&r.run) > large_order
             }
         })
         .map(|(name, _, _)| name)
@@ -304,7 +325,12 @@ async fn large_run_behind_a_stream(
         failover || around > 0,
         "no small Run was placed while the large one waited"
     );
-    let bound = THRESHOLD + Duration::from_secs_f64(small_seconds) + SLACK;
+    // Urgent: the longest small Run + 2 s, the bound (nominated at once, so no
+    // threshold and none of the slack a waiting Run's threshold check needs).
+    let bound = match urgent {
+        true => Duration::from_secs_f64(small_seconds) + URGENT_SLACK,
+        false => THRESHOLD + Duration::from_secs_f64(small_seconds) + SLACK,
+    };
     let bound = if failover {
         // The standby takes over after the leader Lease (4 s in tests) expires.
         bound + Duration::from_secs(6)
@@ -329,6 +355,7 @@ async fn a_large_run_behind_a_stream_of_small_ones_is_placed_within_the_bounded_
         &[("runs", 1)],
         &[("runs", 4)],
         false,
+        false,
     )
     .await;
 }
@@ -341,6 +368,7 @@ async fn a_four_gpu_run_behind_a_stream_of_one_gpu_runs_is_placed_within_the_bou
         &[("example.com/gpu", 1)],
         &[("example.com/gpu", 4)],
         false,
+        false,
     )
     .await;
 }
@@ -352,6 +380,34 @@ async fn a_new_leader_honours_the_nomination_of_the_old_one() {
         &[("runs", 4)],
         &[("runs", 1)],
         &[("runs", 4)],
+        true,
+        false,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_urgent_large_run_behind_a_stream_is_placed_within_the_longest_small_run_and_two_seconds()
+ {
+    large_run_behind_a_stream(
+        "queue-urgent",
+        &[("runs", 4)],
+        &[("runs", 1)],
+        &[("runs", 4)],
+        false,
+        true,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_leader_keeps_the_nomination_an_urgent_run_got_for_its_priority() {
+    large_run_behind_a_stream(
+        "queue-urgent-failover",
+        &[("runs", 4)],
+        &[("runs", 1)],
+        &[("runs", 4)],
+        true,
         true,
     )
     .await;
