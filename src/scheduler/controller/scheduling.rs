@@ -129,12 +129,20 @@ impl Scheduler {
             }
             _ => {}
         }
-        if let Some(preemption) = preemption {
-            // The victims' room is already held for the Run by its nomination.
-            self.clone()
-                .preempt(store, &run, priority.unwrap_or(0), preemption)
-                .await;
-        }
+        // A preempting Run fits nowhere now (its outcome is Pending, never a Bind): its victims'
+        // writes go through the status-write slots, not a bind slot other Runs could use.
+        let slot = match preemption {
+            Some(preemption) => {
+                drop(slot);
+                let _write = self.writes.clone().acquire_owned().await;
+                // The victims' room is already held for the Run by its nomination.
+                self.clone()
+                    .preempt(store, &run, priority.unwrap_or(0), preemption)
+                    .await;
+                None
+            }
+            None => Some(slot),
+        };
         match step(
             &run,
             &outcome,

@@ -91,9 +91,23 @@ impl SchedulerCache {
         }
         let (namespace, runtime) = (key.namespace.as_str(), run.spec.runtime.as_str());
         let snapshot = self.snapshot(namespace, runtime, now);
+        // Priority only acts against a lower-priority Run that holds room (active or assumed
+        // on a Pod) or waits for it (the queue's last Pending Run is its lowest): without one
+        // there is no victim and nothing to hold room against, so no second evaluation (with
+        // one class every unschedulable cycle would pay it).
+        let priority = snapshot.priority_of(run).ok()?;
+        let waits = self
+            .index
+            .pending(namespace, runtime)
+            .next_back()
+            .is_some_and(|(o, _)| o.priority < priority);
+        let holds = |pod: &PodView<'_>| pod.active_runs().any(|(_, a)| a.priority < priority);
+        if !waits && !snapshot.pods().any(|pod| holds(&pod)) {
+            return None;
+        }
         let eval = evaluate(&snapshot, registry, run).ok()?;
         let state = eval.state().ok()?;
-        if eval.chosen().is_some() || snapshot.priority_of(run).is_err() {
+        if eval.chosen().is_some() {
             return None;
         }
         let classes = snapshot.priority_classes();
@@ -141,12 +155,6 @@ impl SchedulerCache {
 
         // No Pod can be freed for it now: it still has room held at once where it would fit
         // soonest, as long as a lower-priority Run holds or waits for room.
-        let waits = self
-            .index
-            .pending(namespace, runtime)
-            .next_back()
-            .is_some_and(|(o, _)| o.priority < state.priority);
-        let holds = |pod: &PodView<'_>| pod.active_runs().any(|(_, a)| a.priority < state.priority);
         candidates
             .iter()
             .filter(|pod| waits || holds(pod))
