@@ -21,7 +21,7 @@
 //! A measurement, not a test. Run:
 //! `cargo bench --bench side_by_side -- [--pods 100,1000,5000] [--shape gpu|native]
 //!  [--workers 4] [--stream 1000] [--kruntimes LABEL=PATH]... [--no-kube-scheduler]
-//!  [--no-self] [--perf DIR] [--pprof DIR] [--requests] [--writes-only]`
+//!  [--no-self] [--perf DIR] [--pprof DIR] [--requests] [--writes-only] [--priority-class]`
 //! where `--pods` are the target counts (objects: 2,000 on 100, 3,000 on 1,000, 10,000 on 5,000,
 //! else twice the targets), `--kruntimes` adds another `kubectl-kruntimes` binary (e.g. a base
 //! commit's release build), `--no-self` leaves out the one this bench was built with and
@@ -29,6 +29,9 @@
 //! `--pprof DIR` saves kube-apiserver's CPU profile of the first seconds of every drain (both
 //! systems; `go tool pprof -top DIR/<system>-<pods>.pprof`); `--requests` prints the API
 //! requests each drain made, by verb and resource (kube-apiserver's `apiserver_request_total`).
+//!
+//! `--priority-class` creates one PriorityClass, `globalDefault` at 1000, before the Runs of
+//! every kruntimes system (throughput with one class; a build from before priority ignores it).
 //!
 //! `--writes-only` adds two rows per target count that run no scheduler at all: the bench
 //! itself makes, for every object, the writes its scheduler must make once it has decided
@@ -113,6 +116,9 @@ struct Args {
     pprof: Option<PathBuf>,
     /// Print the API requests of each drain.
     requests: bool,
+    /// Create one PriorityClass, the global default, before the Runs (throughput with one
+    /// class: every Run resolves a priority; builds without priority ignore it).
+    priority_class: bool,
 }
 
 fn parse_args() -> Args {
@@ -125,6 +131,7 @@ fn parse_args() -> Args {
         perf: None,
         pprof: None,
         requests: false,
+        priority_class: false,
     };
     let (mut kube_scheduler, mut own, mut writes_only) = (true, true, false);
     let mut extra = Vec::new();
@@ -158,6 +165,7 @@ fn parse_args() -> Args {
             "--perf" => args.perf = Some(PathBuf::from(value())),
             "--pprof" => args.pprof = Some(PathBuf::from(value())),
             "--requests" => args.requests = true,
+            "--priority-class" => args.priority_class = true,
             "--no-kube-scheduler" => kube_scheduler = false,
             "--no-self" => own = false,
             "--writes-only" => writes_only = true,
@@ -417,6 +425,16 @@ async fn measure(
             _ => Path::new(env!("CARGO_BIN_EXE_kubectl-kruntimes")),
         };
         support::install_crds_with(binary, &cp.kubeconfig);
+        if args.priority_class {
+            let mut class = kruntimes::testing::priority_class("bench-default", 1000)
+                .global_default()
+                .build();
+            class.metadata.uid = None;
+            Api::<k8s_openapi::api::scheduling::v1::PriorityClass>::all(client.clone())
+                .create(&PostParams::default(), &class)
+                .await
+                .expect("create the bench's PriorityClass");
+        }
         let resources = shape_resources(args.shape, cap);
         create_concurrently(pods, |i| {
             let p = pod(&format!("py-{i:05}")).capacity(&resources);
