@@ -99,6 +99,7 @@ fn planning(c: &mut Criterion) {
                     &me,
                     &HashSet::new(),
                     &HashSet::new(),
+                    &HashSet::new(),
                     &mut cache,
                     true,
                 );

@@ -606,7 +606,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__runtimed)
-            opts="-n -v -h --pod-name --pod-namespace --pod-uid --heartbeat-interval --heartbeat-duration --shutdown-grace --health-probe-bind-address --metrics-bind-address --workspace-root --kubeconfig --context --namespace --verbose --log-format --help"
+            opts="-n -v -h --pod-name --pod-namespace --pod-uid --heartbeat-interval --heartbeat-duration --shutdown-grace --health-probe-bind-address --metrics-bind-address --workspace-root --runtime-server --kubeconfig --context --namespace --verbose --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -645,6 +645,10 @@ _kubectl__kruntimes() {
                     return 0
                     ;;
                 --workspace-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --runtime-server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

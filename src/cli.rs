@@ -238,6 +238,12 @@ pub struct RuntimedArgs {
         value_name = "DIR"
     )]
     pub workspace_root: PathBuf,
+    /// The Pod's runtime server (HOST:PORT of its `runtime` container, gRPC on the Runtime's
+    /// spec.port): Runs execute there through the runtime contract instead of as runtimed's
+    /// own processes, survive a runtimed restart, and the server's Health is part of
+    /// runtimed's readiness. Unset: runtimed runs each Run's task itself.
+    #[arg(long, env = "KRUNTIMES_RUNTIME_SERVER", value_name = "HOST:PORT")]
+    pub runtime_server: Option<String>,
 }
 
 /// `copy-binary`: the init container of a Runtime Pod copies this binary into the Pod.

@@ -20,6 +20,7 @@ pub mod output;
 pub mod process;
 pub mod runtime_controller;
 pub mod runtime_pod;
+pub mod runtime_server;
 pub mod runtimed;
 pub mod scheduler;
 pub mod signals;

@@ -42,15 +42,24 @@ async fn every_write_runtimed_makes_is_allowed_with_its_pod_token() {
     // A retry whose first attempt landed: the same claim again, and a write that changes nothing.
     let again = f.write_status(&f.as_a, &claimed, claim).await.unwrap();
     let same = f.write_status(&f.as_a, &again, |_| {}).await.unwrap();
+    // The end carries the runtime server's bounded outputs.
     let done = f
-        .write_status(
-            &f.as_a,
-            &same,
-            end(Outcome::Succeeded, reasons::SUCCEEDED, Some(0)),
-        )
+        .write_status(&f.as_a, &same, |status| {
+            status.outputs.insert("stdout".into(), "hello\n".into());
+            end(Outcome::Succeeded, reasons::SUCCEEDED, Some(0))(status)
+        })
         .await
         .unwrap();
     assert_eq!(done.phase(), RunPhase::Succeeded);
+    assert_eq!(
+        done.status
+            .as_ref()
+            .unwrap()
+            .outputs
+            .get("stdout")
+            .map(String::as_str),
+        Some("hello\n")
+    );
 
     // A Scheduled Run that cannot start ends without running (invalid task or request).
     let run = f.create(f.on("no-task", &f.pod_a)).await;

@@ -107,6 +107,18 @@ impl AdmissionCache {
         Ok(())
     }
 
+    /// Holds `request` for `uid` whether or not it fits: a Run that already runs (one a
+    /// restarted runtimed re-attaches to) uses its room whatever the capacity says now, and
+    /// while it does nothing else is admitted into that room. Idempotent as
+    /// [`Self::try_reserve`].
+    pub fn hold(&mut self, uid: &str, request: &Resources) {
+        if self.reserved.contains_key(uid) {
+            return;
+        }
+        self.used.add(request);
+        self.reserved.insert(uid.to_string(), request.clone());
+    }
+
     /// Frees exactly what `uid` reserved and returns it; `None` (and no change) when `uid`
     /// holds nothing, so releasing twice is harmless.
     pub fn release(&mut self, uid: &str) -> Option<Resources> {

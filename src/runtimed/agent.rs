@@ -9,7 +9,7 @@
 //! A Run that does not fit is never written to. This module never picks a Pod and never
 //! un-assigns a Run.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,20 +23,22 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::admission::AdmissionCache;
-use super::executor::{self, ChildExit, ChildHandle, Terminal};
+use super::executor::{self, ChildExit, ChildHandle, Exit, Terminal};
 use super::heartbeat::LeaseRenewer;
 use super::metrics::{self, RuntimedMetrics};
-use super::plan::{self, Claim};
+use super::plan::{self, Attach, Claim};
+use super::remote::RuntimeServer;
 use super::{Error, Identity, Result, Settings};
 use crate::api::lenient::Lenient;
 use crate::api::resources::parse_capacity_annotations;
 use crate::api::status::{self, Outcome, reasons};
 use crate::api::{Run, RunPhase, RunStatus, post_params};
 use crate::events::{RunEvents, reasons as event_reasons};
+use crate::runtime_server::{execute_request, execution_id};
 
 /// Longest pause between two attempts of a status write or read across an API outage.
 const MAX_WRITE_BACKOFF: Duration = Duration::from_secs(5);
@@ -83,6 +85,8 @@ struct Child {
     /// Preempted: SIGTERM was sent and SIGKILL follows at this instant; its Run goes back
     /// to Pending for its next attempt, whatever the exit.
     preempted: Option<Instant>,
+    /// The runtime server's execution id, when the Run executes there.
+    execution: Option<String>,
 }
 
 struct Agent {
@@ -130,6 +134,17 @@ struct Agent {
     /// leaves Scheduled (the admission wait).
     scheduled_seen: HashMap<String, Instant>,
     metrics: RuntimedMetrics,
+    /// The Pod's runtime server, when Runs execute there.
+    server: Option<RuntimeServer>,
+    /// The executions the runtime server held when this agent started (`None` until it
+    /// answered `List`; no Run is planned before, so none is failed as gone while it still
+    /// runs there). An id leaves once its Run is attached or ended.
+    listed: Option<HashSet<String>>,
+    listed_rx: Option<oneshot::Receiver<HashSet<String>>>,
+    /// The runtime server's last `Health` answer (true without a server).
+    server_healthy: Arc<std::sync::atomic::AtomicBool>,
+    /// Executions to `Forget` once their Run's terminal write has landed, by Run UID.
+    forget: HashMap<String, String>,
 }
 
 /// A claim write that has returned.
@@ -177,7 +192,55 @@ impl Agent {
             written_rx,
             in_flight: 0,
             draining: false,
+            server: None,
+            listed: None,
+            listed_rx: None,
+            server_healthy: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            forget: HashMap::new(),
         }
+        .with_server()
+    }
+
+    /// With a runtime server: its Health feeds readiness, and its executions are listed
+    /// (retried until it answers) before anything is planned.
+    fn with_server(mut self) -> Self {
+        let Some(server) = self.settings.runtime_server.clone() else {
+            self.listed = Some(HashSet::new());
+            return self;
+        };
+        self.server_healthy
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        server.watch_health(self.server_healthy.clone());
+        let (tx, rx) = oneshot::channel();
+        let lister = server.clone();
+        tokio::spawn(async move {
+            let mut pause = Duration::from_millis(100);
+            loop {
+                match lister.list().await {
+                    Ok(ids) => {
+                        tracing::info!(
+                            "runtime server {} holds {} execution(s)",
+                            lister.address(),
+                            ids.len()
+                        );
+                        let _ = tx.send(ids);
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(
+                            "listing the executions of runtime server {}: {}; retrying (no Run is admitted until it answers)",
+                            lister.address(),
+                            e.message()
+                        );
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_secs(5));
+                    }
+                }
+            }
+        });
+        self.listed_rx = Some(rx);
+        self.server = Some(server);
+        self
     }
 
     /// Picks the Run watch: `status.assignedPod=<pod>` on the server, or — when the API server
@@ -278,6 +341,11 @@ impl Agent {
                     self.on_exit(exit, &runs);
                     dirty = true;
                 }
+                Ok(ids) = async { self.listed_rx.as_mut().expect("guarded").await }, if self.listed_rx.is_some() => {
+                    self.listed_rx = None;
+                    self.listed = Some(ids);
+                    dirty = true;
+                }
                 Some(first) = self.claimed_rx.recv() => {
                     // Take every result that is already there before planning once.
                     let mut next = Some(first);
@@ -294,10 +362,32 @@ impl Agent {
                 Some(uid) = self.written_rx.recv() => {
                     self.in_flight -= 1;
                     self.cache.release(&uid);
+                    if let (Some(id), Some(server)) = (self.forget.remove(&uid), &self.server) {
+                        let server = server.clone();
+                        tokio::spawn(async move { server.forget(&id).await });
+                    }
                     dirty = true;
                 }
                 signal = &mut shutdown, if !self.draining => {
                     self.draining = true;
+                    // Executions on the runtime server are the server's: they go on without
+                    // runtimed (a restarted one re-attaches; a Pod that goes away takes them
+                    // along, and the scheduler heals their Runs).
+                    let remote: Vec<String> = self
+                        .children
+                        .iter()
+                        .filter(|(_, c)| c.handle.is_remote())
+                        .map(|(uid, _)| uid.clone())
+                        .collect();
+                    if !remote.is_empty() {
+                        tracing::info!(
+                            "{signal} received: leaving {} execution(s) to the runtime server",
+                            remote.len()
+                        );
+                    }
+                    for uid in remote {
+                        self.children.remove(&uid);
+                    }
                     let grace = self.settings.shutdown_grace;
                     tracing::warn!(
                         "{signal} received: claiming no more Runs; {} running Run(s) get {grace:?} to finish",
@@ -344,11 +434,14 @@ impl Agent {
                 tracing::info!("no Run is running any more; runtimed exits");
                 return Ok(());
             }
+            let server_healthy = self
+                .server_healthy
+                .load(std::sync::atomic::Ordering::Relaxed);
             self.settings.ready.store(
-                runs_ready && pod_ready && !self.draining,
+                runs_ready && pod_ready && !self.draining && server_healthy,
                 std::sync::atomic::Ordering::Relaxed,
             );
-            if dirty && runs_ready && pod_ready {
+            if dirty && runs_ready && pod_ready && self.listed.is_some() {
                 self.reconcile(&runs);
             }
             if dirty {
@@ -428,14 +521,31 @@ impl Agent {
             .chain(&self.claiming)
             .cloned()
             .collect();
+        // Running Runs of this Pod whose execution (of their current attempt) the runtime
+        // server held at start.
+        let listed = self.listed.as_ref().expect("planned only once listed");
+        let attachable: HashSet<String> = state
+            .iter()
+            .filter(|r| r.phase().is_admitted() && !listed.is_empty())
+            .filter_map(|r| {
+                let uid = r.uid()?;
+                listed
+                    .contains(&execution_id(&uid, attempt_of(r)))
+                    .then_some(uid)
+            })
+            .collect();
         let plan = plan::plan(
             &state,
             &self.me,
             &owned,
             &self.finished,
+            &attachable,
             &mut self.cache,
             !self.draining,
         );
+        for attach in plan.attaches {
+            self.attach(attach);
+        }
         for (name, why) in &plan.waiting {
             tracing::debug!(run = %name, "Run {name} stays Scheduled: {why}");
         }
@@ -695,7 +805,21 @@ impl Agent {
             "Admission",
             format!("admitted on Runtime Pod {pod} with {request}"),
         );
-        match executor::spawn(&task, &name, &uid, self.exits_tx.clone()) {
+        let execution = self
+            .server
+            .as_ref()
+            .map(|_| execution_id(&uid, attempt_of(&written)));
+        let spawned = match (&self.server, &execution) {
+            (Some(server), Some(id)) => Ok(server.follow(
+                Some(execute_request(id, &task, 0)),
+                id.clone(),
+                uid.clone(),
+                name.clone(),
+                self.exits_tx.clone(),
+            )),
+            _ => executor::spawn(&task, &name, &uid, self.exits_tx.clone()),
+        };
+        match spawned {
             Ok(handle) => {
                 self.metrics.dispatch.observe(at.elapsed().as_secs_f64());
                 self.events.emit(
@@ -714,6 +838,7 @@ impl Agent {
                         terminated_for_shutdown: false,
                         abandoned: false,
                         preempted: None,
+                        execution,
                     },
                 );
                 true
@@ -732,9 +857,55 @@ impl Agent {
         }
     }
 
+    /// Follows again the execution of a Run an earlier runtimed started on the runtime
+    /// server (its request is already held again).
+    fn attach(&mut self, attach: Attach) {
+        let Some(server) = &self.server else {
+            return;
+        };
+        let Attach { run, request } = attach;
+        let (name, uid) = (run.name_any(), run.uid().unwrap_or_default());
+        let id = execution_id(&uid, attempt_of(&run));
+        if let Some(listed) = self.listed.as_mut() {
+            listed.remove(&id);
+        }
+        tracing::info!(run = %name, "re-attached to execution {id} of Run {name} on the runtime server, holding {request}");
+        let handle = server.follow(
+            None,
+            id.clone(),
+            uid.clone(),
+            name.clone(),
+            self.exits_tx.clone(),
+        );
+        self.children.insert(
+            uid,
+            Child {
+                name,
+                handle,
+                last_written: (*run).clone(),
+                terminated_for_shutdown: false,
+                abandoned: false,
+                preempted: None,
+                execution: Some(id),
+            },
+        );
+    }
+
     /// Writes `terminal` in the background; the reservation of `uid` is released once the
     /// write has landed (or been given up), never before.
     fn finish(&mut self, name: String, uid: String, first: Run, terminal: Terminal) {
+        self.finish_with_outputs(name, uid, first, terminal, BTreeMap::new());
+    }
+
+    /// [`Self::finish`] that also records `outputs` in `status.outputs`.
+    fn finish_with_outputs(
+        &mut self,
+        name: String,
+        uid: String,
+        first: Run,
+        terminal: Terminal,
+        outputs: BTreeMap<String, String>,
+    ) {
         let (type_, reason) = match terminal.outcome {
             Outcome::Succeeded => (EventType::Normal, event_reasons::COMPLETED),
             Outcome::Failed => (EventType::Warning, event_reasons::FAILED),
@@ -744,6 +915,9 @@ impl Agent {
             None => format!("{}: {}", terminal.reason, terminal.message),
         };
         let apply = move |status: &mut RunStatus, now: &Time| {
+            if !status.phase.is_some_and(RunPhase::is_terminal) {
+                status.outputs.extend(outputs.clone());
+            }
             status::set_terminal(
                 status,
                 terminal.outcome,
@@ -816,6 +990,14 @@ impl Agent {
         let Some(child) = self.children.remove(&exit.uid) else {
             return;
         };
+        if let Some(id) = &child.execution {
+            if let Some(listed) = self.listed.as_mut() {
+                listed.remove(id);
+            }
+            // Forgotten once the Run's status records it (after the write below), or at
+            // once when no write follows.
+            self.forget.insert(exit.uid.clone(), id.clone());
+        }
         if child.preempted.is_some() && !child.abandoned {
             tracing::info!(run = %child.name, "Run {} stopped for a preemption; back to Pending", child.name);
             let observed = runs
@@ -829,6 +1011,7 @@ impl Agent {
             self.requeue(child.name, exit.uid, first);
             return;
         }
+        let mut outputs = BTreeMap::new();
         let terminal = if child.terminated_for_shutdown && exit.killed {
             Some(Terminal {
                 outcome: Outcome::Failed,
@@ -843,7 +1026,11 @@ impl Agent {
             None
         } else {
             Some(match exit.status {
-                Ok(status) => status.terminal(),
+                Ok(Exit::Process(status)) => status.terminal(),
+                Ok(Exit::Server(ended)) => {
+                    outputs = ended.outputs;
+                    ended.terminal
+                }
                 Err(e) => Terminal {
                     outcome: Outcome::Failed,
                     reason: reasons::FAILED,
@@ -863,12 +1050,21 @@ impl Agent {
                 })
                 .map(|r| (*r).clone());
             let first = observed.unwrap_or(child.last_written);
-            self.finish(child.name, exit.uid, first, terminal);
+            self.finish_with_outputs(child.name, exit.uid, first, terminal, outputs);
         } else {
             tracing::info!(run = %child.name, "process of Run {} is gone", child.name);
             self.cache.release(&exit.uid);
+            if let (Some(id), Some(server)) = (self.forget.remove(&exit.uid), &self.server) {
+                let server = server.clone();
+                tokio::spawn(async move { server.forget(&id).await });
+            }
         }
     }
+}
+
+/// The attempt a Run is on (`status.attempt`; 1 before the first claim records it).
+fn attempt_of(run: &Run) -> i32 {
+    run.status.as_ref().and_then(|s| s.attempt).unwrap_or(1)
 }
 
 /// The claim: phase Running, `startTime`, Admitted=True, written with the resourceVersion the

@@ -67,6 +67,9 @@ pub struct Prepared {
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
     pub working_dir: Option<String>,
+    /// The task's `entrypoint` as written (`program` is its path to execute): a runtime
+    /// server gets the script's name, not a path.
+    pub entrypoint: Option<String>,
 }
 
 /// Validates `spec.mode.task` and `spec.env`: a program (the `entrypoint` with `args` as its
@@ -116,6 +119,7 @@ pub fn prepare(
         args: args.to_vec(),
         env,
         working_dir: task.working_dir.clone().filter(|d| !d.is_empty()),
+        entrypoint: task.entrypoint.clone().filter(|e| !e.is_empty()),
     })
 }
 
@@ -201,21 +205,32 @@ impl ExitStatus {
     }
 }
 
+/// How a Run's execution ended: its own process, or an execution on the Pod's runtime server
+/// (already mapped to the Run's terminal status, with its outputs).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Exit {
+    Process(ExitStatus),
+    Server(crate::runtime_server::Ended),
+}
+
 /// Sent to the agent when a child is gone.
 #[derive(Debug)]
 pub struct ChildExit {
     pub uid: String,
-    /// The process's status, or why waiting for it failed.
-    pub status: Result<ExitStatus, String>,
+    /// How it ended, or why following it failed.
+    pub status: Result<Exit, String>,
     /// Whether the process ended because [`ChildHandle::kill`] was called.
     pub killed: bool,
 }
 
-/// The agent's handle on a running child.
+/// The agent's handle on a running child: a process of runtimed's, or an execution on the
+/// runtime server (`pid` is `None`; stopping it is the server's `Cancel`).
 #[derive(Debug)]
 pub struct ChildHandle {
     pub pid: Option<u32>,
     kill: Option<oneshot::Sender<()>>,
+    /// For an execution on the runtime server: asks its follower to `Cancel` it.
+    cancel: Option<mpsc::UnboundedSender<()>>,
 }
 
 impl ChildHandle {
@@ -238,6 +253,24 @@ impl ChildHandle {
         if let Some(pgid) = self.pid {
             let _ = crate::process::signal_group(pgid, crate::process::Signal::Term);
         }
+        if let Some(cancel) = &self.cancel {
+            let _ = cancel.send(());
+        }
+    }
+
+    /// The handle of an execution on the runtime server, followed by a task that takes
+    /// `kill` and `cancel` requests.
+    pub fn remote(kill: oneshot::Sender<()>, cancel: mpsc::UnboundedSender<()>) -> Self {
+        ChildHandle {
+            pid: None,
+            kill: Some(kill),
+            cancel: Some(cancel),
+        }
+    }
+
+    /// Whether this child is an execution on the runtime server.
+    pub fn is_remote(&self) -> bool {
+        self.cancel.is_some()
     }
 }
 
@@ -296,7 +329,9 @@ pub fn spawn(
                 (child.wait().await, true)
             }
         };
-        let status = status.map(ExitStatus::from).map_err(|e| e.to_string());
+        let status = status
+            .map(|s| Exit::Process(ExitStatus::from(s)))
+            .map_err(|e| e.to_string());
         let _ = exits.send(ChildExit {
             uid,
             status,
@@ -306,6 +341,7 @@ pub fn spawn(
     Ok(ChildHandle {
         pid,
         kill: Some(kill_tx),
+        cancel: None,
     })
 }
 
@@ -497,7 +533,7 @@ mod tests {
         assert_eq!(exit.uid, "uid-1");
         assert_eq!(
             exit.status,
-            Ok(ExitStatus::Code(3)),
+            Ok(Exit::Process(ExitStatus::Code(3))),
             "env or workingDir were not applied"
         );
         assert!(!exit.killed);
@@ -514,7 +550,7 @@ mod tests {
         t.entrypoint = Some("step.sh".into());
         t.working_dir = Some(dir.path().display().to_string());
         let exit = run_to_exit(&t, &[]).await;
-        assert_eq!(exit.status, Ok(ExitStatus::Code(5)));
+        assert_eq!(exit.status, Ok(Exit::Process(ExitStatus::Code(5))));
     }
 
     #[tokio::test]
@@ -553,7 +589,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(exit.killed);
-        assert_eq!(exit.status, Ok(ExitStatus::Signal(9)));
+        assert_eq!(exit.status, Ok(Exit::Process(ExitStatus::Signal(9))));
     }
 
     #[tokio::test]
@@ -568,7 +604,7 @@ mod tests {
         .unwrap();
         drop(handle);
         let exit = rx.recv().await.unwrap();
-        assert_eq!(exit.status, Ok(ExitStatus::Code(4)));
+        assert_eq!(exit.status, Ok(Exit::Process(ExitStatus::Code(4))));
         assert!(!exit.killed);
     }
 }

@@ -17,6 +17,7 @@ pub mod executor;
 pub mod heartbeat;
 pub mod metrics;
 pub mod plan;
+pub mod remote;
 
 use std::time::Duration;
 
@@ -150,6 +151,8 @@ pub struct Settings {
     pub ready: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// The Pod's workspace volume (`--workspace-root`).
     pub workspace_root: std::path::PathBuf,
+    /// The Pod's runtime server (`--runtime-server`), when Runs execute there.
+    pub runtime_server: Option<remote::RuntimeServer>,
 }
 
 impl Settings {
@@ -178,6 +181,12 @@ impl Settings {
             health_probe,
             ready: Default::default(),
             workspace_root: args.workspace_root.clone(),
+            runtime_server: args
+                .runtime_server
+                .as_deref()
+                .map(remote::RuntimeServer::new)
+                .transpose()
+                .map_err(Error::BadAddress)?,
         })
     }
 }

@@ -24,6 +24,14 @@ pub struct Claim {
     pub task: executor::Prepared,
 }
 
+/// A Run left Running by an earlier runtimed whose execution the runtime server still holds:
+/// its request is held again and the agent follows the execution instead of failing it.
+#[derive(Debug, Clone)]
+pub struct Attach {
+    pub run: Arc<Run>,
+    pub request: Resources,
+}
+
 /// A Run to fail without running it.
 #[derive(Debug, Clone)]
 pub struct Failure {
@@ -41,6 +49,8 @@ pub struct Plan {
     /// within the grace period, then sent back to Pending for their next attempt.
     pub stops: Vec<String>,
     pub failures: Vec<Failure>,
+    /// Runs to follow again on the runtime server; each already holds its reservation.
+    pub attaches: Vec<Attach>,
     /// In the scheduler's order; each one already holds its reservation.
     pub claims: Vec<Claim>,
     /// Scheduled Runs left untouched because they do not fit now, with why.
@@ -65,8 +75,11 @@ pub fn assigned_to(run: &Run, me: &Identity) -> bool {
 /// - `owned`: UIDs of Runs whose process this agent runs; `finished`: UIDs it has already
 ///   written a terminal status for (the watch may still show them active).
 /// - A child whose Run is missing, deleted, reassigned or terminal is killed.
-/// - A Running Run on this Pod that no child owns was left by an earlier runtimed: it is
-///   failed with [`reasons::RUNTIMED_RESTARTED`].
+/// - A Running Run on this Pod that no child owns was left by an earlier runtimed: when its
+///   UID is `attachable` (the runtime server still holds its execution) its request is held
+///   again, whatever the Pod's capacity now says, and it is attached; otherwise it is failed
+///   with [`reasons::RUNTIMED_RESTARTED`]. These come before any claim, so a claim never
+///   takes the room of a Run that still runs.
 /// - A child whose Run the scheduler preempts is to be stopped (`stops`).
 /// - When `claiming`, Scheduled Runs are taken in the scheduler's order (priority, creation,
 ///   name): an invalid request or task fails the Run; otherwise its complete request is
@@ -77,6 +90,7 @@ pub fn plan(
     me: &Identity,
     owned: &HashSet<String>,
     finished: &HashSet<String>,
+    attachable: &HashSet<String>,
     cache: &mut AdmissionCache,
     claiming: bool,
 ) -> Plan {
@@ -121,10 +135,23 @@ pub fn plan(
         })
     });
 
-    for run in candidates {
-        match run.phase() {
+    for run in candidates
+        .iter()
+        .copied()
+        .filter(|r| r.phase().is_admitted())
+    {
+        let uid = run.uid().unwrap_or_default();
+        let request = parse_requests(run.spec.resources.as_ref().map(|r| &r.requests));
+        match request {
+            Ok(request) if attachable.contains(&uid) => {
+                cache.hold(&uid, &request);
+                out.attaches.push(Attach {
+                    run: run.clone(),
+                    request,
+                });
+            }
             // A function Run's registration lived in the runtimed that is gone, too.
-            phase if phase.is_admitted() => out.failures.push(Failure {
+            _ => out.failures.push(Failure {
                 run: run.clone(),
                 reason: reasons::RUNTIMED_RESTARTED,
                 message: format!(
@@ -132,6 +159,10 @@ pub fn plan(
                     me.pod_name
                 ),
             }),
+        }
+    }
+    for run in candidates {
+        match run.phase() {
             RunPhase::Scheduled if claiming && run.metadata.deletion_timestamp.is_none() => {
                 let request = match parse_requests(run.spec.resources.as_ref().map(|r| &r.requests))
                 {
@@ -230,7 +261,7 @@ mod tests {
             run("b").here().created(2).arc(),
         ];
         let mut c = cache(&[(RUNS, 2)]);
-        let p = plan(&runs, &me(), &none(), &none(), &mut c, true);
+        let p = plan(&runs, &me(), &none(), &none(), &none(), &mut c, true);
         assert_eq!(names(&p.claims), ["a", "b"]);
         assert_eq!(
             p.waiting,
@@ -250,7 +281,7 @@ mod tests {
             run("small").here().created(2).requests(&[(GPU, 1)]).arc(),
         ];
         let mut c = cache(&[(RUNS, 4), (GPU, 1)]);
-        let p = plan(&runs, &me(), &none(), &none(), &mut c, true);
+        let p = plan(&runs, &me(), &none(), &none(), &none(), &mut c, true);
         assert_eq!(names(&p.claims), ["small"]);
         assert_eq!(p.waiting[0].0, "big");
     }
@@ -268,7 +299,7 @@ mod tests {
         let owned = HashSet::from(["uid-owned".to_string()]);
         let finished = HashSet::from(["uid-finished".to_string()]);
         let mut c = cache(&[(RUNS, 10)]);
-        let p = plan(&runs, &me(), &owned, &finished, &mut c, true);
+        let p = plan(&runs, &me(), &owned, &finished, &none(), &mut c, true);
         assert_eq!(names(&p.claims), ["no-uid-yet"]);
         assert!(p.failures.is_empty(), "{:?}", p.failures);
         assert!(p.kills.is_empty());
@@ -279,13 +310,13 @@ mod tests {
         let runs = vec![run("a").here().arc()];
         let mut c = cache(&[(RUNS, 1)]);
         assert!(
-            plan(&runs, &me(), &none(), &none(), &mut c, false)
+            plan(&runs, &me(), &none(), &none(), &none(), &mut c, false)
                 .claims
                 .is_empty()
         );
         assert!(c.is_empty());
         let mut unknown = AdmissionCache::new();
-        let p = plan(&runs, &me(), &none(), &none(), &mut unknown, true);
+        let p = plan(&runs, &me(), &none(), &none(), &none(), &mut unknown, true);
         assert!(p.claims.is_empty());
         assert_eq!(
             p.waiting[0].1,
@@ -300,7 +331,7 @@ mod tests {
             run("no-task").here().function("main.handler").arc(),
         ];
         let mut c = cache(&[(RUNS, 4), (GPU, 4)]);
-        let p = plan(&runs, &me(), &none(), &none(), &mut c, true);
+        let p = plan(&runs, &me(), &none(), &none(), &none(), &mut c, true);
         let got: Vec<_> = p
             .failures
             .iter()
@@ -330,10 +361,50 @@ mod tests {
         ];
         let owned = HashSet::from(["uid-mine".to_string()]);
         let mut c = cache(&[(RUNS, 4)]);
-        let p = plan(&runs, &me(), &owned, &none(), &mut c, false);
+        let p = plan(&runs, &me(), &owned, &none(), &none(), &mut c, false);
         assert_eq!(p.failures.len(), 1);
         assert_eq!(p.failures[0].run.name_any(), "left-over");
         assert_eq!(p.failures[0].reason, reasons::RUNTIMED_RESTARTED);
+    }
+
+    #[test]
+    fn plan_attaches_running_runs_the_runtime_server_still_runs_before_any_claim() {
+        let runs = vec![
+            run("still-runs").here().running().created(20).arc(),
+            run("gone").here().running().created(30).arc(),
+            // Earlier in the scheduler's order than the attached Run, and it would fit alone.
+            run("next").here().created(10).arc(),
+        ];
+        let attachable = HashSet::from(["uid-still-runs".to_string()]);
+        let mut c = cache(&[(RUNS, 1)]);
+        let p = plan(&runs, &me(), &none(), &none(), &attachable, &mut c, true);
+        let attached: Vec<String> = p.attaches.iter().map(|a| a.run.name_any()).collect();
+        assert_eq!(attached, ["still-runs"]);
+        assert_eq!(
+            c.held("uid-still-runs"),
+            Some(&Resources::from_iter([(RUNS, 1)]))
+        );
+        assert_eq!(p.failures.len(), 1);
+        assert_eq!(
+            (p.failures[0].run.name_any().as_str(), p.failures[0].reason),
+            ("gone", reasons::RUNTIMED_RESTARTED)
+        );
+        assert!(p.claims.is_empty(), "the attached Run's room was taken");
+        assert_eq!(p.waiting.len(), 1);
+
+        // Held even when the Pod's capacity no longer has room for it.
+        let mut full = cache(&[(RUNS, 0)]);
+        let p = plan(
+            &runs,
+            &me(),
+            &none(),
+            &none(),
+            &attachable,
+            &mut full,
+            false,
+        );
+        assert_eq!(p.attaches.len(), 1);
+        assert_eq!(full.used(), &Resources::from_iter([(RUNS, 1)]));
     }
 
     #[test]
@@ -349,7 +420,7 @@ mod tests {
             .map(|n| format!("uid-{n}"))
             .collect();
         let mut c = cache(&[(RUNS, 4)]);
-        let p = plan(&runs, &me(), &owned, &none(), &mut c, true);
+        let p = plan(&runs, &me(), &owned, &none(), &none(), &mut c, true);
         assert_eq!(
             p.kills,
             ["uid-deleting", "uid-done", "uid-gone", "uid-moved"]
@@ -360,7 +431,7 @@ mod tests {
     fn plan_never_claims_a_run_being_deleted() {
         let runs = vec![run("a").here().deleting().arc()];
         let mut c = cache(&[(RUNS, 1)]);
-        let p = plan(&runs, &me(), &none(), &none(), &mut c, true);
+        let p = plan(&runs, &me(), &none(), &none(), &none(), &mut c, true);
         assert!(p.claims.is_empty() && p.failures.is_empty());
     }
 }

@@ -29,7 +29,9 @@ use kruntimes::testing::{
 #[allow(unused_imports)]
 pub use events::{OvercommitWatch, RunEvent, RunEvents, replay};
 #[allow(unused_imports)]
-pub use process::{RuntimedProcess, SchedulerProcess, http_get, sample};
+pub use process::{
+    RuntimeServerProcess, RuntimedProcess, SchedulerProcess, ServerCounts, http_get, sample,
+};
 
 /// The usual patience of a wait on the control plane.
 pub const WAIT: Duration = Duration::from_secs(20);

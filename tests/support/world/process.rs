@@ -246,3 +246,101 @@ pub async fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
         .unwrap_or_default();
     Ok((code, body))
 }
+
+/// The tests' runtime server (`tests/runtime_server/server.rs`, the contract's other side) as
+/// its built binary on a free loopback port; killed on drop.
+pub struct RuntimeServerProcess {
+    child: Child,
+    pub address: String,
+}
+
+/// What the runtime server's `Health` message reports about its executions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerCounts {
+    pub running: usize,
+    pub most_at_once: usize,
+    pub started: usize,
+}
+
+#[allow(dead_code)]
+impl RuntimeServerProcess {
+    /// Starts the server and waits until it answers `Health`.
+    pub async fn start() -> Self {
+        let address = format!("127.0.0.1:{}", crate::support::free_port());
+        let child = Command::new(env!("CARGO_BIN_EXE_kruntimes-test-runtime-server"))
+            .args(["--listen", &address])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start kruntimes-test-runtime-server");
+        let server = RuntimeServerProcess { child, address };
+        eventually(
+            Duration::from_secs(30),
+            "the runtime server to answer Health",
+            async || server.counts().await.map(|_| ()),
+        )
+        .await;
+        server
+    }
+
+    /// `--runtime-server ADDRESS` for runtimed.
+    pub fn flag(&self) -> [&str; 2] {
+        ["--runtime-server", self.address.as_str()]
+    }
+
+    async fn client(
+        &self,
+    ) -> Result<
+        kruntimes::runtime_server::proto::runtime_client::RuntimeClient<tonic::transport::Channel>,
+        String,
+    > {
+        kruntimes::runtime_server::proto::runtime_client::RuntimeClient::connect(format!(
+            "http://{}",
+            self.address
+        ))
+        .await
+        .map_err(|e| e.to_string())
+    }
+
+    /// The server's own counts, from its `Health` message.
+    pub async fn counts(&self) -> Result<ServerCounts, String> {
+        let mut client = self.client().await?;
+        let health = client
+            .health(kruntimes::runtime_server::proto::HealthRequest {})
+            .await
+            .map_err(|e| e.to_string())?
+            .into_inner();
+        let numbers: Vec<usize> = health
+            .message
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        match numbers[..] {
+            [running, most_at_once, started] => Ok(ServerCounts {
+                running,
+                most_at_once,
+                started,
+            }),
+            _ => Err(format!("unexpected Health message {:?}", health.message)),
+        }
+    }
+
+    /// The ids of the executions the server holds.
+    pub async fn executions(&self) -> Result<Vec<String>, String> {
+        let mut client = self.client().await?;
+        let listed = client
+            .list(kruntimes::runtime_server::proto::ListRequest {})
+            .await
+            .map_err(|e| e.to_string())?
+            .into_inner();
+        Ok(listed.entries.into_iter().map(|e| e.id).collect())
+    }
+}
+
+impl Drop for RuntimeServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
