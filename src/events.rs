@@ -47,6 +47,10 @@ pub mod reasons {
     pub const FAILED: &str = "Failed";
     /// Scheduler: sent back to Pending (or asked to stop) for a higher-priority Run.
     pub const PREEMPTED: &str = "Preempted";
+    /// Scheduler or runtimed: `spec.cancelRequested` ended the Run (and stopped its task).
+    pub const CANCELLED: &str = "Cancelled";
+    /// runtimed: `spec.timeout` ran out; the task was stopped.
+    pub const TIMED_OUT: &str = "TimedOut";
 }
 
 /// `reportingController` of the scheduler's Events.

@@ -3,7 +3,9 @@
 //! the contract's proto) instead of as its own processes. Exit codes and outputs reach the
 //! Run's status; a `runs: 2` Pod never has more than 2 executions at the server at once; every
 //! terminal execution is forgotten; a runtimed killed with SIGKILL and started again re-attaches
-//! to the execution that still runs, and the Run succeeds without running twice.
+//! to the execution that still runs, and the Run succeeds without running twice. Cancellation
+//! and `spec.timeout` in every phase, for both backends (the runtime server and runtimed's own
+//! child processes): each ends the Run in its phase and frees its room at once.
 
 mod support;
 
@@ -19,7 +21,8 @@ use support::world::{
     eventually,
 };
 
-/// A Runtime of one Pod with `runs: 2`, the tests' runtime server, and runtimed driving it.
+/// A Runtime of one Pod with `runs: 2`, the tests' runtime server, and runtimed driving it
+/// (or, for the child-process backend, runtimed alone; the server then runs idle).
 struct Pool {
     ns: TestNs,
     pod: k8s_openapi::api::core::v1::Pod,
@@ -28,10 +31,21 @@ struct Pool {
     _scheduler: SchedulerProcess,
 }
 
+/// How runtimed executes Runs in a scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Server,
+    Child,
+}
+
 const HEARTBEAT: [&str; 4] = ["--heartbeat-interval", "1s", "--heartbeat-duration", "10s"];
 
 impl Pool {
     async fn start(prefix: &str) -> Self {
+        Self::start_with(prefix, Backend::Server).await
+    }
+
+    async fn start_with(prefix: &str, backend: Backend) -> Self {
         let ns = TestNs::new(prefix).await;
         let scheduler = SchedulerProcess::start(&ns.name, 4, None, prefix).await;
         runtime("pool")
@@ -42,7 +56,14 @@ impl Pool {
         let pod = ns.runtime_pods("pool", 1).await.remove(0);
         ns.set_ready(&pod.name_any(), true).await;
         let server = RuntimeServerProcess::start().await;
-        let agent = Self::agent(&pod, &server);
+        let agent = match backend {
+            Backend::Server => Self::agent(&pod, &server),
+            Backend::Child => {
+                let mut args: Vec<&str> = HEARTBEAT.to_vec();
+                args.extend(["--shutdown-grace", "3s"]);
+                RuntimedProcess::start(&pod, &args)
+            }
+        };
         Pool {
             ns,
             pod,
@@ -212,4 +233,181 @@ async fn a_runtimed_killed_and_started_again_re_attaches_and_the_run_succeeds_on
         "{}",
         pool.agent.log_tail()
     );
+}
+
+/// Sets `spec.cancelRequested` on the Run `name`.
+async fn cancel(ns: &TestNs, name: &str) {
+    ns.api::<Run>()
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"cancelRequested": true}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("cancel Run {name}: {e}"));
+}
+
+/// Waits until `name` is in `phase`; returns it.
+async fn phase(ns: &TestNs, name: &str, phase: RunPhase, within: Duration) -> Run {
+    ns.wait_runs(within, &format!("Run {name} to be {phase:?}"), |runs| {
+        runs.iter()
+            .find(|r| r.name_any() == name && r.phase() == phase)
+            .cloned()
+    })
+    .await
+}
+
+/// Cancel and timeout in every phase: a Pending Run is cancelled by the scheduler, a
+/// Scheduled one by runtimed without ever executing, a Running one is stopped (the server's
+/// Cancel, or SIGTERM for a child) and ends Cancelled; a Running one past its spec.timeout ends
+/// Timeout. Each frees its room at once: the Run waiting behind it is placed, and at the end
+/// a Run of the Pod's whole capacity runs, with no overcommit at any event.
+async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
+    let pool = Pool::start_with(prefix, backend).await;
+    let ns = &pool.ns;
+    let watch = OvercommitWatch::start(ns, pool.capacity()).await;
+    let long = |name: &str| run(name).runtime("pool").task(&["sh", "-c", "sleep 60"]);
+
+    // Running: the Pod full with two long Runs, one of them with a 3 s timeout.
+    long("to-cancel").create(ns).await;
+    long("to-time-out").timeout("3s").create(ns).await;
+    phase(ns, "to-cancel", RunPhase::Running, Duration::from_secs(60)).await;
+    phase(
+        ns,
+        "to-time-out",
+        RunPhase::Running,
+        Duration::from_secs(60),
+    )
+    .await;
+    // Pending: no room for it.
+    long("pending").create(ns).await;
+    cancel(ns, "pending").await;
+    let pending = phase(ns, "pending", RunPhase::Cancelled, Duration::from_secs(30)).await;
+    let status = pending.status.as_ref().unwrap();
+    assert_eq!(
+        status.reason.as_deref(),
+        Some(reasons::CANCELLED),
+        "{status:?}"
+    );
+    assert!(
+        status.assigned_pod.is_none(),
+        "a cancelled Pending Run was placed: {status:?}"
+    );
+
+    // Timeout: stopped after 3 s from its start, the room goes to the Run waiting for it.
+    long("after-timeout").create(ns).await;
+    let timed = phase(
+        ns,
+        "to-time-out",
+        RunPhase::Timeout,
+        Duration::from_secs(30),
+    )
+    .await;
+    let status = timed.status.as_ref().unwrap();
+    assert_eq!(
+        status.reason.as_deref(),
+        Some(reasons::TIMEOUT),
+        "{status:?}"
+    );
+    phase(
+        ns,
+        "after-timeout",
+        RunPhase::Running,
+        Duration::from_secs(30),
+    )
+    .await;
+
+    // Running, cancelled: stopped, and its room goes to the next Run.
+    long("after-cancel").create(ns).await;
+    cancel(ns, "to-cancel").await;
+    let cancelled = phase(
+        ns,
+        "to-cancel",
+        RunPhase::Cancelled,
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(
+        cancelled.status.as_ref().unwrap().reason.as_deref(),
+        Some(reasons::CANCELLED)
+    );
+    phase(
+        ns,
+        "after-cancel",
+        RunPhase::Running,
+        Duration::from_secs(30),
+    )
+    .await;
+
+    // Scheduled, cancelled before runtimed claims it: runtimed is frozen while the scheduler
+    // places it, so it is seen Scheduled and cancelled there.
+    cancel(ns, "after-timeout").await;
+    phase(
+        ns,
+        "after-timeout",
+        RunPhase::Cancelled,
+        Duration::from_secs(30),
+    )
+    .await;
+    pool.agent.signal(kruntimes::process::Signal::Stop);
+    long("scheduled").create(ns).await;
+    phase(
+        ns,
+        "scheduled",
+        RunPhase::Scheduled,
+        Duration::from_secs(30),
+    )
+    .await;
+    cancel(ns, "scheduled").await;
+    pool.agent.signal(kruntimes::process::Signal::Cont);
+    let scheduled = phase(
+        ns,
+        "scheduled",
+        RunPhase::Cancelled,
+        Duration::from_secs(30),
+    )
+    .await;
+    let status = scheduled.status.as_ref().unwrap();
+    assert!(
+        status.start_time.is_none(),
+        "a cancelled Scheduled Run was started: {status:?}"
+    );
+
+    // Nothing leaked: once the last long Run is cancelled, a Run of the Pod's whole
+    // capacity runs.
+    cancel(ns, "after-cancel").await;
+    run("whole-pod")
+        .runtime("pool")
+        .requests(&[("runs", 2)])
+        .task(&["sh", "-c", "exit 0"])
+        .create(ns)
+        .await;
+    phase(
+        ns,
+        "whole-pod",
+        RunPhase::Succeeded,
+        Duration::from_secs(60),
+    )
+    .await;
+    let checked = watch.finish().await;
+    if backend == Backend::Server {
+        // Never executed: the Pending and the Scheduled Run; every other one once.
+        let counts = pool.server.counts().await.unwrap();
+        assert_eq!(counts.started, 5, "{counts:?}");
+        assert_eq!(
+            counts.running, 0,
+            "an execution was left running: {counts:?}"
+        );
+    }
+    eprintln!("{prefix}: {checked} Run events checked for overcommit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_and_timeout_in_every_phase_free_the_room_at_once_on_the_runtime_server() {
+    cancel_and_timeout_in_every_phase("contract-cancel", Backend::Server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_and_timeout_in_every_phase_free_the_room_at_once_for_child_processes() {
+    cancel_and_timeout_in_every_phase("contract-cancel-child", Backend::Child).await;
 }

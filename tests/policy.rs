@@ -88,6 +88,41 @@ async fn every_write_runtimed_makes_is_allowed_with_its_pod_token() {
         Some(reasons::RUNTIMED_RESTARTED)
     );
 
+    // Cancelled before it started, cancelled while it ran, past its spec.timeout.
+    for (name, running, outcome, reason, phase) in [
+        (
+            "cancel-scheduled",
+            false,
+            Outcome::Cancelled,
+            reasons::CANCELLED,
+            RunPhase::Cancelled,
+        ),
+        (
+            "cancel-running",
+            true,
+            Outcome::Cancelled,
+            reasons::CANCELLED,
+            RunPhase::Cancelled,
+        ),
+        (
+            "time-out",
+            true,
+            Outcome::Timeout,
+            reasons::TIMEOUT,
+            RunPhase::Timeout,
+        ),
+    ] {
+        let builder = f.on(name, &f.pod_a).cancel_requested();
+        let run = f
+            .create(if running { builder.running() } else { builder })
+            .await;
+        let ended = f
+            .write_status(&f.as_a, &run, end(outcome, reason, None))
+            .await
+            .unwrap();
+        assert_eq!(ended.phase(), phase, "{name}");
+    }
+
     // The heartbeat: created, renewed, deleted.
     f.apply_lease(&f.as_a, &a, &a.pod_uid).await.unwrap();
     let renewed = f.apply_lease(&f.as_a, &a, &a.pod_uid).await.unwrap();

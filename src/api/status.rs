@@ -35,6 +35,10 @@ pub mod reasons {
     pub const FAILED: &str = "Failed";
     pub const EXIT_CODE: &str = "NonZeroExitCode";
     pub const START_FAILED: &str = "StartFailed";
+    /// `spec.cancelRequested` ended the Run (phase Cancelled).
+    pub const CANCELLED: &str = "Cancelled";
+    /// `spec.timeout` from `startTime` ran out (phase Timeout).
+    pub const TIMEOUT: &str = "Timeout";
     pub const RUNTIMED_RESTARTED: &str = "RuntimedRestarted";
     pub const RUNTIME_POD_TERMINATED: &str = "RuntimePodTerminated";
     pub const RUNTIME_POD_LOST: &str = "RuntimePodLost";
@@ -51,6 +55,10 @@ pub mod reasons {
 pub enum Outcome {
     Succeeded,
     Failed,
+    /// `spec.timeout` ran out (or a function Run's idle timeout).
+    Timeout,
+    /// `spec.cancelRequested`.
+    Cancelled,
 }
 
 /// Sets or replaces the condition of `type_`. `lastTransitionTime` only moves when the
@@ -106,6 +114,8 @@ pub fn set_terminal(
     status.phase = Some(match outcome {
         Outcome::Succeeded => RunPhase::Succeeded,
         Outcome::Failed => RunPhase::Failed,
+        Outcome::Timeout => RunPhase::Timeout,
+        Outcome::Cancelled => RunPhase::Cancelled,
     });
     status.reason = Some(reason.to_string());
     status.message = Some(message.to_string());
@@ -195,7 +205,7 @@ pub fn set_waiting(
 }
 
 /// A permanent configuration error found by PreFilter: `Scheduled=False` with `reason`, then
-/// Failed through [`set_terminal`]. Returns whether anything changed.
+/// Failed through [`set_terminal`] (Cancelled for PreFilter's refusal of a cancelled Run). Returns whether anything changed.
 pub fn set_invalid(status: &mut RunStatus, reason: &str, message: &str, now: &Time) -> bool {
     let scheduled = set_condition(
         &mut status.conditions,
@@ -205,7 +215,12 @@ pub fn set_invalid(status: &mut RunStatus, reason: &str, message: &str, now: &Ti
         message,
         now,
     );
-    set_terminal(status, Outcome::Failed, reason, message, None, now) || scheduled
+    // A cancel request is PreFilter's refusal too, but not a failure.
+    let outcome = match reason {
+        reasons::CANCELLED => Outcome::Cancelled,
+        _ => Outcome::Failed,
+    };
+    set_terminal(status, outcome, reason, message, None, now) || scheduled
 }
 
 /// The Run's Runtime Pod was lost before runtimed admitted it: back to Pending, unassigned,

@@ -216,10 +216,13 @@ pub struct RunSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 256))]
     pub env: Vec<EnvVar>,
-    /// The longest the Run may run, a Go duration such as `10m` (kept, not acted on yet).
+    /// The longest the Run may run, from `startTime`, a Go duration such as `10m`: runtimed
+    /// stops it then and it ends `Timeout`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
-    /// Set to true to cancel the Run; never back to false (kept, not acted on yet).
+    /// Set to true to cancel the Run; never back to false. A Pending Run ends `Cancelled` in
+    /// the scheduler, a Scheduled one in runtimed without running, a Running one once runtimed
+    /// has stopped it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancel_requested: bool,
     /// How often a failed Run is retried (kept, not acted on yet).
@@ -552,6 +555,23 @@ impl Run {
 
     /// Whether the scheduler should place this Run: Pending (or without status), not bound to
     /// a Pod, not being deleted.
+    /// `spec.timeout` as a duration (`None`: no limit), or why it is not one.
+    pub fn timeout(&self) -> Result<Option<std::time::Duration>, String> {
+        let Some(text) = self.spec.timeout.as_deref().filter(|t| !t.is_empty()) else {
+            return Ok(None);
+        };
+        let bad = || {
+            format!(
+                "spec.timeout: {text:?} is not a duration; use a positive value such as 30s, 10m or 1h30m"
+            )
+        };
+        let parsed: jiff::SignedDuration = text.parse().map_err(|_| bad())?;
+        match std::time::Duration::try_from(parsed) {
+            Ok(d) if !d.is_zero() => Ok(Some(d)),
+            _ => Err(bad()),
+        }
+    }
+
     pub fn waits_for_placement(&self) -> bool {
         self.metadata.deletion_timestamp.is_none()
             && self.phase() == RunPhase::Pending
@@ -820,6 +840,28 @@ mod tests {
 
     fn spec_schema(crd: serde_json::Value) -> serde_json::Value {
         crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"].clone()
+    }
+
+    #[test]
+    fn spec_timeout_reads_go_durations_and_names_the_field_when_it_cannot() {
+        let with = |t: &str| crate::testing::run("t").timeout(t).build().timeout();
+        assert_eq!(with("3s"), Ok(Some(std::time::Duration::from_secs(3))));
+        assert_eq!(
+            with("1h30m"),
+            Ok(Some(std::time::Duration::from_secs(5400)))
+        );
+        assert_eq!(
+            with("500ms"),
+            Ok(Some(std::time::Duration::from_millis(500)))
+        );
+        assert_eq!(crate::testing::run("t").build().timeout(), Ok(None));
+        for bad in ["soon", "-5s", "0s"] {
+            let err = with(bad).unwrap_err();
+            assert!(
+                err.starts_with(&format!("spec.timeout: {bad:?} is not a duration")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -82,9 +82,12 @@ struct Child {
     terminated_for_shutdown: bool,
     /// Killed because its Run is gone or no longer this Pod's: no status to write.
     abandoned: bool,
-    /// Preempted: SIGTERM was sent and SIGKILL follows at this instant; its Run goes back
-    /// to Pending for its next attempt, whatever the exit.
-    preempted: Option<Instant>,
+    /// Being stopped, and why: SIGTERM (or the server's Cancel) was sent and SIGKILL follows
+    /// at `kill_at`; whatever the exit, the Run then goes back to Pending (preempted) or ends
+    /// Cancelled or Timeout.
+    stopping: Option<Stopping>,
+    /// When `spec.timeout` runs out, counted from the Run's `startTime`.
+    deadline: Option<Instant>,
     /// The runtime server's execution id, when the Run executes there.
     execution: Option<String>,
 }
@@ -145,6 +148,20 @@ struct Agent {
     server_healthy: Arc<std::sync::atomic::AtomicBool>,
     /// Executions to `Forget` once their Run's terminal write has landed, by Run UID.
     forget: HashMap<String, String>,
+}
+
+/// Why a child is being stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopReason {
+    Preempted,
+    Cancelled,
+    TimedOut,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Stopping {
+    why: StopReason,
+    kill_at: Instant,
 }
 
 /// A claim write that has returned.
@@ -298,11 +315,17 @@ impl Agent {
         loop {
             let mut dirty = false;
             let claim_retry = self.next_claim_retry();
-            let preempt_kill = self
+            let stop_kill = self
                 .children
                 .values()
                 .filter(|c| !c.handle.kill_requested())
-                .filter_map(|c| c.preempted)
+                .filter_map(|c| c.stopping.map(|s| s.kill_at))
+                .min();
+            let timeout = self
+                .children
+                .values()
+                .filter(|c| c.stopping.is_none())
+                .filter_map(|c| c.deadline)
                 .min();
             tokio::select! {
                 event = run_events.next() => {
@@ -407,13 +430,25 @@ impl Agent {
                 _ = sleep_until(claim_retry) => {
                     dirty = true;
                 }
-                _ = sleep_until(preempt_kill) => {
+                _ = sleep_until(stop_kill) => {
                     let now = Instant::now();
                     for (uid, child) in &mut self.children {
-                        if child.preempted.is_some_and(|at| at <= now) && !child.handle.kill_requested() {
-                            tracing::warn!(run = %child.name, "preemption grace period over: killing the process of Run {} ({uid})", child.name);
+                        if child.stopping.is_some_and(|s| s.kill_at <= now) && !child.handle.kill_requested() {
+                            tracing::warn!(run = %child.name, "stop grace period over: killing Run {} ({uid})", child.name);
                             child.handle.kill();
                         }
+                    }
+                }
+                _ = sleep_until(timeout) => {
+                    let now = Instant::now();
+                    let due: Vec<String> = self
+                        .children
+                        .iter()
+                        .filter(|(_, c)| c.stopping.is_none() && c.deadline.is_some_and(|d| d <= now))
+                        .map(|(uid, _)| uid.clone())
+                        .collect();
+                    for uid in due {
+                        self.stop(&uid, StopReason::TimedOut);
                     }
                 }
                 _ = sleep_until(reap_deadline) => {
@@ -560,14 +595,10 @@ impl Agent {
             }
         }
         for uid in &plan.stops {
-            if let Some(child) = self.children.get_mut(uid)
-                && child.preempted.is_none()
-            {
-                let grace = self.settings.shutdown_grace;
-                tracing::warn!(run = %child.name, "Run {} is preempted: stopping its process (SIGTERM, SIGKILL after {grace:?})", child.name);
-                child.preempted = Some(Instant::now() + grace);
-                child.handle.terminate();
-            }
+            self.stop(uid, StopReason::Preempted);
+        }
+        for uid in &plan.cancels {
+            self.stop(uid, StopReason::Cancelled);
         }
         for failure in plan.failures {
             if failure.run.phase() == RunPhase::Scheduled {
@@ -580,7 +611,7 @@ impl Agent {
             let uid = failure.run.uid().unwrap_or_default();
             tracing::warn!(run = %name, "failing Run {name}: {}", failure.message);
             let terminal = Terminal {
-                outcome: Outcome::Failed,
+                outcome: failure.outcome,
                 reason: failure.reason,
                 message: failure.message,
                 exit_code: None,
@@ -605,6 +636,29 @@ impl Agent {
                 let _ = done.send(ClaimWritten { claim, result, at });
             });
         }
+    }
+
+    /// Stops the child of `uid` for `why` (SIGTERM, or the runtime server's Cancel; SIGKILL
+    /// after the grace period), unless it is being stopped already.
+    fn stop(&mut self, uid: &str, why: StopReason) {
+        let grace = self.settings.shutdown_grace;
+        let Some(child) = self.children.get_mut(uid) else {
+            return;
+        };
+        if child.stopping.is_some() || child.handle.kill_requested() {
+            return;
+        }
+        let what = match why {
+            StopReason::Preempted => "is preempted",
+            StopReason::Cancelled => "is cancelled",
+            StopReason::TimedOut => "ran out of its spec.timeout",
+        };
+        tracing::warn!(run = %child.name, "Run {} {what}: stopping it (SIGTERM or Cancel, SIGKILL after {grace:?})", child.name);
+        child.stopping = Some(Stopping {
+            why,
+            kill_at: Instant::now() + grace,
+        });
+        child.handle.terminate();
     }
 
     /// Publishes `Waiting` for a Run that newly waits, or waits for another reason.
@@ -829,6 +883,7 @@ impl Agent {
                     "Start",
                     format!("started the task on Runtime Pod {pod}"),
                 );
+                let deadline = deadline_of(&written);
                 self.children.insert(
                     uid,
                     Child {
@@ -837,7 +892,8 @@ impl Agent {
                         last_written: written,
                         terminated_for_shutdown: false,
                         abandoned: false,
-                        preempted: None,
+                        stopping: None,
+                        deadline,
                         execution,
                     },
                 );
@@ -885,7 +941,8 @@ impl Agent {
                 last_written: (*run).clone(),
                 terminated_for_shutdown: false,
                 abandoned: false,
-                preempted: None,
+                stopping: None,
+                deadline: deadline_of(&run),
                 execution: Some(id),
             },
         );
@@ -909,6 +966,8 @@ impl Agent {
         let (type_, reason) = match terminal.outcome {
             Outcome::Succeeded => (EventType::Normal, event_reasons::COMPLETED),
             Outcome::Failed => (EventType::Warning, event_reasons::FAILED),
+            Outcome::Cancelled => (EventType::Normal, event_reasons::CANCELLED),
+            Outcome::Timeout => (EventType::Warning, event_reasons::TIMED_OUT),
         };
         let note = match terminal.exit_code {
             Some(code) => format!("{} (exit code {code})", terminal.message),
@@ -998,7 +1057,8 @@ impl Agent {
             // once when no write follows.
             self.forget.insert(exit.uid.clone(), id.clone());
         }
-        if child.preempted.is_some() && !child.abandoned {
+        let stopped = child.stopping.map(|s| s.why).filter(|_| !child.abandoned);
+        if stopped == Some(StopReason::Preempted) {
             tracing::info!(run = %child.name, "Run {} stopped for a preemption; back to Pending", child.name);
             let observed = runs
                 .state()
@@ -1012,7 +1072,34 @@ impl Agent {
             return;
         }
         let mut outputs = BTreeMap::new();
-        let terminal = if child.terminated_for_shutdown && exit.killed {
+        let terminal = if let Some(why) = stopped {
+            let (outcome, reason, message) = match why {
+                StopReason::Cancelled => (
+                    Outcome::Cancelled,
+                    reasons::CANCELLED,
+                    "cancelled (spec.cancelRequested); runtimed stopped the task".to_string(),
+                ),
+                _ => (
+                    Outcome::Timeout,
+                    reasons::TIMEOUT,
+                    format!(
+                        "ran longer than spec.timeout {}; runtimed stopped the task",
+                        child
+                            .last_written
+                            .spec
+                            .timeout
+                            .as_deref()
+                            .unwrap_or_default()
+                    ),
+                ),
+            };
+            Some(Terminal {
+                outcome,
+                reason,
+                message,
+                exit_code: None,
+            })
+        } else if child.terminated_for_shutdown && exit.killed {
             Some(Terminal {
                 outcome: Outcome::Failed,
                 reason: reasons::RUNTIME_POD_TERMINATED,
@@ -1060,6 +1147,16 @@ impl Agent {
             }
         }
     }
+}
+
+/// When `spec.timeout` of `run` runs out, counted from its `startTime` (an invalid timeout
+/// never gets this far: the claim refuses it).
+fn deadline_of(run: &Run) -> Option<Instant> {
+    let timeout = run.timeout().ok()??;
+    let started = run.status.as_ref()?.start_time.as_ref()?.0;
+    let ran = jiff::Timestamp::now().duration_since(started);
+    let ran = Duration::try_from(ran).unwrap_or(Duration::ZERO);
+    Some(Instant::now() + timeout.saturating_sub(ran))
 }
 
 /// The attempt a Run is on (`status.attempt`; 1 before the first claim records it).

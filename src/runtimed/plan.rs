@@ -13,7 +13,7 @@ use super::Identity;
 use super::admission::AdmissionCache;
 use super::executor;
 use crate::api::resources::parse_requests;
-use crate::api::status::{self, reasons};
+use crate::api::status::{self, Outcome, reasons};
 use crate::api::{Resources, Run, RunPhase};
 
 /// A Scheduled Run whose complete request has been reserved; the agent claims it next.
@@ -32,10 +32,11 @@ pub struct Attach {
     pub request: Resources,
 }
 
-/// A Run to fail without running it.
+/// A Run to end without running it (Failed, or Cancelled for a cancel request).
 #[derive(Debug, Clone)]
 pub struct Failure {
     pub run: Arc<Run>,
+    pub outcome: Outcome,
     pub reason: &'static str,
     pub message: String,
 }
@@ -48,6 +49,9 @@ pub struct Plan {
     /// UIDs of children whose Run the scheduler preempts (`DisruptionTarget`): stopped
     /// within the grace period, then sent back to Pending for their next attempt.
     pub stops: Vec<String>,
+    /// UIDs of children whose Run has `cancelRequested`: stopped within the grace period,
+    /// then ended Cancelled.
+    pub cancels: Vec<String>,
     pub failures: Vec<Failure>,
     /// Runs to follow again on the runtime server; each already holds its reservation.
     pub attaches: Vec<Attach>,
@@ -117,6 +121,14 @@ pub fn plan(
         .collect();
     stops.sort();
     out.stops = stops;
+    let mut cancels: Vec<String> = mine
+        .iter()
+        .filter(|r| r.spec.cancel_requested)
+        .filter_map(|r| r.uid())
+        .filter(|uid| live.contains(uid) && owned.contains(uid))
+        .collect();
+    cancels.sort();
+    out.cancels = cancels;
 
     let mut candidates: Vec<&Arc<Run>> = mine
         .into_iter()
@@ -153,6 +165,7 @@ pub fn plan(
             // A function Run's registration lived in the runtimed that is gone, too.
             _ => out.failures.push(Failure {
                 run: run.clone(),
+                outcome: Outcome::Failed,
                 reason: reasons::RUNTIMED_RESTARTED,
                 message: format!(
                     "runtimed on Pod {} restarted while this Run was running; its process is gone",
@@ -163,6 +176,20 @@ pub fn plan(
     }
     for run in candidates {
         match run.phase() {
+            // Cancelled before it started: ended here, never claimed (also while draining).
+            RunPhase::Scheduled
+                if run.spec.cancel_requested && run.metadata.deletion_timestamp.is_none() =>
+            {
+                out.failures.push(Failure {
+                    run: run.clone(),
+                    outcome: Outcome::Cancelled,
+                    reason: reasons::CANCELLED,
+                    message: format!(
+                        "cancelled (spec.cancelRequested) before runtimed on Pod {} started it",
+                        me.pod_name
+                    ),
+                });
+            }
             RunPhase::Scheduled if claiming && run.metadata.deletion_timestamp.is_none() => {
                 let request = match parse_requests(run.spec.resources.as_ref().map(|r| &r.requests))
                 {
@@ -170,23 +197,28 @@ pub fn plan(
                     Err(err) => {
                         out.failures.push(Failure {
                             run: run.clone(),
+                            outcome: Outcome::Failed,
                             reason: reasons::INVALID_RESOURCES,
                             message: err.to_string(),
                         });
                         continue;
                     }
                 };
-                let task = match executor::prepare(
+                let task = executor::prepare(
                     run.spec.mode.task.as_ref(),
                     &run.spec.env,
                     run.spec.source.as_ref(),
-                ) {
+                )
+                .map_err(|e| e.to_string())
+                .and_then(|task| run.timeout().map(|_| task));
+                let task = match task {
                     Ok(task) => task,
-                    Err(err) => {
+                    Err(message) => {
                         out.failures.push(Failure {
                             run: run.clone(),
+                            outcome: Outcome::Failed,
                             reason: reasons::START_FAILED,
-                            message: err.to_string(),
+                            message,
                         });
                         continue;
                     }
@@ -405,6 +437,47 @@ mod tests {
         );
         assert_eq!(p.attaches.len(), 1);
         assert_eq!(full.used(), &Resources::from_iter([(RUNS, 1)]));
+    }
+
+    #[test]
+    fn plan_cancels_a_scheduled_run_without_claiming_and_stops_a_running_one() {
+        let runs = vec![
+            run("cancelled-early").here().cancel_requested().arc(),
+            run("cancelled-running")
+                .here()
+                .running()
+                .cancel_requested()
+                .arc(),
+            run("bad-timeout").here().timeout("soon").arc(),
+        ];
+        let owned = HashSet::from(["uid-cancelled-running".to_string()]);
+        let mut c = cache(&[(RUNS, 4)]);
+        // Also while draining: a cancel is not a claim.
+        let p = plan(&runs, &me(), &owned, &none(), &none(), &mut c, false);
+        assert_eq!(p.failures.len(), 1);
+        let f = &p.failures[0];
+        assert_eq!(
+            (f.run.name_any().as_str(), f.outcome, f.reason),
+            ("cancelled-early", Outcome::Cancelled, reasons::CANCELLED)
+        );
+        assert_eq!(p.cancels, ["uid-cancelled-running"]);
+        assert!(p.claims.is_empty());
+        assert_eq!(c.held("uid-cancelled-early"), None);
+
+        // An invalid spec.timeout fails the claim with the field and the value.
+        let p = plan(&runs, &me(), &owned, &none(), &none(), &mut c, true);
+        let bad = p
+            .failures
+            .iter()
+            .find(|f| f.run.name_any() == "bad-timeout");
+        let bad = bad.expect("the Run with an invalid timeout fails");
+        assert_eq!(bad.reason, reasons::START_FAILED);
+        assert!(
+            bad.message
+                .starts_with("spec.timeout: \"soon\" is not a duration"),
+            "{}",
+            bad.message
+        );
     }
 
     #[test]

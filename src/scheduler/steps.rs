@@ -144,6 +144,26 @@ mod tests {
     }
 
     #[test]
+    fn a_cancelled_pending_run_ends_cancelled_and_is_never_placed() {
+        let world = World::new().pods([pod("p1").capacity(&[("runs", 4)])]);
+        let cancelled = run("c").cancel_requested().resource_version("3");
+        let outcome = unschedulable_outcome(&world, &cancelled);
+        let ScheduleOutcome::Invalid { reason, .. } = &outcome else {
+            panic!("a cancelled Run is refused at PreFilter, not placed: {outcome:?}");
+        };
+        assert_eq!(*reason, status::reasons::CANCELLED);
+        let Step::Fail { patch, reason, .. } =
+            step(&cancelled.build(), &outcome, None, None, &now())
+        else {
+            panic!("a terminal write");
+        };
+        assert_eq!(reason, status::reasons::CANCELLED);
+        assert_eq!(patch["status"]["phase"], "Cancelled");
+        assert_eq!(patch["status"]["reason"], "Cancelled");
+        assert!(patch["status"]["assignedPod"].is_null());
+    }
+
+    #[test]
     fn a_reservation_is_bound_with_the_pod_and_its_uid() {
         let outcome = ScheduleOutcome::Reserved {
             pod: "p1".into(),

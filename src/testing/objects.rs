@@ -140,6 +140,8 @@ pub struct RunBuilder {
     nominated: Option<String>,
     workspace: Option<String>,
     priority_class: Option<String>,
+    timeout: Option<String>,
+    cancel_requested: bool,
     priority: Option<i32>,
     started: Option<Timestamp>,
     disruption: bool,
@@ -167,6 +169,8 @@ pub fn run(name: &str) -> RunBuilder {
         nominated: None,
         workspace: None,
         priority_class: None,
+        timeout: None,
+        cancel_requested: false,
         priority: None,
         started: None,
         disruption: false,
@@ -190,6 +194,10 @@ impl RunBuilder {
         workspace(name: &str) => workspace = Some(name.to_string());
         /// `spec.priorityClassName`.
         priority_class(name: &str) => priority_class = Some(name.to_string());
+        /// `spec.timeout`, a Go duration such as `3s`.
+        timeout(duration: &str) => timeout = Some(duration.to_string());
+        /// `spec.cancelRequested: true`.
+        cancel_requested() => cancel_requested = true;
         /// `status.priority`, as the scheduler records it.
         priority(value: i32) => priority = Some(value);
         /// `status.startTime`.
@@ -346,6 +354,8 @@ impl RunBuilder {
                     ..Default::default()
                 }),
                 priority_class_name: self.priority_class.clone(),
+                timeout: self.timeout.clone(),
+                cancel_requested: self.cancel_requested,
                 ..Default::default()
             },
         );

@@ -3,8 +3,9 @@
 //! wire, the part a Runtime's `runtime` container plays (upstream's Bash and Python images).
 //!
 //! `Runtime`: an execution runs its `args` as a program (argv, no shell; with an `entrypoint`,
-//! `sh ENTRYPOINT ARGS…` in `working_dir`), with `env`, in `working_dir`; `timeout_seconds`
-//! ends it Failed; `Cancel` sends SIGTERM, then SIGKILL after 5 s. Output is kept whole up to
+//! `sh ENTRYPOINT ARGS…` in `working_dir`), with `env`, in `working_dir`, in its own process
+//! group; `timeout_seconds` ends it Failed; `Cancel` sends the group SIGTERM, then SIGKILL
+//! after 5 s. Output is kept whole up to
 //! 1 MiB per stream. `Health` reports `running N, most at once M, started K`, which the tests
 //! read to prove runtimed never runs more than capacity allows.
 //!
@@ -123,6 +124,8 @@ impl Server {
         }
         command
             .envs(&req.env)
+            // Its own process group, so that Cancel reaches a shell's children too.
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -151,9 +154,12 @@ impl Server {
             _ => Duration::MAX,
         };
         let waited = tokio::time::timeout(timeout, child.wait()).await;
-        let timed_out = waited.is_err();
-        if timed_out {
-            let _ = child.kill().await;
+        if waited.is_err()
+            && let Some(pid) = child.id()
+        {
+            // SAFETY: kill(2) of the group of a child this server started and has not reaped.
+            unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+            let _ = child.wait().await;
         }
         let (stdout, stderr) = output.await.unwrap_or_default();
         let status = match waited {
@@ -259,15 +265,16 @@ impl Runtime for Server {
             }
         };
         if let Some(pid) = pid {
-            // SAFETY: kill(2) with a pid this server started and has not reaped.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
+            // SAFETY: kill(2) of the process group of a child this server started (its own
+            // group, led by the child) and has not reaped.
+            unsafe { libc::kill(-pid, libc::SIGTERM) };
             let executions = Arc::clone(&self.executions);
             tokio::spawn(async move {
                 tokio::time::sleep(CANCEL_GRACE).await;
                 let still = executions.lock().unwrap().get(&id).and_then(|e| e.pid);
                 if still == Some(pid) {
-                    // SAFETY: as above; the execution still runs under this pid.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    // SAFETY: as above; the execution still runs under this group.
+                    unsafe { libc::kill(-pid, libc::SIGKILL) };
                 }
             });
         }

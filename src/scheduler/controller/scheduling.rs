@@ -183,8 +183,15 @@ impl Scheduler {
                 drop(slot);
                 let _write = self.writes.clone().acquire_owned().await;
                 if self.write(&run, &patch).await {
-                    info!(run = %run.name_any(), namespace = %run.namespace().unwrap_or_default(), "failed: {message}");
-                    self.emit(&run, EventType::Warning, reason, "Scheduling", message);
+                    // A cancel request is the user's, not a failure.
+                    if reason == crate::api::status::reasons::CANCELLED {
+                        info!(run = %run.name_any(), namespace = %run.namespace().unwrap_or_default(), "cancelled before it was placed");
+                        let cancelled = event_reasons::CANCELLED;
+                        self.emit(&run, EventType::Normal, cancelled, "Scheduling", message);
+                    } else {
+                        info!(run = %run.name_any(), namespace = %run.namespace().unwrap_or_default(), "failed: {message}");
+                        self.emit(&run, EventType::Warning, reason, "Scheduling", message);
+                    }
                 }
             }
             Step::Nothing => {}

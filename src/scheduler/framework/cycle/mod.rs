@@ -58,6 +58,9 @@ pub enum PreFilterError {
         reason: &'static str,
         message: String,
     },
+    /// `spec.cancelRequested` is set: the Run ends Cancelled instead of being placed.
+    #[error("spec.cancelRequested: the Run was cancelled before it was placed")]
+    Cancelled,
 }
 
 impl PreFilterError {
@@ -69,6 +72,7 @@ impl PreFilterError {
             PreFilterError::TopologyKey { field, .. }
             | PreFilterError::Weight { field, .. }
             | PreFilterError::Workspace { field, .. } => field,
+            PreFilterError::Cancelled => "spec.cancelRequested",
         }
     }
 
@@ -77,6 +81,7 @@ impl PreFilterError {
         match self {
             PreFilterError::Resources(_) => INVALID_RESOURCES,
             PreFilterError::Workspace { reason, .. } => reason,
+            PreFilterError::Cancelled => crate::api::status::reasons::CANCELLED,
             _ => INVALID_AFFINITY,
         }
     }
@@ -323,6 +328,10 @@ impl<'s> Evaluation<'s> {
 
 /// PreFilter: validates the Run's inputs and computes what the plugins need, once.
 pub fn pre_filter(snapshot: &Snapshot<'_>, run: &Run) -> Result<RunCycleState, PreFilterError> {
+    // A cancelled Run is never placed, whatever else it asks for.
+    if run.spec.cancel_requested {
+        return Err(PreFilterError::Cancelled);
+    }
     let request = parse_requests(run.spec.resources.as_ref().map(|r| &r.requests))?;
     let affinity = run.spec.affinity.as_ref();
     let (required, preferred) = compile_terms(
