@@ -225,7 +225,12 @@ pub fn new_pod(
         .get_or_insert_with(BTreeMap::new)
         .extend(capacity_annotations.clone());
     metadata.owner_references = runtime.controller_owner_ref(&()).map(|r| vec![r]);
-    let spec = runtime_pod::complete(spec.unwrap_or_default(), injection, inject);
+    let server = runtime_pod::Server {
+        port: runtime.spec.port,
+        daemon_image: runtime.spec.daemon_image.clone(),
+    };
+    let spec =
+        runtime_pod::complete_with_server(spec.unwrap_or_default(), injection, inject, &server);
     let (spec, workspace) =
         runtime_pod::with_workspace_volume(spec, runtime.spec.workspace.as_ref(), inject);
     if let Err(why) = workspace {

@@ -22,7 +22,13 @@
 //!   `spec.workspace`, else an `emptyDir`) unless it mounts something there itself
 //!   ([`with_workspace_volume`]);
 //! - the annotation `kruntimes.io/inject: "false"` on the template keeps the Pod as written
-//!   (identity env only): the image must then contain the binary and run runtimed itself.
+//!   (identity env only): the image must then contain the binary and run runtimed itself;
+//! - a template that follows the runtime-server contract (its first container is named
+//!   `runtime`, serving gRPC on the Runtime's `spec.port`) keeps that container as written and
+//!   gets runtimed as a sidecar instead ([`complete_with_server`]): a container `runtimed` of
+//!   the Runtime's `daemonImage` (else the kruntimes image) running
+//!   `runtimed --runtime-server 127.0.0.1:<port>` (env `KRUNTIMES_RUNTIME_SERVER`), with the
+//!   identity, probe and grace settings above and the workspace volume at `/workspace` too.
 
 use k8s_openapi::api::core::v1::{
     Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector,
@@ -57,6 +63,77 @@ pub const MIN_TERMINATION_GRACE: i64 = 2;
 pub struct Injection {
     /// The kruntimes image (`scheduler run --runtime-image`).
     pub image: String,
+}
+
+/// The name of the first container of a template that follows the runtime-server contract.
+pub const RUNTIME_CONTAINER: &str = "runtime";
+/// The runtimed sidecar of such a template.
+pub const SIDECAR_CONTAINER: &str = "runtimed";
+
+/// The runtime server of a contract template: runtimed reaches it on the Pod's loopback.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Server {
+    /// The Runtime's `spec.port`.
+    pub port: i32,
+    /// The Runtime's `daemonImage`, if set: the sidecar's image.
+    pub daemon_image: Option<String>,
+}
+
+/// Whether the template follows the runtime-server contract: its first container is named
+/// `runtime` (and it has no `runtimed` container of its own).
+pub fn follows_contract(spec: &PodSpec) -> bool {
+    spec.containers
+        .first()
+        .is_some_and(|c| c.name == RUNTIME_CONTAINER)
+        && !spec.containers.iter().any(|c| c.name == SIDECAR_CONTAINER)
+}
+
+/// [`complete`], with runtimed as a sidecar of the runtime server when the template follows
+/// the contract ([`follows_contract`]) and the injection is on.
+pub fn complete_with_server(
+    mut spec: PodSpec,
+    injection: &Injection,
+    inject: bool,
+    server: &Server,
+) -> PodSpec {
+    if !inject || !follows_contract(&spec) {
+        return complete(spec, injection, inject);
+    }
+    let template_grace = spec
+        .termination_grace_period_seconds
+        .unwrap_or(DEFAULT_TERMINATION_GRACE);
+    let (pod_grace, runtimed_grace) = grace_periods(template_grace, None);
+    spec.termination_grace_period_seconds = Some(pod_grace);
+    let image = server
+        .daemon_image
+        .clone()
+        .unwrap_or_else(|| injection.image.clone());
+    let mut sidecar = Container {
+        name: SIDECAR_CONTAINER.into(),
+        image: Some(image),
+        command: Some(vec![IMAGE_BINARY.into(), "runtimed".into()]),
+        readiness_probe: Some(readyz_probe(PROBE_PORT)),
+        ..Default::default()
+    };
+    let env = sidecar.env.get_or_insert_with(Vec::new);
+    set_env(
+        env,
+        "KRUNTIMES_RUNTIME_SERVER",
+        &format!("127.0.0.1:{}", server.port),
+    );
+    set_env(
+        env,
+        "KRUNTIMES_HEALTH_PROBE_BIND_ADDRESS",
+        &format!(":{PROBE_PORT}"),
+    );
+    if let Some(grace) = runtimed_grace {
+        set_env(env, "KRUNTIMES_SHUTDOWN_GRACE", &format!("{grace}s"));
+    }
+    spec.containers.push(sidecar);
+    for container in &mut spec.containers {
+        add_identity_env(container);
+    }
+    spec
 }
 
 /// Whether the template's metadata keeps the injection on (no `kruntimes.io/inject: "false"`).
@@ -117,16 +194,7 @@ pub fn complete(mut spec: PodSpec, injection: &Injection, inject: bool) -> PodSp
     if main.readiness_probe.is_none()
         && let Some(port) = probe_port
     {
-        main.readiness_probe = Some(Probe {
-            http_get: Some(HTTPGetAction {
-                path: Some("/readyz".into()),
-                port: IntOrString::Int(port),
-                ..Default::default()
-            }),
-            period_seconds: Some(2),
-            failure_threshold: Some(2),
-            ..Default::default()
-        });
+        main.readiness_probe = Some(readyz_probe(port));
     }
 
     if inject_binary {
@@ -162,17 +230,34 @@ pub fn with_workspace_volume(
         return (spec, Ok(()));
     };
     let mounts = main.volume_mounts.get_or_insert_with(Vec::new);
-    if mounts
+    let own = mounts
         .iter()
-        .any(|m| m.mount_path.trim_end_matches('/') == crate::api::WORKSPACE_MOUNT)
-    {
-        return (spec, Ok(()));
-    }
-    mounts.push(VolumeMount {
+        .find(|m| m.mount_path.trim_end_matches('/') == crate::api::WORKSPACE_MOUNT)
+        .cloned();
+    let mount = own.clone().unwrap_or_else(|| VolumeMount {
         name: WORKSPACE_VOLUME.into(),
         mount_path: crate::api::WORKSPACE_MOUNT.into(),
         ..Default::default()
     });
+    if own.is_none() {
+        mounts.push(mount.clone());
+    }
+    // A runtimed sidecar creates the workspace directories the runtime server's executions
+    // run in: it sees the same volume at the same path.
+    if let Some(sidecar) = spec
+        .containers
+        .iter_mut()
+        .skip(1)
+        .find(|c| c.name == SIDECAR_CONTAINER)
+    {
+        sidecar
+            .volume_mounts
+            .get_or_insert_with(Vec::new)
+            .push(mount);
+    }
+    if own.is_some() {
+        return (spec, Ok(()));
+    }
     let empty_dir = Volume {
         name: WORKSPACE_VOLUME.into(),
         empty_dir: Some(EmptyDirVolumeSource::default()),
@@ -196,6 +281,20 @@ pub fn with_workspace_volume(
     };
     spec.volumes.get_or_insert_with(Vec::new).push(volume);
     (spec, checked)
+}
+
+/// The readiness probe on runtimed's `/readyz`.
+fn readyz_probe(port: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some("/readyz".into()),
+            port: IntOrString::Int(port),
+            ..Default::default()
+        }),
+        period_seconds: Some(2),
+        failure_threshold: Some(2),
+        ..Default::default()
+    }
 }
 
 /// The init container that copies the binary out of the kruntimes image.
@@ -648,5 +747,87 @@ mod tests {
             .map(|e| e.name.as_str())
             .collect();
         assert_eq!(names, ["POD_NAME", "POD_NAMESPACE", "POD_UID"]);
+    }
+
+    #[test]
+    fn a_runtime_server_template_keeps_its_container_and_gets_runtimed_as_a_sidecar() {
+        let mut runtime = container("ghcr.io/kruntimes/bash-runtime:1", &[], &[]);
+        runtime.name = RUNTIME_CONTAINER.into();
+        let server = Server {
+            port: 9091,
+            daemon_image: None,
+        };
+        let completed =
+            complete_with_server(spec(runtime.clone(), None), &injection(), true, &server);
+        let (completed, checked) = with_workspace_volume(completed, None, true);
+        assert!(checked.is_ok());
+        let [main, sidecar] = &completed.containers[..] else {
+            panic!(
+                "the runtime container and the sidecar: {:?}",
+                completed.containers
+            );
+        };
+        // The runtime server runs as written (plus identity and the workspace).
+        assert_eq!((main.command.clone(), main.args.clone()), (None, None));
+        assert_eq!(main.image, runtime.image);
+        assert!(main.readiness_probe.is_none());
+        assert_eq!(
+            env_value(main, "POD_NAME"),
+            None,
+            "a downward-API value, not a literal"
+        );
+        assert!(
+            main.env
+                .as_ref()
+                .unwrap()
+                .iter()
+                .any(|e| e.name == "POD_UID")
+        );
+        // runtimed drives it on the Pod's loopback, from the kruntimes image.
+        assert_eq!(sidecar.name, SIDECAR_CONTAINER);
+        assert_eq!(sidecar.image.as_deref(), Some("kubectl-kruntimes:0.1.0"));
+        assert_eq!(
+            sidecar.command.as_deref(),
+            Some(&[IMAGE_BINARY.to_string(), "runtimed".to_string()][..])
+        );
+        assert_eq!(
+            env_value(sidecar, "KRUNTIMES_RUNTIME_SERVER").as_deref(),
+            Some("127.0.0.1:9091")
+        );
+        assert!(sidecar.readiness_probe.is_some());
+        assert!(
+            sidecar
+                .env
+                .as_ref()
+                .unwrap()
+                .iter()
+                .any(|e| e.name == "POD_UID")
+        );
+        // Both see the workspace volume at /workspace; no binary is copied.
+        for c in [main, sidecar] {
+            let mounts = c.volume_mounts.as_ref().unwrap();
+            assert!(
+                mounts
+                    .iter()
+                    .any(|m| m.name == WORKSPACE_VOLUME && m.mount_path == "/workspace")
+            );
+        }
+        assert!(completed.init_containers.is_none());
+
+        // daemonImage wins; a template whose first container is not `runtime` is injected as before.
+        let custom = Server {
+            port: 7000,
+            daemon_image: Some("registry.example/runtimed:2".into()),
+        };
+        let completed = complete_with_server(spec(runtime, None), &injection(), true, &custom);
+        assert_eq!(
+            completed.containers[1].image.as_deref(),
+            Some("registry.example/runtimed:2")
+        );
+        let plain = spec(container("busybox", &[], &[]), None);
+        assert_eq!(
+            complete_with_server(plain.clone(), &injection(), true, &custom),
+            complete(plain, &injection(), true)
+        );
     }
 }
