@@ -411,3 +411,42 @@ async fn cancel_and_timeout_in_every_phase_free_the_room_at_once_on_the_runtime_
 async fn cancel_and_timeout_in_every_phase_free_the_room_at_once_for_child_processes() {
     cancel_and_timeout_in_every_phase("contract-cancel-child", Backend::Child).await;
 }
+
+/// `ttlSecondsAfterFinished`: the leader deletes a terminal Run once its TTL has passed since
+/// `completionTime`; a Run without one is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_deletes_a_finished_run_after_its_ttl_and_keeps_one_without() {
+    let pool = Pool::start_with("contract-ttl", Backend::Child).await;
+    let ns = &pool.ns;
+    let quick = |name: &str| run(name).runtime("pool").task(&["sh", "-c", "exit 0"]);
+    quick("kept").create(ns).await;
+    quick("short-lived").ttl_after_finished(2).create(ns).await;
+    let done = phase(
+        ns,
+        "short-lived",
+        RunPhase::Succeeded,
+        Duration::from_secs(60),
+    )
+    .await;
+    let completed = done
+        .status
+        .as_ref()
+        .unwrap()
+        .completion_time
+        .clone()
+        .unwrap()
+        .0;
+    ns.wait_runs(
+        Duration::from_secs(30),
+        "the Run past its TTL to be deleted",
+        |runs| (!runs.iter().any(|r| r.name_any() == "short-lived")).then_some(()),
+    )
+    .await;
+    let gone_after = jiff::Timestamp::now().duration_since(completed);
+    assert!(
+        gone_after >= jiff::SignedDuration::from_secs(1),
+        "deleted {gone_after:?} after completion, before its 2 s TTL"
+    );
+    let kept = phase(ns, "kept", RunPhase::Succeeded, Duration::from_secs(30)).await;
+    assert!(kept.metadata.deletion_timestamp.is_none());
+}

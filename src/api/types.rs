@@ -228,7 +228,7 @@ pub struct RunSpec {
     /// How often a failed Run is retried (kept, not acted on yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_policy: Option<RetryPolicy>,
-    /// Seconds after completion before the Run is deleted (kept, not acted on yet).
+    /// Seconds after `completionTime` before the scheduler's leader deletes the terminal Run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub ttl_seconds_after_finished: Option<i32>,

@@ -25,7 +25,7 @@ const MAX_LINE: u64 = 16 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum TaskError {
     #[error(
-        "spec.mode.task is not set; without a runtime server runtimed executes only Task Runs (a function Run needs a Runtime whose Pods serve the runtime contract)"
+        "spec.mode.task is not set; runtimed executes only Task Runs: function Runs (spec.mode.function) are not driven yet, with or without a runtime server"
     )]
     NoTask,
     #[error(

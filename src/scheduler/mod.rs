@@ -17,5 +17,6 @@ pub mod leader;
 pub mod run;
 pub mod status_patch;
 pub mod steps;
+pub mod ttl;
 pub mod watch;
 pub mod workspaces;

@@ -142,6 +142,7 @@ pub struct RunBuilder {
     priority_class: Option<String>,
     timeout: Option<String>,
     cancel_requested: bool,
+    ttl: Option<i32>,
     priority: Option<i32>,
     started: Option<Timestamp>,
     disruption: bool,
@@ -171,6 +172,7 @@ pub fn run(name: &str) -> RunBuilder {
         priority_class: None,
         timeout: None,
         cancel_requested: false,
+        ttl: None,
         priority: None,
         started: None,
         disruption: false,
@@ -198,6 +200,8 @@ impl RunBuilder {
         timeout(duration: &str) => timeout = Some(duration.to_string());
         /// `spec.cancelRequested: true`.
         cancel_requested() => cancel_requested = true;
+        /// `spec.ttlSecondsAfterFinished`.
+        ttl_after_finished(seconds: i32) => ttl = Some(seconds);
         /// `status.priority`, as the scheduler records it.
         priority(value: i32) => priority = Some(value);
         /// `status.startTime`.
@@ -356,6 +360,7 @@ impl RunBuilder {
                 priority_class_name: self.priority_class.clone(),
                 timeout: self.timeout.clone(),
                 cancel_requested: self.cancel_requested,
+                ttl_seconds_after_finished: self.ttl,
                 ..Default::default()
             },
         );

@@ -13,6 +13,7 @@
 mod lifecycle;
 mod preemption;
 mod scheduling;
+mod ttl;
 mod workspaces;
 
 use std::future::Future;
@@ -339,8 +340,8 @@ impl Scheduler {
     }
 
     /// The leader's work for as long as this task lives (it is aborted on shutdown): the
-    /// scheduling loop, the lifecycle loop and the workspace loop, once every cache has
-    /// listed.
+    /// scheduling loop, the lifecycle loop, the TTL loop and the workspace loop, once every
+    /// cache has listed.
     async fn lead(self: Arc<Self>, store: Store<Run>) {
         self.leading.store(true, Ordering::Release);
         let _ = store.wait_until_ready().await;
@@ -352,7 +353,8 @@ impl Scheduler {
         // Neither ends on its own; whichever does ends the leader's work.
         tokio::select! {
             () = self.clone().schedule_loop(store.clone()) => {}
-            () = self.clone().heal(store) => {}
+            () = self.clone().heal(store.clone()) => {}
+            () = self.clone().expire_finished(store) => {}
             () = self.clone().tend_workspaces() => {}
         }
     }
