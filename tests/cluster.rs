@@ -54,6 +54,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         |c| Box::pin(gpu_pool(c)),
     ),
     (
+        "a_runtime_server_only_template_gets_the_runtimed_sidecar_and_runs_runs_through_the_contract",
+        |c| Box::pin(runtime_server_sidecar(c)),
+    ),
+    (
         "runs_of_a_persistent_workspace_share_its_directory_on_one_real_pod",
         |c| Box::pin(workspace_on_a_real_pod(c)),
     ),
@@ -176,6 +180,9 @@ const SYSTEM_NS: &str = "kubectl-kruntimes";
 /// The Runtime namespace `deploy/` prepares (runtimed's service account and Role).
 const EXAMPLE_NS: &str = "kubectl-kruntimes-example";
 const BUSYBOX: &str = "kruntimes-test/busybox:1";
+/// busybox plus the tests' runtime server (tests/runtime_server), serving the contract on
+/// 127.0.0.1:9091 (tests/cluster/oci.py runtime-server).
+const RUNTIME_SERVER: &str = "kruntimes-test/runtime-server:1";
 /// The cluster's only node (tests/cluster/cluster.sh).
 const NODE: &str = "kruntimes-node";
 
@@ -378,6 +385,68 @@ async fn gpu_pool(cluster: &Cluster) {
 /// Two Runs on one PersistentWorkspace, the second created after the first finished: the
 /// first writes a file in the workspace directory runtimed creates in the real container, the
 /// second reads it there, on the Pod the workspace is bound to.
+async fn runtime_server_sidecar(cluster: &Cluster) {
+    let ns = &runtime_namespace(cluster, "server").await;
+    let template = PodSpec {
+        service_account_name: Some("kubectl-kruntimes-runtimed".into()),
+        containers: vec![Container {
+            name: kruntimes::runtime_pod::RUNTIME_CONTAINER.into(),
+            image: Some(RUNTIME_SERVER.into()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let capacity = [("runs", 2)];
+    create_runtime(ns, "server", 1, template, &capacity).await;
+    // Ready means runtimed's /readyz, which includes the runtime server's Health.
+    let pods = wait_runtime_ready(ns, "server", 1).await;
+    let pod = pods[0].name_any();
+    let spec = pods[0].spec.clone().unwrap();
+    let containers: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(containers, ["runtime", "runtimed"]);
+    assert_eq!(spec.containers[0].image.as_deref(), Some(RUNTIME_SERVER));
+    assert!(spec.init_containers.unwrap_or_default().is_empty());
+
+    let watch =
+        OvercommitWatch::start_for_runtime(ns, "server", Resources::from_iter(capacity)).await;
+    create_run(ns, "hello", "server", &[], "echo $((6*7)) on $POD_NAME").await;
+    create_run(ns, "fails", "server", &[], "echo oops >&2; exit 3").await;
+    let mut sleepers = Vec::new();
+    for i in 1..=4 {
+        let name = format!("sleep-{i}");
+        create_run(ns, &name, "server", &[], "sleep 2").await;
+        sleepers.push(name);
+    }
+    wait_phases(ns, &sleepers, RunPhase::Succeeded, Duration::from_secs(120)).await;
+    let names = ["hello".to_string()];
+    wait_phases(ns, &names, RunPhase::Succeeded, Duration::from_secs(60)).await;
+    let names = ["fails".to_string()];
+    wait_phases(ns, &names, RunPhase::Failed, Duration::from_secs(60)).await;
+    let checked = watch.finish().await;
+
+    let runs = ns.runs();
+    let hello = runs.get("hello").await.unwrap().status.unwrap();
+    assert_eq!(hello.exit_code, Some(0));
+    assert_eq!(
+        hello.outputs.get("stdout").map(String::as_str),
+        Some(format!("42 on {pod}\n").as_str()),
+        "executed in the runtime container, with the Pod's identity"
+    );
+    let fails = runs.get("fails").await.unwrap().status.unwrap();
+    assert_eq!(fails.exit_code, Some(3));
+    assert_eq!(
+        fails.outputs.get("stderr").map(String::as_str),
+        Some("oops\n")
+    );
+    let log = cluster.kubectl_raw(&["-n", &ns.name, "logs", &pod, "-c", "runtimed"]);
+    assert!(
+        log.contains("[hello] 42 on"),
+        "runtimed logs the execution's output: {log}"
+    );
+    eprintln!("runtime server sidecar: {checked} Run events checked for overcommit");
+    delete_runtime(ns, "server").await;
+}
+
 async fn workspace_on_a_real_pod(cluster: &Cluster) {
     let ns = &runtime_namespace(cluster, "ws").await;
     create_runtime(ns, "ws", 2, busybox(), &[("runs", 2)]).await;

@@ -26,6 +26,7 @@ CHAIN=KRUNTIMES-SVC
 KRUNTIMES_IMAGE=docker.io/library/kubectl-kruntimes:0.1.0
 PAUSE_IMAGE=docker.io/kruntimes-test/pause:1
 BUSYBOX_IMAGE=docker.io/kruntimes-test/busybox:1
+RUNTIME_SERVER_IMAGE=docker.io/kruntimes-test/runtime-server:1
 ADMIN_TOKEN=kruntimes-cluster-admin
 
 log() { echo "cluster: $*" >&2; }
@@ -221,6 +222,9 @@ up() {
   python3 "$here/oci.py" pause "$DIR/images/pause.tar" "$PAUSE_IMAGE" /bin/busybox
   python3 "$here/oci.py" busybox "$DIR/images/busybox.tar" "$BUSYBOX_IMAGE" /bin/busybox
   python3 "$here/oci.py" kruntimes "$DIR/images/kruntimes.tar" "$KRUNTIMES_IMAGE" "$static"
+  log "building the static test runtime server"
+  static=$(bash "$here/static.sh" kruntimes-test-runtime-server) || die "the static build of the test runtime server failed"
+  python3 "$here/oci.py" runtime-server "$DIR/images/runtime-server.tar" "$RUNTIME_SERVER_IMAGE" "$static"
 
   log "network: bridge $BRIDGE $NODE_IP, DNAT $SERVICE_IP:443 -> $NODE_IP:$APISERVER_PORT"
   ip link add "$BRIDGE" type bridge
@@ -281,7 +285,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt"]
 EOF
   start containerd containerd --config "$DIR/containerd/config.toml"
   wait_for "containerd" 30 ctr --address "$DIR/containerd/containerd.sock" version
-  for image in pause busybox kruntimes; do
+  for image in pause busybox kruntimes runtime-server; do
     ctr --address "$DIR/containerd/containerd.sock" -n k8s.io images import "$DIR/images/$image.tar" >&2
   done
 

@@ -5,6 +5,8 @@
   oci.py pause     OUT.tar NAME BUSYBOX        a sandbox (pause) image: a shell that blocks and exits on TERM/INT
   oci.py kruntimes OUT.tar NAME BINARY         FROM scratch: /kubectl-kruntimes, USER 65532 (what Dockerfile builds)
   oci.py busybox   OUT.tar NAME BUSYBOX        a user image: busybox with its applets in /bin, no kruntimes inside
+  oci.py runtime-server OUT.tar NAME BINARY    busybox (from /bin/busybox) plus the tests' runtime server as
+                                               /runtime-server, serving the runtime contract on 127.0.0.1:9091
 
 Each archive holds one uncompressed layer, the config, the manifest and an index whose manifest carries the
 `io.containerd.image.name` annotation (NAME, fully qualified), so the import names the image.
@@ -125,6 +127,18 @@ def main(argv):
     elif kind == "busybox":
         write_image(out, name, lambda t: _busybox_layer(t, source),
                     {"Cmd": ["/bin/sh"], "Env": ["PATH=/bin"]})
+    elif kind == "runtime-server":
+        with open(source, "rb") as f:
+            binary = f.read()
+
+        def layer(t):
+            _busybox_layer(t, "/bin/busybox")
+            _add_file(t, "runtime-server", binary, 0o755)
+
+        write_image(out, name, layer, {
+            "Entrypoint": ["/runtime-server", "--listen", "127.0.0.1:9091"],
+            "Env": ["PATH=/bin"],
+        })
     else:
         sys.exit(__doc__)
 

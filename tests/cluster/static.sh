@@ -2,6 +2,8 @@
 # Builds the static kubectl-kruntimes of the container image (glibc, `-C target-feature=+crt-static`, rustls) into
 # its own target directory, target/static, so it never invalidates the ordinary build, and prints its path.
 # Profile: KRUNTIMES_STATIC_PROFILE (default `dev`, which tests use; the Dockerfile builds `release`).
+# `static.sh kruntimes-test-runtime-server` builds the tests' runtime server instead (feature
+# `testing`), for the cluster's runtime-server image.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 profile=${KRUNTIMES_STATIC_PROFILE:-dev}
@@ -15,8 +17,11 @@ for var in $(compgen -e); do
   esac
 done
 # With an explicit --target, RUSTFLAGS reach only the target's crates, not build scripts or proc macros.
+bin=${1:-kubectl-kruntimes}
+features=()
+[[ $bin == kubectl-kruntimes ]] || features=(--features testing)
 RUSTFLAGS="-C target-feature=+crt-static" "${CARGO:-cargo}" build --quiet --locked --profile "$profile" \
-  --target "$target" --target-dir "$repo/target/static" --bin kubectl-kruntimes --manifest-path "$repo/Cargo.toml" >&2
+  --target "$target" --target-dir "$repo/target/static" --bin "$bin" "${features[@]}" --manifest-path "$repo/Cargo.toml" >&2
 dir=$profile
 [[ $profile == dev ]] && dir=debug
-echo "$repo/target/static/$target/$dir/kubectl-kruntimes"
+echo "$repo/target/static/$target/$dir/$bin"
