@@ -10,7 +10,7 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use kruntimes::api::{Resources, Run};
 use kruntimes::runtimed::Identity;
 use kruntimes::runtimed::admission::AdmissionCache;
-use kruntimes::runtimed::plan::plan;
+use kruntimes::runtimed::plan::{Admit, plan};
 use kruntimes::testing::{NS, run};
 
 fn request() -> Resources {
@@ -101,7 +101,10 @@ fn planning(c: &mut Criterion) {
                     &HashSet::new(),
                     &HashSet::new(),
                     &mut cache,
-                    true,
+                    Admit {
+                        claiming: true,
+                        functions: false,
+                    },
                 );
                 black_box(p.claims.len())
             });

@@ -40,6 +40,9 @@ _kubectl__kruntimes() {
             kubectl__kruntimes,install)
                 cmd="kubectl__kruntimes__subcmd__install"
                 ;;
+            kubectl__kruntimes,invoke)
+                cmd="kubectl__kruntimes__subcmd__invoke"
+                ;;
             kubectl__kruntimes,runtimed)
                 cmd="kubectl__kruntimes__subcmd__runtimed"
                 ;;
@@ -76,6 +79,9 @@ _kubectl__kruntimes() {
             kubectl__kruntimes__subcmd__help,install)
                 cmd="kubectl__kruntimes__subcmd__help__subcmd__install"
                 ;;
+            kubectl__kruntimes__subcmd__help,invoke)
+                cmd="kubectl__kruntimes__subcmd__help__subcmd__invoke"
+                ;;
             kubectl__kruntimes__subcmd__help,runtimed)
                 cmd="kubectl__kruntimes__subcmd__help__subcmd__runtimed"
                 ;;
@@ -110,7 +116,7 @@ _kubectl__kruntimes() {
 
     case "${cmd}" in
         kubectl__kruntimes)
-            opts="-n -v -h -V --kubeconfig --context --namespace --verbose --log-format --help --version install runtimed scheduler explain status dev completion version gen __complete copy-binary help"
+            opts="-n -v -h -V --kubeconfig --context --namespace --verbose --log-format --help --version install runtimed scheduler explain status invoke dev completion version gen __complete copy-binary help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -372,7 +378,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__help)
-            opts="install runtimed scheduler explain status dev completion version gen __complete copy-binary help"
+            opts="install runtimed scheduler explain status invoke dev completion version gen __complete copy-binary help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -497,6 +503,20 @@ _kubectl__kruntimes() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        kubectl__subcmd__kruntimes__subcmd__help__subcmd__invoke)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         kubectl__subcmd__kruntimes__subcmd__help__subcmd__runtimed)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -575,6 +595,48 @@ _kubectl__kruntimes() {
             fi
             case "${prev}" in
                 --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kubectl__subcmd__kruntimes__subcmd__invoke)
+            opts="-d -n -v -h --data --kubeconfig --context --namespace --verbose --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --data)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -d)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -64,6 +64,9 @@ pub enum Command {
     /// The pool at a glance: per Runtime, Pods available, used/capacity per resource, Runs by
     /// phase and the Pending demand by the scheduler's reasons (reads only).
     Status(StatusArgs),
+    /// Call a Ready function Run once: sends the data to its runtimed through the API
+    /// server's Pod proxy (RBAC on pods/proxy decides who may) and prints the handler's output.
+    Invoke(InvokeArgs),
     /// Run the whole system on this machine: etcd and kube-apiserver, the CRDs, the scheduler,
     /// and a local Pod host that runs a real runtimed for every Runtime Pod.
     Dev(DevArgs),
@@ -266,6 +269,7 @@ impl Command {
             Command::Dev(_)
             | Command::Install(_)
             | Command::Explain(_)
+            | Command::Invoke(_)
             | Command::Status(_)
             | Command::Completion(_)
             | Command::Version
@@ -308,6 +312,21 @@ pub struct ExplainArgs {
     /// When to color the table (auto: only on a terminal and when NO_COLOR is unset).
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub color: ColorChoice,
+}
+
+/// `invoke run/NAME`: which function Run, with what.
+#[derive(Debug, Clone, Args)]
+pub struct InvokeArgs {
+    /// The Run: `run/NAME`, `runs/NAME`, or `run NAME`.
+    #[arg(value_name = "run/NAME")]
+    pub target: String,
+    /// The Run's name, when the first argument is `run` or `runs`.
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// The invocation's input: `@FILE`, `-` for stdin, or the text itself (at most 1 MiB;
+    /// none: empty).
+    #[arg(short = 'd', long, value_name = "@FILE|-|TEXT")]
+    pub data: Option<String>,
 }
 
 /// `status [RUNTIME]`: which pool to show and how.

@@ -13,6 +13,7 @@ pub mod explain;
 pub mod generate;
 pub mod http;
 pub mod install;
+pub mod invoke;
 pub mod kubeclient;
 pub mod logging;
 pub mod metrics;

@@ -18,6 +18,7 @@ async fn main() -> ExitCode {
         Command::Runtimed(args) => kruntimes::runtimed::exec(&cli.global, args).await,
         Command::Explain(args) => kruntimes::explain::exec(&cli.global, args).await,
         Command::Status(args) => kruntimes::status::exec(&cli.global, args).await,
+        Command::Invoke(args) => kruntimes::invoke::exec(&cli.global, args).await,
         Command::Scheduler(SchedulerCommand::Run(args)) => {
             kruntimes::scheduler::run::exec(&cli.global, args).await
         }

@@ -28,6 +28,8 @@ struct Pool {
     pod: k8s_openapi::api::core::v1::Pod,
     server: RuntimeServerProcess,
     agent: RuntimedProcess,
+    /// runtimed's probe port (also its `/invoke/<run>`).
+    probe: u16,
     _scheduler: SchedulerProcess,
 }
 
@@ -56,8 +58,9 @@ impl Pool {
         let pod = ns.runtime_pods("pool", 1).await.remove(0);
         ns.set_ready(&pod.name_any(), true).await;
         let server = RuntimeServerProcess::start().await;
+        let probe = support::free_port();
         let agent = match backend {
-            Backend::Server => Self::agent(&pod, &server),
+            Backend::Server => Self::agent(&pod, &server, probe),
             Backend::Child => {
                 let mut args: Vec<&str> = HEARTBEAT.to_vec();
                 args.extend(["--shutdown-grace", "3s"]);
@@ -69,6 +72,7 @@ impl Pool {
             pod,
             server,
             agent,
+            probe,
             _scheduler: scheduler,
         }
     }
@@ -76,9 +80,12 @@ impl Pool {
     fn agent(
         pod: &k8s_openapi::api::core::v1::Pod,
         server: &RuntimeServerProcess,
+        probe: u16,
     ) -> RuntimedProcess {
+        let probe = format!("127.0.0.1:{probe}");
         let mut args: Vec<&str> = HEARTBEAT.to_vec();
         args.extend(server.flag());
+        args.extend(["--health-probe-bind-address", probe.as_str()]);
         RuntimedProcess::start(pod, &args)
     }
 
@@ -211,7 +218,7 @@ async fn a_runtimed_killed_and_started_again_re_attaches_and_the_run_succeeds_on
 
     // A crash: no shutdown, no status write; the execution goes on at the server.
     pool.agent.crash();
-    pool.agent = Pool::agent(&pool.pod, &pool.server);
+    pool.agent = Pool::agent(&pool.pod, &pool.server, pool.probe);
 
     let ended = pool.terminal(&["long"]).await;
     let long = find(&ended, "long");
@@ -449,4 +456,117 @@ async fn the_leader_deletes_a_finished_run_after_its_ttl_and_keeps_one_without()
     );
     let kept = phase(ns, "kept", RunPhase::Succeeded, Duration::from_secs(30)).await;
     assert!(kept.metadata.deletion_timestamp.is_none());
+}
+
+/// Function Runs on the runtime server: registered, then Ready, which holds the whole request
+/// (a second function Run of the whole Pod waits Pending with the usual reason) until it is
+/// released by cancel, deletion, its idle timeout or its spec.timeout, each waking the waiting
+/// one; a registration the server refuses fails the Run. Invocations reach the handler
+/// through runtimed's `/invoke/<run>`; `invoke` refuses a Run that is not Ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn function_runs_hold_their_room_while_ready_until_cancel_delete_idle_or_timeout() {
+    let pool = Pool::start("contract-functions").await;
+    let ns = &pool.ns;
+    let watch = OvercommitWatch::start(ns, pool.capacity()).await;
+    let whole = |name: &str, handler: &str| {
+        run(name)
+            .runtime("pool")
+            .requests(&[("runs", 2)])
+            .function(handler)
+    };
+    let within = Duration::from_secs(60);
+
+    whole("echo", "echo").create(ns).await;
+    phase(ns, "echo", RunPhase::Ready, within).await;
+    whole("upper", "upper").create(ns).await;
+    let waiting = ns
+        .wait_runs(within, "the second function Run to wait", |runs| {
+            let r = runs.iter().find(|r| r.name_any() == "upper")?;
+            let message = r.status.as_ref()?.message.clone()?;
+            (r.phase() == RunPhase::Pending && message.contains("Insufficient runs"))
+                .then_some(message)
+        })
+        .await;
+    assert_eq!(
+        waiting,
+        "0/1 Runtime Pods are available: 1 Insufficient runs."
+    );
+
+    // Invocations, and invoke's refusal of a Run that is not Ready.
+    let (code, body) = support::world::http_post(pool.probe, "/invoke/echo", b"hello")
+        .await
+        .unwrap();
+    assert_eq!((code, body.as_str()), (200, "hello"));
+    let (code, body) = support::world::http_post(pool.probe, "/invoke/upper", b"x")
+        .await
+        .unwrap();
+    assert_eq!(code, 404, "{body}");
+    let out = support::kruntimes()
+        .args(["invoke", "run/upper", "-n", &ns.name, "--data", "x"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: run/upper is Pending, not Ready: a function Run can be invoked once its runtimed has registered it (see kubectl kruntimes explain run/upper)\n"
+    );
+
+    // Cancel releases it: the waiting one becomes Ready.
+    cancel(ns, "echo").await;
+    let cancelled = phase(ns, "echo", RunPhase::Cancelled, within).await;
+    assert_eq!(
+        cancelled.status.unwrap().reason.as_deref(),
+        Some(reasons::CANCELLED)
+    );
+    phase(ns, "upper", RunPhase::Ready, within).await;
+    let (code, body) = support::world::http_post(pool.probe, "/invoke/upper", b"shout")
+        .await
+        .unwrap();
+    assert_eq!((code, body.as_str()), (200, "SHOUT"));
+
+    // Deletion releases it: the next one (idle for 2 s) becomes Ready, then ends
+    // Timeout/IdleTimeout.
+    whole("idle", "echo").idle_timeout(2).create(ns).await;
+    ns.api::<Run>()
+        .delete("upper", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    phase(ns, "idle", RunPhase::Ready, within).await;
+    let idle = phase(ns, "idle", RunPhase::Timeout, within).await;
+    assert_eq!(
+        idle.status.unwrap().reason.as_deref(),
+        Some(reasons::IDLE_TIMEOUT)
+    );
+    // spec.timeout from startTime: Timeout, reason Timeout.
+    whole("bounded", "echo").timeout("3s").create(ns).await;
+    phase(ns, "bounded", RunPhase::Ready, within).await;
+    let bounded = phase(ns, "bounded", RunPhase::Timeout, within).await;
+    assert_eq!(
+        bounded.status.unwrap().reason.as_deref(),
+        Some(reasons::TIMEOUT)
+    );
+    // A registration the server refuses fails the Run.
+    whole("refused", "fail-register").create(ns).await;
+    let refused = phase(ns, "refused", RunPhase::Failed, within).await;
+    let status = refused.status.unwrap();
+    assert_eq!(status.reason.as_deref(), Some(reasons::START_FAILED));
+    assert!(
+        status
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("could not register the function"),
+        "{status:?}"
+    );
+
+    // Nothing leaked: a task Run of the whole Pod runs.
+    run("whole-pod")
+        .runtime("pool")
+        .requests(&[("runs", 2)])
+        .task(&["sh", "-c", "exit 0"])
+        .create(ns)
+        .await;
+    phase(ns, "whole-pod", RunPhase::Succeeded, within).await;
+    let checked = watch.finish().await;
+    eprintln!("contract-functions: {checked} Run events checked for overcommit");
 }

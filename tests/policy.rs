@@ -123,6 +123,31 @@ async fn every_write_runtimed_makes_is_allowed_with_its_pod_token() {
         assert_eq!(ended.phase(), phase, "{name}");
     }
 
+    // A function Run: Running -> Ready once registered, then released (idle timeout).
+    let run = f
+        .create(
+            f.on("function", &f.pod_a)
+                .function("main.handler")
+                .running(),
+        )
+        .await;
+    let ready = f
+        .write_status(&f.as_a, &run, |status| {
+            assert!(status::set_function_ready(status, "registered"));
+        })
+        .await
+        .unwrap();
+    assert_eq!(ready.phase(), RunPhase::Ready);
+    let released = f
+        .write_status(
+            &f.as_a,
+            &ready,
+            end(Outcome::Timeout, reasons::IDLE_TIMEOUT, None),
+        )
+        .await
+        .unwrap();
+    assert_eq!(released.phase(), RunPhase::Timeout);
+
     // The heartbeat: created, renewed, deleted.
     f.apply_lease(&f.as_a, &a, &a.pod_uid).await.unwrap();
     let renewed = f.apply_lease(&f.as_a, &a, &a.pod_uid).await.unwrap();

@@ -443,7 +443,7 @@ async fn runs_that_cannot_be_run_as_written_fail_without_being_claimed() {
         ),
         (
             "no-task",
-            "spec.mode.task is not set; runtimed executes only Task Runs: function Runs (spec.mode.function) are not driven yet, with or without a runtime server",
+            "spec.mode.function: a function Run needs a Runtime whose Pods serve the runtime contract (a template whose first container is named runtime); this Pod's runtimed runs tasks as its own processes",
         ),
     ] {
         let run = &latest[name];

@@ -39,6 +39,8 @@ pub mod reasons {
     pub const CANCELLED: &str = "Cancelled";
     /// `spec.timeout` from `startTime` ran out (phase Timeout).
     pub const TIMEOUT: &str = "Timeout";
+    /// A function Run had no invocation for `idleTimeoutSeconds` (phase Timeout).
+    pub const IDLE_TIMEOUT: &str = "IdleTimeout";
     pub const RUNTIMED_RESTARTED: &str = "RuntimedRestarted";
     pub const RUNTIME_POD_TERMINATED: &str = "RuntimePodTerminated";
     pub const RUNTIME_POD_LOST: &str = "RuntimePodLost";
@@ -329,6 +331,18 @@ pub fn set_admitted(status: &mut RunStatus, pod: &str, reserved: &Resources, now
         &format!("runtimed on Pod {pod} reserved {reserved}"),
         now,
     );
+}
+
+/// A function Run's registration is ready on the runtime server: Running → Ready, which is
+/// active (it keeps its whole request) until it is released. Only the phase and the message
+/// change. Returns whether anything changed.
+pub fn set_function_ready(status: &mut RunStatus, message: &str) -> bool {
+    if status.phase != Some(RunPhase::Running) {
+        return false;
+    }
+    status.phase = Some(RunPhase::Ready);
+    status.message = Some(message.to_string());
+    true
 }
 
 #[cfg(test)]

@@ -213,6 +213,7 @@ mod tests {
             env: vec![("A".into(), "1".into())],
             working_dir: Some("/work".into()),
             entrypoint: None,
+            function: None,
         };
         let req = execute_request("uid-a-1", &task, 30);
         assert_eq!(req.args, vec!["sh", "-c", "exit 3"]);

@@ -38,6 +38,7 @@ use crate::api::resources::parse_capacity_annotations;
 use crate::api::status::{self, Outcome, reasons};
 use crate::api::{Run, RunPhase, RunStatus, post_params};
 use crate::events::{RunEvents, reasons as event_reasons};
+use crate::runtime_server::proto::{FunctionRegistration, RegisterFunctionRequest};
 use crate::runtime_server::{execute_request, execution_id};
 
 /// Longest pause between two attempts of a status write or read across an API outage.
@@ -148,6 +149,12 @@ struct Agent {
     server_healthy: Arc<std::sync::atomic::AtomicBool>,
     /// Executions to `Forget` once their Run's terminal write has landed, by Run UID.
     forget: HashMap<String, String>,
+    /// Function registrations the runtime server reported ready, by Run UID.
+    ready_tx: mpsc::UnboundedSender<(String, FunctionRegistration)>,
+    ready_rx: mpsc::UnboundedReceiver<(String, FunctionRegistration)>,
+    /// The registration of each Ready function Run of this Pod, by Run name (what `invoke`
+    /// calls).
+    registrations: Arc<std::sync::Mutex<HashMap<String, FunctionRegistration>>>,
 }
 
 /// Why a child is being stopped.
@@ -179,7 +186,11 @@ impl Agent {
         let (written_tx, written_rx) = mpsc::unbounded_channel();
         let (resolved_tx, resolved_rx) = mpsc::unbounded_channel();
         let (claimed_tx, claimed_rx) = mpsc::unbounded_channel();
+        let (ready_tx, ready_rx) = mpsc::unbounded_channel();
         Agent {
+            ready_tx,
+            ready_rx,
+            registrations: settings.registrations.clone(),
             metrics,
             scheduled_seen: HashMap::new(),
             claiming: HashSet::new(),
@@ -363,6 +374,9 @@ impl Agent {
                 Some(exit) = self.exits_rx.recv() => {
                     self.on_exit(exit, &runs);
                     dirty = true;
+                }
+                Some((uid, registration)) = self.ready_rx.recv() => {
+                    self.on_function_ready(uid, registration);
                 }
                 Ok(ids) = async { self.listed_rx.as_mut().expect("guarded").await }, if self.listed_rx.is_some() => {
                     self.listed_rx = None;
@@ -576,7 +590,10 @@ impl Agent {
             &self.finished,
             &attachable,
             &mut self.cache,
-            !self.draining,
+            plan::Admit {
+                claiming: !self.draining,
+                functions: self.server.is_some(),
+            },
         );
         for attach in plan.attaches {
             self.attach(attach);
@@ -864,6 +881,25 @@ impl Agent {
             .as_ref()
             .map(|_| execution_id(&uid, attempt_of(&written)));
         let spawned = match (&self.server, &execution) {
+            (Some(server), Some(_)) if task.function.is_some() => {
+                let function = task.function.clone().expect("checked");
+                let request = RegisterFunctionRequest {
+                    run_uid: uid.clone(),
+                    registration_attempt: attempt_of(&written),
+                    working_dir: task.working_dir.clone().unwrap_or_default(),
+                    handler: function.handler.clone(),
+                    env: task.env.iter().cloned().collect(),
+                    idle_timeout_seconds: function.idle_timeout.map_or(0, |d| d.as_secs() as i64),
+                    registration_digest: String::new(),
+                };
+                Ok(server.serve_function(
+                    request,
+                    function.idle_timeout,
+                    uid.clone(),
+                    self.ready_tx.clone(),
+                    self.exits_tx.clone(),
+                ))
+            }
             (Some(server), Some(id)) => Ok(server.follow(
                 Some(execute_request(id, &task, 0)),
                 id.clone(),
@@ -911,6 +947,46 @@ impl Agent {
                 false
             }
         }
+    }
+
+    /// A function Run's registration is ready: the Run becomes Ready (still active, holding
+    /// its request) in the background, and `invoke` may reach it.
+    fn on_function_ready(&mut self, uid: String, registration: FunctionRegistration) {
+        let Some(child) = self.children.get(&uid) else {
+            return;
+        };
+        let name = child.name.clone();
+        tracing::info!(run = %name, "function of Run {name} registered ({}); Ready", registration.registration_id);
+        self.registrations
+            .lock()
+            .expect("registrations")
+            .insert(name.clone(), registration);
+        let (api, me, events) = (self.runs_api.clone(), self.me.clone(), self.events.clone());
+        let first = child.last_written.clone();
+        let message = format!(
+            "the function is registered on Pod {}'s runtime server and serves invocations",
+            self.me.pod_name
+        );
+        let retries = self
+            .metrics
+            .status_write_retries
+            .with_label_values(&[metrics::WRITE_CLAIM]);
+        tokio::spawn(async move {
+            let apply = move |status: &mut RunStatus, _: &Time| {
+                status::set_function_ready(status, &message)
+            };
+            if let Some(written) =
+                write_status(&api, &me, &name, &uid, Some(first), apply, &retries).await
+            {
+                events.emit(
+                    &written,
+                    EventType::Normal,
+                    event_reasons::STARTED,
+                    "Start",
+                    "the function is Ready".to_string(),
+                );
+            }
+        });
     }
 
     /// Follows again the execution of a Run an earlier runtimed started on the runtime
@@ -1049,6 +1125,10 @@ impl Agent {
         let Some(child) = self.children.remove(&exit.uid) else {
             return;
         };
+        self.registrations
+            .lock()
+            .expect("registrations")
+            .remove(&child.name);
         if let Some(id) = &child.execution {
             if let Some(listed) = self.listed.as_mut() {
                 listed.remove(id);
@@ -1063,9 +1143,7 @@ impl Agent {
             let observed = runs
                 .state()
                 .into_iter()
-                .find(|r| {
-                    r.uid().as_deref() == Some(exit.uid.as_str()) && r.phase() == RunPhase::Running
-                })
+                .find(|r| r.uid().as_deref() == Some(exit.uid.as_str()) && r.phase().is_admitted())
                 .map(|r| (*r).clone());
             let first = observed.unwrap_or(child.last_written);
             self.requeue(child.name, exit.uid, first);
@@ -1132,9 +1210,7 @@ impl Agent {
             let observed = runs
                 .state()
                 .into_iter()
-                .find(|r| {
-                    r.uid().as_deref() == Some(exit.uid.as_str()) && r.phase() == RunPhase::Running
-                })
+                .find(|r| r.uid().as_deref() == Some(exit.uid.as_str()) && r.phase().is_admitted())
                 .map(|r| (*r).clone());
             let first = observed.unwrap_or(child.last_written);
             self.finish_with_outputs(child.name, exit.uid, first, terminal, outputs);

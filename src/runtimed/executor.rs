@@ -24,10 +24,14 @@ const MAX_LINE: u64 = 16 * 1024;
 /// [`reasons::START_FAILED`] and this message.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum TaskError {
-    #[error(
-        "spec.mode.task is not set; runtimed executes only Task Runs: function Runs (spec.mode.function) are not driven yet, with or without a runtime server"
-    )]
+    #[error("spec.mode.task is not set; a Run needs a task (or a function on a runtime server)")]
     NoTask,
+    #[error(
+        "spec.mode.function: a function Run needs a Runtime whose Pods serve the runtime contract (a template whose first container is named runtime); this Pod's runtimed runs tasks as its own processes"
+    )]
+    FunctionWithoutServer,
+    #[error("spec.mode.function.handler is not set; name the module.function to register")]
+    NoHandler,
     #[error(
         "spec.mode.task has neither entrypoint nor args; one of them must name the program to run"
     )]
@@ -70,6 +74,61 @@ pub struct Prepared {
     /// The task's `entrypoint` as written (`program` is its path to execute): a runtime
     /// server gets the script's name, not a path.
     pub entrypoint: Option<String>,
+    /// A function Run's handler (then `program` and `args` are empty): registered on the
+    /// runtime server instead of executed.
+    pub function: Option<Function>,
+}
+
+/// What a function Run registers on the runtime server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Function {
+    /// `module.function`.
+    pub handler: String,
+    /// `idleTimeoutSeconds`: released after this long without an invocation.
+    pub idle_timeout: Option<std::time::Duration>,
+}
+
+/// Validates `spec.mode.function` and `spec.env` for a registration on the runtime server.
+pub fn prepare_function(
+    function: &crate::api::FunctionMode,
+    env: &[EnvVar],
+) -> Result<Prepared, TaskError> {
+    let handler = function
+        .handler
+        .clone()
+        .filter(|h| !h.trim().is_empty())
+        .ok_or(TaskError::NoHandler)?;
+    let env = plain_env(env)?;
+    Ok(Prepared {
+        program: String::new(),
+        args: Vec::new(),
+        env,
+        working_dir: None,
+        entrypoint: None,
+        function: Some(Function {
+            handler,
+            idle_timeout: function
+                .idle_timeout_seconds
+                .filter(|s| *s > 0)
+                .map(|s| std::time::Duration::from_secs(s as u64)),
+        }),
+    })
+}
+
+/// Plain `name`/`value` environment variables (an absent value is the empty string).
+fn plain_env(env: &[EnvVar]) -> Result<Vec<(String, String)>, TaskError> {
+    env.iter()
+        .map(
+            |EnvVar {
+                 name,
+                 value,
+                 value_from,
+             }| match value_from {
+                Some(_) => Err(TaskError::EnvValueFrom { name: name.clone() }),
+                None => Ok((name.clone(), value.clone().unwrap_or_default())),
+            },
+        )
+        .collect()
 }
 
 /// Validates `spec.mode.task` and `spec.env`: a program (the `entrypoint` with `args` as its
@@ -101,25 +160,14 @@ pub fn prepare(
             .map(|(program, args)| (program.clone(), args))
             .ok_or(TaskError::EmptyArgs)?,
     };
-    let env = env
-        .iter()
-        .map(
-            |EnvVar {
-                 name,
-                 value,
-                 value_from,
-             }| match value_from {
-                Some(_) => Err(TaskError::EnvValueFrom { name: name.clone() }),
-                None => Ok((name.clone(), value.clone().unwrap_or_default())),
-            },
-        )
-        .collect::<Result<_, _>>()?;
+    let env = plain_env(env)?;
     Ok(Prepared {
         program,
         args: args.to_vec(),
         env,
         working_dir: task.working_dir.clone().filter(|d| !d.is_empty()),
         entrypoint: task.entrypoint.clone().filter(|e| !e.is_empty()),
+        function: None,
     })
 }
 

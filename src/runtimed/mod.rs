@@ -15,6 +15,7 @@ pub mod admission;
 pub mod agent;
 pub mod executor;
 pub mod heartbeat;
+pub mod invoke;
 pub mod metrics;
 pub mod plan;
 pub mod remote;
@@ -153,6 +154,13 @@ pub struct Settings {
     pub workspace_root: std::path::PathBuf,
     /// The Pod's runtime server (`--runtime-server`), when Runs execute there.
     pub runtime_server: Option<remote::RuntimeServer>,
+    /// The registrations of this Pod's Ready function Runs, by Run name: the agent keeps
+    /// them, the invoke endpoint reads them.
+    pub registrations: std::sync::Arc<
+        std::sync::Mutex<
+            std::collections::HashMap<String, crate::runtime_server::proto::FunctionRegistration>,
+        >,
+    >,
 }
 
 impl Settings {
@@ -187,6 +195,7 @@ impl Settings {
                 .map(remote::RuntimeServer::new)
                 .transpose()
                 .map_err(Error::BadAddress)?,
+            registrations: Default::default(),
         })
     }
 }
@@ -198,7 +207,11 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
     let shutdown = crate::signals::shutdown_signal()?;
     let target = kubeclient::connect(global).await?;
     if let Some(addr) = settings.health_probe {
-        serve_probes(addr, settings.ready.clone()).await?;
+        let invoke = settings
+            .runtime_server
+            .clone()
+            .map(|server| invoke::routes(server, settings.registrations.clone()));
+        serve_probes(addr, settings.ready.clone(), invoke).await?;
     }
     let registry = prometheus::Registry::new();
     let metrics = metrics::RuntimedMetrics::register(&registry)
@@ -228,11 +241,15 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
 async fn serve_probes(
     addr: std::net::SocketAddr,
     ready: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    invoke: Option<axum::Router>,
 ) -> anyhow::Result<()> {
-    let app = crate::http::probes(
+    let mut app = crate::http::probes(
         move || ready.load(std::sync::atomic::Ordering::Relaxed),
         "not watching its Runs and Pod yet, or shutting down",
     );
+    if let Some(invoke) = invoke {
+        app = app.merge(invoke);
+    }
     crate::http::serve(addr, app, std::future::pending()).await
 }
 

@@ -61,6 +61,15 @@ pub struct Plan {
     pub waiting: Vec<(String, String)>,
 }
 
+/// What the agent may admit now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admit {
+    /// Claim Scheduled Runs (false while draining).
+    pub claiming: bool,
+    /// The Pod has a runtime server, so function Runs can be registered.
+    pub functions: bool,
+}
+
 /// Whether `run` is assigned to this agent's Pod: `status.assignedPod` is the Pod and
 /// `status.assignedPodUID`, when set, is this incarnation of it.
 pub fn assigned_to(run: &Run, me: &Identity) -> bool {
@@ -96,8 +105,12 @@ pub fn plan(
     finished: &HashSet<String>,
     attachable: &HashSet<String>,
     cache: &mut AdmissionCache,
-    claiming: bool,
+    admit: Admit,
 ) -> Plan {
+    let Admit {
+        claiming,
+        functions,
+    } = admit;
     let mut out = Plan::default();
     let mine: Vec<&Arc<Run>> = runs.iter().filter(|r| assigned_to(r, me)).collect();
 
@@ -204,11 +217,17 @@ pub fn plan(
                         continue;
                     }
                 };
-                let task = executor::prepare(
-                    run.spec.mode.task.as_ref(),
-                    &run.spec.env,
-                    run.spec.source.as_ref(),
-                )
+                let task = match &run.spec.mode.function {
+                    Some(function) if functions => {
+                        executor::prepare_function(function, &run.spec.env)
+                    }
+                    Some(_) => Err(executor::TaskError::FunctionWithoutServer),
+                    None => executor::prepare(
+                        run.spec.mode.task.as_ref(),
+                        &run.spec.env,
+                        run.spec.source.as_ref(),
+                    ),
+                }
                 .map_err(|e| e.to_string())
                 .and_then(|task| run.timeout().map(|_| task));
                 let task = match task {
@@ -293,7 +312,18 @@ mod tests {
             run("b").here().created(2).arc(),
         ];
         let mut c = cache(&[(RUNS, 2)]);
-        let p = plan(&runs, &me(), &none(), &none(), &none(), &mut c, true);
+        let p = plan(
+            &runs,
+            &me(),
+            &none(),
+            &none(),
+            &none(),
+            &mut c,
+            Admit {
+                claiming: true,
+                functions: false,
+            },
+        );
         assert_eq!(names(&p.claims), ["a", "b"]);
         assert_eq!(
             p.waiting,
@@ -313,7 +343,18 @@ mod tests {
             run("small").here().created(2).requests(&[(GPU, 1)]).arc(),
         ];
         let mut c = cache(&[(RUNS, 4), (GPU, 1)]);
-        let p = plan(&runs, &me(), &none(), &none(), &none(), &mut c, true);
+        let p = plan(
+            &runs,
+            &me(),
+            &none(),
+            &none(),
+            &none(),
+            &mut c,
+            Admit {
+                claiming: true,
+                functions: false,
+            },
+        );
         assert_eq!(names(&p.claims), ["small"]);
         assert_eq!(p.waiting[0].0, "big");
     }
@@ -331,7 +372,18 @@ mod tests {
         let owned = HashSet::from(["uid-owned".to_string()]);
         let finished = HashSet::from(["uid-finished".to_string()]);
         let mut c = cache(&[(RUNS, 10)]);
-        let p = plan(&runs, &me(), &owned, &finished, &none(), &mut c, true);
+        let p = plan(
+            &runs,
+            &me(),
+            &owned,
+            &finished,
+            &none(),
+            &mut c,
+            Admit {
+                claiming: true,
+                functions: false,
+            },
+        );
         assert_eq!(names(&p.claims), ["no-uid-yet"]);
         assert!(p.failures.is_empty(), "{:?}", p.failures);
         assert!(p.kills.is_empty());
@@ -342,13 +394,35 @@ mod tests {
         let runs = vec![run("a").here().arc()];
         let mut c = cache(&[(RUNS, 1)]);
         assert!(
-            plan(&runs, &me(), &none(), &none(), &none(), &mut c, false)
-                .claims
-                .is_empty()
+            plan(
+                &runs,
+                &me(),
+                &none(),
+                &none(),
+                &none(),
+                &mut c,
+                Admit {
+                    claiming: false,
+                    functions: false
+                },
+            )
+            .claims
+            .is_empty()
         );
         assert!(c.is_empty());
         let mut unknown = AdmissionCache::new();
-        let p = plan(&runs, &me(), &none(), &none(), &none(), &mut unknown, true);
+        let p = plan(
+            &runs,
+            &me(),
+            &none(),
+            &none(),
+            &none(),
+            &mut unknown,
+            Admit {
+                claiming: true,
+                functions: false,
+            },
+        );
         assert!(p.claims.is_empty());
         assert_eq!(
             p.waiting[0].1,
@@ -363,7 +437,18 @@ mod tests {
             run("no-task").here().function("main.handler").arc(),
         ];
         let mut c = cache(&[(RUNS, 4), (GPU, 4)]);
-        let p = plan(&runs, &me(), &none(), &none(), &none(), &mut c, true);
+        let p = plan(
+            &runs,
+            &me(),
+            &none(),
+            &none(),
+            &none(),
+            &mut c,
+            Admit {
+                claiming: true,
+                functions: false,
+            },
+        );
         let got: Vec<_> = p
             .failures
             .iter()
@@ -381,7 +466,11 @@ mod tests {
                 .message
                 .contains("spec.resources.requests[\"example.com/gpu\"]: \"1.5\"")
         );
-        assert!(p.failures[1].message.contains("spec.mode.task is not set"));
+        assert!(
+            p.failures[1]
+                .message
+                .starts_with("spec.mode.function: a function Run needs a Runtime whose Pods serve the runtime contract")
+        );
         assert!(c.is_empty());
     }
 
@@ -393,7 +482,18 @@ mod tests {
         ];
         let owned = HashSet::from(["uid-mine".to_string()]);
         let mut c = cache(&[(RUNS, 4)]);
-        let p = plan(&runs, &me(), &owned, &none(), &none(), &mut c, false);
+        let p = plan(
+            &runs,
+            &me(),
+            &owned,
+            &none(),
+            &none(),
+            &mut c,
+            Admit {
+                claiming: false,
+                functions: false,
+            },
+        );
         assert_eq!(p.failures.len(), 1);
         assert_eq!(p.failures[0].run.name_any(), "left-over");
         assert_eq!(p.failures[0].reason, reasons::RUNTIMED_RESTARTED);
@@ -409,7 +509,18 @@ mod tests {
         ];
         let attachable = HashSet::from(["uid-still-runs".to_string()]);
         let mut c = cache(&[(RUNS, 1)]);
-        let p = plan(&runs, &me(), &none(), &none(), &attachable, &mut c, true);
+        let p = plan(
+            &runs,
+            &me(),
+            &none(),
+            &none(),
+            &attachable,
+            &mut c,
+            Admit {
+                claiming: true,
+                functions: false,
+            },
+        );
         let attached: Vec<String> = p.attaches.iter().map(|a| a.run.name_any()).collect();
         assert_eq!(attached, ["still-runs"]);
         assert_eq!(
@@ -433,7 +544,10 @@ mod tests {
             &none(),
             &attachable,
             &mut full,
-            false,
+            Admit {
+                claiming: false,
+                functions: false,
+            },
         );
         assert_eq!(p.attaches.len(), 1);
         assert_eq!(full.used(), &Resources::from_iter([(RUNS, 1)]));
@@ -453,7 +567,18 @@ mod tests {
         let owned = HashSet::from(["uid-cancelled-running".to_string()]);
         let mut c = cache(&[(RUNS, 4)]);
         // Also while draining: a cancel is not a claim.
-        let p = plan(&runs, &me(), &owned, &none(), &none(), &mut c, false);
+        let p = plan(
+            &runs,
+            &me(),
+            &owned,
+            &none(),
+            &none(),
+            &mut c,
+            Admit {
+                claiming: false,
+                functions: false,
+            },
+        );
         assert_eq!(p.failures.len(), 1);
         let f = &p.failures[0];
         assert_eq!(
@@ -465,7 +590,18 @@ mod tests {
         assert_eq!(c.held("uid-cancelled-early"), None);
 
         // An invalid spec.timeout fails the claim with the field and the value.
-        let p = plan(&runs, &me(), &owned, &none(), &none(), &mut c, true);
+        let p = plan(
+            &runs,
+            &me(),
+            &owned,
+            &none(),
+            &none(),
+            &mut c,
+            Admit {
+                claiming: true,
+                functions: false,
+            },
+        );
         let bad = p
             .failures
             .iter()
@@ -493,7 +629,18 @@ mod tests {
             .map(|n| format!("uid-{n}"))
             .collect();
         let mut c = cache(&[(RUNS, 4)]);
-        let p = plan(&runs, &me(), &owned, &none(), &none(), &mut c, true);
+        let p = plan(
+            &runs,
+            &me(),
+            &owned,
+            &none(),
+            &none(),
+            &mut c,
+            Admit {
+                claiming: true,
+                functions: false,
+            },
+        );
         assert_eq!(
             p.kills,
             ["uid-deleting", "uid-done", "uid-gone", "uid-moved"]
@@ -504,7 +651,18 @@ mod tests {
     fn plan_never_claims_a_run_being_deleted() {
         let runs = vec![run("a").here().deleting().arc()];
         let mut c = cache(&[(RUNS, 1)]);
-        let p = plan(&runs, &me(), &none(), &none(), &none(), &mut c, true);
+        let p = plan(
+            &runs,
+            &me(),
+            &none(),
+            &none(),
+            &none(),
+            &mut c,
+            Admit {
+                claiming: true,
+                functions: false,
+            },
+        );
         assert!(p.claims.is_empty() && p.failures.is_empty());
     }
 }

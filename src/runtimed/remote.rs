@@ -10,7 +10,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{mpsc, oneshot};
 use tonic::transport::{Channel, Endpoint};
@@ -18,9 +18,12 @@ use tonic::{Code, Status};
 
 use super::executor::{ChildExit, ChildHandle, Exit, Terminal};
 use crate::api::status::{Outcome, reasons};
+use crate::runtime_server::proto::function_runtime_client::FunctionRuntimeClient;
 use crate::runtime_server::proto::runtime_client::RuntimeClient;
 use crate::runtime_server::proto::{
-    CancelRequest, ExecuteRequest, ForgetRequest, HealthRequest, ListRequest, StatusRequest,
+    CancelRequest, ExecuteRequest, ForgetRequest, FunctionRegistration, FunctionRegistrationState,
+    FunctionStatusRequest, HealthRequest, InvokeFunctionRequest, InvokeFunctionResponse,
+    ListRequest, RegisterFunctionRequest, StatusRequest, UnregisterFunctionRequest,
 };
 use crate::runtime_server::{self, Ended};
 
@@ -39,8 +42,13 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone, Debug)]
 pub struct RuntimeServer {
     client: RuntimeClient<Channel>,
+    functions: FunctionRuntimeClient<Channel>,
     address: String,
 }
+
+/// Between two `FunctionStatus` calls of a Ready function Run (its idle timeout is checked
+/// at this resolution).
+const FUNCTION_STATUS_EVERY: Duration = Duration::from_secs(1);
 
 impl RuntimeServer {
     /// A lazily connected client of `address` (`host:port`, plain HTTP/2 on the Pod's
@@ -50,8 +58,10 @@ impl RuntimeServer {
             .map_err(|e| format!("--runtime-server {address:?} is not HOST:PORT: {e}"))?
             .connect_timeout(Duration::from_secs(2))
             .timeout(CALL_TIMEOUT);
+        let channel = endpoint.connect_lazy();
         Ok(RuntimeServer {
-            client: RuntimeClient::new(endpoint.connect_lazy()),
+            client: RuntimeClient::new(channel.clone()),
+            functions: FunctionRuntimeClient::new(channel),
             address: address.to_string(),
         })
     }
@@ -236,6 +246,219 @@ impl RuntimeServer {
                 e.message()
             );
         }
+    }
+}
+
+impl RuntimeServer {
+    /// Registers a function Run (`RegisterFunction`, idempotent per Run UID and attempt), tells
+    /// `ready` (with the registration) once the server reports it ready, then watches it with
+    /// `FunctionStatus` until it is released: its idle timeout ends it `Timeout`/`IdleTimeout`,
+    /// a fatal error on the server ends it Failed; `terminate` (cancel, timeout, preemption)
+    /// or `kill` (deleted) unregisters it. Its end comes on `exits`, as a child's does.
+    pub fn serve_function(
+        &self,
+        request: RegisterFunctionRequest,
+        idle: Option<Duration>,
+        uid: String,
+        ready: mpsc::UnboundedSender<(String, FunctionRegistration)>,
+        exits: mpsc::UnboundedSender<ChildExit>,
+    ) -> ChildHandle {
+        let (kill_tx, kill_rx) = oneshot::channel();
+        let (cancel_tx, cancel_rx) = mpsc::unbounded_channel();
+        let server = self.clone();
+        tokio::spawn(async move {
+            let (status, killed) = server
+                .function(request, idle, &uid, ready, kill_rx, cancel_rx)
+                .await;
+            let _ = exits.send(ChildExit {
+                uid,
+                status,
+                killed,
+            });
+        });
+        ChildHandle::remote(kill_tx, cancel_tx)
+    }
+
+    async fn function(
+        &self,
+        request: RegisterFunctionRequest,
+        idle: Option<Duration>,
+        uid: &str,
+        ready: mpsc::UnboundedSender<(String, FunctionRegistration)>,
+        mut kill: oneshot::Receiver<()>,
+        mut cancel: mpsc::UnboundedReceiver<()>,
+    ) -> (Result<Exit, String>, bool) {
+        let end = |outcome, reason, message: String| {
+            Ok(Exit::Server(Ended {
+                terminal: Terminal {
+                    outcome,
+                    reason,
+                    message,
+                    exit_code: None,
+                },
+                outputs: Default::default(),
+            }))
+        };
+        let registered = match self.register(request).await {
+            Ok(r) => r,
+            Err(e) => {
+                let message = format!(
+                    "the runtime server {} could not register the function: {}",
+                    self.address,
+                    bounded_message(&e)
+                );
+                return (end(Outcome::Failed, reasons::START_FAILED, message), false);
+            }
+        };
+        let Some(registration) = registered.registration else {
+            let message = format!(
+                "the runtime server {} registered the function without a registration id",
+                self.address
+            );
+            return (end(Outcome::Failed, reasons::START_FAILED, message), false);
+        };
+        if registered.state == FunctionRegistrationState::Failed as i32 {
+            let message = format!(
+                "the runtime server {} failed the registration",
+                self.address
+            );
+            return (end(Outcome::Failed, reasons::START_FAILED, message), false);
+        }
+        let _ = ready.send((uid.to_string(), registration.clone()));
+        let mut functions = self.functions.clone();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(FUNCTION_STATUS_EVERY) => {}
+                Ok(()) = &mut kill => {
+                    self.unregister(&registration).await;
+                    let message = "unregistered: the Run is gone".to_string();
+                    return (end(Outcome::Failed, reasons::FAILED, message), true);
+                }
+                Some(()) = cancel.recv() => {
+                    self.unregister(&registration).await;
+                    let message = "unregistered".to_string();
+                    return (end(Outcome::Succeeded, reasons::SUCCEEDED, message), false);
+                }
+            }
+            let status = functions
+                .function_status(FunctionStatusRequest {
+                    registration: Some(registration.clone()),
+                })
+                .await;
+            match status {
+                Ok(s) => {
+                    let s = s.into_inner();
+                    if s.state == FunctionRegistrationState::Failed as i32
+                        || !s.fatal_error.is_empty()
+                    {
+                        self.unregister(&registration).await;
+                        let fatal: String = s.fatal_error.chars().take(300).collect();
+                        let message = format!("the function failed on the runtime server: {fatal}");
+                        return (end(Outcome::Failed, reasons::FAILED, message), false);
+                    }
+                    if let Some(idle) = idle {
+                        let last = UNIX_EPOCH
+                            + Duration::from_nanos(s.last_activity_unix_nano.max(0) as u64);
+                        let quiet = SystemTime::now().duration_since(last).unwrap_or_default();
+                        if s.in_flight == 0 && quiet >= idle {
+                            self.unregister(&registration).await;
+                            let message = format!(
+                                "no invocation for {}s (spec.mode.function.idleTimeoutSeconds); unregistered",
+                                idle.as_secs()
+                            );
+                            return (end(Outcome::Timeout, reasons::IDLE_TIMEOUT, message), false);
+                        }
+                    }
+                }
+                Err(e) if e.code() == Code::NotFound => {
+                    return (
+                        Err(format!(
+                            "the runtime server {} no longer knows the function's registration",
+                            self.address
+                        )),
+                        false,
+                    );
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "FunctionStatus of Run {uid} on the runtime server: {}; retrying",
+                        e.message()
+                    );
+                }
+            }
+        }
+    }
+
+    /// `RegisterFunction`, retried while the server cannot be reached.
+    async fn register(
+        &self,
+        request: RegisterFunctionRequest,
+    ) -> Result<crate::runtime_server::proto::RegisterFunctionResponse, Status> {
+        let deadline = tokio::time::Instant::now() + EXECUTE_RETRY;
+        let mut pause = Duration::from_millis(100);
+        loop {
+            match self
+                .functions
+                .clone()
+                .register_function(request.clone())
+                .await
+            {
+                Ok(r) => return Ok(r.into_inner()),
+                Err(e)
+                    if matches!(e.code(), Code::Unavailable | Code::DeadlineExceeded)
+                        && tokio::time::Instant::now() + pause < deadline =>
+                {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn unregister(&self, registration: &FunctionRegistration) {
+        let request = UnregisterFunctionRequest {
+            registration: Some(registration.clone()),
+            cancel_in_flight: true,
+            drain_timeout_millis: 0,
+        };
+        if let Err(e) = self.functions.clone().unregister_function(request).await {
+            tracing::warn!(
+                "UnregisterFunction of Run {} on the runtime server: {}",
+                registration.run_uid,
+                e.message()
+            );
+        }
+    }
+
+    /// One invocation of a Ready function Run's registration.
+    pub async fn invoke(
+        &self,
+        registration: &FunctionRegistration,
+        input: Vec<u8>,
+        content_type: &str,
+        timeout: Duration,
+    ) -> Result<InvokeFunctionResponse, Status> {
+        let request = InvokeFunctionRequest {
+            registration: Some(registration.clone()),
+            invocation_id: format!(
+                "{}-{}",
+                registration.run_uid,
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_nanos()
+            ),
+            input,
+            content_type: content_type.to_string(),
+            timeout_millis: i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX),
+        };
+        Ok(self
+            .functions
+            .clone()
+            .invoke_function(request)
+            .await?
+            .into_inner())
     }
 }
 

@@ -258,6 +258,14 @@ impl RunBuilder {
         self.mode.task.get_or_insert_with(TaskMode::default)
     }
 
+    /// `spec.mode.function.idleTimeoutSeconds` of a function Run.
+    pub fn idle_timeout(mut self, seconds: i32) -> Self {
+        if let Some(f) = self.mode.function.as_mut() {
+            f.idle_timeout_seconds = Some(seconds);
+        }
+        self
+    }
+
     /// A function Run (`spec.mode.function` with `handler`, no task), which runtimed without a
     /// runtime server cannot execute.
     pub fn function(mut self, handler: &str) -> Self {

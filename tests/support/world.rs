@@ -30,7 +30,8 @@ use kruntimes::testing::{
 pub use events::{OvercommitWatch, RunEvent, RunEvents, replay};
 #[allow(unused_imports)]
 pub use process::{
-    RuntimeServerProcess, RuntimedProcess, SchedulerProcess, ServerCounts, http_get, sample,
+    RuntimeServerProcess, RuntimedProcess, SchedulerProcess, ServerCounts, http_get, http_post,
+    sample,
 };
 
 /// The usual patience of a wait on the control plane.

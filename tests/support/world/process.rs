@@ -247,6 +247,31 @@ pub async fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
     Ok((code, body))
 }
 
+/// `POST path` with `body` to 127.0.0.1:`port`; the status code and the body.
+#[allow(dead_code)]
+pub async fn http_post(port: u16, path: &str, body: &[u8]) -> std::io::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let head = format!(
+        "POST {path} HTTP/1.0\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body).await?;
+    let mut buf = String::new();
+    stream.read_to_string(&mut buf).await?;
+    let code = buf
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = buf
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((code, body))
+}
+
 /// The tests' runtime server (`tests/runtime_server/server.rs`, the contract's other side) as
 /// its built binary on a free loopback port; killed on drop.
 pub struct RuntimeServerProcess {

@@ -1,0 +1,98 @@
+//! `kubectl kruntimes invoke run/NAME [--data @FILE|-|TEXT]`: one invocation of a Ready
+//! function Run. It reads the Run, checks it is Ready, and posts the data to the owning
+//! runtimed's `/invoke/<run>` through the API server's Pod proxy, so whoever may `create`
+//! `pods/proxy` in the namespace may invoke and nobody else. The handler's output goes to
+//! stdout as it came. An edge: the invocation itself is runtimed's (`runtimed::invoke`).
+
+use std::io::Read as _;
+
+use anyhow::{Context as _, anyhow, bail};
+use kube::api::Api;
+
+use crate::api::{Run, RunPhase};
+use crate::cli::{GlobalArgs, InvokeArgs};
+use crate::explain::{TargetError, parse_target};
+use crate::runtimed::invoke::MAX_INPUT;
+
+/// Runs the command: parse, check the Run, invoke, print.
+pub async fn exec(global: &GlobalArgs, args: &InvokeArgs) -> anyhow::Result<()> {
+    let name = parse_target(&args.target, args.name.as_deref()).map_err(|e| match e {
+        TargetError::Missing => anyhow!("invoke needs a Run: use run/NAME or run NAME"),
+        TargetError::NotARun(t) => {
+            anyhow!("{t:?} is not a Run: invoke supports run/NAME, runs/NAME or run NAME")
+        }
+        other => anyhow!(other),
+    })?;
+    let input = read_input(args.data.as_deref())?;
+    let target = crate::kubeclient::connect(global).await?;
+    let ns = &target.namespace;
+    let runs: Api<Run> = Api::namespaced(target.client.clone(), ns);
+    let run = match runs.get_opt(&name).await {
+        Ok(Some(run)) => run,
+        Ok(None) => bail!("run/{name} not found in namespace {ns}"),
+        Err(e) => return Err(target.explain_error(e, &format!("reading run/{name}"))),
+    };
+    let pod = ready_pod(&run, &name)?;
+    let path = format!(
+        "/api/v1/namespaces/{ns}/pods/{pod}:{}/proxy/invoke/{name}",
+        crate::runtime_pod::PROBE_PORT
+    );
+    let request = http::Request::post(path)
+        .header(http::header::CONTENT_TYPE, "application/octet-stream")
+        .body(input)
+        .context("building the invocation request")?;
+    let output = target
+        .client
+        .request_text(request)
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(s) => anyhow!(
+                "run/{name} on Pod {pod}: the invocation failed ({}): {}",
+                s.code,
+                s.message.trim()
+            ),
+            other => anyhow!("run/{name} on Pod {pod}: the invocation failed: {other}"),
+        })?;
+    crate::output::write_stdout(&output).context("writing to stdout")
+}
+
+/// The Pod of a Ready function Run, or why it cannot be invoked.
+fn ready_pod(run: &Run, name: &str) -> anyhow::Result<String> {
+    if run.spec.mode.function.is_none() {
+        bail!("run/{name} is a task Run: only function Runs (spec.mode.function) can be invoked");
+    }
+    let phase = run.phase();
+    if phase != RunPhase::Ready {
+        bail!(
+            "run/{name} is {}, not Ready: a function Run can be invoked once its runtimed has registered it (see kubectl kruntimes explain run/{name})",
+            phase.as_str()
+        );
+    }
+    run.status
+        .as_ref()
+        .and_then(|s| s.assigned_pod.clone())
+        .ok_or_else(|| anyhow!("run/{name} is Ready but names no Runtime Pod"))
+}
+
+/// `--data`: `@FILE`, `-` (stdin) or the text itself; at most [`MAX_INPUT`] bytes.
+fn read_input(data: Option<&str>) -> anyhow::Result<Vec<u8>> {
+    let bytes = match data {
+        None => Vec::new(),
+        Some("-") => {
+            let mut buf = Vec::new();
+            std::io::stdin()
+                .take(MAX_INPUT as u64 + 1)
+                .read_to_end(&mut buf)
+                .context("reading --data from stdin")?;
+            buf
+        }
+        Some(file) if file.starts_with('@') => {
+            std::fs::read(&file[1..]).with_context(|| format!("reading --data {file}"))?
+        }
+        Some(text) => text.as_bytes().to_vec(),
+    };
+    if bytes.len() > MAX_INPUT {
+        bail!("--data is more than {MAX_INPUT} bytes; invoke sends at most 1 MiB");
+    }
+    Ok(bytes)
+}
