@@ -54,7 +54,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         |c| Box::pin(gpu_pool(c)),
     ),
     (
-        "a_runtime_server_only_template_gets_the_runtimed_sidecar_and_runs_runs_through_the_contract",
+        "a_runtime_server_only_template_gets_the_runtimed_sidecar_runs_tasks_and_functions_and_heals_a_ready_run",
         |c| Box::pin(runtime_server_sidecar(c)),
     ),
     (
@@ -444,6 +444,35 @@ async fn runtime_server_sidecar(cluster: &Cluster) {
         "runtimed logs the execution's output: {log}"
     );
     eprintln!("runtime server sidecar: {checked} Run events checked for overcommit");
+
+    // A function Run: Ready, invoked through the API server's Pod proxy, then its Pod is
+    // deleted under it: it heals as a Running Run does (RuntimePodLost), never left Ready.
+    run("fn")
+        .runtime("server")
+        .requests(&[("runs", 2)])
+        .function("upper")
+        .create(ns)
+        .await;
+    let names = ["fn".to_string()];
+    wait_phases(ns, &names, RunPhase::Ready, Duration::from_secs(60)).await;
+    let out = cluster.kruntimes(&["invoke", "run/fn", "-n", &ns.name, "--data", "hello"]);
+    assert!(
+        out.status.success(),
+        "invoke: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "HELLO");
+    let fn_pod = assigned_pod(ns, "fn").await;
+    ns.api::<Pod>()
+        .delete(&fn_pod, &DeleteParams::default())
+        .await
+        .unwrap();
+    let lost = wait_failed(ns, "fn", Duration::from_secs(120)).await;
+    assert_eq!(
+        lost.reason.as_deref(),
+        Some(kruntimes::api::status::reasons::RUNTIME_POD_LOST),
+        "{lost:?}"
+    );
     delete_runtime(ns, "server").await;
 }
 

@@ -83,6 +83,16 @@ impl Cluster {
         succeeded(cmd, "kubectl", args)
     }
 
+    /// `kubectl-kruntimes ARGS` (this build) against the cluster: its output.
+    pub fn kruntimes(&self, args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_kubectl-kruntimes"))
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("NO_COLOR", "1")
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run kubectl-kruntimes {args:?}: {e}"))
+    }
+
     /// kubectl's stdout, or empty when it fails (for polling).
     pub fn kubectl_raw(&self, args: &[&str]) -> String {
         Command::new(&self.kubectl)
