@@ -465,7 +465,7 @@ async fn the_leader_deletes_a_finished_run_after_its_ttl_and_keeps_one_without()
 /// through runtimed's `/invoke/<run>`; `invoke` refuses a Run that is not Ready.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn function_runs_hold_their_room_while_ready_until_cancel_delete_idle_or_timeout() {
-    let pool = Pool::start("contract-functions").await;
+    let mut pool = Pool::start("contract-functions").await;
     let ns = &pool.ns;
     let watch = OvercommitWatch::start(ns, pool.capacity()).await;
     let whole = |name: &str, handler: &str| {
@@ -523,6 +523,24 @@ async fn function_runs_hold_their_room_while_ready_until_cancel_delete_idle_or_t
         .await
         .unwrap();
     assert_eq!((code, body.as_str()), (200, "SHOUT"));
+
+    // runtimed crashes and starts again: the Ready Run is registered again (same attempt, so
+    // the server resumes it), stays Ready and is invoked through the new runtimed.
+    pool.agent.crash();
+    pool.agent = Pool::agent(&pool.pod, &pool.server, pool.probe);
+    let probe = pool.probe;
+    let answer = eventually(
+        Duration::from_secs(30),
+        "the restarted runtimed to serve the Ready Run",
+        async || match support::world::http_post(probe, "/invoke/upper", b"again").await {
+            Ok((200, body)) => Ok(body),
+            other => Err(format!("{other:?}")),
+        },
+    )
+    .await;
+    assert_eq!(answer, "AGAIN");
+    let still = ns.api::<Run>().get("upper").await.unwrap();
+    assert_eq!(still.phase(), RunPhase::Ready, "{:?}", still.status);
 
     // Deletion releases it: the next one (idle for 2 s) becomes Ready, then ends
     // Timeout/IdleTimeout.

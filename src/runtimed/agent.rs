@@ -573,14 +573,16 @@ impl Agent {
         // Running Runs of this Pod whose execution (of their current attempt) the runtime
         // server held at start.
         let listed = self.listed.as_ref().expect("planned only once listed");
+        // A function Run is always attachable with a server: registering is idempotent per
+        // Run UID and attempt, so registering again resumes the registration it has.
+        let functions = self.server.is_some();
         let attachable: HashSet<String> = state
             .iter()
-            .filter(|r| r.phase().is_admitted() && !listed.is_empty())
+            .filter(|r| r.phase().is_admitted())
             .filter_map(|r| {
                 let uid = r.uid()?;
-                listed
-                    .contains(&execution_id(&uid, attempt_of(r)))
-                    .then_some(uid)
+                let function = functions && r.spec.mode.function.is_some();
+                (function || listed.contains(&execution_id(&uid, attempt_of(r)))).then_some(uid)
             })
             .collect();
         let plan = plan::plan(
@@ -883,17 +885,8 @@ impl Agent {
         let spawned = match (&self.server, &execution) {
             (Some(server), Some(_)) if task.function.is_some() => {
                 let function = task.function.clone().expect("checked");
-                let request = RegisterFunctionRequest {
-                    run_uid: uid.clone(),
-                    registration_attempt: attempt_of(&written),
-                    working_dir: task.working_dir.clone().unwrap_or_default(),
-                    handler: function.handler.clone(),
-                    env: task.env.iter().cloned().collect(),
-                    idle_timeout_seconds: function.idle_timeout.map_or(0, |d| d.as_secs() as i64),
-                    registration_digest: String::new(),
-                };
                 Ok(server.serve_function(
-                    request,
+                    register_request(&uid, attempt_of(&written), &task),
                     function.idle_timeout,
                     uid.clone(),
                     self.ready_tx.clone(),
@@ -1001,14 +994,41 @@ impl Agent {
         if let Some(listed) = self.listed.as_mut() {
             listed.remove(&id);
         }
-        tracing::info!(run = %name, "re-attached to execution {id} of Run {name} on the runtime server, holding {request}");
-        let handle = server.follow(
-            None,
-            id.clone(),
-            uid.clone(),
-            name.clone(),
-            self.exits_tx.clone(),
-        );
+        let function = run
+            .spec
+            .mode
+            .function
+            .as_ref()
+            .map(|f| executor::prepare_function(f, &run.spec.env));
+        let handle = match function {
+            None => {
+                tracing::info!(run = %name, "re-attached to execution {id} of Run {name} on the runtime server, holding {request}");
+                server.follow(
+                    None,
+                    id.clone(),
+                    uid.clone(),
+                    name.clone(),
+                    self.exits_tx.clone(),
+                )
+            }
+            Some(Ok(task)) => {
+                tracing::info!(run = %name, "registering function Run {name} again on the runtime server (same attempt: it resumes), holding {request}");
+                let idle = task.function.as_ref().and_then(|f| f.idle_timeout);
+                server.serve_function(
+                    register_request(&uid, attempt_of(&run), &task),
+                    idle,
+                    uid.clone(),
+                    self.ready_tx.clone(),
+                    self.exits_tx.clone(),
+                )
+            }
+            // It was valid when it was claimed, and the spec is immutable.
+            Some(Err(e)) => {
+                tracing::warn!(run = %name, "function Run {name} cannot be registered again: {e}");
+                self.cache.release(&uid);
+                return;
+            }
+        };
         self.children.insert(
             uid,
             Child {
@@ -1233,6 +1253,22 @@ fn deadline_of(run: &Run) -> Option<Instant> {
     let ran = jiff::Timestamp::now().duration_since(started);
     let ran = Duration::try_from(ran).unwrap_or(Duration::ZERO);
     Some(Instant::now() + timeout.saturating_sub(ran))
+}
+
+/// The `RegisterFunction` call of a function Run's attempt.
+fn register_request(uid: &str, attempt: i32, task: &executor::Prepared) -> RegisterFunctionRequest {
+    let function = task.function.as_ref();
+    RegisterFunctionRequest {
+        run_uid: uid.to_string(),
+        registration_attempt: attempt,
+        working_dir: task.working_dir.clone().unwrap_or_default(),
+        handler: function.map(|f| f.handler.clone()).unwrap_or_default(),
+        env: task.env.iter().cloned().collect(),
+        idle_timeout_seconds: function
+            .and_then(|f| f.idle_timeout)
+            .map_or(0, |d| d.as_secs() as i64),
+        registration_digest: String::new(),
+    }
 }
 
 /// The attempt a Run is on (`status.attempt`; 1 before the first claim records it).
