@@ -115,6 +115,8 @@ pub struct Tally {
     phases: BTreeMap<String, RunPhase>,
     /// Runs seen Pending as Unschedulable, in the order they were first seen so.
     pub waited: Vec<String>,
+    /// Runs seen waiting for room on Runtime Pods that exist (each reported once).
+    noticed: std::collections::BTreeSet<String>,
     /// How many Runs are done, and when the first one finished (since the start given to
     /// [`Tally::observe`]).
     pub first_finished: Option<Duration>,
@@ -131,7 +133,9 @@ impl Tally {
         }
     }
 
-    /// Records one observed Run; returns true when it is seen waiting for the first time.
+    /// Records one observed Run; returns true when it is seen waiting for room on Runtime Pods
+    /// that exist (not in the moment before the Runtime controller has created any: "0/0
+    /// Runtime Pods" explains nothing about capacity).
     pub fn observe(&mut self, run: &Run, elapsed: Duration) -> bool {
         let name = run.name_any();
         let Some(phase) = self.phases.get_mut(&name) else {
@@ -147,10 +151,14 @@ impl Tally {
                 Some(reasons::UNSCHEDULABLE | reasons::NOMINATED)
             );
         if unschedulable && !self.waited.contains(&name) {
-            self.waited.push(name);
-            return true;
+            self.waited.push(name.clone());
         }
-        false
+        let no_pods = run
+            .status
+            .as_ref()
+            .and_then(|s| s.message.as_deref())
+            .is_some_and(|m| m.starts_with("0/0 "));
+        unschedulable && !no_pods && self.noticed.insert(name)
     }
 
     pub fn total(&self) -> usize {
@@ -508,6 +516,11 @@ mod tests {
             &run("zzz", "Pending", Some("Unschedulable")),
             Duration::ZERO
         ));
+        // Waiting before any Runtime Pod exists counts as a wait, not as one to explain.
+        let mut early = run("b", "Pending", Some("Unschedulable"));
+        early.status.as_mut().unwrap().message = Some("0/0 Runtime Pods are available.".into());
+        assert!(!t.observe(&early, Duration::ZERO));
+        assert_eq!(t.waited, ["a", "b"]);
         t.observe(&run("b", "Succeeded", None), Duration::from_secs(3));
         assert_eq!(t.first_finished, Some(Duration::from_secs(3)));
         assert!(!t.done());

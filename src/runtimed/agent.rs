@@ -27,6 +27,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::admission::AdmissionCache;
+use super::contract::{execute_request, execution_id};
 use super::executor::{self, ChildExit, ChildHandle, Exit, Terminal};
 use super::heartbeat::LeaseRenewer;
 use super::metrics::{self, RuntimedMetrics};
@@ -39,7 +40,6 @@ use crate::api::status::{self, Outcome, reasons};
 use crate::api::{Run, RunPhase, RunStatus, post_params};
 use crate::events::{RunEvents, reasons as event_reasons};
 use crate::runtime_server::proto::{FunctionRegistration, RegisterFunctionRequest};
-use crate::runtime_server::{execute_request, execution_id};
 
 /// Longest pause between two attempts of a status write or read across an API outage.
 const MAX_WRITE_BACKOFF: Duration = Duration::from_secs(5);

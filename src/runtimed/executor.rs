@@ -5,6 +5,7 @@
 //! [`spawn`] is the only place that starts processes. This module never talks to the API
 //! server and never decides whether a Run may start: admission is the agent's job.
 
+use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt as _;
 use std::process::Stdio;
 
@@ -253,12 +254,21 @@ impl ExitStatus {
     }
 }
 
+/// How an execution on the runtime server ended: the Run's terminal status and its outputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ended {
+    pub terminal: Terminal,
+    /// `stdout` and `stderr` within `contract::OUTPUT_LIMIT` together (cut at a character boundary,
+    /// with `outputsTruncated: "true"` when cut), for `status.outputs`.
+    pub outputs: BTreeMap<String, String>,
+}
+
 /// How a Run's execution ended: its own process, or an execution on the Pod's runtime server
 /// (already mapped to the Run's terminal status, with its outputs).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Exit {
     Process(ExitStatus),
-    Server(crate::runtime_server::Ended),
+    Server(Ended),
 }
 
 /// Sent to the agent when a child is gone.

@@ -13,6 +13,7 @@
 
 pub mod admission;
 pub mod agent;
+pub mod contract;
 pub mod executor;
 pub mod heartbeat;
 pub mod invoke;

@@ -16,6 +16,8 @@ use tokio::sync::{mpsc, oneshot};
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
+use super::contract;
+use super::executor::Ended;
 use super::executor::{ChildExit, ChildHandle, Exit, Terminal};
 use crate::api::status::{Outcome, reasons};
 use crate::runtime_server::proto::function_runtime_client::FunctionRuntimeClient;
@@ -25,7 +27,6 @@ use crate::runtime_server::proto::{
     FunctionStatusRequest, HealthRequest, InvokeFunctionRequest, InvokeFunctionResponse,
     ListRequest, RegisterFunctionRequest, StatusRequest, UnregisterFunctionRequest,
 };
-use crate::runtime_server::{self, Ended};
 
 /// First and longest pause between two `Status` calls: short at first so quick Runs end
 /// quickly, longer for Runs that run for minutes.
@@ -190,7 +191,7 @@ impl RuntimeServer {
             match client.status(StatusRequest { id: id.to_string() }).await {
                 Ok(status) => {
                     let status = status.into_inner();
-                    if let Some(ended) = runtime_server::ended(&status) {
+                    if let Some(ended) = contract::ended(&status) {
                         log_output(run_name, "stdout", &status.stdout);
                         log_output(run_name, "stderr", &status.stderr);
                         return (Ok(Exit::Server(ended)), killed);

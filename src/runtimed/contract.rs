@@ -1,0 +1,214 @@
+//! How a Run maps onto the Runtime Server contract (pure): the execution id of a Run's attempt,
+//! the `ExecuteRequest` of a prepared task, and the terminal status a server's
+//! `StatusResponse` gives the Run. Never talks to the server (that is [`super::remote`]) nor to
+//! the API server, and never decides admission.
+
+use std::collections::BTreeMap;
+
+use super::executor::{Ended, Prepared, Terminal};
+use crate::api::status::{Outcome, reasons};
+use crate::runtime_server::proto::{ExecuteRequest, ExecutionState, StatusResponse};
+
+/// Bytes of a server's stdout plus stderr copied into `status.outputs` (etcd objects are
+/// small; the whole output goes to runtimed's log).
+pub const OUTPUT_LIMIT: usize = 4 * 1024;
+
+/// The server's execution id of a Run's attempt: the Run's UID (names change, UIDs do not)
+/// and its attempt, so a requeued Run's next attempt is a new execution and a restarted
+/// runtimed finds the one it started.
+pub fn execution_id(uid: &str, attempt: i32) -> String {
+    format!("{uid}-{attempt}")
+}
+
+/// The `Execute` call for a prepared task: the program and its arguments as `args` (or the
+/// entrypoint script with its arguments), the environment, the working directory and the
+/// Run's timeout in seconds (0: none).
+pub fn execute_request(id: &str, task: &Prepared, timeout_seconds: i64) -> ExecuteRequest {
+    let (entrypoint, args) = match &task.entrypoint {
+        Some(entrypoint) => (entrypoint.clone(), task.args.clone()),
+        None => (
+            String::new(),
+            std::iter::once(task.program.clone())
+                .chain(task.args.iter().cloned())
+                .collect(),
+        ),
+    };
+    ExecuteRequest {
+        id: id.to_string(),
+        args,
+        env: task.env.iter().cloned().collect(),
+        timeout_seconds,
+        working_dir: task.working_dir.clone().unwrap_or_default(),
+        entrypoint,
+        handler: String::new(),
+    }
+}
+
+/// The terminal status of a finished execution: Succeeded with exit code 0 (or the server's
+/// code), Failed with its exit code and the server's error message when it gives one.
+pub fn ended(status: &StatusResponse) -> Option<Ended> {
+    let state = ExecutionState::try_from(status.state).unwrap_or(ExecutionState::Unspecified);
+    let terminal = match state {
+        ExecutionState::Unspecified | ExecutionState::Pending | ExecutionState::Running => {
+            return None;
+        }
+        ExecutionState::Succeeded => Terminal {
+            outcome: Outcome::Succeeded,
+            reason: reasons::SUCCEEDED,
+            message: format!(
+                "the runtime server's execution exited with code {}",
+                status.exit_code
+            ),
+            exit_code: Some(status.exit_code),
+        },
+        ExecutionState::Failed => {
+            let error = bounded(&status.error_message, 512);
+            Terminal {
+                outcome: Outcome::Failed,
+                reason: reasons::EXIT_CODE,
+                message: match error.is_empty() {
+                    true => format!(
+                        "the runtime server's execution exited with code {}",
+                        status.exit_code
+                    ),
+                    false => format!(
+                        "the runtime server's execution failed (exit code {}): {error}",
+                        status.exit_code
+                    ),
+                },
+                exit_code: Some(status.exit_code),
+            }
+        }
+    };
+    Some(Ended {
+        terminal,
+        outputs: outputs(&status.stdout, &status.stderr),
+    })
+}
+
+/// `stdout` then `stderr`, as much of each as fits in [`OUTPUT_LIMIT`] together.
+fn outputs(stdout: &str, stderr: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut room = OUTPUT_LIMIT;
+    let mut truncated = false;
+    for (key, text) in [("stdout", stdout), ("stderr", stderr)] {
+        if text.is_empty() {
+            continue;
+        }
+        let kept = bounded(text, room);
+        truncated |= kept.len() < text.len();
+        room -= kept.len();
+        out.insert(key.to_string(), kept.to_string());
+    }
+    if truncated {
+        out.insert("outputsTruncated".to_string(), "true".to_string());
+    }
+    out
+}
+
+/// The longest prefix of `text` of at most `limit` bytes that ends at a character boundary.
+fn bounded(text: &str, limit: usize) -> &str {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(state: ExecutionState, code: i32) -> StatusResponse {
+        StatusResponse {
+            id: "uid-a-1".into(),
+            state: state as i32,
+            exit_code: code,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_execution_ends_only_in_a_terminal_state() {
+        assert_eq!(ended(&status(ExecutionState::Running, 0)), None);
+        assert_eq!(ended(&status(ExecutionState::Pending, 0)), None);
+        assert_eq!(ended(&status(ExecutionState::Unspecified, 0)), None);
+        let ok = ended(&status(ExecutionState::Succeeded, 0)).unwrap();
+        assert_eq!(ok.terminal.outcome, Outcome::Succeeded);
+        assert_eq!(ok.terminal.exit_code, Some(0));
+        let failed = ended(&StatusResponse {
+            error_message: "boom".into(),
+            ..status(ExecutionState::Failed, 3)
+        })
+        .unwrap();
+        assert_eq!(
+            (failed.terminal.outcome, failed.terminal.reason),
+            (Outcome::Failed, reasons::EXIT_CODE)
+        );
+        assert_eq!(
+            failed.terminal.message,
+            "the runtime server's execution failed (exit code 3): boom"
+        );
+    }
+
+    #[test]
+    fn outputs_are_bounded_together_at_a_character_boundary() {
+        let small = ended(&StatusResponse {
+            stdout: "hello\n".into(),
+            ..status(ExecutionState::Succeeded, 0)
+        })
+        .unwrap();
+        assert_eq!(
+            small.outputs,
+            BTreeMap::from([("stdout".to_string(), "hello\n".to_string())])
+        );
+        let big = ended(&StatusResponse {
+            stdout: "é".repeat(OUTPUT_LIMIT),
+            stderr: "late".into(),
+            ..status(ExecutionState::Succeeded, 0)
+        })
+        .unwrap();
+        let kept: usize = ["stdout", "stderr"]
+            .iter()
+            .filter_map(|k| big.outputs.get(*k))
+            .map(String::len)
+            .sum();
+        assert!(kept <= OUTPUT_LIMIT);
+        assert_eq!(big.outputs["stdout"].len(), OUTPUT_LIMIT);
+        assert_eq!(
+            big.outputs.get("outputsTruncated").map(String::as_str),
+            Some("true")
+        );
+    }
+
+    #[test]
+    fn a_program_and_its_args_go_as_args_an_entrypoint_separately() {
+        let task = Prepared {
+            program: "sh".into(),
+            args: vec!["-c".into(), "exit 3".into()],
+            env: vec![("A".into(), "1".into())],
+            working_dir: Some("/work".into()),
+            entrypoint: None,
+            function: None,
+        };
+        let req = execute_request("uid-a-1", &task, 30);
+        assert_eq!(req.args, vec!["sh", "-c", "exit 3"]);
+        assert_eq!(req.entrypoint, "");
+        assert_eq!(
+            (req.timeout_seconds, req.working_dir.as_str()),
+            (30, "/work")
+        );
+        assert_eq!(req.env.get("A").map(String::as_str), Some("1"));
+        let script = Prepared {
+            entrypoint: Some("main.sh".into()),
+            program: "./main.sh".into(),
+            ..task
+        };
+        let req = execute_request("uid-a-1", &script, 0);
+        assert_eq!((req.entrypoint.as_str(), req.args.len()), ("main.sh", 2));
+        assert_eq!(execution_id("uid-a", 2), "uid-a-2");
+    }
+}
