@@ -242,6 +242,27 @@ async fn a_runtimed_killed_and_started_again_re_attaches_and_the_run_succeeds_on
     );
 }
 
+/// What `kubectl kruntimes status` (the scheduler's own accounting, replayed) says the pool
+/// `pool` holds now, per resource: nothing may be left held once every Run has ended.
+fn held_by_status(ns: &TestNs) -> Vec<(String, Option<u64>)> {
+    let out = support::kruntimes()
+        .args(["status", "pool", "-n", &ns.name, "-o", "json"])
+        .output()
+        .expect("run kubectl-kruntimes status");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["runtimes"][0]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["name"].as_str().unwrap().to_string(), r["used"].as_u64()))
+        .collect()
+}
+
 /// Sets `spec.cancelRequested` on the Run `name`.
 async fn cancel(ns: &TestNs, name: &str) {
     ns.api::<Run>()
@@ -397,6 +418,7 @@ async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
     )
     .await;
     let checked = watch.finish().await;
+    assert_eq!(held_by_status(ns), [("runs".to_string(), Some(0))]);
     if backend == Backend::Server {
         // Never executed: the Pending and the Scheduled Run; every other one once.
         let counts = pool.server.counts().await.unwrap();
@@ -586,5 +608,6 @@ async fn function_runs_hold_their_room_while_ready_until_cancel_delete_idle_or_t
         .await;
     phase(ns, "whole-pod", RunPhase::Succeeded, within).await;
     let checked = watch.finish().await;
+    assert_eq!(held_by_status(ns), [("runs".to_string(), Some(0))]);
     eprintln!("contract-functions: {checked} Run events checked for overcommit");
 }
