@@ -567,10 +567,25 @@ async fn function_runs_hold_their_room_while_ready_until_cancel_delete_idle_or_t
     // Deletion releases it: the next one (idle for 2 s) becomes Ready, then ends
     // Timeout/IdleTimeout.
     whole("idle", "echo").idle_timeout(2).create(ns).await;
+    // The leader gives the Ready function Run its cleanup finalizer, so its deletion waits for
+    // runtimed to unregister it (and its room is held until then).
+    let finalizer = kruntimes::api::FINALIZER_FUNCTION_CLEANUP;
+    ns.wait_runs(within, "the function-cleanup finalizer", |runs| {
+        let r = runs.iter().find(|r| r.name_any() == "upper")?;
+        r.finalizers().iter().any(|f| f == finalizer).then_some(())
+    })
+    .await;
     ns.api::<Run>()
         .delete("upper", &kube::api::DeleteParams::default())
         .await
         .unwrap();
+    if let Some(deleting) = ns.api::<Run>().get_opt("upper").await.unwrap() {
+        assert!(deleting.metadata.deletion_timestamp.is_some());
+    }
+    ns.wait_runs(within, "the deleted function Run to be gone", |runs| {
+        (!runs.iter().any(|r| r.name_any() == "upper")).then_some(())
+    })
+    .await;
     phase(ns, "idle", RunPhase::Ready, within).await;
     let idle = phase(ns, "idle", RunPhase::Timeout, within).await;
     assert_eq!(
@@ -607,7 +622,20 @@ async fn function_runs_hold_their_room_while_ready_until_cancel_delete_idle_or_t
         .create(ns)
         .await;
     phase(ns, "whole-pod", RunPhase::Succeeded, within).await;
-    let checked = watch.finish().await;
+    let recorded = watch.finish_recorded().await;
     assert_eq!(held_by_status(ns), [("runs".to_string(), Some(0))]);
-    eprintln!("contract-functions: {checked} Run events checked for overcommit");
+    // The deleted Ready Run was kept until runtimed had unregistered it and ended it.
+    let ended_deleting = recorded.iter().any(|e| {
+        e.run.name_any() == "upper"
+            && e.run.metadata.deletion_timestamp.is_some()
+            && e.run.phase() == RunPhase::Cancelled
+    });
+    assert!(
+        ended_deleting,
+        "the deleted Ready Run was not ended Cancelled before it went away"
+    );
+    eprintln!(
+        "contract-functions: {} Run events checked for overcommit",
+        recorded.len()
+    );
 }

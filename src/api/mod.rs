@@ -19,6 +19,9 @@ pub const ANNOTATION_SCALE_DOWN: &str = "kruntimes.io/scale-down";
 /// Runs may be stopped and sent back to Pending for a higher-priority Run (level-2
 /// preemption); without it only Scheduled Runs runtimed has not claimed are preempted.
 pub const ANNOTATION_PREEMPTIBLE: &str = "kruntimes.io/preemptible";
+/// The finalizer a function Run carries while it may hold a registration on a runtime server
+/// (the kruntimes project's name for it): its deletion waits for runtimed to unregister it.
+pub const FINALIZER_FUNCTION_CLEANUP: &str = "kruntimes.io/function-cleanup";
 /// Whether a Pod's `Ready` condition is True.
 pub fn pod_is_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
     pod.status

@@ -1208,7 +1208,24 @@ impl Agent {
                 exit_code: None,
             })
         } else if child.abandoned {
-            None
+            // A function Run deleted while Ready waits on its cleanup finalizer for this end:
+            // it is unregistered now.
+            runs.state()
+                .into_iter()
+                .find(|r| r.uid().as_deref() == Some(exit.uid.as_str()))
+                .filter(|r| {
+                    r.metadata.deletion_timestamp.is_some()
+                        && r.phase().is_admitted()
+                        && r.finalizers()
+                            .iter()
+                            .any(|f| f == crate::api::FINALIZER_FUNCTION_CLEANUP)
+                })
+                .map(|_| Terminal {
+                    outcome: Outcome::Cancelled,
+                    reason: reasons::CANCELLED,
+                    message: "deleted; runtimed unregistered the function".to_string(),
+                    exit_code: None,
+                })
         } else {
             Some(match exit.status {
                 Ok(Exit::Process(status)) => status.terminal(),

@@ -12,6 +12,7 @@ pub mod framework;
 pub mod plugins;
 
 pub mod controller;
+pub mod finalizer;
 pub mod foreign;
 pub mod leader;
 pub mod run;

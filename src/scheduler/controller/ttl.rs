@@ -1,26 +1,35 @@
 //! The leader's TTL loop: deletes terminal Runs once `ttlSecondsAfterFinished` has passed since
 //! their `completionTime` (which Runs are due is [`crate::scheduler::ttl`]'s pure decision).
 //! Each delete is guarded by the Run's UID, so a Run recreated under the same name is never
-//! deleted for its predecessor's TTL.
+//! deleted for its predecessor's TTL. The same pass keeps the function-cleanup finalizer
+//! ([`crate::scheduler::finalizer`] decides), each write guarded by the Run's
+//! resourceVersion.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{Api, DeleteParams, Preconditions};
+use kube::ResourceExt as _;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::Store;
 use tracing::{info, warn};
 
 use super::Scheduler;
 use crate::api::Run;
-use crate::scheduler::ttl;
+use crate::scheduler::{finalizer, ttl};
 
-/// The longest the loop sleeps: a Run that finishes with a TTL is seen within this.
-const TTL_PERIOD: Duration = Duration::from_secs(1);
+/// The longest the loop sleeps: a Run that finishes with a TTL, or a function Run that needs
+/// its finalizer, is seen within this.
+const TTL_PERIOD: Duration = Duration::from_millis(500);
 
 impl Scheduler {
     pub(super) async fn expire_finished(self: Arc<Self>, store: Store<Run>) {
         loop {
             let runs = store.state();
+            for run in &runs {
+                if let Some(step) = finalizer::step(run) {
+                    self.write_finalizers(run, step).await;
+                }
+            }
             let (due, next) = ttl::expired(runs.iter().map(|r| r.as_ref()), jiff::Timestamp::now());
             for run in due {
                 let api: Api<Run> = Api::namespaced(self.client.clone(), &run.namespace);
@@ -44,6 +53,29 @@ impl Scheduler {
             }
             let pause = next.map_or(TTL_PERIOD, |n| n.min(TTL_PERIOD));
             tokio::time::sleep(pause.max(Duration::from_millis(50))).await;
+        }
+    }
+
+    /// Adds or removes the function-cleanup finalizer on the version the store has; a
+    /// conflict is retried at the next pass with the newer version.
+    async fn write_finalizers(&self, run: &Run, step: finalizer::FinalizerStep) {
+        let (name, namespace) = (run.name_any(), run.namespace().unwrap_or_default());
+        let patch = serde_json::json!({
+            "metadata": {
+                "resourceVersion": run.resource_version(),
+                "finalizers": finalizer::finalizers_after(run, step),
+            }
+        });
+        let api: Api<Run> = Api::namespaced(self.client.clone(), &namespace);
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
+            Err(e) => {
+                warn!(run = %name, namespace = %namespace, "cannot write the {} finalizer ({step:?}): {e}; retrying", finalizer::FUNCTION_CLEANUP)
+            }
         }
     }
 }
