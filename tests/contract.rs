@@ -587,21 +587,22 @@ async fn function_runs_hold_their_room_while_ready_until_cancel_delete_idle_or_t
     })
     .await;
     phase(ns, "idle", RunPhase::Ready, within).await;
+    // Each next one waits for the room and is woken by the release of the one before.
+    whole("bounded", "echo").timeout("3s").create(ns).await;
     let idle = phase(ns, "idle", RunPhase::Timeout, within).await;
     assert_eq!(
         idle.status.unwrap().reason.as_deref(),
         Some(reasons::IDLE_TIMEOUT)
     );
     // spec.timeout from startTime: Timeout, reason Timeout.
-    whole("bounded", "echo").timeout("3s").create(ns).await;
     phase(ns, "bounded", RunPhase::Ready, within).await;
+    whole("refused", "fail-register").create(ns).await;
     let bounded = phase(ns, "bounded", RunPhase::Timeout, within).await;
     assert_eq!(
         bounded.status.unwrap().reason.as_deref(),
         Some(reasons::TIMEOUT)
     );
     // A registration the server refuses fails the Run.
-    whole("refused", "fail-register").create(ns).await;
     let refused = phase(ns, "refused", RunPhase::Failed, within).await;
     let status = refused.status.unwrap();
     assert_eq!(status.reason.as_deref(), Some(reasons::START_FAILED));
