@@ -222,21 +222,12 @@ impl RuntimeServer {
     /// `Execute`, retried while the server cannot be reached (it may still be starting);
     /// any other refusal is final. An id the server already holds is not started twice.
     async fn execute(&self, request: ExecuteRequest) -> Result<(), Status> {
-        let deadline = tokio::time::Instant::now() + EXECUTE_RETRY;
-        let mut pause = Duration::from_millis(100);
-        loop {
-            match self.client.clone().execute(request.clone()).await {
-                Ok(_) => return Ok(()),
-                Err(e)
-                    if matches!(e.code(), Code::Unavailable | Code::DeadlineExceeded)
-                        && tokio::time::Instant::now() + pause < deadline =>
-                {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(2));
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        while_unreachable(|| {
+            let (mut client, request) = (self.client.clone(), request.clone());
+            async move { client.execute(request).await }
+        })
+        .await
+        .map(|_| ())
     }
 
     async fn cancel(&self, id: &str) {
@@ -395,26 +386,12 @@ impl RuntimeServer {
         &self,
         request: RegisterFunctionRequest,
     ) -> Result<crate::runtime_server::proto::RegisterFunctionResponse, Status> {
-        let deadline = tokio::time::Instant::now() + EXECUTE_RETRY;
-        let mut pause = Duration::from_millis(100);
-        loop {
-            match self
-                .functions
-                .clone()
-                .register_function(request.clone())
-                .await
-            {
-                Ok(r) => return Ok(r.into_inner()),
-                Err(e)
-                    if matches!(e.code(), Code::Unavailable | Code::DeadlineExceeded)
-                        && tokio::time::Instant::now() + pause < deadline =>
-                {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(2));
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        while_unreachable(|| {
+            let (mut functions, request) = (self.functions.clone(), request.clone());
+            async move { functions.register_function(request).await }
+        })
+        .await
+        .map(tonic::Response::into_inner)
     }
 
     async fn unregister(&self, registration: &FunctionRegistration) {
@@ -461,6 +438,24 @@ impl RuntimeServer {
             .await?
             .into_inner())
     }
+}
+
+/// `call`, retried while the server cannot be reached (it may be starting or restarting):
+/// 100 ms doubling to 2 s, for at most [`EXECUTE_RETRY`] in all. Any other answer is final.
+async fn while_unreachable<T, Fut>(call: impl FnMut() -> Fut) -> Result<T, Status>
+where
+    Fut: std::future::Future<Output = Result<T, Status>>,
+{
+    use backon::Retryable as _;
+    let backoff = backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(2))
+        .with_factor(2.0)
+        .with_total_delay(Some(EXECUTE_RETRY))
+        .without_max_times();
+    call.retry(backoff)
+        .when(|e: &Status| matches!(e.code(), Code::Unavailable | Code::DeadlineExceeded))
+        .await
 }
 
 /// A server's refusal, bounded for a status message.
