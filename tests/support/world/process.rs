@@ -228,34 +228,24 @@ pub fn sample(body: &str, series: &str) -> Option<f64> {
 
 /// A minimal HTTP/1.0 GET on loopback, enough for probes and metrics.
 pub async fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-        .await?;
-    let mut buf = String::new();
-    stream.read_to_string(&mut buf).await?;
-    let code = buf
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = buf
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Ok((code, body))
+    http(port, "GET", path, &[]).await
 }
 
 /// `POST path` with `body` to 127.0.0.1:`port`; the status code and the body.
 #[allow(dead_code)]
 pub async fn http_post(port: u16, path: &str, body: &[u8]) -> std::io::Result<(u16, String)> {
+    http(port, "POST", path, body).await
+}
+
+/// One HTTP/1.0 request on loopback; the status code and the body of the answer.
+async fn http(port: u16, method: &str, path: &str, body: &[u8]) -> std::io::Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    let head = format!(
-        "POST {path} HTTP/1.0\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
+    let length = match body {
+        [] => String::new(),
+        _ => format!("Content-Length: {}\r\n", body.len()),
+    };
+    let head = format!("{method} {path} HTTP/1.0\r\nHost: localhost\r\n{length}\r\n");
     stream.write_all(head.as_bytes()).await?;
     stream.write_all(body).await?;
     let mut buf = String::new();
