@@ -121,14 +121,7 @@ pub fn complete_with_server(
         "KRUNTIMES_RUNTIME_SERVER",
         &format!("127.0.0.1:{}", server.port),
     );
-    set_env(
-        env,
-        "KRUNTIMES_HEALTH_PROBE_BIND_ADDRESS",
-        &format!(":{PROBE_PORT}"),
-    );
-    if let Some(grace) = runtimed_grace {
-        set_env(env, "KRUNTIMES_SHUTDOWN_GRACE", &format!("{grace}s"));
-    }
+    set_runtimed_env(env, runtimed_grace);
     spec.containers.push(sidecar);
     for container in &mut spec.containers {
         add_identity_env(container);
@@ -182,15 +175,7 @@ pub fn complete(mut spec: PodSpec, injection: &Injection, inject: bool) -> PodSp
     }
     // runtimed serves its probes where the template says, else on PROBE_PORT.
     let probe_port = explicit_probe_port(main).unwrap_or(Some(PROBE_PORT));
-    let env = main.env.get_or_insert_with(Vec::new);
-    set_env(
-        env,
-        "KRUNTIMES_HEALTH_PROBE_BIND_ADDRESS",
-        &format!(":{PROBE_PORT}"),
-    );
-    if let Some(grace) = runtimed_grace {
-        set_env(env, "KRUNTIMES_SHUTDOWN_GRACE", &format!("{grace}s"));
-    }
+    set_runtimed_env(main.env.get_or_insert_with(Vec::new), runtimed_grace);
     if main.readiness_probe.is_none()
         && let Some(port) = probe_port
     {
@@ -281,6 +266,19 @@ pub fn with_workspace_volume(
     };
     spec.volumes.get_or_insert_with(Vec::new).push(volume);
     (spec, checked)
+}
+
+/// runtimed's own settings in the container that runs it: its probes on [`PROBE_PORT`] and,
+/// unless the template passes one, the shutdown grace derived from the Pod's.
+fn set_runtimed_env(env: &mut Vec<EnvVar>, runtimed_grace: Option<i64>) {
+    set_env(
+        env,
+        "KRUNTIMES_HEALTH_PROBE_BIND_ADDRESS",
+        &format!(":{PROBE_PORT}"),
+    );
+    if let Some(grace) = runtimed_grace {
+        set_env(env, "KRUNTIMES_SHUTDOWN_GRACE", &format!("{grace}s"));
+    }
 }
 
 /// The readiness probe on runtimed's `/readyz`.
