@@ -152,6 +152,18 @@ fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
     current.to_string()
 }
 
+/// A delete that applies only to the object of `uid`: one recreated under the same name is
+/// never deleted for its predecessor (409 instead).
+pub fn delete_uid(uid: &str) -> kube::api::DeleteParams {
+    kube::api::DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        }),
+        ..kube::api::DeleteParams::default()
+    }
+}
+
 /// The backoff of every watch kruntimes runs: 200 ms doubling to at most 5 s, with jitter,
 /// reset after 2 minutes of health. kube-rs' default (client-go's, up to 30 s) is kind to a
 /// struggling API server, but after an outage it delays every watch of the scheduler and of

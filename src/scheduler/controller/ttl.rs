@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use tracing::{info, warn};
 
@@ -33,14 +33,10 @@ impl Scheduler {
             let (due, next) = ttl::expired(runs.iter().map(|r| r.as_ref()), jiff::Timestamp::now());
             for run in due {
                 let api: Api<Run> = Api::namespaced(self.client.clone(), &run.namespace);
-                let params = DeleteParams {
-                    preconditions: Some(Preconditions {
-                        uid: Some(run.uid.clone()),
-                        resource_version: None,
-                    }),
-                    ..DeleteParams::default()
-                };
-                match api.delete(&run.name, &params).await {
+                match api
+                    .delete(&run.name, &crate::kubeclient::delete_uid(&run.uid))
+                    .await
+                {
                     Ok(_) => {
                         info!(run = %run.name, namespace = %run.namespace, "deleted: ttlSecondsAfterFinished passed")
                     }

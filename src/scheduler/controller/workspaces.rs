@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, Preconditions};
+use kube::api::{Api, Patch};
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::json;
 use tracing::{info, warn};
@@ -101,14 +101,10 @@ impl Scheduler {
             }
         }
         if let Step::Release { delete: true } = due.step {
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: Some(due.uid.clone()),
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
-            match api.delete(&due.name, &params).await {
+            match api
+                .delete(&due.name, &crate::kubeclient::delete_uid(&due.uid))
+                .await
+            {
                 Ok(_) => {
                     info!(workspace = %due.name, namespace = %due.namespace, "deleted after ttlSecondsAfterUnused (cleanupPolicy DeleteAfterTTL)")
                 }
