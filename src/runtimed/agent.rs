@@ -963,7 +963,7 @@ impl Agent {
         let retries = self
             .metrics
             .status_write_retries
-            .with_label_values(&[metrics::WRITE_CLAIM]);
+            .with_label_values(&[metrics::WRITE_READY]);
         tokio::spawn(async move {
             let apply = move |status: &mut RunStatus, _: &Time| {
                 status::set_function_ready(status, &message)

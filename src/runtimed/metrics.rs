@@ -27,6 +27,8 @@ pub const RESULTS: [&str; 5] = [ADMITTED, WAITING, REJECTED, CONFLICT, ERROR];
 /// Writes of `kruntimes_runtimed_status_write_retries_total`.
 pub const WRITE_CLAIM: &str = "claim";
 pub const WRITE_TERMINAL: &str = "terminal";
+/// A function Run's Running → Ready.
+pub const WRITE_READY: &str = "ready";
 
 #[derive(Clone)]
 pub struct RuntimedMetrics {
@@ -105,7 +107,7 @@ impl RuntimedMetrics {
         for result in RESULTS {
             metrics.admissions.with_label_values(&[result]);
         }
-        for write in [WRITE_CLAIM, WRITE_TERMINAL] {
+        for write in [WRITE_CLAIM, WRITE_TERMINAL, WRITE_READY] {
             metrics.status_write_retries.with_label_values(&[write]);
         }
         Ok(metrics)
