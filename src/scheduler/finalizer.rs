@@ -11,7 +11,9 @@ pub use crate::api::FINALIZER_FUNCTION_CLEANUP as FUNCTION_CLEANUP;
 /// What the finalizer of `run` needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FinalizerStep {
-    /// A live function Run that may still register: hold it.
+    /// A function Run runtimed has admitted (it registers now or is registered): hold it.
+    /// Not earlier: a write to a Pending or Scheduled Run would bump the resourceVersion its
+    /// Bind or claim is guarded by, and deleting it then needs no cleanup anyway.
     Add,
     /// Nothing can be registered any more: the Run ended (runtimed unregisters before it
     /// writes an end; a lost Pod took its registration along), or it is being deleted
@@ -31,7 +33,7 @@ pub fn step(run: &Run) -> Option<FinalizerStep> {
     let phase = run.phase();
     let deleting = run.metadata.deletion_timestamp.is_some();
     match has {
-        false if !deleting && !phase.is_terminal() => Some(FinalizerStep::Add),
+        false if !deleting && phase.is_admitted() => Some(FinalizerStep::Add),
         true if phase.is_terminal() || (deleting && !phase.is_admitted()) => {
             Some(FinalizerStep::Remove)
         }
@@ -75,7 +77,12 @@ mod tests {
     #[test]
     fn a_function_run_holds_the_finalizer_until_nothing_can_be_registered() {
         let f = || run("f").function("main.handler");
-        assert_eq!(step(&f().build()), Some(FinalizerStep::Add));
+        assert_eq!(
+            step(&f().build()),
+            None,
+            "never on a Pending Run (its Bind is RV-guarded)"
+        );
+        assert_eq!(step(&f().on("p").build()), None, "nor on a Scheduled one");
         assert_eq!(step(&f().running().build()), Some(FinalizerStep::Add));
         assert_eq!(step(&with_finalizer(f().running().build())), None);
         // Deleting while it may be registered: runtimed unregisters and writes its end first.
