@@ -21,7 +21,8 @@
 //! A measurement, not a test. Run:
 //! `cargo bench --bench side_by_side -- [--pods 100,1000,5000] [--shape gpu|native]
 //!  [--workers 4] [--stream 1000] [--kruntimes LABEL=PATH]... [--no-kube-scheduler]
-//!  [--no-self] [--perf DIR] [--pprof DIR] [--requests] [--writes-only] [--priority-class]`
+//!  [--no-self] [--perf DIR] [--pprof DIR] [--requests] [--writes-only] [--priority-class]
+//!  [--repeat N]`
 //! where `--pods` are the target counts (objects: 2,000 on 100, 3,000 on 1,000, 10,000 on 5,000,
 //! else twice the targets), `--kruntimes` adds another `kubectl-kruntimes` binary (e.g. a base
 //! commit's release build), `--no-self` leaves out the one this bench was built with and
@@ -29,6 +30,12 @@
 //! `--pprof DIR` saves kube-apiserver's CPU profile of the first seconds of every drain (both
 //! systems; `go tool pprof -top DIR/<system>-<pods>.pprof`); `--requests` prints the API
 //! requests each drain made, by verb and resource (kube-apiserver's `apiserver_request_total`).
+//!
+//! `--repeat N` measures every system N times per target count, in the listed order on odd
+//! rounds and in reverse on even ones (so no system always runs first on a fresh machine),
+//! and ends with one line per system and mode against the first kruntimes system listed
+//! (e.g. `--no-self --kruntimes base=… --kruntimes new=…`): each round's ratio, their median,
+//! and the ratio of the aggregate rates (all objects over all the time).
 //!
 //! `--priority-class` creates one PriorityClass, `globalDefault` at 1000, before the Runs of
 //! every kruntimes system (throughput with one class; a build from before priority ignores it).
@@ -119,6 +126,8 @@ struct Args {
     /// Create one PriorityClass, the global default, before the Runs (throughput with one
     /// class: every Run resolves a priority; builds without priority ignore it).
     priority_class: bool,
+    /// Rounds per target count (see `--repeat` at the top).
+    repeat: usize,
 }
 
 fn parse_args() -> Args {
@@ -132,6 +141,7 @@ fn parse_args() -> Args {
         pprof: None,
         requests: false,
         priority_class: false,
+        repeat: 1,
     };
     let (mut kube_scheduler, mut own, mut writes_only) = (true, true, false);
     let mut extra = Vec::new();
@@ -166,6 +176,10 @@ fn parse_args() -> Args {
             "--pprof" => args.pprof = Some(PathBuf::from(value())),
             "--requests" => args.requests = true,
             "--priority-class" => args.priority_class = true,
+            "--repeat" => {
+                args.repeat = value().parse().expect("--repeat N");
+                assert!(args.repeat > 0, "--repeat takes a count of at least 1");
+            }
             "--no-kube-scheduler" => kube_scheduler = false,
             "--no-self" => own = false,
             "--writes-only" => writes_only = true,
@@ -210,6 +224,8 @@ struct Row {
     mode: &'static str,
     objects: usize,
     rate: f64,
+    /// The round it was measured in (`--repeat`), from 0.
+    round: usize,
     latency: Option<(Duration, Duration)>,
     /// CPU seconds per object: scheduler, kube-apiserver, etcd.
     cpu: [f64; 3],
@@ -223,19 +239,27 @@ fn main() {
         .expect("a tokio runtime");
     let mut rows = Vec::new();
     for &pods in &args.pods {
-        for system in &args.systems {
-            // Started on the main thread, which outlives it (PR_SET_PDEATHSIG).
-            let (mut running, cp) = support::start_owned()
-                .unwrap_or_else(|e| panic!("cannot start a control plane: {e}"));
-            let pids = running.pids();
-            let (etcd, apiserver) = (pids[0], pids[1]);
-            let measured = rt.block_on(measure(&args, system, pods, &cp, apiserver, etcd));
-            running.stop(Duration::ZERO);
-            let _ = std::fs::remove_dir_all(&cp.dir);
-            for row in &measured {
-                print_row(row);
+        for round in 0..args.repeat {
+            // Every other round in reverse, so that no system is always measured first.
+            let mut systems: Vec<&System> = args.systems.iter().collect();
+            if round % 2 == 1 {
+                systems.reverse();
             }
-            rows.extend(measured);
+            for system in systems {
+                // Started on the main thread, which outlives it (PR_SET_PDEATHSIG).
+                let (mut running, cp) = support::start_owned()
+                    .unwrap_or_else(|e| panic!("cannot start a control plane: {e}"));
+                let pids = running.pids();
+                let (etcd, apiserver) = (pids[0], pids[1]);
+                let mut measured = rt.block_on(measure(&args, system, pods, &cp, apiserver, etcd));
+                running.stop(Duration::ZERO);
+                let _ = std::fs::remove_dir_all(&cp.dir);
+                for row in &mut measured {
+                    row.round = round;
+                    print_row(row);
+                }
+                rows.extend(measured);
+            }
         }
     }
     println!();
@@ -246,6 +270,72 @@ fn main() {
     print_header();
     for row in &rows {
         print_row(row);
+    }
+    if args.repeat > 1 {
+        print_ratios(&args, &rows);
+    }
+}
+
+/// One line per system, target count and mode against the first kruntimes system listed:
+/// the rounds' ratios of rates, their median, and the ratio of the aggregate rates.
+fn print_ratios(args: &Args, rows: &[Row]) {
+    let Some(anchor) = args
+        .systems
+        .iter()
+        .find(|s| matches!(s, System::Kruntimes { .. }))
+    else {
+        return;
+    };
+    println!();
+    println!("rates against {} ({} rounds)", anchor.label(), args.repeat);
+    let of = |system: &str, pods: usize, mode: &str| -> Vec<&Row> {
+        rows.iter()
+            .filter(|r| r.system == system && r.pods == pods && r.mode == mode)
+            .collect()
+    };
+    // All objects over all the time the rounds took.
+    let aggregate = |rows: &[&Row]| -> f64 {
+        let objects: usize = rows.iter().map(|r| r.objects).sum();
+        let seconds: f64 = rows.iter().map(|r| r.objects as f64 / r.rate).sum();
+        objects as f64 / seconds
+    };
+    for &pods in &args.pods {
+        for mode in ["drain", "stream"] {
+            let base = of(anchor.label(), pods, mode);
+            if base.is_empty() {
+                continue;
+            }
+            for system in args.systems.iter().filter(|s| s.label() != anchor.label()) {
+                let measured = of(system.label(), pods, mode);
+                if measured.len() != base.len() {
+                    continue;
+                }
+                let mut ratios: Vec<f64> = measured
+                    .iter()
+                    .zip(&base)
+                    .map(|(m, b)| m.rate / b.rate)
+                    .collect();
+                let listed = ratios
+                    .iter()
+                    .map(|r| format!("{r:.2}"))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                ratios.sort_by(f64::total_cmp);
+                let mid = ratios.len() / 2;
+                let median = if ratios.len() % 2 == 0 {
+                    (ratios[mid - 1] + ratios[mid]) / 2.0
+                } else {
+                    ratios[mid]
+                };
+                println!(
+                    "{} on {pods}, {mode}: rounds {listed}; median {median:.3}; aggregate {:.0}/{:.0} = {:.3}",
+                    system.label(),
+                    aggregate(&measured),
+                    aggregate(&base),
+                    aggregate(&measured) / aggregate(&base),
+                );
+            }
+        }
     }
 }
 
@@ -542,6 +632,7 @@ async fn measure(
         mode: "drain",
         objects,
         rate: objects as f64 / drain_wall,
+        round: 0,
         latency: None,
         cpu: per_object(before_cp, after, objects),
     }];
@@ -584,6 +675,7 @@ async fn measure(
             mode: "stream",
             objects: args.stream,
             rate: args.stream as f64 / (last - start).as_secs_f64().max(1e-3),
+            round: 0,
             latency: Some((percentile(&latency, 50.0), percentile(&latency, 99.0))),
             cpu: per_object(before, after, args.stream),
         });
