@@ -1,7 +1,9 @@
-//! Property tests of queue order and nominations: under any pattern of arrivals, lifetimes
-//! and releases, nothing overcommits, a Pod holds at most one nomination, nothing is placed
-//! while an earlier Run fits (checked on the state the cycle decided on, before its Reserve),
-//! and a large Run behind a stream of small ones is placed within a bounded number of steps.
+//! Property tests of queue order and nominations: under any pattern of arrivals, lifetimes,
+//! priorities, preemptions and releases, nothing overcommits, a Pod holds at most one
+//! nomination, nothing is placed while a Run earlier in (priority, creation, UID) order fits
+//! (checked on the state the cycle decided on, before its Reserve), room nominated for an
+//! earlier Run is never given to a later one, and a large Run behind a stream of small ones
+//! is placed within a bounded number of steps.
 
 use proptest::prelude::*;
 
@@ -36,6 +38,8 @@ struct Sim {
 struct SimRun {
     builder: RunBuilder,
     size: u64,
+    /// Its `status.priority` (recorded at arrival, as after the scheduler's first write).
+    priority: i32,
     /// Bound on this Pod (observed), with the step it started.
     on: Option<(String, i64)>,
     done: bool,
@@ -59,6 +63,19 @@ impl Sim {
             runs: Vec::new(),
             lag: None,
             in_flight: Vec::new(),
+        }
+    }
+
+    /// runtimed renews every Pod's heartbeat now (a Lease is fresh for its duration from
+    /// when the scheduler observed it).
+    fn renew_heartbeats(&mut self) {
+        for p in PODS {
+            let builder = pod(p).capacity(&[("runs", self.capacity)]);
+            let uid = builder.build().metadata.uid.expect("a Pod UID");
+            let lease = builder
+                .lease_at(&uid, self.at(), LEASE_SECONDS)
+                .expect("a heartbeat");
+            self.cache.apply(&lease, self.at());
         }
     }
 
@@ -92,18 +109,61 @@ impl Sim {
     }
 
     fn arrive(&mut self, size: u64) -> usize {
+        self.arrive_at(size, 0)
+    }
+
+    /// A Run of `size` whose priority is `priority` (0: as a Run with no class, unrecorded).
+    fn arrive_at(&mut self, size: u64, priority: i32) -> usize {
         let i = self.runs.len();
         let builder = run(&format!("r{i:04}"))
             .requests(&[("runs", size)])
             .created(EPOCH + self.now);
+        let builder = match priority {
+            0 => builder,
+            p => builder.priority(p),
+        };
         self.cache.apply(&builder.build(), self.at());
         self.runs.push(SimRun {
             builder,
             size,
+            priority,
             on: None,
             done: false,
         });
         i
+    }
+
+    /// Whether Run `j` comes before Run `i` in queue order: higher priority, then earlier
+    /// creation, then UID (the index, as names and UIDs follow it).
+    fn before(&self, j: usize, i: usize) -> bool {
+        (std::cmp::Reverse(self.runs[j].priority), j)
+            < (std::cmp::Reverse(self.runs[i].priority), i)
+    }
+
+    /// Carries out a level-1 preemption as the controller does: each victim whose Bind the
+    /// watch has shown on that Pod goes back to Pending (keeping its creation time, so its
+    /// place in the order); when one has not been seen there yet, the controller writes
+    /// nothing for it and the preemptor backs off to plan again.
+    fn preempt(&mut self, preemptor: &RunKey, preemption: &Preemption) {
+        let mut replan = false;
+        for victim in &preemption.victims {
+            let v = self.index_of(&victim.name);
+            let seen_there = self.runs[v]
+                .on
+                .as_ref()
+                .is_some_and(|(p, _)| *p == preemption.pod);
+            if victim.admitted || !seen_there {
+                replan = true;
+                continue;
+            }
+            self.runs[v].on = None;
+            let pending = self.runs[v].builder.build();
+            self.cache.apply(&pending, self.at());
+        }
+        if replan {
+            self.cache
+                .retry(&preemptor.namespace, &preemptor.uid, true, self.at());
+        }
     }
 
     fn pending(&self) -> Vec<usize> {
@@ -129,12 +189,18 @@ impl Sim {
         );
         match &scheduled.outcome {
             ScheduleOutcome::Reserved { pod, .. } => {
-                check_no_earlier_fits(&before, &self.registry, &self.runs, i, self.at())?;
+                self.check_no_earlier_fits(&before, i)?;
                 let pod = pod.clone();
                 self.in_flight.push((i, pod));
+                self.check_nominated_room_kept(&before, i)?;
                 self.observe_in_flight(false);
             }
-            ScheduleOutcome::Unschedulable(_) => {}
+            ScheduleOutcome::Unschedulable(_) => {
+                if let Some(preemption) = &scheduled.preemption {
+                    let key = self.runs[i].builder.key();
+                    self.preempt(&key, preemption);
+                }
+            }
             other => prop_assert!(false, "unexpected outcome {:?}", other),
         }
         self.check()?;
@@ -167,21 +233,68 @@ impl Sim {
         self.cache.apply(&done, at(self.now));
     }
 
+    /// What Pod `p` holds: Runs observed bound there and Binds in flight to it.
+    fn used(&self, p: &str) -> u64 {
+        self.runs
+            .iter()
+            .filter(|r| r.on.as_ref().is_some_and(|(on, _)| on == p))
+            .map(|r| r.size)
+            .sum::<u64>()
+            + self
+                .in_flight
+                .iter()
+                .filter(|(_, on)| on == p)
+                .map(|(i, _)| self.runs[*i].size)
+                .sum::<u64>()
+    }
+
+    /// Run `i` was just reserved (in flight): if its Pod was nominated, on the state its cycle
+    /// decided on, for a Run earlier in the order, that Run's room is still free beside it.
+    fn check_nominated_room_kept(
+        &self,
+        before: &SchedulerCache,
+        i: usize,
+    ) -> Result<(), TestCaseError> {
+        let (_, pod) = self.in_flight.last().expect("just reserved");
+        for (key, nomination) in before.nominations().in_scope(NS, RUNTIME) {
+            let n = self
+                .runs
+                .iter()
+                .position(|r| r.builder.key() == *key)
+                .expect("a nominated Run of the simulation");
+            if nomination.pod == *pod && self.before(n, i) {
+                let used = self.used(pod);
+                prop_assert!(
+                    used + self.runs[n].size <= self.capacity,
+                    "r{} (priority {}) took room on {} nominated for the earlier r{} (priority {}): {} used, {} needed",
+                    i,
+                    self.runs[i].priority,
+                    pod,
+                    n,
+                    self.runs[n].priority,
+                    used,
+                    self.runs[n].size
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Run `i` was placed on the state `before` (its cycle's, before Reserve): no Run earlier
+    /// in the order that waits in the queue (not backing off) may fit there.
+    fn check_no_earlier_fits(
+        &self,
+        before: &SchedulerCache,
+        i: usize,
+    ) -> Result<(), TestCaseError> {
+        let earlier = (0..self.runs.len()).filter(|&j| j != i && self.before(j, i));
+        check_no_earlier_fits(before, &self.registry, &self.runs, earlier, i, self.at())
+    }
+
     /// No overcommit, at most one nomination per Pod, nominations only for Pending Runs.
     fn check(&self) -> Result<(), TestCaseError> {
         for p in PODS {
-            let used: u64 = self
-                .runs
-                .iter()
-                .filter(|r| r.on.as_ref().is_some_and(|(on, _)| on == p))
-                .map(|r| r.size)
-                .sum::<u64>()
-                + self
-                    .in_flight
-                    .iter()
-                    .filter(|(_, on)| on == p)
-                    .map(|(i, _)| self.runs[*i].size)
-                    .sum::<u64>();
+            let used = self.used(p);
             prop_assert!(used <= self.capacity, "{} overcommitted: {}", p, used);
         }
         let nominated: Vec<&str> = self
@@ -206,16 +319,18 @@ impl Sim {
     }
 }
 
-/// Run `i` was placed on the state `before` (its cycle's, before Reserve): no earlier Run
-/// that waits in the queue (not backing off) may fit there.
+/// Run `i` was placed on the state `before` (its cycle's, before Reserve): none of the
+/// `earlier` Runs that waits in the queue (not backing off) may fit there.
 fn check_no_earlier_fits(
     before: &SchedulerCache,
     registry: &Registry,
     runs: &[SimRun],
+    earlier: impl IntoIterator<Item = usize>,
     i: usize,
     now: jiff::Timestamp,
 ) -> Result<(), TestCaseError> {
-    for (j, earlier) in runs.iter().enumerate().take(i) {
+    for j in earlier {
+        let earlier = &runs[j];
         let key = earlier.builder.key();
         if earlier.on.is_some()
             || earlier.done
@@ -312,6 +427,55 @@ proptest! {
         }
     }
 
+    /// Runs of mixed priorities and sizes keep both Pods busy (arrivals, lifetimes and which
+    /// Binds are observed late arbitrary); a Run that does not fit preempts Scheduled Runs of
+    /// lower priority as its cycle decides. At every cycle: nothing overcommits, nothing is
+    /// placed while a Run earlier in (priority, creation, UID) order fits, and a Run placed on
+    /// a Pod nominated for an earlier Run leaves that Run its room. Once arrivals stop, every
+    /// Run is placed and finishes: a preempted Run is never stranded.
+    #[test]
+    fn priority_orders_placement_and_nominated_room_goes_to_no_later_run(
+        capacity in 2u64..5,
+        arrivals in proptest::collection::vec(
+            proptest::collection::vec((1u64..5, 0usize..3), 0..3),
+            1..30,
+        ),
+        lives in proptest::collection::vec(1i64..5, 100),
+        seed in any::<u64>(),
+    ) {
+        const PRIORITIES: [i32; 3] = [0, 100, 1000];
+        let mut sim = Sim::new(capacity).with_lag(seed);
+        let mut life = lives.iter().cycle();
+        let mut lifetime = std::collections::HashMap::new();
+        let steps = arrivals.len() + 200;
+        for step in 0..steps {
+            sim.now = step as i64;
+            sim.renew_heartbeats();
+            for i in 0..sim.runs.len() {
+                if let Some((_, started)) = sim.runs[i].on
+                    && sim.now - started >= lifetime[&i]
+                {
+                    sim.finish(i);
+                }
+            }
+            for &(size, p) in arrivals.get(step).into_iter().flatten() {
+                let i = sim.arrive_at(size.min(capacity), PRIORITIES[p]);
+                lifetime.insert(i, *life.next().unwrap());
+            }
+            sim.cycle_all()?;
+            if step >= arrivals.len() && sim.runs.iter().all(|r| r.done) {
+                return Ok(());
+            }
+        }
+        let stranded: Vec<String> = sim
+            .runs
+            .iter()
+            .filter(|r| !r.done)
+            .map(|r| format!("{} (priority {}, on {:?})", r.builder.name(), r.priority, r.on))
+            .collect();
+        prop_assert!(false, "{} steps after the last arrival, not finished: {:?}", 200, stranded);
+    }
+
     /// Runs that all fit one at a time on a single slot start in creation order, whichever
     /// Binds are observed late.
     #[test]
@@ -359,12 +523,38 @@ fn the_order_check_catches_a_run_placed_while_an_earlier_one_fits() {
     let mut sim = Sim::new(1);
     let (first, second) = (sim.arrive(1), sim.arrive(1));
     let before = sim.cache.clone();
-    let r = check_no_earlier_fits(&before, &sim.registry, &sim.runs, second, sim.at());
     assert!(
-        r.is_err(),
+        sim.check_no_earlier_fits(&before, second).is_err(),
         "placing r{second:04} ahead of r{first:04} passes the check"
     );
-    assert!(check_no_earlier_fits(&before, &sim.registry, &sim.runs, first, sim.at()).is_ok());
+    assert!(sim.check_no_earlier_fits(&before, first).is_ok());
+}
+
+#[test]
+fn the_nominated_room_check_catches_a_later_run_taking_it() {
+    // The property's own power. Both Pods half full with Scheduled priority-0 Runs; an urgent
+    // Run as large as a Pod preempts one of them and is nominated there.
+    let mut sim = Sim::new(2);
+    let low: Vec<usize> = (0..2).map(|_| sim.arrive(1)).collect();
+    sim.cycle_all().unwrap();
+    let urgent = sim.arrive_at(2, 1000);
+    let told = sim.step().unwrap().expect("the urgent Run's cycle");
+    let preemption = told.preemption.expect("a preemption");
+    let victim = sim.index_of(&preemption.victims[0].name);
+    assert!(low.contains(&victim) && sim.runs[victim].on.is_none());
+    let before = sim.cache.clone();
+    assert_eq!(
+        before.nominated_pod(NS, &sim.runs[urgent].builder.key().uid),
+        Some(preemption.pod.as_str())
+    );
+    // The victim placed back into the room held for the urgent Run must fail the check; a
+    // Run of higher priority than the urgent one may take it.
+    sim.in_flight.push((victim, preemption.pod.clone()));
+    assert!(sim.check_nominated_room_kept(&before, victim).is_err());
+    sim.in_flight.pop();
+    let higher = sim.arrive_at(1, 2000);
+    sim.in_flight.push((higher, preemption.pod.clone()));
+    assert!(sim.check_nominated_room_kept(&before, higher).is_ok());
 }
 
 #[test]
@@ -450,6 +640,63 @@ fn a_starved_run_is_nominated_and_later_runs_leave_its_room() {
         sim.cache.nominations().is_empty(),
         "placed: the nomination is gone"
     );
+}
+
+#[test]
+fn a_nominated_run_placed_on_another_pod_frees_the_room_held_for_it() {
+    // p1 has one slot free, held for the large Run nominated there; p2 is full.
+    let world = World::new()
+        .pods([
+            pod("p1").capacity(&[("runs", 2)]),
+            pod("p2").capacity(&[("runs", 2)]),
+        ])
+        .runs([
+            run("x").on("p1").running(),
+            run("w").requests(&[("runs", 2)]).on("p2").running(),
+        ]);
+    let mut cache = world.cache();
+    let big = run("big")
+        .requests(&[("runs", 2)])
+        .created(EPOCH)
+        .nominated("p1");
+    assert!(matches!(
+        schedule_one(&mut cache, &big),
+        ScheduleOutcome::Unschedulable(_)
+    ));
+    assert_eq!(cache.nominated_pod(NS, &big.key().uid), Some("p1"));
+    let later = run("later").created(EPOCH + 1);
+    assert!(matches!(
+        schedule_one(&mut cache, &later),
+        ScheduleOutcome::Unschedulable(_)
+    ));
+    // p2 frees: its walk wakes the large Run, which takes all of p2's room.
+    cache.apply(
+        &run("w")
+            .requests(&[("runs", 2)])
+            .on("p2")
+            .succeeded()
+            .build(),
+        NOW,
+    );
+    assert!(unschedulable(state(&cache, &later)));
+    let placed = cache
+        .schedule_next(&registry(), NOW)
+        .expect("the large Run");
+    assert!(
+        matches!(&placed.outcome, ScheduleOutcome::Reserved { pod, .. } if pod == "p2"),
+        "{:?}",
+        placed.outcome
+    );
+    // The slot held for it on p1 is free again: the Run it kept waiting looks again.
+    assert_eq!(
+        state(&cache, &later),
+        Some(QueueState::Active),
+        "the room held on p1 was freed without waking the Run it kept waiting"
+    );
+    match cache.schedule_next(&registry(), NOW).map(|s| s.outcome) {
+        Some(ScheduleOutcome::Reserved { pod, .. }) => assert_eq!(pod, "p1"),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

@@ -76,7 +76,15 @@ impl SchedulerCache {
         self.assumed.assume(key, assumption);
         self.file(key, now);
         // Placed: whatever was held for it is its own now (Bind clears the status field).
-        self.nominations.drop_run(key);
+        // Room held for it on another Pod is free again, and nothing else will say so (the
+        // watch finds no nomination left to drop once the Bind lands): the Runs that room
+        // kept waiting look again.
+        if let Some(held) = self.nominations.drop_run(key)
+            && held.pod != pod
+        {
+            let held_scope = ScopeRef::new(&key.namespace, &held.runtime);
+            self.rewalk(&held_scope, &held.pod, now);
+        }
         // A new assumed target can satisfy required affinity.
         self.retarget(&scope, now);
         Ok(())
