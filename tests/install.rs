@@ -11,6 +11,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kruntimes::testing::run;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
 use support::world::{Create, TestNs};
 
 /// Runs `cmd` to completion: its output, stdout and stderr.
@@ -358,6 +359,52 @@ async fn changing_execution_inputs_or_undoing_a_cancel_is_rejected_by_the_api_se
             .contains("cancelRequested may not transition from true to false"),
         "{err}"
     );
+
+    // kruntimes' own placement inputs: one rule, whose message names the field changed.
+    run("placed")
+        .priority_class("urgent")
+        .workspace("ws")
+        .create(&ns)
+        .await;
+    for (change, field) in [
+        (
+            json!({"spec": {"priorityClassName": "batch"}}),
+            "priorityClassName",
+        ),
+        (
+            json!({"spec": {"priorityClassName": null}}),
+            "priorityClassName",
+        ),
+        (
+            json!({"spec": {"workspace": {"name": "other"}}}),
+            "workspace",
+        ),
+        (
+            json!({"spec": {"affinity": {"runAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": "kruntimes.io/runtime-pod"}
+            ]}}}}),
+            "affinity",
+        ),
+    ] {
+        let err = runs
+            .patch("placed", &PatchParams::default(), &Patch::Merge(&change))
+            .await
+            .expect_err("an immutable field changed");
+        let expected = format!("{field} is immutable after Run creation");
+        assert!(err.to_string().contains(&expected), "{change}: {err}");
+    }
+    let add = json!({"spec": {"priorityClassName": "urgent"}});
+    let err = runs
+        .patch("r", &PatchParams::default(), &Patch::Merge(&add))
+        .await
+        .expect_err("a class added after creation");
+    assert!(
+        err.to_string()
+            .contains("priorityClassName is immutable after Run creation"),
+        "{err}"
+    );
+    let stored = ns.get_run("placed").await;
+    assert_eq!(stored.spec.priority_class_name.as_deref(), Some("urgent"));
 }
 
 #[tokio::test]

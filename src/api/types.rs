@@ -170,13 +170,13 @@ pub struct RuntimeStatus {
             "rule": "self.runtime == oldSelf.runtime && has(self.source) == has(oldSelf.source) && (!has(self.source) || self.source == oldSelf.source) && self.mode == oldSelf.mode && has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env) && has(self.timeout) == has(oldSelf.timeout) && (!has(self.timeout) || self.timeout == oldSelf.timeout) && has(self.retryPolicy) == has(oldSelf.retryPolicy) && (!has(self.retryPolicy) || self.retryPolicy == oldSelf.retryPolicy) && has(self.resources) == has(oldSelf.resources) && (!has(self.resources) || self.resources == oldSelf.resources)",
             "message": "runtime, source, mode, env, timeout, retryPolicy, and resources are immutable after Run creation"
         },
+        // kruntimes' own immutable fields, in one rule: the API server evaluates every spec
+        // rule on every status write too, so each rule costs every Bind and claim. The
+        // messageExpression (evaluated only when the rule fails) names the field.
         {
-            "rule": "has(self.workspace) == has(oldSelf.workspace) && (!has(self.workspace) || self.workspace == oldSelf.workspace) && has(self.affinity) == has(oldSelf.affinity) && (!has(self.affinity) || self.affinity == oldSelf.affinity)",
-            "message": "workspace and affinity are immutable after Run creation"
-        },
-        {
-            "rule": "has(self.priorityClassName) == has(oldSelf.priorityClassName) && (!has(self.priorityClassName) || self.priorityClassName == oldSelf.priorityClassName)",
-            "message": "priorityClassName is immutable after Run creation"
+            "rule": "has(self.workspace) == has(oldSelf.workspace) && (!has(self.workspace) || self.workspace == oldSelf.workspace) && has(self.affinity) == has(oldSelf.affinity) && (!has(self.affinity) || self.affinity == oldSelf.affinity) && has(self.priorityClassName) == has(oldSelf.priorityClassName) && (!has(self.priorityClassName) || self.priorityClassName == oldSelf.priorityClassName)",
+            "messageExpression": "(has(self.workspace) != has(oldSelf.workspace) || (has(self.workspace) && self.workspace != oldSelf.workspace) ? 'workspace' : has(self.affinity) != has(oldSelf.affinity) || (has(self.affinity) && self.affinity != oldSelf.affinity) ? 'affinity' : 'priorityClassName') + ' is immutable after Run creation'",
+            "message": "workspace, affinity and priorityClassName are immutable after Run creation"
         },
         {
             "rule": "!has(oldSelf.cancelRequested) || !oldSelf.cancelRequested || (has(self.cancelRequested) && self.cancelRequested)",
@@ -891,6 +891,33 @@ mod tests {
             "{rules:?}"
         );
         assert!(rules.iter().any(|r| r.contains("oldSelf.cancelRequested")));
+        // kruntimes' own immutable fields share one rule (each rule costs every status
+        // write), whose messageExpression names the field.
+        let ours: Vec<&serde_json::Value> = spec["x-kubernetes-validations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| {
+                r["rule"]
+                    .as_str()
+                    .unwrap()
+                    .contains("oldSelf.priorityClassName")
+            })
+            .collect();
+        assert_eq!(ours.len(), 1, "{ours:?}");
+        assert!(
+            ours[0]["rule"]
+                .as_str()
+                .unwrap()
+                .contains("oldSelf.workspace")
+        );
+        assert!(
+            ours[0]["rule"]
+                .as_str()
+                .unwrap()
+                .contains("oldSelf.affinity")
+        );
+        assert!(ours[0]["messageExpression"].is_string());
         assert_eq!(spec["required"], serde_json::json!(["mode", "runtime"]));
     }
 
