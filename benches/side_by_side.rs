@@ -322,7 +322,7 @@ fn print_ratios(args: &Args, rows: &[Row]) {
                     .join(" ");
                 ratios.sort_by(f64::total_cmp);
                 let mid = ratios.len() / 2;
-                let median = if ratios.len() % 2 == 0 {
+                let median = if ratios.len().is_multiple_of(2) {
                     (ratios[mid - 1] + ratios[mid]) / 2.0
                 } else {
                     ratios[mid]

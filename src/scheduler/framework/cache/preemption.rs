@@ -187,15 +187,22 @@ impl SchedulerCache {
         let request =
             crate::api::resources::parse_requests(run.spec.resources.as_ref().map(|r| &r.requests))
                 .ok()?;
+        // Room held elsewhere, or more room than this Run needs held here for a Run that
+        // yields, is free again: the Runs found unschedulable in this epoch have not seen it.
         if let Some(old) = self.nominations.drop_run(&key) {
             let scope = ScopeRef::new(&namespace, &old.runtime);
+            self.bump(&scope);
             self.rewalk(&scope, &old.pod, now);
         }
-        if let Some((yielding, _)) = self.nominations.on_pod(&namespace, &plan.pod) {
-            let yielding = yielding.clone();
-            self.nominations.drop_run(&yielding);
-            self.queue.activate(&yielding, now);
-        }
+        let yielded = match self.nominations.on_pod(&namespace, &plan.pod) {
+            Some((yielding, _)) => {
+                let yielding = yielding.clone();
+                self.nominations.drop_run(&yielding);
+                self.queue.activate(&yielding, now);
+                true
+            }
+            None => false,
+        };
         let nominated = self.nominations.nominate(
             &key,
             Nomination {
@@ -210,6 +217,11 @@ impl SchedulerCache {
             nominated,
             "the Run and the Pod were freed of nominations above"
         );
+        if yielded {
+            let scope = ScopeRef::new(&namespace, &run.spec.runtime);
+            self.bump(&scope);
+            self.rewalk(&scope, &plan.pod, now);
+        }
         self.nominated.1 += 1;
         Some(plan)
     }
