@@ -307,14 +307,17 @@ fn print_ratios(args: &Args, rows: &[Row]) {
             }
             for system in args.systems.iter().filter(|s| s.label() != anchor.label()) {
                 let measured = of(system.label(), pods, mode);
-                if measured.len() != base.len() {
-                    continue;
-                }
+                // Each round against the anchor's measurement of the same round.
                 let mut ratios: Vec<f64> = measured
                     .iter()
-                    .zip(&base)
-                    .map(|(m, b)| m.rate / b.rate)
+                    .filter_map(|m| {
+                        let b = base.iter().find(|b| b.round == m.round)?;
+                        Some(m.rate / b.rate)
+                    })
                     .collect();
+                if ratios.is_empty() {
+                    continue;
+                }
                 let listed = ratios
                     .iter()
                     .map(|r| format!("{r:.2}"))
