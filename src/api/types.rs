@@ -905,18 +905,8 @@ mod tests {
             })
             .collect();
         assert_eq!(ours.len(), 1, "{ours:?}");
-        assert!(
-            ours[0]["rule"]
-                .as_str()
-                .unwrap()
-                .contains("oldSelf.workspace")
-        );
-        assert!(
-            ours[0]["rule"]
-                .as_str()
-                .unwrap()
-                .contains("oldSelf.affinity")
-        );
+        let rule = ours[0]["rule"].as_str().unwrap();
+        assert!(rule.contains("oldSelf.workspace") && rule.contains("oldSelf.affinity"));
         assert!(ours[0]["messageExpression"].is_string());
         assert_eq!(spec["required"], serde_json::json!(["mode", "runtime"]));
     }

@@ -444,10 +444,12 @@ proptest! {
         seed in any::<u64>(),
     ) {
         const PRIORITIES: [i32; 3] = [0, 100, 1000];
+        // Steps after the last arrival by which every Run must have finished.
+        const AFTER: usize = 200;
         let mut sim = Sim::new(capacity).with_lag(seed);
         let mut life = lives.iter().cycle();
         let mut lifetime = std::collections::HashMap::new();
-        let steps = arrivals.len() + 200;
+        let steps = arrivals.len() + AFTER;
         for step in 0..steps {
             sim.now = step as i64;
             sim.renew_heartbeats();
@@ -473,7 +475,7 @@ proptest! {
             .filter(|r| !r.done)
             .map(|r| format!("{} (priority {}, on {:?})", r.builder.name(), r.priority, r.on))
             .collect();
-        prop_assert!(false, "{} steps after the last arrival, not finished: {:?}", 200, stranded);
+        prop_assert!(false, "{} steps after the last arrival, not finished: {:?}", AFTER, stranded);
     }
 
     /// Runs that all fit one at a time on a single slot start in creation order, whichever
@@ -645,15 +647,10 @@ fn a_starved_run_is_nominated_and_later_runs_leave_its_room() {
 #[test]
 fn a_nominated_run_placed_on_another_pod_frees_the_room_held_for_it() {
     // p1 has one slot free, held for the large Run nominated there; p2 is full.
-    let world = World::new()
-        .pods([
-            pod("p1").capacity(&[("runs", 2)]),
-            pod("p2").capacity(&[("runs", 2)]),
-        ])
-        .runs([
-            run("x").on("p1").running(),
-            run("w").requests(&[("runs", 2)]).on("p2").running(),
-        ]);
+    let world = World::new().pods(pods(&PODS, &[("runs", 2)])).runs([
+        run("x").on("p1").running(),
+        run("w").requests(&[("runs", 2)]).on("p2").running(),
+    ]);
     let mut cache = world.cache();
     let big = run("big")
         .requests(&[("runs", 2)])

@@ -134,8 +134,7 @@ impl SchedulerCache {
         for (key, pod) in stale {
             if self.nominations.drop_run(&key).is_some() {
                 self.queue.activate(&key, now);
-                self.bump(scope);
-                self.rewalk(scope, &pod, now);
+                self.held_room_freed(scope, &pod, now);
             }
         }
     }

@@ -187,22 +187,19 @@ impl SchedulerCache {
         let request =
             crate::api::resources::parse_requests(run.spec.resources.as_ref().map(|r| &r.requests))
                 .ok()?;
-        // Room held elsewhere, or more room than this Run needs held here for a Run that
-        // yields, is free again: the Runs found unschedulable in this epoch have not seen it.
+        // Room held for it elsewhere is free again.
         if let Some(old) = self.nominations.drop_run(&key) {
             let scope = ScopeRef::new(&namespace, &old.runtime);
-            self.bump(&scope);
-            self.rewalk(&scope, &old.pod, now);
+            self.held_room_freed(&scope, &old.pod, now);
         }
-        let yielded = match self.nominations.on_pod(&namespace, &plan.pod) {
-            Some((yielding, _)) => {
-                let yielding = yielding.clone();
-                self.nominations.drop_run(&yielding);
-                self.queue.activate(&yielding, now);
-                true
-            }
-            None => false,
-        };
+        let yielding = self
+            .nominations
+            .on_pod(&namespace, &plan.pod)
+            .map(|(k, _)| k.clone());
+        if let Some(yielding) = &yielding {
+            self.nominations.drop_run(yielding);
+            self.queue.activate(yielding, now);
+        }
         let nominated = self.nominations.nominate(
             &key,
             Nomination {
@@ -217,10 +214,10 @@ impl SchedulerCache {
             nominated,
             "the Run and the Pod were freed of nominations above"
         );
-        if yielded {
+        // What the yielding Run held beyond this Run's request is free again.
+        if yielding.is_some() {
             let scope = ScopeRef::new(&namespace, &run.spec.runtime);
-            self.bump(&scope);
-            self.rewalk(&scope, &plan.pod, now);
+            self.held_room_freed(&scope, &plan.pod, now);
         }
         self.nominated.1 += 1;
         Some(plan)

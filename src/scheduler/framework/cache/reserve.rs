@@ -82,10 +82,8 @@ impl SchedulerCache {
         if let Some(held) = self.nominations.drop_run(key)
             && held.pod != pod
         {
-            // New room: Runs found unschedulable in this epoch have not seen it.
             let held_scope = ScopeRef::new(&key.namespace, &held.runtime);
-            self.bump(&held_scope);
-            self.rewalk(&held_scope, &held.pod, now);
+            self.held_room_freed(&held_scope, &held.pod, now);
         }
         // A new assumed target can satisfy required affinity.
         self.retarget(&scope, now);

@@ -269,6 +269,15 @@ impl SchedulerCache {
         let n = self.wake_room(scope, pod, now);
         self.woken.add(WakeSource::CapacityReleased, n);
     }
+
+    /// Room a nomination held on `pod` is free again outside any watch event (the
+    /// nomination went stale, moved, was placed elsewhere, or was replaced by one needing
+    /// less): the epoch moves on, since Runs found unschedulable in this one have not seen
+    /// that room, and the room is walked.
+    pub(super) fn held_room_freed(&mut self, scope: &ScopeRef, pod: &str, now: Timestamp) {
+        self.bump(scope);
+        self.rewalk(scope, pod, now);
+    }
 }
 
 /// The unschedulable Runs among `members` of `scope`.
