@@ -140,36 +140,47 @@ impl RunEvents {
 
     /// Waits until the recorded events have reached the API server's current state: a fresh
     /// list of the namespace's Runs, every one at the resourceVersion the events end with, and
-    /// no other. Every event up to now is then recorded; nothing is sampled.
+    /// no other. Every event up to that list is then recorded; nothing is sampled. The list is
+    /// taken again at every poll: a write that lands after one list (the leader dropping a
+    /// finished function Run's finalizer, say) moves the watch past it, and a single list
+    /// would then never match.
     pub async fn catch_up(&self) {
         let params = kube::api::ListParams::default().fields(self.fields.as_deref().unwrap_or(""));
-        let listed = self
-            .ns
-            .list(&params)
-            .await
-            .expect("list the Runs to catch up with");
-        let want: BTreeMap<String, String> = listed
-            .items
-            .iter()
-            .map(|r| (r.name_any(), r.resource_version().unwrap_or_default()))
-            .collect();
         super::eventually(
             Duration::from_secs(30),
             "the Run watch to catch up",
             async || {
-                let seen: BTreeMap<String, String> = replay(&self.events(), |_| {})
-                    .into_iter()
-                    .map(|(name, r)| (name, r.resource_version().unwrap_or_default()))
-                    .collect();
+                let listed = self
+                    .ns
+                    .list(&params)
+                    .await
+                    .map_err(|e| format!("list the Runs to catch up with: {e}"))?;
+                let want = versions(listed.items.iter());
+                let seen = versions(replay(&self.events(), |_| {}).values().map(|r| &**r));
                 if seen == want {
                     Ok(())
                 } else {
-                    Err(format!("{} Runs seen, {} listed", seen.len(), want.len()))
+                    let behind: Vec<&String> = want
+                        .iter()
+                        .filter(|(name, rv)| seen.get(*name) != Some(rv))
+                        .map(|(name, _)| name)
+                        .collect();
+                    Err(format!(
+                        "{} Runs seen, {} listed; not yet at the listed version: {behind:?}",
+                        seen.len(),
+                        want.len()
+                    ))
                 }
             },
         )
         .await;
     }
+}
+
+/// Each Run's resourceVersion, by name.
+fn versions<'a>(runs: impl Iterator<Item = &'a Run>) -> BTreeMap<String, String> {
+    runs.map(|r| (r.name_any(), r.resource_version().unwrap_or_default()))
+        .collect()
 }
 
 /// Replays `events` in order, calling `f` with the Runs present after each one (by name);
