@@ -398,8 +398,25 @@ impl<'a> Kubeconfig<'a> {
 
 /// A free loopback port (the scheduler's metrics and probe endpoints in tests).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("find a free loopback port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    // Below Linux's ephemeral range (32768-60999): a port the kernel hands out for an
+    // outgoing connection (to the API server, say) between this check and the process's own
+    // bind would make that process exit "address in use". Each call takes the next port, from
+    // a start that differs per test binary, and skips one something already listens on.
+    const FIRST: u32 = 20_000;
+    const COUNT: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        std::process::id().wrapping_mul(7919) % COUNT,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    );
+    for _ in 0..COUNT {
+        let port = (FIRST + NEXT.fetch_add(1, Ordering::AcqRel) % COUNT) as u16;
+        if std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {FIRST}..{}", FIRST + COUNT);
 }
