@@ -305,8 +305,9 @@ async fn the_scheduler_places_nothing_while_the_go_scheduler_holds_its_lease_and
         Duration::from_secs(30),
         "the scheduler to say it waits as a standby",
         async || {
+            let exited = scheduler.try_wait().unwrap();
             let text = std::fs::read_to_string(&log).unwrap_or_default();
-            if let Some(status) = scheduler.try_wait().unwrap() {
+            if let Some(status) = exited {
                 panic!("the scheduler exited: {status}\n{text}");
             }
             text.contains(&standby).then_some(()).ok_or(text)
@@ -366,8 +367,11 @@ async fn the_scheduler_places_nothing_while_the_go_scheduler_holds_its_lease_and
         Duration::from_secs(30),
         "the scheduler to stop",
         async || {
+            // Whether it exited first, then its log: a line written just before it exits is
+            // then always read.
+            let exited = scheduler.try_wait().unwrap();
             let text = std::fs::read_to_string(&log).unwrap_or_default();
-            match scheduler.try_wait().unwrap() {
+            match exited {
                 Some(status) if text.contains(&stopping) => Ok(status),
                 Some(status) => {
                     panic!("the scheduler exited ({status}) without saying why:\n{text}")

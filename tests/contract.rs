@@ -133,11 +133,12 @@ async fn task_runs_execute_through_the_runtime_server_with_exit_codes_outputs_an
         .task(&["sh", "-c", "echo oops >&2; exit 3"])
         .create(ns)
         .await;
+    // Long enough that consecutive creates overlap at the server however slowly they land.
     let sleepers: Vec<String> = (0..6).map(|i| format!("sleep-{i}")).collect();
     for name in &sleepers {
         run(name)
             .runtime("pool")
-            .task(&["sh", "-c", "sleep 0.5"])
+            .task(&["sh", "-c", "sleep 2"])
             .create(ns)
             .await;
     }

@@ -13,7 +13,8 @@ use serde_json::json;
 use kruntimes::api::RunPhase;
 use kruntimes::testing::{pod, run};
 use support::world::{
-    self, Create, RuntimedProcess, SchedulerProcess, TestNs, WAIT, eventually, sample,
+    self, Create, RuntimedProcess, SchedulerProcess, TestNs, WAIT, after_the_second_of, eventually,
+    sample,
 };
 
 /// (reason, note, series count) of the Events regarding Run `name`, oldest first.
@@ -188,6 +189,8 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
     // `squeezed` for a Pending Run in the moment between its creation and its status write
     // (two calls) and tell a FailedScheduling story that is not this test's.
     scheduler.kill();
+    // Created in a later second than waiter, so runtimed admits waiter first.
+    after_the_second_of(&ns.get_run("waiter").await).await;
     let squeezed = run("squeezed")
         .pod_uid(&py_a.uid().unwrap())
         .on("py-a")

@@ -14,7 +14,9 @@ use serde_json::{Value, json};
 
 use kruntimes::api::{Run, RunPhase};
 use kruntimes::testing::{RunBuilder, pod, pods, run, runtime};
-use support::world::{Create, SchedulerProcess, TestNs, WAIT, eventually, pod_of};
+use support::world::{
+    Create, SchedulerProcess, TestNs, WAIT, after_the_second_of, eventually, pod_of,
+};
 
 const GPU: &str = "example.com/gpu";
 
@@ -708,16 +710,6 @@ async fn a_nominated_run_and_a_run_behind_it_say_which_pod_is_drained() {
         "{:?}",
         hints(&last)
     );
-}
-
-/// Returns once the clock has passed the second `run` was created in.
-async fn after_the_second_of(run: &Run) {
-    let created = run.metadata.creation_timestamp.as_ref().unwrap().0;
-    let next = jiff::Timestamp::from_second(created.as_second() + 1).unwrap();
-    let wait = next.duration_since(jiff::Timestamp::now());
-    if wait.is_positive() {
-        tokio::time::sleep(std::time::Duration::try_from(wait).unwrap()).await;
-    }
 }
 
 /// A nominated Run whose nominated Pod is fuller than another feasible one: the scheduler binds

@@ -8,6 +8,7 @@
 mod support;
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -35,6 +36,8 @@ struct Pool {
     pod: String,
     classes: Vec<String>,
     scheduler: SchedulerProcess,
+    /// Where the gates of held Runs are (see [`Pool::held`]).
+    gates: PathBuf,
 }
 
 impl Pool {
@@ -73,12 +76,15 @@ impl Pool {
             },
         )
         .await;
+        let gates = std::env::temp_dir().join(format!("{}-gates", ns.name));
+        std::fs::create_dir_all(&gates).unwrap();
         Pool {
             pod: pod.name_any(),
             ns,
             agent,
             classes: names,
             scheduler,
+            gates,
         }
     }
 
@@ -96,12 +102,38 @@ impl Pool {
         }
     }
 
+    /// A Run that runs until the test opens its gate ([`Pool::open`] with its name, or
+    /// `all`), so it is still running when the test acts on it however slowly the test gets
+    /// there. `first_attempt_only`: an attempt after the first (a preempted Run running
+    /// again) ends at once.
+    fn held(&self, name: &str, class: Option<&str>, first_attempt_only: bool) -> RunBuilder {
+        let dir = self.gates.display();
+        let hold =
+            format!("while [ ! -e {dir}/{name} ] && [ ! -e {dir}/all ]; do sleep 0.05; done");
+        let script = match first_attempt_only {
+            true => format!("[ -e {dir}/{name}.ran ] && exit 0; touch {dir}/{name}.ran; {hold}"),
+            false => hold,
+        };
+        let r = run(name).runtime("pool").task(&["sh", "-c", &script]);
+        match class {
+            Some(c) => r.priority_class(&self.class(c)),
+            None => r,
+        }
+    }
+
+    /// Opens the gate `name` (a Run's, or `all`).
+    fn open(&self, name: &str) {
+        std::fs::write(self.gates.join(name), "").unwrap();
+    }
+
     fn capacity(&self) -> HashMap<String, Resources> {
         HashMap::from([(self.pod.clone(), Resources::from_iter([("runs", 1)]))])
     }
 
     async fn finish(self) {
+        self.open("all");
         self.ns.delete_priority_classes(&self.classes).await;
+        let _ = std::fs::remove_dir_all(&self.gates);
     }
 }
 
@@ -116,10 +148,11 @@ async fn an_urgent_run_is_the_next_placed_ahead_of_twenty_waiting_ones_twenty_ti
     let ns = &pool.ns;
     let watch = OvercommitWatch::start(ns, pool.capacity()).await;
     let events = RunEvents::start(ns).await;
-    // Each round uses up one waiting Run: 20 always wait behind the urgent one.
+    // Each round uses up one waiting Run: 20 always wait behind the urgent one. A batch Run
+    // is held until the test has created the urgent one, so the Pod is busy when it arrives.
     const ROUNDS: usize = 20;
     for i in 0..ROUNDS + 21 {
-        pool.run(&format!("batch-{i:02}"), None, 0.8)
+        pool.held(&format!("batch-{i:02}"), None, false)
             .create(ns)
             .await;
     }
@@ -142,6 +175,8 @@ async fn an_urgent_run_is_the_next_placed_ahead_of_twenty_waiting_ones_twenty_ti
             .await;
         let name = format!("urgent-{round:02}");
         pool.run(&name, Some("urgent"), 0.3).create(ns).await;
+        // The urgent Run is stored; now the busy one may end.
+        pool.open(&running);
         urgent_created.push((name.clone(), running));
         ns.wait_runs(
             Duration::from_secs(60),
@@ -154,6 +189,7 @@ async fn an_urgent_run_is_the_next_placed_ahead_of_twenty_waiting_ones_twenty_ti
         )
         .await;
     }
+    pool.open("all");
     events.catch_up().await;
     let history = events.events();
     // The order Runs were bound in, by first Scheduled event.
@@ -319,7 +355,7 @@ async fn a_running_run_of_a_preemptible_class_is_stopped_requeued_and_runs_again
     let events = RunEvents::start(ns).await;
 
     // A plain class is never preempted: the urgent Run waits, nominated, until it ends.
-    pool.run("plain", Some("plain"), 3.0).create(ns).await;
+    pool.held("plain", Some("plain"), false).create(ns).await;
     ns.wait_runs(Duration::from_secs(30), "plain Running", |runs| {
         find(runs, "plain")
             .filter(|r| r.phase() == RunPhase::Running)
@@ -337,6 +373,7 @@ async fn a_running_run_of_a_preemptible_class_is_stopped_requeued_and_runs_again
         })
         .await;
     assert_eq!(nominated, pool.pod);
+    pool.open("plain");
     ns.wait_runs(Duration::from_secs(30), "urgent-1 Succeeded", |runs| {
         find(runs, "urgent-1")
             .filter(|r| r.phase() == RunPhase::Succeeded)
@@ -348,7 +385,8 @@ async fn a_running_run_of_a_preemptible_class_is_stopped_requeued_and_runs_again
     assert_eq!(plain.status.as_ref().and_then(|s| s.attempt), Some(1));
 
     // A preemptible class: stopped within its grace, back to Pending with attempt 2.
-    pool.run("batch", Some("batch"), 4.0).create(ns).await;
+    // Its first attempt runs until stopped; the second ends at once.
+    pool.held("batch", Some("batch"), true).create(ns).await;
     ns.wait_runs(Duration::from_secs(30), "batch Running", |runs| {
         find(runs, "batch")
             .filter(|r| r.phase() == RunPhase::Running)

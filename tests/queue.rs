@@ -31,6 +31,8 @@ const SMALL_SECONDS_FAILOVER: f64 = 6.0;
 const URGENT_THRESHOLD: Duration = Duration::from_secs(600);
 /// An urgent large Run is placed within the longest small Run + this.
 const URGENT_SLACK: Duration = Duration::from_secs(2);
+/// How long a bind the scheduler decided before a nomination may take to land after it.
+const BIND_IN_FLIGHT: Duration = Duration::from_secs(1);
 /// "A few seconds" of slack on top of threshold + the longest small Run: watch delivery,
 /// runtimed claims and status writes on a loaded 2-core machine.
 const SLACK: Duration = Duration::from_secs(8);
@@ -209,7 +211,6 @@ async fn large_run_behind_a_stream(
     )
     .await;
 
-    let created = Instant::now();
     let large_run = run("large")
         .runtime("pool")
         .requests(large)
@@ -247,7 +248,6 @@ async fn large_run_behind_a_stream(
             },
         )
         .await;
-    let waited = created.elapsed();
     let small_created = stream.stop().await;
     ns.wait_runs(Duration::from_secs(90), "every Run Succeeded", |runs| {
         (runs.len() == small_created + 1 && runs.iter().all(|r| r.phase() == RunPhase::Succeeded))
@@ -299,11 +299,27 @@ async fn large_run_behind_a_stream(
         .find(|e| e.run.uid().as_deref() == Some(large_uid.as_str()))
         .map(|e| order(&e.run))
         .unwrap();
+    // How long it waited: from its creation to its bind, both as the test's watch delivered
+    // them, so neither the test's own create call nor its polling counts.
+    let created_at = history
+        .iter()
+        .find(|e| e.run.name_any() == "large")
+        .map(|e| e.at)
+        .unwrap();
+    let bound_at = binds
+        .iter()
+        .find(|(name, _, _)| name == "large")
+        .map(|(_, _, at)| *at)
+        .expect("the large Run's bind was recorded");
+    let waited = bound_at - created_at;
+    // A bind the scheduler decided before the nomination may still be written just after it
+    // (its reservation was already counted): only binds later than that can have taken the
+    // room.
     let later_on_nominated: Vec<&String> = binds
         .iter()
         .take_while(|(name, _, _)| name != "large")
         .filter(|(name, pod, at)| {
-            *pod == nominated && *at > nominated_at && {
+            *pod == nominated && *at > nominated_at + BIND_IN_FLIGHT && {
                 let r = history.iter().find(|e| e.run.name_any() == *name).unwrap();
                 urgent || order(&r.run) > large_order
             }

@@ -252,7 +252,6 @@ fn assert_untouched_until_claimed(state: &State, name: &str, scheduled_rv: &str)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_assignments_beyond_capacity_wait_untouched_and_all_complete() {
     let fx = Fixture::new("rtd-stale", &[("runs", 2)]).await;
-    let rtd = fx.runtimed(&[]);
     let names = ["s-1", "s-2", "s-3", "s-4", "s-5"];
     // A Run assigned to another Pod of the namespace is none of this agent's business.
     fx.create(task("elsewhere", &["true"])).await;
@@ -267,6 +266,9 @@ async fn stale_assignments_beyond_capacity_wait_untouched_and_all_complete() {
             fx.assign(task(name, &["sh", "-c", "sleep 0.3"])).await,
         );
     }
+    // Started once all five are assigned: its first list holds more than its 2 slots, so
+    // some must wait however slowly the assignments were written.
+    let rtd = fx.runtimed(&[]);
     let state = fx.until_ended(&rtd, &names).await;
     for (i, running) in state.running_after_each_event().iter().enumerate() {
         assert!(
@@ -571,7 +573,11 @@ async fn the_lease_is_renewed_and_sigterm_drains_kills_and_drops_it() {
         s.count(RunPhase::Running) == 2
     })
     .await;
-    let queued_rv = fx.assign(task("queued", &["true"])).await;
+    // The whole Pod: it cannot fit while the long Run runs, even if the short one has ended
+    // before the SIGTERM lands, so only the shutdown can be what keeps it from being claimed.
+    let queued_rv = fx
+        .assign(task("queued", &["true"]).requests(&[("runs", 2)]))
+        .await;
     rtd.sigterm();
     // Not ready from the moment shutdown begins, while the long Run still has its grace.
     wait_readyz(probe_port, 503).await;
@@ -607,6 +613,7 @@ async fn the_lease_is_renewed_and_sigterm_drains_kills_and_drops_it() {
         Some(queued_rv),
         "the queued Run was written to"
     );
+    fx.events.catch_up().await;
     assert_eq!(fx.state().count(RunPhase::Running), 0);
     assert!(
         leases.get_opt("rt-0").await.unwrap().is_none(),

@@ -423,11 +423,17 @@ async fn failover_the_standby_takes_over_and_nothing_is_overcommitted() {
     }
     let killed_at = Instant::now();
     first.kill();
-    for i in 60..120 {
-        run(&format!("r-{i:03}")).create(&ns).await;
-    }
-    ns.wait_leader("second", Duration::from_secs(30)).await;
-    let takeover = killed_at.elapsed();
+    // The takeover is timed while the next 60 are created, not after them.
+    let create_more = async {
+        for i in 60..120 {
+            run(&format!("r-{i:03}")).create(&ns).await;
+        }
+    };
+    let takeover = async {
+        ns.wait_leader("second", Duration::from_secs(30)).await;
+        killed_at.elapsed()
+    };
+    let ((), takeover) = tokio::join!(create_more, takeover);
     // Lease duration 4s, plus one retry period of the standby.
     assert!(
         takeover < Duration::from_secs(8),

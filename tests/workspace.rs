@@ -232,7 +232,10 @@ async fn a_full_bound_pod_makes_the_run_wait_and_its_loss_fails_it() {
 
     // The bound Pod is full: the next Run waits there with both reasons, and takes the room
     // when it frees, although the other Pod is empty all along.
-    step("kernel", "notebook", "sleep 4").create(&ns).await;
+    // kernel runs until the test has seen cell wait.
+    let gate = std::env::temp_dir().join(format!("{}-kernel", ns.name));
+    let hold = format!("while [ ! -e {} ]; do sleep 0.05; done", gate.display());
+    step("kernel", "notebook", &hold).create(&ns).await;
     let kernel = wait_phase(&ns, "kernel", RunPhase::Running).await;
     let pod = kernel.active_pod().unwrap().to_string();
     step("cell", "notebook", "true").create(&ns).await;
@@ -251,7 +254,9 @@ async fn a_full_bound_pod_makes_the_run_wait_and_its_loss_fails_it() {
         message,
         "0/2 Runtime Pods are available: 1 Insufficient runs, 1 bound to another Runtime Pod."
     );
+    std::fs::write(&gate, "").unwrap();
     let cell = wait_phase(&ns, "cell", RunPhase::Succeeded).await;
+    let _ = std::fs::remove_file(&gate);
     assert_eq!(
         cell.status.unwrap().assigned_pod.as_deref(),
         Some(pod.as_str())

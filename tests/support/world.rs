@@ -45,6 +45,17 @@ pub const LIVE_LEASE_SECONDS: i32 = 3600;
 /// that uses one lets it go by clearing the finalizers.
 pub const HOLD_FINALIZER: &str = "kruntimes.io/test-hold";
 
+/// Returns once the clock has passed the second `run` was created in: creationTimestamp has
+/// whole seconds, so a Run created after this is later in the queue's order whatever its name.
+pub async fn after_the_second_of(run: &Run) {
+    let created = run.metadata.creation_timestamp.as_ref().unwrap().0;
+    let next = jiff::Timestamp::from_second(created.as_second() + 1).unwrap();
+    let wait = next.duration_since(jiff::Timestamp::now());
+    if wait.is_positive() {
+        tokio::time::sleep(Duration::try_from(wait).unwrap()).await;
+    }
+}
+
 /// Polls `f` every 50 ms until it returns `Ok`, and returns that value. After `timeout`,
 /// panics naming `what` and the last observation `f` returned as `Err`.
 pub async fn eventually<T, O: Display>(
