@@ -573,12 +573,10 @@ async fn the_lease_is_renewed_and_sigterm_drains_kills_and_drops_it() {
         s.count(RunPhase::Running) == 2
     })
     .await;
-    // The whole Pod: it cannot fit while the long Run runs, even if the short one has ended
-    // before the SIGTERM lands, so only the shutdown can be what keeps it from being claimed.
-    let queued_rv = fx
-        .assign(task("queued", &["true"]).requests(&[("runs", 2)]))
-        .await;
     rtd.sigterm();
+    // Assigned once shutdown has begun, so a claim of it could only be a drain that is not
+    // one: the short Run frees its slot within the grace, while runtimed still runs.
+    let queued_rv = fx.assign(task("queued", &["true"])).await;
     // Not ready from the moment shutdown begins, while the long Run still has its grace.
     wait_readyz(probe_port, 503).await;
     let status = rtd.wait(Duration::from_secs(20)).await;
