@@ -1,5 +1,5 @@
 //! `kubectl-kruntimes copy-binary PATH`: the init container of a Runtime Pod (see
-//! [`crate::runtime_pod`]) copies the running executable into the Pod's binary volume. The
+//! [`crate::runtime::pod`]) copies the running executable into the Pod's binary volume. The
 //! kruntimes image is `FROM scratch`, so the init container has no `cp`. Owns that file write
 //! and nothing else.
 

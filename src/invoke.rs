@@ -35,7 +35,7 @@ pub async fn exec(global: &GlobalArgs, args: &InvokeArgs) -> anyhow::Result<()> 
     let pod = ready_pod(&run, &name)?;
     let path = format!(
         "/api/v1/namespaces/{ns}/pods/{pod}:{}/proxy/invoke/{name}",
-        crate::runtime_pod::PROBE_PORT
+        crate::runtime::pod::PROBE_PORT
     );
     let request = http::Request::post(path)
         .header(http::header::CONTENT_TYPE, "application/octet-stream")

@@ -16,6 +16,8 @@
 
 #[path = "cluster/harness.rs"]
 mod harness;
+#[path = "cluster/objects.rs"]
+mod objects;
 mod support;
 
 use std::collections::BTreeSet;
@@ -32,10 +34,15 @@ use kube::ResourceExt as _;
 use kube::api::{DeleteParams, ListParams};
 
 use harness::{Cluster, machine_lock, repo};
+use kruntimes::api::RunPhase;
 use kruntimes::api::resources::Resources;
-use kruntimes::api::{LABEL_RUNTIME, RunPhase, RunStatus, Runtime, pod_is_ready};
-use kruntimes::testing::{run, runtime, workspace};
-use support::world::{Create, OvercommitWatch, TestNs, create_in, eventually, phase_of};
+use kruntimes::testing::{run, workspace};
+use objects::{
+    SCHEDULER_PODS, assigned_pod, busybox, create_run, create_runtime, delete_runtime,
+    one_long_run_on_two_pods, ready_pods, runtime_namespace, wait_failed, wait_phases,
+    wait_runtime_ready,
+};
+use support::world::{Create, OvercommitWatch, TestNs, eventually};
 
 /// A scenario: it panics when what it proves does not hold.
 type Scenario = for<'a> fn(&'a Cluster) -> Pin<Box<dyn Future<Output = ()> + 'a>>;
@@ -340,7 +347,7 @@ async fn gpu_pool(cluster: &Cluster) {
     assert_eq!(spec.containers[0].image.as_deref(), Some(BUSYBOX));
     assert_eq!(
         spec.init_containers.unwrap()[0].name,
-        kruntimes::runtime_pod::INIT_CONTAINER
+        kruntimes::runtime::pod::INIT_CONTAINER
     );
 
     let watch = OvercommitWatch::start_for_runtime(ns, "gpu", Resources::from_iter(capacity)).await;
@@ -390,7 +397,7 @@ async fn runtime_server_sidecar(cluster: &Cluster) {
     let template = PodSpec {
         service_account_name: Some("kubectl-kruntimes-runtimed".into()),
         containers: vec![Container {
-            name: kruntimes::runtime_pod::RUNTIME_CONTAINER.into(),
+            name: kruntimes::runtime::pod::RUNTIME_CONTAINER.into(),
             image: Some(RUNTIME_SERVER.into()),
             ..Default::default()
         }],
@@ -519,7 +526,7 @@ async fn workspace_on_a_real_pod(cluster: &Cluster) {
         .volumes
         .unwrap_or_default()
         .into_iter()
-        .find(|v| v.name == kruntimes::runtime_pod::WORKSPACE_VOLUME)
+        .find(|v| v.name == kruntimes::runtime::pod::WORKSPACE_VOLUME)
         .expect("the workspace volume");
     assert!(volume.empty_dir.is_some(), "{volume:?}");
     delete_runtime(ns, "ws").await;
@@ -722,145 +729,4 @@ async fn node_lost(cluster: &Cluster) {
         "one Run per Pod, so the lost Pod's slot was released: {placed:?}"
     );
     delete_runtime(ns, "lost").await;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Objects, on the cluster's API server through the shared test vocabulary
-
-/// The scheduler replicas of `deploy/`.
-const SCHEDULER_PODS: &str = "app.kubernetes.io/name=kubectl-kruntimes-scheduler";
-
-/// A fresh namespace with the shipped runtimed RBAC (`deploy/runtimed-rbac.yaml`).
-async fn runtime_namespace(cluster: &Cluster, prefix: &str) -> TestNs {
-    let client = cluster.client().await;
-    let name = support::namespace(&client, prefix).await;
-    let rbac = repo().join("deploy/runtimed-rbac.yaml");
-    cluster.kubectl(&["apply", "-n", &name, "-f", &rbac.to_string_lossy()]);
-    TestNs::on(client, &name)
-}
-
-/// The Runtime Pod template of these scenarios: the plain busybox image (no kruntimes inside)
-/// as `kubectl-kruntimes-runtimed`; the Runtime controller injects runtimed.
-fn busybox() -> PodSpec {
-    PodSpec {
-        service_account_name: Some("kubectl-kruntimes-runtimed".into()),
-        containers: vec![Container {
-            name: "main".into(),
-            image: Some(BUSYBOX.into()),
-            ..Default::default()
-        }],
-        ..Default::default()
-    }
-}
-
-async fn create_runtime(
-    ns: &TestNs,
-    name: &str,
-    replicas: i32,
-    template: PodSpec,
-    capacity: &[(&str, u64)],
-) {
-    let mut object = runtime(name).replicas(replicas).capacity(capacity).build();
-    object.spec.template.spec = Some(template);
-    create_in(ns, object).await;
-}
-
-async fn delete_runtime(ns: &TestNs, name: &str) {
-    let _ = ns
-        .api::<Runtime>()
-        .delete(name, &DeleteParams::default())
-        .await;
-}
-
-/// A Run of `runtime` whose task is `sh -c script`.
-async fn create_run(
-    ns: &TestNs,
-    name: &str,
-    runtime: &str,
-    requests: &[(&str, u64)],
-    script: &str,
-) {
-    run(name)
-        .runtime(runtime)
-        .requests(requests)
-        .task(&["sh", "-c", script])
-        .create(ns)
-        .await;
-}
-
-/// Waits until the Runtime has `n` live Pods, all Ready by the kubelet, and returns them.
-async fn wait_runtime_ready(ns: &TestNs, runtime: &str, n: usize) -> Vec<Pod> {
-    let selector = format!("{LABEL_RUNTIME}={runtime}");
-    ready_pods(ns, &selector, n, Duration::from_secs(120)).await
-}
-
-/// Waits until exactly `n` live Pods match `selector`, all Ready, and returns them.
-async fn ready_pods(ns: &TestNs, selector: &str, n: usize, timeout: Duration) -> Vec<Pod> {
-    let pods = ns.api::<Pod>();
-    let what = format!("{n} ready Pods {selector} in {ns}");
-    eventually(timeout, &what, async || {
-        let list = pods
-            .list(&ListParams::default().labels(selector))
-            .await
-            .map_err(|e| e.to_string())?
-            .items;
-        let live: Vec<Pod> = list
-            .into_iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .collect();
-        let ready = live.iter().filter(|p| pod_is_ready(p)).count();
-        if live.len() == n && ready == n {
-            Ok(live)
-        } else {
-            Err(format!("{} live, {ready} ready", live.len()))
-        }
-    })
-    .await
-}
-
-/// The Pod the Run `name` was assigned (it must have been).
-async fn assigned_pod(ns: &TestNs, name: &str) -> String {
-    let run = ns.runs().get(name).await.unwrap();
-    run.status
-        .and_then(|s| s.assigned_pod)
-        .unwrap_or_else(|| panic!("Run {name} was never assigned a Pod"))
-}
-
-async fn wait_phases(ns: &TestNs, names: &[String], phase: RunPhase, timeout: Duration) {
-    let what = format!("{} Runs {phase:?}", names.len());
-    ns.wait_runs(timeout, &what, |runs| {
-        names
-            .iter()
-            .all(|n| phase_of(runs, n) == Some(phase))
-            .then_some(())
-    })
-    .await
-}
-
-/// A Runtime of 2 Pods of `runs: 1` from `template`, with the Run `name` (`sleep 600`)
-/// Running on one of them; returns the Run's status then.
-async fn one_long_run_on_two_pods(
-    ns: &TestNs,
-    runtime: &str,
-    template: PodSpec,
-    name: &str,
-) -> RunStatus {
-    create_runtime(ns, runtime, 2, template, &[("runs", 1)]).await;
-    wait_runtime_ready(ns, runtime, 2).await;
-    create_run(ns, name, runtime, &[], "sleep 600").await;
-    let what = format!("Run {name} Running");
-    ns.wait_runs(Duration::from_secs(60), &what, |runs| {
-        let run = runs.iter().find(|r| r.name_any() == name)?;
-        (run.phase() == RunPhase::Running).then(|| run.status.clone().unwrap_or_default())
-    })
-    .await
-}
-
-/// Waits until the Run `name` is Failed and returns its status.
-async fn wait_failed(ns: &TestNs, name: &str, timeout: Duration) -> RunStatus {
-    ns.wait_runs(timeout, &format!("Run {name} Failed"), |runs| {
-        let run = runs.iter().find(|r| r.name_any() == name)?;
-        (run.phase() == RunPhase::Failed).then(|| run.status.clone().unwrap_or_default())
-    })
-    .await
 }

@@ -18,7 +18,7 @@ use crate::cli::{GlobalArgs, SchedulerRunArgs};
 use crate::http::{parse_bind, probes, serve};
 use crate::kubeclient;
 use crate::metrics::SchedulerMetrics;
-use crate::runtime_controller;
+use crate::runtime::controller as runtime_controller;
 use crate::scheduler::controller::{self, Options, Scheduler};
 use crate::scheduler::foreign;
 pub use crate::scheduler::leader::LEADER_LEASE;
@@ -90,7 +90,7 @@ pub async fn run(
     // run, the process stops instead of leading with half of its work dead.
     let mut runtime_controller = {
         let (client, namespace) = (target.client.clone(), args.watch_namespace.clone());
-        let injection = crate::runtime_pod::Injection {
+        let injection = crate::runtime::pod::Injection {
             image: args.runtime_image.clone(),
         };
         let (leading, stopped) = (wait_for(leading_rx.clone()), stopped.clone());

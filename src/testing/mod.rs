@@ -11,9 +11,19 @@
 //! tests exercise the objects production writes.
 
 mod objects;
+mod pod;
+mod priority_class;
+mod run;
+mod runtime;
+mod workspace;
 mod world;
 
 pub use objects::*;
+pub use pod::*;
+pub use priority_class::*;
+pub use run::*;
+pub use runtime::*;
+pub use workspace::*;
 pub use world::*;
 
 /// The nearest-rank `p`-th percentile (`0 < p <= 100`) of `sorted` (ascending, not empty):

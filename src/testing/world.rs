@@ -5,9 +5,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 
-use super::objects::{
-    NOW, PodBuilder, PriorityClassBuilder, RUNTIME, RunBuilder, WorkspaceBuilder,
-};
+use super::{NOW, PodBuilder, PriorityClassBuilder, RUNTIME, RunBuilder, WorkspaceBuilder};
 use crate::api::Run;
 use crate::scheduler::framework::{
     FilterPlugin, RunCycleState, ScheduleOutcome, SchedulerCache, ScorePlugin, Snapshot, pre_filter,
@@ -63,7 +61,7 @@ impl World {
             .collect();
         let runs: Vec<Run> = self.runs.iter().map(RunBuilder::build).collect();
         // The world's Runtime exists; its Pods are the world's Pods.
-        let runtime = super::objects::runtime(RUNTIME).build();
+        let runtime = super::runtime(RUNTIME).build();
         let classes: Vec<_> = self
             .classes
             .iter()

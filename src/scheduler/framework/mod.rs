@@ -62,13 +62,7 @@ pub mod snapshot;
 pub mod types;
 
 #[cfg(test)]
-mod cache_properties;
-#[cfg(test)]
-mod priority_properties;
-#[cfg(test)]
-mod queue_properties;
-#[cfg(test)]
-mod workspace_properties;
+mod tests;
 
 pub use assumed::{AssumedCache, AssumedOnPod, Assumption, NamespaceAssumptions, Reconciled};
 pub use cache::{

@@ -1,3 +1,5 @@
+use jiff::SignedDuration;
+
 use super::*;
 use crate::testing::*;
 

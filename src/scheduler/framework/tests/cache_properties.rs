@@ -5,8 +5,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use proptest::prelude::*;
 
-use super::*;
 use crate::api::Run;
+use crate::scheduler::framework::*;
 use crate::testing::*;
 
 fn registry() -> Registry {

@@ -31,7 +31,7 @@ use crate::api::{
     ANNOTATION_SCALE_DOWN, LABEL_RUNTIME, LABEL_RUNTIME_POD, PersistentWorkspace, Run, Runtime,
     RuntimeStatus, patch_params, pod_is_ready, post_params,
 };
-use crate::runtime_pod::{self, Injection};
+use crate::runtime::pod::{self, Injection};
 use kube::runtime::reflector::ObjectRef;
 
 /// Reasons on the Runtime's Ready condition and Events.
@@ -203,9 +203,9 @@ fn capacity_annotations(capacity: &Resources) -> BTreeMap<String, String> {
 }
 
 /// A new Runtime Pod from the template: owned by the Runtime, labelled for selection and
-/// affinity, capacity annotated, and completed by [`runtime_pod::complete`] (runtimed from the
+/// affinity, capacity annotated, and completed by [`pod::complete`] (runtimed from the
 /// kruntimes image unless the template opts out, identity through the downward API) and
-/// [`runtime_pod::with_workspace_volume`] (where its PersistentWorkspaces live).
+/// [`pod::with_workspace_volume`] (where its PersistentWorkspaces live).
 pub fn new_pod(
     runtime: &Runtime,
     name: &str,
@@ -214,7 +214,7 @@ pub fn new_pod(
 ) -> Pod {
     let PodTemplateSpec { metadata, spec } = runtime.spec.template.clone();
     let mut metadata = metadata.unwrap_or_default();
-    let inject = runtime_pod::injects(&metadata);
+    let inject = pod::injects(&metadata);
     metadata.name = Some(name.to_string());
     metadata.namespace = runtime.namespace();
     let labels = metadata.labels.get_or_insert_with(BTreeMap::new);
@@ -225,14 +225,13 @@ pub fn new_pod(
         .get_or_insert_with(BTreeMap::new)
         .extend(capacity_annotations.clone());
     metadata.owner_references = runtime.controller_owner_ref(&()).map(|r| vec![r]);
-    let server = runtime_pod::Server {
+    let server = pod::Server {
         port: runtime.spec.port,
         daemon_image: runtime.spec.daemon_image.clone(),
     };
-    let spec =
-        runtime_pod::complete_with_server(spec.unwrap_or_default(), injection, inject, &server);
+    let spec = pod::complete_with_server(spec.unwrap_or_default(), injection, inject, &server);
     let (spec, workspace) =
-        runtime_pod::with_workspace_volume(spec, runtime.spec.workspace.as_ref(), inject);
+        pod::with_workspace_volume(spec, runtime.spec.workspace.as_ref(), inject);
     if let Err(why) = workspace {
         warn!(runtime = %runtime.name_any(), namespace = %runtime.namespace().unwrap_or_default(), "{why}");
     }
@@ -639,7 +638,7 @@ mod tests {
             .get_or_insert_with(Default::default)
             .annotations
             .get_or_insert_with(BTreeMap::new);
-        annotations.insert(runtime_pod::ANNOTATION_INJECT.into(), "true".into());
+        annotations.insert(pod::ANNOTATION_INJECT.into(), "true".into());
         assert!(probed(&rt), "only \"false\" opts out");
         let annotations = rt
             .spec
@@ -650,7 +649,7 @@ mod tests {
             .annotations
             .as_mut()
             .unwrap();
-        annotations.insert(runtime_pod::ANNOTATION_INJECT.into(), "false".into());
+        annotations.insert(pod::ANNOTATION_INJECT.into(), "false".into());
         assert!(!probed(&rt), "opted out");
     }
 

@@ -37,6 +37,12 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+mod template;
+mod workspace;
+
+use template::{explicit_probe_port, explicit_shutdown_grace, runs_runtimed, uses_injected_binary};
+pub use workspace::{WORKSPACE_VOLUME, with_workspace_volume};
+
 /// Template annotation that turns the injection off (`"false"`).
 pub const ANNOTATION_INJECT: &str = "kruntimes.io/inject";
 /// The `emptyDir` that carries the binary, and where both containers mount it.
@@ -195,79 +201,6 @@ pub fn complete(mut spec: PodSpec, injection: &Injection, inject: bool) -> PodSp
     spec
 }
 
-/// The volume a Runtime Pod's PersistentWorkspaces live on, mounted at
-/// [`crate::api::WORKSPACE_MOUNT`] in the main container.
-pub const WORKSPACE_VOLUME: &str = "kruntimes-workspace";
-
-/// Mounts the Pod's workspace volume at `/workspace` in the main container, where runtimed
-/// keeps its PersistentWorkspaces: the Runtime's `spec.workspace` (the fields of a core
-/// `VolumeSource`), else an `emptyDir`, which outlives container restarts (an OOM kill of
-/// runtimed does not empty a workspace) and ends with the Pod, as `RuntimePodLocal` says. A
-/// template that mounts something at `/workspace` itself keeps it, and so does one that turns
-/// the injection off. A `spec.workspace` that is not a volume source is `Err` with why; the
-/// Pod then gets the `emptyDir`.
-pub fn with_workspace_volume(
-    mut spec: PodSpec,
-    workspace: Option<&serde_json::Value>,
-    inject: bool,
-) -> (PodSpec, Result<(), String>) {
-    let Some(main) = spec.containers.first_mut().filter(|_| inject) else {
-        return (spec, Ok(()));
-    };
-    let mounts = main.volume_mounts.get_or_insert_with(Vec::new);
-    let own = mounts
-        .iter()
-        .find(|m| m.mount_path.trim_end_matches('/') == crate::api::WORKSPACE_MOUNT)
-        .cloned();
-    let mount = own.clone().unwrap_or_else(|| VolumeMount {
-        name: WORKSPACE_VOLUME.into(),
-        mount_path: crate::api::WORKSPACE_MOUNT.into(),
-        ..Default::default()
-    });
-    if own.is_none() {
-        mounts.push(mount.clone());
-    }
-    // A runtimed sidecar creates the workspace directories the runtime server's executions
-    // run in: it sees the same volume at the same path.
-    if let Some(sidecar) = spec
-        .containers
-        .iter_mut()
-        .skip(1)
-        .find(|c| c.name == SIDECAR_CONTAINER)
-    {
-        sidecar
-            .volume_mounts
-            .get_or_insert_with(Vec::new)
-            .push(mount);
-    }
-    if own.is_some() {
-        return (spec, Ok(()));
-    }
-    let empty_dir = Volume {
-        name: WORKSPACE_VOLUME.into(),
-        empty_dir: Some(EmptyDirVolumeSource::default()),
-        ..Default::default()
-    };
-    let (volume, checked) = match workspace {
-        None => (empty_dir, Ok(())),
-        Some(source) => {
-            let mut fields = source.as_object().cloned().unwrap_or_default();
-            fields.insert("name".into(), WORKSPACE_VOLUME.into());
-            match serde_json::from_value::<Volume>(serde_json::Value::Object(fields)) {
-                Ok(volume) => (volume, Ok(())),
-                Err(e) => (
-                    empty_dir,
-                    Err(format!(
-                        "spec.workspace is not a volume source ({e}); the Runtime Pod's workspace is an emptyDir"
-                    )),
-                ),
-            }
-        }
-    };
-    spec.volumes.get_or_insert_with(Vec::new).push(volume);
-    (spec, checked)
-}
-
 /// runtimed's own settings in the container that runs it: its probes on [`PROBE_PORT`] and,
 /// unless the template passes one, the shutdown grace derived from the Pod's.
 fn set_runtimed_env(env: &mut Vec<EnvVar>, runtimed_grace: Option<i64>) {
@@ -314,73 +247,6 @@ fn install_container(image: &str) -> Container {
     }
 }
 
-/// Whether the container's command line already runs `runtimed` (the image contains the
-/// binary, e.g. the kruntimes image itself with `args: ["runtimed"]`).
-fn runs_runtimed(container: &Container) -> bool {
-    words(container).any(|word| word == "runtimed")
-}
-
-/// Whether the container's command line names the injected binary (`/kruntimes/…`).
-fn uses_injected_binary(container: &Container) -> bool {
-    words(container).any(|word| {
-        word.strip_prefix(BINARY_DIR)
-            .is_some_and(|rest| rest.starts_with('/'))
-    })
-}
-
-/// The container's command line: `command`, then `args`.
-fn words(container: &Container) -> impl Iterator<Item = &String> {
-    container
-        .command
-        .iter()
-        .chain(container.args.iter())
-        .flatten()
-}
-
-/// runtimed's shutdown grace set by the template (`--shutdown-grace` on the command line, else
-/// `KRUNTIMES_SHUTDOWN_GRACE` in the env), in whole seconds rounded up.
-fn explicit_shutdown_grace(container: &Container) -> Option<i64> {
-    let value = runtimed_setting(container, "--shutdown-grace", "KRUNTIMES_SHUTDOWN_GRACE")?;
-    let d = crate::cli::parse_duration(&value).ok()?;
-    Some(d.as_secs() as i64 + i64::from(d.subsec_nanos() > 0))
-}
-
-/// The port runtimed serves its probes on, when the template sets the address itself
-/// (`--health-probe-bind-address` on the command line, else the env): `Some(None)` when it
-/// turns them off (`0`) or the address does not parse (runtimed then refuses to start).
-fn explicit_probe_port(container: &Container) -> Option<Option<i32>> {
-    let value = runtimed_setting(
-        container,
-        "--health-probe-bind-address",
-        "KRUNTIMES_HEALTH_PROBE_BIND_ADDRESS",
-    )?;
-    let addr = crate::http::parse_bind(&value, "--health-probe-bind-address").ok()?;
-    Some(addr.map(|a| i32::from(a.port())))
-}
-
-/// A runtimed setting as the template gives it: the `flag` on the command line (`--flag=v` or
-/// `--flag v`), else the `env` variable's literal value (flags win, as in runtimed).
-fn runtimed_setting(container: &Container, flag: &str, env: &str) -> Option<String> {
-    let words: Vec<&String> = words(container).collect();
-    let from_flag = words.iter().enumerate().find_map(|(i, w)| {
-        if let Some(v) = w.strip_prefix(flag).and_then(|v| v.strip_prefix('=')) {
-            Some(v.to_string())
-        } else if w.as_str() == flag {
-            words.get(i + 1).map(|v| v.to_string())
-        } else {
-            None
-        }
-    });
-    from_flag.or_else(|| {
-        container
-            .env
-            .iter()
-            .flatten()
-            .find(|e| e.name == env)
-            .and_then(|e| e.value.clone())
-    })
-}
-
 /// The Pod's `terminationGracePeriodSeconds` and runtimed's shutdown grace (`None`: the
 /// template's own `--shutdown-grace` stands), such that runtimed always has time to report
 /// before the kubelet's SIGKILL.
@@ -395,6 +261,8 @@ pub fn grace_periods(template: i64, explicit_runtimed: Option<i64>) -> (i64, Opt
     }
 }
 
+/// Adds the downward-API identity (`POD_NAME`, `POD_NAMESPACE`, `POD_UID`) to the container,
+/// unless it sets a variable itself.
 fn add_identity_env(container: &mut Container) {
     let env = container.env.get_or_insert_with(Vec::new);
     for (var, path) in [
@@ -426,66 +294,6 @@ fn set_env(env: &mut Vec<EnvVar>, name: &str, value: &str) {
             value: Some(value.into()),
             value_from: None,
         });
-    }
-}
-
-#[cfg(test)]
-mod workspace_tests {
-    use super::*;
-
-    fn main_only() -> PodSpec {
-        PodSpec {
-            containers: vec![Container {
-                name: "main".into(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn the_workspace_volume_is_an_empty_dir_or_the_runtimes_and_mounted_at_workspace() {
-        let (spec, ok) = with_workspace_volume(main_only(), None, true);
-        assert_eq!(ok, Ok(()));
-        let mount = &spec.containers[0].volume_mounts.as_ref().unwrap()[0];
-        assert_eq!(
-            (mount.name.as_str(), mount.mount_path.as_str()),
-            (WORKSPACE_VOLUME, "/workspace")
-        );
-        let volume = &spec.volumes.as_ref().unwrap()[0];
-        assert!(volume.empty_dir.is_some());
-
-        let pvc = serde_json::json!({"persistentVolumeClaim": {"claimName": "data"}});
-        let (spec, ok) = with_workspace_volume(main_only(), Some(&pvc), true);
-        assert_eq!(ok, Ok(()));
-        let volume = &spec.volumes.as_ref().unwrap()[0];
-        assert_eq!(volume.name, WORKSPACE_VOLUME);
-        assert_eq!(
-            volume.persistent_volume_claim.as_ref().unwrap().claim_name,
-            "data"
-        );
-
-        let bad = serde_json::json!({"emptyDir": "big"});
-        let (spec, err) = with_workspace_volume(main_only(), Some(&bad), true);
-        assert!(
-            err.unwrap_err()
-                .starts_with("spec.workspace is not a volume source")
-        );
-        assert!(spec.volumes.as_ref().unwrap()[0].empty_dir.is_some());
-    }
-
-    #[test]
-    fn a_template_that_mounts_workspace_itself_or_opts_out_is_kept() {
-        let mut own = main_only();
-        own.containers[0].volume_mounts = Some(vec![VolumeMount {
-            name: "mine".into(),
-            mount_path: "/workspace/".into(),
-            ..Default::default()
-        }]);
-        let (spec, _) = with_workspace_volume(own.clone(), None, true);
-        assert_eq!(spec, own);
-        let (spec, _) = with_workspace_volume(main_only(), None, false);
-        assert_eq!(spec, main_only());
     }
 }
 

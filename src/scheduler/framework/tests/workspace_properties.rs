@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use proptest::prelude::*;
 
-use super::*;
+use crate::scheduler::framework::*;
 use crate::testing::*;
 
 const POD_NAMES: [&str; 3] = ["p1", "p2", "p3"];

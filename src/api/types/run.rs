@@ -1,14 +1,6 @@
-//! The `Run`, `Runtime` and `PersistentWorkspace` custom resources (`kruntimes.io/v1alpha1`)
-//! and their CRDs.
-//!
-//! The shapes are the kruntimes project's public `v1alpha1` API (`kruntimes/kruntimes`,
-//! `api/v1alpha1/`), field for field: the same names, types, defaults, enums and CEL rules, so
-//! a manifest written for that project is accepted unchanged and an object it stored decodes
-//! here. What only kruntimes adds is optional and marked "kruntimes:" in its doc. Every field
-//! decodes leniently (absent means default), so one odd object never fails a list.
-//!
-//! These are plain data: parsing and validation of their quantities lives in
-//! [`super::resources`], status transitions in [`super::status`].
+//! The `Run` custom resource: one unit of work placed on a Runtime Pod, its spec (source,
+//! mode, workspace, affinity, resources, timeout, retries), phase and status, and the queries
+//! the scheduler and runtimed ask of a Run.
 
 use std::collections::BTreeMap;
 
@@ -19,117 +11,10 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The default `spec.port` of a Runtime: where its runtime server serves gRPC.
-pub const DEFAULT_RUNTIME_PORT: i32 = 9091;
-
-/// A pool of Runtime Pods that advertise logical capacity.
-#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, JsonSchema)]
-#[kube(
-    group = "kruntimes.io",
-    version = "v1alpha1",
-    kind = "Runtime",
-    namespaced,
-    derive = "Default",
-    status = "RuntimeStatus",
-    shortname = "rt",
-    category = "kruntimes",
-    doc = "A pool of Runtime Pods that advertise logical capacity to the kruntimes scheduler.",
-    printcolumn = r#"{"name": "Image", "type": "string", "jsonPath": ".spec.template.spec.containers[0].image"}"#,
-    printcolumn = r#"{"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"}"#,
-    printcolumn = r#"{"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"}"#,
-    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
-)]
-#[serde(rename_all = "camelCase")]
-#[schemars(extend("required" = ["template"]))]
-pub struct RuntimeSpec {
-    /// The Runtime Pod template. The Runtime controller adds runtimed to its first container
-    /// (see the README, "Runtime Pods from any image").
-    #[serde(default)]
-    #[schemars(schema_with = "preserve_unknown_object", transform = no_default)]
-    pub template: k8s_openapi::api::core::v1::PodTemplateSpec,
-    /// The gRPC port of the runtime server in a Runtime Pod (the runtime contract).
-    #[serde(default = "default_port")]
-    #[schemars(range(min = 1))]
-    pub port: i32,
-    /// Runtime Pods to keep (kruntimes: 0 is allowed, to scale a pool to nothing).
-    #[serde(default = "default_replicas")]
-    #[schemars(range(min = 0))]
-    pub replicas: i32,
-    /// Overrides the runtimed image that Runtime Pods get.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 2048))]
-    pub daemon_image: Option<String>,
-    /// Logical capacity of every Runtime Pod.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capacity: Option<RuntimeCapacity>,
-    /// Durable artifact storage for the Runtime's Runs (kept, not acted on yet).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "preserve_unknown_object")]
-    pub artifact_store: Option<serde_json::Value>,
-    /// The workspace volume of a Runtime Pod, mounted at `/workspace` where its
-    /// PersistentWorkspaces live: the fields of a core `VolumeSource` (default `emptyDir`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "preserve_unknown_object")]
-    pub workspace: Option<serde_json::Value>,
-}
-
-/// The API's defaults: port 9091, one replica, nothing else set.
-impl Default for RuntimeSpec {
-    fn default() -> Self {
-        RuntimeSpec {
-            template: Default::default(),
-            port: DEFAULT_RUNTIME_PORT,
-            replicas: default_replicas(),
-            daemon_image: None,
-            capacity: None,
-            artifact_store: None,
-            workspace: None,
-        }
-    }
-}
-
-fn default_port() -> i32 {
-    DEFAULT_RUNTIME_PORT
-}
-
-fn default_replicas() -> i32 {
-    1
-}
-
-impl RuntimeSpec {
-    /// The declared per-Pod capacity (`spec.capacity.resources`), empty when omitted.
-    pub fn capacity_resources(&self) -> &BTreeMap<String, Quantity> {
-        static EMPTY: BTreeMap<String, Quantity> = BTreeMap::new();
-        self.capacity.as_ref().map_or(&EMPTY, |c| &c.resources)
-    }
-}
-
-/// Per-Pod logical capacity, projected onto Pods as `kruntimes.io/capacity.<resource>`.
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-pub struct RuntimeCapacity {
-    /// Resource name to whole-number quantity, e.g. `runs: "4"`, `example.com/gpu: "1"`.
-    /// Validated by the Runtime controller, which reports a malformed value on the status.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(schema_with = "quantity_map")]
-    pub resources: BTreeMap<String, Quantity>,
-}
-
-/// Observed state of a Runtime.
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RuntimeStatus {
-    /// kruntimes: Runtime Pods that exist.
-    #[serde(default)]
-    pub replicas: i32,
-    #[serde(default)]
-    pub ready_replicas: i32,
-    /// kruntimes: the generation this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "condition_list")]
-    pub conditions: Vec<Condition>,
-}
+use super::schema::{
+    condition_list, no_default, preserve_unknown_array_32, preserve_unknown_object, quantity_map,
+    string_enum,
+};
 
 /// One unit of work placed on a Runtime Pod.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]
@@ -553,8 +438,6 @@ impl Run {
             .unwrap_or_default()
     }
 
-    /// Whether the scheduler should place this Run: Pending (or without status), not bound to
-    /// a Pod, not being deleted.
     /// `spec.timeout` as a duration (`None`: no limit), or why it is not one.
     pub fn timeout(&self) -> Result<Option<std::time::Duration>, String> {
         let Some(text) = self.spec.timeout.as_deref().filter(|t| !t.is_empty()) else {
@@ -572,6 +455,8 @@ impl Run {
         }
     }
 
+    /// Whether the scheduler should place this Run: Pending (or without status), not bound to
+    /// a Pod, not being deleted.
     pub fn waits_for_placement(&self) -> bool {
         self.metadata.deletion_timestamp.is_none()
             && self.phase() == RunPhase::Pending
@@ -619,194 +504,13 @@ impl Run {
     }
 }
 
-/// A workspace bound to one Runtime Pod's local disk, shared by the Runs that name it.
-#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]
-#[kube(
-    group = "kruntimes.io",
-    version = "v1alpha1",
-    kind = "PersistentWorkspace",
-    namespaced,
-    derive = "Default",
-    status = "PersistentWorkspaceStatus",
-    shortname = "pw",
-    category = "kruntimes",
-    doc = "A workspace on one Runtime Pod's local disk that Runs naming it share.",
-    printcolumn = r#"{"name": "Phase", "type": "string", "jsonPath": ".status.phase"}"#,
-    printcolumn = r#"{"name": "Runtime", "type": "string", "jsonPath": ".spec.runtime"}"#,
-    printcolumn = r#"{"name": "Bound Pod", "type": "string", "jsonPath": ".status.boundPod"}"#,
-    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
-)]
-#[serde(rename_all = "camelCase")]
-#[schemars(extend("required" = ["runtime"]))]
-pub struct PersistentWorkspaceSpec {
-    /// The Runtime whose Pod holds the workspace.
-    #[serde(default)]
-    #[schemars(transform = no_default, length(min = 1, max = 63), regex(pattern = r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"))]
-    pub runtime: String,
-    /// How the workspace is bound: `RuntimePodLocal`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "workspace_mode")]
-    pub mode: Option<String>,
-    /// Seconds to keep the data after the workspace becomes unused.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    pub ttl_seconds_after_unused: Option<i32>,
-    /// `DeleteAfterTTL` or `Retain`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "workspace_cleanup_policy")]
-    pub cleanup_policy: Option<String>,
-}
-
-/// Observed state of a PersistentWorkspace.
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PersistentWorkspaceStatus {
-    /// `Pending`, `Bound`, `Lost` or `Released`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "workspace_phase")]
-    pub phase: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub runtime: Option<String>,
-    /// The Runtime Pod that holds the workspace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bound_pod: Option<String>,
-    /// The workspace's path on that Pod.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_used_time: Option<Time>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "condition_list")]
-    pub conditions: Vec<Condition>,
-}
-
-/// The phase of a PersistentWorkspace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum WorkspacePhase {
-    /// Not bound yet: the first Run that uses it binds it.
-    Pending,
-    /// Bound to `status.boundPod`: Runs that use it go there only.
-    Bound,
-    /// Its Runtime Pod is gone, and its data with it.
-    Lost,
-    /// Released after `ttlSecondsAfterUnused` without use.
-    Released,
-}
-
-impl WorkspacePhase {
-    pub const ALL: [WorkspacePhase; 4] = [
-        WorkspacePhase::Pending,
-        WorkspacePhase::Bound,
-        WorkspacePhase::Lost,
-        WorkspacePhase::Released,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WorkspacePhase::Pending => "Pending",
-            WorkspacePhase::Bound => "Bound",
-            WorkspacePhase::Lost => "Lost",
-            WorkspacePhase::Released => "Released",
-        }
-    }
-
-    /// The phase a status string names; an empty or unknown one is `Pending`.
-    pub fn parse(value: Option<&str>) -> Self {
-        WorkspacePhase::ALL
-            .into_iter()
-            .find(|p| Some(p.as_str()) == value)
-            .unwrap_or(WorkspacePhase::Pending)
-    }
-}
-
-/// `spec.cleanupPolicy` (the default): once `ttlSecondsAfterUnused` has passed the workspace
-/// is Released and deleted.
-pub const CLEANUP_DELETE_AFTER_TTL: &str = "DeleteAfterTTL";
-/// `spec.cleanupPolicy`: the workspace is Released but its object kept.
-pub const CLEANUP_RETAIN: &str = "Retain";
-
-impl PersistentWorkspace {
-    /// The observed phase; a workspace without status is Pending.
-    pub fn phase(&self) -> WorkspacePhase {
-        WorkspacePhase::parse(self.status.as_ref().and_then(|s| s.phase.as_deref()))
-    }
-
-    /// The Runtime Pod it is bound to: `status.boundPod` while Bound.
-    pub fn bound_pod(&self) -> Option<&str> {
-        let status = self.status.as_ref()?;
-        (self.phase() == WorkspacePhase::Bound)
-            .then_some(status.bound_pod.as_deref())
-            .flatten()
-    }
-
-    /// The workspace's directory on its Runtime Pod: `/workspace/persistent/<name>`, under
-    /// the Pod's workspace volume (runtimed maps `/workspace` to its `--workspace-root`).
-    pub fn path_for(name: &str) -> String {
-        format!("{WORKSPACE_MOUNT}/persistent/{name}")
-    }
-}
-
-/// Where a Runtime Pod's workspace volume is mounted, as upstream lays it out.
-pub const WORKSPACE_MOUNT: &str = "/workspace";
-
-/// Drops the `default` schemars derives from `#[serde(default)]`: these fields are required
-/// (their Rust default only makes decoding lenient) and their empty default would not even
-/// pass the field's own validation.
-fn no_default(schema: &mut schemars::Schema) {
-    schema.remove("default");
-}
-
-/// A map of resource name to quantity, without k8s-openapi's kilobyte-long Quantity essay.
-fn quantity_map(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "object",
-        "maxProperties": 32,
-        "additionalProperties": {"x-kubernetes-int-or-string": true}
-    })
-}
-
-fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": true
-    })
-}
-
-fn preserve_unknown_array_32(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "array",
-        "maxItems": 32,
-        "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
-    })
-}
-
-/// Conditions as a list map keyed by type, at most 16, as the upstream API declares them.
-fn condition_list(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let item = generator.subschema_for::<Condition>();
-    schemars::json_schema!({
-        "type": "array",
-        "maxItems": 16,
-        "items": item,
-        "x-kubernetes-list-type": "map",
-        "x-kubernetes-list-map-keys": ["type"]
-    })
-}
-
-fn string_enum(values: &[&str], default: Option<&str>) -> schemars::Schema {
-    let mut schema = schemars::json_schema!({"type": "string", "enum": values});
-    if let Some(default) = default {
-        schema.insert("default".into(), default.into());
-    }
-    schema
-}
-
 fn run_phase(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let phases: Vec<&str> = RunPhase::ALL.iter().map(|p| p.as_str()).collect();
     string_enum(&phases, Some("Pending"))
 }
 
 fn topology_key(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    string_enum(&[super::LABEL_RUNTIME_POD], None)
+    string_enum(&[crate::api::LABEL_RUNTIME_POD], None)
 }
 
 fn workspace_kind(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -815,22 +519,6 @@ fn workspace_kind(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 
 fn workspace_api_group(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     string_enum(&["kruntimes.io/v1alpha1"], Some("kruntimes.io/v1alpha1"))
-}
-
-fn workspace_mode(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    string_enum(&["RuntimePodLocal"], Some("RuntimePodLocal"))
-}
-
-fn workspace_cleanup_policy(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    string_enum(
-        &[CLEANUP_DELETE_AFTER_TTL, CLEANUP_RETAIN],
-        Some(CLEANUP_DELETE_AFTER_TTL),
-    )
-}
-
-fn workspace_phase(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let phases: Vec<&str> = WorkspacePhase::ALL.iter().map(|p| p.as_str()).collect();
-    string_enum(&phases, Some("Pending"))
 }
 
 #[cfg(test)]

@@ -1,0 +1,10 @@
+//! Property tests of the framework as a whole: each drives a `SchedulerCache` through
+//! generated event sequences and checks what must hold whatever the order (the cache's counts
+//! and handoffs in `cache_properties.rs`, queue order and nominations in
+//! `queue_properties.rs`, preemption's victims in `priority_properties.rs`, bound workspaces
+//! in `workspace_properties.rs`).
+
+mod cache_properties;
+mod priority_properties;
+mod queue_properties;
+mod workspace_properties;
