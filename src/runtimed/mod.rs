@@ -13,6 +13,8 @@
 
 pub mod admission;
 pub mod agent;
+mod children;
+mod claims;
 pub mod contract;
 pub mod executor;
 pub mod heartbeat;
@@ -20,6 +22,7 @@ pub mod invoke;
 pub mod metrics;
 pub mod plan;
 pub mod remote;
+mod status_writer;
 
 use std::time::Duration;
 

@@ -441,7 +441,8 @@ impl RuntimeServer {
 }
 
 /// `call`, retried while the server cannot be reached (it may be starting or restarting):
-/// 100 ms doubling to 2 s, for at most [`EXECUTE_RETRY`] in all. Any other answer is final.
+/// 100 ms doubling to 2 s, with jitter (runtimeds restarted together do not retry in step),
+/// for at most [`EXECUTE_RETRY`] in all. Any other answer is final.
 async fn while_unreachable<T, Fut>(call: impl FnMut() -> Fut) -> Result<T, Status>
 where
     Fut: std::future::Future<Output = Result<T, Status>>,
@@ -451,6 +452,7 @@ where
         .with_min_delay(Duration::from_millis(100))
         .with_max_delay(Duration::from_secs(2))
         .with_factor(2.0)
+        .with_jitter()
         .with_total_delay(Some(EXECUTE_RETRY))
         .without_max_times();
     call.retry(backoff)

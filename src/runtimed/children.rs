@@ -1,0 +1,635 @@
+//! runtimed's children: the task of every claimed Run — a process of runtimed's, an execution
+//! on the runtime server, or a function registration there — with its stop, timeout and kill
+//! deadlines, the executions the runtime server held at start (to re-attach to), and what a
+//! child's end means ([`Children::on_exit`]).
+//!
+//! Ends reach the agent as [`AgentEvent::Exited`] and registrations as
+//! [`AgentEvent::FunctionReady`] on its one event channel. This module must not talk to the
+//! API server, write a status or release a reservation it did not refuse itself: it says what
+//! an end calls for ([`AfterExit`]) and the agent does it.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use backon::Retryable as _;
+use kube::ResourceExt as _;
+use kube::runtime::reflector::Store;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::Settings;
+use super::admission::AdmissionCache;
+use super::agent::AgentEvent;
+use super::contract::{execute_request, execution_id};
+use super::executor::{self, ChildExit, ChildHandle, Exit, SpawnError, Terminal};
+use super::plan::Attach;
+use super::remote::RuntimeServer;
+use super::status_writer::api_backoff;
+use crate::api::Run;
+use crate::api::status::{Outcome, reasons};
+use crate::runtime_server::proto::{FunctionRegistration, RegisterFunctionRequest};
+
+/// A child and what the agent knows about it.
+struct Child {
+    name: String,
+    handle: ChildHandle,
+    /// The Run as last written by this agent (the claim), the first guess for the terminal
+    /// write.
+    last_written: Run,
+    /// Killed because runtimed is shutting down: reported as RuntimePodTerminated.
+    terminated_for_shutdown: bool,
+    /// Killed because its Run is gone or no longer this Pod's: no status to write.
+    abandoned: bool,
+    /// Being stopped, and why: SIGTERM (or the server's Cancel) was sent and SIGKILL follows
+    /// at `kill_at`; whatever the exit, the Run then goes back to Pending (preempted) or ends
+    /// Cancelled or Timeout.
+    stopping: Option<Stopping>,
+    /// When `spec.timeout` runs out, counted from the Run's `startTime`.
+    deadline: Option<Instant>,
+    /// The runtime server's execution id, when the Run executes there.
+    execution: Option<String>,
+}
+
+/// Why a child is being stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum StopReason {
+    Preempted,
+    Cancelled,
+    TimedOut,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Stopping {
+    why: StopReason,
+    kill_at: Instant,
+}
+
+/// What a child's end calls for.
+pub(super) enum AfterExit {
+    /// Preempted: back to Pending over `first`.
+    Requeue {
+        name: String,
+        uid: String,
+        first: Run,
+    },
+    /// Ended: write `terminal` (and `outputs`) over `first`.
+    Finish {
+        name: String,
+        uid: String,
+        first: Run,
+        terminal: Terminal,
+        outputs: BTreeMap<String, String>,
+    },
+    /// Its Run is gone: no status to write; release the reservation now.
+    Gone { uid: String },
+}
+
+pub(super) struct Children {
+    children: HashMap<String, Child>,
+    pod_name: String,
+    shutdown_grace: Duration,
+    workspace_root: std::path::PathBuf,
+    /// The Pod's runtime server, when Runs execute there.
+    server: Option<RuntimeServer>,
+    /// The executions the runtime server held when this agent started (`None` until it
+    /// answered `List`; no Run is planned before, so none is failed as gone while it still
+    /// runs there). An id leaves once its Run is attached or ended.
+    listed: Option<HashSet<String>>,
+    /// Executions to `Forget` once their Run's terminal write has landed, by Run UID.
+    forget: HashMap<String, String>,
+    /// The registration of each Ready function Run of this Pod, by Run name (what `invoke`
+    /// calls).
+    registrations: Arc<Mutex<HashMap<String, FunctionRegistration>>>,
+    /// Given to every child: the executor and the runtime server report ends on a channel of
+    /// their own type, forwarded onto the agent's one event channel.
+    exits: mpsc::UnboundedSender<ChildExit>,
+    ready: mpsc::UnboundedSender<(String, FunctionRegistration)>,
+}
+
+impl Children {
+    /// No child yet. With a runtime server, its executions are listed (retried until it
+    /// answers, reported as [`AgentEvent::Listed`]) before anything is planned.
+    pub(super) fn new(settings: &Settings, events: &mpsc::UnboundedSender<AgentEvent>) -> Self {
+        let (exits, exits_rx) = mpsc::unbounded_channel();
+        tokio::spawn(forward(exits_rx, events.clone(), AgentEvent::Exited));
+        let (ready, ready_rx) = mpsc::unbounded_channel();
+        tokio::spawn(forward(ready_rx, events.clone(), |(uid, registration)| {
+            AgentEvent::FunctionReady(uid, registration)
+        }));
+        let server = settings.runtime_server.clone();
+        if let Some(server) = &server {
+            list_executions(server.clone(), events.clone());
+        }
+        Children {
+            children: HashMap::new(),
+            pod_name: settings.identity.pod_name.clone(),
+            shutdown_grace: settings.shutdown_grace,
+            workspace_root: settings.workspace_root.clone(),
+            listed: server.is_none().then(HashSet::new),
+            server,
+            forget: HashMap::new(),
+            registrations: settings.registrations.clone(),
+            exits,
+            ready,
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.children.is_empty()
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.children.len()
+    }
+
+    /// The UIDs of the children: this agent's own Runs.
+    pub(super) fn owned(&self) -> impl Iterator<Item = &String> {
+        self.children.keys()
+    }
+
+    /// Whether Runs execute on a runtime server (function Runs can only there).
+    pub(super) fn has_server(&self) -> bool {
+        self.server.is_some()
+    }
+
+    /// Whether the runtime server's executions are known (always, without a server).
+    pub(super) fn is_listed(&self) -> bool {
+        self.listed.is_some()
+    }
+
+    pub(super) fn on_listed(&mut self, ids: HashSet<String>) {
+        self.listed = Some(ids);
+    }
+
+    /// Running Runs of this Pod whose execution (of their current attempt) the runtime server
+    /// held at start, and, with a server, every admitted function Run: registering is
+    /// idempotent per Run UID and attempt, so registering again resumes the registration it
+    /// has. Only once listed.
+    pub(super) fn attachable(&self, state: &[Arc<Run>]) -> HashSet<String> {
+        let listed = self.listed.as_ref().expect("planned only once listed");
+        let functions = self.server.is_some();
+        state
+            .iter()
+            .filter(|r| r.phase().is_admitted())
+            .filter_map(|r| {
+                let uid = r.uid()?;
+                let function = functions && r.spec.mode.function.is_some();
+                (function || listed.contains(&execution_id(&uid, attempt_of(r)))).then_some(uid)
+            })
+            .collect()
+    }
+
+    /// Follows again the execution of a Run an earlier runtimed started on the runtime
+    /// server (its request is already held again in `cache`; released when it cannot be).
+    pub(super) fn attach(&mut self, attach: Attach, cache: &mut AdmissionCache) {
+        let Some(server) = &self.server else {
+            return;
+        };
+        let Attach { run, request } = attach;
+        let (name, uid) = (run.name_any(), run.uid().unwrap_or_default());
+        let id = execution_id(&uid, attempt_of(&run));
+        if let Some(listed) = self.listed.as_mut() {
+            listed.remove(&id);
+        }
+        let function = run
+            .spec
+            .mode
+            .function
+            .as_ref()
+            .map(|f| executor::prepare_function(f, &run.spec.env));
+        let handle = match function {
+            None => {
+                tracing::info!(run = %name, "re-attached to execution {id} of Run {name} on the runtime server, holding {request}");
+                server.follow(
+                    None,
+                    id.clone(),
+                    uid.clone(),
+                    name.clone(),
+                    self.exits.clone(),
+                )
+            }
+            Some(Ok(task)) => {
+                tracing::info!(run = %name, "registering function Run {name} again on the runtime server (same attempt: it resumes), holding {request}");
+                let idle = task.function.as_ref().and_then(|f| f.idle_timeout);
+                server.serve_function(
+                    register_request(&uid, attempt_of(&run), &task),
+                    idle,
+                    uid.clone(),
+                    self.ready.clone(),
+                    self.exits.clone(),
+                )
+            }
+            // It was valid when it was claimed, and the spec is immutable.
+            Some(Err(e)) => {
+                tracing::warn!(run = %name, "function Run {name} cannot be registered again: {e}");
+                cache.release(&uid);
+                return;
+            }
+        };
+        let deadline = deadline_of(&run);
+        self.insert(uid, name, handle, (*run).clone(), deadline, Some(id));
+    }
+
+    /// The task of a claimed Run, in its PersistentWorkspace's directory when it has one
+    /// (created here), or why that directory cannot be made.
+    pub(super) fn in_workspace(
+        &self,
+        run: &Run,
+        task: executor::Prepared,
+    ) -> Result<executor::Prepared, String> {
+        let Some(workspace) = run.workspace_name() else {
+            return Ok(task);
+        };
+        let dir = executor::workspace_dir(&self.workspace_root, workspace);
+        std::fs::create_dir_all(&dir)
+            .map(|()| task.in_workspace(&dir))
+            .map_err(|e| {
+                format!(
+                    "cannot create the directory {} of PersistentWorkspace {workspace}: {e} (is the Pod's workspace volume mounted at --workspace-root?)",
+                    dir.display()
+                )
+            })
+    }
+
+    /// Starts `task` for the claimed Run `written` (`name`, `uid`): a function registration or
+    /// an execution on the runtime server when there is one, else a process.
+    pub(super) fn spawn(
+        &mut self,
+        name: &str,
+        uid: &str,
+        written: &Run,
+        task: &executor::Prepared,
+    ) -> Result<(), SpawnError> {
+        let attempt = attempt_of(written);
+        let execution = self.server.as_ref().map(|_| execution_id(uid, attempt));
+        let handle = match (&self.server, &execution) {
+            (Some(server), Some(_)) if task.function.is_some() => {
+                let function = task.function.clone().expect("checked");
+                server.serve_function(
+                    register_request(uid, attempt, task),
+                    function.idle_timeout,
+                    uid.to_string(),
+                    self.ready.clone(),
+                    self.exits.clone(),
+                )
+            }
+            (Some(server), Some(id)) => server.follow(
+                Some(execute_request(id, task, 0)),
+                id.clone(),
+                uid.to_string(),
+                name.to_string(),
+                self.exits.clone(),
+            ),
+            _ => executor::spawn(task, name, uid, self.exits.clone())?,
+        };
+        let deadline = deadline_of(written);
+        let (uid, name) = (uid.to_string(), name.to_string());
+        self.insert(uid, name, handle, written.clone(), deadline, execution);
+        Ok(())
+    }
+
+    fn insert(
+        &mut self,
+        uid: String,
+        name: String,
+        handle: ChildHandle,
+        last_written: Run,
+        deadline: Option<Instant>,
+        execution: Option<String>,
+    ) {
+        let child = Child {
+            name,
+            handle,
+            last_written,
+            terminated_for_shutdown: false,
+            abandoned: false,
+            stopping: None,
+            deadline,
+            execution,
+        };
+        self.children.insert(uid, child);
+    }
+
+    /// Kills the child of a Run that is deleted or no longer this Pod's: no status follows.
+    pub(super) fn abandon(&mut self, uid: &str) {
+        if let Some(child) = self.children.get_mut(uid)
+            && !child.handle.kill_requested()
+        {
+            tracing::warn!(run = %child.name, "Run {} was deleted or is no longer assigned to this Pod: killing its process", child.name);
+            child.abandoned = true;
+            child.handle.kill();
+        }
+    }
+
+    /// Stops the child of `uid` for `why` (SIGTERM, or the runtime server's Cancel; SIGKILL
+    /// after the grace period), unless it is being stopped already.
+    pub(super) fn stop(&mut self, uid: &str, why: StopReason) {
+        let grace = self.shutdown_grace;
+        let Some(child) = self.children.get_mut(uid) else {
+            return;
+        };
+        if child.stopping.is_some() || child.handle.kill_requested() {
+            return;
+        }
+        let what = match why {
+            StopReason::Preempted => "is preempted",
+            StopReason::Cancelled => "is cancelled",
+            StopReason::TimedOut => "ran out of its spec.timeout",
+        };
+        tracing::warn!(run = %child.name, "Run {} {what}: stopping it (SIGTERM or Cancel, SIGKILL after {grace:?})", child.name);
+        child.stopping = Some(Stopping {
+            why,
+            kill_at: Instant::now() + grace,
+        });
+        child.handle.terminate();
+    }
+
+    /// Shutdown: executions on the runtime server are the server's, they go on without
+    /// runtimed (a restarted one re-attaches; a Pod that goes away takes them along, and the
+    /// scheduler heals their Runs), so they are let go of here.
+    pub(super) fn leave_remote(&mut self, signal: &str) {
+        let remote: Vec<String> = self
+            .children
+            .iter()
+            .filter(|(_, c)| c.handle.is_remote())
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        if !remote.is_empty() {
+            tracing::info!(
+                "{signal} received: leaving {} execution(s) to the runtime server",
+                remote.len()
+            );
+        }
+        for uid in remote {
+            self.children.remove(&uid);
+        }
+    }
+
+    /// The shutdown grace period is over: every child is killed.
+    pub(super) fn kill_for_shutdown(&mut self) {
+        for (uid, child) in &mut self.children {
+            tracing::warn!(run = %child.name, "shutdown grace period over: killing the process of Run {} ({uid})", child.name);
+            child.terminated_for_shutdown = true;
+            child.handle.kill();
+        }
+    }
+
+    /// When the next stopped child is due to be killed.
+    pub(super) fn next_stop_kill(&self) -> Option<Instant> {
+        self.children
+            .values()
+            .filter(|c| !c.handle.kill_requested())
+            .filter_map(|c| c.stopping.map(|s| s.kill_at))
+            .min()
+    }
+
+    /// Kills the stopped children whose grace period is over.
+    pub(super) fn kill_overdue_stops(&mut self) {
+        let now = Instant::now();
+        for (uid, child) in &mut self.children {
+            if child.stopping.is_some_and(|s| s.kill_at <= now) && !child.handle.kill_requested() {
+                tracing::warn!(run = %child.name, "stop grace period over: killing Run {} ({uid})", child.name);
+                child.handle.kill();
+            }
+        }
+    }
+
+    /// When the next running child's `spec.timeout` runs out.
+    pub(super) fn next_timeout(&self) -> Option<Instant> {
+        self.children
+            .values()
+            .filter(|c| c.stopping.is_none())
+            .filter_map(|c| c.deadline)
+            .min()
+    }
+
+    /// Stops the children whose `spec.timeout` has run out.
+    pub(super) fn stop_timed_out(&mut self) {
+        let now = Instant::now();
+        let due: Vec<String> = self
+            .children
+            .iter()
+            .filter(|(_, c)| c.stopping.is_none() && c.deadline.is_some_and(|d| d <= now))
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in due {
+            self.stop(&uid, StopReason::TimedOut);
+        }
+    }
+
+    /// A function Run's registration is ready: `invoke` may reach it from now on. Returns its
+    /// name and the Run as last written, for the Ready write; `None` when it is no child.
+    pub(super) fn on_function_ready(
+        &mut self,
+        uid: &str,
+        registration: FunctionRegistration,
+    ) -> Option<(String, Run)> {
+        let child = self.children.get(uid)?;
+        let name = child.name.clone();
+        tracing::info!(run = %name, "function of Run {name} registered ({}); Ready", registration.registration_id);
+        self.registrations
+            .lock()
+            .expect("registrations")
+            .insert(name.clone(), registration);
+        Some((name, child.last_written.clone()))
+    }
+
+    /// `Forget`s the execution of `uid`'s Run, if one waits for it: its last write has landed
+    /// (or none follows).
+    pub(super) fn forget_execution(&mut self, uid: &str) {
+        if let (Some(id), Some(server)) = (self.forget.remove(uid), &self.server) {
+            let server = server.clone();
+            tokio::spawn(async move { server.forget(&id).await });
+        }
+    }
+
+    /// A child ended: what its Run's status becomes (`None` when it was no child). `runs` is
+    /// the watch's view, preferred over the claim when it has caught up past it.
+    pub(super) fn on_exit(&mut self, exit: ChildExit, runs: &Store<Run>) -> Option<AfterExit> {
+        let child = self.children.remove(&exit.uid)?;
+        self.registrations
+            .lock()
+            .expect("registrations")
+            .remove(&child.name);
+        if let Some(id) = &child.execution {
+            if let Some(listed) = self.listed.as_mut() {
+                listed.remove(id);
+            }
+            // Forgotten once the Run's status records it (after the write that follows), or
+            // at once when no write follows.
+            self.forget.insert(exit.uid.clone(), id.clone());
+        }
+        // The watch's copy when it has caught up past the claim.
+        let observed = |uid: &str| {
+            runs.state()
+                .into_iter()
+                .find(|r| r.uid().as_deref() == Some(uid) && r.phase().is_admitted())
+                .map(|r| (*r).clone())
+        };
+        let stopped = child.stopping.map(|s| s.why).filter(|_| !child.abandoned);
+        if stopped == Some(StopReason::Preempted) {
+            tracing::info!(run = %child.name, "Run {} stopped for a preemption; back to Pending", child.name);
+            let first = observed(&exit.uid).unwrap_or(child.last_written);
+            let (name, uid) = (child.name, exit.uid);
+            return Some(AfterExit::Requeue { name, uid, first });
+        }
+        let mut outputs = BTreeMap::new();
+        let terminal = if let Some(why) = stopped {
+            Some(stopped_terminal(why, &child.last_written))
+        } else if child.terminated_for_shutdown && exit.killed {
+            Some(Terminal {
+                outcome: Outcome::Failed,
+                reason: reasons::RUNTIME_POD_TERMINATED,
+                message: format!(
+                    "runtimed on Pod {} was shutting down and killed the process after the {:?} grace period",
+                    self.pod_name, self.shutdown_grace
+                ),
+                exit_code: None,
+            })
+        } else if child.abandoned {
+            // A function Run deleted while Ready waits on its cleanup finalizer for this end:
+            // it is unregistered now.
+            runs.state()
+                .into_iter()
+                .find(|r| r.uid().as_deref() == Some(exit.uid.as_str()))
+                .filter(|r| {
+                    r.metadata.deletion_timestamp.is_some()
+                        && r.phase().is_admitted()
+                        && r.finalizers()
+                            .iter()
+                            .any(|f| f == crate::api::FINALIZER_FUNCTION_CLEANUP)
+                })
+                .map(|_| Terminal {
+                    outcome: Outcome::Cancelled,
+                    reason: reasons::CANCELLED,
+                    message: "deleted; runtimed unregistered the function".to_string(),
+                    exit_code: None,
+                })
+        } else {
+            Some(match exit.status {
+                Ok(Exit::Process(status)) => status.terminal(),
+                Ok(Exit::Server(ended)) => {
+                    outputs = ended.outputs;
+                    ended.terminal
+                }
+                Err(e) => Terminal {
+                    outcome: Outcome::Failed,
+                    reason: reasons::FAILED,
+                    message: format!("runtimed lost track of the process: {e}"),
+                    exit_code: None,
+                },
+            })
+        };
+        let Some(terminal) = terminal else {
+            tracing::info!(run = %child.name, "process of Run {} is gone", child.name);
+            return Some(AfterExit::Gone { uid: exit.uid });
+        };
+        tracing::info!(run = %child.name, "Run {} ended: {}", child.name, terminal.message);
+        let first = observed(&exit.uid).unwrap_or(child.last_written);
+        Some(AfterExit::Finish {
+            name: child.name,
+            uid: exit.uid,
+            first,
+            terminal,
+            outputs,
+        })
+    }
+}
+
+/// How a child stopped by runtimed (cancelled or timed out) ends, whatever its exit.
+fn stopped_terminal(why: StopReason, run: &Run) -> Terminal {
+    let (outcome, reason, message) = match why {
+        StopReason::Cancelled => (
+            Outcome::Cancelled,
+            reasons::CANCELLED,
+            "cancelled (spec.cancelRequested); runtimed stopped the task".to_string(),
+        ),
+        _ => (
+            Outcome::Timeout,
+            reasons::TIMEOUT,
+            format!(
+                "ran longer than spec.timeout {}; runtimed stopped the task",
+                run.spec.timeout.as_deref().unwrap_or_default()
+            ),
+        ),
+    };
+    Terminal {
+        outcome,
+        reason,
+        message,
+        exit_code: None,
+    }
+}
+
+/// Lists the runtime server's executions in the background, retried with [`api_backoff`]
+/// until it answers (no Run is planned before), and reports them as [`AgentEvent::Listed`].
+fn list_executions(server: RuntimeServer, events: mpsc::UnboundedSender<AgentEvent>) {
+    tokio::spawn(async move {
+        let list = || server.list();
+        let listed = list
+            .retry(api_backoff())
+            .notify(|e, _| {
+                tracing::warn!(
+                    "listing the executions of runtime server {}: {}; retrying (no Run is admitted until it answers)",
+                    server.address(),
+                    e.message()
+                );
+            })
+            .await;
+        // The attempts never run out: an error never comes back.
+        if let Ok(ids) = listed {
+            tracing::info!(
+                "runtime server {} holds {} execution(s)",
+                server.address(),
+                ids.len()
+            );
+            let _ = events.send(AgentEvent::Listed(ids));
+        }
+    });
+}
+
+/// Forwards what the executor or the runtime server reports on a channel of its own type onto
+/// the agent's event channel, in order, until every sender or the agent is gone.
+async fn forward<T>(
+    mut from: mpsc::UnboundedReceiver<T>,
+    to: mpsc::UnboundedSender<AgentEvent>,
+    wrap: fn(T) -> AgentEvent,
+) {
+    while let Some(item) = from.recv().await {
+        if to.send(wrap(item)).is_err() {
+            return;
+        }
+    }
+}
+
+/// When `spec.timeout` of `run` runs out, counted from its `startTime` (an invalid timeout
+/// never gets this far: the claim refuses it).
+fn deadline_of(run: &Run) -> Option<Instant> {
+    let timeout = run.timeout().ok()??;
+    let started = run.status.as_ref()?.start_time.as_ref()?.0;
+    let ran = jiff::Timestamp::now().duration_since(started);
+    let ran = Duration::try_from(ran).unwrap_or(Duration::ZERO);
+    Some(Instant::now() + timeout.saturating_sub(ran))
+}
+
+/// The `RegisterFunction` call of a function Run's attempt.
+fn register_request(uid: &str, attempt: i32, task: &executor::Prepared) -> RegisterFunctionRequest {
+    let function = task.function.as_ref();
+    RegisterFunctionRequest {
+        run_uid: uid.to_string(),
+        registration_attempt: attempt,
+        working_dir: task.working_dir.clone().unwrap_or_default(),
+        handler: function.map(|f| f.handler.clone()).unwrap_or_default(),
+        env: task.env.iter().cloned().collect(),
+        idle_timeout_seconds: function
+            .and_then(|f| f.idle_timeout)
+            .map_or(0, |d| d.as_secs() as i64),
+        registration_digest: String::new(),
+    }
+}
+
+/// The attempt a Run is on (`status.attempt`; 1 before the first claim records it).
+fn attempt_of(run: &Run) -> i32 {
+    run.status.as_ref().and_then(|s| s.attempt).unwrap_or(1)
+}

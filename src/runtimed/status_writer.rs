@@ -1,0 +1,325 @@
+//! runtimed's status writes after the claim: a Run's last write (its end through
+//! [`status::set_terminal`], or its requeue after a preemption) and a function Run's Ready,
+//! each in a task of its own, retried across API outages with [`api_backoff`].
+//!
+//! Owns which Runs this agent has finished (until the watch shows it) and how many last writes
+//! are in flight; a last write reports back with [`AgentEvent::LastWritten`] so the agent
+//! releases the reservation only then. It must not decide what to write (the agent and
+//! [`super::plan`] do), never writes a Run that is no longer this Pod's, and never releases a
+//! reservation itself.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::{ExponentialBuilder, Retryable as _};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt as _;
+use kube::api::Api;
+use kube::runtime::events::EventType;
+use tokio::sync::mpsc;
+
+use super::Identity;
+use super::agent::AgentEvent;
+use super::executor::Terminal;
+use super::metrics::{self, RuntimedMetrics};
+use super::plan;
+use crate::api::status::{self, Outcome};
+use crate::api::{Run, RunPhase, RunStatus, post_params};
+use crate::events::{RunEvents, reasons as event_reasons};
+
+/// Longest pause between two attempts of a status write or read across an API outage.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// The pause between two attempts of a read or write across an API outage: 100 ms, doubling,
+/// each with jitter of up to as much again (so Pods that lost the API server together do not
+/// come back in step), at most [`MAX_BACKOFF`] with the jitter; never giving up, since the
+/// task that retries lives only as long as the process.
+pub(super) fn api_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(MAX_BACKOFF / 2)
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+}
+
+/// An event to publish once a write has landed: type, reason, action, note.
+type Note = (EventType, &'static str, &'static str, String);
+
+pub(super) struct StatusWriter {
+    api: Api<Run>,
+    me: Identity,
+    events: RunEvents,
+    metrics: RuntimedMetrics,
+    /// Where a last write reports that it has landed (or been given up).
+    done: mpsc::UnboundedSender<AgentEvent>,
+    /// Runs this agent wrote (or is writing) a last status for, until the watch shows it.
+    finished: HashSet<String>,
+    /// Last writes not completed yet.
+    in_flight: usize,
+}
+
+impl StatusWriter {
+    pub(super) fn new(
+        api: Api<Run>,
+        me: Identity,
+        events: RunEvents,
+        metrics: RuntimedMetrics,
+        done: mpsc::UnboundedSender<AgentEvent>,
+    ) -> Self {
+        StatusWriter {
+            api,
+            me,
+            events,
+            metrics,
+            done,
+            finished: HashSet::new(),
+            in_flight: 0,
+        }
+    }
+
+    /// The Runs this agent has finished and the watch does not show so yet: [`plan::plan`]
+    /// leaves them alone.
+    pub(super) fn finished(&self) -> &HashSet<String> {
+        &self.finished
+    }
+
+    pub(super) fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// A last write reported [`AgentEvent::LastWritten`].
+    pub(super) fn landed(&mut self) {
+        self.in_flight -= 1;
+    }
+
+    /// Drops finished UIDs once the watch shows them terminal or gone.
+    pub(super) fn forget_observed_finishes(&mut self, state: &[Arc<Run>]) {
+        if self.finished.is_empty() {
+            return;
+        }
+        // A Run the watch shows terminal, or back in Pending after a preemption (it may be
+        // placed here again), is done with: only an active one is still being finished.
+        let still_active: HashSet<String> = state
+            .iter()
+            .filter(|r| r.phase().is_active())
+            .filter_map(|r| r.uid())
+            .collect();
+        self.finished.retain(|uid| still_active.contains(uid));
+    }
+
+    /// Writes `terminal` in the background; the reservation of `uid` is released once the
+    /// write has landed (or been given up), never before.
+    pub(super) fn finish(&mut self, name: String, uid: String, first: Run, terminal: Terminal) {
+        self.finish_with_outputs(name, uid, first, terminal, BTreeMap::new());
+    }
+
+    /// [`Self::finish`] that also records `outputs` in `status.outputs`.
+    pub(super) fn finish_with_outputs(
+        &mut self,
+        name: String,
+        uid: String,
+        first: Run,
+        terminal: Terminal,
+        outputs: BTreeMap<String, String>,
+    ) {
+        let (type_, reason) = match terminal.outcome {
+            Outcome::Succeeded => (EventType::Normal, event_reasons::COMPLETED),
+            Outcome::Failed => (EventType::Warning, event_reasons::FAILED),
+            Outcome::Cancelled => (EventType::Normal, event_reasons::CANCELLED),
+            Outcome::Timeout => (EventType::Warning, event_reasons::TIMED_OUT),
+        };
+        let note = match terminal.exit_code {
+            Some(code) => format!("{} (exit code {code})", terminal.message),
+            None => format!("{}: {}", terminal.reason, terminal.message),
+        };
+        let apply = move |status: &mut RunStatus, now: &Time| {
+            if !status.phase.is_some_and(RunPhase::is_terminal) {
+                status.outputs.extend(outputs.clone());
+            }
+            status::set_terminal(
+                status,
+                terminal.outcome,
+                terminal.reason,
+                &terminal.message,
+                terminal.exit_code,
+                now,
+            )
+        };
+        self.write_last(name, uid, first, apply, (type_, reason, "End", note));
+    }
+
+    /// Sends a preempted Run back to Pending for its next attempt ([`status::set_requeued`])
+    /// in the background; its reservation is released once the write has landed (or been
+    /// given up), never before, so the scheduler never sees its room free while it runs.
+    pub(super) fn requeue(&mut self, name: String, uid: String, first: Run) {
+        let message = format!(
+            "stopped by runtimed on Pod {} for a higher-priority Run; it runs again later",
+            self.me.pod_name
+        );
+        let note = message.clone();
+        let apply =
+            move |status: &mut RunStatus, now: &Time| status::set_requeued(status, &message, now);
+        let event = (
+            EventType::Warning,
+            event_reasons::PREEMPTED,
+            "Preemption",
+            note,
+        );
+        self.write_last(name, uid, first, apply, event);
+    }
+
+    /// A function Run's registration is ready: the Run becomes Ready (still active, holding
+    /// its request) in the background. Not a last write: nothing reports back.
+    pub(super) fn function_ready(&self, name: String, uid: String, first: Run) {
+        let (api, me, events) = (self.api.clone(), self.me.clone(), self.events.clone());
+        let message = format!(
+            "the function is registered on Pod {}'s runtime server and serves invocations",
+            self.me.pod_name
+        );
+        let retries = self
+            .metrics
+            .status_write_retries
+            .with_label_values(&[metrics::WRITE_READY]);
+        tokio::spawn(async move {
+            let apply = move |status: &mut RunStatus, _: &Time| {
+                status::set_function_ready(status, &message)
+            };
+            if let Some(written) =
+                write_status(&api, &me, &name, &uid, Some(first), apply, &retries).await
+            {
+                events.emit(
+                    &written,
+                    EventType::Normal,
+                    event_reasons::STARTED,
+                    "Start",
+                    "the function is Ready".to_string(),
+                );
+            }
+        });
+    }
+
+    /// This agent's last write of a Run (its end, or its requeue after a preemption), in the
+    /// background through [`write_status`]: the Run counts as finished here from now on, the
+    /// agent is told once the write has landed (or been given up), and `event` is published
+    /// when this call wrote it.
+    fn write_last(
+        &mut self,
+        name: String,
+        uid: String,
+        first: Run,
+        apply: impl Fn(&mut RunStatus, &Time) -> bool + Send + Sync + 'static,
+        event: Note,
+    ) {
+        self.finished.insert(uid.clone());
+        self.in_flight += 1;
+        let (api, me, done, events) = (
+            self.api.clone(),
+            self.me.clone(),
+            self.done.clone(),
+            self.events.clone(),
+        );
+        let retries = self
+            .metrics
+            .status_write_retries
+            .with_label_values(&[metrics::WRITE_TERMINAL]);
+        tokio::spawn(async move {
+            if let Some(written) =
+                write_status(&api, &me, &name, &uid, Some(first), apply, &retries).await
+            {
+                let (type_, reason, action, note) = event;
+                events.emit(&written, type_, reason, action, note);
+            }
+            let _ = done.send(AgentEvent::LastWritten(uid));
+        });
+    }
+}
+
+/// Why one attempt of [`write_status`] did not settle it.
+enum Unsettled {
+    /// The Run could not be read, at this attempt.
+    Read(u64, kube::Error),
+    /// The write failed (neither a 404 nor a 409), at this attempt.
+    Write(u64, kube::Error),
+    /// The write met a newer version: read the Run again and apply the change again, at once.
+    Conflict,
+}
+
+/// Writes the status `apply` makes of the Run's (a terminal one through
+/// [`status::set_terminal`], the requeue after a preemption, or Ready) with the Run's
+/// resourceVersion, for as long as this process lives: API errors and outages are retried
+/// with [`api_backoff`], and a conflict re-reads the Run and applies the same change again
+/// without waiting. Nothing is written when the Run is gone, recreated, no longer on this Pod,
+/// or `apply` finds nothing to change (terminal already, whoever wrote that). Returns the Run
+/// as written, when this call wrote it. `retries` counts every attempt after the first.
+async fn write_status(
+    api: &Api<Run>,
+    me: &Identity,
+    name: &str,
+    uid: &str,
+    first: Option<Run>,
+    apply: impl Fn(&mut RunStatus, &Time) -> bool,
+    retries: &prometheus::IntCounter,
+) -> Option<Run> {
+    // The first attempt writes over `first`; every later one reads the Run again.
+    let mut first = first;
+    let mut attempt = 0u64;
+    let apply = &apply;
+    let once = || {
+        attempt += 1;
+        if attempt > 1 {
+            retries.inc();
+        }
+        let (run, attempt) = (first.take(), attempt);
+        async move { write_once(api, me, name, uid, run, apply, attempt).await }
+    };
+    once.retry(api_backoff())
+        .adjust(|e, delay| match e {
+            Unsettled::Conflict => Some(Duration::ZERO),
+            _ => delay,
+        })
+        .notify(|e, delay| match e {
+            Unsettled::Read(attempt, e) => tracing::warn!(run = %name, "cannot read Run {name} (attempt {attempt}): {e}; retrying in {delay:?}"),
+            Unsettled::Write(attempt, e) => tracing::warn!(run = %name, "cannot write the status of Run {name} (attempt {attempt}): {e}; retrying in {delay:?}"),
+            Unsettled::Conflict => {}
+        })
+        .await
+        // The attempts never run out: an error never comes back.
+        .unwrap_or(None)
+}
+
+/// One attempt of [`write_status`], over `run` when given, else over the Run as read now.
+async fn write_once(
+    api: &Api<Run>,
+    me: &Identity,
+    name: &str,
+    uid: &str,
+    run: Option<Run>,
+    apply: &impl Fn(&mut RunStatus, &Time) -> bool,
+    attempt: u64,
+) -> Result<Option<Run>, Unsettled> {
+    let run = match run {
+        Some(run) => run,
+        None => match api.get_opt(name).await {
+            Ok(Some(run)) => run,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(Unsettled::Read(attempt, e)),
+        },
+    };
+    if run.uid().as_deref() != Some(uid) || !plan::assigned_to(&run, me) {
+        return Ok(None);
+    }
+    let mut updated = run;
+    let status = updated.status.get_or_insert_with(Default::default);
+    let now = Time(jiff::Timestamp::now());
+    if !apply(status, &now) {
+        return Ok(None);
+    }
+    match api.replace_status(name, &post_params(), &updated).await {
+        Ok(written) => Ok(Some(written)),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        Err(kube::Error::Api(s)) if s.code == 409 => Err(Unsettled::Conflict),
+        Err(e) => Err(Unsettled::Write(attempt, e)),
+    }
+}
