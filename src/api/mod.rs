@@ -1,10 +1,12 @@
 //! The kruntimes API: custom resource types, logical resource parsing and status helpers.
 
 pub mod lenient;
+pub mod order;
 pub mod resources;
 pub mod status;
 pub mod types;
 
+pub use order::QueueOrder;
 pub use resources::{ResourceError, Resources};
 pub use types::*;
 

@@ -396,6 +396,14 @@ fn parse_entry(field: impl Fn() -> String, name: &str, value: &str) -> Result<u6
     })
 }
 
+impl super::Run {
+    /// The Run's complete request ([`parse_requests`] of `spec.resources.requests`): what
+    /// runtimed reserves and claims. The scheduler parses each Run once, when it queues it.
+    pub fn request(&self) -> Result<Resources> {
+        parse_requests(self.spec.resources.as_ref().map(|r| &r.requests))
+    }
+}
+
 /// Validates a Run's `spec.resources.requests` into the complete request: zero amounts are
 /// dropped and `runs` defaults to 1 when it is not requested. An explicit `runs: "0"` is kept
 /// as 0: it uses no slot, but a Pod that advertises `runs: "0"` still takes no Run (see

@@ -12,9 +12,8 @@ use kube::ResourceExt as _;
 use super::Identity;
 use super::admission::AdmissionCache;
 use super::executor;
-use crate::api::resources::parse_requests;
 use crate::api::status::{self, Outcome, reasons};
-use crate::api::{Resources, Run, RunPhase};
+use crate::api::{QueueOrder, Resources, Run, RunPhase};
 
 /// A Scheduled Run whose complete request has been reserved; the agent claims it next.
 #[derive(Debug, Clone)]
@@ -95,7 +94,7 @@ pub fn assigned_to(run: &Run, me: &Identity) -> bool {
 ///   takes the room of a Run that still runs.
 /// - A child whose Run the scheduler preempts is to be stopped (`stops`).
 /// - When `claiming`, Scheduled Runs are taken in the scheduler's order (priority, creation,
-///   name): an invalid request or task fails the Run; otherwise its complete request is
+///   UID; [`QueueOrder`]): an invalid request or task fails the Run; otherwise its complete request is
 ///   reserved and the Run is claimed, or, when it does not fit, left untouched. A Run that does not fit does not block
 ///   smaller Runs behind it.
 pub fn plan(
@@ -150,15 +149,9 @@ pub fn plan(
                 .is_some_and(|uid| !owned.contains(&uid) && !finished.contains(&uid))
         })
         .collect();
-    // The scheduler's order: priority (highest first; recorded in status.priority at
-    // Bind), then creation, then name.
-    candidates.sort_by(|a, b| {
-        let priority = |r: &Run| r.status.as_ref().and_then(|s| s.priority).unwrap_or(0);
-        priority(b).cmp(&priority(a)).then_with(|| {
-            let (a, b) = (&a.metadata, &b.metadata);
-            (&a.creation_timestamp, &a.name).cmp(&(&b.creation_timestamp, &b.name))
-        })
-    });
+    // The scheduler's order (priority recorded with the Bind, creation, UID): the one
+    // comparator both use, so a tie is broken the same way on both sides.
+    candidates.sort_by_cached_key(|r| QueueOrder::recorded(r));
 
     for run in candidates
         .iter()
@@ -166,7 +159,7 @@ pub fn plan(
         .filter(|r| r.phase().is_admitted())
     {
         let uid = run.uid().unwrap_or_default();
-        let request = parse_requests(run.spec.resources.as_ref().map(|r| &r.requests));
+        let request = run.request();
         match request {
             Ok(request) if attachable.contains(&uid) => {
                 cache.hold(&uid, &request);
@@ -204,8 +197,7 @@ pub fn plan(
                 });
             }
             RunPhase::Scheduled if claiming && run.metadata.deletion_timestamp.is_none() => {
-                let request = match parse_requests(run.spec.resources.as_ref().map(|r| &r.requests))
-                {
+                let request = match run.request() {
                     Ok(request) => request,
                     Err(err) => {
                         out.failures.push(Failure {
@@ -334,6 +326,30 @@ mod tests {
         );
         assert!(p.failures.is_empty() && p.kills.is_empty());
         assert_eq!(c.used().get(RUNS), 2, "claims hold their reservations");
+    }
+
+    #[test]
+    fn plan_breaks_a_creation_tie_by_uid_as_the_scheduler_places() {
+        // Same priority and creation second: the scheduler's QueueOrder puts the smaller UID
+        // first, whatever the names; a claim by name would take "a" first here.
+        let runs = vec![
+            run("a").uid("uid-2").here().created(1).arc(),
+            run("b").uid("uid-1").here().created(1).arc(),
+        ];
+        let mut c = cache(&[(RUNS, 1)]);
+        let p = plan(
+            &runs,
+            &me(),
+            &none(),
+            &none(),
+            &none(),
+            &mut c,
+            Admit {
+                claiming: true,
+                functions: false,
+            },
+        );
+        assert_eq!(names(&p.claims), ["b"]);
     }
 
     #[test]

@@ -117,54 +117,7 @@ impl RunKey {
     }
 }
 
-/// Where a Pending Run stands in its Runtime's queue: priority (highest first), creation time,
-/// then UID, so the order is the same on every replica whatever the order of events,
-/// wakeups and workers (kube-scheduler's PrioritySort, Kueue's workload order). A Run
-/// without a creation time (only in tests) sorts first among its priority.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct QueueOrder {
-    /// The resolved priority (see [`super::priority`]).
-    pub priority: i32,
-    pub created: Option<Timestamp>,
-    pub uid: String,
-}
-
-impl QueueOrder {
-    /// The order of `run` at `priority` (which the index resolves).
-    pub fn of(run: &Run, priority: i32) -> Self {
-        QueueOrder {
-            priority,
-            created: run.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            uid: run.uid().unwrap_or_default(),
-        }
-    }
-
-    /// The first possible order of a Run of `priority`: every Run of higher priority sorts
-    /// before it, every Run of this priority or lower after it.
-    pub fn first_of(priority: i32) -> Self {
-        QueueOrder {
-            priority,
-            created: None,
-            uid: String::new(),
-        }
-    }
-}
-
-impl Ord for QueueOrder {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        other
-            .priority
-            .cmp(&self.priority)
-            .then_with(|| self.created.cmp(&other.created))
-            .then_with(|| self.uid.cmp(&other.uid))
-    }
-}
-
-impl PartialOrd for QueueOrder {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
+pub use crate::api::QueueOrder;
 
 /// The heartbeat as a cycle needs it, precomputed from the Pod and its Lease.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
