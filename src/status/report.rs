@@ -3,8 +3,8 @@
 //!
 //! It must not re-implement a scheduling rule: one [`SchedulerCache::from_objects`] snapshot
 //! (as `explain` builds), [`evaluate`] with the scheduler's [`Registry`] for each Pending Run
-//! (once per distinct request shape in a Runtime), the Pending message from
-//! [`Unschedulable::message`] and Pod availability from
+//! (once per distinct request shape and place among the nominations in a Runtime), the
+//! Pending message from [`Unschedulable::message`] and Pod availability from
 //! [`runtime_pod_availability::unavailable`]. It is pure: no client, no clock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -13,7 +13,9 @@ use kube::ResourceExt;
 
 pub use super::model::*;
 use crate::api::{LABEL_RUNTIME, Run, RunPhase, WorkspacePhase};
-use crate::scheduler::framework::{CycleError, Decision, Registry, SchedulerCache, evaluate};
+use crate::scheduler::framework::{
+    CycleError, Decision, Registry, RunKey, SchedulerCache, Snapshot, evaluate,
+};
 use crate::scheduler::plugins::runtime_pod_availability;
 
 /// The reason of a Pending Run the scheduler would place right now (it has not yet).
@@ -134,23 +136,19 @@ fn runtime_status(
         }
     }
 
-    // One cycle per distinct request shape: Runs alike in everything the plugins read get the
-    // same verdict, so 10,000 identical Pending Runs cost one evaluation.
-    let mut verdicts: HashMap<String, (Vec<String>, String)> = HashMap::new();
+    // One cycle per distinct verdict key: Runs alike in everything the cycle reads of them
+    // get the same verdict, so 10,000 identical Pending Runs cost one evaluation, or one per
+    // stretch of the queue between nominated Runs.
+    let nominated = nominated_pods(cache, namespace, name);
+    let mut verdicts: HashMap<VerdictKey<'_>, (Vec<String>, String)> = HashMap::new();
     let mut by_reason: HashMap<String, usize> = HashMap::new();
     let mut by_message: HashMap<String, usize> = HashMap::new();
     let mut by_priority: BTreeMap<i32, usize> = BTreeMap::new();
     let mut pending = PendingDemand::default();
     for run in runs.iter().filter(|r| r.waits_for_placement()) {
-        let shape = serde_json::to_string(&(
-            &run.spec.resources,
-            &run.spec.affinity,
-            run.labels(),
-            &run.spec.workspace,
-            &run.spec.priority_class_name,
-        ))
-        .unwrap_or_default();
-        let (reasons, message) = match verdicts.get(&shape) {
+        let key = VerdictKey::of(&snapshot, &nominated, run);
+        let priority = key.priority;
+        let (reasons, message) = match verdicts.get(&key) {
             Some(v) => v.clone(),
             None => {
                 let eval = evaluate(&snapshot, registry, run)?;
@@ -160,7 +158,11 @@ fn runtime_status(
                         "Fits: not yet placed.".to_string(),
                     ),
                     Decision::Unschedulable(u) => {
-                        let reasons = if u.missing_runtime.is_some() {
+                        // A Run waiting for its PriorityClass was not evaluated: no
+                        // histogram, but not for want of Pods.
+                        let reasons = if u.missing_class.is_some() {
+                            vec![u.reason().to_string()]
+                        } else if u.missing_runtime.is_some() {
                             vec![RUNTIME_NOT_FOUND.to_string()]
                         } else if u.histogram.is_empty() {
                             vec![NO_PODS.to_string()]
@@ -173,7 +175,7 @@ fn runtime_status(
                         (vec![reason.to_string()], format!("{reason}: {message}"))
                     }
                 };
-                verdicts.insert(shape, verdict.clone());
+                verdicts.insert(key, verdict.clone());
                 verdict
             }
         };
@@ -182,7 +184,7 @@ fn runtime_status(
             *by_reason.entry(reason).or_default() += 1;
         }
         *by_message.entry(message).or_default() += 1;
-        if let Ok(priority) = snapshot.priority_of(run) {
+        if let Some(priority) = priority {
             *by_priority.entry(priority).or_default() += 1;
         }
         if let Some(created) = run.metadata.creation_timestamp.as_ref().map(|t| t.0)
@@ -228,6 +230,71 @@ fn runtime_status(
     })
 }
 
+/// Everything a cycle reads of a Pending Run: Runs of equal keys get the same verdict, so one
+/// evaluation serves them all. (The cycle also leaves the Run's own usage and assumption out,
+/// but a Run waiting for placement has neither, and a listed cache holds no assumptions.)
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct VerdictKey<'a> {
+    /// What PreFilter reads of the object: requests, affinity, labels, workspace, class and
+    /// `spec.cancelRequested`.
+    shape: String,
+    /// The nominated Pods whose held room counts against the Run, as the snapshot sees them
+    /// for it: only nominations of Runs earlier in the queue hold room, so Runs of one shape
+    /// either side of a nominated Run see different Pods.
+    held: Vec<&'a str>,
+    /// The resolved priority: a recorded `status.priority` stands even when the class is gone,
+    /// and only a Run without one waits for a missing class. `None` for that wait.
+    priority: Option<i32>,
+}
+
+impl<'a> VerdictKey<'a> {
+    /// `nominated` is [`nominated_pods`] of the snapshot's scope.
+    fn of(snapshot: &Snapshot<'_>, nominated: &[&'a str], run: &Run) -> Self {
+        let shape = serde_json::to_string(&(
+            &run.spec.resources,
+            &run.spec.affinity,
+            run.labels(),
+            &run.spec.workspace,
+            &run.spec.priority_class_name,
+            run.spec.cancel_requested,
+        ))
+        .unwrap_or_default();
+        // Ask the snapshot rather than compare queue orders here: whose nomination counts
+        // against whom is its rule, and this is what Filter and Score are then given.
+        let key = RunKey::of(run);
+        let held = nominated
+            .iter()
+            .copied()
+            .filter(|pod| {
+                snapshot
+                    .pod_seen_by(pod, &key)
+                    .is_some_and(|view| view.nomination().is_some())
+            })
+            .collect();
+        VerdictKey {
+            shape,
+            held,
+            priority: snapshot.priority_of(run).ok(),
+        }
+    }
+}
+
+/// The Pods nominated in (namespace, runtime), in name order so keys compare equal: at most
+/// one nomination per Pod, and few of them, so a Run's key costs a lookup per nomination.
+fn nominated_pods<'a>(
+    cache: &'a SchedulerCache,
+    namespace: &'a str,
+    runtime: &'a str,
+) -> Vec<&'a str> {
+    let mut pods: Vec<&str> = cache
+        .nominations()
+        .in_scope(namespace, runtime)
+        .map(|(_, n)| n.pod.as_str())
+        .collect();
+    pods.sort_unstable();
+    pods
+}
+
 /// The Runtime's PersistentWorkspaces by phase.
 fn workspace_counts(pool: &Pool, namespace: &str, runtime: &str) -> WorkspaceCounts {
     let mut counts = WorkspaceCounts::default();
@@ -259,6 +326,7 @@ fn sorted_counts(counts: impl IntoIterator<Item = (String, usize)>) -> Vec<Reaso
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::framework::MissingClass;
     use crate::scheduler::plugins::registry;
     use crate::testing::*;
 
@@ -359,6 +427,94 @@ mod tests {
         p.runtime = Some("python".into());
         let s = build(&p, &registry()).unwrap();
         assert_eq!(s.runtimes.len(), 1);
+    }
+
+    fn messages(rt: &RuntimeStatus) -> Vec<(&str, usize)> {
+        rt.pending
+            .by_message
+            .iter()
+            .map(|c| (c.message.as_str(), c.runs))
+            .collect()
+    }
+
+    #[test]
+    fn runs_of_one_shape_either_side_of_a_nominated_run_get_their_own_verdicts() {
+        // py-a holds its one GPU for `nominated`: `early`, ahead of it in the queue, may still
+        // take it; `late`, behind it, may not. All three ask for the same thing.
+        let p = pool(
+            vec![pod("py-a").capacity(&[("runs", 4), (GPU, 1)])],
+            vec![
+                run("early").requests(&[(GPU, 1)]).created(10),
+                run("nominated")
+                    .requests(&[(GPU, 1)])
+                    .created(20)
+                    .nominated("py-a"),
+                run("late").requests(&[(GPU, 1)]).created(30),
+            ],
+        );
+        let s = build(&p, &registry()).unwrap();
+        let rt = &s.runtimes[0];
+        assert_eq!(
+            messages(rt),
+            vec![
+                ("Fits: not yet placed.", 2),
+                (
+                    "0/1 Runtime Pods are available: 1 reserved for an earlier Run.",
+                    1
+                ),
+            ]
+        );
+        let reasons: Vec<(&str, usize)> = rt
+            .pending
+            .by_reason
+            .iter()
+            .map(|c| (c.reason.as_str(), c.count))
+            .collect();
+        assert_eq!(
+            reasons,
+            vec![(FITS_NOW, 2), ("reserved for an earlier Run", 1)]
+        );
+    }
+
+    #[test]
+    fn a_cancelled_run_and_a_recorded_priority_are_not_shared_with_their_shape() {
+        let p = pool(
+            vec![pod("py-a").capacity(&[("runs", 4)])],
+            vec![
+                run("waits").priority_class("gone"),
+                // Its recorded priority stands although the class is gone: it is evaluated.
+                run("recorded").priority_class("gone").priority(5),
+                run("plain"),
+                run("cancelled").cancel_requested(),
+            ],
+        );
+        let s = build(&p, &registry()).unwrap();
+        let mut got = messages(&s.runtimes[0]);
+        got.sort();
+        let missing = MissingClass("gone".into()).to_string();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "Cancelled: spec.cancelRequested: the Run was cancelled before it was placed",
+                    1
+                ),
+                ("Fits: not yet placed.", 2),
+                (missing.as_str(), 1),
+            ]
+        );
+        // Counted under the condition's reason, not as a Runtime without Pods.
+        let reasons: Vec<(&str, usize)> = s.runtimes[0]
+            .pending
+            .by_reason
+            .iter()
+            .map(|c| (c.reason.as_str(), c.count))
+            .collect();
+        assert!(
+            reasons.contains(&(crate::api::status::reasons::PRIORITY_CLASS_NOT_FOUND, 1)),
+            "{reasons:?}"
+        );
+        assert!(!reasons.iter().any(|(r, _)| *r == NO_PODS), "{reasons:?}");
     }
 
     #[test]
