@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
 
 use crate::api::resources::Shortfall;
-use crate::api::{PersistentWorkspace, Run, Runtime};
+use crate::api::{PersistentWorkspace, Run, RunPhase, Runtime};
 
 /// Version of the JSON/YAML structure; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 2;
@@ -151,7 +151,7 @@ pub struct RunInfo {
     pub name: String,
     pub uid: Option<String>,
     pub runtime: String,
-    pub phase: String,
+    pub phase: RunPhase,
     pub assigned_pod: Option<String>,
     /// `status.reason` and `status.message` as the cluster has them.
     pub reason: Option<String>,
@@ -165,19 +165,25 @@ impl RunInfo {
     /// The line shown before the verdict when the Run is not Pending.
     pub fn replay_line(&self) -> Option<String> {
         let run = self;
-        let where_ = match (&run.assigned_pod, run.phase.as_str()) {
-            (_, "Pending") if run.assigned_pod.is_none() => return None,
+        let where_ = match (&run.assigned_pod, run.phase) {
+            (None, RunPhase::Pending) => return None,
             (Some(pod), _) => format!(" on {pod}"),
-            (None, "Scheduled" | "Running" | "Ready") => " without a Pod".to_string(),
+            (None, phase) if phase.is_active() => " without a Pod".to_string(),
             (None, _) => String::new(),
         };
-        let reason = match (&run.reason, run.phase.as_str()) {
-            (Some(reason), "Failed" | "Timeout" | "Cancelled") => format!(" ({reason})"),
+        // Why it ended, unless it succeeded: the reason of Succeeded says nothing new.
+        let reason = match &run.reason {
+            Some(reason) if run.phase.is_terminal() && run.phase != RunPhase::Succeeded => {
+                format!(" ({reason})")
+            }
             _ => String::new(),
         };
         Some(format!(
             "Run {} is {}{}{}; replaying the scheduler as if it were Pending:",
-            run.name, run.phase, reason, where_
+            run.name,
+            run.phase.as_str(),
+            reason,
+            where_
         ))
     }
 }

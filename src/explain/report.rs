@@ -85,7 +85,7 @@ pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleErro
             name: run.name_any(),
             uid: run.uid(),
             runtime: run.spec.runtime.clone(),
-            phase: run.phase().as_str().to_string(),
+            phase: run.phase(),
             assigned_pod: status.assigned_pod,
             reason: status.reason,
             message: status.message,
