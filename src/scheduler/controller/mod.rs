@@ -101,6 +101,9 @@ pub struct Scheduler {
     leases: WatchHealth,
     workspaces: WatchHealth,
     classes: WatchHealth,
+    /// Told each time a watch completes a list: the leader waits on it for every cache to be
+    /// synced instead of polling.
+    listed: tokio::sync::watch::Sender<()>,
 }
 
 impl Scheduler {
@@ -135,6 +138,7 @@ impl Scheduler {
             leases: WatchHealth::default(),
             workspaces: WatchHealth::default(),
             classes: WatchHealth::default(),
+            listed: tokio::sync::watch::Sender::new(()),
         })
     }
 
@@ -273,6 +277,7 @@ impl Scheduler {
             self.woke();
             if matches!(event, IndexEvent::Reset(_)) {
                 health(&self).listed(jiff::Timestamp::now());
+                self.listed.send_replace(());
             }
         }
     }
@@ -347,9 +352,9 @@ impl Scheduler {
         let _ = store.wait_until_ready().await;
         // A cycle on a partial view could write a wrong Pending message (e.g. 0/0 Pods):
         // start only once Pods and heartbeat Leases are listed too.
-        while !self.caches_synced() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        // Subscribed before the first check, so a list completed in between is not missed.
+        let mut listed = self.listed.subscribe();
+        let _ = listed.wait_for(|()| self.caches_synced()).await;
         // Neither ends on its own; whichever does ends the leader's work.
         tokio::select! {
             () = self.clone().schedule_loop(store.clone()) => {}
