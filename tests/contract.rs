@@ -16,6 +16,7 @@ use kube::ResourceExt;
 use kruntimes::api::status::reasons;
 use kruntimes::api::{Resources, Run, RunPhase};
 use kruntimes::testing::{run, runtime};
+use support::gates::Gates;
 use support::world::{
     Create, OvercommitWatch, RuntimeServerProcess, RuntimedProcess, SchedulerProcess, TestNs,
     eventually,
@@ -196,9 +197,13 @@ async fn task_runs_execute_through_the_runtime_server_with_exit_codes_outputs_an
 async fn a_runtimed_killed_and_started_again_re_attaches_and_the_run_succeeds_once() {
     let mut pool = Pool::start("contract-restart").await;
     let ns = &pool.ns;
+    // Held until the new runtimed has re-attached: the execution is still running at the
+    // server however long the restart takes.
+    let gates = Gates::new(&ns.name);
+    let hold = gates.hold("long");
     run("long")
         .runtime("pool")
-        .task(&["sh", "-c", "sleep 4; echo done"])
+        .task(&["sh", "-c", &format!("{hold}; echo done")])
         .create(ns)
         .await;
     ns.wait_runs(Duration::from_secs(60), "the Run to be Running", |runs| {
@@ -220,6 +225,16 @@ async fn a_runtimed_killed_and_started_again_re_attaches_and_the_run_succeeds_on
     // A crash: no shutdown, no status write; the execution goes on at the server.
     pool.agent.crash();
     pool.agent = Pool::agent(&pool.pod, &pool.server, pool.probe);
+    eventually(
+        Duration::from_secs(30),
+        "the new runtimed to re-attach to the execution",
+        async || match pool.agent.log().contains("re-attached to execution") {
+            true => Ok(()),
+            false => Err(pool.agent.log_tail()),
+        },
+    )
+    .await;
+    gates.open("long");
 
     let ended = pool.terminal(&["long"]).await;
     let long = find(&ended, "long");
@@ -236,11 +251,6 @@ async fn a_runtimed_killed_and_started_again_re_attaches_and_the_run_succeeds_on
     );
     let counts = pool.server.counts().await.unwrap();
     assert_eq!(counts.started, 1, "the Run executed twice: {counts:?}");
-    assert!(
-        pool.agent.log().contains("re-attached to execution"),
-        "{}",
-        pool.agent.log_tail()
-    );
 }
 
 /// What `kubectl kruntimes status` (the scheduler's own accounting, replayed) says the pool

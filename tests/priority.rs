@@ -8,7 +8,6 @@
 mod support;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -21,6 +20,7 @@ use kruntimes::api::status::{CONDITION_DISRUPTION_TARGET, reasons};
 use kruntimes::api::{Resources, Run, RunPhase};
 use kruntimes::process::Signal;
 use kruntimes::testing::{PriorityClassBuilder, RunBuilder, priority_class, run, runtime};
+use support::gates::Gates;
 use support::world::{
     Create, OvercommitWatch, RunEvents, RuntimedProcess, SchedulerProcess, TestNs, eventually,
 };
@@ -36,8 +36,8 @@ struct Pool {
     pod: String,
     classes: Vec<String>,
     scheduler: SchedulerProcess,
-    /// Where the gates of held Runs are (see [`Pool::held`]).
-    gates: PathBuf,
+    /// The gates of held Runs (see [`Pool::held`]).
+    gates: Gates,
 }
 
 impl Pool {
@@ -76,8 +76,7 @@ impl Pool {
             },
         )
         .await;
-        let gates = std::env::temp_dir().join(format!("{}-gates", ns.name));
-        std::fs::create_dir_all(&gates).unwrap();
+        let gates = Gates::new(&ns.name);
         Pool {
             pod: pod.name_any(),
             ns,
@@ -107,12 +106,9 @@ impl Pool {
     /// there. `first_attempt_only`: an attempt after the first (a preempted Run running
     /// again) ends at once.
     fn held(&self, name: &str, class: Option<&str>, first_attempt_only: bool) -> RunBuilder {
-        let dir = self.gates.display();
-        let hold =
-            format!("while [ ! -e {dir}/{name} ] && [ ! -e {dir}/all ]; do sleep 0.05; done");
         let script = match first_attempt_only {
-            true => format!("[ -e {dir}/{name}.ran ] && exit 0; touch {dir}/{name}.ran; {hold}"),
-            false => hold,
+            true => self.gates.hold_first_attempt(name),
+            false => self.gates.hold(name),
         };
         let r = run(name).runtime("pool").task(&["sh", "-c", &script]);
         match class {
@@ -123,7 +119,7 @@ impl Pool {
 
     /// Opens the gate `name` (a Run's, or `all`).
     fn open(&self, name: &str) {
-        std::fs::write(self.gates.join(name), "").unwrap();
+        self.gates.open(name);
     }
 
     fn capacity(&self) -> HashMap<String, Resources> {
@@ -133,7 +129,6 @@ impl Pool {
     async fn finish(self) {
         self.open("all");
         self.ns.delete_priority_classes(&self.classes).await;
-        let _ = std::fs::remove_dir_all(&self.gates);
     }
 }
 
@@ -316,13 +311,21 @@ async fn a_preemption_racing_runtimed_claim_never_fails_the_lower_run_nor_overco
             claimed_first += 1;
         }
     }
+    // Every preemption whose write landed is counted, and only those: a level-1 victim per
+    // round the urgent Run went first, none of level 2 (nothing Running was preempted).
     let metrics = pool.scheduler.metrics().await;
-    for line in metrics
-        .lines()
-        .filter(|l| l.starts_with("kruntimesscheduler_preemptions_total"))
-    {
-        eprintln!("{line}");
-    }
+    let preemptions = |level: &str, result: &str| {
+        let series = format!(
+            "kruntimes_scheduler_preemptions_total{{level=\"{level}\",result=\"{result}\"}} "
+        );
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str()))
+            .unwrap_or_else(|| panic!("no {series}in the scheduler's metrics:\n{metrics}"))
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
     eprintln!(
         "{ROUNDS} races: the urgent Run went first {preempted} times (preempted), runtimed's claim won {claimed_first} times; {checked} Run events checked for overcommit"
     );
@@ -330,6 +333,12 @@ async fn a_preemption_racing_runtimed_claim_never_fails_the_lower_run_nor_overco
         preempted > 0,
         "the urgent Run never preempted the Scheduled one"
     );
+    assert_eq!(
+        preemptions("scheduled", "succeeded"),
+        preempted as u64,
+        "level-1 preemptions counted against the rounds the watch saw preempted"
+    );
+    assert_eq!(preemptions("running", "succeeded"), 0);
     pool.finish().await;
 }
 

@@ -16,6 +16,7 @@ use kube::ResourceExt;
 
 use kruntimes::api::{Resources, Run, RunPhase};
 use kruntimes::testing::{priority_class, run, runtime};
+use support::gates::Gates;
 use support::world::{
     Create, OvercommitWatch, RunEvent, RunEvents, RuntimedProcess, SchedulerProcess, TestNs, replay,
 };
@@ -31,7 +32,8 @@ const SMALL_SECONDS_FAILOVER: f64 = 6.0;
 const URGENT_THRESHOLD: Duration = Duration::from_secs(600);
 /// An urgent large Run is placed within the longest small Run + this.
 const URGENT_SLACK: Duration = Duration::from_secs(2);
-/// How long a bind the scheduler decided before a nomination may take to land after it.
+/// How long a bind the scheduler decided before a nomination (of a Run created before it)
+/// may take to land after it.
 const BIND_IN_FLIGHT: Duration = Duration::from_secs(1);
 /// "A few seconds" of slack on top of threshold + the longest small Run: watch delivery,
 /// runtimed claims and status writes on a loaded 2-core machine.
@@ -313,13 +315,24 @@ async fn large_run_behind_a_stream(
         .expect("the large Run's bind was recorded");
     let waited = bound_at - created_at;
     // A bind the scheduler decided before the nomination may still be written just after it
-    // (its reservation was already counted): only binds later than that can have taken the
-    // room.
+    // (its reservation was already counted). Only a Run the watch showed before the
+    // nomination can have been decided then, so only its bind, landing within
+    // BIND_IN_FLIGHT of the nomination, is exempt; a Run created after the nomination
+    // counts whenever its bind lands.
+    let first_seen = |name: &str| {
+        history
+            .iter()
+            .find(|e| e.run.name_any() == name)
+            .map(|e| e.at)
+            .unwrap()
+    };
     let later_on_nominated: Vec<&String> = binds
         .iter()
         .take_while(|(name, _, _)| name != "large")
         .filter(|(name, pod, at)| {
-            *pod == nominated && *at > nominated_at + BIND_IN_FLIGHT && {
+            let decided_before =
+                first_seen(name) < nominated_at && *at <= nominated_at + BIND_IN_FLIGHT;
+            *pod == nominated && !decided_before && {
                 let r = history.iter().find(|e| e.run.name_any() == *name).unwrap();
                 urgent || order(&r.run) > large_order
             }
@@ -448,11 +461,10 @@ async fn runs_that_fit_one_at_a_time_run_in_creation_order() {
 
     // A Run holding the slot until every other Run exists, so all of them wait in the queue
     // and none is placed only because it was alone.
-    let gate = std::env::temp_dir().join(format!("{}-gate", ns.name));
-    let hold = format!("while [ ! -e {} ]; do sleep 0.05; done", gate.display());
+    let gates = Gates::new(&ns.name);
     run("hold")
         .runtime("one")
-        .task(&["sh", "-c", &hold])
+        .task(&["sh", "-c", &gates.hold("hold")])
         .create(&ns)
         .await;
     ns.wait_runs(Duration::from_secs(60), "the holding Run to run", |runs| {
@@ -467,12 +479,11 @@ async fn runs_that_fit_one_at_a_time_run_in_creation_order() {
             .create(&ns)
             .await;
     }
-    std::fs::write(&gate, "").unwrap();
+    gates.open("hold");
     ns.wait_runs(Duration::from_secs(180), "all 51 Runs Succeeded", |runs| {
         (runs.len() == n + 1 && runs.iter().all(|r| r.phase() == RunPhase::Succeeded)).then_some(())
     })
     .await;
-    let _ = std::fs::remove_file(&gate);
     events.catch_up().await;
     let history = events.events();
     watch.finish().await;

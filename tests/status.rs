@@ -151,7 +151,9 @@ async fn a_pool_with_used_gpus_a_stale_heartbeat_and_two_pending_reasons() {
         by_message,
         BTreeMap::from([(gpu_message.to_string(), 2), (runs_message.to_string(), 1)])
     );
+    let asked = jiff::Timestamp::now();
     let json = status_json(&ns.name, &[]);
+    let answered = jiff::Timestamp::now();
     for report in [&before, &json] {
         let rt = &report["runtimes"][0];
         let got: BTreeMap<String, u64> = rt["pending"]["byMessage"]
@@ -202,8 +204,22 @@ async fn a_pool_with_used_gpus_a_stale_heartbeat_and_two_pending_reasons() {
             {"reason": "Insufficient runs", "count": 1},
         ])
     );
-    assert!(rt["pending"]["oldestCreated"].is_string());
-    assert!(rt["pending"]["oldestWaitSeconds"].as_i64().unwrap() >= 0);
+    // The wait is the report's clock minus the oldest creation, read between the two instants
+    // around the call (whole seconds, so one second of rounding either way).
+    let oldest: jiff::Timestamp = rt["pending"]["oldestCreated"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let wait = rt["pending"]["oldestWaitSeconds"].as_i64().unwrap();
+    let (least, most) = (
+        asked.duration_since(oldest).as_secs() - 1,
+        answered.duration_since(oldest).as_secs() + 1,
+    );
+    assert!(
+        (least..=most).contains(&wait),
+        "oldestWaitSeconds {wait} outside {least}..={most} (oldest created {oldest})"
+    );
     // YAML is the same structure.
     // (How long the oldest Run has waited moves on between the two calls: compare the rest.)
     let mut yaml: Value =

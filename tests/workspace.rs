@@ -15,6 +15,7 @@ use kube::api::DeleteParams;
 
 use kruntimes::api::{PersistentWorkspace, Resources, Run, RunPhase};
 use kruntimes::testing::{run, runtime, workspace};
+use support::gates::Gates;
 use support::world::{
     Create, OvercommitWatch, RunEvent, RuntimedProcess, SchedulerProcess, TestNs, eventually,
 };
@@ -233,9 +234,10 @@ async fn a_full_bound_pod_makes_the_run_wait_and_its_loss_fails_it() {
     // The bound Pod is full: the next Run waits there with both reasons, and takes the room
     // when it frees, although the other Pod is empty all along.
     // kernel runs until the test has seen cell wait.
-    let gate = std::env::temp_dir().join(format!("{}-kernel", ns.name));
-    let hold = format!("while [ ! -e {} ]; do sleep 0.05; done", gate.display());
-    step("kernel", "notebook", &hold).create(&ns).await;
+    let gates = Gates::new(&ns.name);
+    step("kernel", "notebook", &gates.hold("kernel"))
+        .create(&ns)
+        .await;
     let kernel = wait_phase(&ns, "kernel", RunPhase::Running).await;
     let pod = kernel.active_pod().unwrap().to_string();
     step("cell", "notebook", "true").create(&ns).await;
@@ -254,9 +256,8 @@ async fn a_full_bound_pod_makes_the_run_wait_and_its_loss_fails_it() {
         message,
         "0/2 Runtime Pods are available: 1 Insufficient runs, 1 bound to another Runtime Pod."
     );
-    std::fs::write(&gate, "").unwrap();
+    gates.open("kernel");
     let cell = wait_phase(&ns, "cell", RunPhase::Succeeded).await;
-    let _ = std::fs::remove_file(&gate);
     assert_eq!(
         cell.status.unwrap().assigned_pod.as_deref(),
         Some(pod.as_str())
@@ -318,9 +319,29 @@ async fn an_unused_workspace_is_released_after_its_ttl_and_deleted_unless_retain
         .cleanup_policy("Retain")
         .create(&ns)
         .await;
-    step("use-scratch", "scratch", "sleep 3").create(&ns).await;
-    step("use-kept", "kept", "sleep 3").create(&ns).await;
-    // In use for longer than the TTL: neither is released while its Run runs.
+    let gates = Gates::new(&ns.name);
+    step("use-scratch", "scratch", &gates.hold("use-scratch"))
+        .create(&ns)
+        .await;
+    step("use-kept", "kept", &gates.hold("use-kept"))
+        .create(&ns)
+        .await;
+    // In use for longer than the TTL: neither is released while its Run runs. What is checked
+    // is an absence over time, so time must pass: both Runs are held Running for twice the
+    // TTL, and then both workspaces are still there and Bound.
+    wait_phase(&ns, "use-scratch", RunPhase::Running).await;
+    wait_phase(&ns, "use-kept", RunPhase::Running).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    for name in ["scratch", "kept"] {
+        let w = get_workspace(&ns, name).await;
+        assert_eq!(
+            w.phase(),
+            kruntimes::api::WorkspacePhase::Bound,
+            "{name} while its Run runs past its TTL: {:?}",
+            w.status
+        );
+    }
+    gates.open("all");
     let done = wait_phase(&ns, "use-kept", RunPhase::Succeeded).await;
     let finished = done.status.unwrap().completion_time.unwrap().0;
     let kept = wait_workspace(&ns, "kept", "kept Released after its TTL", |w| {

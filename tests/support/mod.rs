@@ -11,6 +11,7 @@
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
+pub mod gates;
 pub mod measure;
 pub mod policy;
 pub mod roles;
