@@ -39,7 +39,8 @@ pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleErro
     let run = &objects.run;
     let namespace = run.namespace().unwrap_or_else(|| objects.namespace.clone());
     let snapshot = state.snapshot(&namespace, &run.spec.runtime, objects.now);
-    let eval = evaluate(&snapshot, registry, run)?;
+    let queued = state.queued(run);
+    let eval = evaluate(&snapshot, registry, &queued)?;
     // The scheduler's decision, nomination included: never re-derived here.
     let decision = state.decision(&eval, &RunKey::of(run));
 

@@ -151,7 +151,7 @@ fn runtime_status(
         let (reasons, message) = match verdicts.get(&key) {
             Some(v) => v.clone(),
             None => {
-                let eval = evaluate(&snapshot, registry, run)?;
+                let eval = evaluate(&snapshot, registry, &cache.queued(run))?;
                 let verdict = match eval.decision() {
                     Decision::Schedule { .. } => (
                         vec![FITS_NOW.to_string()],

@@ -108,7 +108,7 @@ fn with_cycle<T>(
     let run = r.build();
     let namespace = run.namespace().unwrap_or_default();
     let snap = cache.snapshot(&namespace, &run.spec.runtime, NOW);
-    let cycle = pre_filter(&snap, &run).expect("valid test run");
+    let cycle = pre_filter(&snap, &cache.queued(&run)).expect("valid test run");
     f(&snap, &cycle)
 }
 

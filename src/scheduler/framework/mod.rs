@@ -74,9 +74,8 @@ pub use cycle::{
     Unschedulable, evaluate, pre_filter,
 };
 pub use index::{
-    ActiveRun, Changes, CountedRequest, Index, LeaseRecord, Load, LostRun, PendingRun, PodLoss,
-    PodRecord, PodRef, RunChange, ScopeRef, Usage, WakeSource, Wakeup, WorkspaceEntry,
-    WorkspaceRecord,
+    ActiveRun, Changes, CountedRequest, Index, LeaseRecord, Load, LostRun, PodLoss, PodRecord,
+    PodRef, RunChange, ScopeRef, Usage, WakeSource, Wakeup, WorkspaceEntry, WorkspaceRecord,
 };
 pub use nominations::{Nomination, Nominations};
 pub use plugin::{
@@ -84,7 +83,7 @@ pub use plugin::{
     RunWorkspace, ScoreError, ScorePlugin, WorkspaceBinding, normalize_min_max,
 };
 pub use priority::{ClassRecord, MissingClass, PriorityClasses};
-pub use queue::{Popped, QueueState, SchedulingQueue};
+pub use queue::{Popped, QueueState, QueuedRun, SchedulingQueue};
 pub use registry::{QueueingHints, Registry, RegistryError};
 pub use selector::{Selector, SelectorError};
 pub use snapshot::{PodSet, PodView, ResourceLoad, Snapshot, WorkspaceView};

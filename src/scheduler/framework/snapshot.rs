@@ -17,6 +17,7 @@ use super::index::{
 };
 use super::nominations::{Nomination, Nominations};
 use super::priority::{MissingClass, PriorityClasses};
+use super::queue::SchedulingQueue;
 use super::selector::Selector;
 use super::types::{Heartbeat, Observed, QueueOrder, Requested, ResourceId, ResourceName, RunKey};
 use crate::api::resources::Shortfall;
@@ -89,6 +90,7 @@ pub struct Snapshot<'a> {
     runtime: &'a str,
     now: Timestamp,
     index: &'a Index,
+    queue: &'a SchedulingQueue,
     ns: Option<&'a NamespaceIndex>,
     scope: Option<&'a Scope>,
     assumed: Option<&'a NamespaceAssumptions>,
@@ -101,6 +103,7 @@ impl<'a> Snapshot<'a> {
         index: &'a Index,
         assumed: &'a AssumedCache,
         nominations: &'a Nominations,
+        queue: &'a SchedulingQueue,
         namespace: &'a str,
         runtime: &'a str,
         now: Timestamp,
@@ -120,6 +123,7 @@ impl<'a> Snapshot<'a> {
             runtime,
             now,
             index,
+            queue,
             ns,
             scope,
             assumed: assumed.namespace(namespace),
@@ -245,7 +249,7 @@ impl<'a> Snapshot<'a> {
     /// Where the Run `key` already sits (active or assumed) in this namespace.
     pub(in crate::scheduler::framework) fn own(&self, key: &RunKey) -> Own<'_> {
         let mut own = Own {
-            order: self.index.queue_order(key),
+            order: self.queue.get(key).map(|q| &q.order),
             ..Own::default()
         };
         let Some(ns) = self.ns else {

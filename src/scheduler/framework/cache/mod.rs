@@ -27,7 +27,8 @@ mod wake;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -38,7 +39,7 @@ use kube::ResourceExt;
 use super::assumed::{AssumedCache, Reconciled};
 use super::index::{Changes, Index, PodRef, RunChange, ScopeRef};
 use super::nominations::Nominations;
-use super::queue::SchedulingQueue;
+use super::queue::{QueuedRun, SchedulingQueue};
 use super::registry::QueueingHints;
 use super::snapshot::Snapshot;
 use super::types::{Observed, RunKey};
@@ -162,16 +163,19 @@ impl Indexed for PersistentWorkspace {
 }
 
 impl Indexed for PriorityClass {
-    fn apply(cache: &mut SchedulerCache, class: &PriorityClass, _: Timestamp) -> Changes {
-        Changes::reordered(cache.index.apply_priority_class(class))
+    fn apply(cache: &mut SchedulerCache, class: &PriorityClass, now: Timestamp) -> Changes {
+        let changed = cache.index.apply_priority_class(class);
+        cache.reorder(changed.then(|| class.name_any()).as_deref(), changed, now)
     }
 
-    fn delete(cache: &mut SchedulerCache, class: &PriorityClass, _: Timestamp) -> Changes {
-        Changes::reordered(cache.index.delete_priority_class(&class.name_any()))
+    fn delete(cache: &mut SchedulerCache, class: &PriorityClass, now: Timestamp) -> Changes {
+        let changed = cache.index.delete_priority_class(&class.name_any());
+        cache.reorder(Some(&class.name_any()), changed, now)
     }
 
-    fn reset(cache: &mut SchedulerCache, classes: &[PriorityClass], _: Timestamp) -> Changes {
-        Changes::reordered(cache.index.reset_priority_classes(classes))
+    fn reset(cache: &mut SchedulerCache, classes: &[PriorityClass], now: Timestamp) -> Changes {
+        let changed = cache.index.reset_priority_classes(classes);
+        cache.reorder(None, changed, now)
     }
 }
 
@@ -191,6 +195,10 @@ pub struct SchedulerCache {
     /// Runtime: adopted once it is.
     unadopted: HashMap<RunKey, String>,
     woken: WakeCounts,
+    /// The Pods whose capacity walks counted a filed, active Run's request as taken: where
+    /// its cycle does not place it, that room is still free and the walk is made again. Kept
+    /// only while the Run is active (see [`wake`]).
+    counted: HashMap<RunKey, BTreeSet<String>>,
     /// Nominations made since the last [`Self::take_nomination_counts`]: (starvation,
     /// priority).
     nominated: (u64, u64),
@@ -208,6 +216,7 @@ impl Default for SchedulerCache {
             epochs: HashMap::new(),
             unadopted: HashMap::new(),
             woken: WakeCounts::default(),
+            counted: HashMap::new(),
             nominated: (0, 0),
         }
     }
@@ -302,10 +311,7 @@ impl SchedulerCache {
         let key = RunKey::of(run);
         let mut change = self.index.apply_run(run);
         self.reconcile(&key, &mut change);
-        if self.index.observed(&key) == Observed::Pending {
-            self.adopt(&key, run);
-        }
-        self.file(&key, now);
+        change.updated = self.observe(&key, run, now);
         if change.updated {
             self.queue.activate(&key, now);
         }
@@ -313,11 +319,11 @@ impl SchedulerCache {
     }
 
     /// Records a Run deletion; its assumption, if any, is dropped.
-    pub fn delete_run(&mut self, namespace: &str, uid: &str, now: Timestamp) -> RunChange {
+    pub fn delete_run(&mut self, namespace: &str, uid: &str, _now: Timestamp) -> RunChange {
         let key = RunKey::new(namespace, uid);
         let mut change = self.index.delete_run(namespace, uid);
         self.reconcile(&key, &mut change);
-        self.file(&key, now);
+        self.forget(&key);
         change
     }
 
@@ -332,39 +338,70 @@ impl SchedulerCache {
             }
         }
         for run in runs {
-            self.file(&RunKey::of(run), now);
+            self.observe(&RunKey::of(run), run, now);
         }
         // Runs the relist no longer has leave the queue too.
         let gone: Vec<RunKey> = self
             .queue
-            .keys()
-            .filter(|k| self.index.queued(k).is_none())
-            .cloned()
+            .observed()
+            .filter(|q| self.index.observed(&q.key) != Observed::Pending)
+            .map(|q| q.key.clone())
             .collect();
         for key in gone {
-            self.file(&key, now);
+            self.forget(&key);
         }
         changes
     }
 
-    /// Files the Run in the queue as the index and the assumed cache now have it: queued
-    /// while it is observed Pending, waits for placement and holds no assumption; out of the
-    /// queue otherwise (and its failures forgotten once it is not Pending any more).
+    /// Keeps the queue's copy of the Run as the index now observes it: stored while it is
+    /// Pending (its recorded nomination adopted), forgotten otherwise, and filed as it waits.
+    /// Returns whether the Run itself changed.
+    fn observe(&mut self, key: &RunKey, run: &Run, now: Timestamp) -> bool {
+        if self.index.observed(key) != Observed::Pending {
+            self.forget(key);
+            return false;
+        }
+        let updated = self.queue.observe(run, self.index.order_of(run), now);
+        self.adopt(key, run);
+        self.file(key, now);
+        updated
+    }
+
+    /// A Run that is no longer Pending leaves the queue.
+    fn forget(&mut self, key: &RunKey) {
+        self.queue.forget(key);
+        self.counted.remove(key);
+    }
+
+    /// Files the Run in the queue as the queue and the assumed cache now have it: in the
+    /// three sets while it waits for placement and holds no assumption, out of them
+    /// otherwise.
     fn file(&mut self, key: &RunKey, now: Timestamp) {
-        let queued = self.index.queued(key).and_then(|(runtime, order)| {
-            let pending = self.index.pending_entry(&key.namespace, runtime, order)?;
-            let wants = pending.run.waits_for_placement() && self.assumed.get(key).is_none();
-            let terms = pending.run.has_required_run_terms();
-            wants.then(|| (ScopeRef::new(&key.namespace, runtime), order.clone(), terms))
-        });
-        match queued {
-            Some((scope, order, terms)) => self.queue.add(key, &scope, &order, terms, now),
-            None => {
-                self.queue.remove(key);
-                if self.index.observed(key) != Observed::Pending {
-                    self.queue.forget_failures(key);
-                }
-            }
+        let waits = self.queue.get(key).is_some_and(|q| q.waits_for_placement())
+            && self.assumed.get(key).is_none();
+        if !waits {
+            self.counted.remove(key);
+        }
+        self.queue.file(key, waits, now);
+    }
+
+    /// Re-keys the Pending Runs whose priority follows class `changed` (every class when
+    /// `None`) after the classes `changed`: they look again.
+    fn reorder(&mut self, class: Option<&str>, changed: bool, now: Timestamp) -> Changes {
+        if !changed {
+            return Changes::default();
+        }
+        let index = &self.index;
+        Changes::reordered(self.queue.reorder(class, |run| index.order_of(run), now))
+    }
+
+    /// The Pending Run `run` as the queue keeps it, or as it would be queued now (`explain`
+    /// of a Run the queue does not hold, or holds at another version).
+    pub fn queued(&self, run: &Run) -> Arc<QueuedRun> {
+        let key = RunKey::of(run);
+        match self.queue.get(&key) {
+            Some(q) if !q.changed_by(run) => q.clone(),
+            _ => Arc::new(QueuedRun::new(run, self.index.order_of(run))),
         }
     }
 
@@ -412,6 +449,7 @@ impl SchedulerCache {
             &self.index,
             &self.assumed,
             &self.nominations,
+            &self.queue,
             namespace,
             runtime,
             now,
@@ -421,18 +459,7 @@ impl SchedulerCache {
     /// Where the Run stands among the Pending Runs of its Runtime: (1-based position, count),
     /// while it is Pending.
     pub fn queue_position(&self, run: &Run) -> Option<(usize, usize)> {
-        let key = RunKey::of(run);
-        let order = self.index.queue_order(&key)?;
-        if self.index.observed(&key) != Observed::Pending {
-            return None;
-        }
-        let namespace = &key.namespace;
-        let total = self.index.pending(namespace, &run.spec.runtime).count();
-        let before = self
-            .index
-            .pending_before(namespace, &run.spec.runtime, order)
-            .count();
-        Some((before + 1, total))
+        self.queue.position(&RunKey::of(run))
     }
 
     /// Nominations made since the last call, as (starvation, priority), for

@@ -13,9 +13,11 @@ use crate::scheduler::framework::cycle::{Evaluation, PodEvaluation, evaluate, ev
 use crate::scheduler::framework::index::ScopeRef;
 use crate::scheduler::framework::nominations::Nomination;
 use crate::scheduler::framework::plugin::RunCycleState;
+use crate::scheduler::framework::queue::QueuedRun;
 use crate::scheduler::framework::registry::Registry;
 use crate::scheduler::framework::snapshot::PodView;
 use crate::scheduler::framework::types::{Observed, QueueOrder, RunKey};
+use std::sync::Arc;
 
 impl SchedulerCache {
     /// Takes over the nomination a Pending Run's status records, when its Pod is in the Run's
@@ -46,22 +48,20 @@ impl SchedulerCache {
                 self.unadopted.remove(key);
             }
         }
-        let Ok(request) =
-            crate::api::resources::parse_requests(run.spec.resources.as_ref().map(|r| &r.requests))
-        else {
+        let Some(queued) = self.queue.get(key) else {
             return;
         };
-        let order = self.index.order_of(run);
-        self.nominations.nominate(
-            key,
-            Nomination {
-                run_name: run.metadata.name.clone().unwrap_or_default(),
-                runtime: run.spec.runtime.clone(),
-                pod: pod.to_string(),
-                request,
-                order,
-            },
-        );
+        let Ok(request) = queued.request.clone() else {
+            return;
+        };
+        let nomination = Nomination {
+            run_name: queued.name.clone(),
+            runtime: queued.scope.runtime.clone(),
+            pod: pod.to_string(),
+            request,
+            order: queued.order.clone(),
+        };
+        self.nominations.nominate(key, nomination);
     }
 
     /// Adopts the recorded nominations of a Runtime whose Pod was not known when their Run
@@ -77,11 +77,7 @@ impl SchedulerCache {
             .map(|(k, _)| k.clone())
             .collect();
         for key in keys {
-            let run = self
-                .index
-                .queued(&key)
-                .and_then(|(rt, order)| self.index.pending_entry(&key.namespace, rt, order))
-                .map(|p| p.run.clone());
+            let run = self.queue.get(&key).map(|q| q.run.clone());
             match run {
                 Some(run) => self.adopt(&key, &run),
                 None => {
@@ -117,13 +113,8 @@ impl SchedulerCache {
                 .filter(|(key, n)| {
                     let waiting = self.index.observed(key) == Observed::Pending
                         && self.assumed.get(key).is_none();
-                    let run = self
-                        .index
-                        .queued(key)
-                        .and_then(|(rt, o)| self.index.pending_entry(namespace, rt, o))
-                        .map(|p| p.run.clone());
-                    let holds = run.is_some_and(|run| {
-                        evaluate_pod(&snapshot, registry, &run, &n.pod)
+                    let holds = self.queue.get(key).is_some_and(|run| {
+                        evaluate_pod(&snapshot, registry, run, &n.pod)
                             .is_some_and(|e| could_take_once_drained(&e, &n.request))
                     });
                     !(waiting && holds)
@@ -146,19 +137,15 @@ impl SchedulerCache {
         scope: &ScopeRef,
         order: &QueueOrder,
         now: Timestamp,
-    ) -> Option<std::sync::Arc<Run>> {
+    ) -> Option<Arc<QueuedRun>> {
         let oldest = self.queue.oldest_unschedulable_before(scope, order)?;
-        let pending = self
-            .index
-            .pending_entry(&scope.namespace, &scope.runtime, oldest)?;
-        let created = pending.run.metadata.creation_timestamp.as_ref()?;
-        let key = RunKey::new(&scope.namespace, &oldest.uid);
-        let starving = self.nominations.get(&key).is_none()
+        let created = oldest.run.metadata.creation_timestamp.as_ref()?;
+        let starving = self.nominations.get(&oldest.key).is_none()
             && created
                 .0
                 .checked_add(self.starvation_threshold)
                 .is_ok_and(|deadline| deadline <= now);
-        starving.then(|| pending.run.clone())
+        starving.then(|| oldest.clone())
     }
 
     /// Nominates for the starved Run the Pod where it would fit soonest: among the Pods its
@@ -166,9 +153,14 @@ impl SchedulerCache {
     /// request, the one with the fewest Runs to drain, then the least to free, then by name.
     /// The starved Run looks again (its status must name the Pod). Returns whether a
     /// nomination was made.
-    pub(super) fn nominate(&mut self, registry: &Registry, starved: &Run, now: Timestamp) -> bool {
-        let key = RunKey::of(starved);
-        let (namespace, runtime) = (key.namespace.as_str(), starved.spec.runtime.as_str());
+    pub(super) fn nominate(
+        &mut self,
+        registry: &Registry,
+        starved: &QueuedRun,
+        now: Timestamp,
+    ) -> bool {
+        let key = starved.key.clone();
+        let (namespace, runtime) = (key.namespace.as_str(), starved.scope.runtime.as_str());
         let chosen = {
             let snapshot = self.snapshot(namespace, runtime, now);
             let Ok(eval) = evaluate(&snapshot, registry, starved) else {
@@ -185,7 +177,7 @@ impl SchedulerCache {
                     runtime: state.runtime.clone(),
                     pod: e.pod.name().to_string(),
                     request: state.request.clone(),
-                    order: self.index.order_of(starved),
+                    order: starved.order.clone(),
                 })
         };
         let Some(nomination) = chosen else {

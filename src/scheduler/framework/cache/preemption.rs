@@ -29,9 +29,9 @@ use crate::api::{Resources, Run};
 use crate::scheduler::framework::cycle::evaluate;
 use crate::scheduler::framework::index::{ActiveRun, ScopeRef};
 use crate::scheduler::framework::nominations::Nomination;
+use crate::scheduler::framework::queue::QueuedRun;
 use crate::scheduler::framework::registry::Registry;
 use crate::scheduler::framework::snapshot::PodView;
-use crate::scheduler::framework::types::RunKey;
 
 /// A Run sent back to Pending to make room for a higher-priority one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,15 +81,22 @@ impl SchedulerCache {
         run: &Run,
         now: Timestamp,
     ) -> Option<Preemption> {
-        let key = RunKey::of(run);
+        self.plan_preemption(registry, &self.queued(run), now)
+    }
+
+    fn plan_preemption(
+        &self,
+        registry: &Registry,
+        queued: &QueuedRun,
+        now: Timestamp,
+    ) -> Option<Preemption> {
+        let (key, run) = (&queued.key, &*queued.run);
         // Without any PriorityClass every Run is of priority 0 (a recorded priority came
         // from a class): nobody to outrank, and no second evaluation per unschedulable cycle.
-        if self.index.priority_classes().is_empty()
-            && self.index.queue_order(&key).is_none_or(|o| o.priority == 0)
-        {
+        if self.index.priority_classes().is_empty() && queued.order.priority == 0 {
             return None;
         }
-        let (namespace, runtime) = (key.namespace.as_str(), run.spec.runtime.as_str());
+        let (namespace, runtime) = (key.namespace.as_str(), queued.scope.runtime.as_str());
         let snapshot = self.snapshot(namespace, runtime, now);
         // Priority only acts against a lower-priority Run that holds room (active or assumed
         // on a Pod) or waits for it (the queue's last Pending Run is its lowest): without one
@@ -97,15 +104,15 @@ impl SchedulerCache {
         // one class every unschedulable cycle would pay it).
         let priority = snapshot.priority_of(run).ok()?;
         let waits = self
-            .index
-            .pending(namespace, runtime)
+            .queue
+            .pending(&queued.scope)
             .next_back()
-            .is_some_and(|(o, _)| o.priority < priority);
+            .is_some_and(|q| q.order.priority < priority);
         let holds = |pod: &PodView<'_>| pod.active_runs().any(|(_, a)| a.priority < priority);
         if !waits && !snapshot.pods().any(|pod| holds(&pod)) {
             return None;
         }
-        let eval = evaluate(&snapshot, registry, run).ok()?;
+        let eval = evaluate(&snapshot, registry, queued).ok()?;
         let state = eval.state().ok()?;
         if eval.chosen().is_some() {
             return None;
@@ -115,7 +122,7 @@ impl SchedulerCache {
             // Only a nomination of strictly lower priority yields.
             .filter(|e| match self.nominations.on_pod(namespace, e.pod.name()) {
                 None => true,
-                Some((k, n)) => *k == key || n.order.priority < state.priority,
+                Some((k, n)) => k == key || n.order.priority < state.priority,
             })
             .map(|e| &e.pod)
             .collect();
@@ -171,11 +178,11 @@ impl SchedulerCache {
     pub(super) fn preempt(
         &mut self,
         registry: &Registry,
-        run: &Run,
+        queued: &QueuedRun,
         now: Timestamp,
     ) -> Option<Preemption> {
-        let plan = self.preemption_plan(registry, run, now)?;
-        let key = RunKey::of(run);
+        let plan = self.plan_preemption(registry, queued, now)?;
+        let key = queued.key.clone();
         let namespace = key.namespace.clone();
         if self
             .nominations
@@ -184,9 +191,7 @@ impl SchedulerCache {
         {
             return Some(plan);
         }
-        let request =
-            crate::api::resources::parse_requests(run.spec.resources.as_ref().map(|r| &r.requests))
-                .ok()?;
+        let request = queued.request.clone().ok()?;
         // Room held for it elsewhere is free again.
         if let Some(old) = self.nominations.drop_run(&key) {
             let scope = ScopeRef::new(&namespace, &old.runtime);
@@ -203,11 +208,11 @@ impl SchedulerCache {
         let nominated = self.nominations.nominate(
             &key,
             Nomination {
-                run_name: run.metadata.name.clone().unwrap_or_default(),
-                runtime: run.spec.runtime.clone(),
+                run_name: queued.name.clone(),
+                runtime: queued.scope.runtime.clone(),
                 pod: plan.pod.clone(),
                 request,
-                order: self.index.order_of(run),
+                order: queued.order.clone(),
             },
         );
         debug_assert!(
@@ -216,8 +221,7 @@ impl SchedulerCache {
         );
         // What the yielding Run held beyond this Run's request is free again.
         if yielding.is_some() {
-            let scope = ScopeRef::new(&namespace, &run.spec.runtime);
-            self.held_room_freed(&scope, &plan.pod, now);
+            self.held_room_freed(&queued.scope, &plan.pod, now);
         }
         self.nominated.1 += 1;
         Some(plan)

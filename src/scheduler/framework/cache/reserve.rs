@@ -124,13 +124,13 @@ impl SchedulerCache {
         if !self.queue.contains(&key) {
             return None;
         }
-        let (runtime, order) = self.index.queued(&key)?;
-        let (scope, order) = (ScopeRef::new(namespace, runtime), order.clone());
+        // Not active any more: a walk's marks stay with active Runs only.
+        self.counted.remove(&key);
         if conflict {
-            self.queue.conflicted(&key, &scope, &order, now);
+            self.queue.conflicted(&key, now);
             return Some(crate::scheduler::framework::queue::CONFLICT_RETRY);
         }
-        Some(self.queue.backoff(&key, &scope, &order, now))
+        Some(self.queue.backoff(&key, now))
     }
 
     /// The Run's Bind was written: its failures are forgotten (the watch confirms the rest).

@@ -5,6 +5,7 @@
 //! One pop is one cycle for that Run (the spec's "one dequeued Run → one cycle"): order comes
 //! from the queue, never from a walk here. It must not talk to the API server.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
@@ -17,7 +18,7 @@ use crate::scheduler::framework::assumed::Assumption;
 use crate::scheduler::framework::cycle::{
     CycleError, Decision, Evaluation, PluginScore, RejectionCount, Unschedulable, evaluate,
 };
-use crate::scheduler::framework::queue::Popped;
+use crate::scheduler::framework::queue::{Popped, QueuedRun};
 use crate::scheduler::framework::registry::Registry;
 use crate::scheduler::framework::types::RunKey;
 
@@ -107,63 +108,56 @@ impl SchedulerCache {
     /// of it while its Bind is in flight (reserved).
     pub fn schedule_next(&mut self, registry: &Registry, now: Timestamp) -> Option<Scheduled> {
         loop {
-            let popped = self.queue.pop(now)?;
-            let run = self
-                .index
-                .pending_entry(
-                    &popped.scope.namespace,
-                    &popped.scope.runtime,
-                    &popped.order,
-                )
-                .map(|p| p.run.clone());
-            // Filing keeps the queue to waiting Runs; a stale key is skipped, not cycled.
-            let Some(run) = run.filter(|r| r.waits_for_placement()) else {
-                continue;
-            };
-            if self.assumed.get(&popped.key).is_some() {
+            let Popped {
+                run: queued,
+                waited,
+            } = self.queue.pop(now)?;
+            // Filing keeps the queue to waiting Runs; a stale entry is skipped, not cycled.
+            if !queued.waits_for_placement() || self.assumed.get(&queued.key).is_some() {
                 continue;
             }
-            let (outcome, preemption) = self.cycle_popped(registry, &run, &popped, now);
+            let counted = self.counted.remove(&queued.key).unwrap_or_default();
+            let (outcome, preemption) = self.cycle_popped(registry, &queued, &counted, now);
+            let key = &queued.key;
             return Some(Scheduled {
                 nominated: self
-                    .nominated_pod(&popped.key.namespace, &popped.key.uid)
+                    .nominated_pod(&key.namespace, &key.uid)
                     .map(str::to_string),
                 preemption: preemption.filter(|p| !p.victims.is_empty()),
-                priority: self.index.priority_of(&run).ok(),
-                run,
+                priority: self.index.priority_of(&queued.run).ok(),
+                run: queued.run.clone(),
                 outcome,
-                waited: popped.waited,
+                waited,
             });
         }
     }
 
+    /// The cycle of a popped Run; `counted`: the Pods whose capacity walks counted it.
     fn cycle_popped(
         &mut self,
         registry: &Registry,
-        run: &Run,
-        popped: &Popped,
+        queued: &QueuedRun,
+        counted: &BTreeSet<String>,
         now: Timestamp,
     ) -> (ScheduleOutcome, Option<Preemption>) {
-        let Popped {
-            key, scope, order, ..
-        } = popped;
-        self.adopt(key, run);
+        let (key, scope) = (&queued.key, &queued.scope);
+        self.adopt(key, &queued.run);
         self.adopt_recorded(scope);
         self.revalidate_nominations(registry, scope, now);
-        let starved = self.starved_before(scope, order, now);
+        let starved = self.starved_before(scope, &queued.order, now);
         let epoch = self.epoch(scope);
-        let mut outcome = self.cycle(registry, run, now);
+        let mut outcome = self.cycle(registry, queued, now);
         if let (ScheduleOutcome::Reserved { .. }, Some(starved)) = (&outcome, starved)
             && self.nominate(registry, &starved, now)
         {
             // The new nomination holds room this Run may have been given: decide again.
             self.assumed.forget(key);
-            outcome = self.cycle(registry, run, now);
+            outcome = self.cycle(registry, queued, now);
         }
         // Fits nowhere: priority may take room from lower-priority Runs, or hold it.
         let preemption = match &outcome {
             ScheduleOutcome::Unschedulable(u) if u.missing_class.is_none() => {
-                self.preempt(registry, run, now)
+                self.preempt(registry, queued, now)
             }
             _ => None,
         };
@@ -172,10 +166,10 @@ impl SchedulerCache {
             // An invalid Run waits as unschedulable until the watch shows it Failed, so a
             // failed write of that status can back it off.
             ScheduleOutcome::Unschedulable(_) | ScheduleOutcome::Invalid { .. } => {
-                self.queue.unschedulable(key, scope, order, epoch, now);
+                self.queue.unschedulable(key, epoch, now);
             }
             ScheduleOutcome::ReserveConflict { .. } | ScheduleOutcome::Error(_) => {
-                self.queue.backoff(key, scope, order, now);
+                self.queue.backoff(key, now);
             }
         }
         // Counted against room it did not take: that room is still free for later Runs.
@@ -183,20 +177,16 @@ impl SchedulerCache {
             ScheduleOutcome::Reserved { pod, .. } => Some(pod.as_str()),
             _ => None,
         };
-        for pod in popped
-            .counted_on
-            .iter()
-            .filter(|p| Some(p.as_str()) != placed_on)
-        {
+        for pod in counted.iter().filter(|p| Some(p.as_str()) != placed_on) {
             self.rewalk(scope, pod, now);
         }
         (outcome, preemption)
     }
 
     /// One cycle for `run` against the current state: evaluate, then Reserve.
-    fn cycle(&mut self, registry: &Registry, run: &Run, now: Timestamp) -> ScheduleOutcome {
+    fn cycle(&mut self, registry: &Registry, run: &QueuedRun, now: Timestamp) -> ScheduleOutcome {
         match self.decide(registry, run, now) {
-            Ok(decided) => self.commit(&RunKey::of(run), decided, now),
+            Ok(decided) => self.commit(&run.key, decided, now),
             Err(e) => ScheduleOutcome::Error(e),
         }
     }
@@ -209,7 +199,7 @@ impl SchedulerCache {
         run: &Run,
         now: Timestamp,
     ) -> Result<Decision, CycleError> {
-        Ok(self.decide(registry, run, now)?.decision)
+        Ok(self.decide(registry, &self.queued(run), now)?.decision)
     }
 
     /// The scheduler's decision on `eval` (an evaluation of the Run `key` on this cache's
@@ -240,13 +230,13 @@ impl SchedulerCache {
     fn decide(
         &self,
         registry: &Registry,
-        run: &Run,
+        run: &QueuedRun,
         now: Timestamp,
     ) -> Result<Decided, CycleError> {
-        let key = RunKey::of(run);
-        let snapshot = self.snapshot(&key.namespace, &run.spec.runtime, now);
+        let (key, scope) = (&run.key, &run.scope);
+        let snapshot = self.snapshot(&scope.namespace, &scope.runtime, now);
         let eval = evaluate(&snapshot, registry, run)?;
-        let decision = self.decision(&eval, &key);
+        let decision = self.decision(&eval, key);
         Ok(match (&decision, eval.state()) {
             (Decision::Schedule { pod, .. }, Ok(state)) => {
                 let assumption = Assumption {

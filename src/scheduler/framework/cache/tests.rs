@@ -367,13 +367,15 @@ fn a_starved_workspace_run_is_nominated_only_its_workspaces_pod() {
     let mut cache = world.cache();
     let starved = run("s").workspace("ws").build();
     cache.apply(&starved, NOW);
-    assert!(cache.nominate(&crate::scheduler::plugins::registry(), &starved, NOW));
+    let queued = cache.queued(&starved);
+    assert!(cache.nominate(&crate::scheduler::plugins::registry(), &queued, NOW));
     assert_eq!(cache.nominated_pod(NS, "uid-s"), Some("p1"));
 
     // A Run whose workspace does not exist yet gets no Pod drained for it.
     let missing = run("m").workspace("later").build();
     cache.apply(&missing, NOW);
-    assert!(!cache.nominate(&crate::scheduler::plugins::registry(), &missing, NOW));
+    let queued = cache.queued(&missing);
+    assert!(!cache.nominate(&crate::scheduler::plugins::registry(), &queued, NOW));
 }
 
 #[test]
@@ -483,7 +485,7 @@ fn a_run_of_a_missing_class_waits_naming_it_and_the_class_wakes_and_reorders_it(
     // Another Run queued first at priority 0; the class makes `a` the head.
     cache.apply(&run("b").created(0).build(), NOW);
     cache.apply(&priority_class("urgent", 1000).build(), NOW);
-    assert_eq!(cache.index().queue_order(&r.key()).unwrap().priority, 1000);
+    assert_eq!(cache.queue().get(&r.key()).unwrap().order.priority, 1000);
     assert_eq!(drain(&mut cache), ["a"]);
 }
 

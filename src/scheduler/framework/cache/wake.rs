@@ -12,8 +12,9 @@ use std::collections::BTreeSet;
 
 use crate::scheduler::framework::index::{Changes, ScopeRef, WakeSource, WorkspaceRef};
 use crate::scheduler::framework::plugin::{ClusterEvent, QueueingHint};
-use crate::scheduler::framework::queue::QueueState;
-use crate::scheduler::framework::types::{QueueOrder, RunKey};
+use crate::scheduler::framework::queue::{QueueState, QueuedRun};
+use crate::scheduler::framework::types::RunKey;
+use std::sync::Arc;
 
 /// Runs moved back to the active queue, by wakeup source, since the last
 /// [`SchedulerCache::take_wake_counts`]: `kruntimes_scheduler_pending_run_wakeups_total`.
@@ -69,8 +70,7 @@ impl SchedulerCache {
             self.retarget(scope, now);
         }
         for key in &changes.reordered {
-            if let Some((runtime, _)) = self.index.queued(key) {
-                let scope = ScopeRef::new(&key.namespace, runtime);
+            if let Some(scope) = self.queue.get(key).map(|q| q.scope.clone()) {
                 self.bump(&scope);
             }
             self.file(key, now);
@@ -124,11 +124,11 @@ impl SchedulerCache {
         match (hint, pod) {
             (QueueingHint::QueueIfRoom, Some(pod)) => self.wake_room(scope, pod, now),
             (QueueingHint::QueueIfRoom, None) | (QueueingHint::Queue, _) => {
-                let keys = unschedulable(scope, self.queue.members(scope));
+                let keys = unschedulable(self.queue.members(scope));
                 self.activate(&keys, now)
             }
             (QueueingHint::QueueRequiredTerms, _) => {
-                let keys = unschedulable(scope, self.queue.members_with_required_terms(scope));
+                let keys = unschedulable(self.queue.members_with_required_terms(scope));
                 self.activate(&keys, now)
             }
             (QueueingHint::QueueWorkspaceUsers, _) => 0,
@@ -151,10 +151,7 @@ impl SchedulerCache {
             .unwrap_or_default();
         let scopes: BTreeSet<ScopeRef> = users
             .iter()
-            .filter_map(|k| {
-                let (runtime, _) = self.index.queued(k)?;
-                Some(ScopeRef::new(&k.namespace, runtime))
-            })
+            .filter_map(|k| Some(self.queue.get(k)?.scope.clone()))
             .collect();
         for scope in &scopes {
             self.bump(scope);
@@ -201,7 +198,7 @@ impl SchedulerCache {
                 .collect();
             let mut held = self.nominations.on_pod(namespace, pod);
             let (mut activate, mut counted) = (Vec::new(), Vec::new());
-            for (order, state) in self.queue.members(scope) {
+            for (queued, state) in self.queue.members(scope) {
                 if capacity.iter().all(|(r, cap)| taken.get(r) >= cap) {
                     break;
                 }
@@ -210,22 +207,19 @@ impl SchedulerCache {
                     QueueState::Unschedulable { epoch: e, .. } if e >= epoch => continue,
                     _ => {}
                 }
-                let key = RunKey::new(namespace, order.uid.as_str());
-                let Some(pending) = self.index.pending_entry(namespace, runtime, order) else {
-                    continue;
-                };
+                let key = &queued.key;
                 let unschedulable = matches!(state, QueueState::Unschedulable { .. });
-                let Some(request) = &pending.request else {
+                let Ok(request) = &queued.request else {
                     // Invalid: its own cycle fails it.
                     if unschedulable {
-                        activate.push(key);
+                        activate.push(key.clone());
                     }
                     continue;
                 };
-                let nominated_here = held.is_some_and(|(k, _)| *k == key);
+                let nominated_here = held.is_some_and(|(k, _)| k == key);
                 // Room held for an earlier nominated Run is not this Run's to take.
                 let mut seen = taken.clone();
-                if let Some((_, n)) = held.filter(|(k, n)| **k != key && n.order < *order) {
+                if let Some((_, n)) = held.filter(|(k, n)| *k != key && n.order < queued.order) {
                     seen.add(&n.request);
                 }
                 let fits = Resources::fits(request, &seen, capacity);
@@ -234,7 +228,7 @@ impl SchedulerCache {
                 }
                 // A Run with required (anti-)affinity may be refused for another reason than
                 // room: it is moved, but its request is not counted as taken.
-                if fits && pending.run.has_required_run_terms() && !nominated_here {
+                if fits && queued.required_terms && !nominated_here {
                     continue;
                 }
                 if fits || nominated_here {
@@ -242,7 +236,7 @@ impl SchedulerCache {
                     // or not: later Runs must not count on it.
                     taken.add(request);
                     if fits {
-                        counted.push(key);
+                        counted.push(key.clone());
                     }
                     if nominated_here {
                         held = None;
@@ -252,8 +246,11 @@ impl SchedulerCache {
             (activate, counted)
         };
         let moved = self.activate(&activate, now);
-        for key in &counted {
-            self.queue.count_on(key, pod);
+        for key in counted {
+            // Marks travel with an active Run only (see `SchedulerCache::counted`).
+            if self.queue.state(&key) == Some(QueueState::Active) {
+                self.counted.entry(key).or_default().insert(pod.to_string());
+            }
         }
         moved
     }
@@ -280,13 +277,12 @@ impl SchedulerCache {
     }
 }
 
-/// The unschedulable Runs among `members` of `scope`.
+/// The unschedulable Runs among `members`.
 fn unschedulable<'a>(
-    scope: &ScopeRef,
-    members: impl Iterator<Item = (&'a QueueOrder, QueueState)>,
+    members: impl Iterator<Item = (&'a Arc<QueuedRun>, QueueState)>,
 ) -> Vec<RunKey> {
     members
         .filter(|(_, s)| matches!(s, QueueState::Unschedulable { .. }))
-        .map(|(o, _)| RunKey::new(&scope.namespace, &o.uid))
+        .map(|(q, _)| q.key.clone())
         .collect()
 }

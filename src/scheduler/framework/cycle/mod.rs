@@ -27,11 +27,12 @@ use super::plugin::{
     PreferredTerm, RequiredTerm, RunCycleState, RunWorkspace, ScoreError, WorkspaceBinding,
 };
 use super::priority::MissingClass;
+use super::queue::QueuedRun;
 use super::registry::Registry;
 use super::selector::{Selector, SelectorError};
 use super::snapshot::{PodView, Snapshot};
-use super::types::{Code, MAX_SCORE, MIN_SCORE, Rejection, ResourceName, RunKey, rejection_text};
-use crate::api::resources::{ResourceError, parse_requests};
+use super::types::{Code, MAX_SCORE, MIN_SCORE, Rejection, ResourceName, rejection_text};
+use crate::api::resources::ResourceError;
 use crate::api::status::reasons::{
     INVALID_AFFINITY, INVALID_RESOURCES, INVALID_WORKSPACE, PRIORITY_CLASS_NOT_FOUND,
     UNSCHEDULABLE, WORKSPACE_LOST,
@@ -326,13 +327,18 @@ impl<'s> Evaluation<'s> {
     }
 }
 
-/// PreFilter: validates the Run's inputs and computes what the plugins need, once.
-pub fn pre_filter(snapshot: &Snapshot<'_>, run: &Run) -> Result<RunCycleState, PreFilterError> {
+/// PreFilter: validates the Run's inputs and computes what the plugins need, once. The
+/// request was parsed when the Run was queued.
+pub fn pre_filter(
+    snapshot: &Snapshot<'_>,
+    queued: &QueuedRun,
+) -> Result<RunCycleState, PreFilterError> {
+    let run = &*queued.run;
     // A cancelled Run is never placed, whatever else it asks for.
     if run.spec.cancel_requested {
         return Err(PreFilterError::Cancelled);
     }
-    let request = parse_requests(run.spec.resources.as_ref().map(|r| &r.requests))?;
+    let request = queued.request.clone()?;
     let affinity = run.spec.affinity.as_ref();
     let (required, preferred) = compile_terms(
         affinity.and_then(|a| a.run_affinity.as_ref()),
@@ -343,7 +349,7 @@ pub fn pre_filter(snapshot: &Snapshot<'_>, run: &Run) -> Result<RunCycleState, P
         "spec.affinity.runAntiAffinity",
     )?;
 
-    let key = RunKey::of(run);
+    let key = queued.key.clone();
     let labels = run.labels().clone();
     let required_term = |selector: Selector| RequiredTerm {
         targets: snapshot.targets(&selector, &key.uid),
@@ -368,8 +374,8 @@ pub fn pre_filter(snapshot: &Snapshot<'_>, run: &Run) -> Result<RunCycleState, P
     let repelled_by = snapshot.anti_affinity_against(&labels, &key.uid);
     let request_list = snapshot.requested(&request);
     Ok(RunCycleState {
-        name: run.name_any(),
-        runtime: run.spec.runtime.clone(),
+        name: queued.name.clone(),
+        runtime: queued.scope.runtime.clone(),
         key,
         request,
         request_list,
@@ -493,7 +499,7 @@ fn compile_terms(terms: Option<&AffinityTerms>, base: &str) -> Result<Compiled, 
 pub fn evaluate_pod<'s>(
     snapshot: &'s Snapshot<'_>,
     registry: &Registry,
-    run: &Run,
+    run: &QueuedRun,
     pod: &str,
 ) -> Option<PodEvaluation<'s>> {
     let state = pre_filter(snapshot, run).ok()?;
@@ -514,10 +520,10 @@ pub fn evaluate_pod<'s>(
 pub fn evaluate<'s>(
     snapshot: &'s Snapshot<'_>,
     registry: &Registry,
-    run: &Run,
+    run: &QueuedRun,
 ) -> Result<Evaluation<'s>, CycleError> {
     let state = pre_filter(snapshot, run);
-    let missing_class = snapshot.priority_of(run).err();
+    let missing_class = snapshot.priority_of(&run.run).err();
     if state.is_err() || missing_class.is_some() {
         // Nothing to evaluate: the Run is invalid, or waits for its PriorityClass.
         return Ok(Evaluation {

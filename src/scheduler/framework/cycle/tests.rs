@@ -5,9 +5,13 @@ fn decide(world: &World, r: &RunBuilder) -> Decision {
     let run = r.build();
     let state = world.cache();
     let snap = state.snapshot(NS, &run.spec.runtime, NOW);
-    evaluate(&snap, &crate::scheduler::plugins::registry(), &run)
-        .unwrap()
-        .decision()
+    evaluate(
+        &snap,
+        &crate::scheduler::plugins::registry(),
+        &state.queued(&run),
+    )
+    .unwrap()
+    .decision()
 }
 
 fn scheduled_on(d: &Decision) -> &str {
@@ -235,7 +239,7 @@ fn an_evaluation_explains_every_pod_with_its_first_rejection_or_its_scores() {
     let eval = evaluate(
         &snap,
         &crate::scheduler::plugins::registry(),
-        &run("a").build(),
+        &state.queued(&run("a").build()),
     )
     .unwrap();
     let pods = eval.pods();
@@ -275,7 +279,7 @@ fn explaining_a_placed_run_leaves_out_its_own_usage_and_assumption() {
         let eval = evaluate(
             &snap,
             &crate::scheduler::plugins::registry(),
-            &run(name).build(),
+            &state.queued(&run(name).build()),
         )
         .unwrap();
         let feasible: Vec<_> = eval

@@ -1,33 +1,17 @@
 //! The storage layout of the index: slots per Pod name, runtime scopes, resource ids.
 //!
 //! Owns how records are kept so that a scheduling cycle never walks all Runs: a slab of slots
-//! per namespace, a scope per (namespace, runtime) with its Pods, label index and Pending
-//! Runs, and dense resource ids. It must not parse objects (see [`super::record`]) or decide
+//! per namespace, a scope per (namespace, runtime) with its Pods and label index, and dense resource ids. It must not parse objects (see [`super::record`]) or decide
 //! what an event means for wakeups (see [`super`]).
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
 use jiff::Timestamp;
 
 use super::record::{ActiveRun, CountedRequest, LeaseRecord, PodRecord, Usage};
 use super::workspaces::WorkspaceEntry;
-use crate::api::{Resources, Run};
-use crate::scheduler::framework::types::{Heartbeat, QueueOrder, ResourceId};
-
-/// A Pending Run as the index keeps it: what a cycle needs to evaluate it (the scheduling
-/// queue holds only its key and order). The object is the first version seen until the Run
-/// itself changes: status churn does not replace it, so writes use the watch's newest.
-#[derive(Debug, Clone)]
-pub struct PendingRun {
-    pub name: String,
-    pub run: Arc<Run>,
-    /// The parsed request; `None` when it is invalid (the Run's own cycle fails it).
-    pub request: Option<Resources>,
-    /// It has required Run affinity terms: new targets may let it fit.
-    pub requires_affinity: bool,
-}
+use crate::scheduler::framework::types::{Heartbeat, ResourceId};
 
 /// Index of a slot within its namespace. Stable while the slot exists.
 pub type SlotId = u32;
@@ -58,20 +42,6 @@ impl Interner {
 
     pub fn name(&self, id: ResourceId) -> &str {
         &self.names[id as usize]
-    }
-}
-
-impl PendingRun {
-    pub fn of(run: &Run) -> Self {
-        PendingRun {
-            name: run.metadata.name.clone().unwrap_or_default(),
-            run: Arc::new(run.clone()),
-            request: crate::api::resources::parse_requests(
-                run.spec.resources.as_ref().map(|r| &r.requests),
-            )
-            .ok(),
-            requires_affinity: run.requires_run_affinity(),
-        }
     }
 }
 
@@ -185,13 +155,11 @@ pub(in crate::scheduler::framework) struct Scope {
     pub labels: LabelIndex,
     /// Slot -> number of active Runs there with required anti-affinity terms.
     pub anti_affinity: BTreeMap<SlotId, u32>,
-    /// Pending Runs whose `spec.runtime` is this runtime, in queue order.
-    pub pending: BTreeMap<QueueOrder, PendingRun>,
 }
 
 impl Scope {
     pub(super) fn is_empty(&self) -> bool {
-        self.pods.is_empty() && self.pending.is_empty()
+        self.pods.is_empty()
     }
 
     pub(super) fn index_run(&mut self, slot: SlotId, run: &ActiveRun) {

@@ -12,7 +12,7 @@
 //!   event, so reading it is O(1).
 //! - per (namespace, runtime) a [`Scope`]: its Runtime Pods in name order, a label index
 //!   (label key -> value -> Pod -> number of active Runs) over the active Runs on those Pods
-//!   for required-affinity lookups, and the Pending Runs whose `spec.runtime` names it.
+//!   for required-affinity lookups. Pending Runs live in the scheduling queue, not here.
 //!
 //! Usage is keyed by Pod name, not by which Runtime the Run names, because capacity belongs
 //! to the Pod: every active Run assigned to a Pod name counts against that Pod, even one whose
@@ -37,8 +37,8 @@ mod runs;
 mod wakeup;
 mod workspaces;
 
+pub use layout::Load;
 pub(in crate::scheduler::framework) use layout::{Interner, NamespaceIndex, Scope, Slot, SlotId};
-pub use layout::{Load, PendingRun};
 pub use liveness::{LostRun, PodLoss};
 #[cfg(any(test, feature = "testing"))]
 pub use record::required_anti_affinity;
@@ -52,7 +52,8 @@ use crate::scheduler::framework::types::{QueueOrder, RunKey};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Placement {
-    /// Phase Pending: indexed for wakeups.
+    /// Phase Pending: waits in the scheduling queue (which stores it); a workspace counts it
+    /// as a user.
     Pending,
     /// Scheduled, Running or Ready with `status.assignedPod`: consumes capacity on that slot.
     Active(SlotId),
@@ -69,9 +70,6 @@ struct RunRecord {
     name: String,
     runtime: String,
     placement: Placement,
-    order: QueueOrder,
-    /// `status.priority` was set when last observed: its order no longer follows its class.
-    priority_recorded: bool,
     /// The PersistentWorkspace it names: a Pending Run counts as one of its users.
     workspace: Option<String>,
 }
@@ -229,7 +227,7 @@ impl Index {
         ns.slot(ns.slot_id(name)?).pod.as_ref()
     }
 
-    /// Every (namespace, runtime) with Runtime Pods or Pending Runs, in no particular order.
+    /// Every (namespace, runtime) with Runtime Pods, in no particular order.
     pub fn scopes(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
         self.namespaces.iter().flat_map(|(ns, index)| {
             index
@@ -404,70 +402,24 @@ impl Index {
         &self.classes
     }
 
-    /// Records a PriorityClass; returns the Pending Runs whose priority follows it (no
-    /// recorded `status.priority`, and naming it or no class), each re-keyed to its new
-    /// order: they look again (a Run that waited for the class finds it).
+    /// Records a PriorityClass; returns whether the classes changed (the Pending Runs whose
+    /// priority follows it are re-keyed by the queue).
     pub fn apply_priority_class(
         &mut self,
         class: &k8s_openapi::api::scheduling::v1::PriorityClass,
-    ) -> Vec<RunKey> {
-        if !self.classes.apply(class) {
-            return Vec::new();
-        }
-        self.reorder(Some(&class.name_any()))
+    ) -> bool {
+        self.classes.apply(class)
     }
 
-    pub fn delete_priority_class(&mut self, name: &str) -> Vec<RunKey> {
-        if !self.classes.delete(name) {
-            return Vec::new();
-        }
-        self.reorder(Some(name))
+    pub fn delete_priority_class(&mut self, name: &str) -> bool {
+        self.classes.delete(name)
     }
 
     pub fn reset_priority_classes(
         &mut self,
         classes: &[k8s_openapi::api::scheduling::v1::PriorityClass],
-    ) -> Vec<RunKey> {
-        if !self.classes.reset(classes) {
-            return Vec::new();
-        }
-        self.reorder(None)
-    }
-
-    /// Re-keys the Pending Runs whose priority follows class `changed` (every class when
-    /// `None`; the global default may have moved, so Runs naming no class always count).
-    fn reorder(&mut self, changed: Option<&str>) -> Vec<RunKey> {
-        let affected: Vec<(RunKey, QueueOrder)> = self
-            .runs
-            .iter()
-            .filter(|(_, r)| r.placement == Placement::Pending && !r.priority_recorded)
-            .filter_map(|(key, r)| {
-                let pending = self.namespaces[&key.namespace].scopes[&r.runtime]
-                    .pending
-                    .get(&r.order)?;
-                let class = pending.run.spec.priority_class_name.as_deref();
-                (changed.is_none() || class.is_none() || class == changed)
-                    .then(|| (key.clone(), self.order_of(&pending.run)))
-            })
-            .collect();
-        for (key, order) in &affected {
-            let Some(record) = self.runs.get_mut(key) else {
-                continue;
-            };
-            if record.order == *order {
-                continue;
-            }
-            let old = std::mem::replace(&mut record.order, order.clone());
-            let scope = self
-                .namespaces
-                .get_mut(&key.namespace)
-                .and_then(|ns| ns.scopes.get_mut(&record.runtime))
-                .expect("a Pending Run's scope exists");
-            if let Some(entry) = scope.pending.remove(&old) {
-                scope.pending.insert(order.clone(), entry);
-            }
-        }
-        affected.into_iter().map(|(k, _)| k).collect()
+    ) -> bool {
+        self.classes.reset(classes)
     }
 
     // ----- PersistentWorkspaces ---------------------------------------------------------

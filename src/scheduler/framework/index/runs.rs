@@ -1,29 +1,29 @@
-//! The Runs in the index: their records, the usage and labels they add to their Pod's slot,
-//! and the Pending queues of each (namespace, runtime) scope.
+//! The Runs in the index: their records, and the usage and labels they add to their Pod's
+//! slot.
 //!
 //! Owns `Index::apply_run` / `delete_run` / `reset_runs` and the queries on what they keep
-//! (how a Run was last observed, the Pending Runs in queue order, a Pod's usage and active
-//! Runs). It must not order Runs itself: a Run's place comes from [`Index::order_of`].
+//! (how a Run was last observed, a Pod's usage and active Runs). It must not keep Pending
+//! Runs beyond how they were observed: they live in the scheduling queue.
 
 use std::collections::{BTreeMap, HashSet};
 
 use kube::ResourceExt;
 
-use super::{ActiveRun, Index, PendingRun, Placement, PodRef, RunChange, RunRecord, Usage};
+use super::{ActiveRun, Index, Placement, PodRef, RunChange, RunRecord, Usage};
 use crate::api::{Run, RunPhase};
-use crate::scheduler::framework::types::{Observed, QueueOrder, RunKey};
+use crate::scheduler::framework::types::{Observed, RunKey};
 
 impl Index {
     /// Records a Run: adjusts the usage and labels of its Pod when it joins, changes or leaves
-    /// the active set, and the Pending index when it becomes or stops being Pending.
+    /// the active set, and its workspace's users when it becomes or stops being Pending.
     pub fn apply_run(&mut self, run: &Run) -> RunChange {
         let key = RunKey::of(run);
         let name = run.name_any();
         let runtime = run.spec.runtime.clone();
-        let order = self.order_of(run);
+        let priority = self.priority_of(run).unwrap_or(0);
         let active = run
             .active_pod()
-            .map(|pod| (pod, ActiveRun::of(run, order.priority)));
+            .map(|pod| (pod, ActiveRun::of(run, priority)));
         let pending = active.is_none() && run.phase() == RunPhase::Pending;
         let unassigned = active.is_none() && !pending && !run.phase().is_terminal();
 
@@ -31,7 +31,6 @@ impl Index {
         if let Some(old) = self.runs.get(&key)
             && old.name == name
             && old.runtime == runtime
-            && old.order == order
         {
             match (old.placement, &active) {
                 (Placement::Active(id), Some((pod, new))) => {
@@ -41,19 +40,7 @@ impl Index {
                         return RunChange::default();
                     }
                 }
-                (Placement::Pending, None) if pending => {
-                    // Once recorded, status.priority orders it, not its class.
-                    let recorded = run.status.as_ref().is_some_and(|s| s.priority.is_some());
-                    if let Some(record) = self.runs.get_mut(&key) {
-                        record.priority_recorded = recorded;
-                    }
-                    // Status churn: keep the stored object unless the Run itself (spec,
-                    // metadata) changed.
-                    return RunChange {
-                        updated: self.refresh_pending(&key, &runtime, run),
-                        ..RunChange::default()
-                    };
-                }
+                (Placement::Pending, None) if pending => return RunChange::default(),
                 (Placement::Unassigned, None) if unassigned => return RunChange::default(),
                 (Placement::Inactive, None) if !pending && !unassigned => {
                     return RunChange::default();
@@ -102,11 +89,6 @@ impl Index {
                     if let Some(workspace) = run.workspace_name() {
                         ns.workspace_mut(workspace).pending.insert(key.uid.clone());
                     }
-                    ns.scopes
-                        .entry(runtime.clone())
-                        .or_default()
-                        .pending
-                        .insert(order.clone(), PendingRun::of(run));
                     Placement::Pending
                 } else if unassigned {
                     Placement::Unassigned
@@ -132,8 +114,6 @@ impl Index {
                     name,
                     runtime,
                     placement,
-                    order,
-                    priority_recorded: run.status.as_ref().is_some_and(|s| s.priority.is_some()),
                     workspace: run.workspace_name().map(str::to_string),
                 },
             );
@@ -177,10 +157,6 @@ impl Index {
         let ns = self.namespaces.get_mut(&key.namespace)?;
         match old.placement {
             Placement::Pending => {
-                if let Some(scope) = ns.scopes.get_mut(&old.runtime) {
-                    scope.pending.remove(&old.order);
-                }
-                ns.gc_scope(&old.runtime);
                 if let Some(workspace) = &old.workspace {
                     ns.workspace_mut(workspace).pending.remove(&key.uid);
                     ns.gc_workspace(workspace);
@@ -214,96 +190,6 @@ impl Index {
             Placement::Unassigned => Observed::Unassigned,
             Placement::Inactive => Observed::Inactive,
         }
-    }
-
-    /// Names of the Pending Runs of (namespace, runtime), in queue order.
-    pub fn pending_runs(&self, namespace: &str, runtime: &str) -> Vec<String> {
-        self.pending(namespace, runtime)
-            .map(|(_, p)| p.name.clone())
-            .collect()
-    }
-
-    /// The Pending Runs of (namespace, runtime), in queue order (creation time, then UID).
-    pub fn pending<'a>(
-        &'a self,
-        namespace: &str,
-        runtime: &str,
-    ) -> impl DoubleEndedIterator<Item = (&'a QueueOrder, &'a PendingRun)> + 'a {
-        self.namespaces
-            .get(namespace)
-            .and_then(|ns| ns.scopes.get(runtime))
-            .into_iter()
-            .flat_map(|s| s.pending.iter())
-    }
-
-    /// The Pending Runs of (namespace, runtime) that come before `order` in its queue, oldest
-    /// first.
-    pub fn pending_before<'a>(
-        &'a self,
-        namespace: &str,
-        runtime: &str,
-        order: &QueueOrder,
-    ) -> impl Iterator<Item = (&'a QueueOrder, &'a PendingRun)> + 'a {
-        let order = order.clone();
-        self.namespaces
-            .get(namespace)
-            .and_then(|ns| ns.scopes.get(runtime))
-            .into_iter()
-            .flat_map(move |s| s.pending.range(..order.clone()))
-    }
-
-    /// The Pending Run at `order` in (namespace, runtime)'s queue.
-    pub fn pending_entry(
-        &self,
-        namespace: &str,
-        runtime: &str,
-        order: &QueueOrder,
-    ) -> Option<&PendingRun> {
-        self.namespaces
-            .get(namespace)?
-            .scopes
-            .get(runtime)?
-            .pending
-            .get(order)
-    }
-
-    /// The Runtime and queue place of a Run observed Pending; `None` otherwise.
-    pub fn queued(&self, key: &RunKey) -> Option<(&str, &QueueOrder)> {
-        let record = self.runs.get(key)?;
-        (record.placement == Placement::Pending).then_some((record.runtime.as_str(), &record.order))
-    }
-
-    /// Where the Run stands in the queue: its order key, while it is indexed.
-    pub fn queue_order(&self, key: &RunKey) -> Option<&QueueOrder> {
-        self.runs.get(key).map(|r| &r.order)
-    }
-
-    /// Replaces the stored object of a Pending Run when anything but its status changed (as
-    /// kube-scheduler tells a Pod update from status churn: spec, labels, annotations, or a
-    /// deletion, since a Run being deleted no longer waits for placement); returns whether it
-    /// did.
-    fn refresh_pending(&mut self, key: &RunKey, runtime: &str, run: &Run) -> bool {
-        let Some(record) = self.runs.get(key) else {
-            return false;
-        };
-        let Some(entry) = self
-            .namespaces
-            .get_mut(&key.namespace)
-            .and_then(|ns| ns.scopes.get_mut(runtime))
-            .and_then(|s| s.pending.get_mut(&record.order))
-        else {
-            return false;
-        };
-        let old = &entry.run;
-        let updated = old.metadata.generation != run.metadata.generation
-            || old.metadata.labels != run.metadata.labels
-            || old.metadata.annotations != run.metadata.annotations
-            || old.metadata.deletion_timestamp != run.metadata.deletion_timestamp
-            || old.spec.affinity != run.spec.affinity;
-        if updated {
-            *entry = PendingRun::of(run);
-        }
-        updated
     }
 
     /// Usage of the active Runs assigned to `pod`.

@@ -1,6 +1,7 @@
 use jiff::SignedDuration;
 
 use super::*;
+use crate::scheduler::framework::types::Observed;
 use crate::testing::*;
 
 fn idx(pods: &[PodBuilder], runs: &[RunBuilder]) -> Index {
@@ -116,35 +117,31 @@ fn a_run_recreated_under_the_same_name_is_a_different_run() {
         1,
         "the old Run still holds p1"
     );
-    assert_eq!(index.pending_runs(NS, RUNTIME), ["a"]);
+    let new = RunKey::new(NS, "uid-a-2");
+    assert_eq!(index.observed(&new), Observed::Pending);
     index.delete_run(NS, "uid-a");
     assert_eq!(index.usage(NS, "p1").unwrap().get("runs"), 0);
     assert_eq!(
-        index.pending_runs(NS, RUNTIME),
-        ["a"],
+        index.observed(&new),
+        Observed::Pending,
         "the new Run is still Pending"
     );
 }
 
 #[test]
-fn pending_runs_are_indexed_by_namespace_and_runtime() {
+fn a_run_is_observed_pending_until_it_is_placed_or_deleted() {
     let mut index = idx(
         &[],
-        &[
-            run("b"),
-            run("a"),
-            run("c").runtime("other"),
-            run("d").on("p1"),
-            run("e").ns("elsewhere"),
-        ],
+        &[run("a"), run("b").ns("elsewhere"), run("d").on("p1")],
     );
-    assert_eq!(index.pending_runs(NS, RUNTIME), ["a", "b"]);
-    assert_eq!(index.pending_runs(NS, "other"), ["c"]);
-    assert_eq!(index.pending_runs("elsewhere", RUNTIME), ["e"]);
+    let (a, b) = (run("a").key(), run("b").ns("elsewhere").key());
+    assert_eq!(index.observed(&a), Observed::Pending);
+    assert_eq!(index.observed(&b), Observed::Pending);
+    assert_eq!(index.observed(&run("d").key()), Observed::Active("p1"));
     index.apply_run(&run("a").on("p1").build());
-    assert_eq!(index.pending_runs(NS, RUNTIME), ["b"]);
-    index.delete_run(NS, &run("b").build().uid().unwrap());
-    assert!(index.pending_runs(NS, RUNTIME).is_empty());
+    assert_eq!(index.observed(&a), Observed::Active("p1"));
+    index.delete_run("elsewhere", &b.uid);
+    assert_eq!(index.observed(&b), Observed::Absent);
 }
 
 #[test]
@@ -246,7 +243,8 @@ fn reset_runs_deletes_runs_missing_from_the_relist() {
     let mut index = idx(&[pod("p1")], &[run("a").on("p1"), run("b")]);
     let changes = index.reset_runs(&[run("c").build()]);
     assert_eq!(changes.iter().map(|c| c.released.len()).sum::<usize>(), 1);
-    assert_eq!(index.pending_runs(NS, RUNTIME), ["c"]);
+    assert_eq!(index.observed(&run("c").key()), Observed::Pending);
+    assert_eq!(index.observed(&run("b").key()), Observed::Absent);
     assert_eq!(index.usage(NS, "p1").unwrap().get("runs"), 0);
 }
 

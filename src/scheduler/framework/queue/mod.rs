@@ -12,16 +12,27 @@
 //!
 //! [`SchedulingQueue::pop`] takes the head of the active set of the next Runtime with work
 //! (round robin across Runtimes): one pop is one cycle for that Run, and a Run is never
-//! cycled while an earlier active Run of its Runtime waits. It owns only keys, order and
-//! state; it must not look at Runs, Pods or plugins, talk to the API server or read a clock
-//! (`now` is an argument).
+//! cycled while an earlier active Run of its Runtime waits.
+//!
+//! The queue is also where a Pending Run lives: every Run observed Pending is stored here
+//! once, as a [`QueuedRun`] (its request parsed once, its order, its terms), whether it is
+//! filed in one of the three sets or not (its Bind is in flight, or it no longer waits for
+//! placement). Cycles, the nominator, preemption, the wake walk and `explain`'s queue
+//! position all read it from here. It must not look at Pods or plugins, talk to the API
+//! server or read a clock (`now` is an argument).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
 use super::index::ScopeRef;
 use super::types::{QueueOrder, RunKey};
+use crate::api::Run;
+
+mod queued;
+
+pub use queued::{QueuedRun, recorded_priority};
 
 /// How long a Run stays unschedulable without an event before it is tried again anyway (a
 /// lost or missing hint must not strand it; kube-scheduler flushes after 5 minutes).
@@ -64,42 +75,40 @@ impl QueueState {
 }
 
 /// One popped Run: its cycle is the next thing that happens to it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Popped {
-    pub key: RunKey,
-    pub scope: ScopeRef,
-    pub order: QueueOrder,
+    pub run: Arc<QueuedRun>,
     /// How long it had been waiting since it was last made active.
     pub waited: SignedDuration,
-    /// The Pods whose capacity walks counted this Run's request as taken: where its cycle
-    /// does not place it, that room is still free and the walk is made again.
-    pub counted_on: BTreeSet<String>,
 }
 
-#[derive(Debug, Clone)]
+/// Where a filed Run waits.
+#[derive(Debug, Clone, Copy)]
 struct Entry {
-    scope: ScopeRef,
-    order: QueueOrder,
     state: QueueState,
     /// When it was last made active, for the queue-duration histogram.
     since: Timestamp,
-    /// The Pods whose capacity walks counted this Run's request as taken (see [`Popped`]).
-    counted_on: BTreeSet<String>,
 }
 
-/// One Runtime's queued Runs.
+/// One Runtime's Pending Runs.
 #[derive(Debug, Clone, Default)]
 struct Scope {
-    /// Every queued Run, in queue order, with its state: what wakeups walk.
+    /// Every Pending Run of the Runtime, filed or not, in queue order.
+    pending: BTreeMap<QueueOrder, Arc<QueuedRun>>,
+    /// The filed ones, with their state: what wakeups walk.
     members: BTreeMap<QueueOrder, QueueState>,
     active: BTreeSet<QueueOrder>,
-    /// The members with required Run affinity or anti-affinity terms.
+    /// The filed ones with required Run affinity or anti-affinity terms: new affinity
+    /// targets concern only them, and a drain must not walk every Run at every Bind.
     terms: BTreeSet<QueueOrder>,
 }
 
 /// See the module documentation.
 #[derive(Debug, Clone, Default)]
 pub struct SchedulingQueue {
+    /// Every Run observed Pending.
+    runs: HashMap<RunKey, Arc<QueuedRun>>,
+    /// The filed ones (waiting for placement without an assumption).
     entries: HashMap<RunKey, Entry>,
     scopes: BTreeMap<ScopeRef, Scope>,
     /// Runtimes with active Runs, for the round robin.
@@ -111,68 +120,158 @@ pub struct SchedulingQueue {
     /// Consecutive failures per Run, kept across a Bind so a failing Bind backs off further;
     /// forgotten when the Run leaves Pending.
     failures: HashMap<RunKey, u32>,
-    /// Queued Runs with required Run (anti-)affinity terms: new affinity targets concern only
-    /// them, and a drain must not walk every Run at every Bind.
-    required_terms: HashSet<RunKey>,
 }
 
 impl SchedulingQueue {
-    /// Queues a Run that waits for placement (active), unless it is queued already at this
-    /// place; a Run whose order changed (its priority was resolved anew) is queued again at
-    /// its new place, active. `required_terms`: it has required Run affinity or
-    /// anti-affinity terms.
-    pub fn add(
-        &mut self,
-        key: &RunKey,
-        scope: &ScopeRef,
-        order: &QueueOrder,
-        required_terms: bool,
-        now: Timestamp,
-    ) {
-        if let Some(entry) = self.entries.get(key) {
-            if entry.order == *order && entry.scope == *scope {
-                return;
+    /// Records a Run observed Pending, at `order`. The stored [`QueuedRun`] is replaced when
+    /// the Run itself changed or its place did (status churn keeps it); a filed Run whose
+    /// place changed (its priority was resolved anew) is filed again at its new place,
+    /// active. Returns whether the Run itself changed, so that it looks again.
+    pub fn observe(&mut self, run: &Run, order: QueueOrder, now: Timestamp) -> bool {
+        let key = RunKey::of(run);
+        let Some(old) = self.runs.get(&key) else {
+            self.store(Arc::new(QueuedRun::new(run, order)));
+            return false;
+        };
+        let changed = old.changed_by(run);
+        let moved = old.order != order || old.scope.runtime != run.spec.runtime;
+        if !changed && !moved {
+            let recorded = recorded_priority(run);
+            if old.priority_recorded != recorded {
+                let mut updated = (**old).clone();
+                updated.priority_recorded = recorded;
+                self.replace(Arc::new(updated), now);
             }
-            self.remove(key);
+            return false;
         }
-        if required_terms {
-            self.required_terms.insert(key.clone());
-        }
-        self.insert(key, scope, order, QueueState::Active, now);
+        let mut queued = if changed {
+            QueuedRun::new(run, order)
+        } else {
+            QueuedRun {
+                order,
+                ..(**old).clone()
+            }
+        };
+        queued.priority_recorded = recorded_priority(run);
+        self.replace(Arc::new(queued), now);
+        changed
     }
 
-    /// Takes a Run out of the queue: placed, assumed, finished, deleted or no longer waiting.
-    pub fn remove(&mut self, key: &RunKey) {
-        self.required_terms.remove(key);
-        if let Some(entry) = self.entries.remove(key) {
-            self.unindex(key, &entry);
+    /// Forgets a Run that is no longer Pending (placed, finished or deleted), with its
+    /// failures.
+    pub fn forget(&mut self, key: &RunKey) {
+        self.unfile(key);
+        self.failures.remove(key);
+        if let Some(run) = self.runs.remove(key) {
+            let scope = self
+                .scopes
+                .get_mut(&run.scope)
+                .expect("a stored Run's scope");
+            scope.pending.remove(&run.order);
+            self.gc_scope(&run.scope);
         }
     }
 
-    /// Forgets the Run's failure count: it left Pending, or a Bind succeeded.
+    /// Files an observed Pending Run as active when it `waits` for placement (it is not
+    /// deleted or assigned, and holds no assumption) and is not filed yet; takes it out of
+    /// the three sets otherwise (it stays stored while it is Pending).
+    pub fn file(&mut self, key: &RunKey, waits: bool, now: Timestamp) {
+        if !waits {
+            self.unfile(key);
+        } else if self.runs.contains_key(key) && !self.entries.contains_key(key) {
+            self.insert(key, QueueState::Active, now);
+        }
+    }
+
+    /// Re-keys the stored Runs whose priority follows class `changed` (every class when
+    /// `None`; the global default may have moved, so Runs naming no class always count) to
+    /// the order `order_of` gives them now. Returns them all, moved or not: they look again
+    /// (a Run that waited for its class finds it).
+    pub fn reorder(
+        &mut self,
+        changed: Option<&str>,
+        order_of: impl Fn(&Run) -> QueueOrder,
+        now: Timestamp,
+    ) -> Vec<RunKey> {
+        let affected: Vec<(Arc<QueuedRun>, QueueOrder)> = self
+            .runs
+            .values()
+            .filter(|q| !q.priority_recorded)
+            .filter(|q| {
+                let class = q.run.spec.priority_class_name.as_deref();
+                changed.is_none() || class.is_none() || class == changed
+            })
+            .map(|q| (q.clone(), order_of(&q.run)))
+            .collect();
+        let mut keys = Vec::with_capacity(affected.len());
+        for (queued, order) in affected {
+            keys.push(queued.key.clone());
+            if queued.order != order {
+                let moved = QueuedRun {
+                    order,
+                    ..(*queued).clone()
+                };
+                self.replace(Arc::new(moved), now);
+            }
+        }
+        keys
+    }
+
+    /// The stored Pending Run `key`.
+    pub fn get(&self, key: &RunKey) -> Option<&Arc<QueuedRun>> {
+        self.runs.get(key)
+    }
+
+    /// Every stored Pending Run, in no particular order.
+    pub fn observed(&self) -> impl Iterator<Item = &Arc<QueuedRun>> {
+        self.runs.values()
+    }
+
+    /// The Pending Runs of a Runtime, filed or not, in queue order.
+    pub fn pending<'a>(
+        &'a self,
+        scope: &ScopeRef,
+    ) -> impl DoubleEndedIterator<Item = &'a Arc<QueuedRun>> + 'a {
+        self.scopes
+            .get(scope)
+            .into_iter()
+            .flat_map(|s| s.pending.values())
+    }
+
+    /// Where a Pending Run stands among the Pending Runs of its Runtime: (1-based position,
+    /// count).
+    pub fn position(&self, key: &RunKey) -> Option<(usize, usize)> {
+        let run = self.runs.get(key)?;
+        let pending = &self.scopes.get(&run.scope)?.pending;
+        Some((
+            pending.range(..run.order.clone()).count() + 1,
+            pending.len(),
+        ))
+    }
+
+    /// Forgets the Run's failure count: a Bind succeeded.
     pub fn forget_failures(&mut self, key: &RunKey) {
         self.failures.remove(key);
     }
 
+    /// Where a filed Run waits; `None` when it is not filed.
     pub fn state(&self, key: &RunKey) -> Option<QueueState> {
         self.entries.get(key).map(|e| e.state)
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = &RunKey> {
-        self.entries.keys()
-    }
-
+    /// Whether the Run is filed in one of the three sets.
     pub fn contains(&self, key: &RunKey) -> bool {
         self.entries.contains_key(key)
     }
 
+    /// Whether no Run is filed.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
-    /// The head of the next Runtime with active Runs, taken out of the queue (its cycle puts
-    /// it back if it is not placed). Backoffs and unschedulable flushes due at `now` are made
-    /// active first.
+    /// The head of the next Runtime with active Runs, taken out of the three sets (its cycle
+    /// files it again if it is not placed; it stays stored). Backoffs and unschedulable
+    /// flushes due at `now` are made active first.
     pub fn pop(&mut self, now: Timestamp) -> Option<Popped> {
         self.flush(now);
         let scope = {
@@ -184,111 +283,73 @@ impl SchedulingQueue {
             });
             next.or_else(|| self.ready.iter().next())?.clone()
         };
-        let order = self.scopes[&scope]
+        let head = &self.scopes[&scope];
+        let order = head
             .active
             .first()
-            .expect("a ready scope has an active Run")
-            .clone();
-        let key = RunKey::new(&scope.namespace, &order.uid);
-        let entry = self.entries.remove(&key).expect("an active Run is queued");
-        self.unindex(&key, &entry);
-        self.cursor = Some(scope.clone());
+            .expect("a ready scope has an active Run");
+        let run = head.pending[order].clone();
+        let entry = self.unfile(&run.key).expect("an active Run is filed");
+        self.cursor = Some(scope);
         Some(Popped {
-            key,
-            scope,
-            order,
             waited: now.duration_since(entry.since),
-            counted_on: entry.counted_on,
+            run,
         })
     }
 
-    /// Puts a popped Run back as unschedulable: its cycle, at wake `epoch`, found no Pod.
-    pub fn unschedulable(
-        &mut self,
-        key: &RunKey,
-        scope: &ScopeRef,
-        order: &QueueOrder,
-        epoch: u64,
-        now: Timestamp,
-    ) {
+    /// Files a popped Run as unschedulable: its cycle, at wake `epoch`, found no Pod.
+    pub fn unschedulable(&mut self, key: &RunKey, epoch: u64, now: Timestamp) {
         self.failures.remove(key);
-        let state = QueueState::Unschedulable { since: now, epoch };
-        self.put(key, scope, order, state, now);
+        self.put(key, QueueState::Unschedulable { since: now, epoch }, now);
     }
 
-    /// Puts a Run back in backoff after a failed cycle or Bind: 200 ms, doubling per
-    /// consecutive failure, at most [`MAX_BACKOFF`]. Returns the delay.
-    pub fn backoff(
-        &mut self,
-        key: &RunKey,
-        scope: &ScopeRef,
-        order: &QueueOrder,
-        now: Timestamp,
-    ) -> SignedDuration {
+    /// Files a Run in backoff after a failed cycle or Bind: 200 ms, doubling per consecutive
+    /// failure, at most [`MAX_BACKOFF`]. Returns the delay.
+    pub fn backoff(&mut self, key: &RunKey, now: Timestamp) -> SignedDuration {
         let failures = self.failures.entry(key.clone()).or_insert(0);
         *failures = failures.saturating_add(1);
         let delay = backoff_delay(*failures);
-        self.put(key, scope, order, QueueState::Backoff(now + delay), now);
+        self.put(key, QueueState::Backoff(now + delay), now);
         delay
     }
 
-    /// Puts a Run back in backoff for [`CONFLICT_RETRY`] after a write conflict, without
+    /// Files a Run in backoff for [`CONFLICT_RETRY`] after a write conflict, without
     /// counting a failure.
-    pub fn conflicted(
-        &mut self,
-        key: &RunKey,
-        scope: &ScopeRef,
-        order: &QueueOrder,
-        now: Timestamp,
-    ) {
-        self.put(
-            key,
-            scope,
-            order,
-            QueueState::Backoff(now + CONFLICT_RETRY),
-            now,
-        );
+    pub fn conflicted(&mut self, key: &RunKey, now: Timestamp) {
+        self.put(key, QueueState::Backoff(now + CONFLICT_RETRY), now);
     }
 
     /// Makes an unschedulable Run active (an event may make it fit). Returns whether it moved.
     pub fn activate(&mut self, key: &RunKey, now: Timestamp) -> bool {
-        match self.entries.get_mut(key) {
+        match self.entries.get(key) {
             Some(entry) if matches!(entry.state, QueueState::Unschedulable { .. }) => {
-                entry.since = now;
-                self.set_state(key, QueueState::Active);
+                self.put(key, QueueState::Active, now);
                 true
             }
             _ => false,
         }
     }
 
-    /// Records that a capacity walk on `pod` counted this queued Run's request as taken.
-    pub fn count_on(&mut self, key: &RunKey, pod: &str) {
-        if let Some(entry) = self.entries.get_mut(key) {
-            entry.counted_on.insert(pod.to_string());
-        }
-    }
-
-    /// The queued Runs of a Runtime in queue order, with their state.
+    /// The filed Runs of a Runtime in queue order, with their state.
     pub fn members<'a>(
         &'a self,
         scope: &ScopeRef,
-    ) -> impl DoubleEndedIterator<Item = (&'a QueueOrder, QueueState)> + 'a {
+    ) -> impl DoubleEndedIterator<Item = (&'a Arc<QueuedRun>, QueueState)> + 'a {
         self.scopes
             .get(scope)
             .into_iter()
-            .flat_map(|s| s.members.iter().map(|(o, s)| (o, *s)))
+            .flat_map(|s| s.members.iter().map(|(o, state)| (&s.pending[o], *state)))
     }
 
-    /// The queued Runs of a Runtime with required Run (anti-)affinity terms, in queue order.
+    /// The filed Runs of a Runtime with required Run (anti-)affinity terms, in queue order.
     pub fn members_with_required_terms<'a>(
         &'a self,
         scope: &ScopeRef,
-    ) -> impl Iterator<Item = (&'a QueueOrder, QueueState)> + 'a {
+    ) -> impl Iterator<Item = (&'a Arc<QueuedRun>, QueueState)> + 'a {
         self.scopes
             .get(scope)
             .into_iter()
-            .flat_map(|s| s.terms.iter().map(|o| (o, s.members[o])))
+            .flat_map(|s| s.terms.iter().map(|o| (&s.pending[o], s.members[o])))
     }
 
     /// The first unschedulable Run of a Runtime before `order`: the oldest Run that does not
@@ -297,16 +358,15 @@ impl SchedulingQueue {
         &self,
         scope: &ScopeRef,
         order: &QueueOrder,
-    ) -> Option<&QueueOrder> {
-        self.scopes
-            .get(scope)?
-            .members
+    ) -> Option<&Arc<QueuedRun>> {
+        let s = self.scopes.get(scope)?;
+        s.members
             .range(..order.clone())
-            .find(|(_, s)| matches!(s, QueueState::Unschedulable { .. }))
-            .map(|(o, _)| o)
+            .find(|(_, state)| matches!(state, QueueState::Unschedulable { .. }))
+            .map(|(o, _)| &s.pending[o])
     }
 
-    /// Queued Runs by state label, for the pending-Runs gauge.
+    /// Filed Runs by state label, for the pending-Runs gauge.
     pub fn counts(&self) -> [(&'static str, i64); 3] {
         let mut counts = [
             (QueueState::Active.as_str(), 0),
@@ -343,84 +403,73 @@ impl SchedulingQueue {
         while let Some((at, key)) = self.backoff.first().cloned()
             && at <= now
         {
-            self.backoff.pop_first();
-            if let Some(entry) = self.entries.get_mut(&key) {
-                entry.since = now;
-            }
-            self.set_state(&key, QueueState::Active);
+            self.put(&key, QueueState::Active, now);
         }
         while let Some((since, key)) = self.unschedulable.first().cloned()
             && since + UNSCHEDULABLE_FLUSH <= now
         {
-            self.unschedulable.pop_first();
-            if let Some(entry) = self.entries.get_mut(&key) {
-                entry.since = now;
-            }
-            self.set_state(&key, QueueState::Active);
+            self.put(&key, QueueState::Active, now);
         }
     }
 
-    fn put(
-        &mut self,
-        key: &RunKey,
-        scope: &ScopeRef,
-        order: &QueueOrder,
-        state: QueueState,
-        now: Timestamp,
-    ) {
-        if let Some(entry) = self.entries.remove(key) {
-            self.unindex(key, &entry);
-        }
-        self.insert(key, scope, order, state, now);
+    /// Stores a Run observed Pending for the first time.
+    fn store(&mut self, run: Arc<QueuedRun>) {
+        let scope = self.scopes.entry(run.scope.clone()).or_default();
+        scope.pending.insert(run.order.clone(), run.clone());
+        self.runs.insert(run.key.clone(), run);
     }
 
-    /// Files a new entry in every index.
-    fn insert(
-        &mut self,
-        key: &RunKey,
-        scope: &ScopeRef,
-        order: &QueueOrder,
-        state: QueueState,
-        now: Timestamp,
-    ) {
-        let entry = Entry {
-            scope: scope.clone(),
-            order: order.clone(),
-            state,
-            since: now,
-            counted_on: BTreeSet::new(),
-        };
-        self.index(key, &entry);
-        self.entries.insert(key.clone(), entry);
-    }
-
-    /// Moves a queued entry to `state` in every index (the entry itself included); a marked
-    /// capacity walk stays only with an active entry.
-    fn set_state(&mut self, key: &RunKey, state: QueueState) {
-        let Some(mut entry) = self.entries.remove(key) else {
+    /// Replaces a stored Run with a new version of it; a filed one keeps its state unless
+    /// its place changed, when it is filed again, active.
+    fn replace(&mut self, run: Arc<QueuedRun>, now: Timestamp) {
+        let key = run.key.clone();
+        let old = self.runs.get(&key).expect("replaces a stored Run").clone();
+        if old.order == run.order && old.scope == run.scope {
+            let scope = self
+                .scopes
+                .get_mut(&run.scope)
+                .expect("a stored Run's scope");
+            scope.pending.insert(run.order.clone(), run.clone());
+            self.runs.insert(key, run);
             return;
-        };
-        self.unindex(key, &entry);
-        entry.state = state;
-        if state != QueueState::Active {
-            entry.counted_on.clear();
         }
-        self.index(key, &entry);
-        self.entries.insert(key.clone(), entry);
+        let filed = self.unfile(&key).is_some();
+        let scope = self
+            .scopes
+            .get_mut(&old.scope)
+            .expect("a stored Run's scope");
+        scope.pending.remove(&old.order);
+        self.gc_scope(&old.scope);
+        self.store(run);
+        if filed {
+            self.insert(&key, QueueState::Active, now);
+        }
     }
 
-    /// Adds an entry to the per-scope and timed indexes of its state (not to `entries`).
-    fn index(&mut self, key: &RunKey, entry: &Entry) {
-        let state = entry.state;
-        let scope = self.scopes.entry(entry.scope.clone()).or_default();
-        scope.members.insert(entry.order.clone(), state);
-        if self.required_terms.contains(key) {
-            scope.terms.insert(entry.order.clone());
+    /// Files a stored Run at `state` (out of any state it was in).
+    fn put(&mut self, key: &RunKey, state: QueueState, now: Timestamp) {
+        if !self.runs.contains_key(key) {
+            return;
+        }
+        self.unfile(key);
+        self.insert(key, state, now);
+    }
+
+    /// Files a stored Run in every index of `state`.
+    fn insert(&mut self, key: &RunKey, state: QueueState, since: Timestamp) {
+        let run = &self.runs[key];
+        let scope = self
+            .scopes
+            .get_mut(&run.scope)
+            .expect("a stored Run's scope");
+        scope.members.insert(run.order.clone(), state);
+        if run.required_terms {
+            scope.terms.insert(run.order.clone());
         }
         match state {
             QueueState::Active => {
-                scope.active.insert(entry.order.clone());
-                self.ready.insert(entry.scope.clone());
+                scope.active.insert(run.order.clone());
+                self.ready.insert(run.scope.clone());
             }
             QueueState::Backoff(at) => {
                 self.backoff.insert((at, key.clone()));
@@ -429,19 +478,19 @@ impl SchedulingQueue {
                 self.unschedulable.insert((since, key.clone()));
             }
         }
+        self.entries.insert(key.clone(), Entry { state, since });
     }
 
-    /// Removes an entry from the per-scope and timed indexes (not from `entries`).
-    fn unindex(&mut self, key: &RunKey, entry: &Entry) {
-        if let Some(scope) = self.scopes.get_mut(&entry.scope) {
-            scope.members.remove(&entry.order);
-            scope.active.remove(&entry.order);
-            scope.terms.remove(&entry.order);
+    /// Takes a filed Run out of every index; returns its entry.
+    fn unfile(&mut self, key: &RunKey) -> Option<Entry> {
+        let entry = self.entries.remove(key)?;
+        let run = &self.runs[key];
+        if let Some(scope) = self.scopes.get_mut(&run.scope) {
+            scope.members.remove(&run.order);
+            scope.active.remove(&run.order);
+            scope.terms.remove(&run.order);
             if scope.active.is_empty() {
-                self.ready.remove(&entry.scope);
-            }
-            if scope.members.is_empty() {
-                self.scopes.remove(&entry.scope);
+                self.ready.remove(&run.scope);
             }
         }
         match entry.state {
@@ -452,6 +501,13 @@ impl SchedulingQueue {
             QueueState::Unschedulable { since, .. } => {
                 self.unschedulable.remove(&(since, key.clone()));
             }
+        }
+        Some(entry)
+    }
+
+    fn gc_scope(&mut self, scope: &ScopeRef) {
+        if self.scopes.get(scope).is_some_and(|s| s.pending.is_empty()) {
+            self.scopes.remove(scope);
         }
     }
 }

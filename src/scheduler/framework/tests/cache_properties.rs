@@ -140,7 +140,7 @@ proptest! {
             let queued: Vec<String> = state
                 .queue()
                 .members(&ScopeRef::new(NS, RUNTIME))
-                .map(|(o, _)| o.uid.clone())
+                .map(|(o, _)| o.key.uid.clone())
                 .collect();
             prop_assert_eq!(queued, waiting);
         }
@@ -342,7 +342,7 @@ proptest! {
     fn every_normalized_score_is_within_bounds((objs, _, pending) in shuffled()) {
         let state = state_of(&objs);
         let snapshot = state.snapshot(NS, RUNTIME, NOW);
-        let eval = crate::scheduler::framework::evaluate(&snapshot, &registry(), &pending).unwrap();
+        let eval = crate::scheduler::framework::evaluate(&snapshot, &registry(), &state.queued(&pending)).unwrap();
         let mut best = None;
         for i in 0..eval.pods().len() {
             for s in eval.scores(i) {
