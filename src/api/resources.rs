@@ -404,6 +404,33 @@ impl super::Run {
     }
 }
 
+impl super::Run {
+    /// The Run's request as usage counts it once the Run is active, even when it cannot be
+    /// validated (created before validation existed, or assigned by something else): the
+    /// readable amounts (zero dropped, `runs` defaulting to 1), and the names whose quantity
+    /// cannot be read, which the scheduler counts as unknown usage.
+    pub fn counted_request(&self) -> (Resources, Vec<String>) {
+        let requests = self.spec.resources.as_ref().map(|r| &r.requests);
+        if let Ok(amounts) = parse_requests(requests) {
+            return (amounts, Vec::new());
+        }
+        let (mut amounts, mut unknown) = (Resources::new(), Vec::new());
+        let mut saw_runs = false;
+        for (name, quantity) in requests.into_iter().flatten() {
+            saw_runs |= name == RUNS;
+            match parse_whole_quantity(&quantity.0) {
+                Ok(0) => {}
+                Ok(amount) => amounts.insert(name.clone(), amount),
+                Err(_) => unknown.push(name.clone()),
+            }
+        }
+        if !saw_runs {
+            amounts.insert(RUNS, 1);
+        }
+        (amounts, unknown)
+    }
+}
+
 /// Validates a Run's `spec.resources.requests` into the complete request: zero amounts are
 /// dropped and `runs` defaults to 1 when it is not requested. An explicit `runs: "0"` is kept
 /// as 0: it uses no slot, but a Pod that advertises `runs: "0"` still takes no Run (see

@@ -86,7 +86,7 @@ pub use priority::{ClassRecord, MissingClass, PriorityClasses};
 pub use queue::{Popped, QueueState, QueuedRun, SchedulingQueue};
 pub use registry::{QueueingHints, Registry, RegistryError};
 pub use selector::{Selector, SelectorError};
-pub use snapshot::{PodSet, PodView, ResourceLoad, Snapshot, WorkspaceView};
+pub use snapshot::{Adjust, PodSet, PodView, ResourceLoad, Snapshot, WorkspaceView};
 pub use types::{
     Code, Heartbeat, MAX_SCORE, MIN_SCORE, Observed, QueueOrder, Rejection, Requested, ResourceId,
     ResourceName, RunKey,

@@ -13,7 +13,7 @@
 
 use crate::api::resources::Shortfall;
 use crate::scheduler::framework::{
-    ClusterEvent, FilterPlugin, Heartbeat, PodView, QueueingHint, Rejection, RunCycleState,
+    Adjust, ClusterEvent, FilterPlugin, Heartbeat, PodView, QueueingHint, Rejection, RunCycleState,
     Snapshot,
 };
 
@@ -123,14 +123,11 @@ pub fn unavailable(pod: &PodView<'_>, now: jiff::Timestamp) -> Option<&'static s
 /// Whether the complete request would fit on `pod` if it did not hold room for an earlier
 /// nominated Run.
 fn fits_but_for_nomination(state: &RunCycleState, pod: &PodView<'_>) -> bool {
-    pod.nomination().is_some()
-        && state.request_list().iter().all(|requested| {
-            let load = requested.id.and_then(|id| pod.load(id));
-            let (used, capacity) = load.map_or((0, None), |l| {
-                (l.used.saturating_add(l.assumed), Some(l.capacity))
-            });
-            Shortfall::fits(requested.amount, used, capacity)
-        })
+    let but_for_nomination = Adjust {
+        without_nomination: true,
+        ..Adjust::default()
+    };
+    pod.nomination().is_some() && pod.fits_with(state.request_list(), but_for_nomination)
 }
 
 /// The requested resources that do not fit on `pod` (actual plus assumed usage), in the

@@ -8,15 +8,15 @@
 use jiff::Timestamp;
 
 use super::SchedulerCache;
-use crate::api::{Resources, Run};
+use crate::api::Run;
 use crate::scheduler::framework::cycle::{Evaluation, PodEvaluation, evaluate, evaluate_pod};
 use crate::scheduler::framework::index::ScopeRef;
 use crate::scheduler::framework::nominations::Nomination;
 use crate::scheduler::framework::plugin::RunCycleState;
 use crate::scheduler::framework::queue::QueuedRun;
 use crate::scheduler::framework::registry::Registry;
-use crate::scheduler::framework::snapshot::PodView;
-use crate::scheduler::framework::types::{Observed, QueueOrder, RunKey};
+use crate::scheduler::framework::snapshot::{Adjust, PodView};
+use crate::scheduler::framework::types::{Observed, QueueOrder, Requested, RunKey};
 use std::sync::Arc;
 
 impl SchedulerCache {
@@ -114,8 +114,9 @@ impl SchedulerCache {
                     let waiting = self.index.observed(key) == Observed::Pending
                         && self.assumed.get(key).is_none();
                     let holds = self.queue.get(key).is_some_and(|run| {
-                        evaluate_pod(&snapshot, registry, run, &n.pod)
-                            .is_some_and(|e| could_take_once_drained(&e, &n.request))
+                        evaluate_pod(&snapshot, registry, run, &n.pod).is_some_and(|e| {
+                            could_take_once_drained(&e, &snapshot.requested(&n.request))
+                        })
                     });
                     !(waiting && holds)
                 })
@@ -171,7 +172,7 @@ impl SchedulerCache {
             };
             drainable(&eval, state)
                 .filter(|e| self.nominations.on_pod(namespace, e.pod.name()).is_none())
-                .min_by_key(|e| drain_cost(&e.pod, &state.request))
+                .min_by_key(|e| drain_cost(&e.pod, state.request_list()))
                 .map(|e| Nomination {
                     run_name: state.name.clone(),
                     runtime: state.runtime.clone(),
@@ -202,7 +203,7 @@ pub(super) fn drainable<'a, 's>(
     eval.pods()
         .iter()
         .filter(|e| e.rejection.is_some())
-        .filter(|e| could_take_once_drained(e, &state.request))
+        .filter(|e| could_take_once_drained(e, state.request_list()))
         .filter(|e| {
             state
                 .workspace
@@ -214,24 +215,22 @@ pub(super) fn drainable<'a, 's>(
 /// Whether the Pod of `e` could take `request` once drained: the Run's evaluation found it
 /// feasible or rejected it for room only (so it is available, and no other filter ran
 /// against it), and its capacity is at least the request.
-fn could_take_once_drained(e: &PodEvaluation<'_>, request: &Resources) -> bool {
+fn could_take_once_drained(e: &PodEvaluation<'_>, request: &[Requested]) -> bool {
     let room_only = e.rejection.as_ref().is_none_or(|r| r.shortfall.is_some());
-    let Ok(capacity) = e.pod.capacity() else {
-        return false;
+    let drained = Adjust {
+        drained: true,
+        ..Adjust::default()
     };
-    room_only && Resources::fits(request, &Resources::default(), capacity)
+    room_only && e.pod.fits_with(request, drained)
 }
 
-/// How far `pod` is from taking `request`: (Runs to drain, amount to free, name).
-pub(super) fn drain_cost<'a>(pod: &PodView<'a>, request: &Resources) -> (usize, u64, &'a str) {
+/// How far `pod` is from taking `request`: (Runs to drain, amount to free, name). The amount
+/// is what the fit rule's shortfalls say must be released (unknown usage: as far as can be).
+pub(super) fn drain_cost<'a>(pod: &PodView<'a>, request: &[Requested]) -> (usize, u64, &'a str) {
     let runs = pod.active_runs().count() + pod.assumed_runs().count();
-    let to_free: u64 = request
-        .iter()
-        .map(|(r, amount)| {
-            pod.effective(r)
-                .saturating_add(amount)
-                .saturating_sub(pod.capacity().map_or(0, |c| c.get(r)))
-        })
-        .sum();
+    let to_free = pod
+        .shortfalls(request)
+        .map(|s| s.to_release().unwrap_or(u64::MAX))
+        .fold(0u64, u64::saturating_add);
     (runs, to_free, pod.name())
 }

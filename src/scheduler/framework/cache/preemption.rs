@@ -31,7 +31,8 @@ use crate::scheduler::framework::index::{ActiveRun, ScopeRef};
 use crate::scheduler::framework::nominations::Nomination;
 use crate::scheduler::framework::queue::QueuedRun;
 use crate::scheduler::framework::registry::Registry;
-use crate::scheduler::framework::snapshot::PodView;
+use crate::scheduler::framework::snapshot::{Adjust, PodView};
+use crate::scheduler::framework::types::Requested;
 
 /// A Run sent back to Pending to make room for a higher-priority one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,11 +130,13 @@ impl SchedulerCache {
 
         let mut best: Option<(Cost<'_>, Preemption)> = None;
         for pod in &candidates {
-            let Some(victims) =
-                victims_on(pod, &state.request, state.priority, state.preempts, |c| {
-                    classes.preemptible(c)
-                })
-            else {
+            let Some(victims) = victims_on(
+                pod,
+                state.request_list(),
+                state.priority,
+                state.preempts,
+                |c| classes.preemptible(c),
+            ) else {
                 continue;
             };
             let cost = cost(pod.name(), &victims);
@@ -165,7 +168,7 @@ impl SchedulerCache {
         candidates
             .iter()
             .filter(|pod| waits || holds(pod))
-            .min_by_key(|pod| drain_cost(pod, &state.request))
+            .min_by_key(|pod| drain_cost(pod, state.request_list()))
             .map(|pod| Preemption {
                 pod: pod.name().to_string(),
                 victims: Vec::new(),
@@ -233,12 +236,13 @@ impl SchedulerCache {
 /// to stop count as gone; with `may_preempt` false nothing else may go.
 fn victims_on<'a>(
     pod: &PodView<'a>,
-    request: &Resources,
+    request: &[Requested],
     priority: i32,
     may_preempt: bool,
     preemptible_class: impl Fn(Option<&str>) -> bool,
 ) -> Option<Vec<(&'a str, &'a ActiveRun)>> {
-    let capacity = pod.capacity().ok()?;
+    // Unreadable capacity: nothing fits, whoever leaves.
+    pod.capacity().ok()?;
     let mut freed = Resources::default();
     let mut possible: Vec<(&'a str, &'a ActiveRun)> = Vec::new();
     for (uid, active) in pod.active_runs() {
@@ -252,13 +256,13 @@ fn victims_on<'a>(
             possible.push((uid, active));
         }
     }
+    // The Filter's fit rule, with the removed Runs' usage left out.
     let fits = |removed: &Resources| {
-        request.iter().all(|(resource, amount)| {
-            pod.effective(resource)
-                .saturating_sub(removed.get(resource))
-                .checked_add(amount)
-                .is_some_and(|total| total <= capacity.get(resource))
-        })
+        let without = Adjust {
+            freed: Some(removed),
+            ..Adjust::default()
+        };
+        pod.fits_with(request, without)
     };
     let mut removed = freed.clone();
     for (_, active) in &possible {

@@ -286,7 +286,17 @@ impl SchedulerCache {
                     scores,
                     rejections,
                 },
-                Err(error) => ScheduleOutcome::ReserveConflict { error, rejections },
+                Err(error) => {
+                    // The Filter just found this room in the same state by the same fit rule
+                    // (`PodView::shortfalls`): a conflict here is a bug. Release builds back
+                    // the Run off and count it (`kruntimes_scheduler_reservation_conflicts_total`
+                    // with stage="reserve").
+                    debug_assert!(
+                        !matches!(error, ReserveError::Conflict { .. }),
+                        "Reserve contradicts the Filter: {error}"
+                    );
+                    ScheduleOutcome::ReserveConflict { error, rejections }
+                }
             },
             (Decision::Unschedulable(u), _) => ScheduleOutcome::Unschedulable(u),
             (Decision::Invalid { reason, message }, _) => {

@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 use crate::scheduler::framework::index::{Changes, ScopeRef, WakeSource, WorkspaceRef};
 use crate::scheduler::framework::plugin::{ClusterEvent, QueueingHint};
 use crate::scheduler::framework::queue::{QueueState, QueuedRun};
+use crate::scheduler::framework::snapshot::Adjust;
 use crate::scheduler::framework::types::RunKey;
 use std::sync::Arc;
 
@@ -188,18 +189,21 @@ impl SchedulerCache {
             let Some(view) = snapshot.pod(pod) else {
                 return 0;
             };
-            let Ok(capacity) = view.capacity() else {
+            if view.capacity().is_err() {
                 return 0;
-            };
-            // What is taken by resource, before what is held for a nomination.
-            let mut taken: Resources = capacity
-                .iter()
-                .map(|(r, _)| (r, view.used(r).saturating_add(view.assumed(r))))
-                .collect();
+            }
+            // What the Runs passed in the walk were counted to take, on top of the Pod's usage.
+            let mut taken = Resources::default();
             let mut held = self.nominations.on_pod(namespace, pod);
             let (mut activate, mut counted) = (Vec::new(), Vec::new());
             for (queued, state) in self.queue.members(scope) {
-                if capacity.iter().all(|(r, cap)| taken.get(r) >= cap) {
+                // Room held for a nomination not passed yet is not free room.
+                let room = Adjust {
+                    taken: Some(&taken),
+                    without_nomination: true,
+                    ..Adjust::default()
+                };
+                if view.is_full(room) {
                     break;
                 }
                 match state {
@@ -218,11 +222,13 @@ impl SchedulerCache {
                 };
                 let nominated_here = held.is_some_and(|(k, _)| k == key);
                 // Room held for an earlier nominated Run is not this Run's to take.
-                let mut seen = taken.clone();
-                if let Some((_, n)) = held.filter(|(k, n)| *k != key && n.order < queued.order) {
-                    seen.add(&n.request);
-                }
-                let fits = Resources::fits(request, &seen, capacity);
+                let held_for_earlier =
+                    held.is_some_and(|(k, n)| k != key && n.order < queued.order);
+                let seen = Adjust {
+                    without_nomination: !held_for_earlier,
+                    ..room
+                };
+                let fits = view.fits_with(&snapshot.requested(request), seen);
                 if fits && unschedulable {
                     activate.push(key.clone());
                 }

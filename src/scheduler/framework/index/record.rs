@@ -11,9 +11,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 
-use crate::api::resources::{
-    RUNS, parse_capacity_annotations, parse_requests, parse_whole_quantity,
-};
+use crate::api::resources::parse_capacity_annotations;
 use crate::api::{ANNOTATION_SCALE_DOWN, LABEL_RUNTIME, LABEL_RUNTIME_POD, Resources, Run};
 use crate::scheduler::framework::selector::Selector;
 
@@ -115,27 +113,8 @@ pub struct CountedRequest {
 
 impl CountedRequest {
     pub fn of(run: &Run) -> Self {
-        let requests = run.spec.resources.as_ref().map(|r| &r.requests);
-        if let Ok(amounts) = parse_requests(requests) {
-            return CountedRequest {
-                amounts,
-                unknown: Vec::new(),
-            };
-        }
-        let mut out = CountedRequest::default();
-        let mut saw_runs = false;
-        for (name, quantity) in requests.into_iter().flatten() {
-            saw_runs |= name == RUNS;
-            match parse_whole_quantity(&quantity.0) {
-                Ok(0) => {}
-                Ok(amount) => out.amounts.insert(name.clone(), amount),
-                Err(_) => out.unknown.push(name.clone()),
-            }
-        }
-        if !saw_runs {
-            out.amounts.insert(RUNS, 1);
-        }
-        out
+        let (amounts, unknown) = run.counted_request();
+        CountedRequest { amounts, unknown }
     }
 }
 

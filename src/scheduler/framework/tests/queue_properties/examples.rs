@@ -150,6 +150,37 @@ fn a_nominated_run_placed_on_another_pod_frees_the_room_held_for_it() {
 }
 
 #[test]
+fn room_held_for_a_nominated_run_in_backoff_is_not_offered_to_a_later_run() {
+    // p1 is full; the large Run is nominated there and then backs off (a failed write). A
+    // slot frees on p1: the walk passes the large Run by (backoff), but the room it holds is
+    // still not the later Run's to take, so the later Run is not woken for it.
+    let world = World::new()
+        .pods([pod("p1").capacity(&[("runs", 2)])])
+        .runs([run("x").on("p1").running(), run("y").on("p1").running()]);
+    let mut cache = world.cache();
+    let big = run("big")
+        .requests(&[("runs", 2)])
+        .created(EPOCH)
+        .nominated("p1");
+    let later = run("later").created(EPOCH + 1);
+    for r in [&big, &later] {
+        assert!(matches!(
+            schedule_one(&mut cache, r),
+            ScheduleOutcome::Unschedulable(_)
+        ));
+    }
+    assert_eq!(cache.nominated_pod(NS, &big.key().uid), Some("p1"));
+    assert!(cache.retry(NS, &big.key().uid, false, NOW).is_some());
+    assert!(matches!(state(&cache, &big), Some(QueueState::Backoff(_))));
+    cache.apply(&run("x").on("p1").succeeded().build(), NOW);
+    assert!(
+        unschedulable(state(&cache, &later)),
+        "the later Run was offered the room held for the nominated Run"
+    );
+    assert_eq!(cache.nominated_pod(NS, &big.key().uid), Some("p1"));
+}
+
+#[test]
 fn a_release_wakes_only_the_runs_its_room_can_help_in_order() {
     let mut sim = Sim::new(2);
     for _ in 0..4 {
