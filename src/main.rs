@@ -20,7 +20,7 @@ async fn main() -> ExitCode {
         Command::Status(args) => kruntimes::status::exec(&cli.global, args).await,
         Command::Invoke(args) => kruntimes::invoke::exec(&cli.global, args).await,
         Command::Scheduler(SchedulerCommand::Run(args)) => {
-            kruntimes::scheduler::run::exec(&cli.global, args).await
+            kruntimes::manager::exec(&cli.global, args).await
         }
         Command::Dev(args) => kruntimes::dev::exec(&cli.global, args).await,
         Command::Completion(args) => {

@@ -22,7 +22,7 @@ use tokio::sync::OnceCell;
 
 use kruntimes::api::lenient::{self, Lenient};
 use kruntimes::api::{Run, RunPhase};
-use kruntimes::scheduler::foreign::{FOREIGN_CONTROLLER_LEASE, FOREIGN_LEASE};
+use kruntimes::manager::foreign::{FOREIGN_CONTROLLER_LEASE, FOREIGN_LEASE};
 use kruntimes::testing::{pods, run};
 use support::world::{
     Create, RunEvents, SchedulerProcess, TestNs, WAIT, eventually, message_of, phase_of,

@@ -592,9 +592,9 @@ async fn metrics_expose_every_named_metric_with_only_bounded_labels() {
                     "stage" => ["reserve", "bind"].contains(&value),
                     "source" => ["runtime_pod", "capacity_released"].contains(&value),
                     "result" if line.starts_with("kruntimes_scheduler_preemptions_total{") => [
-                        kruntimes::metrics::PREEMPTION_SUCCEEDED,
-                        kruntimes::metrics::PREEMPTION_CONFLICT,
-                        kruntimes::metrics::PREEMPTION_ERROR,
+                        kruntimes::scheduler::metrics::PREEMPTION_SUCCEEDED,
+                        kruntimes::scheduler::metrics::PREEMPTION_CONFLICT,
+                        kruntimes::scheduler::metrics::PREEMPTION_ERROR,
                     ]
                     .contains(&value),
                     "result" => [
@@ -606,10 +606,10 @@ async fn metrics_expose_every_named_metric_with_only_bounded_labels() {
                         "error",
                     ]
                     .contains(&value),
-                    "level" => kruntimes::metrics::PREEMPTION_LEVELS.contains(&value),
-                    "cause" => kruntimes::metrics::NOMINATION_CAUSES.contains(&value),
+                    "level" => kruntimes::scheduler::metrics::PREEMPTION_LEVELS.contains(&value),
+                    "cause" => kruntimes::scheduler::metrics::NOMINATION_CAUSES.contains(&value),
                     "state" if line.starts_with("kruntimes_scheduler_pending_runs{") => {
-                        kruntimes::metrics::PENDING_STATES.contains(&value)
+                        kruntimes::scheduler::metrics::PENDING_STATES.contains(&value)
                     }
                     "state" => ["available", "unavailable"].contains(&value),
                     "le" => true,

@@ -1,7 +1,7 @@
 //! `kubectl kruntimes dev`: the whole system on one machine, in the foreground, with real
 //! parts — etcd and kube-apiserver ([`controlplane`], the same code the integration tests
 //! start), the CRDs, the scheduler and the Runtime controller in this process
-//! ([`crate::scheduler::run::run`]), and a local Pod host ([`podhost`]) that runs a real
+//! ([`crate::manager::run`]), and a local Pod host ([`podhost`]) that runs a real
 //! runtimed for every Runtime Pod. `--demo` ([`demo`]) applies examples/ and follows it to
 //! the end.
 //!
@@ -131,7 +131,7 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let metrics_port = free_port()?;
-    let mut scheduler = tokio::spawn(crate::scheduler::run::run(
+    let mut scheduler = tokio::spawn(crate::manager::run(
         target.clone(),
         SchedulerRunArgs {
             workers: 4,

@@ -382,7 +382,7 @@ fn names(items: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explain::report::{build, test_objects, test_report};
+    use crate::explain::report::{build, test_report, test_subject};
     use crate::testing::*;
 
     fn hints(pods: &[PodBuilder], runs: &[RunBuilder], run: &RunBuilder) -> Vec<String> {
@@ -421,19 +421,19 @@ mod tests {
                 "no Runtime Pod advertises example.com/tpu: add it to Runtime python's spec.capacity.resources"
             ]
         );
-        let mut objects = test_objects(&pods, &[], &r);
-        objects.runtime = None;
+        let mut subject = test_subject(&pods, &[], &r);
+        subject.objects.runtimes.clear();
         assert_eq!(
-            build(&objects, &crate::scheduler::plugins::registry())
+            build(&subject, &crate::scheduler::plugins::registry())
                 .unwrap()
                 .hints,
             [
                 "no Runtime Pod advertises example.com/tpu: add a kruntimes.io/capacity annotation for it to the Runtime Pods (Runtime python is not found, so nothing projects a spec.capacity onto them)"
             ]
         );
-        objects.pods.clear();
-        objects.leases.clear();
-        let report = build(&objects, &crate::scheduler::plugins::registry()).unwrap();
+        subject.objects.pods.clear();
+        subject.objects.leases.clear();
+        let report = build(&subject, &crate::scheduler::plugins::registry()).unwrap();
         assert_eq!(
             report.verdict, "Runtime \"python\" not found in this namespace.",
             "the scheduler's message for a Run of a missing Runtime"
@@ -533,9 +533,9 @@ mod tests {
         ];
         let busy = [run("kernel").workspace("nb").on("p1")];
         let r = run("cell").workspace("nb");
-        let mut objects = test_objects(&pods, &busy, &r);
-        objects.workspace = Some(workspace("nb").bound("p1").build());
-        let report = build(&objects, &crate::scheduler::plugins::registry()).unwrap();
+        let mut subject = test_subject(&pods, &busy, &r);
+        subject.objects.workspaces = vec![workspace("nb").bound("p1").build()];
+        let report = build(&subject, &crate::scheduler::plugins::registry()).unwrap();
         let w = report.workspace.as_ref().unwrap();
         assert_eq!(
             (w.found, w.phase.as_deref(), w.bound_pod.as_deref()),

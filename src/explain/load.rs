@@ -1,45 +1,26 @@
 //! The thin I/O edge of `explain`: reads the Run, its Runtime, the Runtime Pods, the
-//! heartbeat Leases, the namespace's Runs and the Run's PersistentWorkspace, the way the
-//! scheduler's watches select them.
+//! heartbeat Leases, the namespace's Runs and the Run's PersistentWorkspace with the replay's
+//! list helpers ([`crate::replay::load`]), so it reads exactly what the scheduler's watches
+//! select.
 //!
 //! It only reads (GET and LIST); it must never write, and it must not interpret what it read
 //! beyond turning "not found" into the right one-line error.
 
 use futures::try_join;
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams};
-use thiserror::Error;
+use kube::api::Api;
 
-use super::model::Objects;
-use crate::api::lenient::{self, Lenient};
-use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, PersistentWorkspace, Run, Runtime};
+use super::model::Subject;
+use crate::api::{PersistentWorkspace, Run, Runtime};
 use crate::kubeclient::Target;
-
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// Why the objects could not be read. Each message is one line saying what to do.
-#[derive(Debug, Error)]
-pub enum Error {
-    #[error(
-        "run {name:?} not found in namespace {namespace:?}; list the Runs there with `kubectl get runs -n {namespace}`"
-    )]
-    RunNotFound { name: String, namespace: String },
-    #[error("namespace {namespace:?} not found; pass an existing namespace with -n")]
-    NamespaceNotFound { namespace: String },
-    #[error(
-        "the Run resource (runs.kruntimes.io) is not installed in {target}; install it with `kubectl kruntimes install`"
-    )]
-    NotInstalled { target: String },
-    /// An API failure, already phrased by [`Target::explain_error`].
-    #[error("{0}")]
-    Api(String),
-}
+use crate::replay::Objects;
+pub use crate::replay::load::{Error, Result};
+use crate::replay::load::{
+    list_leases, list_priority_classes, list_runs, list_runtime_pods, namespace_missing,
+};
 
 /// Reads everything `explain run/NAME` needs from `target.namespace`.
-pub async fn load(target: &Target, name: &str) -> Result<Objects> {
+pub async fn load(target: &Target, name: &str) -> Result<Subject> {
     let namespace = target.namespace.clone();
     let client = target.client.clone();
     let api_error = |e: kube::Error, doing: String| {
@@ -102,157 +83,19 @@ pub async fn load(target: &Target, name: &str) -> Result<Objects> {
         .find(|r| r.uid() == run.uid())
         .cloned()
         .unwrap_or(run);
-    Ok(Objects {
+    Ok(Subject {
         namespace,
         run,
-        runtime,
-        pods,
-        leases,
-        runs,
-        workspace,
-        classes,
-        now,
+        objects: Objects {
+            runtimes: runtime.into_iter().collect(),
+            pods,
+            leases,
+            runs,
+            workspaces: workspace.into_iter().collect(),
+            classes,
+            now,
+        },
     })
-}
-
-/// Every PriorityClass (cluster-scoped). A user who may not list them (the `view` role does
-/// not grant it) still gets an explanation: priorities then come from the Runs' recorded
-/// `status.priority`, which the scheduler writes with its first status write.
-pub async fn list_priority_classes(target: &Target) -> Result<Vec<PriorityClass>> {
-    match Api::<PriorityClass>::all(target.client.clone())
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(l) => Ok(l.items),
-        Err(kube::Error::Api(s)) if s.code == 403 => {
-            tracing::warn!(
-                "cannot list priorityclasses ({}); priorities are read from the Runs' status.priority",
-                s.message
-            );
-            Ok(Vec::new())
-        }
-        Err(e) => Err(api_error(target, e, "listing priorityclasses")),
-    }
-}
-
-/// `Api::namespaced` for `Some(namespace)`, `Api::all` for `None` (all namespaces).
-fn api<K>(target: &Target, namespace: Option<&str>) -> Api<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    crate::kubeclient::scoped_api(&target.client, namespace)
-}
-
-/// `in namespace X` or `in all namespaces`, for error messages.
-fn where_(namespace: Option<&str>) -> String {
-    namespace.map_or_else(
-        || "in all namespaces".to_string(),
-        |ns| format!("in namespace {ns}"),
-    )
-}
-
-fn api_error(target: &Target, e: kube::Error, doing: &str) -> Error {
-    Error::Api(format!("{:#}", target.explain_error(e, doing)))
-}
-
-/// The Runtime Pods (label `kruntimes.io/runtime`, of `runtime` when given), as the
-/// scheduler's Pod watch selects them.
-pub async fn list_runtime_pods(
-    target: &Target,
-    namespace: Option<&str>,
-    runtime: Option<&str>,
-) -> Result<Vec<Pod>> {
-    let selector = match runtime {
-        // A Runtime name that is not a valid label value cannot label any Pod (and would make
-        // the selector itself invalid).
-        Some(rt) if !is_label_value(rt) => return Ok(Vec::new()),
-        Some(rt) => format!("{LABEL_RUNTIME}={rt}"),
-        None => LABEL_RUNTIME.to_string(),
-    };
-    let of = runtime.map(|rt| format!(" of {rt}")).unwrap_or_default();
-    api::<Pod>(target, namespace)
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map(|l| l.items)
-        .map_err(|e| {
-            api_error(
-                target,
-                e,
-                &format!("listing the Runtime Pods{of} {}", where_(namespace)),
-            )
-        })
-}
-
-/// The heartbeat Leases (label `kruntimes.io/runtime-pod`).
-pub async fn list_leases(target: &Target, namespace: Option<&str>) -> Result<Vec<Lease>> {
-    api::<Lease>(target, namespace)
-        .list(&ListParams::default().labels(LABEL_RUNTIME_POD))
-        .await
-        .map(|l| l.items)
-        .map_err(|e| {
-            api_error(
-                target,
-                e,
-                &format!("listing heartbeat leases {}", where_(namespace)),
-            )
-        })
-}
-
-/// Every Run; a missing CRD is [`Error::NotInstalled`].
-pub async fn list_runs(target: &Target, namespace: Option<&str>) -> Result<Vec<Run>> {
-    list_kruntimes(target, namespace, "runs").await
-}
-
-/// Every PersistentWorkspace; none when its CRD is not installed (a Run naming one waits).
-pub async fn list_workspaces(
-    target: &Target,
-    namespace: Option<&str>,
-) -> Result<Vec<PersistentWorkspace>> {
-    match list_kruntimes(target, namespace, "persistentworkspaces").await {
-        Err(Error::NotInstalled { .. }) => Ok(Vec::new()),
-        other => other,
-    }
-}
-
-/// Every Runtime; a missing CRD is [`Error::NotInstalled`].
-pub async fn list_runtimes(target: &Target, namespace: Option<&str>) -> Result<Vec<Runtime>> {
-    list_kruntimes(target, namespace, "runtimes").await
-}
-
-/// Every object of one of kruntimes' own kinds (`what`, for the error message) that decodes
-/// (one that does not is reported and left out); a 404 means the CRDs are not installed.
-async fn list_kruntimes<K>(target: &Target, namespace: Option<&str>, what: &str) -> Result<Vec<K>>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    match api::<Lenient<K>>(target, namespace)
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(l) => Ok(lenient::decoded_items(l.items)),
-        Err(kube::Error::Api(s)) if s.code == 404 => Err(Error::NotInstalled {
-            target: target.describe(),
-        }),
-        Err(e) => Err(api_error(
-            target,
-            e,
-            &format!("listing {what} {}", where_(namespace)),
-        )),
-    }
-}
-
-/// Whether `namespace` is missing (`false` when the user may not read namespaces).
-pub async fn namespace_missing(target: &Target, namespace: &str) -> bool {
-    matches!(
-        Api::<Namespace>::all(target.client.clone())
-            .get_opt(namespace)
-            .await,
-        Ok(None)
-    )
 }
 
 /// Tells a missing namespace, a missing Run and a missing CRD apart.
@@ -273,51 +116,5 @@ async fn not_found(target: &Target, name: &str, status: &kube::core::Status) -> 
         Error::NotInstalled {
             target: target.describe(),
         }
-    }
-}
-
-/// Kubernetes label value syntax: at most 63 characters, alphanumerics, `-`, `_`, `.`,
-/// beginning and ending with an alphanumeric.
-fn is_label_value(v: &str) -> bool {
-    let b = v.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn label_values_follow_kubernetes_syntax() {
-        for ok in ["python", "py-3.11", "a_b", "x"] {
-            assert!(is_label_value(ok), "{ok}");
-        }
-        for bad in ["", "-a", "a-", "a b", "a/b", &"x".repeat(64)] {
-            assert!(!is_label_value(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn not_found_errors_are_one_line_and_say_what_to_do() {
-        let e = Error::RunNotFound {
-            name: "x".into(),
-            namespace: "team-a".into(),
-        };
-        assert_eq!(
-            e.to_string(),
-            "run \"x\" not found in namespace \"team-a\"; list the Runs there with `kubectl get runs -n team-a`"
-        );
-        let e = Error::NamespaceNotFound {
-            namespace: "nope".into(),
-        };
-        assert_eq!(
-            e.to_string(),
-            "namespace \"nope\" not found; pass an existing namespace with -n"
-        );
     }
 }

@@ -96,7 +96,7 @@ use thiserror::Error;
 use crate::cli::{ExplainArgs, GlobalArgs, OutputFormat};
 use crate::output::{self, Palette};
 
-pub use model::{Objects, Report};
+pub use model::{Report, Subject};
 
 /// Why the command line does not name a Run.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -133,8 +133,8 @@ pub fn parse_target(target: &str, name: Option<&str>) -> Result<String, TargetEr
 pub async fn exec(global: &GlobalArgs, args: &ExplainArgs) -> anyhow::Result<()> {
     let name = parse_target(&args.target, args.name.as_deref())?;
     let target = crate::kubeclient::connect(global).await?;
-    let objects = load::load(&target, &name).await?;
-    let report = report::build(&objects, &crate::scheduler::plugins::registry())
+    let subject = load::load(&target, &name).await?;
+    let report = report::build(&subject, &crate::scheduler::plugins::registry())
         .map_err(|e| anyhow!("replaying the scheduler for run {name}: {e}"))?;
     let text = match args.output {
         OutputFormat::Table | OutputFormat::Wide => render::text(

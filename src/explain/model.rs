@@ -8,36 +8,39 @@
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
 
 use crate::api::resources::Shortfall;
 use crate::api::{PersistentWorkspace, Run, RunPhase, Runtime};
+use crate::replay::Objects;
 
 /// Version of the JSON/YAML structure; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 2;
 
-/// Everything an explanation is built from, as read by the loader.
+/// What an explanation is built from: the explained Run and the objects around it, as read by
+/// the loader.
 #[derive(Debug, Clone)]
-pub struct Objects {
+pub struct Subject {
     pub namespace: String,
     /// The explained Run.
     pub run: Run,
-    /// Its Runtime, when it exists (Runtime Pods may exist without one).
-    pub runtime: Option<Runtime>,
-    /// The Pods labelled `kruntimes.io/runtime=<spec.runtime>`.
-    pub pods: Vec<Pod>,
-    /// The heartbeat Leases of the namespace (label `kruntimes.io/runtime-pod`).
-    pub leases: Vec<Lease>,
-    /// Every Run of the namespace (usage and affinity targets), including the explained one.
-    pub runs: Vec<Run>,
+    /// Its Runtime when it exists (Runtime Pods may exist without one), the Pods labelled
+    /// `kruntimes.io/runtime=<spec.runtime>`, the namespace's heartbeat Leases and Runs (the
+    /// explained one included), the PersistentWorkspace the Run names when it exists, and
+    /// every PriorityClass.
+    pub objects: Objects,
+}
+
+impl Subject {
+    /// The Run's Runtime, when it exists.
+    pub fn runtime(&self) -> Option<&Runtime> {
+        self.objects.runtimes.first()
+    }
+
     /// The PersistentWorkspace the Run names, when it exists.
-    pub workspace: Option<PersistentWorkspace>,
-    /// Every PriorityClass (empty when the user may not list them).
-    pub classes: Vec<k8s_openapi::api::scheduling::v1::PriorityClass>,
-    /// When the objects were read; heartbeat freshness is judged at this instant.
-    pub now: Timestamp,
+    pub fn workspace(&self) -> Option<&PersistentWorkspace> {
+        self.objects.workspaces.first()
+    }
 }
 
 /// The explanation. Field meanings are documented in the module docs of [`super`].

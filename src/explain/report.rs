@@ -6,7 +6,8 @@
 //! [`evaluate`] with the scheduler's [`Registry`], per-plugin verdicts from the registry's own
 //! filters, shortfalls from RuntimePodAvailability, heartbeat freshness from
 //! [`Heartbeat::is_fresh_at`]. It is pure: no client, no clock (`now` comes with the
-//! [`Objects`]).
+//! [`Subject`]'s objects), and the cache it replays on is the replay's
+//! ([`crate::replay::Objects::cache`]), the same `status` builds.
 
 use std::collections::BTreeMap;
 
@@ -22,22 +23,13 @@ use crate::scheduler::framework::{
 };
 use crate::scheduler::plugins::runtime_pod_availability;
 
-/// Replays the scheduler's cycle for `objects.run` and describes it. The only error is a
+/// Replays the scheduler's cycle for `subject.run` and describes it. The only error is a
 /// Score plugin failure, which the scheduler would retry.
-pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleError> {
-    let mut state = SchedulerCache::from_objects(
-        &objects.classes,
-        &objects.runtime,
-        &objects.pods,
-        &objects.leases,
-        &objects.runs,
-        objects.now,
-    );
-    if let Some(workspace) = &objects.workspace {
-        state.apply(workspace, objects.now);
-    }
-    let run = &objects.run;
-    let namespace = run.namespace().unwrap_or_else(|| objects.namespace.clone());
+pub fn build(subject: &Subject, registry: &Registry) -> Result<Report, CycleError> {
+    let objects = &subject.objects;
+    let state = objects.cache();
+    let run = &subject.run;
+    let namespace = run.namespace().unwrap_or_else(|| subject.namespace.clone());
     let snapshot = state.snapshot(&namespace, &run.spec.runtime, objects.now);
     let queued = state.queued(run);
     let eval = evaluate(&snapshot, registry, &queued)?;
@@ -93,7 +85,7 @@ pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleErro
             labels: run.labels().clone(),
             deleting: run.metadata.deletion_timestamp.is_some(),
         },
-        runtime: runtime_info(&run.spec.runtime, objects.runtime.as_ref()),
+        runtime: runtime_info(&run.spec.runtime, subject.runtime()),
         replayed: run.phase() != RunPhase::Pending
             || run
                 .status
@@ -135,7 +127,7 @@ pub fn build(objects: &Objects, registry: &Registry) -> Result<Report, CycleErro
         affinity,
         repelled_by,
         queue,
-        workspace: workspace_report(run, objects.workspace.as_ref(), cycle),
+        workspace: workspace_report(run, subject.workspace(), cycle),
         hints: Vec::new(),
     };
     report.hints = hints::compute(&report);
@@ -429,30 +421,32 @@ fn runs_on(
     names
 }
 
-/// Objects for test Pods (with their Leases) and Runs, with a Runtime `python` of as many
-/// replicas as Pods and no declared capacity.
+/// The subject `run` among test Pods (with their Leases) and Runs, with a Runtime `python` of
+/// as many replicas as Pods and no declared capacity.
 #[cfg(test)]
-pub(crate) fn test_objects(
+pub(crate) fn test_subject(
     pods: &[crate::testing::PodBuilder],
     runs: &[crate::testing::RunBuilder],
     run: &crate::testing::RunBuilder,
-) -> Objects {
+) -> Subject {
     use crate::testing::{NOW, NS, PodBuilder, RUNTIME, RunBuilder, runtime};
     let replicas = i32::try_from(pods.len()).unwrap_or(i32::MAX);
-    Objects {
+    Subject {
         namespace: NS.to_string(),
         run: run.build(),
-        runtime: Some(runtime(RUNTIME).replicas(replicas).build()),
-        pods: pods.iter().map(PodBuilder::build).collect(),
-        leases: pods.iter().filter_map(PodBuilder::build_lease).collect(),
-        runs: runs.iter().map(RunBuilder::build).collect(),
-        workspace: None,
-        classes: Vec::new(),
-        now: NOW,
+        objects: crate::replay::Objects {
+            runtimes: vec![runtime(RUNTIME).replicas(replicas).build()],
+            pods: pods.iter().map(PodBuilder::build).collect(),
+            leases: pods.iter().filter_map(PodBuilder::build_lease).collect(),
+            runs: runs.iter().map(RunBuilder::build).collect(),
+            workspaces: Vec::new(),
+            classes: Vec::new(),
+            now: NOW,
+        },
     }
 }
 
-/// The report on `run` among `pods` and `runs` (see [`test_objects`]).
+/// The report on `run` among `pods` and `runs` (see [`test_subject`]).
 #[cfg(test)]
 pub(crate) fn test_report(
     pods: &[crate::testing::PodBuilder],
@@ -460,7 +454,7 @@ pub(crate) fn test_report(
     run: &crate::testing::RunBuilder,
 ) -> Report {
     build(
-        &test_objects(pods, runs, run),
+        &test_subject(pods, runs, run),
         &crate::scheduler::plugins::registry(),
     )
     .expect("a report on test objects")

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::api::FIELD_MANAGER;
 use crate::kubeclient::Target;
-use crate::scheduler::foreign;
+use crate::manager::foreign;
 
 /// The fields of every object's root, which controller-gen declares and kube-derive does not.
 const ROOT_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];

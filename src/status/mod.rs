@@ -1,11 +1,11 @@
 //! `kubectl kruntimes status [RUNTIME]`: the pool view, as `ray status` is for Ray.
 //!
-//! Owns the status command: [`load`] lists the Runtimes, Runtime Pods, heartbeat Leases and
-//! Runs of a namespace (or all, `-A`) with `explain`'s list helpers — LIST only, never a
-//! write; [`report`] replays the scheduler's own cycle
+//! Owns the status command: [`crate::replay::load`] lists the Runtimes, Runtime Pods,
+//! heartbeat Leases and Runs of a namespace (or all, `-A`), as `explain` reads them — LIST
+//! only, never a write; [`report`] replays the scheduler's own cycle
 //! ([`crate::scheduler::framework::evaluate`] with [`crate::scheduler::plugins::registry`])
-//! for every Pending Run on one [`crate::scheduler::framework::SchedulerCache::from_objects`]
-//! snapshot, exactly as `explain` does for one Run, into the [`model`]; [`render`] prints it.
+//! for every Pending Run on one cache of those objects ([`crate::replay::Objects::cache`]),
+//! exactly as `explain` does for one Run, into the [`model`]; [`render`] prints it.
 //! It must never re-implement a scheduling rule: Pod availability, every Pending reason and
 //! message come from the scheduler's plugins.
 //!
@@ -55,7 +55,6 @@
 //! Errors (one line each, non-zero exit): no cluster or kubeconfig, a missing namespace, the
 //! CRDs not installed, a named Runtime that nothing in the namespace knows.
 
-pub mod load;
 pub mod model;
 pub mod render;
 pub mod report;
@@ -124,7 +123,11 @@ pub async fn exec(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<()> 
 /// One frame: the whole view as the requested format.
 async fn frame(target: &Target, args: &StatusArgs, palette: &Palette) -> anyhow::Result<String> {
     let namespace = (!args.all_namespaces).then_some(target.namespace.as_str());
-    let pool = load::load(target, namespace, args.runtime.as_deref()).await?;
+    let pool = Pool {
+        namespace: namespace.map(str::to_string),
+        runtime: args.runtime.clone(),
+        objects: crate::replay::load::load(target, namespace, args.runtime.as_deref()).await?,
+    };
     let status = report::build(&pool, &crate::scheduler::plugins::registry())
         .map_err(|e| anyhow!("replaying the scheduler for the Pending Runs: {e}"))?;
     if let Some(rt) = &args.runtime

@@ -4,11 +4,9 @@
 //! Owns the shapes only: no scheduling rule, no I/O.
 
 use jiff::Timestamp;
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
 
-use crate::api::{PersistentWorkspace, Run, Runtime};
+use crate::replay::Objects;
 
 /// Version of the JSON/YAML structure; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -20,19 +18,9 @@ pub struct Pool {
     pub namespace: Option<String>,
     /// Only this Runtime, when one was named.
     pub runtime: Option<String>,
-    pub runtimes: Vec<Runtime>,
-    /// The Pods labelled `kruntimes.io/runtime`.
-    pub pods: Vec<Pod>,
-    /// The heartbeat Leases (label `kruntimes.io/runtime-pod`).
-    pub leases: Vec<Lease>,
-    /// Every Run (usage, affinity targets and the Pending demand).
-    pub runs: Vec<Run>,
-    /// Every PersistentWorkspace (bound workspace placement).
-    pub workspaces: Vec<PersistentWorkspace>,
-    /// Every PriorityClass (empty when the user may not list them).
-    pub classes: Vec<k8s_openapi::api::scheduling::v1::PriorityClass>,
-    /// When the objects were read; heartbeats and waits are judged at this instant.
-    pub now: Timestamp,
+    /// Every Runtime, Runtime Pod (of the named Runtime), heartbeat Lease, Run,
+    /// PersistentWorkspace and PriorityClass read.
+    pub objects: Objects,
 }
 
 /// The pool view. Field meanings are documented in the module docs of [`super`].

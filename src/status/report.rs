@@ -1,10 +1,10 @@
 //! Builds the pool view ([`Status`]) from listed objects by replaying the scheduler's own
 //! cycle for every Pending Run.
 //!
-//! It must not re-implement a scheduling rule: one [`SchedulerCache::from_objects`] snapshot
-//! (as `explain` builds), [`evaluate`] with the scheduler's [`Registry`] for each Pending Run
+//! It must not re-implement a scheduling rule: one cache from the replay's objects
+//! ([`crate::replay::Objects::cache`], as `explain` builds it), [`evaluate`] with the scheduler's [`Registry`] for each Pending Run
 //! (once per distinct request shape and place among the nominations in a Runtime), the
-//! Pending message from [`Unschedulable::message`] and Pod availability from
+//! Pending message from [`crate::scheduler::framework::Unschedulable::message`] and Pod availability from
 //! [`runtime_pod_availability::unavailable`]. It is pure: no client, no clock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -28,29 +28,19 @@ pub const RUNTIME_NOT_FOUND: &str = "Runtime not found";
 /// Replays the scheduler for every Pending Run of `pool` and summarizes each Runtime. The only
 /// error is a Score plugin failure, which the scheduler would retry.
 pub fn build(pool: &Pool, registry: &Registry) -> Result<Status, CycleError> {
-    let mut cache = SchedulerCache::from_objects(
-        &pool.classes,
-        &pool.runtimes,
-        &pool.pods,
-        &pool.leases,
-        &pool.runs,
-        pool.now,
-    );
-    for workspace in &pool.workspaces {
-        cache.apply(workspace, pool.now);
-    }
+    let cache = pool.objects.cache();
     // Every (namespace, runtime) a Runtime, a Runtime Pod or a Run names.
     let mut keys: BTreeSet<(String, String)> = BTreeSet::new();
-    for r in &pool.runtimes {
+    for r in &pool.objects.runtimes {
         keys.insert((r.namespace().unwrap_or_default(), r.name_any()));
     }
-    for p in &pool.pods {
+    for p in &pool.objects.pods {
         if let Some(rt) = p.labels().get(LABEL_RUNTIME) {
             keys.insert((p.namespace().unwrap_or_default(), rt.clone()));
         }
     }
     let mut runs_by_scope: HashMap<(String, String), Vec<&Run>> = HashMap::new();
-    for run in &pool.runs {
+    for run in &pool.objects.runs {
         let key = (
             run.namespace().unwrap_or_default(),
             run.spec.runtime.clone(),
@@ -72,7 +62,7 @@ pub fn build(pool: &Pool, registry: &Registry) -> Result<Status, CycleError> {
     }
     Ok(Status {
         schema_version: SCHEMA_VERSION,
-        now: pool.now,
+        now: pool.objects.now,
         namespace: pool.namespace.clone(),
         runtimes,
     })
@@ -87,10 +77,11 @@ fn runtime_status(
     runs: &[&Run],
 ) -> Result<RuntimeStatus, CycleError> {
     let runtime = pool
+        .objects
         .runtimes
         .iter()
         .find(|r| r.namespace().as_deref() == Some(namespace) && r.name_any() == name);
-    let snapshot = cache.snapshot(namespace, name, pool.now);
+    let snapshot = cache.snapshot(namespace, name, pool.objects.now);
 
     let mut pods = PodCounts::default();
     let mut unavailable: BTreeMap<&'static str, usize> = BTreeMap::new();
@@ -98,7 +89,7 @@ fn runtime_status(
     for view in snapshot.pods() {
         pods.total += 1;
         pods.ready += usize::from(view.ready());
-        match runtime_pod_availability::unavailable(&view, pool.now) {
+        match runtime_pod_availability::unavailable(&view, pool.objects.now) {
             None => pods.available += 1,
             Some(reason) => *unavailable.entry(reason).or_default() += 1,
         }
@@ -195,7 +186,7 @@ fn runtime_status(
     }
     pending.oldest_wait_seconds = pending
         .oldest_created
-        .map(|t| pool.now.duration_since(t).as_secs().max(0));
+        .map(|t| pool.objects.now.duration_since(t).as_secs().max(0));
     pending.by_reason = sorted_counts(by_reason);
     pending.by_message = sorted_counts(by_message)
         .into_iter()
@@ -299,6 +290,7 @@ fn nominated_pods<'a>(
 fn workspace_counts(pool: &Pool, namespace: &str, runtime: &str) -> WorkspaceCounts {
     let mut counts = WorkspaceCounts::default();
     for w in pool
+        .objects
         .workspaces
         .iter()
         .filter(|w| w.namespace().as_deref() == Some(namespace) && w.spec.runtime == runtime)
@@ -336,13 +328,15 @@ mod tests {
         Pool {
             namespace: Some("default".into()),
             runtime: None,
-            runtimes: vec![runtime("python").build()],
-            pods: pods.iter().map(PodBuilder::build).collect(),
-            leases: pods.iter().filter_map(PodBuilder::build_lease).collect(),
-            runs: runs.iter().map(RunBuilder::build).collect(),
-            workspaces: Vec::new(),
-            classes: Vec::new(),
-            now: at(0),
+            objects: crate::replay::Objects {
+                runtimes: vec![runtime("python").build()],
+                pods: pods.iter().map(PodBuilder::build).collect(),
+                leases: pods.iter().filter_map(PodBuilder::build_lease).collect(),
+                runs: runs.iter().map(RunBuilder::build).collect(),
+                workspaces: Vec::new(),
+                classes: Vec::new(),
+                now: at(0),
+            },
         }
     }
 
@@ -529,7 +523,7 @@ mod tests {
                 run("lost").priority_class("nope"),
             ],
         );
-        p.classes = vec![
+        p.objects.classes = vec![
             priority_class("urgent", 1000).build(),
             priority_class("batch", -5).build(),
             priority_class("standard", 10).global_default().build(),

@@ -38,8 +38,8 @@ use tracing::{info, warn};
 use crate::api::lenient::Lenient;
 use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, PersistentWorkspace, Run, Runtime};
 use crate::events::RunEvents;
-use crate::metrics::{POD_AVAILABLE, POD_UNAVAILABLE, SchedulerMetrics};
 use crate::scheduler::framework::{Indexed, SchedulerCache, SharedCache};
+use crate::scheduler::metrics::{POD_AVAILABLE, POD_UNAVAILABLE, SchedulerMetrics};
 use crate::scheduler::plugins::{self, runtime_pod_availability};
 use crate::scheduler::watch::{IndexEvent, InitBuffer};
 
@@ -223,7 +223,7 @@ impl Scheduler {
     /// Counts the Runs the cache moved back to the active queue since the last call.
     fn count_wakeups(&self) {
         let (starvation, priority) = self.cache.take_nomination_counts();
-        for (cause, n) in crate::metrics::NOMINATION_CAUSES
+        for (cause, n) in crate::scheduler::metrics::NOMINATION_CAUSES
             .into_iter()
             .zip([starvation, priority])
         {

@@ -23,8 +23,8 @@ use super::Scheduler;
 use crate::api::status;
 use crate::api::{Run, RunPhase};
 use crate::events::reasons as event_reasons;
-use crate::metrics::{PREEMPTION_CONFLICT, PREEMPTION_ERROR, PREEMPTION_SUCCEEDED};
 use crate::scheduler::framework::{Preemption, Victim};
+use crate::scheduler::metrics::{PREEMPTION_CONFLICT, PREEMPTION_ERROR, PREEMPTION_SUCCEEDED};
 use crate::scheduler::status_patch;
 
 impl Scheduler {

@@ -21,8 +21,8 @@ use super::workspaces::Binding;
 use super::{Error, Scheduler};
 use crate::api::Run;
 use crate::events::reasons as event_reasons;
-use crate::metrics::{STAGE_BIND, STAGE_RESERVE};
 use crate::scheduler::framework::{ScheduleOutcome, Scheduled};
+use crate::scheduler::metrics::{STAGE_BIND, STAGE_RESERVE};
 use crate::scheduler::status_patch;
 use crate::scheduler::steps::{Step, step};
 

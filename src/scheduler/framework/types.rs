@@ -38,7 +38,7 @@ pub type ResourceName = Arc<str>;
 /// Why a Filter plugin rejected one Pod.
 ///
 /// `plugin` and `reason` are static constants of the plugin: a bounded set, used as metric
-/// labels. `shortfall` is set only for "Insufficient <resource>" rejections and carries the
+/// labels. `shortfall` is set only for `Insufficient <resource>` rejections and carries the
 /// numbers that decided it (requested, used, capacity), so `explain` shows the plugin's facts
 /// instead of recomputing them; the resource appears in the Pending message (resource names
 /// are what the user asked for) but never in a metric label.

@@ -3,7 +3,7 @@
 //! Owns the one function, [`evaluate`], that both the scheduler and `explain` call; the
 //! [`Evaluation`] it returns carries per-Pod detail for `explain` and
 //! [`Evaluation::decision`] for the scheduler, so no rule is ever implemented twice. It must
-//! not reserve, bind or mutate anything (see [`super::state`]).
+//! not reserve, bind or mutate anything (the [`super::cache`] does).
 //!
 //! Rules:
 //! - PreFilter validates the Run's requests and affinity terms once; invalid input is a
@@ -120,7 +120,7 @@ pub struct RejectionCount {
     pub plugin: &'static str,
     /// Metric label `reason`.
     pub reason: &'static str,
-    /// The resource named in the message, for "Insufficient <resource>".
+    /// The resource named in the message, for `Insufficient <resource>`.
     pub resource: Option<ResourceName>,
     pub count: usize,
 }

@@ -1,9 +1,12 @@
 //! `kubectl kruntimes scheduler run`: the controller manager. Wires the Runtime controller,
-//! the scheduler controller, Lease leader election ([`super::leader`]), `/metrics`,
-//! `/healthz` and `/readyz`, supervises every long-lived task, and shuts down on SIGTERM or
-//! SIGINT. It decides nothing itself. It acts only while it leads and no foreign (Go kruntimes)
-//! scheduler holds its Lease ([`super::foreign`]). At start it warns once when Runtime Pods are not restricted by
-//! the admission policy.
+//! the scheduler controller, Lease leader election ([`leader`]), `/metrics`, `/healthz` and
+//! `/readyz`, supervises every long-lived task, and shuts down on SIGTERM or SIGINT. It
+//! decides nothing itself. It acts only while it leads and no foreign (Go kruntimes)
+//! scheduler holds its Lease ([`foreign`]). At start it warns once when Runtime Pods are not
+//! restricted by the admission policy.
+
+pub mod foreign;
+pub mod leader;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,13 +20,12 @@ use crate::admission_policy;
 use crate::cli::{GlobalArgs, SchedulerRunArgs};
 use crate::http::{parse_bind, probes, serve};
 use crate::kubeclient;
-use crate::metrics::SchedulerMetrics;
 use crate::runtime::controller as runtime_controller;
 use crate::scheduler::controller::{self, Options, Scheduler};
-use crate::scheduler::foreign;
-pub use crate::scheduler::leader::LEADER_LEASE;
-use crate::scheduler::leader::{self, Election};
+use crate::scheduler::metrics::SchedulerMetrics;
 use crate::signals::shutdown_signal;
+use leader::Election;
+pub use leader::LEADER_LEASE;
 
 pub async fn exec(global: &GlobalArgs, args: &SchedulerRunArgs) -> anyhow::Result<()> {
     // Listen before connecting so that an early SIGTERM is a clean shutdown, not a kill.
