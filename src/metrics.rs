@@ -1,7 +1,7 @@
 //! Prometheus text rendering, shared by the scheduler's and runtimed's `/metrics`.
 //!
-//! Owns only the encoding; each component owns its metric names and label sets
-//! ([`crate::scheduler::metrics`], [`crate::runtimed::metrics`]).
+//! Owns only the encoding; each component owns its metric names and label sets (the
+//! scheduler's and runtimed's `metrics` modules), and nothing here reads them.
 
 use prometheus::{Encoder, Registry, TextEncoder};
 

@@ -14,24 +14,34 @@ use std::time::Duration;
 use kube::ResourceExt;
 
 use kruntimes::api::status::reasons;
-use kruntimes::api::{Resources, Run, RunPhase};
-use kruntimes::testing::{run, runtime};
-use support::gates::Gates;
-use support::world::{
-    Create, OvercommitWatch, RuntimeServerProcess, RuntimedProcess, SchedulerProcess, TestNs,
-    eventually,
-};
+use kruntimes::api::{Run, RunPhase};
+use kruntimes::testing::run;
+use support::pool::{HEARTBEAT, Pool};
+use support::world::{Create, RuntimeServerProcess, SchedulerProcess, TestNs, eventually};
 
-/// A Runtime of one Pod with `runs: 2`, the tests' runtime server, and runtimed driving it
-/// (or, for the child-process backend, runtimed alone; the server then runs idle).
-struct Pool {
-    ns: TestNs,
-    pod: k8s_openapi::api::core::v1::Pod,
+/// A Runtime of one Pod with `runs: 2` and its runtimed ([`Pool`]), the tests' runtime
+/// server, and the scheduler; runtimed drives the server (or, for the child-process backend,
+/// runs Runs itself; the server then runs idle).
+struct Scenario {
+    pool: Pool,
     server: RuntimeServerProcess,
-    agent: RuntimedProcess,
     /// runtimed's probe port (also its `/invoke/<run>`).
     probe: u16,
     _scheduler: SchedulerProcess,
+}
+
+impl std::ops::Deref for Scenario {
+    type Target = Pool;
+
+    fn deref(&self) -> &Pool {
+        &self.pool
+    }
+}
+
+impl std::ops::DerefMut for Scenario {
+    fn deref_mut(&mut self) -> &mut Pool {
+        &mut self.pool
+    }
 }
 
 /// How runtimed executes Runs in a scenario.
@@ -41,9 +51,7 @@ enum Backend {
     Child,
 }
 
-const HEARTBEAT: [&str; 4] = ["--heartbeat-interval", "1s", "--heartbeat-duration", "10s"];
-
-impl Pool {
+impl Scenario {
     async fn start(prefix: &str) -> Self {
         Self::start_with(prefix, Backend::Server).await
     }
@@ -51,50 +59,31 @@ impl Pool {
     async fn start_with(prefix: &str, backend: Backend) -> Self {
         let ns = TestNs::new(prefix).await;
         let scheduler = SchedulerProcess::start(&ns.name, 4, None, prefix).await;
-        runtime("pool")
-            .replicas(1)
-            .capacity(&[("runs", 2)])
-            .create(&ns)
-            .await;
-        let pod = ns.runtime_pods("pool", 1).await.remove(0);
-        ns.set_ready(&pod.name_any(), true).await;
         let server = RuntimeServerProcess::start().await;
         let probe = support::free_port();
-        let agent = match backend {
-            Backend::Server => Self::agent(&pod, &server, probe),
-            Backend::Child => {
-                let mut args: Vec<&str> = HEARTBEAT.to_vec();
-                args.extend(["--shutdown-grace", "3s"]);
-                RuntimedProcess::start(&pod, &args)
+        let bind = format!("127.0.0.1:{probe}");
+        let mut args: Vec<&str> = HEARTBEAT.to_vec();
+        match backend {
+            Backend::Server => {
+                args.extend(server.flag());
+                args.extend(["--health-probe-bind-address", bind.as_str()]);
             }
-        };
-        Pool {
-            ns,
-            pod,
+            Backend::Child => args.extend(["--shutdown-grace", "3s"]),
+        }
+        let pool = Pool::start(&ns, "pool", 1, &[("runs", 2)], &args).await;
+        Scenario {
+            pool,
             server,
-            agent,
             probe,
             _scheduler: scheduler,
         }
     }
 
-    fn agent(
-        pod: &k8s_openapi::api::core::v1::Pod,
-        server: &RuntimeServerProcess,
-        probe: u16,
-    ) -> RuntimedProcess {
-        let probe = format!("127.0.0.1:{probe}");
-        let mut args: Vec<&str> = HEARTBEAT.to_vec();
-        args.extend(server.flag());
-        args.extend(["--health-probe-bind-address", probe.as_str()]);
-        RuntimedProcess::start(pod, &args)
-    }
-
-    fn capacity(&self) -> std::collections::HashMap<String, Resources> {
-        std::collections::HashMap::from([(
-            self.pod.name_any(),
-            Resources::from_iter([("runs", 2)]),
-        )])
+    /// Crashes runtimed (no shutdown, no status write) and starts it again.
+    fn crash_and_restart(&mut self) {
+        let pod = self.pod().to_string();
+        self.pool.agents.get_mut(&pod).expect("a runtimed").crash();
+        self.pool.restart(&pod);
     }
 
     /// Waits until every Run named in `names` is terminal; returns them.
@@ -120,9 +109,9 @@ fn find<'a>(runs: &'a [Run], name: &str) -> &'a Run {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn task_runs_execute_through_the_runtime_server_with_exit_codes_outputs_and_capacity() {
-    let pool = Pool::start("contract-tasks").await;
+    let pool = Scenario::start("contract-tasks").await;
     let ns = &pool.ns;
-    let watch = OvercommitWatch::start(ns, pool.capacity()).await;
+    let watch = pool.overcommit_watch().await;
 
     run("hello")
         .runtime("pool")
@@ -195,12 +184,11 @@ async fn task_runs_execute_through_the_runtime_server_with_exit_codes_outputs_an
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runtimed_killed_and_started_again_re_attaches_and_the_run_succeeds_once() {
-    let mut pool = Pool::start("contract-restart").await;
+    let mut pool = Scenario::start("contract-restart").await;
     let ns = &pool.ns;
     // Held until the new runtimed has re-attached: the execution is still running at the
     // server however long the restart takes.
-    let gates = Gates::new(&ns.name);
-    let hold = gates.hold("long");
+    let hold = pool.gates.hold("long");
     run("long")
         .runtime("pool")
         .task(&["sh", "-c", &format!("{hold}; echo done")])
@@ -223,18 +211,17 @@ async fn a_runtimed_killed_and_started_again_re_attaches_and_the_run_succeeds_on
     .await;
 
     // A crash: no shutdown, no status write; the execution goes on at the server.
-    pool.agent.crash();
-    pool.agent = Pool::agent(&pool.pod, &pool.server, pool.probe);
+    pool.crash_and_restart();
     eventually(
         Duration::from_secs(30),
         "the new runtimed to re-attach to the execution",
-        async || match pool.agent.log().contains("re-attached to execution") {
+        async || match pool.agent().log().contains("re-attached to execution") {
             true => Ok(()),
-            false => Err(pool.agent.log_tail()),
+            false => Err(pool.agent().log_tail()),
         },
     )
     .await;
-    gates.open("long");
+    pool.open("long");
 
     let ended = pool.terminal(&["long"]).await;
     let long = find(&ended, "long");
@@ -243,7 +230,7 @@ async fn a_runtimed_killed_and_started_again_re_attaches_and_the_run_succeeds_on
         long.phase(),
         RunPhase::Succeeded,
         "the Run was not re-attached: {status:?}\n{}",
-        pool.agent.log_tail()
+        pool.agent().log_tail()
     );
     assert_eq!(
         status.outputs.get("stdout").map(String::as_str),
@@ -302,9 +289,9 @@ async fn phase(ns: &TestNs, name: &str, phase: RunPhase, within: Duration) -> Ru
 /// Timeout. Each frees its room at once: the Run waiting behind it is placed, and at the end
 /// a Run of the Pod's whole capacity runs, with no overcommit at any event.
 async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
-    let pool = Pool::start_with(prefix, backend).await;
+    let pool = Scenario::start_with(prefix, backend).await;
     let ns = &pool.ns;
-    let watch = OvercommitWatch::start(ns, pool.capacity()).await;
+    let watch = pool.overcommit_watch().await;
     let long = |name: &str| run(name).runtime("pool").task(&["sh", "-c", "sleep 60"]);
 
     // Running: the Pod full with two long Runs, one of them with a 3 s timeout.
@@ -388,7 +375,7 @@ async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
         Duration::from_secs(30),
     )
     .await;
-    pool.agent.signal(kruntimes::process::Signal::Stop);
+    pool.agent().signal(kruntimes::process::Signal::Stop);
     long("scheduled").create(ns).await;
     phase(
         ns,
@@ -398,7 +385,7 @@ async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
     )
     .await;
     cancel(ns, "scheduled").await;
-    pool.agent.signal(kruntimes::process::Signal::Cont);
+    pool.agent().signal(kruntimes::process::Signal::Cont);
     let scheduled = phase(
         ns,
         "scheduled",
@@ -456,7 +443,7 @@ async fn cancel_and_timeout_in_every_phase_free_the_room_at_once_for_child_proce
 /// `completionTime`; a Run without one is kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_leader_deletes_a_finished_run_after_its_ttl_and_keeps_one_without() {
-    let pool = Pool::start_with("contract-ttl", Backend::Child).await;
+    let pool = Scenario::start_with("contract-ttl", Backend::Child).await;
     let ns = &pool.ns;
     let quick = |name: &str| run(name).runtime("pool").task(&["sh", "-c", "exit 0"]);
     quick("kept").create(ns).await;
@@ -498,9 +485,9 @@ async fn the_leader_deletes_a_finished_run_after_its_ttl_and_keeps_one_without()
 /// through runtimed's `/invoke/<run>`; `invoke` refuses a Run that is not Ready.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn function_runs_hold_their_room_while_ready_until_cancel_delete_idle_or_timeout() {
-    let mut pool = Pool::start("contract-functions").await;
-    let ns = &pool.ns;
-    let watch = OvercommitWatch::start(ns, pool.capacity()).await;
+    let mut pool = Scenario::start("contract-functions").await;
+    let ns = &pool.ns.clone();
+    let watch = pool.overcommit_watch().await;
     let whole = |name: &str, handler: &str| {
         run(name)
             .runtime("pool")
@@ -559,8 +546,7 @@ async fn function_runs_hold_their_room_while_ready_until_cancel_delete_idle_or_t
 
     // runtimed crashes and starts again: the Ready Run is registered again (same attempt, so
     // the server resumes it), stays Ready and is invoked through the new runtimed.
-    pool.agent.crash();
-    pool.agent = Pool::agent(&pool.pod, &pool.server, pool.probe);
+    pool.crash_and_restart();
     let probe = pool.probe;
     let answer = eventually(
         Duration::from_secs(30),

@@ -10,7 +10,7 @@
 
 mod support;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -18,14 +18,12 @@ use kube::ResourceExt;
 use kube::api::DeleteParams;
 use tokio::sync::RwLock;
 
-use kruntimes::api::resources::parse_capacity_annotations;
-use kruntimes::api::{Resources, Run, RunPhase, Runtime};
+use kruntimes::api::{Run, RunPhase, Runtime};
 use kruntimes::process::Signal;
-use kruntimes::testing::{pod, run, runtime};
+use kruntimes::testing::{pod, run};
 use support::Fault;
-use support::world::{
-    Create, OvercommitWatch, RuntimedProcess, SchedulerProcess, TestNs, count, eventually,
-};
+use support::pool::Pool;
+use support::world::{Create, SchedulerProcess, TestNs, count, eventually};
 
 /// Exclusive for scenarios that crash the control plane, shared for the others.
 static CONTROL_PLANE: RwLock<()> = RwLock::const_new(());
@@ -36,138 +34,6 @@ const HEAL: Duration = Duration::from_secs(120);
 const RUNTIMED_ARGS: [&str; 4] = ["--heartbeat-interval", "1s", "--heartbeat-duration", "5s"];
 /// The scheduler's `--pod-lost-grace` in these scenarios.
 const GRACE: &str = "--pod-lost-grace=5s";
-
-/// A Runtime's Pods, each Ready with a real runtimed: the test plays the kubelet.
-struct Pool {
-    ns: TestNs,
-    agents: BTreeMap<String, RuntimedProcess>,
-    capacity: HashMap<String, Resources>,
-}
-
-impl Pool {
-    /// A Runtime `sh` of `replicas` Pods with `capacity`, created by the Runtime controller
-    /// of a running scheduler; the caller starts the scheduler first.
-    async fn start(ns: TestNs, replicas: i32, capacity: &[(&str, u64)]) -> Self {
-        runtime("sh")
-            .replicas(replicas)
-            .capacity(capacity)
-            .create(&ns)
-            .await;
-        let mut pool = Pool {
-            ns,
-            agents: BTreeMap::new(),
-            capacity: HashMap::new(),
-        };
-        let pods = pool.ns.runtime_pods("sh", replicas as usize).await;
-        for pod in &pods {
-            pool.host(pod).await;
-        }
-        pool
-    }
-
-    /// Marks `pod` Ready and starts its runtimed.
-    async fn host(&mut self, pod: &Pod) {
-        let name = pod.name_any();
-        self.ns.set_ready(&name, true).await;
-        let capacity = parse_capacity_annotations(pod.annotations()).unwrap();
-        self.capacity.insert(name.clone(), capacity);
-        self.agents
-            .insert(name, RuntimedProcess::start(pod, &RUNTIMED_ARGS));
-    }
-
-    async fn overcommit_watch(&self) -> OvercommitWatch {
-        OvercommitWatch::start(&self.ns, self.capacity.clone()).await
-    }
-
-    /// Creates `n` Runs named `<prefix>-NN` of `sh -c <script>`.
-    async fn runs(&self, prefix: &str, n: usize, script: &str) -> Vec<String> {
-        let mut names = Vec::new();
-        for i in 0..n {
-            let name = format!("{prefix}-{i:02}");
-            run(&name)
-                .runtime("sh")
-                .task(&["sh", "-c", script])
-                .create(&self.ns)
-                .await;
-            names.push(name);
-        }
-        names
-    }
-
-    /// Waits until `check` holds over the namespace's Runs.
-    async fn until<T>(&self, what: &str, check: impl FnMut(&[Run]) -> Option<T>) -> T {
-        self.ns.wait_runs(HEAL, what, check).await
-    }
-
-    /// Waits until every Run named in `names` is terminal and returns them by name.
-    async fn all_done(&self, names: &[String]) -> BTreeMap<String, Run> {
-        let what = format!("{} Runs to end", names.len());
-        self.until(&what, |runs| {
-            let done: BTreeMap<String, Run> = runs
-                .iter()
-                .filter(|r| names.contains(&r.name_any()) && r.phase().is_terminal())
-                .map(|r| (r.name_any(), r.clone()))
-                .collect();
-            (done.len() == names.len()).then_some(done)
-        })
-        .await
-    }
-
-    /// No capacity is left held: a Run filling each live Pod's whole `runs` capacity, created
-    /// now, runs on it and succeeds.
-    async fn assert_no_leaked_capacity(&self, prefix: &str) {
-        let mut names = Vec::new();
-        for (pod, capacity) in &self.capacity {
-            if !self.agents.contains_key(pod) {
-                continue;
-            }
-            for i in 0..capacity.get("runs") {
-                let name = format!("{prefix}-{pod}-{i}");
-                run(&name)
-                    .runtime("sh")
-                    .task(&["sh", "-c", "sleep 2"])
-                    .create(&self.ns)
-                    .await;
-                names.push(name);
-            }
-        }
-        let done = self.all_done(&names).await;
-        for (name, r) in &done {
-            assert_eq!(r.phase(), RunPhase::Succeeded, "{name}: {:?}", r.status);
-        }
-        let per_pod = done.values().fold(BTreeMap::new(), |mut m, r| {
-            *m.entry(r.active_pod_or_last().to_string()).or_insert(0) += 1;
-            m
-        });
-        // And explain, reading only the API, sees no usage left on any Pod.
-        let probe = names.last().expect("a live Pod to probe");
-        let out = support::kruntimes()
-            .args([
-                "explain",
-                &format!("run/{probe}"),
-                "-n",
-                &self.ns.name,
-                "-o",
-                "json",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        for pod in report["pods"].as_array().unwrap() {
-            for resource in pod["resources"].as_array().unwrap() {
-                assert_eq!(resource["used"], 0, "explain shows usage left: {pod}");
-            }
-        }
-        eprintln!(
-            "no leaked capacity: a full-capacity probe ran on {per_pod:?}; explain shows zero usage on every Pod"
-        );
-    }
-}
 
 trait LastPod {
     fn active_pod_or_last(&self) -> &str;
@@ -224,7 +90,9 @@ async fn burst_survives(
 ) {
     let ns = TestNs::new(prefix).await;
     let mut schedulers = start(&ns).await;
-    let pool = Pool::start(ns, 2, &[("runs", 2)]).await;
+    let pool = Pool::start(&ns, "sh", 2, &[("runs", 2)], &RUNTIMED_ARGS)
+        .await
+        .patience(HEAL);
     let watch = pool.overcommit_watch().await;
     let started = Instant::now();
     let names = pool.runs("r", 40, "sleep 0.3").await;
@@ -319,7 +187,9 @@ async fn runtimed_killed_while_runs_run_then_restarted_fails_them_and_frees_the_
     let _shared = CONTROL_PLANE.read().await;
     let ns = TestNs::new("rtdkill").await;
     let _scheduler = scheduler(&ns, "rtdkill").await;
-    let mut pool = Pool::start(ns, 1, &[("runs", 2)]).await;
+    let mut pool = Pool::start(&ns, "sh", 1, &[("runs", 2)], &RUNTIMED_ARGS)
+        .await
+        .patience(HEAL);
     let watch = pool.overcommit_watch().await;
     let names = pool.runs("long", 2, "sleep 300").await;
     pool.until("both Running", |runs| {
@@ -369,14 +239,8 @@ async fn a_pod_force_deleted_with_an_unclaimed_run_gets_it_placed_again() {
             .and_then(|r| (r.active_pod() == Some("py-a")).then_some(()))
     })
     .await;
-    let mut pool = Pool {
-        ns,
-        agents: BTreeMap::new(),
-        capacity: HashMap::from([(
-            "py-a".to_string(),
-            parse_capacity_annotations(py_a.annotations()).unwrap(),
-        )]),
-    };
+    let mut pool = Pool::empty(&ns, "sh", &RUNTIMED_ARGS).patience(HEAL);
+    pool.count(&py_a);
     let py_b = pod("py-b")
         .runtime("sh")
         .capacity(&[("runs", 1)])
@@ -414,7 +278,9 @@ async fn a_pod_lost_with_a_running_run_fails_it_and_frees_its_capacity() {
     let _shared = CONTROL_PLANE.read().await;
     let ns = TestNs::new("lostrun").await;
     let _scheduler = scheduler(&ns, "lostrun").await;
-    let mut pool = Pool::start(ns, 2, &[("runs", 1)]).await;
+    let mut pool = Pool::start(&ns, "sh", 2, &[("runs", 1)], &RUNTIMED_ARGS)
+        .await
+        .patience(HEAL);
     let watch = pool.overcommit_watch().await;
     let long = pool.runs("long", 2, "sleep 300").await;
     pool.until("both Running", |runs| {
@@ -469,7 +335,9 @@ async fn a_heartbeat_that_lapses_fails_running_runs_after_the_grace_and_the_pod_
     let _shared = CONTROL_PLANE.read().await;
     let ns = TestNs::new("lapse").await;
     let _scheduler = scheduler(&ns, "lapse").await;
-    let pool = Pool::start(ns, 1, &[("runs", 1)]).await;
+    let pool = Pool::start(&ns, "sh", 1, &[("runs", 1)], &RUNTIMED_ARGS)
+        .await
+        .patience(HEAL);
     let watch = pool.overcommit_watch().await;
     let names = pool.runs("long", 1, "sleep 300").await;
     pool.until("Running", |runs| {
@@ -503,7 +371,9 @@ async fn scaling_a_runtime_down_under_load_removes_idle_pods_first() {
     let _shared = CONTROL_PLANE.read().await;
     let ns = TestNs::new("scaledown").await;
     let _scheduler = scheduler(&ns, "scaledown").await;
-    let mut pool = Pool::start(ns, 3, &[("runs", 2)]).await;
+    let mut pool = Pool::start(&ns, "sh", 3, &[("runs", 2)], &RUNTIMED_ARGS)
+        .await
+        .patience(HEAL);
     let watch = pool.overcommit_watch().await;
     // One long Run: it lands on one Pod, the other two stay idle.
     let busy = pool.runs("busy", 1, "sleep 8").await;
@@ -546,7 +416,9 @@ async fn a_runtime_deleted_with_pending_and_running_runs_strands_none() {
     let _shared = CONTROL_PLANE.read().await;
     let ns = TestNs::new("rtdelete").await;
     let _scheduler = scheduler(&ns, "rtdelete").await;
-    let mut pool = Pool::start(ns, 1, &[("runs", 1)]).await;
+    let mut pool = Pool::start(&ns, "sh", 1, &[("runs", 1)], &RUNTIMED_ARGS)
+        .await
+        .patience(HEAL);
     let running = pool.runs("long", 1, "sleep 300").await;
     pool.until("Running", |runs| {
         (count(runs, RunPhase::Running) == 1).then_some(())

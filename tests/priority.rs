@@ -7,7 +7,6 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -17,55 +16,43 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use kruntimes::api::status::{CONDITION_DISRUPTION_TARGET, reasons};
-use kruntimes::api::{Resources, Run, RunPhase};
+use kruntimes::api::{Run, RunPhase};
 use kruntimes::process::Signal;
-use kruntimes::testing::{PriorityClassBuilder, RunBuilder, priority_class, run, runtime};
-use support::gates::Gates;
-use support::world::{
-    Create, OvercommitWatch, RunEvents, RuntimedProcess, SchedulerProcess, TestNs, eventually,
-};
+use kruntimes::testing::{PriorityClassBuilder, RunBuilder, priority_class, run};
+use support::pool::{HEARTBEAT, Pool};
+use support::world::{Create, RunEvents, SchedulerProcess, TestNs, eventually};
 
 /// runtimed's grace for a preempted Run (`--shutdown-grace`) in these tests.
 const GRACE: Duration = Duration::from_secs(3);
 
-/// A Runtime of one Pod with `runs: 1`, its runtimed, and the PriorityClasses of the test
-/// (cluster-scoped, so named after the namespace and deleted at the end).
-struct Pool {
-    ns: TestNs,
-    agent: RuntimedProcess,
-    pod: String,
+/// A Runtime of one Pod with `runs: 1` and its runtimed ([`Pool`]), the scheduler, and the
+/// PriorityClasses of the test (cluster-scoped, so named after the namespace and deleted at
+/// the end).
+struct Scenario {
+    pool: Pool,
     classes: Vec<String>,
     scheduler: SchedulerProcess,
-    /// The gates of held Runs (see [`Pool::held`]).
-    gates: Gates,
 }
 
-impl Pool {
+impl std::ops::Deref for Scenario {
+    type Target = Pool;
+
+    fn deref(&self) -> &Pool {
+        &self.pool
+    }
+}
+
+impl Scenario {
     async fn start(prefix: &str, classes: &[PriorityClassBuilder]) -> Self {
         let ns = TestNs::new(prefix).await;
         let scheduler = SchedulerProcess::start(&ns.name, 4, None, prefix).await;
         let names = ns.priority_classes(classes).await;
-        runtime("pool")
-            .replicas(1)
-            .capacity(&[("runs", 1)])
-            .create(&ns)
-            .await;
-        let pod = ns.runtime_pods("pool", 1).await.remove(0);
-        ns.set_ready(&pod.name_any(), true).await;
         let grace = format!("{}s", GRACE.as_secs());
-        let agent = RuntimedProcess::start(
-            &pod,
-            &[
-                "--heartbeat-interval",
-                "1s",
-                "--heartbeat-duration",
-                "10s",
-                "--shutdown-grace",
-                &grace,
-            ],
-        );
+        let mut args = HEARTBEAT.to_vec();
+        args.extend(["--shutdown-grace", &grace]);
+        let pool = Pool::start(&ns, "pool", 1, &[("runs", 1)], &args).await;
         // runtimed is up (its heartbeat written) once a first Run ran.
-        run("warm-up").runtime("pool").create(&ns).await;
+        pool.run("warm-up").create(&ns).await;
         ns.wait_runs(
             Duration::from_secs(60),
             "the warm-up Run to succeed",
@@ -76,14 +63,10 @@ impl Pool {
             },
         )
         .await;
-        let gates = Gates::new(&ns.name);
-        Pool {
-            pod: pod.name_any(),
-            ns,
-            agent,
+        Scenario {
+            pool,
             classes: names,
             scheduler,
-            gates,
         }
     }
 
@@ -91,9 +74,9 @@ impl Pool {
         self.ns.class(name)
     }
 
-    fn run(&self, name: &str, class: Option<&str>, seconds: f64) -> RunBuilder {
-        let r = run(name)
-            .runtime("pool")
+    fn run_of_class(&self, name: &str, class: Option<&str>, seconds: f64) -> RunBuilder {
+        let r = self
+            .run(name)
             .task(&["sh", "-c", &format!("sleep {seconds}")]);
         match class {
             Some(c) => r.priority_class(&self.class(c)),
@@ -105,25 +88,21 @@ impl Pool {
     /// `all`), so it is still running when the test acts on it however slowly the test gets
     /// there. `first_attempt_only`: an attempt after the first (a preempted Run running
     /// again) ends at once.
-    fn held(&self, name: &str, class: Option<&str>, first_attempt_only: bool) -> RunBuilder {
+    fn held_of_class(
+        &self,
+        name: &str,
+        class: Option<&str>,
+        first_attempt_only: bool,
+    ) -> RunBuilder {
         let script = match first_attempt_only {
             true => self.gates.hold_first_attempt(name),
             false => self.gates.hold(name),
         };
-        let r = run(name).runtime("pool").task(&["sh", "-c", &script]);
+        let r = self.run(name).task(&["sh", "-c", &script]);
         match class {
             Some(c) => r.priority_class(&self.class(c)),
             None => r,
         }
-    }
-
-    /// Opens the gate `name` (a Run's, or `all`).
-    fn open(&self, name: &str) {
-        self.gates.open(name);
-    }
-
-    fn capacity(&self) -> HashMap<String, Resources> {
-        HashMap::from([(self.pod.clone(), Resources::from_iter([("runs", 1)]))])
     }
 
     async fn finish(self) {
@@ -139,15 +118,15 @@ fn find<'a>(runs: &'a [Run], name: &str) -> Option<&'a Run> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_urgent_run_is_the_next_placed_ahead_of_twenty_waiting_ones_twenty_times_out_of_twenty()
 {
-    let pool = Pool::start("prio-next", &[priority_class("urgent", 1000)]).await;
+    let pool = Scenario::start("prio-next", &[priority_class("urgent", 1000)]).await;
     let ns = &pool.ns;
-    let watch = OvercommitWatch::start(ns, pool.capacity()).await;
+    let watch = pool.overcommit_watch().await;
     let events = RunEvents::start(ns).await;
     // Each round uses up one waiting Run: 20 always wait behind the urgent one. A batch Run
     // is held until the test has created the urgent one, so the Pod is busy when it arrives.
     const ROUNDS: usize = 20;
     for i in 0..ROUNDS + 21 {
-        pool.held(&format!("batch-{i:02}"), None, false)
+        pool.held_of_class(&format!("batch-{i:02}"), None, false)
             .create(ns)
             .await;
     }
@@ -169,7 +148,9 @@ async fn an_urgent_run_is_the_next_placed_ahead_of_twenty_waiting_ones_twenty_ti
             })
             .await;
         let name = format!("urgent-{round:02}");
-        pool.run(&name, Some("urgent"), 0.3).create(ns).await;
+        pool.run_of_class(&name, Some("urgent"), 0.3)
+            .create(ns)
+            .await;
         // The urgent Run is stored; now the busy one may end.
         pool.open(&running);
         urgent_created.push((name.clone(), running));
@@ -218,9 +199,11 @@ async fn an_urgent_run_is_the_next_placed_ahead_of_twenty_waiting_ones_twenty_ti
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_of_a_missing_priority_class_waits_for_it_and_runs_once_it_exists() {
-    let pool = Pool::start("prio-missing", &[]).await;
+    let pool = Scenario::start("prio-missing", &[]).await;
     let ns = &pool.ns;
-    pool.run("late", Some("later"), 0.1).create(ns).await;
+    pool.run_of_class("late", Some("later"), 0.1)
+        .create(ns)
+        .await;
     let message = ns
         .wait_runs(
             Duration::from_secs(30),
@@ -255,27 +238,29 @@ async fn a_run_of_a_missing_priority_class_waits_for_it_and_runs_once_it_exists(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_preemption_racing_runtimed_claim_never_fails_the_lower_run_nor_overcommits() {
-    let pool = Pool::start("prio-race", &[priority_class("urgent", 1000)]).await;
+    let pool = Scenario::start("prio-race", &[priority_class("urgent", 1000)]).await;
     let ns = &pool.ns;
-    let watch = OvercommitWatch::start(ns, pool.capacity()).await;
+    let watch = pool.overcommit_watch().await;
     const ROUNDS: usize = 100;
     let (mut preempted, mut claimed_first) = (0, 0);
     for round in 0..ROUNDS {
         let (low, urgent) = (format!("low-{round:03}"), format!("urgent-{round:03}"));
         // runtimed frozen: the low Run is bound but not claimed.
-        pool.agent.signal(Signal::Stop);
-        pool.run(&low, None, 0.0).create(ns).await;
+        pool.agent().signal(Signal::Stop);
+        pool.run_of_class(&low, None, 0.0).create(ns).await;
         ns.wait_runs(Duration::from_secs(30), "the low Run Scheduled", |runs| {
             find(runs, &low)
                 .filter(|r| r.phase() == RunPhase::Scheduled)
                 .map(|_| ())
         })
         .await;
-        pool.run(&urgent, Some("urgent"), 0.0).create(ns).await;
+        pool.run_of_class(&urgent, Some("urgent"), 0.0)
+            .create(ns)
+            .await;
         // Thawed at a random moment of the scheduler's preemption.
         let pause = Duration::from_millis(u64::from(spread_ms(round)));
         tokio::time::sleep(pause).await;
-        pool.agent.signal(Signal::Cont);
+        pool.agent().signal(Signal::Cont);
         let runs = ns
             .wait_runs(Duration::from_secs(60), "both Runs to succeed", |runs| {
                 [&low, &urgent]
@@ -350,7 +335,7 @@ fn spread_ms(round: usize) -> u8 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_run_of_a_preemptible_class_is_stopped_requeued_and_runs_again_a_plain_one_never()
 {
-    let pool = Pool::start(
+    let pool = Scenario::start(
         "prio-running",
         &[
             priority_class("urgent", 1000),
@@ -360,18 +345,22 @@ async fn a_running_run_of_a_preemptible_class_is_stopped_requeued_and_runs_again
     )
     .await;
     let ns = &pool.ns;
-    let watch = OvercommitWatch::start(ns, pool.capacity()).await;
+    let watch = pool.overcommit_watch().await;
     let events = RunEvents::start(ns).await;
 
     // A plain class is never preempted: the urgent Run waits, nominated, until it ends.
-    pool.held("plain", Some("plain"), false).create(ns).await;
+    pool.held_of_class("plain", Some("plain"), false)
+        .create(ns)
+        .await;
     ns.wait_runs(Duration::from_secs(30), "plain Running", |runs| {
         find(runs, "plain")
             .filter(|r| r.phase() == RunPhase::Running)
             .map(|_| ())
     })
     .await;
-    pool.run("urgent-1", Some("urgent"), 0.2).create(ns).await;
+    pool.run_of_class("urgent-1", Some("urgent"), 0.2)
+        .create(ns)
+        .await;
     let nominated = ns
         .wait_runs(Duration::from_secs(30), "urgent-1 nominated", |runs| {
             find(runs, "urgent-1")?
@@ -381,7 +370,7 @@ async fn a_running_run_of_a_preemptible_class_is_stopped_requeued_and_runs_again
                 .clone()
         })
         .await;
-    assert_eq!(nominated, pool.pod);
+    assert_eq!(nominated, pool.pod());
     pool.open("plain");
     ns.wait_runs(Duration::from_secs(30), "urgent-1 Succeeded", |runs| {
         find(runs, "urgent-1")
@@ -395,7 +384,9 @@ async fn a_running_run_of_a_preemptible_class_is_stopped_requeued_and_runs_again
 
     // A preemptible class: stopped within its grace, back to Pending with attempt 2.
     // Its first attempt runs until stopped; the second ends at once.
-    pool.held("batch", Some("batch"), true).create(ns).await;
+    pool.held_of_class("batch", Some("batch"), true)
+        .create(ns)
+        .await;
     ns.wait_runs(Duration::from_secs(30), "batch Running", |runs| {
         find(runs, "batch")
             .filter(|r| r.phase() == RunPhase::Running)
@@ -403,7 +394,9 @@ async fn a_running_run_of_a_preemptible_class_is_stopped_requeued_and_runs_again
     })
     .await;
     let asked = Instant::now();
-    pool.run("urgent-2", Some("urgent"), 0.2).create(ns).await;
+    pool.run_of_class("urgent-2", Some("urgent"), 0.2)
+        .create(ns)
+        .await;
     ns.wait_runs(Duration::from_secs(30), "batch back to Pending", |runs| {
         find(runs, "batch")
             .filter(|r| r.status.as_ref().and_then(|s| s.attempt) == Some(2))

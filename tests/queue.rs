@@ -14,12 +14,10 @@ use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 
-use kruntimes::api::{Resources, Run, RunPhase};
-use kruntimes::testing::{priority_class, run, runtime};
-use support::gates::Gates;
-use support::world::{
-    Create, OvercommitWatch, RunEvent, RunEvents, RuntimedProcess, SchedulerProcess, TestNs, replay,
-};
+use kruntimes::api::{Run, RunPhase};
+use kruntimes::testing::{priority_class, run};
+use support::pool::{HEARTBEAT, Pool};
+use support::world::{Create, RunEvent, RunEvents, SchedulerProcess, TestNs, replay};
 
 /// The scheduler's `--starvation-threshold` in these tests.
 const THRESHOLD: Duration = Duration::from_secs(3);
@@ -38,41 +36,6 @@ const BIND_IN_FLIGHT: Duration = Duration::from_secs(1);
 /// "A few seconds" of slack on top of threshold + the longest small Run: watch delivery,
 /// runtimed claims and status writes on a loaded 2-core machine.
 const SLACK: Duration = Duration::from_secs(8);
-
-/// A Runtime of 2 Pods with `capacity`, a runtimed per Pod, and the Pods' capacities for the
-/// overcommit check.
-struct Pool {
-    ns: TestNs,
-    _agents: Vec<RuntimedProcess>,
-    capacity: HashMap<String, Resources>,
-}
-
-impl Pool {
-    /// The Runtime's Pods come from the Runtime controller: a scheduler must be running.
-    async fn start(ns: TestNs, capacity: &[(&str, u64)]) -> Self {
-        runtime("pool")
-            .replicas(2)
-            .capacity(capacity)
-            .create(&ns)
-            .await;
-        let heartbeat = ["--heartbeat-interval", "1s", "--heartbeat-duration", "10s"];
-        let mut agents = Vec::new();
-        let mut caps = HashMap::new();
-        for pod in ns.runtime_pods("pool", 2).await {
-            ns.set_ready(&pod.name_any(), true).await;
-            agents.push(RuntimedProcess::start(&pod, &heartbeat));
-            caps.insert(
-                pod.name_any(),
-                Resources::from_iter(capacity.iter().copied()),
-            );
-        }
-        Pool {
-            ns,
-            _agents: agents,
-            capacity: caps,
-        }
-    }
-}
 
 /// Creates small Runs of `request` that sleep `seconds`, one every `every`, until
 /// stopped; returns how many it created.
@@ -93,10 +56,7 @@ impl Stream {
             Arc::new(AtomicBool::new(false)),
             Arc::new(AtomicUsize::new(0)),
         );
-        let ns = TestNs {
-            client: ns.client.clone(),
-            name: ns.name.clone(),
-        };
+        let ns = ns.clone();
         let (stop2, created2) = (stop.clone(), Arc::clone(&created));
         let task = tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
@@ -183,9 +143,9 @@ async fn large_run_behind_a_stream(
     } else {
         None
     };
-    let pool = Pool::start(ns, capacity).await;
+    let pool = Pool::start(&ns, "pool", 2, capacity, &HEARTBEAT).await;
     let ns = &pool.ns;
-    let watch = OvercommitWatch::start(ns, pool.capacity.clone()).await;
+    let watch = pool.overcommit_watch().await;
     let events = RunEvents::start(ns).await;
 
     // About 3.3 small Runs a second of 1.5 s each: both Pods always hold some (LeastLoaded
@@ -446,27 +406,13 @@ async fn a_new_leader_keeps_the_nomination_an_urgent_run_got_for_its_priority() 
 async fn runs_that_fit_one_at_a_time_run_in_creation_order() {
     let ns = TestNs::new("queue-order").await;
     let _scheduler = SchedulerProcess::start(&ns.name, 4, None, "queue-order").await;
-    runtime("one")
-        .replicas(1)
-        .capacity(&[("runs", 1)])
-        .create(&ns)
-        .await;
-    let pod = ns.runtime_pods("one", 1).await.remove(0);
-    ns.set_ready(&pod.name_any(), true).await;
-    let heartbeat = ["--heartbeat-interval", "1s", "--heartbeat-duration", "10s"];
-    let _agent = RuntimedProcess::start(&pod, &heartbeat);
-    let capacity = HashMap::from([(pod.name_any(), Resources::from_iter([("runs", 1)]))]);
-    let watch = OvercommitWatch::start(&ns, capacity).await;
+    let pool = Pool::start(&ns, "one", 1, &[("runs", 1)], &HEARTBEAT).await;
+    let watch = pool.overcommit_watch().await;
     let events = RunEvents::start(&ns).await;
 
     // A Run holding the slot until every other Run exists, so all of them wait in the queue
     // and none is placed only because it was alone.
-    let gates = Gates::new(&ns.name);
-    run("hold")
-        .runtime("one")
-        .task(&["sh", "-c", &gates.hold("hold")])
-        .create(&ns)
-        .await;
+    pool.held("hold").create(&ns).await;
     ns.wait_runs(Duration::from_secs(60), "the holding Run to run", |runs| {
         (runs.first()?.phase() == RunPhase::Running).then_some(())
     })
@@ -479,7 +425,7 @@ async fn runs_that_fit_one_at_a_time_run_in_creation_order() {
             .create(&ns)
             .await;
     }
-    gates.open("hold");
+    pool.open("hold");
     ns.wait_runs(Duration::from_secs(180), "all 51 Runs Succeeded", |runs| {
         (runs.len() == n + 1 && runs.iter().all(|r| r.phase() == RunPhase::Succeeded)).then_some(())
     })

@@ -7,52 +7,18 @@
 
 mod support;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::api::DeleteParams;
 
-use kruntimes::api::{PersistentWorkspace, Resources, Run, RunPhase};
+use kruntimes::api::{PersistentWorkspace, Run, RunPhase};
 use kruntimes::testing::{run, runtime, workspace};
-use support::gates::Gates;
-use support::world::{
-    Create, OvercommitWatch, RunEvent, RuntimedProcess, SchedulerProcess, TestNs, eventually,
-};
+use support::pool::{HEARTBEAT, Pool};
+use support::world::{Create, OvercommitWatch, RunEvent, SchedulerProcess, TestNs, eventually};
 
 const RUNTIME: &str = "pool";
-
-/// A Runtime of `replicas` Pods with `capacity`, from the Runtime controller (a scheduler
-/// must be running), and a runtimed per Pod.
-struct Pool {
-    agents: Vec<RuntimedProcess>,
-    capacity: HashMap<String, Resources>,
-}
-
-impl Pool {
-    async fn start(ns: &TestNs, replicas: usize, capacity: &[(&str, u64)]) -> Self {
-        runtime(RUNTIME)
-            .replicas(replicas as i32)
-            .capacity(capacity)
-            .create(ns)
-            .await;
-        let heartbeat = ["--heartbeat-interval", "1s", "--heartbeat-duration", "10s"];
-        let mut agents = Vec::new();
-        let mut caps = HashMap::new();
-        for pod in ns.runtime_pods(RUNTIME, replicas).await {
-            ns.set_ready(&pod.name_any(), true).await;
-            agents.push(RuntimedProcess::start(&pod, &heartbeat));
-            caps.insert(
-                pod.name_any(),
-                Resources::from_iter(capacity.iter().copied()),
-            );
-        }
-        Pool {
-            agents,
-            capacity: caps,
-        }
-    }
-}
 
 /// A Run of the pool using workspace `ws` that runs `script` with `sh -c`.
 fn step(name: &str, ws: &str, script: &str) -> kruntimes::testing::RunBuilder {
@@ -111,8 +77,8 @@ async fn wait_phase(ns: &TestNs, name: &str, phase: RunPhase) -> Run {
 async fn a_chain_of_runs_each_created_after_the_last_finished_stays_on_the_workspaces_pod() {
     let ns = TestNs::new("ws-chain").await;
     let _scheduler = SchedulerProcess::start(&ns.name, 4, None, "ws-chain").await;
-    let pool = Pool::start(&ns, 3, &[("runs", 4)]).await;
-    let watch = OvercommitWatch::start(&ns, pool.capacity.clone()).await;
+    let pool = Pool::start(&ns, RUNTIME, 3, &[("runs", 4)], &HEARTBEAT).await;
+    let watch = pool.overcommit_watch().await;
     workspace("build").runtime(RUNTIME).create(&ns).await;
 
     // Each step appends a line to a file in the workspace and succeeds only when it finds
@@ -193,8 +159,8 @@ async fn burst(ns: &TestNs, ws: &str, watch: OvercommitWatch, midway: impl Async
 async fn a_burst_of_twenty_runs_on_an_unbound_workspace_all_land_on_one_pod() {
     let ns = TestNs::new("ws-burst").await;
     let _scheduler = SchedulerProcess::start(&ns.name, 4, None, "ws-burst").await;
-    let pool = Pool::start(&ns, 3, &[("runs", 4)]).await;
-    let watch = OvercommitWatch::start(&ns, pool.capacity.clone()).await;
+    let pool = Pool::start(&ns, RUNTIME, 3, &[("runs", 4)], &HEARTBEAT).await;
+    let watch = pool.overcommit_watch().await;
     burst(&ns, "burst", watch, async || {}).await;
     drop(pool.agents);
 }
@@ -205,8 +171,8 @@ async fn a_failover_in_the_middle_of_a_burst_keeps_the_workspace_on_one_pod() {
     let mut leader = SchedulerProcess::start(&ns.name, 4, Some(&ns.name), "ws-a").await;
     ns.wait_leader("ws-a", Duration::from_secs(30)).await;
     let _standby = SchedulerProcess::start(&ns.name, 4, Some(&ns.name), "ws-b").await;
-    let pool = Pool::start(&ns, 3, &[("runs", 2)]).await;
-    let watch = OvercommitWatch::start(&ns, pool.capacity.clone()).await;
+    let pool = Pool::start(&ns, RUNTIME, 3, &[("runs", 2)], &HEARTBEAT).await;
+    let watch = pool.overcommit_watch().await;
     burst(&ns, "fo", watch, async || {
         leader.kill();
         ns.wait_leader("ws-b", Duration::from_secs(30)).await;
@@ -227,15 +193,14 @@ async fn a_full_bound_pod_makes_the_run_wait_and_its_loss_fails_it() {
         &["--pod-lost-grace=5s"],
     )
     .await;
-    let pool = Pool::start(&ns, 2, &[("runs", 1)]).await;
-    let watch = OvercommitWatch::start(&ns, pool.capacity.clone()).await;
+    let pool = Pool::start(&ns, RUNTIME, 2, &[("runs", 1)], &HEARTBEAT).await;
+    let watch = pool.overcommit_watch().await;
     workspace("notebook").runtime(RUNTIME).create(&ns).await;
 
     // The bound Pod is full: the next Run waits there with both reasons, and takes the room
     // when it frees, although the other Pod is empty all along.
     // kernel runs until the test has seen cell wait.
-    let gates = Gates::new(&ns.name);
-    step("kernel", "notebook", &gates.hold("kernel"))
+    step("kernel", "notebook", &pool.gates.hold("kernel"))
         .create(&ns)
         .await;
     let kernel = wait_phase(&ns, "kernel", RunPhase::Running).await;
@@ -256,7 +221,7 @@ async fn a_full_bound_pod_makes_the_run_wait_and_its_loss_fails_it() {
         message,
         "0/2 Runtime Pods are available: 1 Insufficient runs, 1 bound to another Runtime Pod."
     );
-    gates.open("kernel");
+    pool.gates.open("kernel");
     let cell = wait_phase(&ns, "cell", RunPhase::Succeeded).await;
     assert_eq!(
         cell.status.unwrap().assigned_pod.as_deref(),
@@ -307,7 +272,7 @@ async fn a_full_bound_pod_makes_the_run_wait_and_its_loss_fails_it() {
 async fn an_unused_workspace_is_released_after_its_ttl_and_deleted_unless_retained() {
     let ns = TestNs::new("ws-ttl").await;
     let _scheduler = SchedulerProcess::start(&ns.name, 4, None, "ws-ttl").await;
-    let pool = Pool::start(&ns, 1, &[("runs", 2)]).await;
+    let pool = Pool::start(&ns, RUNTIME, 1, &[("runs", 2)], &HEARTBEAT).await;
     workspace("scratch")
         .runtime(RUNTIME)
         .ttl(2)
@@ -319,11 +284,10 @@ async fn an_unused_workspace_is_released_after_its_ttl_and_deleted_unless_retain
         .cleanup_policy("Retain")
         .create(&ns)
         .await;
-    let gates = Gates::new(&ns.name);
-    step("use-scratch", "scratch", &gates.hold("use-scratch"))
+    step("use-scratch", "scratch", &pool.gates.hold("use-scratch"))
         .create(&ns)
         .await;
-    step("use-kept", "kept", &gates.hold("use-kept"))
+    step("use-kept", "kept", &pool.gates.hold("use-kept"))
         .create(&ns)
         .await;
     // In use for longer than the TTL: neither is released while its Run runs. What is checked
@@ -341,7 +305,7 @@ async fn an_unused_workspace_is_released_after_its_ttl_and_deleted_unless_retain
             w.status
         );
     }
-    gates.open("all");
+    pool.gates.open("all");
     let done = wait_phase(&ns, "use-kept", RunPhase::Succeeded).await;
     let finished = done.status.unwrap().completion_time.unwrap().0;
     let kept = wait_workspace(&ns, "kept", "kept Released after its TTL", |w| {
@@ -409,7 +373,7 @@ async fn a_new_leader_places_the_next_step_where_the_finished_first_one_bound_th
     let mut leader = SchedulerProcess::start(&ns.name, 4, Some(&ns.name), "ws-relead-a").await;
     ns.wait_leader("ws-relead-a", Duration::from_secs(30)).await;
     let _standby = SchedulerProcess::start(&ns.name, 4, Some(&ns.name), "ws-relead-b").await;
-    let pool = Pool::start(&ns, 3, &[("runs", 4)]).await;
+    let pool = Pool::start(&ns, RUNTIME, 3, &[("runs", 4)], &HEARTBEAT).await;
     workspace("steps").runtime(RUNTIME).create(&ns).await;
 
     // The first step ends before the leader goes: no Run of the workspace is active when the

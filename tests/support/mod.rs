@@ -14,6 +14,7 @@
 pub mod gates;
 pub mod measure;
 pub mod policy;
+pub mod pool;
 pub mod roles;
 pub mod tokens;
 pub mod world;

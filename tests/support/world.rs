@@ -77,6 +77,7 @@ pub async fn eventually<T, O: Display>(
 }
 
 /// One test's namespace on the test control plane, with an admin client.
+#[derive(Clone)]
 pub struct TestNs {
     pub client: Client,
     pub name: String,
