@@ -197,7 +197,8 @@ impl SchedulerCache {
             let mut held = self.nominations.on_pod(namespace, pod);
             let (mut activate, mut counted) = (Vec::new(), Vec::new());
             for (queued, state) in self.queue.members(scope) {
-                // Room held for a nomination not passed yet is not free room.
+                // Full by actual, assumed and taken usage only: room held for a nominated Run
+                // not passed yet is still there for that Run, so the walk goes on to reach it.
                 let room = Adjust {
                     taken: Some(&taken),
                     without_nomination: true,
