@@ -51,6 +51,18 @@ pub mod reasons {
     pub const CANCELLED: &str = "Cancelled";
     /// runtimed: `spec.timeout` ran out; the task was stopped.
     pub const TIMED_OUT: &str = "TimedOut";
+    /// An attempt failed and `spec.retryPolicy` runs another after its backoff (the
+    /// kruntimes project's name).
+    pub const FAILED_RETRYING: &str = "RunFailedRetrying";
+    /// The next attempt starts after a failed one.
+    pub const RETRYING: &str = "RunRetrying";
+    /// The last attempt `spec.retryPolicy` allows failed.
+    pub const RETRIES_EXHAUSTED: &str = "RunRetriesExhausted";
+    /// The Run succeeded after more than one attempt.
+    pub const RUN_SUCCEEDED: &str = "RunSucceeded";
+    /// The scheduler sent a Run whose Runtime Pod was lost back to Pending for another
+    /// attempt (the kruntimes project's name).
+    pub const STALE_RUN_RETRYING: &str = "StaleRunRetrying";
 }
 
 /// `reportingController` of the scheduler's Events.

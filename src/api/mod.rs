@@ -3,6 +3,7 @@
 pub mod lenient;
 pub mod order;
 pub mod resources;
+pub mod retry;
 pub mod status;
 pub mod types;
 

@@ -14,6 +14,10 @@ use super::types::{RunPhase, RunStatus};
 pub const CONDITION_SCHEDULED: &str = "Scheduled";
 pub const CONDITION_ADMITTED: &str = "Admitted";
 pub const CONDITION_COMPLETED: &str = "Completed";
+/// The kruntimes project's condition for an attempt: True (`Claimed`, `Retrying`) while one
+/// runs, False with the failure's reason while a retry waits out its backoff and once the
+/// Run has ended.
+pub const CONDITION_RUNNING: &str = "Running";
 /// Kubernetes' condition for a Pod about to be disrupted, here on a Running Run the scheduler
 /// preempts: runtimed stops it and sends it back to Pending.
 pub const CONDITION_DISRUPTION_TARGET: &str = "DisruptionTarget";
@@ -50,6 +54,10 @@ pub mod reasons {
     pub const PREEMPTION_BY_SCHEDULER: &str = "PreemptionByScheduler";
     /// `spec.priorityClassName` names a PriorityClass that does not exist (yet).
     pub const PRIORITY_CLASS_NOT_FOUND: &str = "PriorityClassNotFound";
+    /// `Running=True`: runtimed claimed the Run and its first attempt runs.
+    pub const CLAIMED: &str = "Claimed";
+    /// `Running=True`: a later attempt runs, after a failed one and its backoff.
+    pub const RETRYING: &str = "Retrying";
 }
 
 /// How a Run ended.
@@ -123,6 +131,20 @@ pub fn set_terminal(
     status.message = Some(message.to_string());
     status.exit_code = exit_code;
     status.nominated_pod_name = None;
+    if status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == CONDITION_RUNNING)
+    {
+        set_condition(
+            &mut status.conditions,
+            CONDITION_RUNNING,
+            false,
+            reason,
+            message,
+            now,
+        );
+    }
     set_condition(
         &mut status.conditions,
         CONDITION_COMPLETED,
@@ -288,14 +310,16 @@ pub fn set_requeued(status: &mut RunStatus, message: &str, now: &Time) -> bool {
     status
         .conditions
         .retain(|c| c.type_ != CONDITION_DISRUPTION_TARGET);
-    set_condition(
-        &mut status.conditions,
-        CONDITION_ADMITTED,
-        false,
-        reasons::PREEMPTED,
-        message,
-        now,
-    );
+    for type_ in [CONDITION_RUNNING, CONDITION_ADMITTED] {
+        set_condition(
+            &mut status.conditions,
+            type_,
+            false,
+            reasons::PREEMPTED,
+            message,
+            now,
+        );
+    }
     true
 }
 
@@ -331,6 +355,108 @@ pub fn set_admitted(status: &mut RunStatus, pod: &str, reserved: &Resources, now
         &format!("runtimed on Pod {pod} reserved {reserved}"),
         now,
     );
+    set_condition(
+        &mut status.conditions,
+        CONDITION_RUNNING,
+        true,
+        reasons::CLAIMED,
+        &format!("attempt {} runs on Pod {pod}", status.attempt.unwrap_or(1)),
+        now,
+    );
+}
+
+/// An attempt failed and the Run's retry policy allows `next`: the Run stays Running on its
+/// Pod (it keeps its reservation), `Running=False` with the failure's reason and message
+/// marks the backoff from now, `attempt` is the next one, and the reason, message and exit
+/// code of the failure are recorded. Returns whether anything changed (nothing on a terminal
+/// Run, or one whose attempt is not `failed`).
+pub fn set_attempt_failed(
+    status: &mut RunStatus,
+    failed: i32,
+    next: i32,
+    reason: &str,
+    message: &str,
+    exit_code: Option<i32>,
+    now: &Time,
+) -> bool {
+    if status.phase != Some(RunPhase::Running) || status.attempt.unwrap_or(1) != failed {
+        return false;
+    }
+    status.attempt = Some(next);
+    status.reason = Some(reason.to_string());
+    status.message = Some(message.to_string());
+    status.exit_code = exit_code;
+    set_condition(
+        &mut status.conditions,
+        CONDITION_RUNNING,
+        false,
+        reason,
+        message,
+        now,
+    );
+    true
+}
+
+/// Whether the Run is Running between two attempts: a failed attempt's `Running=False` and
+/// the backoff since its `lastTransitionTime`.
+pub fn in_backoff(status: &RunStatus) -> Option<&Time> {
+    if status.phase != Some(RunPhase::Running) {
+        return None;
+    }
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_RUNNING && c.status == "False")
+        .map(|c| &c.last_transition_time)
+}
+
+/// The retry starts on the same Pod: `Running=True/Retrying`, a new `startTime` (so
+/// `spec.timeout` bounds each attempt), the failure's reason and message cleared. Returns
+/// whether anything changed (nothing unless the Run is in its backoff at `attempt`).
+pub fn set_retrying(status: &mut RunStatus, attempt: i32, pod: &str, now: &Time) -> bool {
+    if in_backoff(status).is_none() || status.attempt.unwrap_or(1) != attempt {
+        return false;
+    }
+    status.start_time = Some(now.clone());
+    status.reason = Some(reasons::RETRYING.to_string());
+    status.message = Some(format!("attempt {attempt} runs on Pod {pod}"));
+    status.exit_code = None;
+    set_condition(
+        &mut status.conditions,
+        CONDITION_RUNNING,
+        true,
+        reasons::RETRYING,
+        &format!("attempt {attempt} runs on Pod {pod} after a failed attempt"),
+        now,
+    );
+    true
+}
+
+/// The scheduler's healing, when the retry policy allows another attempt: a Run whose Runtime
+/// Pod was lost goes back to Pending, unassigned, for attempt `next` on any Pod, keeping its
+/// place in the order; `Scheduled=False`, `Running=False` and `Admitted=False` say why.
+/// Returns whether anything changed.
+pub fn set_lost_retry(
+    status: &mut RunStatus,
+    next: i32,
+    reason: &str,
+    message: &str,
+    now: &Time,
+) -> bool {
+    if !status.phase.is_some_and(RunPhase::is_admitted) {
+        return false;
+    }
+    unassign(status, reason, message, now);
+    status.attempt = Some(next);
+    status.start_time = None;
+    status.exit_code = None;
+    status
+        .conditions
+        .retain(|c| c.type_ != CONDITION_DISRUPTION_TARGET);
+    for type_ in [CONDITION_RUNNING, CONDITION_ADMITTED] {
+        set_condition(&mut status.conditions, type_, false, reason, message, now);
+    }
+    true
 }
 
 /// A function Run's registration is ready on the runtime server: Running → Ready, which is
@@ -575,5 +701,105 @@ mod tests {
         let before = done.clone();
         assert!(!set_unbound(&mut done, "lost", &at(2)));
         assert_eq!(done, before);
+    }
+
+    #[test]
+    fn a_failed_attempt_waits_on_its_pod_then_retries_with_a_new_start_time() {
+        let mut status = RunStatus::default();
+        set_bound(&mut status, "p1", "uid-p1", &at(1));
+        set_admitted(
+            &mut status,
+            "p1",
+            &Resources::from_iter([("runs", 1)]),
+            &at(2),
+        );
+        assert_eq!(
+            condition(&status, CONDITION_RUNNING).reason,
+            reasons::CLAIMED
+        );
+        assert!(in_backoff(&status).is_none());
+        assert!(
+            !set_attempt_failed(&mut status, 2, 3, reasons::EXIT_CODE, "m", Some(1), &at(3)),
+            "only the attempt that runs"
+        );
+        assert!(set_attempt_failed(
+            &mut status,
+            1,
+            2,
+            reasons::EXIT_CODE,
+            "exited with code 1",
+            Some(1),
+            &at(3)
+        ));
+        assert_eq!(
+            status.phase,
+            Some(RunPhase::Running),
+            "it keeps its Pod and room"
+        );
+        assert_eq!(status.assigned_pod.as_deref(), Some("p1"));
+        assert_eq!(status.attempt, Some(2));
+        assert_eq!(in_backoff(&status), Some(&at(3)));
+        assert!(
+            !set_retrying(&mut status, 3, "p1", &at(4)),
+            "not another attempt"
+        );
+        assert!(set_retrying(&mut status, 2, "p1", &at(4)));
+        assert_eq!(status.start_time, Some(at(4)));
+        assert_eq!(status.exit_code, None);
+        let running = condition(&status, CONDITION_RUNNING);
+        assert_eq!(
+            (running.status.as_str(), running.reason.as_str()),
+            ("True", reasons::RETRYING)
+        );
+        assert!(!set_retrying(&mut status, 2, "p1", &at(5)), "once");
+        set_terminal(
+            &mut status,
+            Outcome::Succeeded,
+            reasons::SUCCEEDED,
+            "",
+            Some(0),
+            &at(6),
+        );
+        assert_eq!(condition(&status, CONDITION_RUNNING).status, "False");
+    }
+
+    #[test]
+    fn a_run_healed_for_a_retry_goes_back_to_pending_for_its_next_attempt() {
+        let mut status = RunStatus::default();
+        set_bound(&mut status, "p1", "uid-p1", &at(1));
+        set_admitted(
+            &mut status,
+            "p1",
+            &Resources::from_iter([("runs", 1)]),
+            &at(2),
+        );
+        assert!(set_lost_retry(
+            &mut status,
+            2,
+            reasons::RUNTIME_POD_LOST,
+            "lost",
+            &at(3)
+        ));
+        assert_eq!(status.phase, Some(RunPhase::Pending));
+        assert_eq!(
+            (status.assigned_pod.as_ref(), status.start_time.as_ref()),
+            (None, None)
+        );
+        assert_eq!(status.attempt, Some(2));
+        for type_ in [CONDITION_SCHEDULED, CONDITION_RUNNING, CONDITION_ADMITTED] {
+            let c = condition(&status, type_);
+            assert_eq!(
+                (c.status.as_str(), c.reason.as_str()),
+                ("False", reasons::RUNTIME_POD_LOST)
+            );
+        }
+        assert!(
+            in_backoff(&status).is_none(),
+            "Pending is not between attempts on a Pod"
+        );
+        assert!(
+            !set_lost_retry(&mut status, 3, reasons::RUNTIME_POD_LOST, "lost", &at(4)),
+            "only an admitted Run"
+        );
     }
 }

@@ -6,15 +6,15 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::EnvVar;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 
 use super::objects::{
     NOW, NS, RUNTIME, match_labels, quantities, setters, string_map, uid_or_default,
 };
 use crate::api::resources::parse_requests;
 use crate::api::{
-    AffinityTerms, FunctionMode, LABEL_RUNTIME_POD, Run, RunAffinity, RunAffinityTerm, RunMode,
-    RunPhase, RunResources, RunSpec, RunStatus, RunWorkspaceReference, TaskMode,
+    AffinityTerms, FunctionMode, LABEL_RUNTIME_POD, RetryPolicy, Run, RunAffinity, RunAffinityTerm,
+    RunMode, RunPhase, RunResources, RunSpec, RunStatus, RunWorkspaceReference, TaskMode,
     WeightedRunAffinityTerm,
 };
 use crate::scheduler::framework::index::required_anti_affinity;
@@ -46,6 +46,9 @@ pub struct RunBuilder {
     priority: Option<i32>,
     started: Option<Timestamp>,
     disruption: bool,
+    retry_policy: Option<RetryPolicy>,
+    attempt: Option<i32>,
+    backoff_since: Option<Timestamp>,
 }
 
 /// A Pending Run in [`NS`] for [`RUNTIME`] with UID `uid-<name>`, no requests (so `runs: 1`)
@@ -76,6 +79,9 @@ pub fn run(name: &str) -> RunBuilder {
         priority: None,
         started: None,
         disruption: false,
+        retry_policy: None,
+        attempt: None,
+        backoff_since: None,
     }
     .task(&["true"])
 }
@@ -109,6 +115,8 @@ impl RunBuilder {
         /// `DisruptionTarget=True/PreemptionByScheduler`: the scheduler asked runtimed to stop it.
         disruption_requested() => disruption = true;
         running() => phase = RunPhase::Running;
+        /// `status.attempt`.
+        attempt(attempt: i32) => attempt = Some(attempt);
         succeeded() => phase = RunPhase::Succeeded;
         failed() => phase = RunPhase::Failed;
         pending() => phase = RunPhase::Pending;
@@ -233,6 +241,25 @@ impl RunBuilder {
         self.preferred(true, weight, labels)
     }
 
+    /// `spec.retryPolicy` of `max_attempts` attempts, the first pause `backoff`.
+    pub fn retry_policy(mut self, max_attempts: i32, backoff: &str) -> Self {
+        self.retry_policy = Some(RetryPolicy {
+            max_attempts: Some(max_attempts),
+            backoff: Some(backoff.to_string()),
+            retryable_reasons: Vec::new(),
+        });
+        self
+    }
+
+    /// Running between two attempts: the failed attempt's `Running=False` since `since`,
+    /// `status.attempt` the next one.
+    pub fn between_attempts(mut self, next: i32, since: Timestamp) -> Self {
+        self.phase = RunPhase::Running;
+        self.attempt = Some(next);
+        self.backoff_since = Some(since);
+        self
+    }
+
     /// Scheduled on `pod` (active); `status.assignedPodUID` stays unset unless `pod_uid` sets it.
     pub fn on(mut self, pod: &str) -> Self {
         self.phase = RunPhase::Scheduled;
@@ -269,6 +296,7 @@ impl RunBuilder {
                 timeout: self.timeout.clone(),
                 cancel_requested: self.cancel_requested,
                 ttl_seconds_after_finished: self.ttl,
+                retry_policy: self.retry_policy.clone(),
                 ..Default::default()
             },
         );
@@ -291,23 +319,37 @@ impl RunBuilder {
             nominated_pod_name: self.nominated.clone(),
             priority: self.priority,
             start_time: self.started.map(Time),
-            conditions: if self.disruption {
-                let mut conditions = Vec::new();
-                crate::api::status::set_condition(
-                    &mut conditions,
-                    crate::api::status::CONDITION_DISRUPTION_TARGET,
-                    true,
-                    crate::api::status::reasons::PREEMPTION_BY_SCHEDULER,
-                    "preempted",
-                    &Time(NOW),
-                );
-                conditions
-            } else {
-                Vec::new()
-            },
+            attempt: self.attempt,
+            conditions: self.conditions(),
             ..Default::default()
         });
         run
+    }
+
+    fn conditions(&self) -> Vec<Condition> {
+        use crate::api::status::{self, reasons};
+        let mut conditions = Vec::new();
+        if self.disruption {
+            status::set_condition(
+                &mut conditions,
+                status::CONDITION_DISRUPTION_TARGET,
+                true,
+                reasons::PREEMPTION_BY_SCHEDULER,
+                "preempted",
+                &Time(NOW),
+            );
+        }
+        if let Some(since) = self.backoff_since {
+            status::set_condition(
+                &mut conditions,
+                status::CONDITION_RUNNING,
+                false,
+                reasons::EXIT_CODE,
+                "exited with code 1",
+                &Time(since),
+            );
+        }
+        conditions
     }
 
     /// The assumption Reserve would record for this Run on `pod`.

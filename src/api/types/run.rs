@@ -110,7 +110,8 @@ pub struct RunSpec {
     /// has stopped it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancel_requested: bool,
-    /// How often a failed Run is retried (kept, not acted on yet).
+    /// How often a failed attempt is tried again, and after what pause: `maxAttempts` in all
+    /// (default 1), the pause doubling from `backoff` (default 1s) up to 60s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_policy: Option<RetryPolicy>,
     /// Seconds after `completionTime` before the scheduler's leader deletes the terminal Run.
