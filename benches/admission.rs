@@ -104,6 +104,7 @@ fn planning(c: &mut Criterion) {
                     Admit {
                         claiming: true,
                         functions: false,
+                        now: jiff::Timestamp::now(),
                     },
                 );
                 black_box(p.claims.len())

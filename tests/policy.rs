@@ -223,6 +223,85 @@ async fn a_pod_token_sends_a_run_back_to_pending_only_when_the_scheduler_preempt
     assert!(status.assigned_pod.is_none());
 }
 
+/// `spec.retryPolicy` on the Pod: the real claim (Running=True/Claimed), a failed attempt
+/// (Running=False, attempt + 1), its retry (Running=True/Retrying, a new startTime) and the end
+/// are allowed; skipping an attempt, rewriting one, or recording a failure for a Run already
+/// between attempts is refused.
+#[tokio::test]
+async fn a_pod_token_retries_a_failed_attempt_on_its_pod_and_cannot_rewrite_attempts() {
+    let f = Fixture::new("policy-retry").await;
+    let pod = f.pod_a.name_any();
+    let run = f.create(f.on("flaky", &f.pod_a)).await;
+    let reserved = kruntimes::api::Resources::from_iter([("runs", 1)]);
+    let running = f
+        .write_status(&f.as_a, &run, |s| {
+            status::set_admitted(s, &pod, &reserved, &now())
+        })
+        .await
+        .unwrap();
+    let fail = |failed: i32, next: i32| {
+        move |s: &mut RunStatus| {
+            assert!(status::set_attempt_failed(
+                s,
+                failed,
+                next,
+                reasons::EXIT_CODE,
+                "the process exited with code 1",
+                Some(1),
+                &now()
+            ));
+        }
+    };
+    // Skipping an attempt is refused.
+    let skip = |s: &mut RunStatus| {
+        fail(1, 2)(s);
+        s.attempt = Some(3);
+    };
+    assert_refused(
+        f.write_status(&f.as_a, &running, skip).await,
+        "may not change Run",
+    );
+    f.assert_run_unchanged(&running).await;
+    let failed = f.write_status(&f.as_a, &running, fail(1, 2)).await.unwrap();
+    assert_eq!(failed.phase(), RunPhase::Running);
+    assert_eq!(failed.attempt(), 2);
+    // A second failure while between attempts (nothing ran) is refused.
+    let again = |s: &mut RunStatus| {
+        s.attempt = Some(3);
+        s.reason = Some(reasons::EXIT_CODE.into());
+    };
+    assert_refused(
+        f.write_status(&f.as_a, &failed, again).await,
+        "may not change Run",
+    );
+    // A retry that changes the attempt is refused; the retry itself is allowed.
+    let renumbered = |s: &mut RunStatus| {
+        assert!(status::set_retrying(s, 2, "pod", &now()));
+        s.attempt = Some(1);
+    };
+    assert_refused(
+        f.write_status(&f.as_a, &failed, renumbered).await,
+        "may not change Run",
+    );
+    let pod_name = pod.clone();
+    let retried = f
+        .write_status(&f.as_a, &failed, move |s| {
+            assert!(status::set_retrying(s, 2, &pod_name, &now()));
+        })
+        .await
+        .unwrap();
+    assert_eq!(retried.attempt(), 2);
+    let done = f
+        .write_status(
+            &f.as_a,
+            &retried,
+            end(Outcome::Succeeded, reasons::SUCCEEDED, Some(0)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.phase(), RunPhase::Succeeded);
+}
+
 #[tokio::test]
 async fn a_pod_token_writes_only_events_it_reports_itself_on_runs() {
     let f = Fixture::new("policy-events").await;

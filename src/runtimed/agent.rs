@@ -38,6 +38,7 @@ use super::status_writer::StatusWriter;
 use super::{Error, Identity, Result, Settings};
 use crate::api::lenient::Lenient;
 use crate::api::resources::parse_capacity_annotations;
+use crate::api::retry;
 use crate::api::status::{Outcome, reasons};
 use crate::api::{Run, RunPhase};
 use crate::events::{RunEvents, reasons as event_reasons};
@@ -80,6 +81,9 @@ pub(super) enum AgentEvent {
     /// A last write (terminal, or the requeue after a preemption) landed or was given up, by
     /// UID: its reservation is released.
     LastWritten(String),
+    /// A failed attempt's write (the Run stays here for its retry) returned, by UID, and
+    /// whether it landed; the reservation stays held either way.
+    AttemptWritten(String, bool),
 }
 
 /// The receiving end of the event channel, able to hold back one event: claim results that
@@ -137,6 +141,11 @@ struct Agent {
     metrics: RuntimedMetrics,
     /// The runtime server's last `Health` answer (true without a server).
     server_healthy: Arc<AtomicBool>,
+    /// Runs between two attempts on this Pod whose reservation this agent holds for them,
+    /// by UID: released once such a Run leaves this Pod without a next attempt here.
+    backing_off: HashSet<String>,
+    /// When the earliest backoff ends: plan again then.
+    next_retry: Option<Instant>,
 }
 
 impl Agent {
@@ -177,6 +186,8 @@ impl Agent {
             cache: AdmissionCache::new(),
             draining: false,
             server_healthy,
+            backing_off: HashSet::new(),
+            next_retry: None,
         }
     }
 
@@ -237,6 +248,7 @@ impl Agent {
             let claim_retry = self.claims.next_retry();
             let stop_kill = self.children.next_stop_kill();
             let timeout = self.children.next_timeout();
+            let next_retry = self.next_retry;
             tokio::select! {
                 event = run_events.next() => {
                     // Take every event that is already there before planning once.
@@ -289,6 +301,10 @@ impl Agent {
                     self.children.kill_for_shutdown();
                 }
                 _ = sleep_until(claim_retry) => {
+                    dirty = true;
+                }
+                _ = sleep_until(next_retry) => {
+                    self.next_retry = None;
                     dirty = true;
                 }
                 _ = sleep_until(stop_kill) => self.children.kill_overdue_stops(),
@@ -364,6 +380,10 @@ impl Agent {
                 }
                 true
             }
+            AgentEvent::AttemptWritten(uid, landed) => {
+                self.writer.attempt_written(&uid, landed);
+                true
+            }
             AgentEvent::LastWritten(uid) => {
                 self.writer.landed();
                 self.cache.release(&uid);
@@ -434,18 +454,43 @@ impl Agent {
             .cloned()
             .collect();
         let attachable = self.children.attachable(&state);
+        // A child of an attempt the Run has moved past (it left this Pod and came back for a
+        // later attempt while this agent lost track of it) must not report for that attempt.
+        for uid in self.children.outdated(&state) {
+            self.children.abandon(&uid);
+        }
+        let finished = self.writer.finished();
         let plan = plan::plan(
             &state,
             &self.me,
             &owned,
-            self.writer.finished(),
+            &finished,
             &attachable,
             &mut self.cache,
             plan::Admit {
                 claiming: !self.draining,
                 functions: self.children.has_server(),
+                now: jiff::Timestamp::now(),
             },
         );
+        // Reservations held between attempts for Runs that are no longer between attempts
+        // here and that nothing of this agent owns (deleted, healed away): released.
+        let mut backing_off = plan.backing_off;
+        for uid in self.backing_off.drain() {
+            if backing_off.contains(&uid) {
+                continue;
+            }
+            if owned.contains(&uid) {
+                backing_off.insert(uid);
+            } else if !finished.contains(&uid) {
+                self.cache.release(&uid);
+            }
+        }
+        self.backing_off = backing_off;
+        self.next_retry = plan.next_retry.map(|at| {
+            let wait = at.duration_since(jiff::Timestamp::now());
+            now + Duration::try_from(wait).unwrap_or(Duration::ZERO)
+        });
         for attach in plan.attaches {
             self.children.attach(attach, &mut self.cache);
         }
@@ -471,15 +516,20 @@ impl Agent {
             }
             let name = failure.run.name_any();
             let uid = failure.run.uid().unwrap_or_default();
-            tracing::warn!(run = %name, "failing Run {name}: {}", failure.message);
+            tracing::warn!(run = %name, "ending Run {name}: {}", failure.message);
             let terminal = Terminal {
                 outcome: failure.outcome,
                 reason: failure.reason,
                 message: failure.message,
                 exit_code: None,
             };
-            self.writer
-                .finish(name, uid, (*failure.run).clone(), terminal);
+            self.end(
+                name,
+                uid,
+                (*failure.run).clone(),
+                terminal,
+                Default::default(),
+            );
         }
         // Each claim already holds its reservation; its write goes out in creation order
         // as a slot frees up, concurrently with the others and with this loop.
@@ -548,7 +598,12 @@ impl Agent {
     /// Spawns the task of a Run this agent has claimed (`written` is the claimed Run, its
     /// claim known to have landed `at`). Returns whether the reservation is still held.
     fn spawn_claimed(&mut self, claim: Claim, written: Run, at: Instant) -> bool {
-        let Claim { run, request, task } = claim;
+        let Claim {
+            run,
+            request,
+            task,
+            retry,
+        } = claim;
         let name = run.name_any();
         let uid = run.uid().unwrap_or_default();
         let task = match self.children.in_workspace(&run, task) {
@@ -559,6 +614,26 @@ impl Agent {
                 return false;
             }
         };
+        let pod = &self.me.pod_name;
+        if let Some(attempt) = retry {
+            let max = run.retry_policy().unwrap_or_default().max_attempts;
+            tracing::info!(run = %name, "Run {name}: attempt {attempt} of {max} starts {:?}", task.program);
+            self.events.emit(
+                &written,
+                EventType::Normal,
+                event_reasons::RETRYING,
+                "Retry",
+                format!("attempt {attempt} of {max} starts on Runtime Pod {pod}"),
+            );
+            return match self.children.spawn(&name, &uid, &written, &task) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(run = %name, "Run {name} failed to start: {e}");
+                    self.fail_to_start(name, uid, written, e.to_string());
+                    false
+                }
+            };
+        }
         self.metrics
             .admissions
             .with_label_values(&[metrics::ADMITTED])
@@ -569,7 +644,6 @@ impl Agent {
                 .observe(at.saturating_duration_since(seen).as_secs_f64());
         }
         tracing::info!(run = %name, "claimed Run {name} with {request}; starting {:?}", task.program);
-        let pod = &self.me.pod_name;
         self.events.emit(
             &written,
             EventType::Normal,
@@ -597,7 +671,32 @@ impl Agent {
         }
     }
 
-    /// A claimed Run whose task could not start ends StartFailed.
+    /// An attempt of `first` (as last seen) ended with `terminal`: a failed or timed-out task
+    /// whose retry policy allows another attempt waits here for it ([`retry::Decision`]);
+    /// anything else is the Run's end. A Run refused before its first claim made no attempt
+    /// and is never retried; function Runs are not retried on their Pod.
+    fn end(
+        &mut self,
+        name: String,
+        uid: String,
+        first: Run,
+        terminal: Terminal,
+        outputs: std::collections::BTreeMap<String, String>,
+    ) {
+        let attempted = first.phase() == RunPhase::Running && first.spec.mode.function.is_none();
+        if attempted
+            && matches!(terminal.outcome, Outcome::Failed | Outcome::Timeout)
+            && let retry::Decision::Retry { attempt, after } = first.retry_decision(terminal.reason)
+        {
+            tracing::info!(run = %name, "attempt {} of Run {name} failed ({}: {}); attempt {attempt} in {after:?}", first.attempt(), terminal.reason, terminal.message);
+            self.writer
+                .fail_attempt(name, uid, first, terminal, attempt, after);
+            return;
+        }
+        self.writer.finish(name, uid, first, terminal, outputs);
+    }
+
+    /// A claimed Run whose task could not start: the attempt failed with StartFailed.
     fn fail_to_start(&mut self, name: String, uid: String, written: Run, message: String) {
         let terminal = Terminal {
             outcome: Outcome::Failed,
@@ -605,7 +704,7 @@ impl Agent {
             message,
             exit_code: None,
         };
-        self.writer.finish(name, uid, written, terminal);
+        self.end(name, uid, written, terminal, Default::default());
     }
 
     /// A child ended: write its terminal status (or its requeue) unless its Run is gone, then
@@ -620,9 +719,7 @@ impl Agent {
                 first,
                 terminal,
                 outputs,
-            }) => self
-                .writer
-                .finish_with_outputs(name, uid, first, terminal, outputs),
+            }) => self.end(name, uid, first, terminal, outputs),
             Some(AfterExit::Gone { uid }) => {
                 self.cache.release(&uid);
                 self.children.forget_execution(&uid);

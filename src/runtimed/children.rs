@@ -175,7 +175,22 @@ impl Children {
             .filter_map(|r| {
                 let uid = r.uid()?;
                 let function = functions && r.spec.mode.function.is_some();
-                (function || listed.contains(&execution_id(&uid, attempt_of(r)))).then_some(uid)
+                (function || listed.contains(&execution_id(&uid, r.attempt()))).then_some(uid)
+            })
+            .collect()
+    }
+
+    /// The children whose Run the watch shows at another attempt than theirs: the Run was
+    /// sent back to Pending (healed, preempted) and, perhaps, placed here again; the child's
+    /// result belongs to an attempt that is over.
+    pub(super) fn outdated(&self, state: &[Arc<Run>]) -> Vec<String> {
+        state
+            .iter()
+            .filter_map(|r| {
+                let uid = r.uid()?;
+                let child = self.children.get(&uid)?;
+                (child.stopping.is_none() && r.attempt() > child.last_written.attempt())
+                    .then_some(uid)
             })
             .collect()
     }
@@ -188,7 +203,7 @@ impl Children {
         };
         let Attach { run, request } = attach;
         let (name, uid) = (run.name_any(), run.uid().unwrap_or_default());
-        let id = execution_id(&uid, attempt_of(&run));
+        let id = execution_id(&uid, run.attempt());
         if let Some(listed) = self.listed.as_mut() {
             listed.remove(&id);
         }
@@ -213,7 +228,7 @@ impl Children {
                 tracing::info!(run = %name, "registering function Run {name} again on the runtime server (same attempt: it resumes), holding {request}");
                 let idle = task.function.as_ref().and_then(|f| f.idle_timeout);
                 server.serve_function(
-                    register_request(&uid, attempt_of(&run), &task),
+                    register_request(&uid, run.attempt(), &task),
                     idle,
                     uid.clone(),
                     self.ready.clone(),
@@ -261,7 +276,7 @@ impl Children {
         written: &Run,
         task: &executor::Prepared,
     ) -> Result<(), SpawnError> {
-        let attempt = attempt_of(written);
+        let attempt = written.attempt();
         let execution = self.server.as_ref().map(|_| execution_id(uid, attempt));
         let handle = match (&self.server, &execution) {
             (Some(server), Some(_)) if task.function.is_some() => {
@@ -627,9 +642,4 @@ fn register_request(uid: &str, attempt: i32, task: &executor::Prepared) -> Regis
             .map_or(0, |d| d.as_secs() as i64),
         registration_digest: String::new(),
     }
-}
-
-/// The attempt a Run is on (`status.attempt`; 1 before the first claim records it).
-fn attempt_of(run: &Run) -> i32 {
-    run.status.as_ref().and_then(|s| s.attempt).unwrap_or(1)
 }

@@ -177,8 +177,9 @@ impl Claims {
                 tracing::warn!(run = %name, "the claim of Run {name} has an unknown outcome ({e}); reading it back");
                 let (api, me, done) = (self.api.clone(), self.me.clone(), self.events.clone());
                 let key = uid.clone();
+                let retry = claim.retry;
                 tokio::spawn(async move {
-                    let landed = read_back_claim(&api, &me, &name, &uid).await;
+                    let landed = read_back_claim(&api, &me, &name, &uid, retry).await;
                     let _ = done.send(AgentEvent::ClaimResolved(uid, landed));
                 });
                 self.uncertain.insert(key, claim);
@@ -224,9 +225,13 @@ impl Claims {
     }
 
     /// Releases a claim that did not land; the same version is tried again after `retry_in`.
+    /// The retry of a Run between two attempts keeps its reservation: its room was never
+    /// given up, and the agent releases it once the Run leaves this Pod.
     fn not_landed(&mut self, claim: &Claim, retry_in: Duration, cache: &mut AdmissionCache) {
         let uid = claim.run.uid().unwrap_or_default();
-        cache.release(&uid);
+        if claim.retry.is_none() {
+            cache.release(&uid);
+        }
         let rv = claim.run.resource_version().unwrap_or_default();
         self.failed.insert(uid, (rv, Instant::now() + retry_in));
     }
@@ -235,22 +240,33 @@ impl Claims {
 /// The claim: phase Running, `startTime`, Admitted=True, written with the resourceVersion the
 /// decision was made on, so any change since then is a 409, never a blind overwrite. Written
 /// once: a claim that does not land is planned again from what the watch shows.
+///
+/// The retry of a Run between two attempts is the same write with [`status::set_retrying`].
 async fn write_claim(api: &Api<Run>, pod: &str, claim: &Claim) -> kube::Result<Run> {
     let mut claimed = (*claim.run).clone();
-    status::set_admitted(
-        claimed.status.get_or_insert_with(Default::default),
-        pod,
-        &claim.request,
-        &Time(jiff::Timestamp::now()),
-    );
+    let status = claimed.status.get_or_insert_with(Default::default);
+    let now = Time(jiff::Timestamp::now());
+    match claim.retry {
+        Some(attempt) => {
+            status::set_retrying(status, attempt, pod, &now);
+        }
+        None => status::set_admitted(status, pod, &claim.request, &now),
+    }
     api.replace_status(&claim.run.name_any(), &post_params(), &claimed)
         .await
 }
 
 /// Reads back a Run whose claim had an unknown outcome, retrying reads with [`api_backoff`]
 /// until the API server answers: the Run as read when it is Running on this Pod (the claim
-/// landed), `None` when it is not (still Scheduled, changed by someone else, or gone).
-async fn read_back_claim(api: &Api<Run>, me: &Identity, name: &str, uid: &str) -> Option<Run> {
+/// landed), `None` when it is not (still Scheduled, changed by someone else, or gone). The
+/// retry of attempt `retry` landed when that attempt runs (no longer between attempts).
+async fn read_back_claim(
+    api: &Api<Run>,
+    me: &Identity,
+    name: &str,
+    uid: &str,
+    retry: Option<i32>,
+) -> Option<Run> {
     let read = move || async move { api.get_opt(name).await };
     let run = read
         .retry(api_backoff())
@@ -260,8 +276,15 @@ async fn read_back_claim(api: &Api<Run>, me: &Identity, name: &str, uid: &str) -
         .await
         // The attempts never run out: an error never comes back.
         .ok()??;
+    let started = match retry {
+        None => true,
+        Some(attempt) => {
+            run.attempt() == attempt && run.status.as_ref().and_then(status::in_backoff).is_none()
+        }
+    };
     let ours = run.uid().as_deref() == Some(uid)
         && run.phase() == RunPhase::Running
+        && started
         && plan::assigned_to(&run, me);
     ours.then_some(run)
 }

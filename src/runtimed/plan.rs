@@ -12,6 +12,7 @@ use kube::ResourceExt as _;
 use super::Identity;
 use super::admission::AdmissionCache;
 use super::executor;
+use crate::api::retry;
 use crate::api::status::{self, Outcome, reasons};
 use crate::api::{QueueOrder, Resources, Run, RunPhase};
 
@@ -21,6 +22,10 @@ pub struct Claim {
     pub run: Arc<Run>,
     pub request: Resources,
     pub task: executor::Prepared,
+    /// `Some(attempt)`: not a first claim but the start of attempt `attempt` of a Run that
+    /// waited out its backoff on this Pod, holding its reservation
+    /// ([`status::set_retrying`]).
+    pub retry: Option<i32>,
 }
 
 /// A Run left Running by an earlier runtimed whose execution the runtime server still holds:
@@ -58,6 +63,11 @@ pub struct Plan {
     pub claims: Vec<Claim>,
     /// Scheduled Runs left untouched because they do not fit now, with why.
     pub waiting: Vec<(String, String)>,
+    /// UIDs of Runs between two attempts on this Pod (a failed attempt's backoff): each holds
+    /// its reservation; its retry is in `claims` once the backoff has passed.
+    pub backing_off: HashSet<String>,
+    /// When the earliest backoff still running ends: plan again then.
+    pub next_retry: Option<jiff::Timestamp>,
 }
 
 /// What the agent may admit now.
@@ -67,6 +77,8 @@ pub struct Admit {
     pub claiming: bool,
     /// The Pod has a runtime server, so function Runs can be registered.
     pub functions: bool,
+    /// The wall clock, against which backoffs recorded in the Runs' conditions end.
+    pub now: jiff::Timestamp,
 }
 
 /// Whether `run` is assigned to this agent's Pod: `status.assignedPod` is the Pod and
@@ -109,6 +121,7 @@ pub fn plan(
     let Admit {
         claiming,
         functions,
+        now: _,
     } = admit;
     let mut out = Plan::default();
     let mine: Vec<&Arc<Run>> = runs.iter().filter(|r| assigned_to(r, me)).collect();
@@ -160,6 +173,11 @@ pub fn plan(
     {
         let uid = run.uid().unwrap_or_default();
         let request = run.request();
+        if let (Some(_), Ok(request)) = (run.status.as_ref().and_then(status::in_backoff), &request)
+        {
+            between_attempts(run, request, me, cache, admit, &mut out);
+            continue;
+        }
         match request {
             Ok(request) if attachable.contains(&uid) => {
                 cache.hold(&uid, &request);
@@ -209,20 +227,7 @@ pub fn plan(
                         continue;
                     }
                 };
-                let task = match &run.spec.mode.function {
-                    Some(function) if functions => {
-                        executor::prepare_function(function, &run.spec.env)
-                    }
-                    Some(_) => Err(executor::TaskError::FunctionWithoutServer),
-                    None => executor::prepare(
-                        run.spec.mode.task.as_ref(),
-                        &run.spec.env,
-                        run.spec.source.as_ref(),
-                    ),
-                }
-                .map_err(|e| e.to_string())
-                .and_then(|task| run.timeout().map(|_| task));
-                let task = match task {
+                let task = match prepare(run, functions) {
                     Ok(task) => task,
                     Err(message) => {
                         out.failures.push(Failure {
@@ -240,6 +245,7 @@ pub fn plan(
                         run: run.clone(),
                         request,
                         task,
+                        retry: None,
                     }),
                     Err(why) => out.waiting.push((run.name_any(), why.to_string())),
                 }
@@ -250,6 +256,79 @@ pub fn plan(
     out
 }
 
+/// A Run between two attempts on this Pod: it holds its reservation whatever the capacity
+/// says now (its room was never given up); a cancel ends it at once; once its backoff has
+/// passed ([`retry::retry_due`]), its next attempt is claimed (not while draining: the
+/// scheduler places it again once this Pod is gone).
+fn between_attempts(
+    run: &Arc<Run>,
+    request: &Resources,
+    me: &Identity,
+    cache: &mut AdmissionCache,
+    admit: Admit,
+    out: &mut Plan,
+) {
+    let uid = run.uid().unwrap_or_default();
+    cache.hold(&uid, request);
+    out.backing_off.insert(uid);
+    if run.metadata.deletion_timestamp.is_some() {
+        return;
+    }
+    if run.spec.cancel_requested {
+        out.failures.push(Failure {
+            run: run.clone(),
+            outcome: Outcome::Cancelled,
+            reason: reasons::CANCELLED,
+            message: format!(
+                "cancelled (spec.cancelRequested) while waiting to retry on Pod {}",
+                me.pod_name
+            ),
+        });
+        return;
+    }
+    if !admit.claiming {
+        return;
+    }
+    let attempt = run.attempt();
+    let due = retry::retry_due(run).unwrap_or(admit.now);
+    if due > admit.now {
+        out.next_retry = Some(out.next_retry.map_or(due, |at| at.min(due)));
+        return;
+    }
+    match prepare(run, admit.functions) {
+        Ok(task) => out.claims.push(Claim {
+            run: run.clone(),
+            request: request.clone(),
+            task,
+            retry: Some(attempt),
+        }),
+        Err(message) => out.failures.push(Failure {
+            run: run.clone(),
+            outcome: Outcome::Failed,
+            reason: reasons::START_FAILED,
+            message,
+        }),
+    }
+}
+
+/// What runtimed executes for `run` (a task, or a function when the Pod has a runtime
+/// server), or why it cannot (an invalid task, timeout or retry policy; the message names
+/// the field).
+fn prepare(run: &Run, functions: bool) -> Result<executor::Prepared, String> {
+    match &run.spec.mode.function {
+        Some(function) if functions => executor::prepare_function(function, &run.spec.env),
+        Some(_) => Err(executor::TaskError::FunctionWithoutServer),
+        None => executor::prepare(
+            run.spec.mode.task.as_ref(),
+            &run.spec.env,
+            run.spec.source.as_ref(),
+        ),
+    }
+    .map_err(|e| e.to_string())
+    .and_then(|task| run.timeout().map(|_| task))
+    .and_then(|task| run.retry_policy().map(|_| task))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,6 +336,7 @@ mod tests {
     use crate::testing::{NS, RunBuilder, run};
 
     const GPU: &str = "example.com/gpu";
+    const T0: jiff::Timestamp = jiff::Timestamp::UNIX_EPOCH;
 
     fn me() -> Identity {
         Identity {
@@ -314,6 +394,7 @@ mod tests {
             Admit {
                 claiming: true,
                 functions: false,
+                now: T0,
             },
         );
         assert_eq!(names(&p.claims), ["a", "b"]);
@@ -347,6 +428,7 @@ mod tests {
             Admit {
                 claiming: true,
                 functions: false,
+                now: T0,
             },
         );
         assert_eq!(names(&p.claims), ["b"]);
@@ -369,6 +451,7 @@ mod tests {
             Admit {
                 claiming: true,
                 functions: false,
+                now: T0,
             },
         );
         assert_eq!(names(&p.claims), ["small"]);
@@ -398,6 +481,7 @@ mod tests {
             Admit {
                 claiming: true,
                 functions: false,
+                now: T0,
             },
         );
         assert_eq!(names(&p.claims), ["no-uid-yet"]);
@@ -419,7 +503,8 @@ mod tests {
                 &mut c,
                 Admit {
                     claiming: false,
-                    functions: false
+                    functions: false,
+                    now: T0,
                 },
             )
             .claims
@@ -437,6 +522,7 @@ mod tests {
             Admit {
                 claiming: true,
                 functions: false,
+                now: T0,
             },
         );
         assert!(p.claims.is_empty());
@@ -463,6 +549,7 @@ mod tests {
             Admit {
                 claiming: true,
                 functions: false,
+                now: T0,
             },
         );
         let got: Vec<_> = p
@@ -508,6 +595,7 @@ mod tests {
             Admit {
                 claiming: false,
                 functions: false,
+                now: T0,
             },
         );
         assert_eq!(p.failures.len(), 1);
@@ -535,6 +623,7 @@ mod tests {
             Admit {
                 claiming: true,
                 functions: false,
+                now: T0,
             },
         );
         let attached: Vec<String> = p.attaches.iter().map(|a| a.run.name_any()).collect();
@@ -563,6 +652,7 @@ mod tests {
             Admit {
                 claiming: false,
                 functions: false,
+                now: T0,
             },
         );
         assert_eq!(p.attaches.len(), 1);
@@ -593,6 +683,7 @@ mod tests {
             Admit {
                 claiming: false,
                 functions: false,
+                now: T0,
             },
         );
         assert_eq!(p.failures.len(), 1);
@@ -616,6 +707,7 @@ mod tests {
             Admit {
                 claiming: true,
                 functions: false,
+                now: T0,
             },
         );
         let bad = p
@@ -655,6 +747,7 @@ mod tests {
             Admit {
                 claiming: true,
                 functions: false,
+                now: T0,
             },
         );
         assert_eq!(
@@ -677,8 +770,128 @@ mod tests {
             Admit {
                 claiming: true,
                 functions: false,
+                now: T0,
             },
         );
         assert!(p.claims.is_empty() && p.failures.is_empty());
+    }
+
+    fn admit_at(now: jiff::Timestamp, claiming: bool) -> Admit {
+        Admit {
+            claiming,
+            functions: false,
+            now,
+        }
+    }
+
+    fn at(seconds: i64) -> jiff::Timestamp {
+        jiff::Timestamp::from_second(seconds).unwrap()
+    }
+
+    #[test]
+    fn a_run_between_attempts_holds_its_room_and_is_retried_once_its_backoff_has_passed() {
+        // Attempt 2 failed at t=100 (whole seconds: before t=101); attempt 3's backoff is 2 s
+        // (1 s doubled once), so it is due at t=103.
+        let waiting = run("retried")
+            .here()
+            .retry_policy(3, "1s")
+            .between_attempts(3, at(100))
+            .arc();
+        let next = run("next").here().created(5).arc();
+        let mut c = cache(&[(RUNS, 1)]);
+        let p = plan(
+            &[waiting.clone(), next.clone()],
+            &me(),
+            &none(),
+            &none(),
+            &none(),
+            &mut c,
+            admit_at(at(101), true),
+        );
+        assert!(
+            p.claims.is_empty(),
+            "before its backoff, and no room for next"
+        );
+        assert_eq!(p.waiting[0].0, "next", "the held room is not given away");
+        assert_eq!(p.next_retry, Some(at(103)));
+        assert_eq!(p.backing_off, HashSet::from(["uid-retried".to_string()]));
+        assert_eq!(c.used().get(RUNS), 1);
+
+        let mut c = cache(&[(RUNS, 1)]);
+        let p = plan(
+            &[waiting, next],
+            &me(),
+            &none(),
+            &none(),
+            &none(),
+            &mut c,
+            admit_at(at(103), true),
+        );
+        assert_eq!(names(&p.claims), ["retried"]);
+        assert_eq!(p.claims[0].retry, Some(3));
+        assert_eq!(p.next_retry, None);
+        assert!(p.failures.is_empty(), "never failed as RuntimedRestarted");
+    }
+
+    #[test]
+    fn a_run_between_attempts_is_cancelled_at_once_and_not_retried_while_draining() {
+        let cancelled = run("cancelled")
+            .here()
+            .retry_policy(3, "1s")
+            .between_attempts(2, at(100))
+            .cancel_requested()
+            .arc();
+        let mut c = cache(&[(RUNS, 2)]);
+        let p = plan(
+            &[cancelled],
+            &me(),
+            &none(),
+            &none(),
+            &none(),
+            &mut c,
+            admit_at(at(100), true),
+        );
+        assert_eq!(p.failures.len(), 1);
+        assert_eq!(p.failures[0].outcome, Outcome::Cancelled);
+        assert!(p.claims.is_empty());
+
+        let due = run("due")
+            .here()
+            .retry_policy(3, "1s")
+            .between_attempts(2, at(100))
+            .arc();
+        let mut c = cache(&[(RUNS, 2)]);
+        let p = plan(
+            &[due],
+            &me(),
+            &none(),
+            &none(),
+            &none(),
+            &mut c,
+            admit_at(at(200), false),
+        );
+        assert!(p.claims.is_empty() && p.failures.is_empty());
+        assert_eq!(c.used().get(RUNS), 1, "still held while draining");
+    }
+
+    #[test]
+    fn a_bad_retry_policy_fails_the_claim_naming_the_field() {
+        let runs = vec![run("bad").here().retry_policy(3, "soon").arc()];
+        let mut c = cache(&[(RUNS, 1)]);
+        let p = plan(
+            &runs,
+            &me(),
+            &none(),
+            &none(),
+            &none(),
+            &mut c,
+            admit_at(at(0), true),
+        );
+        assert_eq!(p.failures[0].reason, reasons::START_FAILED);
+        assert!(
+            p.failures[0]
+                .message
+                .starts_with("spec.retryPolicy.backoff")
+        );
     }
 }

@@ -8,7 +8,7 @@
 //! [`super::plan`] do), never writes a Run that is no longer this Pod's, and never releases a
 //! reservation itself.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +24,7 @@ use super::agent::AgentEvent;
 use super::executor::Terminal;
 use super::metrics::{self, RuntimedMetrics};
 use super::plan;
+use crate::api::retry;
 use crate::api::status::{self, Outcome};
 use crate::api::{Run, RunPhase, RunStatus, post_params};
 use crate::events::{RunEvents, reasons as event_reasons};
@@ -56,6 +57,9 @@ pub(super) struct StatusWriter {
     done: mpsc::UnboundedSender<AgentEvent>,
     /// Runs this agent wrote (or is writing) a last status for, until the watch shows it.
     finished: HashSet<String>,
+    /// Runs whose failed attempt this agent wrote (or is writing) as a retry, by UID with the
+    /// next attempt, until the watch shows them between attempts (or the write is given up).
+    failing: HashMap<String, i32>,
     /// Last writes not completed yet.
     in_flight: usize,
 }
@@ -75,14 +79,19 @@ impl StatusWriter {
             metrics,
             done,
             finished: HashSet::new(),
+            failing: HashMap::new(),
             in_flight: 0,
         }
     }
 
-    /// The Runs this agent has finished and the watch does not show so yet: [`plan::plan`]
-    /// leaves them alone.
-    pub(super) fn finished(&self) -> &HashSet<String> {
-        &self.finished
+    /// The Runs this agent has finished, or whose failed attempt it has written, and the
+    /// watch does not show so yet: [`plan::plan`] leaves them alone.
+    pub(super) fn finished(&self) -> HashSet<String> {
+        self.finished
+            .iter()
+            .chain(self.failing.keys())
+            .cloned()
+            .collect()
     }
 
     pub(super) fn in_flight(&self) -> usize {
@@ -96,7 +105,7 @@ impl StatusWriter {
 
     /// Drops finished UIDs once the watch shows them terminal or gone.
     pub(super) fn forget_observed_finishes(&mut self, state: &[Arc<Run>]) {
-        if self.finished.is_empty() {
+        if self.finished.is_empty() && self.failing.is_empty() {
             return;
         }
         // A Run the watch shows terminal, or back in Pending after a preemption (it may be
@@ -107,16 +116,34 @@ impl StatusWriter {
             .filter_map(|r| r.uid())
             .collect();
         self.finished.retain(|uid| still_active.contains(uid));
+        if self.failing.is_empty() {
+            return;
+        }
+        // A failed attempt is done with once the watch shows the Run between attempts at the
+        // next one (plan holds it from then on), or no longer active here.
+        let between: HashMap<String, i32> = state
+            .iter()
+            .filter(|r| r.status.as_ref().and_then(status::in_backoff).is_some())
+            .filter_map(|r| Some((r.uid()?, r.attempt())))
+            .collect();
+        self.failing.retain(|uid, next| {
+            still_active.contains(uid) && between.get(uid).is_none_or(|at| at != next)
+        });
     }
 
-    /// Writes `terminal` in the background; the reservation of `uid` is released once the
-    /// write has landed (or been given up), never before.
-    pub(super) fn finish(&mut self, name: String, uid: String, first: Run, terminal: Terminal) {
-        self.finish_with_outputs(name, uid, first, terminal, BTreeMap::new());
+    /// A failed attempt's write returned ([`AgentEvent::AttemptWritten`]); one that was
+    /// given up (the Run changed under it, or left this Pod) is planned again from the watch.
+    pub(super) fn attempt_written(&mut self, uid: &str, landed: bool) {
+        self.in_flight -= 1;
+        if !landed {
+            self.failing.remove(uid);
+        }
     }
 
-    /// [`Self::finish`] that also records `outputs` in `status.outputs`.
-    pub(super) fn finish_with_outputs(
+    /// Writes `terminal` (and the execution's `outputs` in `status.outputs`) in the
+    /// background; the reservation of `uid` is released once the write has landed (or been
+    /// given up), never before.
+    pub(super) fn finish(
         &mut self,
         name: String,
         uid: String,
@@ -124,16 +151,25 @@ impl StatusWriter {
         terminal: Terminal,
         outputs: BTreeMap<String, String>,
     ) {
+        let attempt = first.attempt();
+        let exhausted = matches!(terminal.outcome, Outcome::Failed | Outcome::Timeout)
+            && first.retry_decision(terminal.reason)
+                == (retry::Decision::GiveUp { exhausted: true });
         let (type_, reason) = match terminal.outcome {
+            Outcome::Succeeded if attempt > 1 => (EventType::Normal, event_reasons::RUN_SUCCEEDED),
             Outcome::Succeeded => (EventType::Normal, event_reasons::COMPLETED),
+            _ if exhausted => (EventType::Warning, event_reasons::RETRIES_EXHAUSTED),
             Outcome::Failed => (EventType::Warning, event_reasons::FAILED),
             Outcome::Cancelled => (EventType::Normal, event_reasons::CANCELLED),
             Outcome::Timeout => (EventType::Warning, event_reasons::TIMED_OUT),
         };
-        let note = match terminal.exit_code {
+        let mut note = match terminal.exit_code {
             Some(code) => format!("{} (exit code {code})", terminal.message),
             None => format!("{}: {}", terminal.reason, terminal.message),
         };
+        if attempt > 1 || exhausted {
+            note = format!("attempt {attempt}: {note}");
+        }
         let apply = move |status: &mut RunStatus, now: &Time| {
             if !status.phase.is_some_and(RunPhase::is_terminal) {
                 status.outputs.extend(outputs.clone());
@@ -148,6 +184,63 @@ impl StatusWriter {
             )
         };
         self.write_last(name, uid, first, apply, (type_, reason, "End", note));
+    }
+
+    /// Writes a failed attempt that the Run's retry policy retries
+    /// ([`status::set_attempt_failed`]) in the background: the Run stays Running on this Pod
+    /// and keeps its reservation (this is not a last write); from the watch's next view of it
+    /// [`plan::plan`] holds it between attempts and claims attempt `next` after `after`.
+    pub(super) fn fail_attempt(
+        &mut self,
+        name: String,
+        uid: String,
+        first: Run,
+        terminal: Terminal,
+        next: i32,
+        after: Duration,
+    ) {
+        let failed = first.attempt();
+        let max = first.retry_policy().unwrap_or_default().max_attempts;
+        self.failing.insert(uid.clone(), next);
+        self.in_flight += 1;
+        let note = format!(
+            "attempt {failed} of {max} failed ({}: {}); attempt {next} starts in {after:?} on Pod {}",
+            terminal.reason, terminal.message, self.me.pod_name
+        );
+        let (api, me, events, done) = (
+            self.api.clone(),
+            self.me.clone(),
+            self.events.clone(),
+            self.done.clone(),
+        );
+        let retries = self
+            .metrics
+            .status_write_retries
+            .with_label_values(&[metrics::WRITE_TERMINAL]);
+        tokio::spawn(async move {
+            let apply = move |status: &mut RunStatus, now: &Time| {
+                status::set_attempt_failed(
+                    status,
+                    failed,
+                    next,
+                    terminal.reason,
+                    &terminal.message,
+                    terminal.exit_code,
+                    now,
+                )
+            };
+            let written = write_status(&api, &me, &name, &uid, Some(first), apply, &retries).await;
+            if let Some(written) = &written {
+                events.emit(
+                    written,
+                    EventType::Warning,
+                    event_reasons::FAILED_RETRYING,
+                    "Retry",
+                    note,
+                );
+            }
+            let _ = done.send(AgentEvent::AttemptWritten(uid, written.is_some()));
+        });
     }
 
     /// Sends a preempted Run back to Pending for its next attempt ([`status::set_requeued`])
@@ -214,6 +307,12 @@ impl StatusWriter {
     ) {
         self.finished.insert(uid.clone());
         self.in_flight += 1;
+        // The fence: only the attempt this write is about, never a later one (a retry placed
+        // here again after this agent lost track of the Run).
+        let attempt = first.attempt();
+        let apply = move |status: &mut RunStatus, now: &Time| {
+            status.attempt.unwrap_or(1).max(1) == attempt && apply(status, now)
+        };
         let (api, me, done, events) = (
             self.api.clone(),
             self.me.clone(),
