@@ -1,7 +1,8 @@
 //! The leader's lifecycle loop, Kubernetes' node lifecycle controller for Runtime Pods: at
 //! every heartbeat expiry the cache learns the Pod is unavailable, and the Runs of lost
 //! Runtime Pods are healed (unclaimed ones go back to Pending to be placed again, running
-//! ones end Failed with `RuntimePodLost`). Which Runs are lost is the index's decision; this
+//! ones too for their next attempt when `spec.retryPolicy` allows one, else they end Failed
+//! with `RuntimePodLost`). Which Runs are lost is the index's decision; this
 //! module only writes it.
 
 use std::sync::Arc;
@@ -13,8 +14,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use tracing::{info, warn};
 
 use super::{Scheduler, now};
-use crate::api::Run;
 use crate::api::status;
+use crate::api::{Run, retry};
+use crate::events::reasons as event_reasons;
 use crate::scheduler::framework::{LostRun, PodLoss};
 use crate::scheduler::status_patch;
 
@@ -63,7 +65,16 @@ impl Scheduler {
         }
         let mut healed = run.status.clone().unwrap_or_default();
         let now = now();
-        let changed = if lost.admitted {
+        let retry = lost.admitted.then(|| retry_after_loss(&run)).flatten();
+        let changed = if let Some(attempt) = retry {
+            status::set_lost_retry(
+                &mut healed,
+                attempt,
+                status::reasons::RUNTIME_POD_LOST,
+                &retry_message(&lost, self.options.pod_lost_grace, &run, attempt),
+                &now,
+            )
+        } else if lost.admitted {
             status::set_terminal(
                 &mut healed,
                 status::Outcome::Failed,
@@ -85,6 +96,17 @@ impl Scheduler {
         };
         match status_patch::send(&self.client, &lost.namespace, &lost.name, &patch).await {
             Ok(()) => {
+                if let Some(attempt) = retry {
+                    self.events.emit_once(
+                        &run,
+                        EventType::Warning,
+                        event_reasons::STALE_RUN_RETRYING,
+                        "Heal",
+                        retry_message(&lost, self.options.pod_lost_grace, &run, attempt),
+                    );
+                    info!(run = %lost.name, namespace = %lost.namespace, pod = %lost.pod, "Runtime Pod lost ({:?}) while the Run was running; attempt {attempt} is placed again", lost.why);
+                    return;
+                }
                 let note = if lost.admitted {
                     lost_message(&lost, self.options.pod_lost_grace)
                 } else {
@@ -119,6 +141,28 @@ impl Scheduler {
             }
         }
     }
+}
+
+/// The attempt a Run whose Runtime Pod was lost while it ran is placed again for, when its
+/// retry policy allows one: the next, or, for a Run lost between two attempts, the one
+/// already granted (it never started, so it costs nothing).
+fn retry_after_loss(run: &Run) -> Option<i32> {
+    if run.status.as_ref().and_then(status::in_backoff).is_some() {
+        return Some(run.attempt());
+    }
+    match run.retry_decision(status::reasons::RUNTIME_POD_LOST) {
+        retry::Decision::Retry { attempt, .. } => Some(attempt),
+        retry::Decision::GiveUp { .. } => None,
+    }
+}
+
+/// The message of a Run sent back to Pending for `attempt` after its Runtime Pod was lost.
+fn retry_message(lost: &LostRun, grace: Duration, run: &Run, attempt: i32) -> String {
+    let max = run.retry_policy().unwrap_or_default().max_attempts;
+    format!(
+        "{}; attempt {attempt} of {max} is placed again",
+        lost_message(lost, grace)
+    )
 }
 
 /// The Failed message of a Run whose Runtime Pod was lost while it ran.
