@@ -162,6 +162,45 @@ pub struct RunInfo {
     pub labels: BTreeMap<String, String>,
     /// `metadata.deletionTimestamp` is set: the scheduler no longer places it.
     pub deleting: bool,
+    /// Its attempts, when `spec.retryPolicy` allows more than one or it is past its first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<Attempts>,
+}
+
+/// Where a Run is in `spec.retryPolicy`'s attempts ([`crate::api::retry`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attempts {
+    /// `status.attempt` (1 before the first claim).
+    pub attempt: i32,
+    pub max_attempts: i32,
+    /// When its next attempt may start, while it waits between two attempts on its Pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_try_at: Option<jiff::Timestamp>,
+}
+
+impl Attempts {
+    /// The line shown after the Run's phase, e.g. "Attempt 2 of 3; it starts in 4s on
+    /// rt-0 (after a failed attempt's backoff)."
+    pub fn line(&self, now: jiff::Timestamp, pod: Option<&str>) -> String {
+        let Attempts {
+            attempt,
+            max_attempts,
+            next_try_at,
+        } = self;
+        match next_try_at {
+            Some(at) => {
+                let wait = at.duration_since(now).max(jiff::SignedDuration::ZERO);
+                let secs = wait.as_secs() + i64::from(wait.subsec_nanos() > 0);
+                let on = pod.map(|p| format!(" on {p}")).unwrap_or_default();
+                format!(
+                    "Attempt {attempt} of {max_attempts}; it starts in {secs}s{on} (a failed attempt's backoff)."
+                )
+            }
+            None if attempt > max_attempts => format!("Attempt {attempt}."),
+            None => format!("Attempt {attempt} of {max_attempts}."),
+        }
+    }
 }
 
 impl RunInfo {

@@ -20,6 +20,11 @@ pub fn text(report: &Report, wide: bool, palette: &Palette) -> String {
         out.push_str(&palette.paint(&line, Tone::Strong));
         out.push('\n');
     }
+    if let Some(attempts) = &report.run.attempts {
+        let line = attempts.line(report.now, report.run.assigned_pod.as_deref());
+        out.push_str(&palette.paint(&line, Tone::Muted));
+        out.push('\n');
+    }
     let tone = match report.decision {
         DecisionKind::Schedule => Tone::Good,
         DecisionKind::Unschedulable | DecisionKind::Invalid => Tone::Bad,

@@ -16,7 +16,7 @@ use kube::ResourceExt;
 
 use super::hints;
 pub use super::model::*;
-use crate::api::{RunPhase, Runtime};
+use crate::api::{RunPhase, Runtime, retry};
 use crate::scheduler::framework::{
     CycleError, Decision, Evaluation, Heartbeat, PodView, Registry, RunCycleState, RunKey,
     SchedulerCache, Selector, Snapshot, WorkspaceBinding, evaluate,
@@ -84,6 +84,15 @@ pub fn build(subject: &Subject, registry: &Registry) -> Result<Report, CycleErro
             message: status.message,
             labels: run.labels().clone(),
             deleting: run.metadata.deletion_timestamp.is_some(),
+            attempts: run
+                .retry_policy()
+                .ok()
+                .filter(|p| p.max_attempts > 1 || run.attempt() > 1)
+                .map(|p| Attempts {
+                    attempt: run.attempt(),
+                    max_attempts: p.max_attempts,
+                    next_try_at: retry::retry_due(run),
+                }),
         },
         runtime: runtime_info(&run.spec.runtime, subject.runtime()),
         replayed: run.phase() != RunPhase::Pending
@@ -735,5 +744,28 @@ mod tests {
                 (HeartbeatState::Fresh, None),
             ]
         );
+    }
+
+    #[test]
+    fn a_run_between_attempts_says_which_attempt_waits_and_for_how_long() {
+        let since = crate::testing::NOW - jiff::SignedDuration::from_secs(1);
+        let waiting = run("flaky")
+            .on("p1")
+            .retry_policy(3, "4s")
+            .between_attempts(2, since);
+        let pods = [pod("p1").capacity(&[("runs", 1)])];
+        let report = test_report(&pods, std::slice::from_ref(&waiting), &waiting);
+        let attempts = report.run.attempts.clone().expect("attempts");
+        assert_eq!((attempts.attempt, attempts.max_attempts), (2, 3));
+        let line = attempts.line(report.now, Some("p1"));
+        // Failed within the second before NOW: due at the end of that second plus 4 s.
+        assert!(
+            line.starts_with("Attempt 2 of 3; it starts in 4s on p1")
+                || line.starts_with("Attempt 2 of 3; it starts in 5s on p1"),
+            "{line}"
+        );
+        // Without a policy there is nothing to say.
+        let plain = test_report(&pods, &[], &run("plain"));
+        assert_eq!(plain.run.attempts, None);
     }
 }
