@@ -1,0 +1,392 @@
+//! `spec.retryPolicy` on the real control plane with the built binaries (scheduler and
+//! runtimed): a failed attempt costs one attempt, not the Run. Ported from the kruntimes
+//! project's `TestRunRetry` and `TestCancelRunningRunDoesNotRetry` with stronger assertions,
+//! plus the limits (attempts run out, unlisted reasons, cancel during the backoff), the
+//! backoff's timing, and healing that retries: a Running Run whose Pod is lost is placed again
+//! for its next attempt. Every scenario keeps an overcommit watch to its end (no Pod over
+//! capacity at any Run event) and ends with no capacity left held.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt as _;
+use kube::api::DeleteParams;
+use serde_json::json;
+
+use kruntimes::api::status::{CONDITION_RUNNING, reasons};
+use kruntimes::api::{RetryPolicy, Run, RunPhase};
+use kruntimes::testing::RunBuilder;
+use support::pool::Pool;
+use support::world::{
+    Create, RunEvent, RunEvents, SchedulerProcess, TestNs, count, create_in, eventually, replay,
+};
+
+/// runtimed renews every second for 5 s, so a lost agent is noticed within seconds.
+const RUNTIMED_ARGS: [&str; 4] = ["--heartbeat-interval", "1s", "--heartbeat-duration", "5s"];
+
+async fn scheduler(ns: &TestNs) -> SchedulerProcess {
+    let kubeconfig = support::control_plane().kubeconfig.clone();
+    SchedulerProcess::start_with(
+        &kubeconfig,
+        &ns.name,
+        4,
+        None,
+        &ns.name,
+        &["--pod-lost-grace=5s"],
+    )
+    .await
+}
+
+fn policy(max_attempts: i32, backoff: &str, reasons: &[&str]) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: Some(max_attempts),
+        backoff: Some(backoff.to_string()),
+        retryable_reasons: reasons.iter().map(|r| r.to_string()).collect(),
+    }
+}
+
+/// Creates `run` with `policy`.
+async fn create_with(ns: &TestNs, run: RunBuilder, policy: RetryPolicy) -> Run {
+    let mut run = run.build();
+    run.spec.retry_policy = Some(policy);
+    create_in(ns, run).await
+}
+
+/// A script that fails until it has run `succeed_at` times, counting its runs in `counter`.
+fn fails_until(counter: &std::path::Path, succeed_at: u32) -> String {
+    let f = counter.display();
+    format!(
+        "n=$(cat {f} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {f}; [ $n -ge {succeed_at} ]"
+    )
+}
+
+/// (reason, note) of the Events regarding Run `name` reported by runtimed or the scheduler,
+/// oldest first.
+async fn events_of(ns: &TestNs, name: &str) -> Vec<(String, String)> {
+    let mut events: Vec<Event> = ns
+        .api::<Event>()
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .collect();
+    events.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+    events
+        .into_iter()
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
+/// Waits until the Events of `name`, by reason, start with `want` (nothing else among
+/// `retry_reasons` interleaved); returns every Event.
+async fn wait_events(ns: &TestNs, name: &str, want: &[&str]) -> Vec<(String, String)> {
+    const RETRY_REASONS: [&str; 7] = [
+        "RunFailedRetrying",
+        "RunRetrying",
+        "RunRetriesExhausted",
+        "RunSucceeded",
+        "StaleRunRetrying",
+        "Failed",
+        "Completed",
+    ];
+    eventually(
+        Duration::from_secs(30),
+        &format!("Events {want:?} of {name}"),
+        async || {
+            let events = events_of(ns, name).await;
+            let reasons: Vec<&str> = events
+                .iter()
+                .map(|(r, _)| r.as_str())
+                .filter(|r| RETRY_REASONS.contains(r))
+                .collect();
+            if reasons == want {
+                Ok(events)
+            } else {
+                Err(format!("{events:?}"))
+            }
+        },
+    )
+    .await
+}
+
+fn running_condition(run: &Run) -> Option<(String, String)> {
+    run.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_RUNNING)
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+/// For each failed attempt of `name` in the recorded history: the seconds between its
+/// `Running=False` and the next attempt's `startTime` (both whole seconds, as stored).
+fn pauses(events: &[RunEvent], name: &str) -> Vec<i64> {
+    let mut pauses = Vec::new();
+    let mut failed_at: Option<i64> = None;
+    for e in events
+        .iter()
+        .filter(|e| e.run.name_any() == name && !e.deleted)
+    {
+        let Some(status) = e.run.status.as_ref() else {
+            continue;
+        };
+        let running = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_RUNNING);
+        match running {
+            Some(c) if c.status == "False" && status.phase == Some(RunPhase::Running) => {
+                failed_at.get_or_insert(c.last_transition_time.0.as_second());
+            }
+            Some(c) if c.status == "True" => {
+                if let (Some(at), Some(started)) = (failed_at.take(), &status.start_time) {
+                    pauses.push(started.0.as_second() - at);
+                }
+            }
+            _ => {}
+        }
+    }
+    pauses
+}
+
+/// Every Run is active on at most one Pod at a time, and its attempt never goes back.
+fn one_active_attempt(events: &[RunEvent]) {
+    replay(events, |present| {
+        for run in present.values() {
+            if run.phase().is_active() {
+                let s = run.status.as_ref().unwrap();
+                assert!(
+                    s.assigned_pod.is_some() || run.phase() == RunPhase::Pending,
+                    "{} active without a Pod",
+                    run.name_any()
+                );
+            }
+        }
+    });
+    let mut last: std::collections::HashMap<String, i32> = Default::default();
+    for e in events.iter().filter(|e| !e.deleted) {
+        let attempt = e.run.attempt();
+        let before = last.insert(e.run.name_any(), attempt).unwrap_or(1);
+        assert!(
+            attempt >= before,
+            "{}: attempt {before} then {attempt}",
+            e.run.name_any()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_task_failing_twice_then_succeeding_ends_succeeded_at_attempt_3() {
+    let ns = TestNs::new("retry-ok").await;
+    let _scheduler = scheduler(&ns).await;
+    let pool = Pool::start(&ns, "sh", 1, &[("runs", 1)], &RUNTIMED_ARGS).await;
+    let watch = pool.overcommit_watch().await;
+    let history = RunEvents::start(&ns).await;
+    let dir = tempfile::tempdir().unwrap();
+    let script = fails_until(&dir.path().join("count"), 3);
+    let run = pool.run("flaky").task(&["sh", "-c", &script]);
+    create_with(&ns, run, policy(3, "1s", &[])).await;
+    let done = pool.all_done(&["flaky".to_string()]).await;
+    let flaky = &done["flaky"];
+    let status = flaky.status.as_ref().unwrap();
+    assert_eq!(flaky.phase(), RunPhase::Succeeded, "{status:?}");
+    assert_eq!(status.attempt, Some(3));
+    assert_eq!(status.exit_code, Some(0));
+    assert_eq!(
+        running_condition(flaky),
+        Some(("False".into(), reasons::SUCCEEDED.into()))
+    );
+    let events = wait_events(
+        &ns,
+        "flaky",
+        &[
+            "RunFailedRetrying",
+            "RunRetrying",
+            "RunFailedRetrying",
+            "RunRetrying",
+            "RunSucceeded",
+        ],
+    )
+    .await;
+    let notes: Vec<&str> = events.iter().map(|(_, n)| n.as_str()).collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("attempt 1 of 3 failed (NonZeroExitCode")),
+        "{notes:?}"
+    );
+    assert!(
+        notes.iter().any(|n| n.starts_with("attempt 3 of 3 starts")),
+        "{notes:?}"
+    );
+    // Backoff: 1 s before attempt 2, 2 s before attempt 3, counted from the end of the whole
+    // second the failure is stored with: at least 1 + backoff between the stored seconds.
+    history.catch_up().await;
+    let recorded = history.events();
+    let pauses = pauses(&recorded, "flaky");
+    assert_eq!(pauses.len(), 2, "{pauses:?}");
+    assert!((2..=5).contains(&pauses[0]), "{pauses:?}");
+    assert!((3..=6).contains(&pauses[1]), "{pauses:?}");
+    one_active_attempt(&recorded);
+    watch.finish().await;
+    pool.assert_no_leaked_capacity("probe").await;
+}
+
+#[tokio::test]
+async fn attempts_run_out_unlisted_reasons_are_not_retried_and_cancel_ends_a_backoff() {
+    let ns = TestNs::new("retry-limits").await;
+    let _scheduler = scheduler(&ns).await;
+    let pool = Pool::start(&ns, "sh", 1, &[("runs", 2)], &RUNTIMED_ARGS).await;
+    let watch = pool.overcommit_watch().await;
+    let fails = pool.run("fails").task(&["sh", "-c", "exit 1"]);
+    create_with(&ns, fails, policy(2, "1s", &[])).await;
+    let unlisted = pool.run("unlisted").task(&["sh", "-c", "exit 1"]);
+    create_with(&ns, unlisted, policy(3, "1s", &["Timeout", "PodGone"])).await;
+    let done = pool
+        .all_done(&["fails".to_string(), "unlisted".to_string()])
+        .await;
+    let fails = &done["fails"];
+    assert_eq!(fails.phase(), RunPhase::Failed);
+    assert_eq!(fails.attempt(), 2);
+    assert_eq!(fails.status.as_ref().unwrap().exit_code, Some(1));
+    wait_events(
+        &ns,
+        "fails",
+        &["RunFailedRetrying", "RunRetrying", "RunRetriesExhausted"],
+    )
+    .await;
+    let unlisted = &done["unlisted"];
+    assert_eq!(unlisted.phase(), RunPhase::Failed);
+    assert_eq!(unlisted.attempt(), 1, "NonZeroExitCode is not in the list");
+    wait_events(&ns, "unlisted", &["Failed"]).await;
+
+    // A backoff of 60 s, cancelled: the Run ends Cancelled at once and frees its room.
+    let waits = pool.run("waits").task(&["sh", "-c", "exit 1"]);
+    create_with(&ns, waits, policy(3, "60s", &[])).await;
+    pool.until("waits between attempts", |runs| {
+        runs.iter()
+            .find(|r| r.name_any() == "waits" && r.phase() == RunPhase::Running)
+            .and_then(|r| (running_condition(r)?.0 == "False").then_some(()))
+    })
+    .await;
+    ns.merge::<Run>("waits", json!({"spec": {"cancelRequested": true}}))
+        .await;
+    let cancelled = pool.all_done(&["waits".to_string()]).await;
+    let waits = &cancelled["waits"];
+    assert_eq!(waits.phase(), RunPhase::Cancelled);
+    assert_eq!(waits.attempt(), 2, "attempt 2 never started");
+    let started = waits.status.as_ref().unwrap().start_time.clone().unwrap();
+    let ended = waits
+        .status
+        .as_ref()
+        .unwrap()
+        .completion_time
+        .clone()
+        .unwrap();
+    assert!(
+        ended.0.duration_since(started.0).as_secs() < 30,
+        "cancelled at once, not after the 60 s backoff"
+    );
+    watch.finish().await;
+    pool.assert_no_leaked_capacity("probe").await;
+}
+
+/// The kruntimes project's `TestCancelRunningRunDoesNotRetry`: a Running Run with a retry
+/// policy, cancelled, ends Cancelled at attempt 1 with `Running=False/Cancelled`.
+#[tokio::test]
+async fn cancelling_a_running_run_does_not_retry_it() {
+    let ns = TestNs::new("retry-cancel").await;
+    let _scheduler = scheduler(&ns).await;
+    let pool = Pool::start(&ns, "sh", 1, &[("runs", 1)], &RUNTIMED_ARGS).await;
+    let watch = pool.overcommit_watch().await;
+    create_with(&ns, pool.held("held"), policy(3, "1s", &[])).await;
+    pool.until("held Running", |runs| {
+        (count(runs, RunPhase::Running) == 1).then_some(())
+    })
+    .await;
+    ns.merge::<Run>("held", json!({"spec": {"cancelRequested": true}}))
+        .await;
+    let done = pool.all_done(&["held".to_string()]).await;
+    let held = &done["held"];
+    assert_eq!(held.phase(), RunPhase::Cancelled);
+    assert!(held.status.as_ref().unwrap().completion_time.is_some());
+    assert_eq!(held.attempt(), 1);
+    assert_eq!(
+        running_condition(held),
+        Some(("False".into(), reasons::CANCELLED.into()))
+    );
+    watch.finish().await;
+    pool.assert_no_leaked_capacity("probe").await;
+}
+
+/// Healing that retries (the kruntimes project's `TestStaleRunWithRetry`, stronger): the Pod
+/// of a Running Run is force-deleted and its runtimed killed; the Run goes back to Pending
+/// for attempt 2, is placed on the other Pod and succeeds there (without a policy the same
+/// loss ends a Run Failed/RuntimePodLost: `tests/faults.rs`).
+#[tokio::test]
+async fn a_running_run_whose_pod_is_lost_is_placed_again_for_its_next_attempt() {
+    let ns = TestNs::new("retry-heal").await;
+    let _scheduler = scheduler(&ns).await;
+    let mut pool = Pool::start(&ns, "sh", 2, &[("runs", 1)], &RUNTIMED_ARGS).await;
+    let watch = pool.overcommit_watch().await;
+    let history = RunEvents::start(&ns).await;
+    create_with(&ns, pool.held("again"), policy(3, "1s", &[])).await;
+    pool.held("once").create(&ns).await;
+    let placed = pool
+        .until("both Running", |runs| {
+            (count(runs, RunPhase::Running) == 2).then(|| {
+                runs.iter()
+                    .find(|r| r.name_any() == "again")
+                    .and_then(|r| r.status.as_ref()?.assigned_pod.clone())
+            })?
+        })
+        .await;
+    // Both Pods are busy: `again` can only come back once `once` is done.
+    pool.agents.get_mut(&placed).unwrap().crash();
+    pool.agents.remove(&placed);
+    ns.api::<Pod>()
+        .delete(&placed, &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    pool.capacity.remove(&placed);
+    let healed = pool
+        .until("again back in Pending for attempt 2", |runs| {
+            runs.iter()
+                .find(|r| r.name_any() == "again" && r.attempt() == 2)
+                .cloned()
+        })
+        .await;
+    assert!(
+        matches!(
+            healed.phase(),
+            RunPhase::Pending | RunPhase::Scheduled | RunPhase::Running
+        ),
+        "{:?}",
+        healed.status
+    );
+    pool.open("again");
+    pool.open("once");
+    let done = pool
+        .all_done(&["again".to_string(), "once".to_string()])
+        .await;
+    let again = &done["again"];
+    assert_eq!(again.phase(), RunPhase::Succeeded, "{:?}", again.status);
+    assert_eq!(again.attempt(), 2);
+    assert_ne!(
+        again.status.as_ref().unwrap().assigned_pod.as_deref(),
+        Some(placed.as_str())
+    );
+    wait_events(&ns, "again", &["StaleRunRetrying", "RunSucceeded"]).await;
+    let once = &done["once"];
+    assert_eq!(once.phase(), RunPhase::Succeeded);
+    history.catch_up().await;
+    let recorded = history.events();
+    one_active_attempt(&recorded);
+    watch.finish().await;
+    pool.assert_no_leaked_capacity("probe").await;
+}
