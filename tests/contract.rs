@@ -611,6 +611,18 @@ async fn function_runs_hold_their_room_while_ready_until_cancel_delete_idle_or_t
             .contains("could not register the function"),
         "{status:?}"
     );
+    // Under a retry policy a refused registration costs an attempt: registered again as
+    // attempt 2, refused again, the attempts run out.
+    whole("refused-twice", "fail-register")
+        .retry_policy(2, "1s")
+        .create(ns)
+        .await;
+    let twice = phase(ns, "refused-twice", RunPhase::Failed, within).await;
+    assert_eq!(twice.attempt(), 2, "{:?}", twice.status);
+    assert_eq!(
+        twice.status.unwrap().reason.as_deref(),
+        Some(reasons::START_FAILED)
+    );
 
     // Nothing leaked: a task Run of the whole Pod runs.
     run("whole-pod")

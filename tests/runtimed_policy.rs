@@ -217,3 +217,123 @@ async fn runtimed_lives_its_whole_life_under_the_policy_with_the_scheduler() {
         );
     }
 }
+
+/// The attempt fences the old one (the retry issue's partition scenario): runtimed of the Pod
+/// running attempt 1 is frozen (SIGSTOP) until its heartbeat is stale, the scheduler sends the
+/// Run back to Pending for attempt 2, which succeeds on the other Pod; then attempt 1's task
+/// ends with exit code 7 and its runtimed thaws (SIGCONT). Its stale write cannot land: the
+/// Run stays Succeeded at attempt 2 with the other Pod's result, and the same write made
+/// directly with the frozen Pod's token is refused by the policy.
+#[tokio::test]
+async fn a_partitioned_runtimed_cannot_write_its_old_attempts_result() {
+    let ns = TestNs::new("policy-fence").await;
+    let dir = tempfile::tempdir().unwrap();
+    support::kubectl_apply("deploy/runtimed-rbac.yaml", Some(&ns.name));
+    let scheduler = tokens::scheduler_kubeconfig(dir.path()).await;
+    let mut python = runtime("python")
+        .replicas(2)
+        .capacity(&[("runs", 1)])
+        .build();
+    let template = python.spec.template.spec.as_mut().expect("a Pod template");
+    template.service_account_name = Some(RUNTIMED.into());
+    create_in(&ns, python).await;
+    let _scheduler = SchedulerProcess::start_with(
+        &scheduler,
+        &ns.name,
+        2,
+        None,
+        "fence",
+        &["--pod-lost-grace=3s"],
+    )
+    .await;
+    let args = [
+        "-v",
+        "--heartbeat-interval",
+        "1s",
+        "--heartbeat-duration",
+        "3s",
+        "--shutdown-grace",
+        "1s",
+    ];
+    let mut agents = std::collections::BTreeMap::new();
+    let mut clients = std::collections::BTreeMap::new();
+    for pod in ns.runtime_pods("python", 2).await {
+        ns.set_ready(&pod.name_any(), true).await;
+        let token = tokens::pod_bound_token(&ns.client, &ns.name, RUNTIMED, &pod).await;
+        let kubeconfig = tokens::token_kubeconfig(dir.path(), &pod.name_any(), &token, &ns.name);
+        let client = support::client_for(&kubeconfig).await;
+        await_enforced(&ns.name, &[&client]).await;
+        agents.insert(
+            pod.name_any(),
+            RuntimedProcess::start_as(&kubeconfig, &pod, &args),
+        );
+        clients.insert(pod.name_any(), client);
+    }
+    // Attempt 1 waits at its gate, then exits 7; any later attempt exits 0 at once.
+    let gates = support::gates::Gates::new(&ns.name);
+    let script = format!("{}; exit 7", gates.hold_first_attempt("job"));
+    let mut job = run("job").task(&["sh", "-c", &script]).build();
+    job.spec.retry_policy = Some(kruntimes::api::RetryPolicy {
+        max_attempts: Some(2),
+        backoff: Some("1s".into()),
+        retryable_reasons: Vec::new(),
+    });
+    create_in(&ns, job).await;
+    let first = ns
+        .wait_runs(WAIT, "job Running (attempt 1)", |runs| {
+            runs.iter()
+                .find(|r| r.name_any() == "job" && r.phase() == RunPhase::Running)
+                .and_then(|r| r.status.as_ref()?.assigned_pod.clone())
+        })
+        .await;
+    agents[&first].signal(Signal::Stop);
+    let done = ns
+        .wait_runs(WAIT, "job Succeeded at attempt 2 elsewhere", |runs| {
+            runs.iter()
+                .find(|r| r.name_any() == "job" && r.phase().is_terminal())
+                .cloned()
+        })
+        .await;
+    let status = done.status.clone().unwrap();
+    assert_eq!(
+        (status.phase, status.attempt, status.exit_code),
+        (Some(RunPhase::Succeeded), Some(2), Some(0)),
+        "{status:?}"
+    );
+    assert_ne!(status.assigned_pod.as_deref(), Some(first.as_str()));
+    // Attempt 1 ends (exit 7) and its runtimed thaws and sees it end.
+    gates.open("job");
+    agents[&first].signal(Signal::Cont);
+    eventually(
+        WAIT,
+        "the thawed runtimed to see attempt 1 end",
+        async || {
+            let log = agents[&first].log();
+            if log.contains("Run job ended: the process exited with code 7")
+                || log.contains("process of Run job is gone")
+            {
+                Ok(())
+            } else {
+                Err(agents[&first].log_tail())
+            }
+        },
+    )
+    .await;
+    // Its old attempt changed nothing.
+    let after = ns.get_run("job").await;
+    assert_eq!(
+        after.status, done.status,
+        "the old attempt's runtimed wrote over attempt 2"
+    );
+    // The write it would make, made directly with its Pod's token, is refused by the policy.
+    let f_runs: kube::Api<Run> = kube::Api::namespaced(clients[&first].clone(), &ns.name);
+    let mut stale = after.clone();
+    let s = stale.status.as_mut().unwrap();
+    s.phase = Some(RunPhase::Failed);
+    s.exit_code = Some(7);
+    s.reason = Some(reasons::EXIT_CODE.into());
+    assert_refused(
+        f_runs.replace_status("job", &write_params(), &stale).await,
+        "may update only Runs assigned to its Pod",
+    );
+}

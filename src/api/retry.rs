@@ -24,6 +24,8 @@ pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(1);
 /// others are the Run's own configuration or results, which another attempt cannot change.
 pub const NEVER_RETRIED: &[&str] = &[
     reasons::CANCELLED,
+    // A function Run released for want of invocations: its end, not a failure.
+    reasons::IDLE_TIMEOUT,
     reasons::INVALID_RESOURCES,
     reasons::INVALID_AFFINITY,
     reasons::INVALID_WORKSPACE,

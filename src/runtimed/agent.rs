@@ -671,10 +671,11 @@ impl Agent {
         }
     }
 
-    /// An attempt of `first` (as last seen) ended with `terminal`: a failed or timed-out task
-    /// whose retry policy allows another attempt waits here for it ([`retry::Decision`]);
+    /// An attempt of `first` (as last seen) ended with `terminal`: a failed or timed-out task,
+    /// or a function Run whose registration failed, whose retry policy allows another attempt
+    /// waits here for it ([`retry::Decision`]);
     /// anything else is the Run's end. A Run refused before its first claim made no attempt
-    /// and is never retried; function Runs are not retried on their Pod.
+    /// and is never retried.
     fn end(
         &mut self,
         name: String,
@@ -683,7 +684,9 @@ impl Agent {
         terminal: Terminal,
         outputs: std::collections::BTreeMap<String, String>,
     ) {
-        let attempted = first.phase() == RunPhase::Running && first.spec.mode.function.is_none();
+        // Running: a task, or a function Run whose registration is not ready (a Ready
+        // function's end is its release, never a failed attempt).
+        let attempted = first.phase() == RunPhase::Running;
         if attempted
             && matches!(terminal.outcome, Outcome::Failed | Outcome::Timeout)
             && let retry::Decision::Retry { attempt, after } = first.retry_decision(terminal.reason)
