@@ -38,8 +38,11 @@
 //! schemaVersion: 2
 //! namespace:     string
 //! now:           RFC 3339 timestamp the snapshot was judged at (heartbeat expiry)
-//! run:           {name, uid, runtime, phase, assignedPod, reason, message, labels, deleting}
-//!                  (status.reason / status.message as the cluster has them)
+//! run:           {name, uid, runtime, phase, assignedPod, reason, message, labels, deleting,
+//!                 attempts: {attempt, maxAttempts, nextTryAt: timestamp|null}|null}
+//!                  (status.reason / status.message as the cluster has them; attempts when
+//!                  spec.retryPolicy allows more than one or the Run is past its first;
+//!                  nextTryAt while it waits out a failed attempt's backoff on its Pod)
 //! runtime:       {name, found: bool, replicas: int|null, capacity: {resource: quantity}}
 //! replayed:      bool — the Run is not Pending and was evaluated as if it were
 //! request:       {resource: int} — complete request, defaults applied ({} when invalid)

@@ -163,7 +163,7 @@ pub struct RunInfo {
     /// `metadata.deletionTimestamp` is set: the scheduler no longer places it.
     pub deleting: bool,
     /// Its attempts, when `spec.retryPolicy` allows more than one or it is past its first.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub attempts: Option<Attempts>,
 }
 
@@ -175,7 +175,7 @@ pub struct Attempts {
     pub attempt: i32,
     pub max_attempts: i32,
     /// When its next attempt may start, while it waits between two attempts on its Pod.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub next_try_at: Option<jiff::Timestamp>,
 }
 

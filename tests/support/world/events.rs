@@ -205,7 +205,7 @@ pub fn replay(
 }
 
 /// Checks, at every Run event of a namespace, that no Pod's active usage exceeds its capacity
-/// for any resource.
+/// for any resource, and that no attempt of a Run runs on two Pods.
 pub struct OvercommitWatch {
     events: RunEvents,
     capacity: PodCapacity,
@@ -275,6 +275,7 @@ impl OvercommitWatch {
         replay(&events, |runs| {
             violations.extend(overcommitted(runs.values(), &self.capacity));
         });
+        violations.extend(attempts_on_two_pods(&events));
         assert!(
             violations.is_empty(),
             "overcommit observed:\n{}",
@@ -282,6 +283,39 @@ impl OvercommitWatch {
         );
         events
     }
+}
+
+/// One active attempt per Run: every attempt of a Run runs on one Pod only (an attempt seen
+/// running, admitted and not between attempts, on two Pods is a violation), and a Run's
+/// attempt never goes back.
+fn attempts_on_two_pods(events: &[RunEvent]) -> Vec<String> {
+    let mut ran_on: HashMap<(String, i32), String> = HashMap::new();
+    let mut last: HashMap<String, i32> = HashMap::new();
+    let mut out = Vec::new();
+    for e in events.iter().filter(|e| !e.deleted) {
+        let (Some(uid), Some(status)) = (e.run.uid(), e.run.status.as_ref()) else {
+            continue;
+        };
+        let (name, attempt) = (e.run.name_any(), e.run.attempt());
+        if let Some(before) = last.insert(uid.clone(), attempt)
+            && attempt < before
+        {
+            out.push(format!("{name}: attempt {before}, then {attempt}"));
+        }
+        let running =
+            e.run.phase().is_admitted() && kruntimes::api::status::in_backoff(status).is_none();
+        if let (true, Some(pod)) = (running, e.run.active_pod()) {
+            let first = ran_on
+                .entry((uid, attempt))
+                .or_insert_with(|| pod.to_string());
+            if first != pod {
+                out.push(format!(
+                    "{name}: attempt {attempt} ran on {first} and on {pod}"
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Each (Pod, resource) whose usage by the active `runs` exceeds `capacity`.
