@@ -178,3 +178,37 @@ fn lost_message(lost: &LostRun, grace: Duration) -> String {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::RunPhase;
+    use crate::testing::{NOW, run};
+
+    #[test]
+    fn a_lost_run_is_retried_as_its_policy_allows_and_a_granted_attempt_costs_nothing() {
+        // A Ready function Run lost with attempts left: placed again for attempt 2.
+        let mut ready = run("fn")
+            .function("main.handler")
+            .on("p1")
+            .retry_policy(2, "1s")
+            .build();
+        ready.status.as_mut().unwrap().phase = Some(RunPhase::Ready);
+        assert_eq!(retry_after_loss(&ready), Some(2));
+        // Its last attempt: failed.
+        ready.status.as_mut().unwrap().attempt = Some(2);
+        assert_eq!(retry_after_loss(&ready), None);
+        // No policy: failed.
+        assert_eq!(
+            retry_after_loss(&run("plain").on("p1").running().build()),
+            None
+        );
+        // Lost between attempts: the attempt it waited for, even the last one.
+        let waiting = run("w")
+            .on("p1")
+            .retry_policy(2, "1s")
+            .between_attempts(2, NOW)
+            .build();
+        assert_eq!(retry_after_loss(&waiting), Some(2));
+    }
+}
