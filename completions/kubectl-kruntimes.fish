@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_kubectl_kruntimes_global_optspecs
-    string join \n kubeconfig= context= n/namespace= v/verbose log-format= h/help V/version
+    string join \n kubeconfig= context= n/namespace= cluster= user= s/server= token= certificate-authority= insecure-skip-tls-verify as= as-group= request-timeout= v/verbose log-format= h/help V/version
 end
 
 function __fish_kubectl_kruntimes_needs_command
@@ -27,8 +27,17 @@ end
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l context -d 'The kubeconfig context to use' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l cluster -d 'The kubeconfig cluster to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l user -d 'The kubeconfig user to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -s s -l server -d 'The address of the Kubernetes API server (instead of the kubeconfig\'s; with --token, no kubeconfig is needed)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l token -d 'Bearer token for authentication to the API server (instead of the kubeconfig user\'s credentials)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l certificate-authority -d 'Path to a PEM file of the certificate authority that signed the API server\'s certificate' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -s V -l version -d 'Print version'
@@ -38,9 +47,10 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a 
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "explain" -d 'Explain why a Run is or is not placed: replays the scheduler\'s plugins on a live snapshot of its Runtime Pods (reads only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "status" -d 'The pool at a glance: per Runtime, Pods available, used/capacity per resource, Runs by phase and the Pending demand by the scheduler\'s reasons (reads only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "invoke" -d 'Call a Ready function Run once: sends the data to its runtimed through the API server\'s Pod proxy (RBAC on pods/proxy decides who may) and prints the handler\'s output'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "cancel" -d 'Cancel Runs: sets spec.cancelRequested (one way); a Pending Run ends in the scheduler, a Scheduled or Running one once runtimed has stopped it'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "dev" -d 'Run the whole system on this machine: etcd and kube-apiserver, the CRDs, the scheduler, and a local Pod host that runs a real runtimed for every Runtime Pod'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "completion" -d 'Print a shell completion script (e.g. `source <(kubectl kruntimes completion bash)`), or with `kubectl` the completion hook for `kubectl kruntimes <TAB>`'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "version" -d 'Print the version'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "version" -d 'Print the version: release, git commit and date, Rust version, and the API versions this binary speaks'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "gen" -d 'Regenerate the committed completions/, man/ and deploy/crds.yaml (`cargo xtask gen`)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "__complete" -d 'Completion candidates for the words after `kubectl kruntimes` (called by the hook `kubectl_complete-kruntimes`)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "copy-binary" -d 'Copy this executable to a path (the init container of Runtime Pods of any image)'
@@ -49,11 +59,20 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand inst
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l context -d 'The kubeconfig context to use' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l cluster -d 'The kubeconfig cluster to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l user -d 'The kubeconfig user to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -s s -l server -d 'The address of the Kubernetes API server (instead of the kubeconfig\'s; with --token, no kubeconfig is needed)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l token -d 'Bearer token for authentication to the API server (instead of the kubeconfig user\'s credentials)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l certificate-authority -d 'Path to a PEM file of the certificate authority that signed the API server\'s certificate' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l print -d 'Write everything install applies as YAML to stdout and touch no cluster'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l dry-run -d 'Ask the API server to validate the apply without persisting anything'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -s y -l yes -d 'Do not ask for confirmation'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l pod-name -d 'Name of the Runtime Pod this agent runs in' -r
@@ -69,15 +88,33 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runt
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l context -d 'The kubeconfig context to use' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l cluster -d 'The kubeconfig cluster to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l user -d 'The kubeconfig user to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -s s -l server -d 'The address of the Kubernetes API server (instead of the kubeconfig\'s; with --token, no kubeconfig is needed)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l token -d 'Bearer token for authentication to the API server (instead of the kubeconfig user\'s credentials)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l certificate-authority -d 'Path to a PEM file of the certificate authority that signed the API server\'s certificate' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l context -d 'The kubeconfig context to use' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l cluster -d 'The kubeconfig cluster to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l user -d 'The kubeconfig user to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -s s -l server -d 'The address of the Kubernetes API server (instead of the kubeconfig\'s; with --token, no kubeconfig is needed)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l token -d 'Bearer token for authentication to the API server (instead of the kubeconfig user\'s credentials)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l certificate-authority -d 'Path to a PEM file of the certificate authority that signed the API server\'s certificate' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -f -a "run" -d 'Run the Runtime controller and the scheduler, with leader election and metrics'
@@ -97,8 +134,17 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand sche
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l context -d 'The kubeconfig context to use' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l cluster -d 'The kubeconfig cluster to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l user -d 'The kubeconfig user to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -s s -l server -d 'The address of the Kubernetes API server (instead of the kubeconfig\'s; with --token, no kubeconfig is needed)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l token -d 'Bearer token for authentication to the API server (instead of the kubeconfig user\'s credentials)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l certificate-authority -d 'Path to a PEM file of the certificate authority that signed the API server\'s certificate' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from help" -f -a "run" -d 'Run the Runtime controller and the scheduler, with leader election and metrics'
@@ -113,8 +159,17 @@ never\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l context -d 'The kubeconfig context to use' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l cluster -d 'The kubeconfig cluster to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l user -d 'The kubeconfig user to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -s s -l server -d 'The address of the Kubernetes API server (instead of the kubeconfig\'s; with --token, no kubeconfig is needed)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l token -d 'Bearer token for authentication to the API server (instead of the kubeconfig user\'s credentials)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l certificate-authority -d 'Path to a PEM file of the certificate authority that signed the API server\'s certificate' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -s o -l output -d 'Output format: the pool view, or a documented structure for scripts and dashboards' -r -f -a "table\t''
@@ -127,77 +182,171 @@ never\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -l context -d 'The kubeconfig context to use' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -l cluster -d 'The kubeconfig cluster to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -l user -d 'The kubeconfig user to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -s s -l server -d 'The address of the Kubernetes API server (instead of the kubeconfig\'s; with --token, no kubeconfig is needed)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -l token -d 'Bearer token for authentication to the API server (instead of the kubeconfig user\'s credentials)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -l certificate-authority -d 'Path to a PEM file of the certificate authority that signed the API server\'s certificate' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -s A -l all-namespaces -d 'Every namespace (overrides -n)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -s w -l watch -d 'Print a new view every --interval until Ctrl-C (in place on a terminal)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -s d -l data -d 'The invocation\'s input: `@FILE`, `-` for stdin, or the text itself (at most 1 MiB; none: empty)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -l context -d 'The kubeconfig context to use' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -l cluster -d 'The kubeconfig cluster to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -l user -d 'The kubeconfig user to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -s s -l server -d 'The address of the Kubernetes API server (instead of the kubeconfig\'s; with --token, no kubeconfig is needed)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -l token -d 'Bearer token for authentication to the API server (instead of the kubeconfig user\'s credentials)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -l certificate-authority -d 'Path to a PEM file of the certificate authority that signed the API server\'s certificate' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -s h -l help -d 'Print help'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l timeout -d 'How long --wait waits' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l context -d 'The kubeconfig context to use' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l cluster -d 'The kubeconfig cluster to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l user -d 'The kubeconfig user to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -s s -l server -d 'The address of the Kubernetes API server (instead of the kubeconfig\'s; with --token, no kubeconfig is needed)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l token -d 'Bearer token for authentication to the API server (instead of the kubeconfig user\'s credentials)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l certificate-authority -d 'Path to a PEM file of the certificate authority that signed the API server\'s certificate' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l log-format -d 'Log format' -r -f -a "text\t''
+json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l wait -d 'Wait until every cancelled Run has ended'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l data-dir -d 'Where etcd\'s data, the certificates, the logs and DIR/kubeconfig (context kruntimes-dev) live; starting again on the same DIR keeps every Runtime and Run [default: $XDG_STATE_HOME/kruntimes/dev, else ~/.local/state/kruntimes/dev]' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l demo-timeout -d 'How long --demo waits for its Runs to finish' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l context -d 'The kubeconfig context to use' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l cluster -d 'The kubeconfig cluster to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l user -d 'The kubeconfig user to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -s s -l server -d 'The address of the Kubernetes API server (instead of the kubeconfig\'s; with --token, no kubeconfig is needed)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l token -d 'Bearer token for authentication to the API server (instead of the kubeconfig user\'s credentials)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l certificate-authority -d 'Path to a PEM file of the certificate authority that signed the API server\'s certificate' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l demo -d 'Apply examples/, show the Runs\' progress until they finish, explain a Run that had to wait, then stop everything and exit'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l context -d 'The kubeconfig context to use' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l cluster -d 'The kubeconfig cluster to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l user -d 'The kubeconfig user to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -s s -l server -d 'The address of the Kubernetes API server (instead of the kubeconfig\'s; with --token, no kubeconfig is needed)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l token -d 'Bearer token for authentication to the API server (instead of the kubeconfig user\'s credentials)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l certificate-authority -d 'Path to a PEM file of the certificate authority that signed the API server\'s certificate' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -s o -l output -d 'Output format' -r -f -a "text\t''
+json\t''
+yaml\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l context -d 'The kubeconfig context to use' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l cluster -d 'The kubeconfig cluster to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l user -d 'The kubeconfig user to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -s s -l server -d 'The address of the Kubernetes API server (instead of the kubeconfig\'s; with --token, no kubeconfig is needed)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l token -d 'Bearer token for authentication to the API server (instead of the kubeconfig user\'s credentials)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l certificate-authority -d 'Path to a PEM file of the certificate authority that signed the API server\'s certificate' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l out -d 'The repository root to write completions/, man/ and deploy/crds.yaml into' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l context -d 'The kubeconfig context to use' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l cluster -d 'The kubeconfig cluster to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l user -d 'The kubeconfig user to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -s s -l server -d 'The address of the Kubernetes API server (instead of the kubeconfig\'s; with --token, no kubeconfig is needed)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l token -d 'Bearer token for authentication to the API server (instead of the kubeconfig user\'s credentials)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l certificate-authority -d 'Path to a PEM file of the certificate authority that signed the API server\'s certificate' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l context -d 'The kubeconfig context to use' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l cluster -d 'The kubeconfig cluster to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l user -d 'The kubeconfig user to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -s s -l server -d 'The address of the Kubernetes API server (instead of the kubeconfig\'s; with --token, no kubeconfig is needed)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l token -d 'Bearer token for authentication to the API server (instead of the kubeconfig user\'s credentials)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l certificate-authority -d 'Path to a PEM file of the certificate authority that signed the API server\'s certificate' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -l context -d 'The kubeconfig context to use' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -l cluster -d 'The kubeconfig cluster to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -l user -d 'The kubeconfig user to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -s s -l server -d 'The address of the Kubernetes API server (instead of the kubeconfig\'s; with --token, no kubeconfig is needed)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -l token -d 'Bearer token for authentication to the API server (instead of the kubeconfig user\'s credentials)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -l certificate-authority -d 'Path to a PEM file of the certificate authority that signed the API server\'s certificate' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -s h -l help -d 'Print help'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke dev completion version gen __complete copy-binary help" -f -a "install" -d 'Install or update the Runtime and Run CRDs, the user ClusterRoles and the admission policy that restricts Runtime Pods (server-side apply)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke dev completion version gen __complete copy-binary help" -f -a "runtimed" -d 'The agent inside a Runtime Pod: heartbeat, local admission, execution of Task Runs'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke dev completion version gen __complete copy-binary help" -f -a "scheduler" -d 'The scheduler controller manager'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke dev completion version gen __complete copy-binary help" -f -a "explain" -d 'Explain why a Run is or is not placed: replays the scheduler\'s plugins on a live snapshot of its Runtime Pods (reads only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke dev completion version gen __complete copy-binary help" -f -a "status" -d 'The pool at a glance: per Runtime, Pods available, used/capacity per resource, Runs by phase and the Pending demand by the scheduler\'s reasons (reads only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke dev completion version gen __complete copy-binary help" -f -a "invoke" -d 'Call a Ready function Run once: sends the data to its runtimed through the API server\'s Pod proxy (RBAC on pods/proxy decides who may) and prints the handler\'s output'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke dev completion version gen __complete copy-binary help" -f -a "dev" -d 'Run the whole system on this machine: etcd and kube-apiserver, the CRDs, the scheduler, and a local Pod host that runs a real runtimed for every Runtime Pod'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke dev completion version gen __complete copy-binary help" -f -a "completion" -d 'Print a shell completion script (e.g. `source <(kubectl kruntimes completion bash)`), or with `kubectl` the completion hook for `kubectl kruntimes <TAB>`'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke dev completion version gen __complete copy-binary help" -f -a "version" -d 'Print the version'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke dev completion version gen __complete copy-binary help" -f -a "gen" -d 'Regenerate the committed completions/, man/ and deploy/crds.yaml (`cargo xtask gen`)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke dev completion version gen __complete copy-binary help" -f -a "__complete" -d 'Completion candidates for the words after `kubectl kruntimes` (called by the hook `kubectl_complete-kruntimes`)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke dev completion version gen __complete copy-binary help" -f -a "copy-binary" -d 'Copy this executable to a path (the init container of Runtime Pods of any image)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke dev completion version gen __complete copy-binary help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke cancel dev completion version gen __complete copy-binary help" -f -a "install" -d 'Install or update the Runtime and Run CRDs, the user ClusterRoles and the admission policy that restricts Runtime Pods (server-side apply)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke cancel dev completion version gen __complete copy-binary help" -f -a "runtimed" -d 'The agent inside a Runtime Pod: heartbeat, local admission, execution of Task Runs'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke cancel dev completion version gen __complete copy-binary help" -f -a "scheduler" -d 'The scheduler controller manager'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke cancel dev completion version gen __complete copy-binary help" -f -a "explain" -d 'Explain why a Run is or is not placed: replays the scheduler\'s plugins on a live snapshot of its Runtime Pods (reads only)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke cancel dev completion version gen __complete copy-binary help" -f -a "status" -d 'The pool at a glance: per Runtime, Pods available, used/capacity per resource, Runs by phase and the Pending demand by the scheduler\'s reasons (reads only)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke cancel dev completion version gen __complete copy-binary help" -f -a "invoke" -d 'Call a Ready function Run once: sends the data to its runtimed through the API server\'s Pod proxy (RBAC on pods/proxy decides who may) and prints the handler\'s output'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke cancel dev completion version gen __complete copy-binary help" -f -a "cancel" -d 'Cancel Runs: sets spec.cancelRequested (one way); a Pending Run ends in the scheduler, a Scheduled or Running one once runtimed has stopped it'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke cancel dev completion version gen __complete copy-binary help" -f -a "dev" -d 'Run the whole system on this machine: etcd and kube-apiserver, the CRDs, the scheduler, and a local Pod host that runs a real runtimed for every Runtime Pod'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke cancel dev completion version gen __complete copy-binary help" -f -a "completion" -d 'Print a shell completion script (e.g. `source <(kubectl kruntimes completion bash)`), or with `kubectl` the completion hook for `kubectl kruntimes <TAB>`'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke cancel dev completion version gen __complete copy-binary help" -f -a "version" -d 'Print the version: release, git commit and date, Rust version, and the API versions this binary speaks'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke cancel dev completion version gen __complete copy-binary help" -f -a "gen" -d 'Regenerate the committed completions/, man/ and deploy/crds.yaml (`cargo xtask gen`)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke cancel dev completion version gen __complete copy-binary help" -f -a "__complete" -d 'Completion candidates for the words after `kubectl kruntimes` (called by the hook `kubectl_complete-kruntimes`)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke cancel dev completion version gen __complete copy-binary help" -f -a "copy-binary" -d 'Copy this executable to a path (the init container of Runtime Pods of any image)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke cancel dev completion version gen __complete copy-binary help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and __fish_seen_subcommand_from scheduler" -f -a "run" -d 'Run the Runtime controller and the scheduler, with leader election and metrics'

@@ -25,7 +25,7 @@ pub struct Cli {
 }
 
 /// Flags shared by every subcommand, spelled like kubectl's.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct GlobalArgs {
     /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).
     #[arg(long, global = true, value_name = "PATH")]
@@ -36,6 +36,35 @@ pub struct GlobalArgs {
     /// Namespace (default: the context's namespace).
     #[arg(short = 'n', long, global = true, value_name = "NAME")]
     pub namespace: Option<String>,
+    /// The kubeconfig cluster to use (instead of the context's).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub cluster: Option<String>,
+    /// The kubeconfig user to use (instead of the context's).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub user: Option<String>,
+    /// The address of the Kubernetes API server (instead of the kubeconfig's; with --token, no
+    /// kubeconfig is needed).
+    #[arg(short = 's', long, global = true, value_name = "URL")]
+    pub server: Option<String>,
+    /// Bearer token for authentication to the API server (instead of the kubeconfig user's
+    /// credentials).
+    #[arg(long, global = true, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Path to a PEM file of the certificate authority that signed the API server's certificate.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub certificate_authority: Option<PathBuf>,
+    /// Do not verify the API server's certificate (insecure: for test clusters only).
+    #[arg(long, global = true)]
+    pub insecure_skip_tls_verify: bool,
+    /// Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME).
+    #[arg(long = "as", global = true, value_name = "USER")]
+    pub as_user: Option<String>,
+    /// Group to impersonate for the operation; repeat for more groups.
+    #[arg(long = "as-group", global = true, value_name = "GROUP")]
+    pub as_group: Vec<String>,
+    /// How long one request to the API server may take (e.g. 30s, 1m; 0: no limit).
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    pub request_timeout: Option<Duration>,
     /// More log output; repeat for more (-v info, -vv debug, -vvv trace).
     #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -44,8 +73,9 @@ pub struct GlobalArgs {
     pub log_format: LogFormat,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
+    #[default]
     Text,
     Json,
 }
@@ -69,14 +99,24 @@ pub enum Command {
     /// Call a Ready function Run once: sends the data to its runtimed through the API
     /// server's Pod proxy (RBAC on pods/proxy decides who may) and prints the handler's output.
     Invoke(InvokeArgs),
+    /// Cancel Runs: sets spec.cancelRequested (one way); a Pending Run ends in the scheduler,
+    /// a Scheduled or Running one once runtimed has stopped it.
+    #[command(
+        after_help = "Examples:\n  kubectl kruntimes cancel run/train-1\n  kubectl kruntimes cancel run train-1 train-2 -n team-a --wait --timeout 2m"
+    )]
+    Cancel(CancelArgs),
     /// Run the whole system on this machine: etcd and kube-apiserver, the CRDs, the scheduler,
     /// and a local Pod host that runs a real runtimed for every Runtime Pod.
     Dev(DevArgs),
     /// Print a shell completion script (e.g. `source <(kubectl kruntimes completion bash)`),
     /// or with `kubectl` the completion hook for `kubectl kruntimes <TAB>`.
     Completion(CompletionArgs),
-    /// Print the version.
-    Version,
+    /// Print the version: release, git commit and date, Rust version, and the API versions
+    /// this binary speaks.
+    #[command(
+        after_help = "Examples:\n  kubectl kruntimes version\n  kubectl kruntimes version -o json"
+    )]
+    Version(VersionArgs),
     /// Regenerate the committed completions/, man/ and deploy/crds.yaml (`cargo xtask gen`).
     #[command(hide = true)]
     Gen(GenArgs),
@@ -251,6 +291,35 @@ pub struct RuntimedArgs {
     pub runtime_server: Option<String>,
 }
 
+/// `cancel run/NAME…`: which Runs, and whether to wait for their end.
+#[derive(Debug, Clone, Args)]
+pub struct CancelArgs {
+    /// The Runs: `run/NAME…`, or `run NAME…`.
+    #[arg(value_name = "run/NAME", required = true)]
+    pub targets: Vec<String>,
+    /// Wait until every cancelled Run has ended.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits.
+    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Duration,
+}
+
+/// `version`: how to print it.
+#[derive(Debug, Clone, Args)]
+pub struct VersionArgs {
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = VersionFormat::Text)]
+    pub output: VersionFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum VersionFormat {
+    Text,
+    Json,
+    Yaml,
+}
+
 /// `copy-binary`: the init container of a Runtime Pod copies this binary into the Pod.
 #[derive(Debug, Clone, Args)]
 pub struct CopyBinaryArgs {
@@ -272,9 +341,10 @@ impl Command {
             | Command::Install(_)
             | Command::Explain(_)
             | Command::Invoke(_)
+            | Command::Cancel(_)
             | Command::Status(_)
             | Command::Completion(_)
-            | Command::Version
+            | Command::Version(_)
             | Command::Gen(_)
             | Command::Complete(_)
             | Command::CopyBinary(_) => "warn,kube_client=off",

@@ -17,7 +17,7 @@ use kube::Api;
 use kube::api::ListParams;
 
 use crate::api::Run;
-use crate::cli::{Cli, CompleteArgs, GlobalArgs, LogFormat};
+use crate::cli::{Cli, CompleteArgs, GlobalArgs};
 use crate::kubeclient;
 
 /// Cobra's `ShellCompDirectiveNoSpace`: do not add a space after the completion.
@@ -174,8 +174,18 @@ pub fn plan(words: &[String]) -> Plan {
             .collect();
         return static_completion(subs, current, NO_FILE_COMP);
     }
-    if node.get_name() == "explain" {
-        match positionals.as_slice() {
+    // Commands that take Runs: one (explain, invoke) or several (cancel).
+    if matches!(node.get_name(), "explain" | "invoke" | "cancel") {
+        let many = node.get_name() == "cancel";
+        let is_kind = |w: &str| matches!(w, "run" | "runs");
+        let positionals: &[&str] = match positionals.as_slice() {
+            // run/A run/B …: each next word is another run/NAME.
+            all if many && all.iter().all(|w| w.contains('/')) => &[],
+            // run A B …: each next word is another NAME.
+            [kind, ..] if many && is_kind(kind) => &positionals[..1],
+            other => other,
+        };
+        match positionals {
             [] => {
                 if let Some((kind, partial)) = current.split_once('/')
                     && matches!(kind, "run" | "runs")
@@ -263,8 +273,7 @@ async fn runs(target: &CompletionTarget, prefix: &str, partial: &str) -> Vec<Can
         kubeconfig: target.kubeconfig.clone().map(Into::into),
         context: target.context.clone(),
         namespace: target.namespace.clone(),
-        verbose: 0,
-        log_format: LogFormat::Text,
+        ..Default::default()
     };
     let list = async {
         let target = kubeclient::connect(&global).await.ok()?;
@@ -404,6 +413,33 @@ mod tests {
             plan(&words(&["-nteam-a", "explain", "run", ""])),
             Plan::Runs { ref global, ref prefix, .. } if prefix.is_empty() && global.namespace.as_deref() == Some("team-a")
         ));
+    }
+
+    #[test]
+    fn cancel_and_invoke_complete_runs_and_cancel_takes_several() {
+        let runs = |p: Plan| match p {
+            Plan::Runs {
+                prefix, partial, ..
+            } => Some((prefix, partial)),
+            _ => None,
+        };
+        assert_eq!(
+            runs(plan(&words(&["cancel", "run/a", "run/b"]))),
+            Some(("run/".into(), "b".into()))
+        );
+        assert_eq!(
+            runs(plan(&words(&["cancel", "run", "a", "b"]))),
+            Some((String::new(), "b".into()))
+        );
+        assert_eq!(
+            runs(plan(&words(&["invoke", "run/f"]))),
+            Some(("run/".into(), "f".into()))
+        );
+        assert_eq!(
+            runs(plan(&words(&["invoke", "run/f", "x"]))),
+            None,
+            "one Run"
+        );
     }
 
     #[test]

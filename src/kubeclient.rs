@@ -60,6 +60,11 @@ pub async fn connect(global: &GlobalArgs) -> anyhow::Result<Target> {
 }
 
 async fn load_config(global: &GlobalArgs) -> anyhow::Result<(Config, String)> {
+    if !global.as_group.is_empty() && global.as_user.is_none() {
+        return Err(anyhow!(
+            "--as-group needs --as USER: Kubernetes impersonates groups only together with a user"
+        ));
+    }
     let kubeconfig = match &global.kubeconfig {
         Some(path) => Some(read_kubeconfig(path)?),
         None => match std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
@@ -72,35 +77,167 @@ async fn load_config(global: &GlobalArgs) -> anyhow::Result<(Config, String)> {
             },
         },
     };
-    let Some(kubeconfig) = kubeconfig else {
-        if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() && global.context.is_none() {
-            let config = Config::incluster().map_err(|e| {
-                anyhow!("cannot use the in-cluster service account: {e}; pass --kubeconfig")
-            })?;
-            return Ok((config, "in-cluster".to_string()));
+    let kubeconfig = match (kubeconfig, &global.server) {
+        (Some(kubeconfig), _) => kubeconfig,
+        // kubectl's `--server URL --token T` with no kubeconfig at all.
+        (None, Some(_)) => flags_only_kubeconfig(),
+        (None, None) => {
+            if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() && global.context.is_none() {
+                if global.certificate_authority.is_some() {
+                    return Err(anyhow!(
+                        "--certificate-authority applies to a kubeconfig's cluster or to --server; inside a cluster pass --server too, or --kubeconfig"
+                    ));
+                }
+                let mut config = Config::incluster().map_err(|e| {
+                    anyhow!("cannot use the in-cluster service account: {e}; pass --kubeconfig")
+                })?;
+                override_credentials(&mut config, global);
+                return Ok((config, "in-cluster".to_string()));
+            }
+            return Err(anyhow!(
+                "no kubeconfig found ($KUBECONFIG is unset and ~/.kube/config does not exist); pass --kubeconfig PATH or set KUBECONFIG, or --server URL with --token"
+            ));
         }
-        return Err(anyhow!(
-            "no kubeconfig found ($KUBECONFIG is unset and ~/.kube/config does not exist); pass --kubeconfig PATH or set KUBECONFIG"
-        ));
     };
     let context = global
         .context
         .clone()
         .or_else(|| kubeconfig.current_context.clone())
         .ok_or_else(|| anyhow!("the kubeconfig has no current-context; pass --context NAME"))?;
-    if !kubeconfig.contexts.iter().any(|c| c.name == context) {
+    let kubeconfig = override_kubeconfig(kubeconfig, &context, global)?;
+    let options = KubeConfigOptions {
+        context: Some(context.clone()),
+        cluster: global.cluster.clone(),
+        user: global.user.clone(),
+    };
+    let mut config = Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .map_err(|e| anyhow!("cannot use context {context}: {e}"))?;
+    override_credentials(&mut config, global);
+    Ok((config, context))
+}
+
+/// The context of a kubeconfig made from `--server` (and the other flags) alone.
+const FLAGS_ONLY: &str = "kubectl-kruntimes-flags";
+
+/// A kubeconfig of one empty cluster, user and context, for `--server` without any kubeconfig:
+/// [`override_kubeconfig`] fills it from the flags.
+fn flags_only_kubeconfig() -> Kubeconfig {
+    use kube::config::{Context, NamedCluster, NamedContext};
+    Kubeconfig {
+        clusters: vec![NamedCluster {
+            name: FLAGS_ONLY.into(),
+            cluster: Some(Default::default()),
+            ..Default::default()
+        }],
+        contexts: vec![NamedContext {
+            name: FLAGS_ONLY.into(),
+            context: Some(Context {
+                cluster: FLAGS_ONLY.into(),
+                user: Some(FLAGS_ONLY.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        auth_infos: vec![kube::config::NamedAuthInfo {
+            name: FLAGS_ONLY.into(),
+            auth_info: Some(Default::default()),
+            ..Default::default()
+        }],
+        current_context: Some(FLAGS_ONLY.into()),
+        ..Default::default()
+    }
+}
+
+/// kubectl's connection flags applied to the kubeconfig's cluster (the context's, or
+/// `--cluster`): `--server`, `--certificate-authority`, `--insecure-skip-tls-verify`. Checks
+/// that the context, `--cluster` and `--user` exist, naming what to pass instead.
+fn override_kubeconfig(
+    mut kubeconfig: Kubeconfig,
+    context: &str,
+    global: &GlobalArgs,
+) -> anyhow::Result<Kubeconfig> {
+    let Some(named) = kubeconfig.contexts.iter().find(|c| c.name == context) else {
         return Err(anyhow!(
             "context {context:?} is not in the kubeconfig; list contexts with `kubectl config get-contexts` and pass one with --context"
         ));
-    }
-    let options = KubeConfigOptions {
-        context: Some(context.clone()),
-        ..Default::default()
     };
-    let config = Config::from_custom_kubeconfig(kubeconfig, &options)
-        .await
-        .map_err(|e| anyhow!("cannot use context {context}: {e}"))?;
-    Ok((config, context))
+    let cluster_name = global
+        .cluster
+        .clone()
+        .or_else(|| named.context.as_ref().map(|c| c.cluster.clone()))
+        .unwrap_or_default();
+    if let Some(user) = &global.user
+        && !kubeconfig.auth_infos.iter().any(|u| &u.name == user)
+    {
+        return Err(anyhow!(
+            "user {user:?} is not in the kubeconfig; list users with `kubectl config view -o jsonpath='{{.users[*].name}}'` and pass one with --user"
+        ));
+    }
+    let Some(cluster) = kubeconfig
+        .clusters
+        .iter_mut()
+        .find(|c| c.name == cluster_name)
+    else {
+        return Err(anyhow!(
+            "cluster {cluster_name:?} is not in the kubeconfig; list clusters with `kubectl config get-clusters` and pass one with --cluster"
+        ));
+    };
+    let cluster = cluster.cluster.get_or_insert_with(Default::default);
+    if let Some(server) = &global.server {
+        if server
+            .parse::<http::Uri>()
+            .map_or(true, |u| u.scheme().is_none())
+        {
+            return Err(anyhow!(
+                "--server {server:?} is not a URL; pass the API server's address, e.g. https://127.0.0.1:6443"
+            ));
+        }
+        cluster.server = Some(server.clone());
+    }
+    if let Some(ca) = &global.certificate_authority {
+        if !ca.exists() {
+            return Err(anyhow!(
+                "--certificate-authority {} does not exist; pass the PEM file of the CA that signed the API server's certificate",
+                ca.display()
+            ));
+        }
+        cluster.certificate_authority = Some(ca.display().to_string());
+        cluster.certificate_authority_data = None;
+    }
+    if global.insecure_skip_tls_verify {
+        cluster.insecure_skip_tls_verify = Some(true);
+        cluster.certificate_authority = None;
+        cluster.certificate_authority_data = None;
+    }
+    Ok(kubeconfig)
+}
+
+/// kubectl's credential flags applied to the client configuration: `--token` replaces the
+/// user's credentials, `--as`/`--as-group` impersonate, `--insecure-skip-tls-verify` and
+/// `--request-timeout` (0: no limit).
+fn override_credentials(config: &mut Config, global: &GlobalArgs) {
+    if let Some(token) = &global.token {
+        config.auth_info = kube::config::AuthInfo {
+            token: Some(secrecy::SecretString::from(token.clone())),
+            ..Default::default()
+        };
+    }
+    if let Some(user) = &global.as_user {
+        config.auth_info.impersonate = Some(user.clone());
+        config.auth_info.impersonate_groups =
+            (!global.as_group.is_empty()).then(|| global.as_group.clone());
+    }
+    if global.insecure_skip_tls_verify {
+        config.accept_invalid_certs = true;
+        config.root_cert = None;
+    }
+    if let Some(timeout) = global.request_timeout {
+        let timeout = (!timeout.is_zero()).then_some(timeout);
+        config.read_timeout = timeout;
+        config.write_timeout = timeout;
+        config.connect_timeout = timeout.or(config.connect_timeout);
+    }
 }
 
 fn home_kubeconfig() -> Option<PathBuf> {

@@ -4,6 +4,7 @@
 
 pub mod admission_policy;
 pub mod api;
+pub mod cancel;
 pub mod cli;
 pub mod complete;
 pub mod copy_binary;
@@ -30,3 +31,4 @@ pub mod signals;
 pub mod status;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod version;

@@ -27,10 +27,8 @@ async fn main() -> ExitCode {
             completion(args.shell);
             Ok(())
         }
-        Command::Version => {
-            println!("kubectl-kruntimes {}", env!("CARGO_PKG_VERSION"));
-            Ok(())
-        }
+        Command::Cancel(args) => kruntimes::cancel::exec(&cli.global, args).await,
+        Command::Version(args) => kruntimes::version::exec(args),
         Command::Gen(args) => kruntimes::generate::exec(args),
         Command::Complete(args) => kruntimes::complete::exec(args).await,
         Command::CopyBinary(args) => kruntimes::copy_binary::exec(args),

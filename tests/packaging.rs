@@ -682,8 +682,12 @@ fn krew_installs_the_release_archive_and_kubectl_runs_the_plugin() {
         .env("PATH", root.join("bin"))
         .output()
         .unwrap();
-    assert_eq!(
-        ok(&out, "kubectl kruntimes version").trim(),
-        format!("kubectl-kruntimes {}", env!("CARGO_PKG_VERSION"))
+    let version = ok(&out, "kubectl kruntimes version");
+    assert!(
+        version.starts_with(&format!(
+            "kubectl-kruntimes {} (commit ",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{version}"
     );
 }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, anyhow};
 use tokio::sync::watch;
 
-use crate::cli::{DevArgs, GlobalArgs, LogFormat, SchedulerRunArgs};
+use crate::cli::{DevArgs, GlobalArgs, SchedulerRunArgs};
 use crate::install;
 use crate::kubeclient;
 use controlplane::{ControlPlane, KubeconfigSpec, Layout, Ports, Spec, TokenUser};
@@ -121,9 +121,8 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
     let target = kubeclient::connect(&GlobalArgs {
         kubeconfig: Some(kubeconfig.clone()),
         context: Some(CONTEXT.into()),
-        namespace: None,
         verbose: global.verbose,
-        log_format: LogFormat::Text,
+        ..Default::default()
     })
     .await?;
     install::apply(&target, false).await?;
