@@ -47,7 +47,7 @@ pub async fn connect(global: &GlobalArgs) -> anyhow::Result<Target> {
         .namespace
         .clone()
         .unwrap_or_else(|| config.default_namespace.clone());
-    let client = Client::try_from(config.clone()).with_context(|| {
+    let client = client_for(config.clone()).with_context(|| {
         format!("cannot build a client for context {context} (server {server})")
     })?;
     Ok(Target {
@@ -57,6 +57,14 @@ pub async fn connect(global: &GlobalArgs) -> anyhow::Result<Target> {
         server,
         namespace,
     })
+}
+
+/// A client of `config` whose requests are counted in [`crate::metrics`]'s API client
+/// metrics: every client kruntimes makes.
+pub fn client_for(config: Config) -> kube::Result<Client> {
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&crate::metrics::ApiClientLayer)
+        .build())
 }
 
 async fn load_config(global: &GlobalArgs) -> anyhow::Result<(Config, String)> {

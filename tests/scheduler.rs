@@ -613,6 +613,19 @@ async fn metrics_expose_every_named_metric_with_only_bounded_labels() {
                     }
                     "state" => ["available", "unavailable"].contains(&value),
                     "le" => true,
+                    "method" => kruntimes::metrics::METHODS.contains(&value),
+                    // HTTP status codes, or "error": no response.
+                    "code" => {
+                        value == "error"
+                            || (value.len() == 3 && value.chars().all(|c| c.is_ascii_digit()))
+                    }
+                    // One series: this binary's own build.
+                    "version" | "git_commit" | "rust_version"
+                        if line.starts_with("kruntimes_build_info{") =>
+                    {
+                        let info = kruntimes::version::info();
+                        [info.version, info.git_commit, info.rust_version].contains(&value)
+                    }
                     other => panic!("unexpected label {other} in {line}"),
                 };
                 assert!(ok, "unbounded label value {key}={value} in {line}");

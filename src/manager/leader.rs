@@ -60,8 +60,8 @@ impl Election {
             config.read_timeout,
             config.write_timeout,
         ) = (timeout, timeout, timeout);
-        let client =
-            kube::Client::try_from(config).context("cannot build the leader-election client")?;
+        let client = crate::kubeclient::client_for(config)
+            .context("cannot build the leader-election client")?;
         let manager = LeaseManagerBuilder::new(client, LEADER_LEASE)
             .with_namespace(&namespace)
             .with_identity(&identity)

@@ -54,6 +54,7 @@ pub async fn run(
     }
     let registry = prometheus::Registry::new();
     let metrics = SchedulerMetrics::register(&registry).context("cannot register metrics")?;
+    let leader_gauge = metrics.leader.clone();
     let scheduler = Scheduler::new(
         target.client.clone(),
         metrics,
@@ -87,6 +88,14 @@ pub async fn run(
         elected_rx,
         leading_tx,
     ));
+
+    // kruntimes_scheduler_leader follows leading (a replica that stops leading exits).
+    let mut leading_metric = leading_rx.clone();
+    tokio::spawn(async move {
+        while leading_metric.changed().await.is_ok() {
+            leader_gauge.set(i64::from(*leading_metric.borrow()));
+        }
+    });
 
     // Every long-lived task is supervised the same way: if one ends (or panics) while we
     // run, the process stops instead of leading with half of its work dead.

@@ -11,7 +11,7 @@ use std::time::Instant;
 use crate::scheduler::framework::WakeSource;
 use crate::scheduler::framework::cache::{LEVEL_RUNNING, LEVEL_SCHEDULED};
 
-use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts, Registry};
+use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 /// Stages of `kruntimes_scheduler_reservation_conflicts_total`.
 pub const STAGE_RESERVE: &str = "reserve";
@@ -52,6 +52,8 @@ pub struct SchedulerMetrics {
     pub runtime_pods: IntGaugeVec,
     pub preemptions: IntCounterVec,
     pub nominations: IntCounterVec,
+    /// 1 while this replica leads (holds the Lease, and no Go kruntimes scheduler does).
+    pub leader: IntGauge,
 }
 
 impl SchedulerMetrics {
@@ -116,6 +118,10 @@ impl SchedulerMetrics {
                 "Runtime Pods nominated for a Pending Run, by cause (starvation: waited past the threshold; priority: outranks Runs holding or waiting for room).",
                 &["cause"],
             )?,
+            leader: IntGauge::with_opts(Opts::new(
+                "kruntimes_scheduler_leader",
+                "1 while this replica leads: it holds the leader Lease (or runs without leader election) and no Go kruntimes scheduler holds its own; 0 on a standby.",
+            ))?,
             runtime_pods: IntGaugeVec::new(
                 Opts::new(
                     "kruntimes_scheduler_runtime_pods",
@@ -134,6 +140,7 @@ impl SchedulerMetrics {
         registry.register(Box::new(metrics.schedule_attempts.clone()))?;
         registry.register(Box::new(metrics.preemptions.clone()))?;
         registry.register(Box::new(metrics.nominations.clone()))?;
+        registry.register(Box::new(metrics.leader.clone()))?;
         for level in PREEMPTION_LEVELS {
             for result in [PREEMPTION_SUCCEEDED, PREEMPTION_CONFLICT, PREEMPTION_ERROR] {
                 metrics.preemptions.with_label_values(&[level, result]);
