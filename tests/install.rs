@@ -197,6 +197,31 @@ async fn install_print_piped_to_kubectl_apply_is_accepted_by_the_server() {
     assert_eq!(stdout.lines().count(), 7, "{stdout}");
 }
 
+/// Our own CRDs applied by another tool (`kubectl apply -k deploy/` is client-side apply,
+/// manager `kubectl-client-side-apply`) are ours: install says nothing of "another
+/// installation".
+#[tokio::test]
+async fn install_over_deploy_applied_with_kubectl_knows_the_crds_as_its_own() {
+    support::control_plane();
+    let crds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/crds.yaml");
+    let out = support::kubectl()
+        .args(["apply", "-f"])
+        .arg(&crds)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (installed, _, stderr) = output(support::kruntimes().args(["install", "--yes"]));
+    assert!(installed.status.success(), "{stderr}");
+    assert!(
+        !stderr.contains("another kruntimes installation"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn install_without_a_terminal_and_without_yes_refuses_and_says_to_pass_yes() {
     support::control_plane();

@@ -237,6 +237,11 @@ fn value_paths(value: &Value, path: &str, out: &mut BTreeSet<String>) {
 
 /// The managers of `crd` other than kruntimes and the control plane's own.
 fn foreign_managers(crd: &CustomResourceDefinition) -> Vec<String> {
+    // Ours, whichever tool applied it (`install`, `kubectl apply -k deploy/`, a chart).
+    let (key, value) = super::LABEL_OURS;
+    if crd.labels().get(key).map(String::as_str) == Some(value) {
+        return Vec::new();
+    }
     let mut managers: Vec<String> = crd
         .managed_fields()
         .iter()
@@ -345,6 +350,17 @@ mod tests {
         let ours = crate::api::Run::crd();
         let existing = managed_by(ours.clone(), FIELD_MANAGER);
         assert_eq!(compare(&existing, &ours).unwrap(), Comparison::default());
+    }
+
+    #[test]
+    fn our_crd_applied_by_another_tool_is_ours() {
+        let ours = super::super::crds()[1].clone();
+        let applied = managed_by(ours.clone(), "kubectl-client-side-apply");
+        assert_eq!(compare(&applied, &ours).unwrap(), Comparison::default());
+        // The same CRD without our label, applied by that tool: someone else's.
+        let mut theirs = applied;
+        theirs.metadata.labels = None;
+        assert!(!compare(&theirs, &ours).unwrap().notices.is_empty());
     }
 
     #[test]

@@ -31,8 +31,20 @@ pub const USER_ROLES: &str = include_str!("../../deploy/user-roles.yaml");
 
 /// The CRDs, generated from the Rust types, Runtime first.
 pub fn crds() -> [CustomResourceDefinition; 3] {
-    [Runtime::crd(), Run::crd(), PersistentWorkspace::crd()]
+    [Runtime::crd(), Run::crd(), PersistentWorkspace::crd()].map(|mut crd| {
+        let (key, value) = LABEL_OURS;
+        crd.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(key.to_string(), value.to_string());
+        crd
+    })
 }
+
+/// The label on kruntimes' CRDs (in `deploy/crds.yaml` and whatever applies them), by which
+/// `install` knows a CRD as its own whichever tool applied it: the Go project's CRDs of the
+/// same names never carry this project's name.
+pub const LABEL_OURS: (&str, &str) = ("app.kubernetes.io/name", "kubectl-kruntimes");
 
 /// The user ClusterRoles of [`USER_ROLES`], in file order.
 pub fn user_roles() -> anyhow::Result<Vec<ClusterRole>> {
