@@ -117,7 +117,7 @@ pub enum Command {
         after_help = "Examples:\n  kubectl kruntimes version\n  kubectl kruntimes version -o json"
     )]
     Version(VersionArgs),
-    /// Regenerate the committed completions/, man/ and deploy/crds.yaml (`cargo xtask gen`).
+    /// Regenerate the committed completions/, man/ and deploy/crds/crds.yaml (`cargo xtask gen`).
     #[command(hide = true)]
     Gen(GenArgs),
     /// Completion candidates for the words after `kubectl kruntimes` (called by the hook
@@ -177,7 +177,7 @@ pub fn completion_script(shell: clap_complete::Shell) -> String {
 /// Hidden `gen`: where to write the generated files.
 #[derive(Debug, Clone, Args)]
 pub struct GenArgs {
-    /// The repository root to write completions/, man/ and deploy/crds.yaml into.
+    /// The repository root to write completions/, man/ and deploy/crds/crds.yaml into.
     #[arg(long, default_value = ".", value_name = "DIR")]
     pub out: PathBuf,
 }

@@ -1,6 +1,6 @@
 //! The files generated from the code and committed to the repository: shell completions and
 //! the kubectl completion hook (completions/), man pages (man/) and the CRDs as
-//! `install --print` writes them (deploy/crds.yaml). The hidden `gen` subcommand (`cargo
+//! `install --print` writes them (deploy/crds/crds.yaml). The hidden `gen` subcommand (`cargo
 //! xtask gen`) writes them; a test regenerates them into a temporary directory and fails when
 //! the committed files differ. Output is deterministic: no dates, no paths, no hash order.
 
@@ -52,7 +52,7 @@ pub fn files() -> anyhow::Result<Vec<(PathBuf, Vec<u8>, bool)>> {
         out.push((Path::new("man").join(name), page, false));
     }
     out.push((
-        PathBuf::from("deploy/crds.yaml"),
+        PathBuf::from("deploy/crds/crds.yaml"),
         crate::install::crds_yaml()?.into_bytes(),
         false,
     ));
@@ -134,7 +134,7 @@ mod tests {
             "man/kubectl-kruntimes-completion.1",
             "man/kubectl-kruntimes-version.1",
             "completions/kubectl_complete-kruntimes",
-            "deploy/crds.yaml",
+            "deploy/crds/crds.yaml",
         ] {
             assert!(
                 names.contains(&page.to_string()),

@@ -48,8 +48,13 @@ async fn the_control_plane_is_the_real_kube_apiserver_1_36_3() {
     assert_eq!(version.git_version, "v1.36.3");
 }
 
+/// Held by the tests that write the CRDs with another field manager than install's: the
+/// rerun test must see no write but its own between its two installs.
+static CRD_WRITES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn install_creates_established_crds_and_rerunning_changes_nothing() {
+    let _crds = CRD_WRITES.lock().await;
     let client = support::client().await;
     let (first, stdout, stderr) = output(support::kruntimes().args(["install", "--yes"]));
     assert!(first.status.success(), "install failed: {stderr}");
@@ -197,13 +202,14 @@ async fn install_print_piped_to_kubectl_apply_is_accepted_by_the_server() {
     assert_eq!(stdout.lines().count(), 7, "{stdout}");
 }
 
-/// Our own CRDs applied by another tool (`kubectl apply -k deploy/` is client-side apply,
+/// Our own CRDs applied by another tool (`kubectl apply -k deploy/crds/` is client-side apply,
 /// manager `kubectl-client-side-apply`) are ours: install says nothing of "another
 /// installation".
 #[tokio::test]
 async fn install_over_deploy_applied_with_kubectl_knows_the_crds_as_its_own() {
     support::control_plane();
-    let crds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/crds.yaml");
+    let _crds = CRD_WRITES.lock().await;
+    let crds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/crds/crds.yaml");
     let out = support::kubectl()
         .args(["apply", "-f"])
         .arg(&crds)

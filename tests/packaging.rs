@@ -64,7 +64,7 @@ fn committed_completions_man_pages_and_crds_match_what_the_code_generates() {
         "kubectl-kruntimes gen",
     );
     let generated = files_under(tmp.path());
-    assert!(generated.contains(Path::new("deploy/crds.yaml")));
+    assert!(generated.contains(Path::new("deploy/crds/crds.yaml")));
     for dir in ["completions", "man"] {
         let committed: BTreeSet<PathBuf> = files_under(&repo().join(dir))
             .into_iter()
@@ -109,13 +109,13 @@ fn install_print_is_the_committed_deploy_files() {
     let file = |name: &str| std::fs::read_to_string(repo().join("deploy").join(name)).unwrap();
     let committed = format!(
         "{}---\n{}---\n{}",
-        file("crds.yaml"),
+        file("crds/crds.yaml"),
         file("user-roles.yaml"),
         file("runtimed-policy.yaml")
     );
     assert_eq!(
         printed, committed,
-        "install --print differs from deploy/crds.yaml + user-roles.yaml + runtimed-policy.yaml; run `cargo xtask gen`"
+        "install --print differs from deploy/crds/crds.yaml + user-roles.yaml + runtimed-policy.yaml; run `cargo xtask gen`"
     );
 }
 
@@ -150,7 +150,8 @@ fn kinds_and_names(objects: &[serde_json::Value]) -> BTreeSet<(String, String, S
 }
 
 /// `kubectl kustomize deploy/` (the real kubectl's kustomize) renders everything `install`
-/// applies plus the scheduler and runtimed's RBAC in the example namespace, and the
+/// applies but the CRDs (`deploy/crds/`, rendered here too) plus the scheduler and runtimed's
+/// RBAC in the example namespace, and the
 /// scheduler's `KRUNTIMES_IMAGE` (the image Runtime Pods get the binary from) is the image it
 /// runs from. `tests/cluster.rs` applies it to a real cluster.
 #[test]
@@ -160,9 +161,26 @@ fn deploy_kustomization_renders_everything_and_names_one_image() {
         .into_iter()
         .map(|(kind, namespace, name)| format!("{kind} {namespace}/{name}"))
         .collect();
+    // The CRDs are a kustomization of their own: `kubectl delete -k deploy/` never deletes
+    // them (and with them every Run).
+    assert!(
+        !ids.iter()
+            .any(|id| id.starts_with("CustomResourceDefinition ")),
+        "kubectl kustomize deploy/ holds CRDs: {ids:?}"
+    );
+    let crds: BTreeSet<String> = kinds_and_names(&kustomize(&repo().join("deploy/crds")))
+        .into_iter()
+        .map(|(kind, namespace, name)| format!("{kind} {namespace}/{name}"))
+        .collect();
+    assert_eq!(
+        crds,
+        BTreeSet::from([
+            "CustomResourceDefinition /persistentworkspaces.kruntimes.io".to_string(),
+            "CustomResourceDefinition /runs.kruntimes.io".to_string(),
+            "CustomResourceDefinition /runtimes.kruntimes.io".to_string(),
+        ])
+    );
     for id in [
-        "CustomResourceDefinition /runtimes.kruntimes.io",
-        "CustomResourceDefinition /runs.kruntimes.io",
         "ClusterRole /kubectl-kruntimes-view",
         "ClusterRole /kubectl-kruntimes-edit",
         "ValidatingAdmissionPolicy /kubectl-kruntimes-runtimed",

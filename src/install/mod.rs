@@ -41,7 +41,7 @@ pub fn crds() -> [CustomResourceDefinition; 3] {
     })
 }
 
-/// The label on kruntimes' CRDs (in `deploy/crds.yaml` and whatever applies them), by which
+/// The label on kruntimes' CRDs (in `deploy/crds/crds.yaml` and whatever applies them), by which
 /// `install` knows a CRD as its own whichever tool applied it: the Go project's CRDs of the
 /// same names never carry this project's name.
 pub const LABEL_OURS: (&str, &str) = ("app.kubernetes.io/name", "kubectl-kruntimes");
@@ -61,7 +61,7 @@ pub fn user_roles() -> anyhow::Result<Vec<ClusterRole>> {
         .collect()
 }
 
-/// The CRDs as one multi-document YAML stream (committed as `deploy/crds.yaml`).
+/// The CRDs as one multi-document YAML stream (committed as `deploy/crds/crds.yaml`).
 pub fn crds_yaml() -> anyhow::Result<String> {
     let mut out = String::new();
     for crd in crds() {
@@ -72,7 +72,7 @@ pub fn crds_yaml() -> anyhow::Result<String> {
 }
 
 /// Everything install applies, as one multi-document YAML stream: the CRDs, then the shipped
-/// files verbatim (comments included): `deploy/crds.yaml`, `deploy/user-roles.yaml` and
+/// files verbatim (comments included): `deploy/crds/crds.yaml`, `deploy/user-roles.yaml` and
 /// `deploy/runtimed-policy.yaml`, in that order.
 pub fn manifests_yaml() -> anyhow::Result<String> {
     let mut out = crds_yaml()?;
