@@ -84,20 +84,35 @@ pub enum LogFormat {
 pub enum Command {
     /// Install or update the Runtime and Run CRDs, the user ClusterRoles and the admission
     /// policy that restricts Runtime Pods (server-side apply).
+    #[command(
+        after_help = "Examples:\n  kubectl kruntimes install --yes\n  kubectl kruntimes install --dry-run\n  kubectl kruntimes install --print > kruntimes.yaml"
+    )]
     Install(InstallArgs),
     /// The agent inside a Runtime Pod: heartbeat, local admission, execution of Task Runs.
+    #[command(
+        after_help = "Examples:\n  (in a Runtime Pod; the Runtime controller writes this container)\n  kubectl-kruntimes runtimed --heartbeat-interval 5s --runtime-server 127.0.0.1:9091"
+    )]
     Runtimed(RuntimedArgs),
     /// The scheduler controller manager.
     #[command(subcommand)]
     Scheduler(SchedulerCommand),
     /// Explain why a Run is or is not placed: replays the scheduler's plugins on a live
     /// snapshot of its Runtime Pods (reads only).
+    #[command(
+        after_help = "Examples:\n  kubectl kruntimes explain run/train-6 -n team-a\n  kubectl kruntimes explain run train-6 -o wide\n  kubectl kruntimes explain run/train-6 -o json"
+    )]
     Explain(ExplainArgs),
     /// The pool at a glance: per Runtime, Pods available, used/capacity per resource, Runs by
     /// phase and the Pending demand by the scheduler's reasons (reads only).
+    #[command(
+        after_help = "Examples:\n  kubectl kruntimes status\n  kubectl kruntimes status python -n team-a --watch\n  kubectl kruntimes status -A -o yaml"
+    )]
     Status(StatusArgs),
     /// Call a Ready function Run once: sends the data to its runtimed through the API
     /// server's Pod proxy (RBAC on pods/proxy decides who may) and prints the handler's output.
+    #[command(
+        after_help = "Examples:\n  kubectl kruntimes invoke run/echo --data hello\n  kubectl kruntimes invoke run/resize -n team-a --data @image.png > out.png\n  echo '{\"x\": 1}' | kubectl kruntimes invoke run/handler --data -"
+    )]
     Invoke(InvokeArgs),
     /// Cancel Runs: sets spec.cancelRequested (one way); a Pending Run ends in the scheduler,
     /// a Scheduled or Running one once runtimed has stopped it.
@@ -107,9 +122,15 @@ pub enum Command {
     Cancel(CancelArgs),
     /// Run the whole system on this machine: etcd and kube-apiserver, the CRDs, the scheduler,
     /// and a local Pod host that runs a real runtimed for every Runtime Pod.
+    #[command(
+        after_help = "Examples:\n  kubectl kruntimes dev --demo\n  kubectl kruntimes dev --data-dir /tmp/kruntimes-dev"
+    )]
     Dev(DevArgs),
     /// Print a shell completion script (e.g. `source <(kubectl kruntimes completion bash)`),
     /// or with `kubectl` the completion hook for `kubectl kruntimes <TAB>`.
+    #[command(
+        after_help = "Examples:\n  source <(kubectl kruntimes completion bash)\n  kubectl kruntimes completion kubectl > ~/.local/bin/kubectl_complete-kruntimes && chmod +x ~/.local/bin/kubectl_complete-kruntimes"
+    )]
     Completion(CompletionArgs),
     /// Print the version: release, git commit and date, Rust version, and the API versions
     /// this binary speaks.
@@ -193,6 +214,9 @@ pub struct CompleteArgs {
 #[derive(Debug, Subcommand)]
 pub enum SchedulerCommand {
     /// Run the Runtime controller and the scheduler, with leader election and metrics.
+    #[command(
+        after_help = "Examples:\n  kubectl kruntimes scheduler run\n  kubectl kruntimes scheduler run --leader-elect=false --workers 8 --log-format json"
+    )]
     Run(SchedulerRunArgs),
 }
 
