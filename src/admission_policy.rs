@@ -32,7 +32,9 @@ pub enum Error {
 
 /// The policy and its binding, parsed from [`MANIFEST`].
 pub fn objects() -> Result<(ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding)> {
-    let mut docs = serde_yaml::Deserializer::from_str(MANIFEST);
+    let mut docs = crate::yaml::documents(MANIFEST)
+        .map_err(Error::Manifest)?
+        .into_iter();
     let policy = docs
         .next()
         .ok_or_else(|| Error::Manifest("it is empty".into()))
@@ -138,9 +140,7 @@ mod tests {
     #[test]
     fn parsing_keeps_every_field_of_the_shipped_file() {
         // What install applies (the typed objects) is exactly what the file says.
-        let raw: Vec<serde_json::Value> = serde_yaml::Deserializer::from_str(MANIFEST)
-            .map(|d| serde_json::Value::deserialize(d).unwrap())
-            .collect();
+        let raw = crate::yaml::documents(MANIFEST).unwrap();
         let (policy, binding) = objects().unwrap();
         let typed = vec![
             serde_json::to_value(policy).unwrap(),

@@ -32,3 +32,4 @@ pub mod status;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod version;
+pub mod yaml;

@@ -25,7 +25,7 @@ pub enum Error {
     #[error("cannot write JSON: {0}")]
     Json(#[from] serde_json::Error),
     #[error("cannot write YAML: {0}")]
-    Yaml(#[from] serde_yaml::Error),
+    Yaml(String),
 }
 
 /// Whether to color output, from the flag, the value of `NO_COLOR` and whether stdout is a
@@ -179,9 +179,9 @@ pub fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
     Ok(text)
 }
 
-/// YAML (serde_yaml's layout, ending in a newline).
+/// YAML (one document, ending in a newline).
 pub fn to_yaml<T: serde::Serialize>(value: &T) -> Result<String> {
-    Ok(serde_yaml::to_string(value)?)
+    crate::yaml::to_string(value).map_err(Error::Yaml)
 }
 
 /// Writes `text` to stdout; a closed pipe (`| head`) is not an error, there is nothing left

@@ -597,7 +597,7 @@ async fn table_yaml_and_color_outputs_agree_with_json() {
     assert!(!String::from_utf8(never.stdout).unwrap().contains('\u{1b}'));
 
     let yaml = explain(&ns.name, "run/job", &["-o", "yaml"]);
-    let yaml: Value = serde_yaml::from_slice(&yaml.stdout).unwrap();
+    let yaml: Value = kruntimes::yaml::from_str(&String::from_utf8_lossy(&yaml.stdout)).unwrap();
     let json = explain_json(&ns.name, "job");
     for field in [
         "verdict",

@@ -133,9 +133,10 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
             .env("KUBECONFIG", "/nonexistent/kubeconfig"),
     );
     assert!(out.status.success(), "{stderr}");
-    let docs: Vec<(String, String)> = serde_yaml::Deserializer::from_str(&stdout)
-        .map(|d| {
-            let v: serde_json::Value = serde::Deserialize::deserialize(d).unwrap();
+    let docs: Vec<(String, String)> = kruntimes::yaml::documents(&stdout)
+        .unwrap()
+        .into_iter()
+        .map(|v| {
             (
                 v["kind"].as_str().unwrap().to_string(),
                 v["metadata"]["name"].as_str().unwrap().to_string(),

@@ -127,9 +127,7 @@ fn kustomize(dir: &Path) -> Vec<serde_json::Value> {
         .output()
         .unwrap();
     let rendered = ok(&out, &format!("kubectl kustomize {}", dir.display()));
-    serde_yaml::Deserializer::from_str(&rendered)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .collect()
+    kruntimes::yaml::documents(&rendered).unwrap()
 }
 
 /// Kind, namespace ("" when cluster-scoped) and name of each object.
@@ -613,7 +611,7 @@ fn krew_manifest_is_valid_and_carries_the_crate_version() {
     let manifest = repo().join("krew/kruntimes.yaml");
     validate_manifest(&manifest);
     let text = std::fs::read_to_string(&manifest).unwrap();
-    let doc: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+    let doc: serde_json::Value = kruntimes::yaml::from_str(&text).unwrap();
     assert_eq!(
         doc["spec"]["version"],
         format!("v{}", env!("CARGO_PKG_VERSION"))

@@ -15,7 +15,6 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt as _};
-use serde::Deserialize as _;
 use serde_json::json;
 
 use kruntimes::api::{FIELD_MANAGER, Run, RunPhase, RunStatus};
@@ -242,8 +241,9 @@ async fn a_scheduler_that_cannot_read_the_policy_says_so_once_and_schedules_anyw
         "/deploy/scheduler.yaml"
     ))
     .unwrap();
-    let mut role: ClusterRole = serde_yaml::Deserializer::from_str(&shipped)
-        .map(|d| serde_json::Value::deserialize(d).unwrap())
+    let mut role: ClusterRole = kruntimes::yaml::documents(&shipped)
+        .unwrap()
+        .into_iter()
         .find(|v| v["kind"] == "ClusterRole")
         .map(|v| serde_json::from_value(v).unwrap())
         .unwrap();

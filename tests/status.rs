@@ -222,8 +222,10 @@ async fn a_pool_with_used_gpus_a_stale_heartbeat_and_two_pending_reasons() {
     );
     // YAML is the same structure.
     // (How long the oldest Run has waited moves on between the two calls: compare the rest.)
-    let mut yaml: Value =
-        serde_yaml::from_slice(&status(&ns.name, &["-o", "yaml"]).stdout).unwrap();
+    let mut yaml: Value = kruntimes::yaml::from_str(&String::from_utf8_lossy(
+        &status(&ns.name, &["-o", "yaml"]).stdout,
+    ))
+    .unwrap();
     let mut same = json.clone();
     for report in [&mut yaml, &mut same] {
         report["runtimes"][0]["pending"]["oldestWaitSeconds"] = Value::Null;

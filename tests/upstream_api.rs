@@ -15,7 +15,6 @@ use std::collections::BTreeSet;
 use std::io::Write as _;
 use std::process::{Command, Output, Stdio};
 
-use serde::Deserialize as _;
 use serde_json::Value;
 use support::world::TestNs;
 
@@ -74,10 +73,7 @@ fn fixture_path(file: &str) -> String {
 /// The manifests of a multi-document YAML fixture, as JSON.
 fn documents(path: &str) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("parse {path}: {e}")))
-        .filter(|doc| !doc.is_null())
-        .collect()
+    kruntimes::yaml::documents(&text).unwrap_or_else(|e| panic!("parse {path}: {e}"))
 }
 
 /// The plural resource of a kruntimes kind, fully qualified.

@@ -75,12 +75,9 @@ fn kube_err(doing: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
 pub fn objects() -> Result<Vec<(&'static str, DynamicObject)>> {
     let mut out = Vec::new();
     for (file, text) in EXAMPLES {
-        for doc in serde_yaml::Deserializer::from_str(text) {
-            let value: serde_json::Value =
-                serde::Deserialize::deserialize(doc).map_err(|e| Error::Example {
-                    file,
-                    reason: e.to_string(),
-                })?;
+        let docs =
+            crate::yaml::documents(text).map_err(|reason| Error::Example { file, reason })?;
+        for value in docs {
             if value.is_null() {
                 continue;
             }

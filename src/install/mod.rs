@@ -48,10 +48,12 @@ pub const LABEL_OURS: (&str, &str) = ("app.kubernetes.io/name", "kubectl-kruntim
 
 /// The user ClusterRoles of [`USER_ROLES`], in file order.
 pub fn user_roles() -> anyhow::Result<Vec<ClusterRole>> {
-    serde_yaml::Deserializer::from_str(USER_ROLES)
+    crate::yaml::documents(USER_ROLES)
+        .map_err(|e| anyhow!("the embedded deploy/user-roles.yaml is not YAML: {e}; fix the file and rebuild"))?
+        .into_iter()
         .enumerate()
         .map(|(i, doc)| {
-            serde::Deserialize::deserialize(doc).map_err(|e| {
+            serde_json::from_value(doc).map_err(|e| {
                 anyhow!(
                     "document {} of the embedded deploy/user-roles.yaml is not a ClusterRole: {e}; fix the file and rebuild",
                     i + 1
@@ -66,7 +68,10 @@ pub fn crds_yaml() -> anyhow::Result<String> {
     let mut out = String::new();
     for crd in crds() {
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(&crd).context("cannot render a CRD as YAML")?);
+        out.push_str(
+            &crate::yaml::to_string(&crd)
+                .map_err(|e| anyhow!("cannot render a CRD as YAML: {e}"))?,
+        );
     }
     Ok(out)
 }
@@ -242,13 +247,22 @@ pub async fn wait_established(target: &Target, timeout: std::time::Duration) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde::Deserialize as _;
+
+    #[test]
+    fn the_crds_yaml_reads_back_as_exactly_the_crds() {
+        // Long descriptions and CEL rules are folded in the YAML: reading it back must give
+        // every string exactly, or `kubectl apply -k deploy/crds/` would install other rules.
+        let read = crate::yaml::documents(&crds_yaml().unwrap()).unwrap();
+        let built: Vec<serde_json::Value> = crds()
+            .iter()
+            .map(|c| serde_json::to_value(c).unwrap())
+            .collect();
+        assert_eq!(read, built);
+    }
 
     #[test]
     fn parsing_the_user_roles_keeps_every_field_of_the_shipped_file() {
-        let raw: Vec<serde_json::Value> = serde_yaml::Deserializer::from_str(USER_ROLES)
-            .map(|d| serde_json::Value::deserialize(d).unwrap())
-            .collect();
+        let raw = crate::yaml::documents(USER_ROLES).unwrap();
         let typed: Vec<serde_json::Value> = user_roles()
             .unwrap()
             .into_iter()
