@@ -1,0 +1,454 @@
+//! `plan`'s tests, and the vocabulary of this agent's Pod they share with [`super::between`]'s.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use kube::ResourceExt as _;
+
+use super::*;
+use crate::api::resources::RUNS;
+use crate::testing::{NS, RunBuilder, run};
+
+const GPU: &str = "example.com/gpu";
+const T0: jiff::Timestamp = jiff::Timestamp::UNIX_EPOCH;
+
+pub(super) fn me() -> Identity {
+    Identity {
+        pod_name: "pod-1".into(),
+        namespace: NS.into(),
+        pod_uid: "pod-uid-1".into(),
+    }
+}
+
+/// The vocabulary of this agent's Pod on top of the shared builders.
+pub(super) trait OnThisPod {
+    /// Scheduled on this agent's Pod (`pod-1`, incarnation `pod-uid-1`).
+    fn here(self) -> Self;
+    fn arc(self) -> Arc<Run>;
+}
+
+impl OnThisPod for RunBuilder {
+    fn here(self) -> Self {
+        self.on("pod-1").pod_uid("pod-uid-1")
+    }
+    fn arc(self) -> Arc<Run> {
+        Arc::new(self.build())
+    }
+}
+
+pub(super) fn cache(capacity: &[(&str, u64)]) -> AdmissionCache {
+    let mut c = AdmissionCache::new();
+    c.set_capacity(Some(capacity.iter().map(|&(k, v)| (k, v)).collect()));
+    c
+}
+
+pub(super) fn names(claims: &[Claim]) -> Vec<String> {
+    claims.iter().map(|c| c.run.name_any()).collect()
+}
+
+pub(super) fn none() -> HashSet<String> {
+    HashSet::new()
+}
+
+/// `plan` for this agent's Pod, owning, finishing and attaching nothing.
+pub(super) fn plan_here(runs: &[Arc<Run>], cache: &mut AdmissionCache, admit: Admit) -> Plan {
+    plan(runs, &me(), &none(), &none(), &none(), cache, admit)
+}
+
+#[test]
+fn plan_claims_in_creation_order_up_to_capacity_and_leaves_the_rest_waiting() {
+    let runs = vec![
+        run("c").here().created(3).arc(),
+        run("a").here().created(1).arc(),
+        run("b").here().created(2).arc(),
+    ];
+    let mut c = cache(&[(RUNS, 2)]);
+    let p = plan(
+        &runs,
+        &me(),
+        &none(),
+        &none(),
+        &none(),
+        &mut c,
+        Admit {
+            claiming: true,
+            functions: false,
+            now: T0,
+        },
+    );
+    assert_eq!(names(&p.claims), ["a", "b"]);
+    assert_eq!(
+        p.waiting,
+        [(
+            "c".to_string(),
+            "insufficient runs: requested 1, 2 of 2 in use".to_string()
+        )]
+    );
+    assert!(p.failures.is_empty() && p.kills.is_empty());
+    assert_eq!(c.used().get(RUNS), 2, "claims hold their reservations");
+}
+
+#[test]
+fn plan_breaks_a_creation_tie_by_uid_as_the_scheduler_places() {
+    // Same priority and creation second: the scheduler's QueueOrder puts the smaller UID
+    // first, whatever the names; a claim by name would take "a" first here.
+    let runs = vec![
+        run("a").uid("uid-2").here().created(1).arc(),
+        run("b").uid("uid-1").here().created(1).arc(),
+    ];
+    let mut c = cache(&[(RUNS, 1)]);
+    let p = plan(
+        &runs,
+        &me(),
+        &none(),
+        &none(),
+        &none(),
+        &mut c,
+        Admit {
+            claiming: true,
+            functions: false,
+            now: T0,
+        },
+    );
+    assert_eq!(names(&p.claims), ["b"]);
+}
+
+#[test]
+fn plan_does_not_let_a_big_run_block_a_smaller_one() {
+    let runs = vec![
+        run("big").here().created(1).requests(&[(GPU, 2)]).arc(),
+        run("small").here().created(2).requests(&[(GPU, 1)]).arc(),
+    ];
+    let mut c = cache(&[(RUNS, 4), (GPU, 1)]);
+    let p = plan(
+        &runs,
+        &me(),
+        &none(),
+        &none(),
+        &none(),
+        &mut c,
+        Admit {
+            claiming: true,
+            functions: false,
+            now: T0,
+        },
+    );
+    assert_eq!(names(&p.claims), ["small"]);
+    assert_eq!(p.waiting[0].0, "big");
+}
+
+#[test]
+fn plan_ignores_runs_of_other_pods_other_incarnations_and_owned_or_finished_runs() {
+    let runs = vec![
+        run("other-pod").on("pod-2").arc(),
+        run("old-incarnation").on("pod-1").pod_uid("old-uid").arc(),
+        run("no-uid-yet").on("pod-1").created(1).arc(),
+        run("owned").here().arc(),
+        run("finished").here().running().arc(),
+        run("pending").arc(),
+    ];
+    let owned = HashSet::from(["uid-owned".to_string()]);
+    let finished = HashSet::from(["uid-finished".to_string()]);
+    let mut c = cache(&[(RUNS, 10)]);
+    let p = plan(
+        &runs,
+        &me(),
+        &owned,
+        &finished,
+        &none(),
+        &mut c,
+        Admit {
+            claiming: true,
+            functions: false,
+            now: T0,
+        },
+    );
+    assert_eq!(names(&p.claims), ["no-uid-yet"]);
+    assert!(p.failures.is_empty(), "{:?}", p.failures);
+    assert!(p.kills.is_empty());
+}
+
+#[test]
+fn plan_claims_nothing_while_draining_or_before_capacity_is_known() {
+    let runs = vec![run("a").here().arc()];
+    let mut c = cache(&[(RUNS, 1)]);
+    assert!(
+        plan(
+            &runs,
+            &me(),
+            &none(),
+            &none(),
+            &none(),
+            &mut c,
+            Admit {
+                claiming: false,
+                functions: false,
+                now: T0,
+            },
+        )
+        .claims
+        .is_empty()
+    );
+    assert!(c.is_empty());
+    let mut unknown = AdmissionCache::new();
+    let p = plan(
+        &runs,
+        &me(),
+        &none(),
+        &none(),
+        &none(),
+        &mut unknown,
+        Admit {
+            claiming: true,
+            functions: false,
+            now: T0,
+        },
+    );
+    assert!(p.claims.is_empty());
+    assert_eq!(
+        p.waiting[0].1,
+        "the capacity of the Runtime Pod is not known yet"
+    );
+}
+
+#[test]
+fn plan_fails_invalid_requests_and_tasks_without_reserving() {
+    let runs = vec![
+        run("frac").here().request_strs(&[(GPU, "1.5")]).arc(),
+        run("no-task").here().function("main.handler").arc(),
+    ];
+    let mut c = cache(&[(RUNS, 4), (GPU, 4)]);
+    let p = plan(
+        &runs,
+        &me(),
+        &none(),
+        &none(),
+        &none(),
+        &mut c,
+        Admit {
+            claiming: true,
+            functions: false,
+            now: T0,
+        },
+    );
+    let got: Vec<_> = p
+        .failures
+        .iter()
+        .map(|f| (f.run.name_any(), f.reason))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("frac".to_string(), reasons::INVALID_RESOURCES),
+            ("no-task".to_string(), reasons::START_FAILED)
+        ]
+    );
+    assert!(
+        p.failures[0]
+            .message
+            .contains("spec.resources.requests[\"example.com/gpu\"]: \"1.5\"")
+    );
+    assert!(p.failures[1].message.starts_with(
+        "spec.mode.function: a function Run needs a Runtime whose Pods serve the runtime contract"
+    ));
+    assert!(c.is_empty());
+}
+
+#[test]
+fn plan_fails_running_runs_that_no_child_owns() {
+    let runs = vec![
+        run("left-over").here().running().arc(),
+        run("mine").here().running().arc(),
+    ];
+    let owned = HashSet::from(["uid-mine".to_string()]);
+    let mut c = cache(&[(RUNS, 4)]);
+    let p = plan(
+        &runs,
+        &me(),
+        &owned,
+        &none(),
+        &none(),
+        &mut c,
+        Admit {
+            claiming: false,
+            functions: false,
+            now: T0,
+        },
+    );
+    assert_eq!(p.failures.len(), 1);
+    assert_eq!(p.failures[0].run.name_any(), "left-over");
+    assert_eq!(p.failures[0].reason, reasons::RUNTIMED_RESTARTED);
+}
+
+#[test]
+fn plan_attaches_running_runs_the_runtime_server_still_runs_before_any_claim() {
+    let runs = vec![
+        run("still-runs").here().running().created(20).arc(),
+        run("gone").here().running().created(30).arc(),
+        // Earlier in the scheduler's order than the attached Run, and it would fit alone.
+        run("next").here().created(10).arc(),
+    ];
+    let attachable = HashSet::from(["uid-still-runs".to_string()]);
+    let mut c = cache(&[(RUNS, 1)]);
+    let p = plan(
+        &runs,
+        &me(),
+        &none(),
+        &none(),
+        &attachable,
+        &mut c,
+        Admit {
+            claiming: true,
+            functions: false,
+            now: T0,
+        },
+    );
+    let attached: Vec<String> = p.attaches.iter().map(|a| a.run.name_any()).collect();
+    assert_eq!(attached, ["still-runs"]);
+    assert_eq!(
+        c.held("uid-still-runs"),
+        Some(&Resources::from_iter([(RUNS, 1)]))
+    );
+    assert_eq!(p.failures.len(), 1);
+    assert_eq!(
+        (p.failures[0].run.name_any().as_str(), p.failures[0].reason),
+        ("gone", reasons::RUNTIMED_RESTARTED)
+    );
+    assert!(p.claims.is_empty(), "the attached Run's room was taken");
+    assert_eq!(p.waiting.len(), 1);
+
+    // Held even when the Pod's capacity no longer has room for it.
+    let mut full = cache(&[(RUNS, 0)]);
+    let p = plan(
+        &runs,
+        &me(),
+        &none(),
+        &none(),
+        &attachable,
+        &mut full,
+        Admit {
+            claiming: false,
+            functions: false,
+            now: T0,
+        },
+    );
+    assert_eq!(p.attaches.len(), 1);
+    assert_eq!(full.used(), &Resources::from_iter([(RUNS, 1)]));
+}
+
+#[test]
+fn plan_cancels_a_scheduled_run_without_claiming_and_stops_a_running_one() {
+    let runs = vec![
+        run("cancelled-early").here().cancel_requested().arc(),
+        run("cancelled-running")
+            .here()
+            .running()
+            .cancel_requested()
+            .arc(),
+        run("bad-timeout").here().timeout("soon").arc(),
+    ];
+    let owned = HashSet::from(["uid-cancelled-running".to_string()]);
+    let mut c = cache(&[(RUNS, 4)]);
+    // Also while draining: a cancel is not a claim.
+    let p = plan(
+        &runs,
+        &me(),
+        &owned,
+        &none(),
+        &none(),
+        &mut c,
+        Admit {
+            claiming: false,
+            functions: false,
+            now: T0,
+        },
+    );
+    assert_eq!(p.failures.len(), 1);
+    let f = &p.failures[0];
+    assert_eq!(
+        (f.run.name_any().as_str(), f.outcome, f.reason),
+        ("cancelled-early", Outcome::Cancelled, reasons::CANCELLED)
+    );
+    assert_eq!(p.cancels, ["uid-cancelled-running"]);
+    assert!(p.claims.is_empty());
+    assert_eq!(c.held("uid-cancelled-early"), None);
+
+    // An invalid spec.timeout fails the claim with the field and the value.
+    let p = plan(
+        &runs,
+        &me(),
+        &owned,
+        &none(),
+        &none(),
+        &mut c,
+        Admit {
+            claiming: true,
+            functions: false,
+            now: T0,
+        },
+    );
+    let bad = p
+        .failures
+        .iter()
+        .find(|f| f.run.name_any() == "bad-timeout");
+    let bad = bad.expect("the Run with an invalid timeout fails");
+    assert_eq!(bad.reason, reasons::START_FAILED);
+    assert!(
+        bad.message
+            .starts_with("spec.timeout: \"soon\" is not a duration"),
+        "{}",
+        bad.message
+    );
+}
+
+#[test]
+fn plan_kills_children_whose_run_is_gone_deleting_reassigned_or_terminal() {
+    let runs = vec![
+        run("alive").here().running().arc(),
+        run("deleting").here().running().deleting().arc(),
+        run("moved").on("pod-2").running().arc(),
+        run("done").on("pod-1").failed().arc(),
+    ];
+    let owned: HashSet<String> = ["alive", "deleting", "moved", "done", "gone"]
+        .iter()
+        .map(|n| format!("uid-{n}"))
+        .collect();
+    let mut c = cache(&[(RUNS, 4)]);
+    let p = plan(
+        &runs,
+        &me(),
+        &owned,
+        &none(),
+        &none(),
+        &mut c,
+        Admit {
+            claiming: true,
+            functions: false,
+            now: T0,
+        },
+    );
+    assert_eq!(
+        p.kills,
+        ["uid-deleting", "uid-done", "uid-gone", "uid-moved"]
+    );
+}
+
+#[test]
+fn plan_never_claims_a_run_being_deleted() {
+    let runs = vec![run("a").here().deleting().arc()];
+    let mut c = cache(&[(RUNS, 1)]);
+    let p = plan(
+        &runs,
+        &me(),
+        &none(),
+        &none(),
+        &none(),
+        &mut c,
+        Admit {
+            claiming: true,
+            functions: false,
+            now: T0,
+        },
+    );
+    assert!(p.claims.is_empty() && p.failures.is_empty());
+}
