@@ -6,7 +6,6 @@
 
 mod support;
 
-use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt as _;
 use serde_json::json;
 
@@ -17,8 +16,7 @@ use support::world::{
     sample,
 };
 
-/// (reason, note, series count) of the Events regarding Run `name`, oldest first.
-/// Waits until the Events of Run `name` satisfy `check`; returns them.
+/// Waits until the Events of Run `name` (`TestNs::events_of`) satisfy `check`; returns them.
 async fn wait_events(
     ns: &TestNs,
     name: &str,
@@ -26,7 +24,7 @@ async fn wait_events(
     check: impl Fn(&[(String, String, i32)]) -> bool,
 ) -> Vec<(String, String, i32)> {
     eventually(WAIT, what, async || {
-        let events = events_of(ns, name).await;
+        let events = ns.events_of(name).await;
         if check(&events) {
             Ok(events)
         } else {
@@ -34,29 +32,6 @@ async fn wait_events(
         }
     })
     .await
-}
-
-async fn events_of(ns: &TestNs, name: &str) -> Vec<(String, String, i32)> {
-    let mut events: Vec<Event> = ns
-        .api::<Event>()
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .collect();
-    events.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
-    events
-        .into_iter()
-        .map(|e| {
-            (
-                e.reason.unwrap_or_default(),
-                e.note.unwrap_or_default(),
-                e.series.map_or(1, |s| s.count),
-            )
-        })
-        .collect()
 }
 
 /// Waits until the scraped `series` has `value`.
@@ -137,7 +112,7 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
         .await;
     }
     assert_eq!(
-        events_of(&ns, "waiter").await,
+        ns.events_of("waiter").await,
         [("FailedScheduling".to_string(), full.to_string(), 1)]
     );
 
@@ -234,16 +209,13 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
     );
 
     // The real kubectl tells the story, in order.
-    let out = support::kubectl()
-        .args(["describe", "run", "waiter", "-n", &ns.name])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = support::ok(
+        &support::kubectl()
+            .args(["describe", "run", "waiter", "-n", &ns.name])
+            .output()
+            .unwrap(),
+        "kubectl describe run waiter",
     );
-    let text = String::from_utf8(out.stdout).unwrap();
     let events = text
         .split("Events:")
         .nth(1)

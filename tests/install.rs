@@ -211,15 +211,13 @@ async fn install_over_deploy_applied_with_kubectl_knows_the_crds_as_its_own() {
     support::control_plane();
     let _crds = CRD_WRITES.lock().await;
     let crds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/crds/crds.yaml");
-    let out = support::kubectl()
-        .args(["apply", "-f"])
-        .arg(&crds)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    support::ok(
+        &support::kubectl()
+            .args(["apply", "-f"])
+            .arg(&crds)
+            .output()
+            .unwrap(),
+        "kubectl apply -f deploy/crds/crds.yaml",
     );
     let (installed, _, stderr) = output(support::kruntimes().args(["install", "--yes"]));
     assert!(installed.status.success(), "{stderr}");

@@ -12,7 +12,6 @@ mod support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt as _;
 use kube::api::DeleteParams;
 use serde_json::json;
@@ -65,27 +64,8 @@ fn fails_until(counter: &std::path::Path, succeed_at: u32) -> String {
     )
 }
 
-/// (reason, note) of the Events regarding Run `name` reported by runtimed or the scheduler,
-/// oldest first.
-async fn events_of(ns: &TestNs, name: &str) -> Vec<(String, String)> {
-    let mut events: Vec<Event> = ns
-        .api::<Event>()
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .collect();
-    events.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
-    events
-        .into_iter()
-        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
-        .collect()
-}
-
-/// Waits until the Events of `name`, by reason, start with `want` (nothing else among
-/// `retry_reasons` interleaved); returns every Event.
+/// Waits until the reasons of the Events of `name` that are among `RETRY_REASONS` are exactly
+/// `want`, in order; returns every Event as (reason, note).
 async fn wait_events(ns: &TestNs, name: &str, want: &[&str]) -> Vec<(String, String)> {
     const RETRY_REASONS: [&str; 7] = [
         "RunFailedRetrying",
@@ -100,7 +80,12 @@ async fn wait_events(ns: &TestNs, name: &str, want: &[&str]) -> Vec<(String, Str
         Duration::from_secs(30),
         &format!("Events {want:?} of {name}"),
         async || {
-            let events = events_of(ns, name).await;
+            let events: Vec<(String, String)> = ns
+                .events_of(name)
+                .await
+                .into_iter()
+                .map(|(reason, note, _)| (reason, note))
+                .collect();
             let reasons: Vec<&str> = events
                 .iter()
                 .map(|(r, _)| r.as_str())

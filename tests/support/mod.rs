@@ -21,7 +21,7 @@ pub mod world;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -421,4 +421,17 @@ pub fn free_port() -> u16 {
         }
     }
     panic!("no free loopback port in {FIRST}..{}", FIRST + COUNT);
+}
+
+/// The stdout of a command that must have succeeded; otherwise fails naming `what`, its exit
+/// status and both outputs.
+pub fn ok(out: &Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }

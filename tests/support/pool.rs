@@ -233,12 +233,8 @@ impl Pool {
             ])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let out = super::ok(&out, &format!("kubectl kruntimes explain run/{probe}"));
+        let report: serde_json::Value = serde_json::from_str(&out).unwrap();
         for pod in report["pods"].as_array().unwrap() {
             for resource in pod["resources"].as_array().unwrap() {
                 assert_eq!(resource["used"], 0, "explain shows usage left: {pod}");

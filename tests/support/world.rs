@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
@@ -106,6 +107,30 @@ impl TestNs {
             client,
             name: name.to_string(),
         }
+    }
+
+    /// (reason, note, series count) of the Events regarding Run `name`, oldest first.
+    pub async fn events_of(&self, name: &str) -> Vec<(String, String, i32)> {
+        let mut events: Vec<Event> = self
+            .api::<Event>()
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .collect();
+        events.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+        events
+            .into_iter()
+            .map(|e| {
+                (
+                    e.reason.unwrap_or_default(),
+                    e.note.unwrap_or_default(),
+                    e.series.map_or(1, |s| s.count),
+                )
+            })
+            .collect()
     }
 
     /// The API of a namespaced kind in this namespace.
