@@ -464,7 +464,7 @@ impl Agent {
             &state,
             &self.me,
             &owned,
-            &finished,
+            finished,
             &attachable,
             &mut self.cache,
             plan::Admit {

@@ -55,10 +55,11 @@ pub(super) struct StatusWriter {
     metrics: RuntimedMetrics,
     /// Where a last write reports that it has landed (or been given up).
     done: mpsc::UnboundedSender<AgentEvent>,
-    /// Runs this agent wrote (or is writing) a last status for, until the watch shows it.
+    /// Runs this agent wrote (or is writing) a last status or a failed attempt for, until the
+    /// watch shows it.
     finished: HashSet<String>,
-    /// Runs whose failed attempt this agent wrote (or is writing) as a retry, by UID with the
-    /// next attempt, until the watch shows them between attempts (or the write is given up).
+    /// Those of `finished` whose write is a failed attempt, by UID with the next attempt: done
+    /// once the watch shows them between attempts at it (or the write is given up).
     failing: HashMap<String, i32>,
     /// Last writes not completed yet.
     in_flight: usize,
@@ -86,12 +87,8 @@ impl StatusWriter {
 
     /// The Runs this agent has finished, or whose failed attempt it has written, and the
     /// watch does not show so yet: [`plan::plan`] leaves them alone.
-    pub(super) fn finished(&self) -> HashSet<String> {
-        self.finished
-            .iter()
-            .chain(self.failing.keys())
-            .cloned()
-            .collect()
+    pub(super) fn finished(&self) -> &HashSet<String> {
+        &self.finished
     }
 
     pub(super) fn in_flight(&self) -> usize {
@@ -105,7 +102,7 @@ impl StatusWriter {
 
     /// Drops finished UIDs once the watch shows them terminal or gone.
     pub(super) fn forget_observed_finishes(&mut self, state: &[Arc<Run>]) {
-        if self.finished.is_empty() && self.failing.is_empty() {
+        if self.finished.is_empty() {
             return;
         }
         // A Run the watch shows terminal, or back in Pending after a preemption (it may be
@@ -115,20 +112,26 @@ impl StatusWriter {
             .filter(|r| r.phase().is_active())
             .filter_map(|r| r.uid())
             .collect();
-        self.finished.retain(|uid| still_active.contains(uid));
-        if self.failing.is_empty() {
-            return;
-        }
         // A failed attempt is done with once the watch shows the Run between attempts at the
-        // next one (plan holds it from then on), or no longer active here.
-        let between: HashMap<String, i32> = state
-            .iter()
-            .filter(|r| r.status.as_ref().and_then(status::in_backoff).is_some())
-            .filter_map(|r| Some((r.uid()?, r.attempt())))
-            .collect();
-        self.failing.retain(|uid, next| {
-            still_active.contains(uid) && between.get(uid).is_none_or(|at| at != next)
-        });
+        // next one: plan holds it from then on.
+        if !self.failing.is_empty() {
+            let between: HashMap<String, i32> = state
+                .iter()
+                .filter(|r| r.status.as_ref().and_then(status::in_backoff).is_some())
+                .filter_map(|r| Some((r.uid()?, r.attempt())))
+                .collect();
+            let finished = &mut self.finished;
+            self.failing.retain(|uid, next| {
+                let seen = between.get(uid) == Some(next);
+                if seen {
+                    finished.remove(uid);
+                }
+                !seen
+            });
+        }
+        self.finished.retain(|uid| still_active.contains(uid));
+        let finished = &self.finished;
+        self.failing.retain(|uid, _| finished.contains(uid));
     }
 
     /// A failed attempt's write returned ([`AgentEvent::AttemptWritten`]); one that was
@@ -137,6 +140,7 @@ impl StatusWriter {
         self.in_flight -= 1;
         if !landed {
             self.failing.remove(uid);
+            self.finished.remove(uid);
         }
     }
 
@@ -202,6 +206,7 @@ impl StatusWriter {
         let failed = first.attempt();
         let max = first.retry_policy().unwrap_or_default().max_attempts;
         self.failing.insert(uid.clone(), next);
+        self.finished.insert(uid.clone());
         self.in_flight += 1;
         let note = format!(
             "attempt {failed} of {max} failed ({}: {}); attempt {next} starts in {after:?} on Pod {}",

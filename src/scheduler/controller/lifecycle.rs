@@ -65,13 +65,21 @@ impl Scheduler {
         }
         let mut healed = run.status.clone().unwrap_or_default();
         let now = now();
-        let retry = lost.admitted.then(|| retry_after_loss(&run)).flatten();
-        let changed = if let Some(attempt) = retry {
+        // The attempt it is placed again for, and why, when its retry policy allows one.
+        let retry = lost
+            .admitted
+            .then(|| retry_after_loss(&run))
+            .flatten()
+            .map(|attempt| {
+                let message = retry_message(&lost, self.options.pod_lost_grace, &run, attempt);
+                (attempt, message)
+            });
+        let changed = if let Some((attempt, message)) = &retry {
             status::set_lost_retry(
                 &mut healed,
-                attempt,
+                *attempt,
                 status::reasons::RUNTIME_POD_LOST,
-                &retry_message(&lost, self.options.pod_lost_grace, &run, attempt),
+                message,
                 &now,
             )
         } else if lost.admitted {
@@ -96,13 +104,13 @@ impl Scheduler {
         };
         match status_patch::send(&self.client, &lost.namespace, &lost.name, &patch).await {
             Ok(()) => {
-                if let Some(attempt) = retry {
+                if let Some((attempt, message)) = retry {
                     self.events.emit_once(
                         &run,
                         EventType::Warning,
                         event_reasons::STALE_RUN_RETRYING,
                         "Heal",
-                        retry_message(&lost, self.options.pod_lost_grace, &run, attempt),
+                        message,
                     );
                     info!(run = %lost.name, namespace = %lost.namespace, pod = %lost.pod, "Runtime Pod lost ({:?}) while the Run was running; attempt {attempt} is placed again", lost.why);
                     return;
