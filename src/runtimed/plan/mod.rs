@@ -14,13 +14,12 @@ use super::Identity;
 use super::admission::AdmissionCache;
 use super::executor;
 use crate::api::status::{self, Outcome, reasons};
+use crate::api::{QueueOrder, Resources, Run, RunPhase};
+use between::between_attempts;
 
 mod between;
 #[cfg(test)]
 mod tests;
-
-use crate::api::{QueueOrder, Resources, Run, RunPhase};
-use between::between_attempts;
 
 /// A Scheduled Run whose complete request has been reserved; the agent claims it next.
 #[derive(Debug, Clone)]
