@@ -25,7 +25,7 @@ enum Asked {
 /// The Run names of `cancel`'s arguments: `run/A run/B…`, or `run A B…` (as `kubectl delete`
 /// takes them), or why they are not Runs.
 pub fn parse_targets(args: &[String]) -> Result<Vec<String>, String> {
-    let is_kind = |k: &str| matches!(k, "run" | "runs" | "run.kruntimes.io" | "runs.kruntimes.io");
+    let is_kind = crate::explain::is_run_kind;
     let valid = |n: &str| !n.is_empty() && !n.contains('/');
     match args {
         [] => Err("cancel needs at least one Run: use run/NAME… or run NAME…".into()),

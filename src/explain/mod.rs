@@ -112,14 +112,18 @@ pub enum TargetError {
     Extra(String),
 }
 
+/// Whether `kind` names the Run kind as kubectl spells kinds (`run`, `runs`, or either
+/// qualified with the group): what `run/NAME` and `run NAME` accept.
+pub fn is_run_kind(kind: &str) -> bool {
+    matches!(
+        kind,
+        "run" | "runs" | "run.kruntimes.io" | "runs.kruntimes.io"
+    )
+}
+
 /// The Run name from `run/NAME`, `runs/NAME` (also `run.kruntimes.io/NAME`) or `run NAME`.
 pub fn parse_target(target: &str, name: Option<&str>) -> Result<String, TargetError> {
-    let is_run = |kind: &str| {
-        matches!(
-            kind,
-            "run" | "runs" | "run.kruntimes.io" | "runs.kruntimes.io"
-        )
-    };
+    let is_run = is_run_kind;
     match (target.split_once('/'), name) {
         (Some((kind, n)), None) if is_run(kind) && !n.is_empty() && !n.contains('/') => {
             Ok(n.to_string())
