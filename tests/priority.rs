@@ -393,6 +393,7 @@ async fn a_running_run_of_a_preemptible_class_is_stopped_requeued_and_runs_again
             .map(|_| ())
     })
     .await;
+    pool.gates.reached_first_attempt("batch").await;
     let asked = Instant::now();
     pool.run_of_class("urgent-2", Some("urgent"), 0.2)
         .create(ns)

@@ -286,6 +286,7 @@ async fn a_partitioned_runtimed_cannot_write_its_old_attempts_result() {
                 .and_then(|r| r.status.as_ref()?.assigned_pod.clone())
         })
         .await;
+    gates.reached_first_attempt("job").await;
     agents[&first].signal(Signal::Stop);
     let done = ns
         .wait_runs(WAIT, "job Succeeded at attempt 2 elsewhere", |runs| {

@@ -37,6 +37,23 @@ impl Gates {
         format!("[ -e {dir}/{name}.ran ] && exit 0; touch {dir}/{name}.ran; {hold}")
     }
 
+    /// Waits until the first attempt of `name` (held by [`Self::hold_first_attempt`]) has
+    /// started its task. A Run's phase says Running once runtimed claimed it, which is before
+    /// its process is at the gate: a test that freezes or kills runtimed waits for this.
+    pub async fn reached_first_attempt(&self, name: &str) {
+        let ran = self.dir.join(format!("{name}.ran"));
+        let what = format!("the first attempt of {name} to reach its gate");
+        super::world::eventually(
+            std::time::Duration::from_secs(60),
+            &what,
+            async || match ran.exists() {
+                true => Ok(()),
+                false => Err(format!("{} does not exist", ran.display())),
+            },
+        )
+        .await;
+    }
+
     /// Opens the gate `name` (a Run's, or `all`).
     pub fn open(&self, name: &str) {
         std::fs::write(self.dir.join(name), "").unwrap();

@@ -56,7 +56,10 @@ impl SchedulerProcess {
         let health_port = crate::support::free_port();
         let mut cmd = Command::new(crate::support::binary());
         cmd.env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("KRUNTIMES_TEST_SCHEDULER_LOG").unwrap_or("warn".into()),
+            )
             .args(["scheduler", "run", "--watch-namespace", ns])
             .arg(format!("--workers={workers}"))
             .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
@@ -215,6 +218,14 @@ impl Drop for RuntimedProcess {
     fn drop(&mut self) {
         // Drop cannot await: the blocking graceful stop.
         process::stop_blocking(&mut self.child, Duration::from_secs(5));
+        // A failing test shows what its agents did: their logs are gone with it otherwise.
+        if std::thread::panicking() {
+            eprintln!(
+                "--- runtimed log {}:\n{}",
+                self.log.display(),
+                self.log_tail()
+            );
+        }
     }
 }
 
