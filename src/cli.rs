@@ -423,6 +423,10 @@ pub struct InvokeArgs {
     /// none: empty).
     #[arg(short = 'd', long, value_name = "@FILE|-|TEXT")]
     pub data: Option<String>,
+    /// The input's media type, passed to the runtime server (the Go project's Bash runtime
+    /// takes only application/json).
+    #[arg(long, default_value = crate::api::DEFAULT_INVOKE_CONTENT_TYPE, value_name = "TYPE")]
+    pub content_type: String,
 }
 
 /// `status [RUNTIME]`: which pool to show and how.

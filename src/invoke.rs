@@ -38,7 +38,7 @@ pub async fn exec(global: &GlobalArgs, args: &InvokeArgs) -> anyhow::Result<()> 
         crate::runtime::pod::PROBE_PORT
     );
     let request = http::Request::post(path)
-        .header(http::header::CONTENT_TYPE, "application/octet-stream")
+        .header(http::header::CONTENT_TYPE, &args.content_type)
         .body(input)
         .context("building the invocation request")?;
     let output = target

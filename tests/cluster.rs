@@ -417,7 +417,14 @@ async fn runtime_server_sidecar(cluster: &Cluster) {
 
     let watch =
         OvercommitWatch::start_for_runtime(ns, "server", Resources::from_iter(capacity)).await;
-    create_run(ns, "hello", "server", &[], "echo $((6*7)) on $POD_NAME").await;
+    create_run(
+        ns,
+        "hello",
+        "server",
+        &[],
+        "echo $((6*7)) on $POD_NAME; echo \"answer=$((6*7)) on $POD_NAME\" >> \"$KRUNTIME_OUTPUTS\"",
+    )
+    .await;
     create_run(ns, "fails", "server", &[], "echo oops >&2; exit 3").await;
     let mut sleepers = Vec::new();
     for i in 1..=4 {
@@ -436,16 +443,14 @@ async fn runtime_server_sidecar(cluster: &Cluster) {
     let hello = runs.get("hello").await.unwrap().status.unwrap();
     assert_eq!(hello.exit_code, Some(0));
     assert_eq!(
-        hello.outputs.get("stdout").map(String::as_str),
-        Some(format!("42 on {pod}\n").as_str()),
-        "executed in the runtime container, with the Pod's identity"
+        hello.outputs.get("answer").map(String::as_str),
+        Some(format!("42 on {pod}").as_str()),
+        "executed in the runtime container, with the Pod's identity, its $KRUNTIME_OUTPUTS read by runtimed on the shared workspace volume: {hello:?}"
     );
+    assert_eq!(hello.outputs.len(), 1, "stdout is not an output: {hello:?}");
     let fails = runs.get("fails").await.unwrap().status.unwrap();
     assert_eq!(fails.exit_code, Some(3));
-    assert_eq!(
-        fails.outputs.get("stderr").map(String::as_str),
-        Some("oops\n")
-    );
+    assert!(fails.outputs.is_empty(), "{fails:?}");
     let log = cluster.kubectl_raw(&["-n", &ns.name, "logs", &pod, "-c", "runtimed"]);
     assert!(
         log.contains("[hello] 42 on"),

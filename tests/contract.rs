@@ -1,7 +1,7 @@
 //! The Runtime Server call on the real control plane: runtimed with `--runtime-server` executes
 //! task Runs through the tests' runtime server (`tests/runtime_server/server.rs`, written from
-//! the contract's proto) instead of as its own processes. Exit codes and outputs reach the
-//! Run's status; a `runs: 2` Pod never has more than 2 executions at the server at once; every
+//! the contract's proto) instead of as its own processes. Exit codes and `$KRUNTIME_OUTPUTS`
+//! reach the Run's status; a `runs: 2` Pod never has more than 2 executions at the server at once; every
 //! terminal execution is forgotten; a runtimed killed with SIGKILL and started again re-attaches
 //! to the execution that still runs, and the Run succeeds without running twice. Cancellation
 //! and `spec.timeout` in every phase, for both backends (the runtime server and runtimed's own
@@ -115,7 +115,11 @@ async fn task_runs_execute_through_the_runtime_server_with_exit_codes_outputs_an
 
     run("hello")
         .runtime("pool")
-        .task(&["echo", "hello"])
+        .task(&[
+            "sh",
+            "-c",
+            "echo hello; echo greeting=hello > \"$KRUNTIME_OUTPUTS\"",
+        ])
         .create(ns)
         .await;
     run("fails")
@@ -142,8 +146,9 @@ async fn task_runs_execute_through_the_runtime_server_with_exit_codes_outputs_an
     assert_eq!(hello.phase(), RunPhase::Succeeded, "{status:?}");
     assert_eq!(status.exit_code, Some(0));
     assert_eq!(
-        status.outputs.get("stdout").map(String::as_str),
-        Some("hello\n")
+        status.outputs,
+        [("greeting".to_string(), "hello".to_string())].into(),
+        "the outputs file's pairs, not stdout"
     );
 
     let fails = find(&ended, "fails");
@@ -153,10 +158,7 @@ async fn task_runs_execute_through_the_runtime_server_with_exit_codes_outputs_an
         (status.exit_code, status.reason.as_deref()),
         (Some(3), Some(reasons::EXIT_CODE))
     );
-    assert_eq!(
-        status.outputs.get("stderr").map(String::as_str),
-        Some("oops\n")
-    );
+    assert!(status.outputs.is_empty(), "{status:?}");
     for name in &sleepers {
         assert_eq!(find(&ended, name).phase(), RunPhase::Succeeded);
     }
@@ -191,7 +193,11 @@ async fn a_runtimed_killed_and_started_again_re_attaches_and_the_run_succeeds_on
     let hold = pool.gates.hold("long");
     run("long")
         .runtime("pool")
-        .task(&["sh", "-c", &format!("{hold}; echo done")])
+        .task(&[
+            "sh",
+            "-c",
+            &format!("{hold}; echo done; echo result=done > \"$KRUNTIME_OUTPUTS\""),
+        ])
         .create(ns)
         .await;
     ns.wait_runs(Duration::from_secs(60), "the Run to be Running", |runs| {
@@ -233,8 +239,9 @@ async fn a_runtimed_killed_and_started_again_re_attaches_and_the_run_succeeds_on
         pool.agent().log_tail()
     );
     assert_eq!(
-        status.outputs.get("stdout").map(String::as_str),
-        Some("done\n")
+        status.outputs.get("result").map(String::as_str),
+        Some("done"),
+        "the re-attached runtimed read the outputs file: {status:?}"
     );
     let counts = pool.server.counts().await.unwrap();
     assert_eq!(counts.started, 1, "the Run executed twice: {counts:?}");

@@ -248,7 +248,7 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
         );
     }
     assert!(
-        lines[5].contains("the process exited with code 0 (exit code 0)"),
+        lines[5].contains("execution completed (exit code 0)"),
         "{events}"
     );
 }

@@ -42,10 +42,10 @@ async fn every_write_runtimed_makes_is_allowed_with_its_pod_token() {
     // A retry whose first attempt landed: the same claim again, and a write that changes nothing.
     let again = f.write_status(&f.as_a, &claimed, claim).await.unwrap();
     let same = f.write_status(&f.as_a, &again, |_| {}).await.unwrap();
-    // The end carries the runtime server's bounded outputs.
+    // The end carries the execution's outputs ($KRUNTIME_OUTPUTS).
     let done = f
         .write_status(&f.as_a, &same, |status| {
-            status.outputs.insert("stdout".into(), "hello\n".into());
+            status.outputs.insert("answer".into(), "42".into());
             end(Outcome::Succeeded, reasons::SUCCEEDED, Some(0))(status)
         })
         .await
@@ -56,9 +56,9 @@ async fn every_write_runtimed_makes_is_allowed_with_its_pod_token() {
             .as_ref()
             .unwrap()
             .outputs
-            .get("stdout")
+            .get("answer")
             .map(String::as_str),
-        Some("hello\n")
+        Some("42")
     );
 
     // A Scheduled Run that cannot start ends without running (invalid task or request).

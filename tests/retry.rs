@@ -160,7 +160,7 @@ async fn a_task_failing_twice_then_succeeding_ends_succeeded_at_attempt_3() {
     assert_eq!(status.exit_code, Some(0));
     assert_eq!(
         running_condition(flaky),
-        Some(("False".into(), reasons::SUCCEEDED.into()))
+        Some(("False".into(), reasons::COMPLETED.into()))
     );
     let events = wait_events(
         &ns,

@@ -394,10 +394,12 @@ async fn failed_exits_and_unstartable_programs_are_failed_and_release_capacity()
     let missing = &latest["missing"];
     assert_eq!(missing.phase(), RunPhase::Failed);
     assert_eq!(reason(missing), Some(reasons::START_FAILED));
+    // Every Run runs in its own directory, which the message names too.
+    let dir = format!("{}/", rtd.workspace().display());
     assert!(
-        message(missing).starts_with(
-            "cannot start \"/nonexistent/kruntimes-no-such-program\": No such file or directory"
-        ),
+        message(missing).starts_with(&format!(
+            "cannot start \"/nonexistent/kruntimes-no-such-program\" in working directory \"{dir}"
+        )) && message(missing).ends_with("No such file or directory (os error 2)"),
         "{}",
         message(missing)
     );

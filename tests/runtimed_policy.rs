@@ -194,10 +194,7 @@ async fn runtimed_lives_its_whole_life_under_the_policy_with_the_scheduler() {
         ["Admitted", "Started", "Completed"],
         "{ok_story:?}"
     );
-    assert_eq!(
-        ok_story[2].1,
-        "the process exited with code 0 (exit code 0)"
-    );
+    assert_eq!(ok_story[2].1, "execution completed (exit code 0)");
     let exit3_story = story("exit-3").await;
     assert_eq!(
         reasons_of(&exit3_story),

@@ -25,6 +25,9 @@ pub const ANNOTATION_PREEMPTIBLE: &str = "kruntimes.io/preemptible";
 /// The finalizer a function Run carries while it may hold a registration on a runtime server
 /// (the kruntimes project's name for it): its deletion waits for runtimed to unregister it.
 pub const FINALIZER_FUNCTION_CLEANUP: &str = "kruntimes.io/function-cleanup";
+/// The media type of an invocation's input when the caller names none: JSON, the one the Go
+/// project's runtime servers take.
+pub const DEFAULT_INVOKE_CONTENT_TYPE: &str = "application/json";
 /// Whether a Pod's `Ready` condition is True.
 pub fn pod_is_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
     pod.status

@@ -30,8 +30,8 @@ pub const NEVER_RETRIED: &[&str] = &[
     reasons::INVALID_AFFINITY,
     reasons::INVALID_WORKSPACE,
     reasons::WORKSPACE_LOST,
-    "OutputsInvalid",
-    "OutputsTooLarge",
+    reasons::OUTPUTS_INVALID,
+    reasons::OUTPUTS_TOO_LARGE,
     "ArtifactInvalid",
 ];
 

@@ -75,9 +75,9 @@ pub(super) enum AgentEvent {
     /// The executions the runtime server held at start, once it answered `List`.
     Listed(HashSet<String>),
     /// A claim write returned.
-    ClaimWritten(ClaimWritten),
+    ClaimWritten(Box<ClaimWritten>),
     /// A claim of unknown outcome was read back, by UID: the Run as read when it landed.
-    ClaimResolved(String, Option<Run>),
+    ClaimResolved(String, Option<Box<Run>>),
     /// A last write (terminal, or the requeue after a preemption) landed or was given up, by
     /// UID: its reservation is released.
     LastWritten(String),
@@ -109,7 +109,7 @@ impl Inbox {
             return None;
         }
         match self.rx.try_recv().ok()? {
-            AgentEvent::ClaimWritten(written) => Some(written),
+            AgentEvent::ClaimWritten(written) => Some(*written),
             other => {
                 self.held = Some(other);
                 None
@@ -366,7 +366,7 @@ impl Agent {
                 // Take every claim result that is already there before planning once; only a
                 // claim that did not land frees room for others.
                 let mut dirty = false;
-                let mut next = Some(first);
+                let mut next = Some(*first);
                 while let Some(written) = next.take() {
                     dirty |= !self.start(written);
                     next = self.inbox.next_claim_written();
@@ -374,7 +374,9 @@ impl Agent {
                 dirty
             }
             AgentEvent::ClaimResolved(uid, landed) => {
-                if let Some((claim, written)) = self.claims.resolved(&uid, landed, &mut self.cache)
+                if let Some((claim, written)) =
+                    self.claims
+                        .resolved(&uid, landed.map(|r| *r), &mut self.cache)
                 {
                     self.spawn_claimed(claim, written, Instant::now());
                 }
@@ -387,7 +389,7 @@ impl Agent {
             AgentEvent::LastWritten(uid) => {
                 self.writer.landed();
                 self.cache.release(&uid);
-                self.children.forget_execution(&uid);
+                self.children.forget(&uid);
                 true
             }
         }
@@ -606,7 +608,7 @@ impl Agent {
         } = claim;
         let name = run.name_any();
         let uid = run.uid().unwrap_or_default();
-        let task = match self.children.in_workspace(&run, task) {
+        let task = match self.children.in_run_dir(&run, task) {
             Ok(task) => task,
             Err(message) => {
                 tracing::warn!(run = %name, "Run {name} failed to start: {message}");
@@ -725,7 +727,7 @@ impl Agent {
             }) => self.end(name, uid, first, terminal, outputs),
             Some(AfterExit::Gone { uid }) => {
                 self.cache.release(&uid);
-                self.children.forget_execution(&uid);
+                self.children.forget(&uid);
             }
         }
     }

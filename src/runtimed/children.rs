@@ -25,6 +25,8 @@ use super::contract::{execute_request, execution_id};
 use super::executor::{self, ChildExit, ChildHandle, Exit, SpawnError, Terminal};
 use super::plan::Attach;
 use super::remote::RuntimeServer;
+use super::rundir::{self, Layout};
+use super::runlog::RunLogs;
 use super::status_writer::api_backoff;
 use crate::api::Run;
 use crate::api::status::{Outcome, reasons};
@@ -90,6 +92,8 @@ pub(super) struct Children {
     pod_name: String,
     shutdown_grace: Duration,
     workspace_root: std::path::PathBuf,
+    /// Each Run's stdout and stderr, kept on the workspace volume.
+    logs: RunLogs,
     /// The Pod's runtime server, when Runs execute there.
     server: Option<RuntimeServer>,
     /// The executions the runtime server held when this agent started (`None` until it
@@ -126,6 +130,7 @@ impl Children {
             pod_name: settings.identity.pod_name.clone(),
             shutdown_grace: settings.shutdown_grace,
             workspace_root: settings.workspace_root.clone(),
+            logs: RunLogs::new(&settings.workspace_root),
             listed: server.is_none().then(HashSet::new),
             server,
             forget: HashMap::new(),
@@ -212,7 +217,8 @@ impl Children {
             .mode
             .function
             .as_ref()
-            .map(|f| executor::prepare_function(f, &run.spec.env));
+            .map(|f| executor::prepare_function(f, &run.spec.env, run.spec.source.as_ref()))
+            .map(|task| task.map(|task| self.layout(&run).apply(task)));
         let handle = match function {
             None => {
                 tracing::info!(run = %name, "re-attached to execution {id} of Run {name} on the runtime server, holding {request}");
@@ -221,6 +227,7 @@ impl Children {
                     id.clone(),
                     uid.clone(),
                     name.clone(),
+                    Some(self.logs.writer(&name, &uid)),
                     self.exits.clone(),
                 )
             }
@@ -246,25 +253,25 @@ impl Children {
         self.insert(uid, name, handle, (*run).clone(), deadline, Some(id));
     }
 
-    /// The task of a claimed Run, in its PersistentWorkspace's directory when it has one
-    /// (created here), or why that directory cannot be made.
-    pub(super) fn in_workspace(
+    /// The files of `run`'s execution ([`rundir`]).
+    fn layout(&self, run: &Run) -> Layout {
+        Layout::of(
+            &self.workspace_root,
+            &run.uid().unwrap_or_default(),
+            run.workspace_name(),
+        )
+    }
+
+    /// The task of a claimed Run in its directory, made for this attempt (its source written,
+    /// the last attempt's outputs removed), or why that directory cannot be made.
+    pub(super) fn in_run_dir(
         &self,
         run: &Run,
         task: executor::Prepared,
     ) -> Result<executor::Prepared, String> {
-        let Some(workspace) = run.workspace_name() else {
-            return Ok(task);
-        };
-        let dir = executor::workspace_dir(&self.workspace_root, workspace);
-        std::fs::create_dir_all(&dir)
-            .map(|()| task.in_workspace(&dir))
-            .map_err(|e| {
-                format!(
-                    "cannot create the directory {} of PersistentWorkspace {workspace}: {e} (is the Pod's workspace volume mounted at --workspace-root?)",
-                    dir.display()
-                )
-            })
+        let layout = self.layout(run);
+        let task = layout.apply(task);
+        layout.create(&task).map(|()| task)
     }
 
     /// Starts `task` for the claimed Run `written` (`name`, `uid`): a function registration or
@@ -294,9 +301,16 @@ impl Children {
                 id.clone(),
                 uid.to_string(),
                 name.to_string(),
+                Some(self.logs.writer(name, uid)),
                 self.exits.clone(),
             ),
-            _ => executor::spawn(task, name, uid, self.exits.clone())?,
+            _ => executor::spawn(
+                task,
+                name,
+                uid,
+                Some(self.logs.writer(name, uid)),
+                self.exits.clone(),
+            )?,
         };
         let deadline = deadline_of(written);
         let (uid, name) = (uid.to_string(), name.to_string());
@@ -450,9 +464,10 @@ impl Children {
         Some((name, child.last_written.clone()))
     }
 
-    /// `Forget`s the execution of `uid`'s Run, if one waits for it: its last write has landed
-    /// (or none follows).
-    pub(super) fn forget_execution(&mut self, uid: &str) {
+    /// `Forget`s the execution of `uid`'s Run, if one waits for it, and removes its directory:
+    /// its last write has landed (or none follows).
+    pub(super) fn forget(&mut self, uid: &str) {
+        rundir::remove(&self.workspace_root, uid);
         if let (Some(id), Some(server)) = (self.forget.remove(uid), &self.server) {
             let server = server.clone();
             tokio::spawn(async move { server.forget(&id).await });
@@ -524,10 +539,7 @@ impl Children {
         } else {
             Some(match exit.status {
                 Ok(Exit::Process(status)) => status.terminal(),
-                Ok(Exit::Server(ended)) => {
-                    outputs = ended.outputs;
-                    ended.terminal
-                }
+                Ok(Exit::Server(terminal)) => terminal,
                 Err(e) => Terminal {
                     outcome: Outcome::Failed,
                     reason: reasons::FAILED,
@@ -536,10 +548,24 @@ impl Children {
                 },
             })
         };
-        let Some(terminal) = terminal else {
+        let Some(mut terminal) = terminal else {
             tracing::info!(run = %child.name, "process of Run {} is gone", child.name);
             return Some(AfterExit::Gone { uid: exit.uid });
         };
+        // A successful execution's outputs are what it left in `$KRUNTIME_OUTPUTS`.
+        if terminal.outcome == Outcome::Succeeded {
+            match self.layout(&child.last_written).read_outputs() {
+                Ok(written) => outputs = written,
+                Err(e) => {
+                    terminal = Terminal {
+                        outcome: Outcome::Failed,
+                        reason: e.reason(),
+                        message: e.to_string(),
+                        exit_code: terminal.exit_code,
+                    }
+                }
+            }
+        }
         tracing::info!(run = %child.name, "Run {} ended: {}", child.name, terminal.message);
         let first = observed(&exit.uid).unwrap_or(child.last_written);
         Some(AfterExit::Finish {
@@ -640,6 +666,6 @@ fn register_request(uid: &str, attempt: i32, task: &executor::Prepared) -> Regis
         idle_timeout_seconds: function
             .and_then(|f| f.idle_timeout)
             .map_or(0, |d| d.as_secs() as i64),
-        registration_digest: String::new(),
+        registration_digest: function.map(|f| f.digest.clone()).unwrap_or_default(),
     }
 }

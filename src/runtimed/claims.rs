@@ -141,7 +141,11 @@ impl Claims {
             let _slot = slots.acquire_owned().await;
             let result = write_claim(&api, &pod, &claim).await;
             let at = Instant::now();
-            let _ = done.send(AgentEvent::ClaimWritten(ClaimWritten { claim, result, at }));
+            let _ = done.send(AgentEvent::ClaimWritten(Box::new(ClaimWritten {
+                claim,
+                result,
+                at,
+            })));
         });
     }
 
@@ -180,7 +184,7 @@ impl Claims {
                 let retry = claim.retry;
                 tokio::spawn(async move {
                     let landed = read_back_claim(&api, &me, &name, &uid, retry).await;
-                    let _ = done.send(AgentEvent::ClaimResolved(uid, landed));
+                    let _ = done.send(AgentEvent::ClaimResolved(uid, landed.map(Box::new)));
                 });
                 self.uncertain.insert(key, claim);
                 return Claimed::Uncertain;

@@ -1,17 +1,12 @@
 //! How a Run maps onto the Runtime Server contract (pure): the execution id of a Run's attempt,
 //! the `ExecuteRequest` of a prepared task, and the terminal status a server's
-//! `StatusResponse` gives the Run. Never talks to the server (that is [`super::remote`]) nor to
+//! `StatusResponse` gives the Run (its outputs are the `$KRUNTIME_OUTPUTS` file's, read by the
+//! agent, never the server's stdout). Never talks to the server (that is [`super::remote`]) nor to
 //! the API server, and never decides admission.
 
-use std::collections::BTreeMap;
-
-use super::executor::{Ended, Prepared, Terminal};
+use super::executor::{Prepared, Terminal};
 use crate::api::status::{Outcome, reasons};
 use crate::runtime_server::proto::{ExecuteRequest, ExecutionState, StatusResponse};
-
-/// Bytes of a server's stdout plus stderr copied into `status.outputs` (etcd objects are
-/// small; the whole output goes to runtimed's log).
-pub const OUTPUT_LIMIT: usize = 4 * 1024;
 
 /// The server's execution id of a Run's attempt: the Run's UID (names change, UIDs do not)
 /// and its attempt, so a requeued Run's next attempt is a new execution and a restarted
@@ -46,7 +41,7 @@ pub fn execute_request(id: &str, task: &Prepared, timeout_seconds: i64) -> Execu
 
 /// The terminal status of a finished execution: Succeeded with exit code 0 (or the server's
 /// code), Failed with its exit code and the server's error message when it gives one.
-pub fn ended(status: &StatusResponse) -> Option<Ended> {
+pub fn ended(status: &StatusResponse) -> Option<Terminal> {
     let state = ExecutionState::try_from(status.state).unwrap_or(ExecutionState::Unspecified);
     let terminal = match state {
         ExecutionState::Unspecified | ExecutionState::Pending | ExecutionState::Running => {
@@ -55,10 +50,7 @@ pub fn ended(status: &StatusResponse) -> Option<Ended> {
         ExecutionState::Succeeded => Terminal {
             outcome: Outcome::Succeeded,
             reason: reasons::SUCCEEDED,
-            message: format!(
-                "the runtime server's execution exited with code {}",
-                status.exit_code
-            ),
+            message: crate::api::status::SUCCESS_MESSAGE.to_string(),
             exit_code: Some(status.exit_code),
         },
         ExecutionState::Failed => {
@@ -80,30 +72,7 @@ pub fn ended(status: &StatusResponse) -> Option<Ended> {
             }
         }
     };
-    Some(Ended {
-        terminal,
-        outputs: outputs(&status.stdout, &status.stderr),
-    })
-}
-
-/// `stdout` then `stderr`, as much of each as fits in [`OUTPUT_LIMIT`] together.
-fn outputs(stdout: &str, stderr: &str) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut room = OUTPUT_LIMIT;
-    let mut truncated = false;
-    for (key, text) in [("stdout", stdout), ("stderr", stderr)] {
-        if text.is_empty() {
-            continue;
-        }
-        let kept = bounded(text, room);
-        truncated |= kept.len() < text.len();
-        room -= kept.len();
-        out.insert(key.to_string(), kept.to_string());
-    }
-    if truncated {
-        out.insert("outputsTruncated".to_string(), "true".to_string());
-    }
-    out
+    Some(terminal)
 }
 
 /// The longest prefix of `text` of at most `limit` bytes that ends at a character boundary.
@@ -137,50 +106,20 @@ mod tests {
         assert_eq!(ended(&status(ExecutionState::Pending, 0)), None);
         assert_eq!(ended(&status(ExecutionState::Unspecified, 0)), None);
         let ok = ended(&status(ExecutionState::Succeeded, 0)).unwrap();
-        assert_eq!(ok.terminal.outcome, Outcome::Succeeded);
-        assert_eq!(ok.terminal.exit_code, Some(0));
+        assert_eq!(ok.outcome, Outcome::Succeeded);
+        assert_eq!(ok.exit_code, Some(0));
         let failed = ended(&StatusResponse {
             error_message: "boom".into(),
             ..status(ExecutionState::Failed, 3)
         })
         .unwrap();
         assert_eq!(
-            (failed.terminal.outcome, failed.terminal.reason),
+            (failed.outcome, failed.reason),
             (Outcome::Failed, reasons::EXIT_CODE)
         );
         assert_eq!(
-            failed.terminal.message,
+            failed.message,
             "the runtime server's execution failed (exit code 3): boom"
-        );
-    }
-
-    #[test]
-    fn outputs_are_bounded_together_at_a_character_boundary() {
-        let small = ended(&StatusResponse {
-            stdout: "hello\n".into(),
-            ..status(ExecutionState::Succeeded, 0)
-        })
-        .unwrap();
-        assert_eq!(
-            small.outputs,
-            BTreeMap::from([("stdout".to_string(), "hello\n".to_string())])
-        );
-        let big = ended(&StatusResponse {
-            stdout: "é".repeat(OUTPUT_LIMIT),
-            stderr: "late".into(),
-            ..status(ExecutionState::Succeeded, 0)
-        })
-        .unwrap();
-        let kept: usize = ["stdout", "stderr"]
-            .iter()
-            .filter_map(|k| big.outputs.get(*k))
-            .map(String::len)
-            .sum();
-        assert!(kept <= OUTPUT_LIMIT);
-        assert_eq!(big.outputs["stdout"].len(), OUTPUT_LIMIT);
-        assert_eq!(
-            big.outputs.get("outputsTruncated").map(String::as_str),
-            Some("true")
         );
     }
 
@@ -193,6 +132,7 @@ mod tests {
             working_dir: Some("/work".into()),
             entrypoint: None,
             function: None,
+            source: None,
         };
         let req = execute_request("uid-a-1", &task, 30);
         assert_eq!(req.args, vec!["sh", "-c", "exit 3"]);

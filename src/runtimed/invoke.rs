@@ -56,7 +56,7 @@ async fn invoke(
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/octet-stream")
+        .unwrap_or(crate::api::DEFAULT_INVOKE_CONTENT_TYPE)
         .to_string();
     match server
         .invoke(&registration, input.to_vec(), &content_type, INVOKE_TIMEOUT)

@@ -20,8 +20,11 @@ pub mod executor;
 pub mod heartbeat;
 pub mod invoke;
 pub mod metrics;
+pub mod outputs;
 pub mod plan;
 pub mod remote;
+pub mod rundir;
+pub mod runlog;
 mod status_writer;
 
 use std::time::Duration;
@@ -211,11 +214,11 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
     let shutdown = crate::signals::shutdown_signal()?;
     let target = kubeclient::connect(global).await?;
     if let Some(addr) = settings.health_probe {
-        let invoke = settings
-            .runtime_server
-            .clone()
-            .map(|server| invoke::routes(server, settings.registrations.clone()));
-        serve_probes(addr, settings.ready.clone(), invoke).await?;
+        let mut routes = runlog::routes(runlog::RunLogs::new(&settings.workspace_root));
+        if let Some(server) = settings.runtime_server.clone() {
+            routes = routes.merge(invoke::routes(server, settings.registrations.clone()));
+        }
+        serve_probes(addr, settings.ready.clone(), routes).await?;
     }
     let registry = prometheus::Registry::new();
     let metrics = metrics::RuntimedMetrics::register(&registry)
@@ -245,15 +248,13 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
 async fn serve_probes(
     addr: std::net::SocketAddr,
     ready: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    invoke: Option<axum::Router>,
+    routes: axum::Router,
 ) -> anyhow::Result<()> {
-    let mut app = crate::http::probes(
+    let app = crate::http::probes(
         move || ready.load(std::sync::atomic::Ordering::Relaxed),
         "not watching its Runs and Pod yet, or shutting down",
-    );
-    if let Some(invoke) = invoke {
-        app = app.merge(invoke);
-    }
+    )
+    .merge(routes);
     crate::http::serve(addr, app, std::future::pending()).await
 }
 

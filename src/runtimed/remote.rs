@@ -17,8 +17,8 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
 use super::contract;
-use super::executor::Ended;
 use super::executor::{ChildExit, ChildHandle, Exit, Terminal};
+use super::runlog::SharedWriter;
 use crate::api::status::{Outcome, reasons};
 use crate::runtime_server::proto::function_runtime_client::FunctionRuntimeClient;
 use crate::runtime_server::proto::runtime_client::RuntimeClient;
@@ -123,6 +123,7 @@ impl RuntimeServer {
         id: String,
         uid: String,
         run_name: String,
+        log: Option<SharedWriter>,
         exits: mpsc::UnboundedSender<ChildExit>,
     ) -> ChildHandle {
         let (kill_tx, kill_rx) = oneshot::channel();
@@ -130,8 +131,11 @@ impl RuntimeServer {
         let server = self.clone();
         tokio::spawn(async move {
             let (status, killed) = server
-                .run(execute, &id, &run_name, kill_rx, cancel_rx)
+                .run(execute, &id, &run_name, log.as_ref(), kill_rx, cancel_rx)
                 .await;
+            if let Some(log) = &log {
+                log.lock().expect("run log").done();
+            }
             let _ = exits.send(ChildExit {
                 uid,
                 status,
@@ -146,6 +150,7 @@ impl RuntimeServer {
         execute: Option<ExecuteRequest>,
         id: &str,
         run_name: &str,
+        log: Option<&SharedWriter>,
         mut kill: oneshot::Receiver<()>,
         mut cancel: mpsc::UnboundedReceiver<()>,
     ) -> (Result<Exit, String>, bool) {
@@ -162,13 +167,7 @@ impl RuntimeServer {
                 ),
                 exit_code: None,
             };
-            return (
-                Ok(Exit::Server(Ended {
-                    terminal,
-                    outputs: Default::default(),
-                })),
-                false,
-            );
+            return (Ok(Exit::Server(terminal)), false);
         }
         let mut client = self.client.clone();
         let mut pause = POLL_FIRST;
@@ -194,6 +193,12 @@ impl RuntimeServer {
                     if let Some(ended) = contract::ended(&status) {
                         log_output(run_name, "stdout", &status.stdout);
                         log_output(run_name, "stderr", &status.stderr);
+                        // The server gives the output at the end: the Run's log gets it then.
+                        if let Some(log) = log {
+                            let mut log = log.lock().expect("run log");
+                            log.text(&status.stdout);
+                            log.text(&status.stderr);
+                        }
                         return (Ok(Exit::Server(ended)), killed);
                     }
                     warned = false;
@@ -281,14 +286,11 @@ impl RuntimeServer {
         mut cancel: mpsc::UnboundedReceiver<()>,
     ) -> (Result<Exit, String>, bool) {
         let end = |outcome, reason, message: String| {
-            Ok(Exit::Server(Ended {
-                terminal: Terminal {
-                    outcome,
-                    reason,
-                    message,
-                    exit_code: None,
-                },
-                outputs: Default::default(),
+            Ok(Exit::Server(Terminal {
+                outcome,
+                reason,
+                message,
+                exit_code: None,
             }))
         };
         let registered = match self.register(request).await {
@@ -466,8 +468,7 @@ fn bounded_message(e: &Status) -> String {
     format!("{:?}: {message}", e.code())
 }
 
-/// The whole output of an execution goes to runtimed's log, line by line, as a child's does
-/// (`status.outputs` keeps only a bounded part).
+/// The whole output of an execution goes to runtimed's log, line by line, as a child's does.
 fn log_output(run: &str, stream: &'static str, text: &str) {
     for line in text.lines() {
         tracing::info!(run = %run, stream, "[{run}] {line}");

@@ -13,9 +13,9 @@ use super::objects::{
 };
 use crate::api::resources::parse_requests;
 use crate::api::{
-    AffinityTerms, FunctionMode, LABEL_RUNTIME_POD, RetryPolicy, Run, RunAffinity, RunAffinityTerm,
-    RunMode, RunPhase, RunResources, RunSpec, RunStatus, RunWorkspaceReference, TaskMode,
-    WeightedRunAffinityTerm,
+    AffinityTerms, CodeSource, FunctionMode, LABEL_RUNTIME_POD, RetryPolicy, Run, RunAffinity,
+    RunAffinityTerm, RunMode, RunPhase, RunResources, RunSpec, RunStatus, RunWorkspaceReference,
+    TaskMode, WeightedRunAffinityTerm,
 };
 use crate::scheduler::framework::index::required_anti_affinity;
 use crate::scheduler::framework::{Assumption, RunKey};
@@ -33,6 +33,7 @@ pub struct RunBuilder {
     labels: BTreeMap<String, String>,
     affinity: RunAffinity,
     mode: RunMode,
+    source: Option<CodeSource>,
     env: Vec<EnvVar>,
     phase: RunPhase,
     pod: Option<String>,
@@ -66,6 +67,7 @@ pub fn run(name: &str) -> RunBuilder {
         labels: BTreeMap::new(),
         affinity: RunAffinity::default(),
         mode: RunMode::default(),
+        source: None,
         env: Vec::new(),
         phase: RunPhase::Pending,
         pod: None,
@@ -154,6 +156,32 @@ impl RunBuilder {
     pub fn task(mut self, args: &[&str]) -> Self {
         self.task_mut().args = args.iter().map(|a| a.to_string()).collect();
         self
+    }
+
+    /// A Task whose code is `script` (`spec.source.inline`, the Go project's style: an empty
+    /// `mode.task`).
+    pub fn inline(mut self, script: &str) -> Self {
+        self.mode = RunMode {
+            task: Some(TaskMode::default()),
+            function: None,
+        };
+        self.source = Some(CodeSource {
+            inline: Some(script.to_string()),
+            ..Default::default()
+        });
+        self
+    }
+
+    /// A function Run of `handler` whose code is `script`, written to `path`
+    /// (`spec.source.inline` and `inlinePath`).
+    pub fn inline_function(self, handler: &str, path: &str, script: &str) -> Self {
+        let mut run = self.function(handler);
+        run.source = Some(CodeSource {
+            inline: Some(script.to_string()),
+            inline_path: Some(path.to_string()),
+            ..Default::default()
+        });
+        run
     }
 
     /// Adds an environment variable (`spec.env`).
@@ -287,6 +315,7 @@ impl RunBuilder {
                     .map(|requests| RunResources { requests }),
                 affinity: (self.affinity != RunAffinity::default()).then(|| self.affinity.clone()),
                 mode: self.mode.clone(),
+                source: self.source.clone(),
                 env: self.env.clone(),
                 workspace: self.workspace.clone().map(|name| RunWorkspaceReference {
                     name,
@@ -297,7 +326,6 @@ impl RunBuilder {
                 cancel_requested: self.cancel_requested,
                 ttl_seconds_after_finished: self.ttl,
                 retry_policy: self.retry_policy.clone(),
-                ..Default::default()
             },
         );
         let meta = &mut run.metadata;

@@ -14,7 +14,11 @@
 //! as activity; `idle_timeout_seconds` is runtimed's to enforce, the server only reports
 //! `last_activity_unix_nano`.
 //!
-//! Run: `kruntimes-test-runtime-server --listen 127.0.0.1:9091`. It exits on SIGTERM.
+//! Registrations and working directories are checked as strictly as the Go project's Bash
+//! runtime server checks them (a working directory inside `--work-dir`, default `/workspace`).
+//!
+//! Run: `kruntimes-test-runtime-server --listen 127.0.0.1:9091 [--work-dir DIR]`. It exits on
+//! SIGTERM.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -54,10 +58,14 @@ struct Registration {
     id: String,
     handler: String,
     last_activity: i64,
+    attempt: i32,
+    digest: String,
 }
 
 #[derive(Default, Clone)]
 struct Server {
+    /// `--work-dir`: every working directory lies inside it, as the real servers require.
+    work_dir: std::path::PathBuf,
     executions: Arc<Mutex<HashMap<String, Execution>>>,
     counts: Arc<Mutex<Counts>>,
     functions: Arc<Mutex<HashMap<String, Registration>>>,
@@ -99,6 +107,23 @@ async fn read_bounded(reader: Option<impl AsyncReadExt + Unpin>) -> String {
 }
 
 impl Server {
+    /// Refuses a working directory outside `--work-dir` (an empty one is the server's own
+    /// choice, inside it).
+    fn inside_work_dir(&self, dir: &str) -> Result<(), Status> {
+        let path = std::path::Path::new(dir);
+        let inside = path.starts_with(&self.work_dir)
+            && !path
+                .components()
+                .any(|c| c == std::path::Component::ParentDir);
+        match dir.is_empty() || inside {
+            true => Ok(()),
+            false => Err(Status::invalid_argument(format!(
+                "working_dir {dir:?} is outside the server's work dir {}",
+                self.work_dir.display()
+            ))),
+        }
+    }
+
     fn finish(&self, id: &str, status: StatusResponse) {
         let mut executions = self.executions.lock().unwrap();
         if let Some(e) = executions.get_mut(id) {
@@ -205,6 +230,7 @@ impl Runtime for Server {
         if req.args.is_empty() && req.entrypoint.is_empty() {
             return Err(Status::invalid_argument("neither args nor entrypoint"));
         }
+        self.inside_work_dir(&req.working_dir)?;
         {
             let mut executions = self.executions.lock().unwrap();
             if executions.contains_key(&req.id) {
@@ -344,6 +370,18 @@ impl FunctionRuntime for Server {
         req: Request<RegisterFunctionRequest>,
     ) -> Result<Response<RegisterFunctionResponse>, Status> {
         let req = req.into_inner();
+        // As strict as the Go project's Bash runtime server: a registration names its Run,
+        // a positive attempt and the digest of what defines it.
+        if req.run_uid.is_empty()
+            || req.registration_attempt < 1
+            || req.registration_digest.is_empty()
+            || req.registration_digest.len() > 128
+        {
+            return Err(Status::invalid_argument(
+                "run uid, positive registration attempt, and registration digest (at most 128 bytes) are required",
+            ));
+        }
+        self.inside_work_dir(&req.working_dir)?;
         if !["echo", "upper"].contains(&req.handler.as_str()) {
             return Err(Status::failed_precondition(format!(
                 "handler {:?} cannot be loaded (this server knows echo and upper)",
@@ -353,12 +391,24 @@ impl FunctionRuntime for Server {
         let id = format!("{}-{}", req.run_uid, req.registration_attempt);
         let mut functions = self.functions.lock().unwrap();
         let reg = functions.entry(req.run_uid.clone()).or_default();
-        // Idempotent per Run UID and attempt: the same attempt resumes the registration.
+        // Idempotent per Run UID, attempt and digest: the same attempt resumes the
+        // registration; an older attempt is stale; the same attempt defined otherwise is
+        // another registration.
+        if reg.attempt > req.registration_attempt {
+            return Err(Status::failed_precondition("registration attempt is stale"));
+        }
+        if reg.attempt == req.registration_attempt && reg.digest != req.registration_digest {
+            return Err(Status::already_exists(
+                "this registration attempt exists with another digest",
+            ));
+        }
         if reg.id != id {
             *reg = Registration {
                 id: id.clone(),
                 handler: req.handler,
                 last_activity: now_nanos(),
+                attempt: req.registration_attempt,
+                digest: req.registration_digest,
             };
         }
         Ok(Response::new(RegisterFunctionResponse {
@@ -428,12 +478,14 @@ impl FunctionRuntime for Server {
 async fn main() {
     let mut args = std::env::args().skip(1);
     let mut listen = "127.0.0.1:9091".to_string();
+    let mut work_dir = std::path::PathBuf::from("/workspace");
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--listen" => listen = args.next().expect("--listen ADDRESS:PORT"),
+            "--work-dir" => work_dir = args.next().expect("--work-dir DIR").into(),
             other => {
                 eprintln!(
-                    "error: unknown argument {other}; usage: kruntimes-test-runtime-server --listen ADDRESS:PORT"
+                    "error: unknown argument {other}; usage: kruntimes-test-runtime-server --listen ADDRESS:PORT [--work-dir DIR]"
                 );
                 std::process::exit(2);
             }
@@ -442,7 +494,10 @@ async fn main() {
     let address = listen
         .parse()
         .unwrap_or_else(|e| panic!("--listen {listen}: {e}"));
-    let server = Server::default();
+    let server = Server {
+        work_dir,
+        ..Server::default()
+    };
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .expect("a SIGTERM handler");
     eprintln!("kruntimes-test-runtime-server listening on {listen}");

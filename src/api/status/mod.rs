@@ -61,7 +61,20 @@ pub mod reasons {
     pub const CLAIMED: &str = "Claimed";
     /// `Running=True`: a later attempt runs, after a failed one and its backoff.
     pub const RETRYING: &str = "Retrying";
+    /// `Completed=True` of a Succeeded Run.
+    pub const RUN_COMPLETED: &str = "RunCompleted";
+    /// `Running=False` of a Succeeded Run.
+    pub const COMPLETED: &str = "Completed";
+    /// Failed: the execution succeeded but its `$KRUNTIME_OUTPUTS` file is not `KEY=VALUE`.
+    pub const OUTPUTS_INVALID: &str = "OutputsInvalid";
+    /// Failed: the execution's `$KRUNTIME_OUTPUTS` file is over a bound.
+    pub const OUTPUTS_TOO_LARGE: &str = "OutputsTooLarge";
 }
+
+/// A Succeeded Run's message (the Go project's, which its users and tests read).
+pub const SUCCESS_MESSAGE: &str = "execution completed";
+/// The message of a Succeeded Run's `Completed=True` condition (the Go project's).
+pub const COMPLETED_MESSAGE: &str = "Completed successfully";
 
 /// How a Run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +147,14 @@ pub fn set_terminal(
     status.message = Some(message.to_string());
     status.exit_code = exit_code;
     status.nominated_pod_name = None;
+    // As the Go project writes them (its users and tests read them): a success is
+    // Completed=True/RunCompleted and Running=False/Completed; any other end is False in both
+    // with the Run's reason and message.
+    let succeeded = outcome == Outcome::Succeeded;
+    let (running_reason, running_message) = match succeeded {
+        true => (reasons::COMPLETED, ""),
+        false => (reason, message),
+    };
     if status
         .conditions
         .iter()
@@ -143,17 +164,21 @@ pub fn set_terminal(
             &mut status.conditions,
             CONDITION_RUNNING,
             false,
-            reason,
-            message,
+            running_reason,
+            running_message,
             now,
         );
     }
+    let (completed_reason, completed_message) = match succeeded {
+        true => (reasons::RUN_COMPLETED, COMPLETED_MESSAGE),
+        false => (reason, message),
+    };
     set_condition(
         &mut status.conditions,
         CONDITION_COMPLETED,
-        true,
-        reason,
-        message,
+        succeeded,
+        completed_reason,
+        completed_message,
         now,
     );
     if status.completion_time.is_none() {

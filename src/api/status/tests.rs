@@ -32,8 +32,10 @@ fn set_terminal_sets_phase_condition_and_completion_time_once() {
         .filter(|c| c.type_ == CONDITION_COMPLETED)
         .collect();
     assert_eq!(completed.len(), 1);
-    assert_eq!(completed[0].status, "True");
+    // As the Go project writes it: False with the reason on any end but a success.
+    assert_eq!(completed[0].status, "False");
     assert_eq!(completed[0].reason, reasons::EXIT_CODE);
+    assert_eq!(completed[0].message, "exited with code 3");
 
     let before = status.clone();
     assert!(!set_terminal(
@@ -175,7 +177,7 @@ fn set_invalid_fails_the_run_once_through_the_terminal_helper() {
         condition(&status, CONDITION_SCHEDULED).reason,
         reasons::INVALID_RESOURCES
     );
-    assert_eq!(condition(&status, CONDITION_COMPLETED).status, "True");
+    assert_eq!(condition(&status, CONDITION_COMPLETED).status, "False");
     assert!(!set_invalid(
         &mut status,
         reasons::INVALID_RESOURCES,
@@ -325,4 +327,40 @@ fn a_run_healed_for_a_retry_goes_back_to_pending_for_its_next_attempt() {
         !set_lost_retry(&mut status, 3, reasons::RUNTIME_POD_LOST, "lost", &at(4)),
         "only an admitted Run"
     );
+}
+
+#[test]
+fn a_success_is_completed_true_and_running_false_as_the_go_project_writes_them() {
+    let mut status = RunStatus::default();
+    set_condition(
+        &mut status.conditions,
+        CONDITION_RUNNING,
+        true,
+        reasons::CLAIMED,
+        "claimed",
+        &at(1),
+    );
+    assert!(set_terminal(
+        &mut status,
+        Outcome::Succeeded,
+        reasons::SUCCEEDED,
+        SUCCESS_MESSAGE,
+        Some(0),
+        &at(2)
+    ));
+    let completed = condition(&status, CONDITION_COMPLETED);
+    assert_eq!(
+        (
+            completed.status.as_str(),
+            completed.reason.as_str(),
+            completed.message.as_str()
+        ),
+        ("True", reasons::RUN_COMPLETED, COMPLETED_MESSAGE)
+    );
+    let running = condition(&status, CONDITION_RUNNING);
+    assert_eq!(
+        (running.status.as_str(), running.reason.as_str()),
+        ("False", reasons::COMPLETED)
+    );
+    assert_eq!(status.message.as_deref(), Some("execution completed"));
 }

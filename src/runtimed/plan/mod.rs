@@ -266,7 +266,9 @@ pub fn plan(
 /// the field).
 pub(super) fn prepare(run: &Run, functions: bool) -> Result<executor::Prepared, String> {
     match &run.spec.mode.function {
-        Some(function) if functions => executor::prepare_function(function, &run.spec.env),
+        Some(function) if functions => {
+            executor::prepare_function(function, &run.spec.env, run.spec.source.as_ref())
+        }
         Some(_) => Err(executor::TaskError::FunctionWithoutServer),
         None => executor::prepare(
             run.spec.mode.task.as_ref(),

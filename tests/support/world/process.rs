@@ -125,7 +125,7 @@ impl Drop for SchedulerProcess {
 pub struct RuntimedProcess {
     child: Child,
     log: PathBuf,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl RuntimedProcess {
@@ -154,11 +154,12 @@ impl RuntimedProcess {
             .stderr(file)
             .spawn()
             .expect("start kubectl-kruntimes runtimed");
-        Self {
-            child,
-            log,
-            _dir: dir,
-        }
+        Self { child, log, dir }
+    }
+
+    /// Its workspace volume (`KRUNTIMES_WORKSPACE_ROOT`), unless its args set another.
+    pub fn workspace(&self) -> PathBuf {
+        self.dir.path().join("workspace")
     }
 
     pub fn pid(&self) -> u32 {
@@ -278,6 +279,9 @@ async fn http(port: u16, method: &str, path: &str, body: &[u8]) -> std::io::Resu
 pub struct RuntimeServerProcess {
     child: Child,
     pub address: String,
+    /// The server's `--work-dir`, which is runtimed's `--workspace-root` too (in a Runtime
+    /// Pod both containers mount the workspace volume at `/workspace`).
+    workspace: tempfile::TempDir,
 }
 
 /// What the runtime server's `Health` message reports about its executions.
@@ -290,29 +294,83 @@ pub struct ServerCounts {
 
 #[allow(dead_code)]
 impl RuntimeServerProcess {
-    /// Starts the server and waits until it answers `Health`.
+    /// Starts the tests' server and waits until it answers `Health`.
     pub async fn start() -> Self {
-        let address = format!("127.0.0.1:{}", crate::support::free_port());
-        let child = Command::new(env!("CARGO_BIN_EXE_kruntimes-test-runtime-server"))
-            .args(["--listen", &address])
+        let port = crate::support::free_port();
+        let workspace = tempfile::tempdir().expect("a workspace for the runtime server");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kruntimes-test-runtime-server"));
+        command
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .arg("--work-dir")
+            .arg(workspace.path());
+        Self::spawn(command, port, workspace).await
+    }
+
+    /// Starts the Go project's Bash runtime server (`../shared/runtimes/kruntimes-bash-runtime`,
+    /// built unchanged; it needs `bash`) and waits until it answers `Health`. A missing binary
+    /// fails the test: it is part of the test environment.
+    pub async fn start_bash() -> Self {
+        let binary =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/runtimes/kruntimes-bash-runtime");
+        assert!(
+            binary.is_file(),
+            "{} is missing: the Go project's Bash runtime server is part of the test environment (../shared/runtimes)",
+            binary.display()
+        );
+        let port = crate::support::free_port();
+        let workspace = tempfile::tempdir().expect("a workspace for the runtime server");
+        let mut command = Command::new(binary);
+        command
+            .arg(format!("--port={port}"))
+            .arg(format!("--work-dir={}", workspace.path().display()));
+        Self::spawn(command, port, workspace).await
+    }
+
+    async fn spawn(mut command: Command, port: u16, workspace: tempfile::TempDir) -> Self {
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("start kruntimes-test-runtime-server");
-        let server = RuntimeServerProcess { child, address };
+            .expect("start the runtime server");
+        let server = RuntimeServerProcess {
+            child,
+            address: format!("127.0.0.1:{port}"),
+            workspace,
+        };
         eventually(
             Duration::from_secs(30),
             "the runtime server to answer Health",
-            async || server.counts().await.map(|_| ()),
+            async || {
+                let mut client = server.client().await?;
+                client
+                    .health(kruntimes::runtime_server::proto::HealthRequest {})
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            },
         )
         .await;
         server
     }
 
-    /// `--runtime-server ADDRESS` for runtimed.
-    pub fn flag(&self) -> [&str; 2] {
-        ["--runtime-server", self.address.as_str()]
+    /// `--runtime-server ADDRESS --workspace-root DIR` for runtimed: the server, and the
+    /// workspace both see.
+    pub fn flag(&self) -> [&str; 4] {
+        [
+            "--runtime-server",
+            self.address.as_str(),
+            "--workspace-root",
+            self.workspace
+                .path()
+                .to_str()
+                .expect("a UTF-8 temporary path"),
+        ]
+    }
+
+    /// The workspace volume both the server and runtimed see.
+    pub fn workspace(&self) -> &Path {
+        self.workspace.path()
     }
 
     async fn client(

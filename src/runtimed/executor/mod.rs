@@ -15,6 +15,7 @@ use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, BufReader};
 use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot};
 
+use super::runlog::SharedWriter;
 use crate::api::status::{Outcome, reasons};
 use crate::api::{CodeSource, TaskMode};
 
@@ -38,9 +39,13 @@ pub enum TaskError {
     )]
     EmptyArgs,
     #[error(
-        "spec.source is set; without a runtime server runtimed runs only the task's entrypoint or args (source needs a Runtime whose Pods serve the runtime contract)"
+        "spec.source.repoURL: this runtimed does not check out Git sources yet; use spec.source.inline, or a script already in the Runtime's image"
     )]
-    Source,
+    GitSource,
+    #[error(
+        "spec.mode.task.entrypoint {0:?} must be a relative path inside the Run's directory, without '..'"
+    )]
+    Entrypoint(String),
     #[error(
         "spec.env[{name:?}] uses valueFrom, which runtimed does not support; set a plain value instead"
     )]
@@ -78,7 +83,24 @@ pub struct Prepared {
     /// A function Run's handler (then `program` and `args` are empty): registered on the
     /// runtime server instead of executed.
     pub function: Option<Function>,
+    /// `spec.source.inline`, written into the working directory before the execution.
+    pub source: Option<SourceFile>,
 }
+
+/// A file of the Run's source, written into its working directory before it executes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFile {
+    /// Relative to the working directory (`script` for a task, `spec.source.inlinePath` for a
+    /// function).
+    pub path: String,
+    pub text: String,
+    /// Mode 0755 instead of 0644: a task's script with a `#!` line, run as the program.
+    pub executable: bool,
+}
+
+/// The file a task's `spec.source.inline` is written to, and the runtime server's entrypoint
+/// then (the Go project's name for it).
+pub const INLINE_SCRIPT: &str = "script";
 
 /// What a function Run registers on the runtime server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,19 +109,34 @@ pub struct Function {
     pub handler: String,
     /// `idleTimeoutSeconds`: released after this long without an invocation.
     pub idle_timeout: Option<std::time::Duration>,
+    /// What defines the registration, hashed (`sha256:<hex>`): the runtime server refuses the
+    /// same attempt with another digest, so it is the same across runtimed restarts.
+    pub digest: String,
 }
 
-/// Validates `spec.mode.function` and `spec.env` for a registration on the runtime server.
+/// Validates `spec.mode.function`, `spec.source` and `spec.env` for a registration on the
+/// runtime server; an inline source is written to `spec.source.inlinePath` (the API checks
+/// that path).
 pub fn prepare_function(
     function: &crate::api::FunctionMode,
     env: &[EnvVar],
+    source: Option<&CodeSource>,
 ) -> Result<Prepared, TaskError> {
     let handler = function
         .handler
         .clone()
         .filter(|h| !h.trim().is_empty())
         .ok_or(TaskError::NoHandler)?;
+    if source.is_some_and(|s| s.repo_url.is_some()) {
+        return Err(TaskError::GitSource);
+    }
     let env = plain_env(env)?;
+    let idle_timeout = function
+        .idle_timeout_seconds
+        .filter(|s| *s > 0)
+        .map(|s| std::time::Duration::from_secs(s as u64));
+    let file = source.and_then(|s| Some((s.inline.clone()?, s.inline_path.clone()?)));
+    let digest = registration_digest(source, &handler, &env, idle_timeout);
     Ok(Prepared {
         program: String::new(),
         args: Vec::new(),
@@ -108,12 +145,38 @@ pub fn prepare_function(
         entrypoint: None,
         function: Some(Function {
             handler,
-            idle_timeout: function
-                .idle_timeout_seconds
-                .filter(|s| *s > 0)
-                .map(|s| std::time::Duration::from_secs(s as u64)),
+            idle_timeout,
+            digest,
+        }),
+        source: file.map(|(text, path)| SourceFile {
+            path,
+            text,
+            executable: false,
         }),
     })
+}
+
+/// `sha256:` and the hex SHA-256 of what defines a function registration: its source, handler,
+/// environment and idle timeout, serialised canonically (the environment sorted by name, a
+/// repeated name's last value kept, as the server's map keeps it). Not the working
+/// directory: a registration is the same wherever its Run's directory is.
+fn registration_digest(
+    source: Option<&CodeSource>,
+    handler: &str,
+    env: &[(String, String)],
+    idle_timeout: Option<std::time::Duration>,
+) -> String {
+    use sha2::Digest as _;
+    let env: BTreeMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let defined = serde_json::json!({
+        "source": source,
+        "handler": handler,
+        "env": env,
+        "idleTimeoutSeconds": idle_timeout.map(|d| d.as_secs()),
+    });
+    let hash = sha2::Sha256::digest(defined.to_string().as_bytes());
+    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
 }
 
 /// Plain `name`/`value` environment variables (an absent value is the empty string).
@@ -141,8 +204,40 @@ pub fn prepare(
     source: Option<&CodeSource>,
 ) -> Result<Prepared, TaskError> {
     let task = task.ok_or(TaskError::NoTask)?;
-    if source.is_some() {
-        return Err(TaskError::Source);
+    if source.is_some_and(|s| s.repo_url.is_some()) {
+        return Err(TaskError::GitSource);
+    }
+    let env = plain_env(env)?;
+    let working_dir = task.working_dir.clone().filter(|d| !d.is_empty());
+    // An inline script is the task: written to `script` and run as it is, the task's
+    // entrypoint and args unused (as the Go project runs it). With a `#!` line it is the
+    // program; else the shell reads it, as a runtime server's shell does.
+    if let Some(text) = source.and_then(|s| s.inline.clone()) {
+        let executable = text.starts_with("#!");
+        let (program, args) = match executable {
+            true => (format!("./{INLINE_SCRIPT}"), Vec::new()),
+            false => ("sh".to_string(), vec![INLINE_SCRIPT.to_string()]),
+        };
+        return Ok(Prepared {
+            program,
+            args,
+            env,
+            working_dir,
+            entrypoint: Some(INLINE_SCRIPT.to_string()),
+            function: None,
+            source: Some(SourceFile {
+                path: INLINE_SCRIPT.to_string(),
+                text,
+                executable,
+            }),
+        });
+    }
+    if let Some(entrypoint) = task
+        .entrypoint
+        .as_deref()
+        .filter(|e| !entrypoint_is_inside(e))
+    {
+        return Err(TaskError::Entrypoint(entrypoint.to_string()));
     }
     let (program, args) = match task.entrypoint.as_deref().filter(|e| !e.is_empty()) {
         // A relative script file (the API refuses absolute ones) in the working directory,
@@ -161,43 +256,33 @@ pub fn prepare(
             .map(|(program, args)| (program.clone(), args))
             .ok_or(TaskError::EmptyArgs)?,
     };
-    let env = plain_env(env)?;
     Ok(Prepared {
         program,
         args: args.to_vec(),
         env,
-        working_dir: task.working_dir.clone().filter(|d| !d.is_empty()),
+        working_dir,
         entrypoint: task.entrypoint.clone().filter(|e| !e.is_empty()),
         function: None,
+        source: None,
     })
 }
 
-/// The environment variable that names the Run's workspace directory.
-pub const ENV_WORKSPACE: &str = "KRUNTIMES_WORKSPACE";
-
-/// Where the PersistentWorkspace `name` lives under the Pod's workspace volume `root`
-/// (`/workspace/persistent/<name>` with the default root, as its `status.path` says).
-pub fn workspace_dir(root: &std::path::Path, name: &str) -> std::path::PathBuf {
-    root.join("persistent").join(name)
-}
-
-impl Prepared {
-    /// The task run in the workspace directory `dir`: its working directory is `dir` (a
-    /// relative `workingDir` is taken below it) and `KRUNTIMES_WORKSPACE` names `dir` unless
-    /// the Run sets it.
-    pub fn in_workspace(mut self, dir: &std::path::Path) -> Self {
-        let working_dir = match self.working_dir.as_deref() {
-            Some(d) if std::path::Path::new(d).is_absolute() => d.to_string(),
-            Some(d) => dir.join(d).display().to_string(),
-            None => dir.display().to_string(),
-        };
-        self.working_dir = Some(working_dir);
-        if !self.env.iter().any(|(k, _)| k == ENV_WORKSPACE) {
-            self.env
-                .push((ENV_WORKSPACE.to_string(), dir.display().to_string()));
-        }
-        self
-    }
+/// Whether an entrypoint names a file inside the working directory: relative, no `..`
+/// segment, not the directory itself (the API checks the first two; a Run stored before that
+/// rule, or written around it, is refused here with the field's name).
+fn entrypoint_is_inside(entrypoint: &str) -> bool {
+    let path = std::path::Path::new(entrypoint);
+    entrypoint.is_empty()
+        || (!path.is_absolute()
+            && path.components().all(|c| {
+                matches!(
+                    c,
+                    std::path::Component::Normal(_) | std::path::Component::CurDir
+                )
+            })
+            && path
+                .components()
+                .any(|c| matches!(c, std::path::Component::Normal(_))))
 }
 
 /// How a child process ended.
@@ -235,7 +320,7 @@ impl ExitStatus {
             ExitStatus::Code(0) => Terminal {
                 outcome: Outcome::Succeeded,
                 reason: reasons::SUCCEEDED,
-                message: "the process exited with code 0".into(),
+                message: crate::api::status::SUCCESS_MESSAGE.into(),
                 exit_code: Some(0),
             },
             ExitStatus::Code(code) => Terminal {
@@ -254,21 +339,12 @@ impl ExitStatus {
     }
 }
 
-/// How an execution on the runtime server ended: the Run's terminal status and its outputs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ended {
-    pub terminal: Terminal,
-    /// `stdout` and `stderr` within `contract::OUTPUT_LIMIT` together (cut at a character boundary,
-    /// with `outputsTruncated: "true"` when cut), for `status.outputs`.
-    pub outputs: BTreeMap<String, String>,
-}
-
 /// How a Run's execution ended: its own process, or an execution on the Pod's runtime server
-/// (already mapped to the Run's terminal status, with its outputs).
+/// (already mapped to the Run's terminal status).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Exit {
     Process(ExitStatus),
-    Server(Ended),
+    Server(Terminal),
 }
 
 /// Sent to the agent when a child is gone.
@@ -339,6 +415,7 @@ pub fn spawn(
     task: &Prepared,
     run_name: &str,
     uid: &str,
+    log: Option<SharedWriter>,
     exits: mpsc::UnboundedSender<ChildExit>,
 ) -> Result<ChildHandle, SpawnError> {
     let mut cmd = Command::new(&task.program);
@@ -364,11 +441,24 @@ pub fn spawn(
         },
     })?;
     let pid = child.id();
+    let mut streams = Vec::new();
     if let Some(out) = child.stdout.take() {
-        tokio::spawn(stream_lines(out, run_name.to_string(), "stdout"));
+        let log = log.clone();
+        streams.push(tokio::spawn(stream_lines(
+            out,
+            run_name.to_string(),
+            "stdout",
+            log,
+        )));
     }
     if let Some(err) = child.stderr.take() {
-        tokio::spawn(stream_lines(err, run_name.to_string(), "stderr"));
+        let log = log.clone();
+        streams.push(tokio::spawn(stream_lines(
+            err,
+            run_name.to_string(),
+            "stderr",
+            log,
+        )));
     }
     let (kill_tx, mut kill_rx) = oneshot::channel::<()>();
     let uid = uid.to_string();
@@ -387,6 +477,16 @@ pub fn spawn(
                 (child.wait().await, true)
             }
         };
+        // The output written before the exit is in the log before the exit is reported (a
+        // background process that keeps the pipes open is not waited for past a moment).
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(1),
+            futures::future::join_all(streams),
+        )
+        .await;
+        if let Some(log) = &log {
+            log.lock().expect("run log").done();
+        }
         let status = status
             .map(|s| Exit::Process(ExitStatus::from(s)))
             .map_err(|e| e.to_string());
@@ -403,8 +503,14 @@ pub fn spawn(
     })
 }
 
-/// Logs every line of `reader` as `[run] line` at info level, with the stream as a field.
-async fn stream_lines(reader: impl AsyncRead + Unpin, run: String, stream: &'static str) {
+/// Logs every line of `reader` as `[run] line` at info level, with the stream as a field, and
+/// appends it to the Run's log.
+async fn stream_lines(
+    reader: impl AsyncRead + Unpin,
+    run: String,
+    stream: &'static str,
+    log: Option<SharedWriter>,
+) {
     let mut reader = BufReader::new(reader);
     let mut buf = Vec::new();
     loop {
@@ -419,6 +525,9 @@ async fn stream_lines(reader: impl AsyncRead + Unpin, run: String, stream: &'sta
                 let line = String::from_utf8_lossy(&buf);
                 let line = line.trim_end_matches(['\n', '\r']);
                 tracing::info!(run = %run, stream, "[{run}] {line}");
+                if let Some(log) = &log {
+                    log.lock().expect("run log").line(line);
+                }
             }
             Err(e) => {
                 tracing::warn!(run = %run, stream, "[{run}] cannot read {stream}: {e}");
@@ -429,240 +538,4 @@ async fn stream_lines(reader: impl AsyncRead + Unpin, run: String, stream: &'sta
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::api::core::v1::{EnvVarSource, ObjectFieldSelector};
-
-    fn task(args: &[&str]) -> TaskMode {
-        TaskMode {
-            args: args.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn prepare_splits_program_and_args_and_keeps_plain_env() {
-        let mut t = task(&["sh", "-c", "exit 3"]);
-        let env = vec![
-            EnvVar {
-                name: "A".into(),
-                value: Some("1".into()),
-                value_from: None,
-            },
-            EnvVar {
-                name: "EMPTY".into(),
-                value: None,
-                value_from: None,
-            },
-        ];
-        t.working_dir = Some("/tmp".into());
-        let p = prepare(Some(&t), &env, None).unwrap();
-        assert_eq!(p.program, "sh");
-        assert_eq!(p.args, ["-c", "exit 3"]);
-        assert_eq!(
-            p.env,
-            [
-                ("A".to_string(), "1".to_string()),
-                ("EMPTY".to_string(), String::new())
-            ]
-        );
-        assert_eq!(p.working_dir.as_deref(), Some("/tmp"));
-    }
-
-    #[test]
-    fn prepare_runs_the_entrypoint_with_every_arg() {
-        let mut t = task(&["--epochs", "3"]);
-        t.entrypoint = Some("train.sh".into());
-        let p = prepare(Some(&t), &[], None).unwrap();
-        assert_eq!(
-            (p.program.as_str(), p.args),
-            ("./train.sh", vec!["--epochs".to_string(), "3".to_string()])
-        );
-        let source = CodeSource {
-            inline: Some("echo hi".into()),
-            ..Default::default()
-        };
-        assert_eq!(
-            prepare(Some(&t), &[], Some(&source)),
-            Err(TaskError::Source)
-        );
-    }
-
-    #[test]
-    fn prepare_refuses_missing_tasks_empty_args_and_value_from() {
-        assert_eq!(prepare(None, &[], None), Err(TaskError::NoTask));
-        assert_eq!(
-            prepare(Some(&task(&[])), &[], None),
-            Err(TaskError::EmptyArgs)
-        );
-        let t = task(&["true"]);
-        let env = vec![EnvVar {
-            name: "NODE".into(),
-            value: None,
-            value_from: Some(EnvVarSource {
-                field_ref: Some(ObjectFieldSelector {
-                    field_path: "spec.nodeName".into(),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-        }];
-        let err = prepare(Some(&t), &env, None).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "spec.env[\"NODE\"] uses valueFrom, which runtimed does not support; set a plain value instead"
-        );
-    }
-
-    #[test]
-    fn a_workspace_task_runs_in_its_directory_with_the_variable_set() {
-        let root = std::path::Path::new("/w");
-        let dir = workspace_dir(root, "ws");
-        assert_eq!(dir, std::path::Path::new("/w/persistent/ws"));
-        let p = prepare(Some(&task(&["make"])), &[], None).unwrap();
-        let p = p.in_workspace(&dir);
-        assert_eq!(p.working_dir.as_deref(), Some("/w/persistent/ws"));
-        assert_eq!(
-            p.env,
-            [(
-                "KRUNTIMES_WORKSPACE".to_string(),
-                "/w/persistent/ws".to_string()
-            )]
-        );
-        let mut t = task(&["make"]);
-        t.working_dir = Some("src".into());
-        let p = prepare(Some(&t), &[], None).unwrap().in_workspace(&dir);
-        assert_eq!(p.working_dir.as_deref(), Some("/w/persistent/ws/src"));
-        t.working_dir = Some("/elsewhere".into());
-        let p = prepare(Some(&t), &[], None).unwrap().in_workspace(&dir);
-        assert_eq!(p.working_dir.as_deref(), Some("/elsewhere"));
-    }
-
-    #[test]
-    fn exits_map_to_terminal_statuses() {
-        let ok = ExitStatus::Code(0).terminal();
-        assert_eq!(
-            (ok.outcome, ok.reason, ok.exit_code),
-            (Outcome::Succeeded, reasons::SUCCEEDED, Some(0))
-        );
-        let three = ExitStatus::Code(3).terminal();
-        assert_eq!(
-            (three.outcome, three.reason, three.exit_code),
-            (Outcome::Failed, reasons::EXIT_CODE, Some(3))
-        );
-        assert_eq!(three.message, "the process exited with code 3");
-        let killed = ExitStatus::Signal(9).terminal();
-        assert_eq!(
-            (killed.outcome, killed.exit_code),
-            (Outcome::Failed, Some(137))
-        );
-        assert_eq!(killed.message, "the process was terminated by signal 9");
-    }
-
-    async fn run_to_exit(t: &TaskMode, env: &[EnvVar]) -> ChildExit {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let _handle = spawn(&prepare(Some(t), env, None).unwrap(), "r", "uid-1", tx).unwrap();
-        rx.recv().await.unwrap()
-    }
-
-    #[tokio::test]
-    async fn spawn_reports_the_exit_code_with_env_and_working_dir_applied() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut t = task(&[
-            "sh",
-            "-c",
-            "test \"$KR_X\" = hello && test \"$(pwd -P)\" = \"$KR_DIR\" && exit 3",
-        ]);
-        let real = dir.path().canonicalize().unwrap().display().to_string();
-        let env = vec![
-            EnvVar {
-                name: "KR_X".into(),
-                value: Some("hello".into()),
-                value_from: None,
-            },
-            EnvVar {
-                name: "KR_DIR".into(),
-                value: Some(real.clone()),
-                value_from: None,
-            },
-        ];
-        t.working_dir = Some(real);
-        let exit = run_to_exit(&t, &env).await;
-        assert_eq!(exit.uid, "uid-1");
-        assert_eq!(
-            exit.status,
-            Ok(Exit::Process(ExitStatus::Code(3))),
-            "env or workingDir were not applied"
-        );
-        assert!(!exit.killed);
-    }
-
-    #[tokio::test]
-    async fn an_entrypoint_is_the_script_in_the_working_directory_not_a_program_on_path() {
-        use std::os::unix::fs::PermissionsExt as _;
-        let dir = tempfile::tempdir().unwrap();
-        let script = dir.path().join("step.sh");
-        std::fs::write(&script, "#!/bin/sh\nexit $1\n").unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mut t = task(&["5"]);
-        t.entrypoint = Some("step.sh".into());
-        t.working_dir = Some(dir.path().display().to_string());
-        let exit = run_to_exit(&t, &[]).await;
-        assert_eq!(exit.status, Ok(Exit::Process(ExitStatus::Code(5))));
-    }
-
-    #[tokio::test]
-    async fn a_missing_executable_is_a_start_error_naming_it() {
-        let (tx, _rx) = mpsc::unbounded_channel();
-        let t = prepare(
-            Some(&task(&["/nonexistent/kruntimes-no-such-program"])),
-            &[],
-            None,
-        )
-        .unwrap();
-        let err = spawn(&t, "r", "u", tx).unwrap_err().to_string();
-        assert!(
-            err.starts_with(
-                "cannot start \"/nonexistent/kruntimes-no-such-program\": No such file"
-            ),
-            "{err}"
-        );
-    }
-
-    #[tokio::test]
-    async fn kill_ends_the_child_and_says_so() {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let mut handle = spawn(
-            &prepare(Some(&task(&["sleep", "30"])), &[], None).unwrap(),
-            "r",
-            "u",
-            tx,
-        )
-        .unwrap();
-        assert!(!handle.kill_requested());
-        handle.kill();
-        handle.kill();
-        let exit = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv())
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(exit.killed);
-        assert_eq!(exit.status, Ok(Exit::Process(ExitStatus::Signal(9))));
-    }
-
-    #[tokio::test]
-    async fn dropping_the_handle_does_not_kill_the_child() {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let handle = spawn(
-            &prepare(Some(&task(&["sh", "-c", "sleep 0.2; exit 4"])), &[], None).unwrap(),
-            "r",
-            "u",
-            tx,
-        )
-        .unwrap();
-        drop(handle);
-        let exit = rx.recv().await.unwrap();
-        assert_eq!(exit.status, Ok(Exit::Process(ExitStatus::Code(4))));
-        assert!(!exit.killed);
-    }
-}
+mod tests;

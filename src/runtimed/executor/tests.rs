@@ -1,0 +1,341 @@
+use super::*;
+use k8s_openapi::api::core::v1::{EnvVarSource, ObjectFieldSelector};
+
+fn task(args: &[&str]) -> TaskMode {
+    TaskMode {
+        args: args.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn prepare_splits_program_and_args_and_keeps_plain_env() {
+    let mut t = task(&["sh", "-c", "exit 3"]);
+    let env = vec![
+        EnvVar {
+            name: "A".into(),
+            value: Some("1".into()),
+            value_from: None,
+        },
+        EnvVar {
+            name: "EMPTY".into(),
+            value: None,
+            value_from: None,
+        },
+    ];
+    t.working_dir = Some("/tmp".into());
+    let p = prepare(Some(&t), &env, None).unwrap();
+    assert_eq!(p.program, "sh");
+    assert_eq!(p.args, ["-c", "exit 3"]);
+    assert_eq!(
+        p.env,
+        [
+            ("A".to_string(), "1".to_string()),
+            ("EMPTY".to_string(), String::new())
+        ]
+    );
+    assert_eq!(p.working_dir.as_deref(), Some("/tmp"));
+}
+
+#[test]
+fn prepare_runs_the_entrypoint_with_every_arg() {
+    let mut t = task(&["--epochs", "3"]);
+    t.entrypoint = Some("train.sh".into());
+    let p = prepare(Some(&t), &[], None).unwrap();
+    assert_eq!(
+        (p.program.as_str(), p.args),
+        ("./train.sh", vec!["--epochs".to_string(), "3".to_string()])
+    );
+    let git = CodeSource {
+        repo_url: Some("https://example.com/repo.git".into()),
+        ..Default::default()
+    };
+    let err = prepare(Some(&t), &[], Some(&git)).unwrap_err();
+    assert_eq!(err, TaskError::GitSource);
+    assert!(
+        err.to_string().starts_with("spec.source.repoURL: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_inline_script_is_the_task_in_the_file_script() {
+    let mut t = task(&["--ignored"]);
+    t.entrypoint = Some("ignored.sh".into());
+    let inline = |text: &str| CodeSource {
+        inline: Some(text.into()),
+        ..Default::default()
+    };
+    // Without a #! line the shell reads it; with one it is the program.
+    let p = prepare(Some(&t), &[], Some(&inline("echo hi"))).unwrap();
+    assert_eq!(
+        (p.program.as_str(), p.args.as_slice()),
+        ("sh", &["script".to_string()][..])
+    );
+    assert_eq!(p.entrypoint.as_deref(), Some("script"));
+    assert_eq!(
+        p.source,
+        Some(SourceFile {
+            path: "script".into(),
+            text: "echo hi".into(),
+            executable: false
+        })
+    );
+    let p = prepare(Some(&t), &[], Some(&inline("#!/bin/sh\necho hi"))).unwrap();
+    assert_eq!((p.program.as_str(), p.args.len()), ("./script", 0));
+    assert!(p.source.unwrap().executable);
+    // The Go project's style: an empty task with an inline source.
+    let p = prepare(Some(&TaskMode::default()), &[], Some(&inline("true"))).unwrap();
+    assert_eq!(p.entrypoint.as_deref(), Some("script"));
+}
+
+#[test]
+fn an_entrypoint_outside_the_runs_directory_is_refused_naming_the_field() {
+    for bad in ["/bin/sh", "../up.sh", "a/../../b.sh", ".", "./"] {
+        let mut t = task(&[]);
+        t.entrypoint = Some(bad.into());
+        let err = prepare(Some(&t), &[], None).unwrap_err();
+        assert_eq!(err, TaskError::Entrypoint(bad.into()));
+        assert!(
+            err.to_string().starts_with("spec.mode.task.entrypoint "),
+            "{err}"
+        );
+    }
+    for good in ["main.sh", "./main.sh", "bin/run"] {
+        let mut t = task(&[]);
+        t.entrypoint = Some(good.into());
+        assert!(prepare(Some(&t), &[], None).is_ok(), "{good}");
+    }
+}
+
+#[test]
+fn a_registration_digest_is_stable_and_changes_with_what_defines_it() {
+    let function = crate::api::FunctionMode {
+        handler: Some("hello.greet".into()),
+        idle_timeout_seconds: Some(60),
+    };
+    let source = CodeSource {
+        inline: Some("greet() { echo hi; }".into()),
+        inline_path: Some("hello.sh".into()),
+        ..Default::default()
+    };
+    let env = |v: &str| {
+        vec![EnvVar {
+            name: "A".into(),
+            value: Some(v.into()),
+            value_from: None,
+        }]
+    };
+    let digest = |function: &crate::api::FunctionMode, env: &[EnvVar], source: &CodeSource| {
+        let p = prepare_function(function, env, Some(source)).unwrap();
+        p.function.unwrap().digest
+    };
+    let first = digest(&function, &env("1"), &source);
+    assert!(first.starts_with("sha256:") && first.len() == 71, "{first}");
+    assert!(first.len() <= 128, "the Bash runtime server's bound");
+    assert_eq!(first, digest(&function, &env("1"), &source), "stable");
+    assert_ne!(first, digest(&function, &env("2"), &source));
+    let other_source = CodeSource {
+        inline: Some("greet() { echo bye; }".into()),
+        ..source.clone()
+    };
+    assert_ne!(first, digest(&function, &env("1"), &other_source));
+    let other_idle = crate::api::FunctionMode {
+        idle_timeout_seconds: Some(61),
+        ..function.clone()
+    };
+    assert_ne!(first, digest(&other_idle, &env("1"), &source));
+    let p = prepare_function(&function, &env("1"), Some(&source)).unwrap();
+    assert_eq!(
+        p.source.map(|s| (s.path, s.executable)),
+        Some(("hello.sh".to_string(), false))
+    );
+}
+
+#[test]
+fn prepare_refuses_missing_tasks_empty_args_and_value_from() {
+    assert_eq!(prepare(None, &[], None), Err(TaskError::NoTask));
+    assert_eq!(
+        prepare(Some(&task(&[])), &[], None),
+        Err(TaskError::EmptyArgs)
+    );
+    let t = task(&["true"]);
+    let env = vec![EnvVar {
+        name: "NODE".into(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: "spec.nodeName".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    }];
+    let err = prepare(Some(&t), &env, None).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "spec.env[\"NODE\"] uses valueFrom, which runtimed does not support; set a plain value instead"
+    );
+}
+
+#[test]
+fn exits_map_to_terminal_statuses() {
+    let ok = ExitStatus::Code(0).terminal();
+    assert_eq!(
+        (ok.outcome, ok.reason, ok.exit_code),
+        (Outcome::Succeeded, reasons::SUCCEEDED, Some(0))
+    );
+    let three = ExitStatus::Code(3).terminal();
+    assert_eq!(
+        (three.outcome, three.reason, three.exit_code),
+        (Outcome::Failed, reasons::EXIT_CODE, Some(3))
+    );
+    assert_eq!(three.message, "the process exited with code 3");
+    let killed = ExitStatus::Signal(9).terminal();
+    assert_eq!(
+        (killed.outcome, killed.exit_code),
+        (Outcome::Failed, Some(137))
+    );
+    assert_eq!(killed.message, "the process was terminated by signal 9");
+}
+
+async fn run_to_exit(t: &TaskMode, env: &[EnvVar]) -> ChildExit {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let _handle = spawn(
+        &prepare(Some(t), env, None).unwrap(),
+        "r",
+        "uid-1",
+        None,
+        tx,
+    )
+    .unwrap();
+    rx.recv().await.unwrap()
+}
+
+#[tokio::test]
+async fn spawn_reports_the_exit_code_with_env_and_working_dir_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = task(&[
+        "sh",
+        "-c",
+        "test \"$KR_X\" = hello && test \"$(pwd -P)\" = \"$KR_DIR\" && exit 3",
+    ]);
+    let real = dir.path().canonicalize().unwrap().display().to_string();
+    let env = vec![
+        EnvVar {
+            name: "KR_X".into(),
+            value: Some("hello".into()),
+            value_from: None,
+        },
+        EnvVar {
+            name: "KR_DIR".into(),
+            value: Some(real.clone()),
+            value_from: None,
+        },
+    ];
+    t.working_dir = Some(real);
+    let exit = run_to_exit(&t, &env).await;
+    assert_eq!(exit.uid, "uid-1");
+    assert_eq!(
+        exit.status,
+        Ok(Exit::Process(ExitStatus::Code(3))),
+        "env or workingDir were not applied"
+    );
+    assert!(!exit.killed);
+}
+
+#[tokio::test]
+async fn an_entrypoint_is_the_script_in_the_working_directory_not_a_program_on_path() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("step.sh");
+    std::fs::write(&script, "#!/bin/sh\nexit $1\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut t = task(&["5"]);
+    t.entrypoint = Some("step.sh".into());
+    t.working_dir = Some(dir.path().display().to_string());
+    let exit = run_to_exit(&t, &[]).await;
+    assert_eq!(exit.status, Ok(Exit::Process(ExitStatus::Code(5))));
+}
+
+#[tokio::test]
+async fn a_missing_executable_is_a_start_error_naming_it() {
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let t = prepare(
+        Some(&task(&["/nonexistent/kruntimes-no-such-program"])),
+        &[],
+        None,
+    )
+    .unwrap();
+    let err = spawn(&t, "r", "u", None, tx).unwrap_err().to_string();
+    assert!(
+        err.starts_with("cannot start \"/nonexistent/kruntimes-no-such-program\": No such file"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn kill_ends_the_child_and_says_so() {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut handle = spawn(
+        &prepare(Some(&task(&["sleep", "30"])), &[], None).unwrap(),
+        "r",
+        "u",
+        None,
+        tx,
+    )
+    .unwrap();
+    assert!(!handle.kill_requested());
+    handle.kill();
+    handle.kill();
+    let exit = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(exit.killed);
+    assert_eq!(exit.status, Ok(Exit::Process(ExitStatus::Signal(9))));
+}
+
+#[tokio::test]
+async fn dropping_the_handle_does_not_kill_the_child() {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let handle = spawn(
+        &prepare(Some(&task(&["sh", "-c", "sleep 0.2; exit 4"])), &[], None).unwrap(),
+        "r",
+        "u",
+        None,
+        tx,
+    )
+    .unwrap();
+    drop(handle);
+    let exit = rx.recv().await.unwrap();
+    assert_eq!(exit.status, Ok(Exit::Process(ExitStatus::Code(4))));
+    assert!(!exit.killed);
+}
+
+#[tokio::test]
+async fn a_childs_output_is_in_its_runs_log_before_its_exit_is_reported() {
+    let root = tempfile::tempdir().unwrap();
+    let logs = crate::runtimed::runlog::RunLogs::new(root.path());
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let script = "echo out; echo err >&2; exit 2";
+    let _handle = spawn(
+        &prepare(Some(&task(&["sh", "-c", script])), &[], None).unwrap(),
+        "r",
+        "u",
+        Some(logs.writer("r", "u")),
+        tx,
+    )
+    .unwrap();
+    let exit = rx.recv().await.unwrap();
+    assert_eq!(exit.status, Ok(Exit::Process(ExitStatus::Code(2))));
+    let log = root.path().join(".kruntimes/logs/r_u.log");
+    let mut lines: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    lines.sort();
+    assert_eq!(lines, ["err", "out"]);
+    assert!(log.with_extension("done").exists());
+}

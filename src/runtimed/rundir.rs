@@ -1,0 +1,259 @@
+//! A Run's directory on the Pod's workspace volume: `<root>/<run uid>` (`/workspace/<uid>` in
+//! a Runtime Pod, where the runtime server's container mounts the same volume). Before each
+//! attempt it is created, the Run's inline source is written into the working directory and the
+//! last attempt's outputs file is removed; after a successful attempt the outputs file
+//! (`$KRUNTIME_OUTPUTS`) is read; once the Run's last status has landed the directory is
+//! removed. It survives between the attempts of a Run, as the Go project keeps it.
+//!
+//! A Run that names a PersistentWorkspace works in that workspace's directory
+//! (`<root>/persistent/<name>`), which outlives it; its source is written there and its outputs
+//! file stays in the Run's own directory.
+//!
+//! [`Layout`] is pure (the paths, and the task's working directory and environment in them);
+//! [`Layout::create`], [`Layout::read_outputs`] and [`remove`] are the only file I/O of a Run's
+//! execution besides the process itself. Never talks to the API server or the runtime server.
+
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::path::{Component, Path, PathBuf};
+
+use super::executor::Prepared;
+use super::outputs::{self, OutputsError};
+
+/// The environment variable that names a PersistentWorkspace Run's workspace directory.
+pub const ENV_WORKSPACE: &str = "KRUNTIMES_WORKSPACE";
+
+/// Where one Run's files are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// `<root>/<uid>`: the outputs file, and the working directory unless a workspace is set.
+    pub run_dir: PathBuf,
+    /// Where the task runs and its source is written.
+    pub working_dir: PathBuf,
+    /// The PersistentWorkspace's directory, when the Run names one.
+    pub workspace: Option<PathBuf>,
+}
+
+/// Where the PersistentWorkspace `name` lives under the Pod's workspace volume `root`
+/// (`/workspace/persistent/<name>` with the default root, as its `status.path` says).
+pub fn workspace_dir(root: &Path, name: &str) -> PathBuf {
+    root.join("persistent").join(name)
+}
+
+impl Layout {
+    /// The files of the Run `uid` under the workspace volume `root`, in the PersistentWorkspace
+    /// `workspace` when it names one.
+    pub fn of(root: &Path, uid: &str, workspace: Option<&str>) -> Self {
+        let run_dir = root.join(uid);
+        let workspace = workspace.map(|name| workspace_dir(root, name));
+        Layout {
+            working_dir: workspace.clone().unwrap_or_else(|| run_dir.clone()),
+            run_dir,
+            workspace,
+        }
+    }
+
+    /// The file `$KRUNTIME_OUTPUTS` names.
+    pub fn outputs(&self) -> PathBuf {
+        self.run_dir.join(outputs::FILE)
+    }
+
+    /// `task` run in this layout: its working directory is the Run's (a relative
+    /// `mode.task.workingDir` is taken below it; an absolute one is kept), `KRUNTIME_OUTPUTS`
+    /// names the outputs file (over a value of the Run's own, as the Go project sets it), and
+    /// `KRUNTIMES_WORKSPACE` names a PersistentWorkspace's directory unless the Run sets it.
+    pub fn apply(&self, mut task: Prepared) -> Prepared {
+        let working_dir = match task.working_dir.as_deref() {
+            Some(d) if Path::new(d).is_absolute() => PathBuf::from(d),
+            Some(d) => self.working_dir.join(d),
+            None => self.working_dir.clone(),
+        };
+        task.working_dir = Some(working_dir.display().to_string());
+        task.env.retain(|(k, _)| k != outputs::ENV_OUTPUTS);
+        task.env.push((
+            outputs::ENV_OUTPUTS.to_string(),
+            self.outputs().display().to_string(),
+        ));
+        if let Some(dir) = &self.workspace
+            && !task.env.iter().any(|(k, _)| k == ENV_WORKSPACE)
+        {
+            task.env
+                .push((ENV_WORKSPACE.to_string(), dir.display().to_string()));
+        }
+        task
+    }
+
+    /// Makes the directories of an attempt of `task` (already [`Self::apply`]d): the Run's
+    /// and the working directory, the source file written (mode 0755 for a script that is the
+    /// program, else 0644) and the last attempt's outputs file removed. Why it cannot, as the
+    /// Run's `StartFailed` message.
+    pub fn create(&self, task: &Prepared) -> Result<(), String> {
+        let mounted = "(is the Pod's workspace volume mounted at --workspace-root?)";
+        for dir in [Some(&self.run_dir), self.workspace.as_ref()]
+            .into_iter()
+            .flatten()
+        {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                format!(
+                    "cannot create the directory {}: {e} {mounted}",
+                    dir.display()
+                )
+            })?;
+        }
+        match std::fs::remove_file(self.outputs()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(format!(
+                    "cannot remove the last attempt's outputs file {}: {e}",
+                    self.outputs().display()
+                ));
+            }
+            _ => {}
+        }
+        if let Some(source) = &task.source {
+            let relative = Path::new(&source.path);
+            // The API refuses other paths; a file outside the directory is never written.
+            if !relative
+                .components()
+                .all(|c| matches!(c, Component::Normal(_)))
+            {
+                return Err(format!(
+                    "spec.source.inlinePath {:?} must be a relative file path without '.' or '..' segments",
+                    source.path
+                ));
+            }
+            let file = self.working_dir.join(relative);
+            if let Some(parent) = file.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| {
+                    format!("cannot create the directory {}: {e}", parent.display())
+                })?;
+            }
+            write_file(&file, source.text.as_bytes(), source.executable).map_err(|e| {
+                format!("cannot write spec.source.inline to {}: {e}", file.display())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The outputs a successful attempt left in `$KRUNTIME_OUTPUTS` (none when it wrote no
+    /// file).
+    pub fn read_outputs(&self) -> Result<BTreeMap<String, String>, OutputsError> {
+        let mut bytes = Vec::new();
+        match std::fs::File::open(self.outputs()) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+            Err(_) => return Err(OutputsError::Unreadable),
+            Ok(file) => {
+                // One byte more than the bound tells a file that is too large.
+                file.take(outputs::MAX_FILE_BYTES as u64 + 1)
+                    .read_to_end(&mut bytes)
+                    .map_err(|_| OutputsError::Unreadable)?;
+            }
+        }
+        outputs::parse(&bytes)
+    }
+}
+
+/// Removes the directory of the Run `uid` (its last status has landed, or it is gone). A
+/// PersistentWorkspace's directory is elsewhere and stays.
+pub fn remove(root: &Path, uid: &str) {
+    let dir = root.join(uid);
+    if let Err(e) = std::fs::remove_dir_all(&dir)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(
+            "cannot remove the directory {} of a finished Run: {e}",
+            dir.display()
+        );
+    }
+}
+
+fn write_file(path: &Path, bytes: &[u8], executable: bool) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mode = if executable { 0o755 } else { 0o644 };
+    // Written anew each attempt: a retried Run runs the same source.
+    let _ = std::fs::remove_file(path);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)?;
+    file.write_all(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{CodeSource, TaskMode};
+    use crate::runtimed::executor::prepare;
+
+    fn task(args: &[&str]) -> TaskMode {
+        TaskMode {
+            args: args.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_run_works_in_its_own_directory_with_the_outputs_file_named() {
+        let layout = Layout::of(Path::new("/w"), "u1", None);
+        let p = layout.apply(prepare(Some(&task(&["make"])), &[], None).unwrap());
+        assert_eq!(p.working_dir.as_deref(), Some("/w/u1"));
+        assert_eq!(
+            p.env,
+            [("KRUNTIME_OUTPUTS".to_string(), "/w/u1/outputs".to_string())]
+        );
+    }
+
+    #[test]
+    fn a_workspace_task_runs_in_its_directory_with_the_variable_set() {
+        let root = Path::new("/w");
+        assert_eq!(workspace_dir(root, "ws"), Path::new("/w/persistent/ws"));
+        let layout = Layout::of(root, "u1", Some("ws"));
+        let p = layout.apply(prepare(Some(&task(&["make"])), &[], None).unwrap());
+        assert_eq!(p.working_dir.as_deref(), Some("/w/persistent/ws"));
+        assert_eq!(
+            p.env,
+            [
+                ("KRUNTIME_OUTPUTS".to_string(), "/w/u1/outputs".to_string()),
+                (
+                    "KRUNTIMES_WORKSPACE".to_string(),
+                    "/w/persistent/ws".to_string()
+                ),
+            ]
+        );
+        let mut t = task(&["make"]);
+        t.working_dir = Some("src".into());
+        let p = layout.apply(prepare(Some(&t), &[], None).unwrap());
+        assert_eq!(p.working_dir.as_deref(), Some("/w/persistent/ws/src"));
+        t.working_dir = Some("/elsewhere".into());
+        let p = layout.apply(prepare(Some(&t), &[], None).unwrap());
+        assert_eq!(p.working_dir.as_deref(), Some("/elsewhere"));
+    }
+
+    #[test]
+    fn create_writes_the_source_removes_old_outputs_and_remove_takes_the_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let layout = Layout::of(root.path(), "u1", None);
+        let source = CodeSource {
+            inline: Some("#!/bin/sh\necho hi\n".into()),
+            ..Default::default()
+        };
+        let p = layout.apply(prepare(Some(&TaskMode::default()), &[], Some(&source)).unwrap());
+        layout.create(&p).unwrap();
+        let script = root.path().join("u1/script");
+        assert_eq!(
+            std::fs::read_to_string(&script).unwrap(),
+            "#!/bin/sh\necho hi\n"
+        );
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&script).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o755);
+        std::fs::write(layout.outputs(), "a=1\n").unwrap();
+        assert_eq!(layout.read_outputs().unwrap().len(), 1);
+        // The next attempt starts without the last one's outputs.
+        layout.create(&p).unwrap();
+        assert!(layout.read_outputs().unwrap().is_empty());
+        remove(root.path(), "u1");
+        assert!(!root.path().join("u1").exists());
+    }
+}

@@ -1,0 +1,384 @@
+//! The execution logs of this Pod's Runs: each Run's stdout and stderr, line by line, in
+//! `<workspace-root>/.kruntimes/logs/<run name>_<run uid>.log` on the Pod's workspace volume, so
+//! they survive a runtimed restart and outlive the Run's own directory while the Pod lives;
+//! served by `GET /logs/<run>` on runtimed's probe port, which people reach through the API
+//! server's Pod proxy (`kubectl kruntimes logs run/NAME`), so RBAC on `pods/proxy` decides who
+//! may read, as for `invoke`.
+//!
+//! Bounded: a log that grows over [`MAX_BYTES`] is rotated once (the older part kept as
+//! `.log.1`), so a Run keeps at most twice that; the logs of at most [`MAX_LOGS`] Runs are
+//! kept, the least recently written removed first. A `.done` file marks a log whose execution
+//! ended, where a follower stops; the next attempt of a retried Run removes it and goes on
+//! writing the same log.
+//!
+//! Owns these files and the route. The lines come from the executor (a child's output as it
+//! is written) and the runtime server's results (an execution's output at its end). Never
+//! talks to the API server.
+
+use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+/// A log is rotated once it is larger than this.
+pub const MAX_BYTES: u64 = 1 << 20;
+/// The logs of at most this many Runs are kept.
+pub const MAX_LOGS: usize = 256;
+/// How often a follower looks for more.
+const FOLLOW_EVERY: Duration = Duration::from_millis(200);
+
+/// Where this Pod's Run logs are.
+#[derive(Debug, Clone)]
+pub struct RunLogs {
+    dir: PathBuf,
+}
+
+/// One Run's log, open for writing; shared by the streams of one execution.
+pub type SharedWriter = Arc<Mutex<LogWriter>>;
+
+impl RunLogs {
+    /// The logs kept under the workspace volume `root`.
+    pub fn new(root: &Path) -> Self {
+        RunLogs {
+            dir: root.join(".kruntimes").join("logs"),
+        }
+    }
+
+    fn path(&self, name: &str, uid: &str) -> PathBuf {
+        self.dir.join(format!("{name}_{uid}.log"))
+    }
+
+    /// The writer of an execution of the Run `name` (`uid`): appends to its log, after the
+    /// earlier attempts' lines. A log that cannot be written is logged once and skipped: the
+    /// Run runs all the same.
+    pub fn writer(&self, name: &str, uid: &str) -> SharedWriter {
+        let path = self.path(name, uid);
+        let _ = std::fs::remove_file(done_marker(&path));
+        let file = std::fs::create_dir_all(&self.dir)
+            .and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+            })
+            .map_err(|e| {
+                tracing::warn!(run = %name, "cannot write the log of Run {name} to {}: {e}", path.display());
+            })
+            .ok();
+        let written = file
+            .as_ref()
+            .and_then(|f| f.metadata().ok())
+            .map_or(0, |m| m.len());
+        self.prune();
+        Arc::new(Mutex::new(LogWriter {
+            path,
+            file,
+            written,
+        }))
+    }
+
+    /// Removes the least recently written logs beyond [`MAX_LOGS`].
+    fn prune(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let mut logs: Vec<(std::time::SystemTime, PathBuf)> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "log"))
+            .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
+            .collect();
+        if logs.len() <= MAX_LOGS {
+            return;
+        }
+        logs.sort();
+        for (_, path) in &logs[..logs.len() - MAX_LOGS] {
+            for file in [path.clone(), rotated(path), done_marker(path)] {
+                let _ = std::fs::remove_file(file);
+            }
+        }
+    }
+
+    /// The newest log of the Run named `name` (a Run deleted and created again has a new UID).
+    fn find(&self, name: &str) -> Option<PathBuf> {
+        let prefix = format!("{name}_");
+        std::fs::read_dir(&self.dir)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.extension().is_some_and(|x| x == "log")
+                    && p.file_name()
+                        .and_then(|f| f.to_str())
+                        .and_then(|f| f.strip_prefix(&prefix))
+                        // A UID has no `_`: `a_b`'s log is not `a`'s.
+                        .is_some_and(|rest| !rest.contains('_'))
+            })
+            .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
+            .max()
+            .map(|(_, p)| p)
+    }
+}
+
+/// An open log.
+#[derive(Debug)]
+pub struct LogWriter {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+    written: u64,
+}
+
+impl LogWriter {
+    /// Appends one line (a newline is added).
+    pub fn line(&mut self, line: &str) {
+        if self.written > MAX_BYTES {
+            self.rotate();
+        }
+        let Some(file) = self.file.as_mut() else {
+            return;
+        };
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        match file.write_all(&bytes) {
+            Ok(()) => self.written += bytes.len() as u64,
+            Err(e) => {
+                tracing::warn!(
+                    "cannot write to {}: {e}; the rest of this log is skipped",
+                    self.path.display()
+                );
+                self.file = None;
+            }
+        }
+    }
+
+    /// Appends every line of `text`.
+    pub fn text(&mut self, text: &str) {
+        for line in text.lines() {
+            self.line(line);
+        }
+    }
+
+    /// The execution ended: a follower stops at the end of what is written.
+    pub fn done(&mut self) {
+        let _ = std::fs::write(done_marker(&self.path), b"");
+    }
+
+    fn rotate(&mut self) {
+        self.file = std::fs::rename(&self.path, rotated(&self.path))
+            .and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&self.path)
+            })
+            .map_err(|e| tracing::warn!("cannot rotate {}: {e}", self.path.display()))
+            .ok();
+        self.written = 0;
+    }
+}
+
+fn rotated(path: &Path) -> PathBuf {
+    path.with_extension("log.1")
+}
+
+fn done_marker(path: &Path) -> PathBuf {
+    path.with_extension("done")
+}
+
+/// `?follow=true&tailLines=N`, as the kubelet's container log endpoint takes them.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogQuery {
+    #[serde(default)]
+    pub follow: bool,
+    pub tail_lines: Option<usize>,
+}
+
+/// The `/logs/<run>` route over `logs`.
+pub fn routes(logs: RunLogs) -> Router {
+    Router::new()
+        .route("/logs/{run}", get(serve))
+        .with_state(logs)
+}
+
+async fn serve(
+    State(logs): State<RunLogs>,
+    UrlPath(run): UrlPath<String>,
+    Query(query): Query<LogQuery>,
+) -> Response {
+    let Some(path) = logs.find(&run) else {
+        return (
+            StatusCode::NOT_FOUND,
+            format!("Run {run} has no log on this Runtime Pod (it has not run here, or its log was removed)\n"),
+        )
+            .into_response();
+    };
+    let head = match read_head(&path, query.tail_lines) {
+        Ok(head) => head,
+        Err(e) => {
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot read the log of Run {run}: {e}\n"),
+            )
+                .into_response();
+        }
+    };
+    let body = match query.follow {
+        false => Body::from(head.bytes),
+        true => Body::from_stream(follow(path, head)),
+    };
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response()
+}
+
+/// What a request reads first: the log's lines (the last `tail` of them, counting the rotated
+/// part too), and how far into the current file that is.
+struct Head {
+    bytes: Vec<u8>,
+    offset: u64,
+}
+
+fn read_head(path: &Path, tail: Option<usize>) -> std::io::Result<Head> {
+    let mut bytes = std::fs::read(rotated(path)).unwrap_or_default();
+    let current = std::fs::read(path)?;
+    let offset = current.len() as u64;
+    bytes.extend_from_slice(&current);
+    if let Some(n) = tail {
+        bytes = last_lines(&bytes, n).to_vec();
+    }
+    Ok(Head { bytes, offset })
+}
+
+/// The last `n` lines of `bytes` (a final line without a newline counts).
+fn last_lines(bytes: &[u8], n: usize) -> &[u8] {
+    if n == 0 {
+        return &[];
+    }
+    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let start = body
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, b)| **b == b'\n')
+        .nth(n - 1)
+        .map_or(0, |(i, _)| i + 1);
+    &bytes[start..]
+}
+
+/// The head, then whatever is appended, until the execution is done and all of it is sent
+/// (or the client goes away, which drops this stream).
+fn follow(
+    path: PathBuf,
+    head: Head,
+) -> impl futures::Stream<Item = std::io::Result<Vec<u8>>> + Send + 'static {
+    futures::stream::unfold(
+        (path, Some(head.bytes), head.offset, false),
+        |(path, first, mut offset, finished)| async move {
+            if let Some(bytes) = first {
+                return Some((Ok(bytes), (path, None, offset, false)));
+            }
+            if finished {
+                return None;
+            }
+            loop {
+                // Read the marker before the file: lines written before it are then read.
+                let done = done_marker(&path).exists();
+                let more = read_from(&path, &mut offset);
+                match more {
+                    Ok(bytes) if !bytes.is_empty() => {
+                        return Some((Ok(bytes), (path, None, offset, false)));
+                    }
+                    Ok(_) if done => return None,
+                    Ok(_) => tokio::time::sleep(FOLLOW_EVERY).await,
+                    Err(e) => return Some((Err(e), (path, None, offset, true))),
+                }
+            }
+        },
+    )
+}
+
+/// What was appended to `path` since `offset` (from the start when the log was rotated).
+fn read_from(path: &Path, offset: &mut u64) -> std::io::Result<Vec<u8>> {
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    if len < *offset {
+        *offset = 0;
+    }
+    file.seek(SeekFrom::Start(*offset))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    *offset += bytes.len() as u64;
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_counts_lines_from_the_end() {
+        assert_eq!(last_lines(b"a\nb\nc\n", 2), b"b\nc\n");
+        assert_eq!(last_lines(b"a\nb\nc", 2), b"b\nc");
+        assert_eq!(last_lines(b"a\nb\n", 5), b"a\nb\n");
+        assert_eq!(last_lines(b"a\nb\n", 0), b"");
+    }
+
+    #[test]
+    fn a_run_keeps_its_lines_across_attempts_and_rotation_bounds_it() {
+        let root = tempfile::tempdir().unwrap();
+        let logs = RunLogs::new(root.path());
+        let w = logs.writer("job", "u1");
+        w.lock().unwrap().line("attempt 1");
+        w.lock().unwrap().done();
+        let path = logs.find("job").unwrap();
+        assert!(done_marker(&path).exists());
+        // The next attempt goes on in the same log, no longer done.
+        let w = logs.writer("job", "u1");
+        assert!(!done_marker(&path).exists());
+        w.lock().unwrap().text("attempt 2\nline 2\n");
+        let head = read_head(&path, None).unwrap();
+        assert_eq!(head.bytes, b"attempt 1\nattempt 2\nline 2\n");
+        assert_eq!(read_head(&path, Some(1)).unwrap().bytes, b"line 2\n");
+        // Another Run whose name starts the same is not this one.
+        logs.writer("job_x", "u2").lock().unwrap().line("other");
+        assert_eq!(logs.find("job"), Some(path.clone()));
+
+        let line = "x".repeat(1023);
+        for _ in 0..(2 * MAX_BYTES / 1024 + 8) {
+            w.lock().unwrap().line(&line);
+        }
+        let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+        assert!(size(&path) <= MAX_BYTES + 1024, "{}", size(&path));
+        assert!(size(&rotated(&path)) <= MAX_BYTES + 1024);
+        assert!(size(&rotated(&path)) > 0, "rotated once");
+    }
+
+    #[tokio::test]
+    async fn a_follower_gets_what_is_appended_and_stops_when_done() {
+        use futures::StreamExt as _;
+        let root = tempfile::tempdir().unwrap();
+        let logs = RunLogs::new(root.path());
+        let w = logs.writer("job", "u1");
+        w.lock().unwrap().line("one");
+        let path = logs.find("job").unwrap();
+        let head = read_head(&path, None).unwrap();
+        let writer = w.clone();
+        let task = tokio::spawn(async move {
+            follow(path, head)
+                .map(|chunk| chunk.unwrap())
+                .concat()
+                .await
+        });
+        tokio::time::sleep(FOLLOW_EVERY * 2).await;
+        writer.lock().unwrap().line("two");
+        writer.lock().unwrap().done();
+        assert_eq!(task.await.unwrap(), b"one\ntwo\n");
+    }
+}

@@ -1,0 +1,294 @@
+//! The execution contract as the Go project defines it, on every backend runtimed has: that
+//! project's own Bash runtime server (built unchanged, `../shared/runtimes`), the tests'
+//! runtime server and runtimed's own child processes. A Run written for that project (an empty
+//! `mode.task` with `source.inline`) runs its script in its own directory `<workspace>/<uid>`;
+//! the `KEY=VALUE` lines it leaves in `$KRUNTIME_OUTPUTS` become `status.outputs` (never its
+//! stdout); invalid or too large outputs end it Failed with `OutputsInvalid` or
+//! `OutputsTooLarge`, not retried; and its directory is gone once its status is written. A
+//! function Run's inline source registers on the Bash server (with the attempt and digest it
+//! requires), is invoked, and registers again after a runtimed restart.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kube::ResourceExt;
+
+use kruntimes::api::status::{self, reasons};
+use kruntimes::api::{Run, RunPhase};
+use kruntimes::testing::run;
+use support::pool::{HEARTBEAT, Pool};
+use support::world::{Create, RuntimeServerProcess, SchedulerProcess, TestNs, eventually};
+
+/// How runtimed executes Runs in a scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    /// The Go project's Bash runtime server.
+    Bash,
+    /// The tests' runtime server.
+    Ours,
+    /// runtimed's own child processes.
+    Child,
+}
+
+/// A Runtime of one Pod with `runs: 2`, its runtimed, its runtime server (none for
+/// [`Backend::Child`]) and the scheduler.
+struct Scenario {
+    pool: Pool,
+    server: Option<RuntimeServerProcess>,
+    /// runtimed's probe port (also its `/invoke/<run>`).
+    probe: u16,
+    _scheduler: SchedulerProcess,
+}
+
+impl Scenario {
+    async fn start(prefix: &str, backend: Backend) -> Self {
+        let ns = TestNs::new(prefix).await;
+        let scheduler = SchedulerProcess::start(&ns.name, 2, None, prefix).await;
+        let server = match backend {
+            Backend::Bash => Some(RuntimeServerProcess::start_bash().await),
+            Backend::Ours => Some(RuntimeServerProcess::start().await),
+            Backend::Child => None,
+        };
+        let probe = support::free_port();
+        let bind = format!("127.0.0.1:{probe}");
+        let mut args: Vec<&str> = HEARTBEAT.to_vec();
+        args.extend(["--health-probe-bind-address", bind.as_str()]);
+        if let Some(server) = &server {
+            args.extend(server.flag());
+        }
+        let pool = Pool::start(&ns, "pool", 1, &[("runs", 2)], &args).await;
+        Scenario {
+            pool,
+            server,
+            probe,
+            _scheduler: scheduler,
+        }
+    }
+
+    fn ns(&self) -> &TestNs {
+        &self.pool.ns
+    }
+
+    /// The workspace volume runtimed (and its server) work in.
+    fn workspace(&self) -> PathBuf {
+        match &self.server {
+            Some(server) => server.workspace().to_path_buf(),
+            None => self.pool.agent().workspace(),
+        }
+    }
+
+    /// Waits until every Run named in `names` is terminal; returns them by name.
+    async fn terminal(&self, names: &[&str]) -> BTreeMap<String, Run> {
+        self.ns()
+            .wait_runs(Duration::from_secs(90), "the Runs to end", |runs| {
+                let ended: BTreeMap<String, Run> = runs
+                    .iter()
+                    .filter(|r| names.contains(&r.name_any().as_str()) && r.phase().is_terminal())
+                    .map(|r| (r.name_any(), r.clone()))
+                    .collect();
+                (ended.len() == names.len()).then_some(ended)
+            })
+            .await
+    }
+
+    /// Waits until no Run of `runs` has a directory in the workspace any more.
+    async fn directories_removed(&self, runs: impl IntoIterator<Item = &Run>) {
+        let dirs: Vec<PathBuf> = runs
+            .into_iter()
+            .map(|r| self.workspace().join(r.uid().expect("a stored Run")))
+            .collect();
+        eventually(
+            Duration::from_secs(30),
+            "the Runs' directories to be removed",
+            async || match dirs.iter().filter(|d| d.exists()).collect::<Vec<_>>() {
+                left if left.is_empty() => Ok(()),
+                left => Err(format!("{left:?}")),
+            },
+        )
+        .await;
+    }
+}
+
+fn status_of(run: &Run) -> &kruntimes::api::RunStatus {
+    run.status.as_ref().expect("a terminal Run has a status")
+}
+
+fn outputs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Inline scripts and their outputs on `backend`: see the module's doc.
+async fn inline_scripts_report_their_outputs(prefix: &str, backend: Backend) {
+    let scenario = Scenario::start(prefix, backend).await;
+    let ns = scenario.ns();
+    let script = "echo hello\necho \"answer=$((6*7))\" >> \"$KRUNTIME_OUTPUTS\"\necho \"dir=$(pwd)\" >> \"$KRUNTIME_OUTPUTS\"\n";
+    run("answer")
+        .runtime("pool")
+        .inline(script)
+        .create(ns)
+        .await;
+    run("args")
+        .runtime("pool")
+        .task(&["sh", "-c", "echo 'x = 1' > \"$KRUNTIME_OUTPUTS\""])
+        .create(ns)
+        .await;
+    // Retries allowed, and still one attempt: the same script writes the same file again.
+    run("invalid")
+        .runtime("pool")
+        .inline("echo 'not key value' > \"$KRUNTIME_OUTPUTS\"")
+        .retry_policy(3, "1s")
+        .create(ns)
+        .await;
+    run("too-large")
+        .runtime("pool")
+        .inline("for i in $(seq 1 65); do echo \"k$i=v\" >> \"$KRUNTIME_OUTPUTS\"; done")
+        .create(ns)
+        .await;
+    run("fails")
+        .runtime("pool")
+        .inline("echo oops >&2\nexit 3")
+        .create(ns)
+        .await;
+    let ended = scenario
+        .terminal(&["answer", "args", "invalid", "too-large", "fails"])
+        .await;
+
+    let answer = &ended["answer"];
+    let s = status_of(answer);
+    assert_eq!(answer.phase(), RunPhase::Succeeded, "{s:?}");
+    assert_eq!(s.message.as_deref(), Some(status::SUCCESS_MESSAGE));
+    let dir = scenario.workspace().join(answer.uid().unwrap());
+    assert_eq!(
+        s.outputs,
+        outputs(&[("answer", "42"), ("dir", &dir.display().to_string())]),
+        "the outputs file's pairs, run in the Run's own directory, and no stdout"
+    );
+    assert_eq!(status_of(&ended["args"]).outputs, outputs(&[("x", "1")]));
+
+    for (name, reason, message) in [
+        (
+            "invalid",
+            reasons::OUTPUTS_INVALID,
+            "$KRUNTIME_OUTPUTS line 1 is not KEY=VALUE",
+        ),
+        (
+            "too-large",
+            reasons::OUTPUTS_TOO_LARGE,
+            "$KRUNTIME_OUTPUTS has more than 64 keys",
+        ),
+    ] {
+        let r = &ended[name];
+        let s = status_of(r);
+        assert_eq!(
+            (r.phase(), s.reason.as_deref(), s.message.as_deref()),
+            (RunPhase::Failed, Some(reason), Some(message)),
+            "{name}: {s:?}"
+        );
+        assert_eq!(s.attempt, Some(1), "{name} was retried: {s:?}");
+        assert!(s.outputs.is_empty(), "{name}: {s:?}");
+    }
+    let fails = status_of(&ended["fails"]);
+    assert_eq!(
+        (fails.exit_code, fails.reason.as_deref()),
+        (Some(3), Some(reasons::EXIT_CODE)),
+        "{fails:?}"
+    );
+    assert!(fails.outputs.is_empty(), "{fails:?}");
+
+    scenario.directories_removed(ended.values()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_scripts_report_their_outputs_on_the_go_projects_bash_runtime_server() {
+    inline_scripts_report_their_outputs("exec-bash", Backend::Bash).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_scripts_report_their_outputs_on_the_tests_runtime_server() {
+    inline_scripts_report_their_outputs("exec-ours", Backend::Ours).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_scripts_report_their_outputs_as_runtimeds_own_processes() {
+    inline_scripts_report_their_outputs("exec-child", Backend::Child).await;
+}
+
+/// A function Run's inline source on the Go project's Bash runtime server: written to its
+/// `inlinePath`, registered (attempt and digest), Ready, invoked through runtimed; a runtimed
+/// that crashes and starts again registers it again (the same attempt and digest, so the
+/// server keeps it) and serves it; cancel unregisters it and its directory goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inline_function_registers_on_the_bash_runtime_server_and_again_after_a_restart() {
+    let mut scenario = Scenario::start("exec-function", Backend::Bash).await;
+    let ns = scenario.ns().clone();
+    run("greet")
+        .runtime("pool")
+        .inline_function(
+            "lib/hello.greet",
+            "lib/hello.sh",
+            "greet() { echo \"hello $1\"; }\n",
+        )
+        .create(&ns)
+        .await;
+    let within = Duration::from_secs(60);
+    let ready = ns
+        .wait_runs(within, "greet Ready", |runs| {
+            runs.iter()
+                .find(|r| r.name_any() == "greet")
+                .filter(|r| r.phase() == RunPhase::Ready || r.phase().is_terminal())
+                .cloned()
+        })
+        .await;
+    assert_eq!(
+        ready.phase(),
+        RunPhase::Ready,
+        "{:?}\n{}",
+        ready.status,
+        scenario.pool.agent().log_tail()
+    );
+    let probe = scenario.probe;
+    let invoke = async |input: &'static [u8]| {
+        eventually(
+            Duration::from_secs(30),
+            "runtimed to serve the Ready Run",
+            async || match support::world::http_post(probe, "/invoke/greet", input).await {
+                Ok((200, body)) => Ok(body),
+                other => Err(format!("{other:?}")),
+            },
+        )
+        .await
+    };
+    assert_eq!(invoke(b"\"world\"").await.trim_end(), "hello \"world\"");
+
+    let pod = scenario.pool.pod().to_string();
+    scenario
+        .pool
+        .agents
+        .get_mut(&pod)
+        .expect("a runtimed")
+        .crash();
+    scenario.pool.restart(&pod);
+    assert_eq!(invoke(b"\"again\"").await.trim_end(), "hello \"again\"");
+    let run_now = ns.get_run("greet").await;
+    assert_eq!(run_now.phase(), RunPhase::Ready);
+    assert_eq!(run_now.status.as_ref().and_then(|s| s.attempt), Some(1));
+
+    let runs: kube::Api<Run> = kube::Api::namespaced(ns.client.clone(), &ns.name);
+    let patch = serde_json::json!({"spec": {"cancelRequested": true}});
+    runs.patch(
+        "greet",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+    let ended = scenario.terminal(&["greet"]).await;
+    assert_eq!(ended["greet"].phase(), RunPhase::Cancelled);
+    scenario.directories_removed(ended.values()).await;
+}
