@@ -114,6 +114,12 @@ pub enum Command {
         after_help = "Examples:\n  kubectl kruntimes invoke run/echo --data hello\n  kubectl kruntimes invoke run/resize -n team-a --data @image.png > out.png\n  echo '{\"x\": 1}' | kubectl kruntimes invoke run/handler --data -"
     )]
     Invoke(InvokeArgs),
+    /// Print a Run's output (stdout and stderr, as its runtimed keeps them on the Pod's
+    /// workspace volume), read through the API server's Pod proxy like invoke.
+    #[command(
+        after_help = "Examples:\n  kubectl kruntimes logs run/train-1\n  kubectl kruntimes logs run/train-1 -n team-a -f\n  kubectl kruntimes logs run train-1 --tail 20"
+    )]
+    Logs(LogsArgs),
     /// Cancel Runs: sets spec.cancelRequested (one way); a Pending Run ends in the scheduler,
     /// a Scheduled or Running one once runtimed has stopped it.
     #[command(
@@ -365,6 +371,7 @@ impl Command {
             | Command::Install(_)
             | Command::Explain(_)
             | Command::Invoke(_)
+            | Command::Logs(_)
             | Command::Cancel(_)
             | Command::Status(_)
             | Command::Completion(_)
@@ -427,6 +434,23 @@ pub struct InvokeArgs {
     /// takes only application/json).
     #[arg(long, default_value = crate::api::DEFAULT_INVOKE_CONTENT_TYPE, value_name = "TYPE")]
     pub content_type: String,
+}
+
+/// `logs run/NAME`: which Run's output, and how much.
+#[derive(Debug, Clone, Args)]
+pub struct LogsArgs {
+    /// The Run: `run/NAME`, `runs/NAME`, or `run NAME`.
+    #[arg(value_name = "run/NAME")]
+    pub target: String,
+    /// The Run's name, when the first argument is `run` or `runs`.
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// Keep printing what the Run writes until its execution ends.
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+    /// Only the last N lines (-1: all).
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true, value_name = "N")]
+    pub tail: i64,
 }
 
 /// `status [RUNTIME]`: which pool to show and how.

@@ -18,6 +18,7 @@ pub mod install;
 pub mod invoke;
 pub mod kubeclient;
 pub mod logging;
+pub mod logs;
 pub mod manager;
 pub mod metrics;
 pub mod output;

@@ -19,6 +19,7 @@ async fn main() -> ExitCode {
         Command::Explain(args) => kruntimes::explain::exec(&cli.global, args).await,
         Command::Status(args) => kruntimes::status::exec(&cli.global, args).await,
         Command::Invoke(args) => kruntimes::invoke::exec(&cli.global, args).await,
+        Command::Logs(args) => kruntimes::logs::exec(&cli.global, args).await,
         Command::Scheduler(SchedulerCommand::Run(args)) => {
             kruntimes::manager::exec(&cli.global, args).await
         }

@@ -456,6 +456,17 @@ async fn runtime_server_sidecar(cluster: &Cluster) {
         log.contains("[hello] 42 on"),
         "runtimed logs the execution's output: {log}"
     );
+    // The Run's own log, through the API server's Pod proxy.
+    let out = cluster.kruntimes(&["logs", "run/hello", "-n", &ns.name]);
+    assert!(
+        out.status.success(),
+        "logs: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("42 on {pod}\n")
+    );
     eprintln!("runtime server sidecar: {checked} Run events checked for overcommit");
 
     // A function Run: Ready, invoked through the API server's Pod proxy, then its Pod is

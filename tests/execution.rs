@@ -6,7 +6,9 @@
 //! stdout); invalid or too large outputs end it Failed with `OutputsInvalid` or
 //! `OutputsTooLarge`, not retried; and its directory is gone once its status is written. A
 //! function Run's inline source registers on the Bash server (with the attempt and digest it
-//! requires), is invoked, and registers again after a runtimed restart.
+//! requires), is invoked, and registers again after a runtimed restart. A Run's stdout and
+//! stderr are its log at runtimed's `/logs/<run>` (what `kubectl kruntimes logs` reads), live
+//! for a child, at the end for a server, and after the Run's directory is gone.
 
 mod support;
 
@@ -60,6 +62,15 @@ impl Scenario {
             args.extend(server.flag());
         }
         let pool = Pool::start(&ns, "pool", 1, &[("runs", 2)], &args).await;
+        eventually(
+            Duration::from_secs(30),
+            "runtimed to be ready",
+            async || match support::world::http_get(probe, "/readyz").await {
+                Ok((200, _)) => Ok(()),
+                other => Err(format!("{other:?}")),
+            },
+        )
+        .await;
         Scenario {
             pool,
             server,
@@ -291,4 +302,104 @@ async fn an_inline_function_registers_on_the_bash_runtime_server_and_again_after
     let ended = scenario.terminal(&["greet"]).await;
     assert_eq!(ended["greet"].phase(), RunPhase::Cancelled);
     scenario.directories_removed(ended.values()).await;
+}
+
+/// Reads from `stream` until what was read contains `want`; returns all of it.
+async fn read_until_contains(stream: &mut tokio::net::TcpStream, read: &mut Vec<u8>, want: &str) {
+    use tokio::io::AsyncReadExt as _;
+    let mut buf = [0u8; 4096];
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !String::from_utf8_lossy(read).contains(want) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match tokio::time::timeout(left, stream.read(&mut buf)).await {
+            Ok(Ok(0)) => break,
+            Ok(Ok(n)) => read.extend_from_slice(&buf[..n]),
+            Ok(Err(e)) => panic!("reading the log: {e}"),
+            Err(_) => break,
+        }
+    }
+    assert!(
+        String::from_utf8_lossy(read).contains(want),
+        "{want:?} never came: {}",
+        String::from_utf8_lossy(read)
+    );
+}
+
+/// A Run's log at runtimed's `/logs/<run>` (what `kubectl kruntimes logs` reads through the
+/// Pod proxy), for runtimed's own processes and for the Bash runtime server: its stdout and
+/// stderr while it runs, `follow=true` streaming the lines written later and ending with the
+/// execution, `tailLines`, and the log of a finished Run still readable after its directory
+/// is gone; an unknown Run is a 404 that says so.
+async fn a_runs_log(prefix: &str, backend: Backend) {
+    use tokio::io::AsyncWriteExt as _;
+    let scenario = Scenario::start(prefix, backend).await;
+    let ns = scenario.ns();
+    let hold = scenario.pool.gates.hold("talk");
+    run("talk")
+        .runtime("pool")
+        .task(&["sh", "-c", &format!("echo first; {hold}; echo second >&2")])
+        .create(ns)
+        .await;
+    let probe = scenario.probe;
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", probe))
+        .await
+        .unwrap();
+    let mut read = Vec::new();
+    if backend == Backend::Child {
+        // A child's lines are in its log as it writes them: follow gets "first" while it
+        // still runs, then "second" once the gate opens, then the end.
+        eventually(Duration::from_secs(30), "talk's first line", async || {
+            match support::world::http_get(probe, "/logs/talk").await {
+                Ok((200, body)) if body == "first\n" => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
+        stream
+            .write_all(b"GET /logs/talk?follow=true HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .await
+            .unwrap();
+        read_until_contains(&mut stream, &mut read, "first\n").await;
+        assert!(!String::from_utf8_lossy(&read).contains("second"));
+    }
+    scenario.pool.open("talk");
+    let ended = scenario.terminal(&["talk"]).await;
+    assert_eq!(ended["talk"].phase(), RunPhase::Succeeded);
+    if backend == Backend::Child {
+        read_until_contains(&mut stream, &mut read, "first\nsecond\n").await;
+        use tokio::io::AsyncReadExt as _;
+        let mut rest = Vec::new();
+        tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut rest))
+            .await
+            .expect("follow ends with the execution")
+            .unwrap();
+        let body = String::from_utf8_lossy(&read).into_owned() + &String::from_utf8_lossy(&rest);
+        assert!(body.ends_with("\r\n\r\nfirst\nsecond\n"), "{body}");
+    }
+    // After the end, and after the Run's directory is gone.
+    scenario.directories_removed(ended.values()).await;
+    let log = support::world::http_get(probe, "/logs/talk").await.unwrap();
+    assert_eq!(log, (200, "first\nsecond\n".to_string()));
+    let tail = support::world::http_get(probe, "/logs/talk?tailLines=1").await;
+    assert_eq!(tail.unwrap(), (200, "second\n".to_string()));
+    let follow_ended = support::world::http_get(probe, "/logs/talk?follow=true").await;
+    assert_eq!(follow_ended.unwrap(), (200, "first\nsecond\n".to_string()));
+    let (code, body) = support::world::http_get(probe, "/logs/nobody")
+        .await
+        .unwrap();
+    assert_eq!(code, 404, "{body}");
+    assert!(
+        body.starts_with("Run nobody has no log on this Runtime Pod"),
+        "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runs_log_as_runtimeds_own_process() {
+    a_runs_log("logs-child", Backend::Child).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runs_log_on_the_go_projects_bash_runtime_server() {
+    a_runs_log("logs-bash", Backend::Bash).await;
 }

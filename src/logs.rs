@@ -1,0 +1,123 @@
+//! `kubectl kruntimes logs run/NAME [-f] [--tail N]`: a Run's output as its runtimed keeps it
+//! (`runtimed::runlog`). It reads the Run for its Runtime Pod and streams runtimed's
+//! `/logs/<run>` through the API server's Pod proxy, so whoever may `get` `pods/proxy` in the
+//! namespace may read it, as for `invoke`. An edge: the log itself is runtimed's.
+
+use anyhow::{Context as _, anyhow, bail};
+use futures::AsyncBufReadExt as _;
+use kube::api::Api;
+
+use crate::api::{Run, RunPhase};
+use crate::cli::{GlobalArgs, LogsArgs};
+use crate::explain::{TargetError, parse_target};
+
+/// Runs the command: parse, find the Run's Pod, stream its log to stdout.
+pub async fn exec(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<()> {
+    let name = parse_target(&args.target, args.name.as_deref()).map_err(|e| match e {
+        TargetError::Missing => anyhow!("logs needs a Run: use run/NAME or run NAME"),
+        TargetError::NotARun(t) => {
+            anyhow!("{t:?} is not a Run: logs supports run/NAME, runs/NAME or run NAME")
+        }
+        other => anyhow!(other),
+    })?;
+    if args.tail < -1 {
+        bail!(
+            "--tail {}: give a number of lines, or -1 for all of them",
+            args.tail
+        );
+    }
+    let target = crate::kubeclient::connect(global).await?;
+    let ns = &target.namespace;
+    let runs: Api<Run> = Api::namespaced(target.client.clone(), ns);
+    let run = match runs.get_opt(&name).await {
+        Ok(Some(run)) => run,
+        Ok(None) => bail!("run/{name} not found in namespace {ns}"),
+        Err(e) => return Err(target.explain_error(e, &format!("reading run/{name}"))),
+    };
+    let pod = pod_of(&run, &name)?;
+    let path = format!(
+        "/api/v1/namespaces/{ns}/pods/{pod}:{}/proxy/logs/{name}{}",
+        crate::runtime::pod::PROBE_PORT,
+        query(args.follow, args.tail)
+    );
+    let request = http::Request::get(path)
+        .body(Vec::new())
+        .context("building the log request")?;
+    let mut body = target
+        .client
+        .request_stream(request)
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(s) => anyhow!(
+                "run/{name} on Pod {pod}: cannot read its log ({}): {}",
+                s.code,
+                s.message.trim()
+            ),
+            other => anyhow!("run/{name} on Pod {pod}: cannot read its log: {other}"),
+        })?;
+    // Line by line, so that a follower sees each line as it comes.
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = body
+            .read_until(b'\n', &mut line)
+            .await
+            .with_context(|| format!("reading the log of run/{name} from Pod {pod}"))?;
+        if n == 0 {
+            return Ok(());
+        }
+        crate::output::write_stdout(&String::from_utf8_lossy(&line))
+            .context("writing to stdout")?;
+    }
+}
+
+/// The Pod whose runtimed keeps the Run's log, or why there is none yet.
+fn pod_of(run: &Run, name: &str) -> anyhow::Result<String> {
+    let phase = run.phase();
+    let pod = run.status.as_ref().and_then(|s| s.assigned_pod.clone());
+    match pod {
+        Some(pod) if phase != RunPhase::Pending => Ok(pod),
+        _ => bail!(
+            "run/{name} is {} and has not run on a Runtime Pod yet, so it has no log (see kubectl kruntimes explain run/{name})",
+            phase.as_str()
+        ),
+    }
+}
+
+/// The query of runtimed's `/logs/<run>` (the kubelet's names for the same options).
+fn query(follow: bool, tail: i64) -> String {
+    let mut parts = Vec::new();
+    if follow {
+        parts.push("follow=true".to_string());
+    }
+    if tail >= 0 {
+        parts.push(format!("tailLines={tail}"));
+    }
+    match parts.is_empty() {
+        true => String::new(),
+        false => format!("?{}", parts.join("&")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::run;
+
+    #[test]
+    fn the_query_carries_follow_and_tail() {
+        assert_eq!(query(false, -1), "");
+        assert_eq!(query(true, -1), "?follow=true");
+        assert_eq!(query(true, 20), "?follow=true&tailLines=20");
+        assert_eq!(query(false, 0), "?tailLines=0");
+    }
+
+    #[test]
+    fn a_run_that_never_ran_has_no_log_and_says_why() {
+        let pending = run("a").build();
+        let err = pod_of(&pending, "a").unwrap_err().to_string();
+        assert!(err.starts_with("run/a is Pending and has not run"), "{err}");
+        let scheduled = run("b").on("pod-1").build();
+        assert_eq!(pod_of(&scheduled, "b").unwrap(), "pod-1");
+    }
+}
