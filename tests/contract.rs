@@ -4,8 +4,9 @@
 //! reach the Run's status; a `runs: 2` Pod never has more than 2 executions at the server at once; every
 //! terminal execution is forgotten; a runtimed killed with SIGKILL and started again re-attaches
 //! to the execution that still runs, and the Run succeeds without running twice. Cancellation
-//! and `spec.timeout` in every phase, for both backends (the runtime server and runtimed's own
-//! child processes): each ends the Run in its phase and frees its room at once.
+//! and `spec.timeout` in every phase, for every backend (the tests' runtime server, the Go
+//! project's Bash runtime server, runtimed's own child processes): each ends the Run in its
+//! phase and frees its room at once. Re-attach runs on the Bash runtime server too.
 
 mod support;
 
@@ -47,7 +48,10 @@ impl std::ops::DerefMut for Scenario {
 /// How runtimed executes Runs in a scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Backend {
+    /// The tests' runtime server, whose `Health` counts its executions.
     Server,
+    /// The Go project's Bash runtime server, built unchanged.
+    Bash,
     Child,
 }
 
@@ -59,12 +63,15 @@ impl Scenario {
     async fn start_with(prefix: &str, backend: Backend) -> Self {
         let ns = TestNs::new(prefix).await;
         let scheduler = SchedulerProcess::start(&ns.name, 4, None, prefix).await;
-        let server = RuntimeServerProcess::start().await;
+        let server = match backend {
+            Backend::Bash => RuntimeServerProcess::start_bash().await,
+            Backend::Server | Backend::Child => RuntimeServerProcess::start().await,
+        };
         let probe = support::free_port();
         let bind = format!("127.0.0.1:{probe}");
         let mut args: Vec<&str> = HEARTBEAT.to_vec();
         match backend {
-            Backend::Server => {
+            Backend::Server | Backend::Bash => {
                 args.extend(server.flag());
                 args.extend(["--health-probe-bind-address", bind.as_str()]);
             }
@@ -184,19 +191,25 @@ async fn task_runs_execute_through_the_runtime_server_with_exit_codes_outputs_an
     eprintln!("contract-tasks: {counts:?}; {checked} Run events checked for overcommit");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_runtimed_killed_and_started_again_re_attaches_and_the_run_succeeds_once() {
-    let mut pool = Scenario::start("contract-restart").await;
+/// A runtimed killed with SIGKILL and started again re-attaches to the execution that still
+/// runs at `backend`'s server; the Run succeeds with its outputs, executed once.
+async fn re_attaches_and_the_run_succeeds_once(prefix: &str, backend: Backend) {
+    let mut pool = Scenario::start_with(prefix, backend).await;
     let ns = &pool.ns;
     // Held until the new runtimed has re-attached: the execution is still running at the
-    // server however long the restart takes.
+    // server however long the restart takes. Each start leaves a line in `starts`.
     let hold = pool.gates.hold("long");
+    let starts = tempfile::tempdir().unwrap();
+    let starts = starts.path().join("starts");
     run("long")
         .runtime("pool")
         .task(&[
             "sh",
             "-c",
-            &format!("{hold}; echo done; echo result=done > \"$KRUNTIME_OUTPUTS\""),
+            &format!(
+                "echo start >> {}; {hold}; echo done; echo result=done > \"$KRUNTIME_OUTPUTS\"",
+                starts.display()
+            ),
         ])
         .create(ns)
         .await;
@@ -209,9 +222,9 @@ async fn a_runtimed_killed_and_started_again_re_attaches_and_the_run_succeeds_on
     eventually(
         Duration::from_secs(30),
         "the execution to run at the server",
-        async || match pool.server.counts().await {
-            Ok(c) if c.running == 1 => Ok(()),
-            other => Err(format!("{other:?}")),
+        async || match starts.exists() {
+            true => Ok(()),
+            false => Err(format!("{} does not exist yet", starts.display())),
         },
     )
     .await;
@@ -243,8 +256,22 @@ async fn a_runtimed_killed_and_started_again_re_attaches_and_the_run_succeeds_on
         Some("done"),
         "the re-attached runtimed read the outputs file: {status:?}"
     );
-    let counts = pool.server.counts().await.unwrap();
-    assert_eq!(counts.started, 1, "the Run executed twice: {counts:?}");
+    let started = std::fs::read_to_string(&starts).unwrap();
+    assert_eq!(started, "start\n", "the Run executed more than once");
+    if backend == Backend::Server {
+        let counts = pool.server.counts().await.unwrap();
+        assert_eq!(counts.started, 1, "the Run executed twice: {counts:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtimed_killed_and_started_again_re_attaches_and_the_run_succeeds_once() {
+    re_attaches_and_the_run_succeeds_once("contract-restart", Backend::Server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtimed_killed_and_started_again_re_attaches_on_the_go_projects_bash_runtime_server() {
+    re_attaches_and_the_run_succeeds_once("contract-restart-bash", Backend::Bash).await;
 }
 
 /// What `kubectl kruntimes status` (the scheduler's own accounting, replayed) says the pool
@@ -439,6 +466,12 @@ async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_and_timeout_in_every_phase_free_the_room_at_once_on_the_runtime_server() {
     cancel_and_timeout_in_every_phase("contract-cancel", Backend::Server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_and_timeout_in_every_phase_free_the_room_at_once_on_the_go_projects_bash_runtime_server()
+ {
+    cancel_and_timeout_in_every_phase("contract-cancel-bash", Backend::Bash).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

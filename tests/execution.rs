@@ -47,6 +47,11 @@ struct Scenario {
 
 impl Scenario {
     async fn start(prefix: &str, backend: Backend) -> Self {
+        Self::start_named(prefix, backend, "pool").await
+    }
+
+    /// [`Self::start`] with the Runtime named `runtime`.
+    async fn start_named(prefix: &str, backend: Backend, runtime: &str) -> Self {
         let ns = TestNs::new(prefix).await;
         let scheduler = SchedulerProcess::start(&ns.name, 2, None, prefix).await;
         let server = match backend {
@@ -61,7 +66,7 @@ impl Scenario {
         if let Some(server) = &server {
             args.extend(server.flag());
         }
-        let pool = Pool::start(&ns, "pool", 1, &[("runs", 2)], &args).await;
+        let pool = Pool::start(&ns, runtime, 1, &[("runs", 2)], &args).await;
         eventually(
             Duration::from_secs(30),
             "runtimed to be ready",
@@ -233,7 +238,8 @@ async fn inline_scripts_report_their_outputs_as_runtimeds_own_processes() {
 /// A function Run's inline source on the Go project's Bash runtime server: written to its
 /// `inlinePath`, registered (attempt and digest), Ready, invoked through runtimed; a runtimed
 /// that crashes and starts again registers it again (the same attempt and digest, so the
-/// server keeps it) and serves it; cancel unregisters it and its directory goes.
+/// server keeps it) and serves it, and removes the directory of a Run that is no longer its
+/// Pod's; cancel unregisters it and its directory goes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inline_function_registers_on_the_bash_runtime_server_and_again_after_a_restart() {
     let mut scenario = Scenario::start("exec-function", Backend::Bash).await;
@@ -284,8 +290,28 @@ async fn an_inline_function_registers_on_the_bash_runtime_server_and_again_after
         .get_mut(&pod)
         .expect("a runtimed")
         .crash();
+    // The directory of a Run deleted while no runtimed watched: the next one removes it, and
+    // keeps the Ready Run's.
+    let stale = scenario
+        .workspace()
+        .join("0badc0de-0000-4000-8000-000000000000");
+    std::fs::create_dir_all(&stale).unwrap();
     scenario.pool.restart(&pod);
     assert_eq!(invoke(b"\"again\"").await.trim_end(), "hello \"again\"");
+    eventually(
+        Duration::from_secs(30),
+        "the stale directory to go",
+        async || match stale.exists() {
+            false => Ok(()),
+            true => Err(scenario.pool.agent().log_tail()),
+        },
+    )
+    .await;
+    let live = scenario.workspace().join(ready.uid().unwrap());
+    assert!(
+        live.join("lib/hello.sh").is_file(),
+        "the Ready Run's source is kept"
+    );
     let run_now = ns.get_run("greet").await;
     assert_eq!(run_now.phase(), RunPhase::Ready);
     assert_eq!(run_now.status.as_ref().and_then(|s| s.attempt), Some(1));
@@ -402,4 +428,26 @@ async fn a_runs_log_as_runtimeds_own_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runs_log_on_the_go_projects_bash_runtime_server() {
     a_runs_log("logs-bash", Backend::Bash).await;
+}
+
+/// A newcomer's first Run: the Go project's documented minimal Run (no `spec.mode`, only an
+/// inline script), applied unchanged with kubectl, is a task (the API defaults its mode),
+/// succeeds, and its log holds what it printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_go_projects_minimal_run_applied_unchanged_succeeds_and_logs_its_output() {
+    let scenario = Scenario::start_named("exec-minimal", Backend::Child, "bash").await;
+    let ns = scenario.ns();
+    support::kubectl_apply("tests/fixtures/go-minimal-run.yaml", Some(&ns.name));
+    let ended = scenario.terminal(&["hello"]).await;
+    let hello = &ended["hello"];
+    assert!(
+        hello.spec.mode.task.is_some() && hello.spec.mode.function.is_none(),
+        "{:?}",
+        hello.spec.mode
+    );
+    let s = status_of(hello);
+    assert_eq!(hello.phase(), RunPhase::Succeeded, "{s:?}");
+    assert_eq!(s.message.as_deref(), Some(status::SUCCESS_MESSAGE));
+    let log = support::world::http_get(scenario.probe, "/logs/hello").await;
+    assert_eq!(log.unwrap(), (200, "hello\n".to_string()));
 }

@@ -258,6 +258,9 @@ impl Agent {
                             Some(Ok(watcher::Event::InitDone)) => {
                                 if !runs_ready {
                                     tracing::info!("initial list of Runs assigned to Pod {} done", self.me.pod_name);
+                                    // Runs deleted while no runtimed watched leave directories
+                                    // no end will remove.
+                                    self.children.remove_stale_dirs(&runs.state());
                                 }
                                 runs_ready = true;
                                 dirty = true;

@@ -262,6 +262,16 @@ impl Children {
         )
     }
 
+    /// Removes the directories of Runs that are no longer this Pod's (deleted while no
+    /// runtimed watched): every `<uid>` directory of the workspace volume but `runs`'.
+    pub(super) fn remove_stale_dirs(&self, runs: &[Arc<Run>]) {
+        let live: HashSet<String> = runs.iter().filter_map(|r| r.uid()).collect();
+        for uid in rundir::stale(&self.workspace_root, &live) {
+            tracing::info!("removing the directory of Run {uid}, which is no longer this Pod's");
+            rundir::remove(&self.workspace_root, &uid);
+        }
+    }
+
     /// The task of a claimed Run in its directory, made for this attempt (its source written,
     /// the last attempt's outputs removed), or why that directory cannot be made.
     pub(super) fn in_run_dir(

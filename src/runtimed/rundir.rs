@@ -166,6 +166,31 @@ pub fn remove(root: &Path, uid: &str) {
     }
 }
 
+/// The UIDs of the Run directories under `root` that are not in `live`: only directories
+/// named as a Kubernetes UID (8-4-4-4-12 hexadecimal digits), never the `persistent` tree, the
+/// logs or anything else kept on the volume.
+pub fn stale(root: &Path, live: &std::collections::HashSet<String>) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut stale: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|name| is_uid(name) && !live.contains(name))
+        .collect();
+    stale.sort();
+    stale
+}
+
+fn is_uid(name: &str) -> bool {
+    let parts: Vec<&str> = name.split('-').collect();
+    parts.iter().map(|p| p.len()).eq([8, 4, 4, 4, 12])
+        && parts
+            .iter()
+            .all(|p| p.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
 fn write_file(path: &Path, bytes: &[u8], executable: bool) -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
@@ -255,5 +280,19 @@ mod tests {
         assert!(layout.read_outputs().unwrap().is_empty());
         remove(root.path(), "u1");
         assert!(!root.path().join("u1").exists());
+    }
+
+    #[test]
+    fn only_uid_directories_of_runs_no_longer_here_are_stale() {
+        let root = tempfile::tempdir().unwrap();
+        let kept = "3a43d05a-ced4-4bd4-bbaa-296af477ddf7";
+        let gone = "4c3db69a-f817-4915-8241-c51be0570eb5";
+        for dir in [kept, gone, "persistent", ".kruntimes", "not-a-uid-at-all-x"] {
+            std::fs::create_dir_all(root.path().join(dir)).unwrap();
+        }
+        // A file named like a UID is not a Run directory.
+        std::fs::write(root.path().join("9c3db69a-f817-4915-8241-c51be0570eb5"), "").unwrap();
+        let live = [kept.to_string()].into();
+        assert_eq!(stale(root.path(), &live), [gone]);
     }
 }

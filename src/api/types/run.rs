@@ -37,7 +37,7 @@ use super::schema::{
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend(
-    "required" = ["mode", "runtime"],
+    "required" = ["runtime"],
     "x-kubernetes-validations" = [
         {
             "rule": "!has(self.mode.task) || !has(self.mode.task.entrypoint) || (has(self.source) && has(self.source.inline)) || (!self.mode.task.entrypoint.startsWith('/') && !self.mode.task.entrypoint.split('/').exists(segment, segment == '..'))",
@@ -74,12 +74,15 @@ pub struct RunSpec {
     #[serde(default)]
     #[schemars(transform = no_default, length(min = 1, max = 63), regex(pattern = r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"))]
     pub runtime: String,
-    /// Where the code comes from (kept, not acted on yet).
+    /// Where the code comes from: `inline` (and a function's `inlinePath`) is written into the
+    /// Run's directory before it runs; `repoURL`/`commitSHA` are not supported yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<CodeSource>,
-    /// What runtimed executes: exactly one of `task` and `function`.
+    /// What runtimed executes: exactly one of `task` and `function`. Omitted, a task
+    /// (`{task: {}}`), so that a Run of only a `source.inline` (the Go project's documented
+    /// minimal Run, which its own CRD refuses) runs its script.
     #[serde(default)]
-    #[schemars(transform = no_default)]
+    #[schemars(extend("default" = {"task": {}}))]
     pub mode: RunMode,
     /// A namespace-local PersistentWorkspace the Run uses: the Run runs in its directory, on
     /// the Runtime Pod the workspace is bound to (the first Run that uses it binds it).
@@ -288,7 +291,7 @@ pub struct TaskMode {
     pub working_dir: Option<String>,
 }
 
-/// Callable function execution (kept, not acted on yet).
+/// Callable function execution: registered on the Runtime Pod's runtime server.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FunctionMode {
@@ -597,7 +600,11 @@ mod tests {
         let rule = ours[0]["rule"].as_str().unwrap();
         assert!(rule.contains("oldSelf.workspace") && rule.contains("oldSelf.affinity"));
         assert!(ours[0]["messageExpression"].is_string());
-        assert_eq!(spec["required"], serde_json::json!(["mode", "runtime"]));
+        assert_eq!(spec["required"], serde_json::json!(["runtime"]));
+        assert_eq!(
+            spec["properties"]["mode"]["default"],
+            serde_json::json!({"task": {}})
+        );
     }
 
     #[test]
