@@ -1,6 +1,7 @@
 //! The files generated from the code and committed to the repository: shell completions and
 //! the kubectl completion hook (completions/), man pages (man/) and the CRDs as
-//! `install --print` writes them (deploy/crds/crds.yaml). The hidden `gen` subcommand (`cargo
+//! `install --print` writes them (deploy/crds/crds.yaml), and the Helm chart's copies of the CRDs
+//! and of the deploy/ files it renders. The hidden `gen` subcommand (`cargo
 //! xtask gen`) writes them; a test regenerates them into a temporary directory and fails when
 //! the committed files differ. Output is deterministic: no dates, no paths, no hash order.
 
@@ -51,13 +52,39 @@ pub fn files() -> anyhow::Result<Vec<(PathBuf, Vec<u8>, bool)>> {
     for (name, page) in man_pages()? {
         out.push((Path::new("man").join(name), page, false));
     }
+    let crds = crate::install::crds_yaml()?;
     out.push((
         PathBuf::from("deploy/crds/crds.yaml"),
-        crate::install::crds_yaml()?.into_bytes(),
+        crds.clone().into_bytes(),
         false,
     ));
+    // The Helm chart renders deploy/ itself: its CRDs and files/ are copies, so the chart and
+    // the kustomization cannot drift.
+    let chart = Path::new(CHART);
+    out.push((chart.join("crds/crds.yaml"), crds.into_bytes(), false));
+    for (name, text) in CHART_FILES {
+        out.push((
+            chart.join("files").join(name),
+            text.as_bytes().to_vec(),
+            false,
+        ));
+    }
     Ok(out)
 }
+
+/// The Helm chart's directory.
+pub const CHART: &str = "charts/kubectl-kruntimes";
+
+/// The deploy/ files the chart renders, copied into its files/.
+const CHART_FILES: &[(&str, &str)] = &[
+    ("scheduler.yaml", include_str!("../deploy/scheduler.yaml")),
+    ("user-roles.yaml", crate::install::USER_ROLES),
+    ("runtimed-policy.yaml", crate::admission_policy::MANIFEST),
+    (
+        "runtimed-rbac.yaml",
+        include_str!("../deploy/runtimed-rbac.yaml"),
+    ),
+];
 
 /// One page per (visible) command: `kubectl-kruntimes.1`, `kubectl-kruntimes-install.1`, …
 fn man_pages() -> anyhow::Result<Vec<(String, Vec<u8>)>> {

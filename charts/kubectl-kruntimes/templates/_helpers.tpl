@@ -1,0 +1,31 @@
+{{/* Labels Helm adds to what it renders from deploy/ (kept beside the objects' own labels). */}}
+{{- define "kruntimes.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end -}}
+
+{{- define "kruntimes.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "kruntimes.runtimedImage" -}}
+{{ .Values.runtimedImage | default (include "kruntimes.image" .) }}
+{{- end -}}
+
+{{/*
+The objects of one deploy/ file (files/NAME), as dicts: the documents of the file, comments and
+empty documents left out. Use: include "kruntimes.objects" (list $ "files/x.yaml") | fromYamlArray
+*/}}
+{{- define "kruntimes.objects" -}}
+{{- $root := index . 0 -}}
+{{- $objects := list -}}
+{{- range $doc := splitList "\n---\n" ($root.Files.Get (index . 1)) -}}
+{{- $obj := fromYaml $doc -}}
+{{- if and $obj (hasKey $obj "kind") -}}
+{{- $objects = append $objects $obj -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $objects -}}
+{{- end -}}

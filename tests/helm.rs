@@ -1,0 +1,326 @@
+//! The Helm chart `charts/kubectl-kruntimes` with helm v4 built from Go modules
+//! (`tests/helm/build.sh`): it lints; with default values it renders exactly what
+//! `kubectl apply -k deploy/` applies (in the release's namespace, with Helm's labels), so the
+//! two cannot drift; values reach the objects; and on the real API server a release installs
+//! (the CRDs from `crds/`), upgrades, and uninstalls without deleting the CRDs or a Run.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn chart() -> PathBuf {
+    repo().join(kruntimes::generate::CHART)
+}
+
+/// helm, built from helm.sh/helm/v4 by tests/helm/build.sh.
+fn helm_bin() -> PathBuf {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let result = DIR.get_or_init(|| {
+        let out = Command::new("bash")
+            .arg(repo().join("tests/helm/build.sh"))
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .map_err(|e| format!("cannot run tests/helm/build.sh: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "tests/helm/build.sh failed ({}); it needs Go and the Go module proxy, see its output above",
+                out.status
+            ));
+        }
+        Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("helm"))
+    });
+    match result {
+        Ok(path) => path.clone(),
+        Err(e) => panic!("helm unavailable: {e}"),
+    }
+}
+
+/// `helm ARGS` with its own config and cache (never the user's), against the test control
+/// plane when `kubeconfig` is given. Panics with helm's output when it fails.
+fn helm(args: &[&str], kubeconfig: Option<&Path>) -> String {
+    static HOME: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let home = HOME.get_or_init(|| tempfile::tempdir().unwrap()).path();
+    let mut cmd = Command::new(helm_bin());
+    cmd.args(args)
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"));
+    match kubeconfig {
+        Some(k) => cmd.env("KUBECONFIG", k),
+        None => cmd.env_remove("KUBECONFIG"),
+    };
+    let out = cmd.output().expect("run helm");
+    assert!(
+        out.status.success(),
+        "helm {args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The objects of a multi-document YAML text.
+fn objects(yaml: &str) -> Vec<Value> {
+    kruntimes::yaml::documents(yaml)
+        .unwrap()
+        .into_iter()
+        .filter(|d| d.is_object())
+        .collect()
+}
+
+type Key = (String, String, String);
+
+fn key(o: &Value) -> Key {
+    let s = |p: &str| {
+        o.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    (s("/kind"), s("/metadata/namespace"), s("/metadata/name"))
+}
+
+/// `v` with every run of whitespace in its strings made one space: kustomize and Helm emit the
+/// policy's folded CEL (`>-` with more-indented lines) with different blank lines, which CEL
+/// does not see, so the comparison does not either.
+fn squeezed(v: Value) -> Value {
+    match v {
+        Value::String(s) => Value::String(s.split_whitespace().collect::<Vec<_>>().join(" ")),
+        Value::Array(a) => Value::Array(a.into_iter().map(squeezed).collect()),
+        Value::Object(o) => Value::Object(o.into_iter().map(|(k, v)| (k, squeezed(v))).collect()),
+        other => other,
+    }
+}
+
+/// `o` without the labels Helm adds.
+fn without_helm_labels(mut o: Value) -> Value {
+    if let Some(labels) = o
+        .pointer_mut("/metadata/labels")
+        .and_then(Value::as_object_mut)
+    {
+        for l in [
+            "helm.sh/chart",
+            "app.kubernetes.io/managed-by",
+            "app.kubernetes.io/instance",
+            "app.kubernetes.io/version",
+        ] {
+            labels.remove(l);
+        }
+        if labels.is_empty() {
+            o["metadata"].as_object_mut().unwrap().remove("labels");
+        }
+    }
+    o
+}
+
+fn template(extra: &[&str]) -> Vec<Value> {
+    let chart = chart();
+    let mut args = vec![
+        "template",
+        "r1",
+        chart.to_str().unwrap(),
+        "--namespace",
+        "kubectl-kruntimes",
+    ];
+    args.extend(extra);
+    objects(&helm(&args, None))
+}
+
+#[test]
+fn the_chart_lints_and_renders_exactly_deploy_with_default_values() {
+    helm(&["lint", "--strict", chart().to_str().unwrap()], None);
+    let rendered = template(&["--set", "runtimeNamespaces={kubectl-kruntimes-example}"]);
+    for o in &rendered {
+        let labels = &o["metadata"]["labels"];
+        assert_eq!(labels["app.kubernetes.io/managed-by"], "Helm", "{o}");
+    }
+    let mut rendered: Vec<(Key, Value)> = rendered
+        .into_iter()
+        .map(|o| (key(&o), without_helm_labels(o)))
+        .collect();
+    rendered.sort_by(|a, b| a.0.cmp(&b.0));
+    let kustomize = support::kubectl()
+        .args(["kustomize", repo().join("deploy").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(kustomize.status.success());
+    // The namespaces are `helm install --create-namespace`'s (and the Runtime namespace's
+    // owner's), not the chart's.
+    let mut deployed: Vec<(Key, Value)> = objects(&String::from_utf8_lossy(&kustomize.stdout))
+        .into_iter()
+        .filter(|o| o["kind"] != "Namespace")
+        .map(|o| (key(&o), o))
+        .collect();
+    deployed.sort_by(|a, b| a.0.cmp(&b.0));
+    let names = |v: &[(Key, Value)]| v.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&rendered), names(&deployed));
+    for ((k, chart), (_, deploy)) in rendered.iter().zip(&deployed) {
+        assert_eq!(
+            squeezed(chart.clone()),
+            squeezed(deploy.clone()),
+            "{k:?} differs from deploy/"
+        );
+    }
+}
+
+#[test]
+fn values_reach_the_scheduler_the_monitor_and_the_example_runtime() {
+    let rendered = template(&[
+        "--set",
+        "scheduler.replicas=3,image.repository=registry.example/kruntimes,image.tag=v9",
+        "--set",
+        "scheduler.nodeSelector.disk=ssd,scheduler.leaderElection=false,scheduler.priorityClassName=system-cluster-critical",
+        "--set",
+        "metrics.serviceMonitor.enabled=true,runtime.enabled=true,image.pullSecrets[0].name=regcred",
+    ]);
+    let find = |kind: &str| {
+        rendered
+            .iter()
+            .find(|o| o["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} rendered"))
+    };
+    let deploy = find("Deployment");
+    assert_eq!(deploy["spec"]["replicas"], 3);
+    let pod = &deploy["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert_eq!(c["image"], "registry.example/kruntimes:v9");
+    assert!(
+        c["env"].as_array().unwrap().iter().any(
+            |e| e["name"] == "KRUNTIMES_IMAGE" && e["value"] == "registry.example/kruntimes:v9"
+        ),
+        "{c}"
+    );
+    assert_eq!(
+        c["args"].as_array().unwrap().last().unwrap(),
+        "--leader-elect=false"
+    );
+    assert_eq!(pod["nodeSelector"]["disk"], "ssd");
+    assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+    assert_eq!(pod["imagePullSecrets"][0]["name"], "regcred");
+    // Unset values keep deploy/'s.
+    assert_eq!(c["resources"]["limits"]["memory"], "512Mi");
+    let monitor = find("ServiceMonitor");
+    assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
+    let runtime = find("Runtime");
+    assert_eq!(
+        runtime["spec"]["template"]["spec"]["containers"][0]["name"],
+        "runtime"
+    );
+    assert_eq!(runtime["spec"]["capacity"]["resources"]["runs"], "4");
+}
+
+/// The real API server: install (CRDs from crds/), a Run, upgrade, uninstall: the Run and the
+/// CRDs stay.
+#[tokio::test]
+async fn install_upgrade_uninstall_keeps_the_crds_and_every_run() {
+    let cp = support::control_plane();
+    let kubeconfig = cp.kubeconfig.as_path();
+    let ns = format!("helm-{}", std::process::id());
+    let chart = chart();
+    let chart = chart.to_str().unwrap();
+    let namespaces = format!("runtimeNamespaces={{{ns}}}");
+    helm(
+        &[
+            "install",
+            "r1",
+            chart,
+            "--namespace",
+            &ns,
+            "--create-namespace",
+            "--set",
+            &namespaces,
+        ],
+        Some(kubeconfig),
+    );
+    let kubectl = |args: &[&str]| {
+        let out = support::kubectl().args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/runs.kruntimes.io",
+        "--timeout=60s",
+    ]);
+    let deployment = |field: &str| {
+        kubectl(&[
+            "get",
+            "deploy",
+            "kubectl-kruntimes-scheduler",
+            "-n",
+            &ns,
+            "-o",
+            &format!("jsonpath={field}"),
+        ])
+    };
+    assert_eq!(deployment("{.spec.replicas}"), "2");
+    kubectl(&[
+        "get",
+        "serviceaccount",
+        "kubectl-kruntimes-runtimed",
+        "-n",
+        &ns,
+    ]);
+    kubectl(&[
+        "get",
+        "validatingadmissionpolicy",
+        "kubectl-kruntimes-runtimed",
+    ]);
+    let run = "apiVersion: kruntimes.io/v1alpha1\nkind: Run\nmetadata: {name: kept}\nspec:\n  runtime: bash\n  source: {inline: echo hi}\n";
+    let path = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(path.path(), run).unwrap();
+    kubectl(&["apply", "-n", &ns, "-f", path.path().to_str().unwrap()]);
+
+    helm(
+        &[
+            "upgrade",
+            "r1",
+            chart,
+            "--namespace",
+            &ns,
+            "--set",
+            &namespaces,
+            "--set",
+            "scheduler.replicas=3,image.tag=v2",
+        ],
+        Some(kubeconfig),
+    );
+    assert_eq!(deployment("{.spec.replicas}"), "3");
+    assert_eq!(
+        deployment("{.spec.template.spec.containers[0].image}"),
+        "kubectl-kruntimes:v2"
+    );
+
+    helm(&["uninstall", "r1", "--namespace", &ns], Some(kubeconfig));
+    let gone = support::kubectl()
+        .args(["get", "deploy", "kubectl-kruntimes-scheduler", "-n", &ns])
+        .output()
+        .unwrap();
+    assert!(!gone.status.success(), "the scheduler outlived the release");
+    kubectl(&["get", "crd", "runs.kruntimes.io", "runtimes.kruntimes.io"]);
+    assert_eq!(
+        kubectl(&[
+            "get",
+            "run",
+            "kept",
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.metadata.name}"
+        ]),
+        "kept"
+    );
+}
