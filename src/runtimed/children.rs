@@ -219,6 +219,7 @@ impl Children {
             .as_ref()
             .map(|f| executor::prepare_function(f, &run.spec.env, run.spec.source.as_ref()))
             .map(|task| task.map(|task| self.layout(&run).apply(task)));
+        let registered = function.is_some();
         let handle = match function {
             None => {
                 tracing::info!(run = %name, "re-attached to execution {id} of Run {name} on the runtime server, holding {request}");
@@ -250,7 +251,8 @@ impl Children {
             }
         };
         let deadline = deadline_of(&run);
-        self.insert(uid, name, handle, (*run).clone(), deadline, Some(id));
+        let execution = (!registered).then_some(id);
+        self.insert(uid, name, handle, (*run).clone(), deadline, execution);
     }
 
     /// The files of `run`'s execution ([`rundir`]).
@@ -294,9 +296,11 @@ impl Children {
         task: &executor::Prepared,
     ) -> Result<(), SpawnError> {
         let attempt = written.attempt();
-        let execution = self.server.as_ref().map(|_| execution_id(uid, attempt));
+        // A function Run is a registration, not an execution: nothing to `Forget` at its end.
+        let execution =
+            (self.server.is_some() && task.function.is_none()).then(|| execution_id(uid, attempt));
         let handle = match (&self.server, &execution) {
-            (Some(server), Some(_)) if task.function.is_some() => {
+            (Some(server), None) if task.function.is_some() => {
                 let function = task.function.clone().expect("checked");
                 server.serve_function(
                     register_request(uid, attempt, task),
