@@ -8,7 +8,8 @@
 //! function Run's inline source registers on the Bash server (with the attempt and digest it
 //! requires), is invoked, and registers again after a runtimed restart. A Run's stdout and
 //! stderr are its log at runtimed's `/logs/<run>` (what `kubectl kruntimes logs` reads), live
-//! for a child, at the end for a server, and after the Run's directory is gone.
+//! for a child, at the end for a server, and after the Run's directory is gone. The Go
+//! project's own e2e assertions (lifecycle, outputs, timeout, cancel) are ported as ours.
 
 mod support;
 
@@ -450,4 +451,100 @@ async fn the_go_projects_minimal_run_applied_unchanged_succeeds_and_logs_its_out
     assert_eq!(s.message.as_deref(), Some(status::SUCCESS_MESSAGE));
     let log = support::world::http_get(scenario.probe, "/logs/hello").await;
     assert_eq!(log.unwrap(), (200, "hello\n".to_string()));
+}
+
+/// The status of `run`'s condition `type_`: (status, reason).
+fn condition(run: &Run, type_: &str) -> Option<(String, String)> {
+    status_of(run)
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+/// The Go project's e2e assertions (`test/e2e`: full lifecycle, invalid and oversized outputs,
+/// timeout, cancel of a running Run), ported as ours and run on its own Bash runtime server:
+/// the same phases, attempts, messages and `Running`/`Completed` conditions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_go_projects_e2e_assertions_hold_on_its_bash_runtime_server() {
+    let scenario = Scenario::start("exec-e2e", Backend::Bash).await;
+    let ns = scenario.ns();
+    run("lifecycle")
+        .runtime("pool")
+        .inline("echo visible-stdout")
+        .create(ns)
+        .await;
+    run("invalid")
+        .runtime("pool")
+        .inline("echo 'no equals sign' > \"$KRUNTIME_OUTPUTS\"")
+        .create(ns)
+        .await;
+    run("oversized")
+        .runtime("pool")
+        .inline("head -c 9000 /dev/zero | tr '\\0' x | sed 's/^/big=/' > \"$KRUNTIME_OUTPUTS\"")
+        .create(ns)
+        .await;
+    run("slow")
+        .runtime("pool")
+        .task(&["sh", "-c", "sleep 60"])
+        .timeout("2s")
+        .create(ns)
+        .await;
+    let hold = scenario.pool.gates.hold("held");
+    run("held")
+        .runtime("pool")
+        .task(&["sh", "-c", &hold])
+        .create(ns)
+        .await;
+    ns.wait_runs(Duration::from_secs(60), "held Running", |runs| {
+        runs.iter()
+            .find(|r| r.name_any() == "held" && r.phase() == RunPhase::Running)
+            .map(|_| ())
+    })
+    .await;
+    let runs: kube::Api<Run> = kube::Api::namespaced(ns.client.clone(), &ns.name);
+    let patch = serde_json::json!({"spec": {"cancelRequested": true}});
+    runs.patch(
+        "held",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+    let ended = scenario
+        .terminal(&["lifecycle", "invalid", "oversized", "slow", "held"])
+        .await;
+
+    // TestFullRunLifecycle: Succeeded, "execution completed", stdout not in the message.
+    let lifecycle = &ended["lifecycle"];
+    let message = status_of(lifecycle).message.clone().unwrap_or_default();
+    assert_eq!(lifecycle.phase(), RunPhase::Succeeded);
+    assert_eq!(message, "execution completed");
+    assert!(!message.contains("visible-stdout"));
+    assert_eq!(
+        condition(lifecycle, "Completed"),
+        Some(("True".into(), "RunCompleted".into()))
+    );
+    // Invalid and oversized outputs, timeout and cancel: the phase, attempt 1, a completion
+    // time, and Running=False and Completed=False with the reason.
+    for (name, phase, reason) in [
+        ("invalid", RunPhase::Failed, "OutputsInvalid"),
+        ("oversized", RunPhase::Failed, "OutputsTooLarge"),
+        ("slow", RunPhase::Timeout, "Timeout"),
+        ("held", RunPhase::Cancelled, "Cancelled"),
+    ] {
+        let r = &ended[name];
+        let s = status_of(r);
+        assert_eq!(r.phase(), phase, "{name}: {s:?}");
+        assert_eq!(s.attempt, Some(1), "{name}: {s:?}");
+        assert!(s.completion_time.is_some(), "{name}: {s:?}");
+        let want = Some(("False".to_string(), reason.to_string()));
+        assert_eq!(condition(r, "Running"), want, "{name}: {s:?}");
+        assert_eq!(condition(r, "Completed"), want, "{name}: {s:?}");
+    }
+    let slow = status_of(&ended["slow"])
+        .message
+        .clone()
+        .unwrap_or_default();
+    assert!(slow.contains("timeout"), "{slow}");
 }
