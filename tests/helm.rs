@@ -2,7 +2,8 @@
 //! (`tests/helm/build.sh`): it lints; with default values it renders exactly what
 //! `kubectl apply -k deploy/` applies (in the release's namespace, with Helm's labels), so the
 //! two cannot drift; values reach the objects; and on the real API server a release installs
-//! (the CRDs from `crds/`), upgrades, and uninstalls without deleting the CRDs or a Run.
+//! (the CRDs from `crds/`, which `kubectl kruntimes install` recognises as its own), upgrades,
+//! and uninstalls without deleting the CRDs or a Run.
 
 mod support;
 
@@ -255,6 +256,16 @@ async fn install_upgrade_uninstall_keeps_the_crds_and_every_run() {
         "crd/runs.kruntimes.io",
         "--timeout=60s",
     ]);
+    // `install` takes the chart's CRDs for its own (their label says so), not for another
+    // kruntimes installation's.
+    let dry = support::kruntimes()
+        .args(["install", "--dry-run"])
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&dry.stdout).into_owned() + &String::from_utf8_lossy(&dry.stderr);
+    assert!(dry.status.success(), "install --dry-run: {said}");
+    assert!(!said.contains("another kruntimes installation"), "{said}");
     let deployment = |field: &str| {
         kubectl(&[
             "get",
