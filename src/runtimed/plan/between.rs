@@ -74,18 +74,10 @@ pub(super) fn between_attempts(
 mod tests {
     use std::collections::HashSet;
 
-    use super::super::tests::{OnThisPod, cache, names, plan_here};
+    use super::super::tests::{OnThisPod, admit_at, cache, names, plan_here};
     use super::*;
     use crate::api::resources::RUNS;
     use crate::testing::run;
-
-    fn admit_at(now: jiff::Timestamp, claiming: bool) -> Admit {
-        Admit {
-            claiming,
-            functions: false,
-            now,
-        }
-    }
 
     fn at(seconds: i64) -> jiff::Timestamp {
         jiff::Timestamp::from_second(seconds).unwrap()

@@ -50,6 +50,20 @@ pub(super) fn none() -> HashSet<String> {
     HashSet::new()
 }
 
+/// The admission of a plan at [`T0`] (claiming, or draining: `claiming` false), no functions.
+pub(super) fn admit(claiming: bool) -> Admit {
+    admit_at(T0, claiming)
+}
+
+/// The admission of a plan at `now`.
+pub(super) fn admit_at(now: jiff::Timestamp, claiming: bool) -> Admit {
+    Admit {
+        claiming,
+        functions: false,
+        now,
+    }
+}
+
 /// `plan` for this agent's Pod, owning, finishing and attaching nothing.
 pub(super) fn plan_here(runs: &[Arc<Run>], cache: &mut AdmissionCache, admit: Admit) -> Plan {
     plan(runs, &me(), &none(), &none(), &none(), cache, admit)
@@ -63,19 +77,7 @@ fn plan_claims_in_creation_order_up_to_capacity_and_leaves_the_rest_waiting() {
         run("b").here().created(2).arc(),
     ];
     let mut c = cache(&[(RUNS, 2)]);
-    let p = plan(
-        &runs,
-        &me(),
-        &none(),
-        &none(),
-        &none(),
-        &mut c,
-        Admit {
-            claiming: true,
-            functions: false,
-            now: T0,
-        },
-    );
+    let p = plan_here(&runs, &mut c, admit(true));
     assert_eq!(names(&p.claims), ["a", "b"]);
     assert_eq!(
         p.waiting,
@@ -97,19 +99,7 @@ fn plan_breaks_a_creation_tie_by_uid_as_the_scheduler_places() {
         run("b").uid("uid-1").here().created(1).arc(),
     ];
     let mut c = cache(&[(RUNS, 1)]);
-    let p = plan(
-        &runs,
-        &me(),
-        &none(),
-        &none(),
-        &none(),
-        &mut c,
-        Admit {
-            claiming: true,
-            functions: false,
-            now: T0,
-        },
-    );
+    let p = plan_here(&runs, &mut c, admit(true));
     assert_eq!(names(&p.claims), ["b"]);
 }
 
@@ -120,19 +110,7 @@ fn plan_does_not_let_a_big_run_block_a_smaller_one() {
         run("small").here().created(2).requests(&[(GPU, 1)]).arc(),
     ];
     let mut c = cache(&[(RUNS, 4), (GPU, 1)]);
-    let p = plan(
-        &runs,
-        &me(),
-        &none(),
-        &none(),
-        &none(),
-        &mut c,
-        Admit {
-            claiming: true,
-            functions: false,
-            now: T0,
-        },
-    );
+    let p = plan_here(&runs, &mut c, admit(true));
     assert_eq!(names(&p.claims), ["small"]);
     assert_eq!(p.waiting[0].0, "big");
 }
@@ -157,11 +135,7 @@ fn plan_ignores_runs_of_other_pods_other_incarnations_and_owned_or_finished_runs
         &finished,
         &none(),
         &mut c,
-        Admit {
-            claiming: true,
-            functions: false,
-            now: T0,
-        },
+        admit(true),
     );
     assert_eq!(names(&p.claims), ["no-uid-yet"]);
     assert!(p.failures.is_empty(), "{:?}", p.failures);
@@ -172,38 +146,10 @@ fn plan_ignores_runs_of_other_pods_other_incarnations_and_owned_or_finished_runs
 fn plan_claims_nothing_while_draining_or_before_capacity_is_known() {
     let runs = vec![run("a").here().arc()];
     let mut c = cache(&[(RUNS, 1)]);
-    assert!(
-        plan(
-            &runs,
-            &me(),
-            &none(),
-            &none(),
-            &none(),
-            &mut c,
-            Admit {
-                claiming: false,
-                functions: false,
-                now: T0,
-            },
-        )
-        .claims
-        .is_empty()
-    );
+    assert!(plan_here(&runs, &mut c, admit(false),).claims.is_empty());
     assert!(c.is_empty());
     let mut unknown = AdmissionCache::new();
-    let p = plan(
-        &runs,
-        &me(),
-        &none(),
-        &none(),
-        &none(),
-        &mut unknown,
-        Admit {
-            claiming: true,
-            functions: false,
-            now: T0,
-        },
-    );
+    let p = plan_here(&runs, &mut unknown, admit(true));
     assert!(p.claims.is_empty());
     assert_eq!(
         p.waiting[0].1,
@@ -218,19 +164,7 @@ fn plan_fails_invalid_requests_and_tasks_without_reserving() {
         run("no-task").here().function("main.handler").arc(),
     ];
     let mut c = cache(&[(RUNS, 4), (GPU, 4)]);
-    let p = plan(
-        &runs,
-        &me(),
-        &none(),
-        &none(),
-        &none(),
-        &mut c,
-        Admit {
-            claiming: true,
-            functions: false,
-            now: T0,
-        },
-    );
+    let p = plan_here(&runs, &mut c, admit(true));
     let got: Vec<_> = p
         .failures
         .iter()
@@ -262,19 +196,7 @@ fn plan_fails_running_runs_that_no_child_owns() {
     ];
     let owned = HashSet::from(["uid-mine".to_string()]);
     let mut c = cache(&[(RUNS, 4)]);
-    let p = plan(
-        &runs,
-        &me(),
-        &owned,
-        &none(),
-        &none(),
-        &mut c,
-        Admit {
-            claiming: false,
-            functions: false,
-            now: T0,
-        },
-    );
+    let p = plan(&runs, &me(), &owned, &none(), &none(), &mut c, admit(false));
     assert_eq!(p.failures.len(), 1);
     assert_eq!(p.failures[0].run.name_any(), "left-over");
     assert_eq!(p.failures[0].reason, reasons::RUNTIMED_RESTARTED);
@@ -297,11 +219,7 @@ fn plan_attaches_running_runs_the_runtime_server_still_runs_before_any_claim() {
         &none(),
         &attachable,
         &mut c,
-        Admit {
-            claiming: true,
-            functions: false,
-            now: T0,
-        },
+        admit(true),
     );
     let attached: Vec<String> = p.attaches.iter().map(|a| a.run.name_any()).collect();
     assert_eq!(attached, ["still-runs"]);
@@ -326,11 +244,7 @@ fn plan_attaches_running_runs_the_runtime_server_still_runs_before_any_claim() {
         &none(),
         &attachable,
         &mut full,
-        Admit {
-            claiming: false,
-            functions: false,
-            now: T0,
-        },
+        admit(false),
     );
     assert_eq!(p.attaches.len(), 1);
     assert_eq!(full.used(), &Resources::from_iter([(RUNS, 1)]));
@@ -350,19 +264,7 @@ fn plan_cancels_a_scheduled_run_without_claiming_and_stops_a_running_one() {
     let owned = HashSet::from(["uid-cancelled-running".to_string()]);
     let mut c = cache(&[(RUNS, 4)]);
     // Also while draining: a cancel is not a claim.
-    let p = plan(
-        &runs,
-        &me(),
-        &owned,
-        &none(),
-        &none(),
-        &mut c,
-        Admit {
-            claiming: false,
-            functions: false,
-            now: T0,
-        },
-    );
+    let p = plan(&runs, &me(), &owned, &none(), &none(), &mut c, admit(false));
     assert_eq!(p.failures.len(), 1);
     let f = &p.failures[0];
     assert_eq!(
@@ -374,19 +276,7 @@ fn plan_cancels_a_scheduled_run_without_claiming_and_stops_a_running_one() {
     assert_eq!(c.held("uid-cancelled-early"), None);
 
     // An invalid spec.timeout fails the claim with the field and the value.
-    let p = plan(
-        &runs,
-        &me(),
-        &owned,
-        &none(),
-        &none(),
-        &mut c,
-        Admit {
-            claiming: true,
-            functions: false,
-            now: T0,
-        },
-    );
+    let p = plan(&runs, &me(), &owned, &none(), &none(), &mut c, admit(true));
     let bad = p
         .failures
         .iter()
@@ -414,19 +304,7 @@ fn plan_kills_children_whose_run_is_gone_deleting_reassigned_or_terminal() {
         .map(|n| format!("uid-{n}"))
         .collect();
     let mut c = cache(&[(RUNS, 4)]);
-    let p = plan(
-        &runs,
-        &me(),
-        &owned,
-        &none(),
-        &none(),
-        &mut c,
-        Admit {
-            claiming: true,
-            functions: false,
-            now: T0,
-        },
-    );
+    let p = plan(&runs, &me(), &owned, &none(), &none(), &mut c, admit(true));
     assert_eq!(
         p.kills,
         ["uid-deleting", "uid-done", "uid-gone", "uid-moved"]
@@ -437,18 +315,6 @@ fn plan_kills_children_whose_run_is_gone_deleting_reassigned_or_terminal() {
 fn plan_never_claims_a_run_being_deleted() {
     let runs = vec![run("a").here().deleting().arc()];
     let mut c = cache(&[(RUNS, 1)]);
-    let p = plan(
-        &runs,
-        &me(),
-        &none(),
-        &none(),
-        &none(),
-        &mut c,
-        Admit {
-            claiming: true,
-            functions: false,
-            now: T0,
-        },
-    );
+    let p = plan_here(&runs, &mut c, admit(true));
     assert!(p.claims.is_empty() && p.failures.is_empty());
 }
