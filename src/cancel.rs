@@ -103,12 +103,7 @@ pub async fn exec(global: &GlobalArgs, args: &CancelArgs) -> anyhow::Result<()> 
 
 /// Sets `spec.cancelRequested` on `name` unless it has ended or asks already.
 async fn ask(target: &Target, runs: &Api<Run>, name: &str) -> anyhow::Result<Asked> {
-    let ns = &target.namespace;
-    let run = match runs.get_opt(name).await {
-        Ok(Some(run)) => run,
-        Ok(None) => bail!("run/{name} not found in namespace {ns}"),
-        Err(e) => return Err(target.explain_error(e, &format!("reading run/{name}"))),
-    };
+    let run = target.get_run(name).await?;
     let phase = run.phase();
     if phase.is_terminal() {
         return Ok(Asked::Ended(phase.as_str()));

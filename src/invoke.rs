@@ -7,52 +7,31 @@
 use std::io::Read as _;
 
 use anyhow::{Context as _, anyhow, bail};
-use kube::api::Api;
 
 use crate::api::{Run, RunPhase};
 use crate::cli::{GlobalArgs, InvokeArgs};
-use crate::explain::{TargetError, parse_target};
+use crate::explain::parse_target;
+use crate::kubeclient::proxy_error;
 use crate::runtimed::invoke::MAX_INPUT;
 
 /// Runs the command: parse, check the Run, invoke, print.
 pub async fn exec(global: &GlobalArgs, args: &InvokeArgs) -> anyhow::Result<()> {
-    let name = parse_target(&args.target, args.name.as_deref()).map_err(|e| match e {
-        TargetError::Missing => anyhow!("invoke needs a Run: use run/NAME or run NAME"),
-        TargetError::NotARun(t) => {
-            anyhow!("{t:?} is not a Run: invoke supports run/NAME, runs/NAME or run NAME")
-        }
-        other => anyhow!(other),
-    })?;
+    let name = parse_target(&args.target, args.name.as_deref())
+        .map_err(|e| anyhow!(e.said_by("invoke")))?;
     let input = read_input(args.data.as_deref())?;
     let target = crate::kubeclient::connect(global).await?;
-    let ns = &target.namespace;
-    let runs: Api<Run> = Api::namespaced(target.client.clone(), ns);
-    let run = match runs.get_opt(&name).await {
-        Ok(Some(run)) => run,
-        Ok(None) => bail!("run/{name} not found in namespace {ns}"),
-        Err(e) => return Err(target.explain_error(e, &format!("reading run/{name}"))),
-    };
+    let run = target.get_run(&name).await?;
     let pod = ready_pod(&run, &name)?;
-    let path = format!(
-        "/api/v1/namespaces/{ns}/pods/{pod}:{}/proxy/invoke/{name}",
-        crate::runtime::pod::PROBE_PORT
-    );
-    let request = http::Request::post(path)
+    let request = http::Request::post(target.runtimed_path(&pod, &format!("invoke/{name}")))
         .header(http::header::CONTENT_TYPE, &args.content_type)
         .body(input)
         .context("building the invocation request")?;
-    let output = target
-        .client
-        .request_text(request)
-        .await
-        .map_err(|e| match e {
-            kube::Error::Api(s) => anyhow!(
-                "run/{name} on Pod {pod}: the invocation failed ({}): {}",
-                s.code,
-                s.message.trim()
-            ),
-            other => anyhow!("run/{name} on Pod {pod}: the invocation failed: {other}"),
-        })?;
+    let output = target.client.request_text(request).await.map_err(|e| {
+        proxy_error(
+            e,
+            &format!("run/{name} on Pod {pod}: the invocation failed"),
+        )
+    })?;
     crate::output::write_stdout(&output).context("writing to stdout")
 }
 

@@ -35,6 +35,41 @@ impl Target {
     pub fn explain_error(&self, err: kube::Error, doing: &str) -> anyhow::Error {
         explain_error(err, doing, &self.describe())
     }
+
+    /// The Run `name` of the namespace, or a sentence saying it does not exist or why it
+    /// cannot be read.
+    pub async fn get_run(&self, name: &str) -> anyhow::Result<crate::api::Run> {
+        let runs: kube::Api<crate::api::Run> =
+            kube::Api::namespaced(self.client.clone(), &self.namespace);
+        match runs.get_opt(name).await {
+            Ok(Some(run)) => Ok(run),
+            Ok(None) => Err(anyhow!(
+                "run/{name} not found in namespace {}",
+                self.namespace
+            )),
+            Err(e) => Err(self.explain_error(e, &format!("reading run/{name}"))),
+        }
+    }
+
+    /// The path of `rest` (`invoke/NAME`, `logs/NAME?…`) on the runtimed of Runtime Pod `pod`
+    /// of the namespace (its probe port), through the API server's Pod proxy: whoever RBAC
+    /// lets use `pods/proxy` there may call it.
+    pub fn runtimed_path(&self, pod: &str, rest: &str) -> String {
+        format!(
+            "/api/v1/namespaces/{}/pods/{pod}:{}/proxy/{rest}",
+            self.namespace,
+            crate::runtime::pod::PROBE_PORT
+        )
+    }
+}
+
+/// A request through the Pod proxy that failed, as one sentence: `failed` (what failed, and
+/// where), the status code and runtimed's or the API server's message.
+pub fn proxy_error(err: kube::Error, failed: &str) -> anyhow::Error {
+    match err {
+        kube::Error::Api(s) => anyhow!("{failed} ({}): {}", s.code, s.message.trim()),
+        other => anyhow!("{failed}: {other}"),
+    }
 }
 
 /// Loads the kubeconfig (`--kubeconfig`, `$KUBECONFIG`, `~/.kube/config`, then in-cluster

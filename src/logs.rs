@@ -5,21 +5,16 @@
 
 use anyhow::{Context as _, anyhow, bail};
 use futures::AsyncBufReadExt as _;
-use kube::api::Api;
 
 use crate::api::{Run, RunPhase};
 use crate::cli::{GlobalArgs, LogsArgs};
-use crate::explain::{TargetError, parse_target};
+use crate::explain::parse_target;
+use crate::kubeclient::proxy_error;
 
 /// Runs the command: parse, find the Run's Pod, stream its log to stdout.
 pub async fn exec(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<()> {
-    let name = parse_target(&args.target, args.name.as_deref()).map_err(|e| match e {
-        TargetError::Missing => anyhow!("logs needs a Run: use run/NAME or run NAME"),
-        TargetError::NotARun(t) => {
-            anyhow!("{t:?} is not a Run: logs supports run/NAME, runs/NAME or run NAME")
-        }
-        other => anyhow!(other),
-    })?;
+    let name =
+        parse_target(&args.target, args.name.as_deref()).map_err(|e| anyhow!(e.said_by("logs")))?;
     if args.tail < -1 {
         bail!(
             "--tail {}: give a number of lines, or -1 for all of them",
@@ -27,33 +22,15 @@ pub async fn exec(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<()> {
         );
     }
     let target = crate::kubeclient::connect(global).await?;
-    let ns = &target.namespace;
-    let runs: Api<Run> = Api::namespaced(target.client.clone(), ns);
-    let run = match runs.get_opt(&name).await {
-        Ok(Some(run)) => run,
-        Ok(None) => bail!("run/{name} not found in namespace {ns}"),
-        Err(e) => return Err(target.explain_error(e, &format!("reading run/{name}"))),
-    };
+    let run = target.get_run(&name).await?;
     let pod = pod_of(&run, &name)?;
-    let path = format!(
-        "/api/v1/namespaces/{ns}/pods/{pod}:{}/proxy/logs/{name}{}",
-        crate::runtime::pod::PROBE_PORT,
-        query(args.follow, args.tail)
-    );
-    let request = http::Request::get(path)
+    let rest = format!("logs/{name}{}", query(args.follow, args.tail));
+    let request = http::Request::get(target.runtimed_path(&pod, &rest))
         .body(Vec::new())
         .context("building the log request")?;
-    let mut body = target
-        .client
-        .request_stream(request)
-        .await
-        .map_err(|e| match e {
-            kube::Error::Api(s) => anyhow!(
-                "run/{name} on Pod {pod}: cannot read its log ({}): {}",
-                s.code,
-                s.message.trim()
-            ),
-            other => anyhow!("run/{name} on Pod {pod}: cannot read its log: {other}"),
+    let mut body =
+        target.client.request_stream(request).await.map_err(|e| {
+            proxy_error(e, &format!("run/{name} on Pod {pod}: cannot read its log"))
         })?;
     // Line by line, so that a follower sees each line as it comes.
     let mut line = Vec::new();

@@ -101,15 +101,29 @@ use crate::output::{self, Palette};
 
 pub use model::{Report, Subject};
 
-/// Why the command line does not name a Run.
+/// Why the command line does not name a Run. It reads as `explain` says it; other commands
+/// that take one Run (`invoke`, `logs`) say it in their own name with [`Self::said_by`].
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum TargetError {
-    #[error("explain needs a Run: use run/NAME or run NAME")]
+    #[error("{}", self.said_by("explain"))]
     Missing,
-    #[error("{0:?} is not a Run: explain supports run/NAME, runs/NAME or run NAME")]
+    #[error("{}", self.said_by("explain"))]
     NotARun(String),
-    #[error("unexpected argument {0:?} after run/NAME")]
+    #[error("{}", self.said_by("explain"))]
     Extra(String),
+}
+
+impl TargetError {
+    /// The error as the command `command` reports it.
+    pub fn said_by(&self, command: &str) -> String {
+        match self {
+            Self::Missing => format!("{command} needs a Run: use run/NAME or run NAME"),
+            Self::NotARun(t) => {
+                format!("{t:?} is not a Run: {command} supports run/NAME, runs/NAME or run NAME")
+            }
+            Self::Extra(a) => format!("unexpected argument {a:?} after run/NAME"),
+        }
+    }
 }
 
 /// Whether `kind` names the Run kind as kubectl spells kinds (`run`, `runs`, or either
