@@ -23,25 +23,7 @@ fn chart() -> PathBuf {
 
 /// helm, built from helm.sh/helm/v4 by tests/helm/build.sh.
 fn helm_bin() -> PathBuf {
-    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let result = DIR.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(repo().join("tests/helm/build.sh"))
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .map_err(|e| format!("cannot run tests/helm/build.sh: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "tests/helm/build.sh failed ({}); it needs Go and the Go module proxy, see its output above",
-                out.status
-            ));
-        }
-        Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("helm"))
-    });
-    match result {
-        Ok(path) => path.clone(),
-        Err(e) => panic!("helm unavailable: {e}"),
-    }
+    support::go_tools("tests/helm/build.sh").join("helm")
 }
 
 /// `helm ARGS` with its own config and cache (never the user's), against the test control

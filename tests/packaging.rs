@@ -562,25 +562,7 @@ async fn kubectl_completion_hook_completes_subcommands_flags_and_the_namespaces_
 
 /// krew and validate-krew-manifest, built from sigs.k8s.io/krew by tests/krew/build.sh.
 fn krew_bin_dir() -> PathBuf {
-    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let result = DIR.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(repo().join("tests/krew/build.sh"))
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .map_err(|e| format!("cannot run tests/krew/build.sh: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "tests/krew/build.sh failed ({}); it needs Go and the Go module proxy, see its output above",
-                out.status
-            ));
-        }
-        Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
-    });
-    match result {
-        Ok(dir) => dir.clone(),
-        Err(e) => panic!("krew unavailable: {e}"),
-    }
+    support::go_tools("tests/krew/build.sh")
 }
 
 fn validate_manifest(manifest: &Path) {

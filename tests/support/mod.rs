@@ -185,6 +185,30 @@ pub fn kruntimes() -> Command {
     cmd
 }
 
+/// The directory of Go commands that `script` (`tests/krew/build.sh`, `tests/helm/build.sh`, a
+/// wrapper of `tests/go-install.sh`) builds from their modules and caches; built once per test
+/// binary. A build that fails fails the test: the commands are part of the test environment.
+pub fn go_tools(script: &str) -> PathBuf {
+    static DIRS: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
+    let mut dirs = DIRS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, dir)) = dirs.iter().find(|(s, _)| s == script) {
+        return dir.clone();
+    }
+    let out = Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(script))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
+    assert!(
+        out.status.success(),
+        "{script} failed ({}); it needs Go and the Go module proxy, see its output above",
+        out.status
+    );
+    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    dirs.push((script.to_string(), dir.clone()));
+    dir
+}
+
 /// The real `kubectl` built with the control plane (same version), pointed at it.
 pub fn kubectl() -> Command {
     let cp = control_plane();

@@ -441,25 +441,21 @@ pub fn spawn(
         },
     })?;
     let pid = child.id();
-    let mut streams = Vec::new();
-    if let Some(out) = child.stdout.take() {
-        let log = log.clone();
-        streams.push(tokio::spawn(stream_lines(
-            out,
+    // Both pipes were asked for (Stdio::piped above): the streams are there.
+    let streams = [
+        tokio::spawn(stream_lines(
+            child.stdout.take().expect("a piped stdout"),
             run_name.to_string(),
             "stdout",
-            log,
-        )));
-    }
-    if let Some(err) = child.stderr.take() {
-        let log = log.clone();
-        streams.push(tokio::spawn(stream_lines(
-            err,
+            log.clone(),
+        )),
+        tokio::spawn(stream_lines(
+            child.stderr.take().expect("a piped stderr"),
             run_name.to_string(),
             "stderr",
-            log,
-        )));
-    }
+            log.clone(),
+        )),
+    ];
     let (kill_tx, mut kill_rx) = oneshot::channel::<()>();
     let uid = uid.to_string();
     tokio::spawn(async move {
