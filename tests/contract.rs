@@ -295,28 +295,6 @@ fn held_by_status(ns: &TestNs) -> Vec<(String, Option<u64>)> {
         .collect()
 }
 
-/// Sets `spec.cancelRequested` on the Run `name`.
-async fn cancel(ns: &TestNs, name: &str) {
-    ns.api::<Run>()
-        .patch(
-            name,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(serde_json::json!({"spec": {"cancelRequested": true}})),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("cancel Run {name}: {e}"));
-}
-
-/// Waits until `name` is in `phase`; returns it.
-async fn phase(ns: &TestNs, name: &str, phase: RunPhase, within: Duration) -> Run {
-    ns.wait_runs(within, &format!("Run {name} to be {phase:?}"), |runs| {
-        runs.iter()
-            .find(|r| r.name_any() == name && r.phase() == phase)
-            .cloned()
-    })
-    .await
-}
-
 /// Cancel and timeout in every phase: a Pending Run is cancelled by the scheduler, a
 /// Scheduled one by runtimed without ever executing, a Running one is stopped (the server's
 /// Cancel, or SIGTERM for a child) and ends Cancelled; a Running one past its spec.timeout ends
@@ -331,18 +309,16 @@ async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
     // Running: the Pod full with two long Runs, one of them with a 3 s timeout.
     long("to-cancel").create(ns).await;
     long("to-time-out").timeout("3s").create(ns).await;
-    phase(ns, "to-cancel", RunPhase::Running, Duration::from_secs(60)).await;
-    phase(
-        ns,
-        "to-time-out",
-        RunPhase::Running,
-        Duration::from_secs(60),
-    )
-    .await;
+    ns.wait_phase("to-cancel", RunPhase::Running, Duration::from_secs(60))
+        .await;
+    ns.wait_phase("to-time-out", RunPhase::Running, Duration::from_secs(60))
+        .await;
     // Pending: no room for it.
     long("pending").create(ns).await;
-    cancel(ns, "pending").await;
-    let pending = phase(ns, "pending", RunPhase::Cancelled, Duration::from_secs(30)).await;
+    ns.cancel("pending").await;
+    let pending = ns
+        .wait_phase("pending", RunPhase::Cancelled, Duration::from_secs(30))
+        .await;
     let status = pending.status.as_ref().unwrap();
     assert_eq!(
         status.reason.as_deref(),
@@ -356,54 +332,35 @@ async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
 
     // Timeout: stopped after 3 s from its start, the room goes to the Run waiting for it.
     long("after-timeout").create(ns).await;
-    let timed = phase(
-        ns,
-        "to-time-out",
-        RunPhase::Timeout,
-        Duration::from_secs(30),
-    )
-    .await;
+    let timed = ns
+        .wait_phase("to-time-out", RunPhase::Timeout, Duration::from_secs(30))
+        .await;
     let status = timed.status.as_ref().unwrap();
     assert_eq!(
         status.reason.as_deref(),
         Some(reasons::TIMEOUT),
         "{status:?}"
     );
-    phase(
-        ns,
-        "after-timeout",
-        RunPhase::Running,
-        Duration::from_secs(30),
-    )
-    .await;
+    ns.wait_phase("after-timeout", RunPhase::Running, Duration::from_secs(30))
+        .await;
 
     // Running, cancelled: stopped, and its room goes to the next Run.
     long("after-cancel").create(ns).await;
-    cancel(ns, "to-cancel").await;
-    let cancelled = phase(
-        ns,
-        "to-cancel",
-        RunPhase::Cancelled,
-        Duration::from_secs(30),
-    )
-    .await;
+    ns.cancel("to-cancel").await;
+    let cancelled = ns
+        .wait_phase("to-cancel", RunPhase::Cancelled, Duration::from_secs(30))
+        .await;
     assert_eq!(
         cancelled.status.as_ref().unwrap().reason.as_deref(),
         Some(reasons::CANCELLED)
     );
-    phase(
-        ns,
-        "after-cancel",
-        RunPhase::Running,
-        Duration::from_secs(30),
-    )
-    .await;
+    ns.wait_phase("after-cancel", RunPhase::Running, Duration::from_secs(30))
+        .await;
 
     // Scheduled, cancelled before runtimed claims it: runtimed is frozen while the scheduler
     // places it, so it is seen Scheduled and cancelled there.
-    cancel(ns, "after-timeout").await;
-    phase(
-        ns,
+    ns.cancel("after-timeout").await;
+    ns.wait_phase(
         "after-timeout",
         RunPhase::Cancelled,
         Duration::from_secs(30),
@@ -411,22 +368,13 @@ async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
     .await;
     pool.agent().signal(kruntimes::process::Signal::Stop);
     long("scheduled").create(ns).await;
-    phase(
-        ns,
-        "scheduled",
-        RunPhase::Scheduled,
-        Duration::from_secs(30),
-    )
-    .await;
-    cancel(ns, "scheduled").await;
+    ns.wait_phase("scheduled", RunPhase::Scheduled, Duration::from_secs(30))
+        .await;
+    ns.cancel("scheduled").await;
     pool.agent().signal(kruntimes::process::Signal::Cont);
-    let scheduled = phase(
-        ns,
-        "scheduled",
-        RunPhase::Cancelled,
-        Duration::from_secs(30),
-    )
-    .await;
+    let scheduled = ns
+        .wait_phase("scheduled", RunPhase::Cancelled, Duration::from_secs(30))
+        .await;
     let status = scheduled.status.as_ref().unwrap();
     assert!(
         status.start_time.is_none(),
@@ -435,20 +383,15 @@ async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
 
     // Nothing leaked: once the last long Run is cancelled, a Run of the Pod's whole
     // capacity runs.
-    cancel(ns, "after-cancel").await;
+    ns.cancel("after-cancel").await;
     run("whole-pod")
         .runtime("pool")
         .requests(&[("runs", 2)])
         .task(&["sh", "-c", "exit 0"])
         .create(ns)
         .await;
-    phase(
-        ns,
-        "whole-pod",
-        RunPhase::Succeeded,
-        Duration::from_secs(60),
-    )
-    .await;
+    ns.wait_phase("whole-pod", RunPhase::Succeeded, Duration::from_secs(60))
+        .await;
     let checked = watch.finish().await;
     assert_eq!(held_by_status(ns), [("runs".to_string(), Some(0))]);
     if backend == Backend::Server {
@@ -488,13 +431,9 @@ async fn the_leader_deletes_a_finished_run_after_its_ttl_and_keeps_one_without()
     let quick = |name: &str| run(name).runtime("pool").task(&["sh", "-c", "exit 0"]);
     quick("kept").create(ns).await;
     quick("short-lived").ttl_after_finished(2).create(ns).await;
-    let done = phase(
-        ns,
-        "short-lived",
-        RunPhase::Succeeded,
-        Duration::from_secs(60),
-    )
-    .await;
+    let done = ns
+        .wait_phase("short-lived", RunPhase::Succeeded, Duration::from_secs(60))
+        .await;
     let completed = done
         .status
         .as_ref()
@@ -514,7 +453,9 @@ async fn the_leader_deletes_a_finished_run_after_its_ttl_and_keeps_one_without()
         gone_after >= jiff::SignedDuration::from_secs(1),
         "deleted {gone_after:?} after completion, before its 2 s TTL"
     );
-    let kept = phase(ns, "kept", RunPhase::Succeeded, Duration::from_secs(30)).await;
+    let kept = ns
+        .wait_phase("kept", RunPhase::Succeeded, Duration::from_secs(30))
+        .await;
     assert!(kept.metadata.deletion_timestamp.is_none());
 }
 
@@ -537,7 +478,7 @@ async fn function_runs_hold_their_room_while_ready_until_cancel_delete_idle_or_t
     let within = Duration::from_secs(60);
 
     whole("echo", "echo").create(ns).await;
-    phase(ns, "echo", RunPhase::Ready, within).await;
+    ns.wait_phase("echo", RunPhase::Ready, within).await;
     whole("upper", "upper").create(ns).await;
     let waiting = ns
         .wait_runs(within, "the second function Run to wait", |runs| {
@@ -572,13 +513,13 @@ async fn function_runs_hold_their_room_while_ready_until_cancel_delete_idle_or_t
     );
 
     // Cancel releases it: the waiting one becomes Ready.
-    cancel(ns, "echo").await;
-    let cancelled = phase(ns, "echo", RunPhase::Cancelled, within).await;
+    ns.cancel("echo").await;
+    let cancelled = ns.wait_phase("echo", RunPhase::Cancelled, within).await;
     assert_eq!(
         cancelled.status.unwrap().reason.as_deref(),
         Some(reasons::CANCELLED)
     );
-    phase(ns, "upper", RunPhase::Ready, within).await;
+    ns.wait_phase("upper", RunPhase::Ready, within).await;
     let (code, body) = support::world::http_post(pool.probe, "/invoke/upper", b"shout")
         .await
         .unwrap();
@@ -623,24 +564,24 @@ async fn function_runs_hold_their_room_while_ready_until_cancel_delete_idle_or_t
         (!runs.iter().any(|r| r.name_any() == "upper")).then_some(())
     })
     .await;
-    phase(ns, "idle", RunPhase::Ready, within).await;
+    ns.wait_phase("idle", RunPhase::Ready, within).await;
     // Each next one waits for the room and is woken by the release of the one before.
     whole("bounded", "echo").timeout("3s").create(ns).await;
-    let idle = phase(ns, "idle", RunPhase::Timeout, within).await;
+    let idle = ns.wait_phase("idle", RunPhase::Timeout, within).await;
     assert_eq!(
         idle.status.unwrap().reason.as_deref(),
         Some(reasons::IDLE_TIMEOUT)
     );
     // spec.timeout from startTime: Timeout, reason Timeout.
-    phase(ns, "bounded", RunPhase::Ready, within).await;
+    ns.wait_phase("bounded", RunPhase::Ready, within).await;
     whole("refused", "fail-register").create(ns).await;
-    let bounded = phase(ns, "bounded", RunPhase::Timeout, within).await;
+    let bounded = ns.wait_phase("bounded", RunPhase::Timeout, within).await;
     assert_eq!(
         bounded.status.unwrap().reason.as_deref(),
         Some(reasons::TIMEOUT)
     );
     // A registration the server refuses fails the Run.
-    let refused = phase(ns, "refused", RunPhase::Failed, within).await;
+    let refused = ns.wait_phase("refused", RunPhase::Failed, within).await;
     let status = refused.status.unwrap();
     assert_eq!(status.reason.as_deref(), Some(reasons::START_FAILED));
     assert!(
@@ -657,7 +598,9 @@ async fn function_runs_hold_their_room_while_ready_until_cancel_delete_idle_or_t
         .retry_policy(2, "1s")
         .create(ns)
         .await;
-    let twice = phase(ns, "refused-twice", RunPhase::Failed, within).await;
+    let twice = ns
+        .wait_phase("refused-twice", RunPhase::Failed, within)
+        .await;
     assert_eq!(twice.attempt(), 2, "{:?}", twice.status);
     assert_eq!(
         twice.status.unwrap().reason.as_deref(),
@@ -671,7 +614,8 @@ async fn function_runs_hold_their_room_while_ready_until_cancel_delete_idle_or_t
         .task(&["sh", "-c", "exit 0"])
         .create(ns)
         .await;
-    phase(ns, "whole-pod", RunPhase::Succeeded, within).await;
+    ns.wait_phase("whole-pod", RunPhase::Succeeded, within)
+        .await;
     let recorded = watch.finish_recorded().await;
     assert_eq!(held_by_status(ns), [("runs".to_string(), Some(0))]);
     // The deleted Ready Run was kept until runtimed had unregistered it and ended it.

@@ -317,15 +317,7 @@ async fn an_inline_function_registers_on_the_bash_runtime_server_and_again_after
     assert_eq!(run_now.phase(), RunPhase::Ready);
     assert_eq!(run_now.status.as_ref().and_then(|s| s.attempt), Some(1));
 
-    let runs: kube::Api<Run> = kube::Api::namespaced(ns.client.clone(), &ns.name);
-    let patch = serde_json::json!({"spec": {"cancelRequested": true}});
-    runs.patch(
-        "greet",
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(&patch),
-    )
-    .await
-    .unwrap();
+    ns.cancel("greet").await;
     let ended = scenario.terminal(&["greet"]).await;
     assert_eq!(ended["greet"].phase(), RunPhase::Cancelled);
     scenario.directories_removed(ended.values()).await;
@@ -496,21 +488,9 @@ async fn the_go_projects_e2e_assertions_hold_on_its_bash_runtime_server() {
         .task(&["sh", "-c", &hold])
         .create(ns)
         .await;
-    ns.wait_runs(Duration::from_secs(60), "held Running", |runs| {
-        runs.iter()
-            .find(|r| r.name_any() == "held" && r.phase() == RunPhase::Running)
-            .map(|_| ())
-    })
-    .await;
-    let runs: kube::Api<Run> = kube::Api::namespaced(ns.client.clone(), &ns.name);
-    let patch = serde_json::json!({"spec": {"cancelRequested": true}});
-    runs.patch(
-        "held",
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(&patch),
-    )
-    .await
-    .unwrap();
+    ns.wait_phase("held", RunPhase::Running, Duration::from_secs(60))
+        .await;
+    ns.cancel("held").await;
     let ended = scenario
         .terminal(&["lifecycle", "invalid", "oversized", "slow", "held"])
         .await;

@@ -14,7 +14,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
 use kube::api::DeleteParams;
-use serde_json::json;
 
 use kruntimes::api::status::{CONDITION_RUNNING, reasons};
 use kruntimes::api::{RetryPolicy, Run, RunPhase};
@@ -234,8 +233,7 @@ async fn attempts_run_out_unlisted_reasons_are_not_retried_and_cancel_ends_a_bac
             .and_then(|r| (running_condition(r)?.0 == "False").then_some(()))
     })
     .await;
-    ns.merge::<Run>("waits", json!({"spec": {"cancelRequested": true}}))
-        .await;
+    ns.cancel("waits").await;
     let cancelled = pool.all_done(&["waits".to_string()]).await;
     let waits = &cancelled["waits"];
     assert_eq!(waits.phase(), RunPhase::Cancelled);
@@ -269,8 +267,7 @@ async fn cancelling_a_running_run_does_not_retry_it() {
         (count(runs, RunPhase::Running) == 1).then_some(())
     })
     .await;
-    ns.merge::<Run>("held", json!({"spec": {"cancelRequested": true}}))
-        .await;
+    ns.cancel("held").await;
     let done = pool.all_done(&["held".to_string()]).await;
     let held = &done["held"];
     assert_eq!(held.phase(), RunPhase::Cancelled);

@@ -153,6 +153,22 @@ impl TestNs {
             .unwrap_or_else(|e| panic!("patch {} {name}: {e}", K::kind(&())))
     }
 
+    /// Sets `spec.cancelRequested` on the Run `name` (one way).
+    pub async fn cancel(&self, name: &str) {
+        self.merge::<Run>(name, serde_json::json!({"spec": {"cancelRequested": true}}))
+            .await;
+    }
+
+    /// Waits until the Run `name` is in `phase`; returns it.
+    pub async fn wait_phase(&self, name: &str, phase: RunPhase, within: Duration) -> Run {
+        self.wait_runs(within, &format!("Run {name} to be {phase:?}"), |runs| {
+            runs.iter()
+                .find(|r| r.name_any() == name && r.phase() == phase)
+                .cloned()
+        })
+        .await
+    }
+
     pub fn runs(&self) -> Api<Run> {
         self.api()
     }
