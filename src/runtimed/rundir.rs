@@ -210,13 +210,7 @@ mod tests {
     use super::*;
     use crate::api::{CodeSource, TaskMode};
     use crate::runtimed::executor::prepare;
-
-    fn task(args: &[&str]) -> TaskMode {
-        TaskMode {
-            args: args.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        }
-    }
+    use crate::testing::task_mode as task;
 
     #[test]
     fn a_run_works_in_its_own_directory_with_the_outputs_file_named() {

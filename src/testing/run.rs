@@ -52,6 +52,23 @@ pub struct RunBuilder {
     backoff_since: Option<Timestamp>,
 }
 
+/// A `mode.task` of `args` (no entrypoint, no working directory).
+pub fn task_mode(args: &[&str]) -> TaskMode {
+    TaskMode {
+        args: args.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+/// A plain `name=value` environment variable (`value` `None`: set, empty).
+pub fn env_var(name: &str, value: Option<&str>) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: value.map(str::to_string),
+        value_from: None,
+    }
+}
+
 /// A Pending Run in [`NS`] for [`RUNTIME`] with UID `uid-<name>`, no requests (so `runs: 1`)
 /// and the Task `true`.
 pub fn run(name: &str) -> RunBuilder {

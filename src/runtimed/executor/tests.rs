@@ -1,28 +1,11 @@
 use super::*;
+use crate::testing::{env_var, task_mode as task};
 use k8s_openapi::api::core::v1::{EnvVarSource, ObjectFieldSelector};
-
-fn task(args: &[&str]) -> TaskMode {
-    TaskMode {
-        args: args.iter().map(|s| s.to_string()).collect(),
-        ..Default::default()
-    }
-}
 
 #[test]
 fn prepare_splits_program_and_args_and_keeps_plain_env() {
     let mut t = task(&["sh", "-c", "exit 3"]);
-    let env = vec![
-        EnvVar {
-            name: "A".into(),
-            value: Some("1".into()),
-            value_from: None,
-        },
-        EnvVar {
-            name: "EMPTY".into(),
-            value: None,
-            value_from: None,
-        },
-    ];
+    let env = vec![env_var("A", Some("1")), env_var("EMPTY", None)];
     t.working_dir = Some("/tmp".into());
     let p = prepare(Some(&t), &env, None).unwrap();
     assert_eq!(p.program, "sh");
@@ -119,13 +102,7 @@ fn a_registration_digest_is_stable_and_changes_with_what_defines_it() {
         inline_path: Some("hello.sh".into()),
         ..Default::default()
     };
-    let env = |v: &str| {
-        vec![EnvVar {
-            name: "A".into(),
-            value: Some(v.into()),
-            value_from: None,
-        }]
-    };
+    let env = |v: &str| vec![env_var("A", Some(v))];
     let digest = |function: &crate::api::FunctionMode, env: &[EnvVar], source: &CodeSource| {
         let p = prepare_function(function, env, Some(source)).unwrap();
         p.function.unwrap().digest
@@ -222,16 +199,8 @@ async fn spawn_reports_the_exit_code_with_env_and_working_dir_applied() {
     ]);
     let real = dir.path().canonicalize().unwrap().display().to_string();
     let env = vec![
-        EnvVar {
-            name: "KR_X".into(),
-            value: Some("hello".into()),
-            value_from: None,
-        },
-        EnvVar {
-            name: "KR_DIR".into(),
-            value: Some(real.clone()),
-            value_from: None,
-        },
+        env_var("KR_X", Some("hello")),
+        env_var("KR_DIR", Some(&real)),
     ];
     t.working_dir = Some(real);
     let exit = run_to_exit(&t, &env).await;
