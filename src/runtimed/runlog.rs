@@ -62,12 +62,7 @@ impl RunLogs {
         let path = self.path(name, uid);
         let _ = std::fs::remove_file(done_marker(&path));
         let file = std::fs::create_dir_all(&self.dir)
-            .and_then(|()| {
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&path)
-            })
+            .and_then(|()| open_append(&path))
             .map_err(|e| {
                 tracing::warn!(run = %name, "cannot write the log of Run {name} to {}: {e}", path.display());
             })
@@ -84,17 +79,22 @@ impl RunLogs {
         }))
     }
 
-    /// Removes the least recently written logs beyond [`MAX_LOGS`].
-    fn prune(&self) {
+    /// Every log, with when it was last written (none when the directory cannot be read).
+    fn logs(&self) -> Vec<(std::time::SystemTime, PathBuf)> {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return;
+            return Vec::new();
         };
-        let mut logs: Vec<(std::time::SystemTime, PathBuf)> = entries
+        entries
             .flatten()
             .map(|e| e.path())
             .filter(|p| p.extension().is_some_and(|x| x == "log"))
             .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
-            .collect();
+            .collect()
+    }
+
+    /// Removes the least recently written logs beyond [`MAX_LOGS`].
+    fn prune(&self) {
+        let mut logs = self.logs();
         if logs.len() <= MAX_LOGS {
             return;
         }
@@ -109,19 +109,15 @@ impl RunLogs {
     /// The newest log of the Run named `name` (a Run deleted and created again has a new UID).
     fn find(&self, name: &str) -> Option<PathBuf> {
         let prefix = format!("{name}_");
-        std::fs::read_dir(&self.dir)
-            .ok()?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.extension().is_some_and(|x| x == "log")
-                    && p.file_name()
-                        .and_then(|f| f.to_str())
-                        .and_then(|f| f.strip_prefix(&prefix))
-                        // A UID has no `_`: `a_b`'s log is not `a`'s.
-                        .is_some_and(|rest| !rest.contains('_'))
+        self.logs()
+            .into_iter()
+            .filter(|(_, p)| {
+                p.file_name()
+                    .and_then(|f| f.to_str())
+                    .and_then(|f| f.strip_prefix(&prefix))
+                    // A UID has no `_`: `a_b`'s log is not `a`'s.
+                    .is_some_and(|rest| !rest.contains('_'))
             })
-            .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
             .max()
             .map(|(_, p)| p)
     }
@@ -173,16 +169,18 @@ impl LogWriter {
 
     fn rotate(&mut self) {
         self.file = std::fs::rename(&self.path, rotated(&self.path))
-            .and_then(|()| {
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&self.path)
-            })
+            .and_then(|()| open_append(&self.path))
             .map_err(|e| tracing::warn!("cannot rotate {}: {e}", self.path.display()))
             .ok();
         self.written = 0;
     }
+}
+
+fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
 }
 
 fn rotated(path: &Path) -> PathBuf {
