@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Read as _;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use super::executor::Prepared;
 use super::outputs::{self, OutputsError};
@@ -110,18 +110,8 @@ impl Layout {
             _ => {}
         }
         if let Some(source) = &task.source {
-            let relative = Path::new(&source.path);
-            // The API refuses other paths; a file outside the directory is never written.
-            if !relative
-                .components()
-                .all(|c| matches!(c, Component::Normal(_)))
-            {
-                return Err(format!(
-                    "spec.source.inlinePath {:?} must be a relative file path without '.' or '..' segments",
-                    source.path
-                ));
-            }
-            let file = self.working_dir.join(relative);
+            // A path inside the working directory: `prepare` refused any other.
+            let file = self.working_dir.join(&source.path);
             if let Some(parent) = file.parent() {
                 std::fs::create_dir_all(parent).map_err(|e| {
                     format!("cannot create the directory {}: {e}", parent.display())

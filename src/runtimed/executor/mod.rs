@@ -47,6 +47,10 @@ pub enum TaskError {
     )]
     Entrypoint(String),
     #[error(
+        "spec.source.inlinePath {0:?} must be a relative file path inside the Run's directory, without '..'"
+    )]
+    InlinePath(String),
+    #[error(
         "spec.env[{name:?}] uses valueFrom, which runtimed does not support; set a plain value instead"
     )]
     EnvValueFrom { name: String },
@@ -136,6 +140,9 @@ pub fn prepare_function(
         .filter(|s| *s > 0)
         .map(|s| std::time::Duration::from_secs(s as u64));
     let file = source.and_then(|s| Some((s.inline.clone()?, s.inline_path.clone()?)));
+    if let Some((_, path)) = file.as_ref().filter(|(_, p)| !is_inside(p)) {
+        return Err(TaskError::InlinePath(path.clone()));
+    }
     let digest = registration_digest(source, &handler, &env, idle_timeout);
     Ok(Prepared {
         program: String::new(),
@@ -235,7 +242,7 @@ pub fn prepare(
     if let Some(entrypoint) = task
         .entrypoint
         .as_deref()
-        .filter(|e| !entrypoint_is_inside(e))
+        .filter(|e| !e.is_empty() && !is_inside(e))
     {
         return Err(TaskError::Entrypoint(entrypoint.to_string()));
     }
@@ -267,22 +274,18 @@ pub fn prepare(
     })
 }
 
-/// Whether an entrypoint names a file inside the working directory: relative, no `..`
-/// segment, not the directory itself (the API checks the first two; a Run stored before that
-/// rule, or written around it, is refused here with the field's name).
-fn entrypoint_is_inside(entrypoint: &str) -> bool {
-    let path = std::path::Path::new(entrypoint);
-    entrypoint.is_empty()
-        || (!path.is_absolute()
-            && path.components().all(|c| {
-                matches!(
-                    c,
-                    std::path::Component::Normal(_) | std::path::Component::CurDir
-                )
-            })
-            && path
-                .components()
-                .any(|c| matches!(c, std::path::Component::Normal(_))))
+/// Whether a path (an entrypoint, a function's inline source) names a file inside the working
+/// directory: relative, no `..` segment, not the directory itself. The API checks these
+/// fields; a Run stored before those rules, or written around them, is refused here with the
+/// field's name, and no file outside the Run's directory is ever written or run.
+pub fn is_inside(path: &str) -> bool {
+    use std::path::Component;
+    let path = std::path::Path::new(path);
+    !path.is_absolute()
+        && path
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+        && path.components().any(|c| matches!(c, Component::Normal(_)))
 }
 
 /// How a child process ended.

@@ -308,3 +308,24 @@ async fn a_childs_output_is_in_its_runs_log_before_its_exit_is_reported() {
     assert_eq!(lines, ["err", "out"]);
     assert!(log.with_extension("done").exists());
 }
+
+#[test]
+fn an_inline_function_path_outside_the_runs_directory_is_refused_naming_the_field() {
+    let function = crate::api::FunctionMode {
+        handler: Some("h.f".into()),
+        idle_timeout_seconds: None,
+    };
+    for bad in ["/etc/h.sh", "../h.sh", "a/../../h.sh", "."] {
+        let source = CodeSource {
+            inline: Some("f() { :; }".into()),
+            inline_path: Some(bad.into()),
+            ..Default::default()
+        };
+        let err = prepare_function(&function, &[], Some(&source)).unwrap_err();
+        assert_eq!(err, TaskError::InlinePath(bad.into()));
+        assert!(
+            err.to_string().starts_with("spec.source.inlinePath "),
+            "{err}"
+        );
+    }
+}
