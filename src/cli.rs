@@ -319,6 +319,23 @@ pub struct RuntimedArgs {
     /// runtimed's readiness. Unset: runtimed runs each Run's task itself.
     #[arg(long, env = "KRUNTIMES_RUNTIME_SERVER", value_name = "HOST:PORT")]
     pub runtime_server: Option<String>,
+    /// How long a Run's Git source (spec.source.repoURL) may take to fetch and check out;
+    /// then the Run fails StartFailed.
+    #[arg(long, env = "KRUNTIMES_GIT_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub git_timeout: Duration,
+    /// The most bytes a Run's Git checkout may hold (.git included); a larger one fails the
+    /// Run StartFailed.
+    #[arg(
+        long,
+        env = "KRUNTIMES_GIT_MAX_BYTES",
+        default_value_t = 100 << 20,
+        value_name = "BYTES"
+    )]
+    pub git_max_bytes: u64,
+    /// PEM CA certificates to trust for Git over https, besides Mozilla's roots and the
+    /// system's (a Git server with a private CA).
+    #[arg(long, env = "KRUNTIMES_GIT_CA_FILE", value_name = "FILE")]
+    pub git_ca_file: Option<PathBuf>,
 }
 
 /// `cancel run/NAME…`: which Runs, and whether to wait for their end.

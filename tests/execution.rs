@@ -9,7 +9,9 @@
 //! requires), is invoked, and registers again after a runtimed restart. A Run's stdout and
 //! stderr are its log at runtimed's `/logs/<run>` (what `kubectl kruntimes logs` reads), live
 //! for a child, at the end for a server, and after the Run's directory is gone. The Go
-//! project's own e2e assertions (lifecycle, outputs, timeout, cancel) are ported as ours.
+//! project's own e2e assertions (lifecycle, outputs, timeout, cancel) are ported as ours. A
+//! Git source is checked out at its commit from the tests' Git server (Git's own
+//! `http-backend` over https), within runtimed's bounds of size, trust and time.
 
 mod support;
 
@@ -22,6 +24,7 @@ use kube::ResourceExt;
 use kruntimes::api::status::{self, reasons};
 use kruntimes::api::{Run, RunPhase};
 use kruntimes::testing::run;
+use support::git::GitServer;
 use support::pool::{HEARTBEAT, Pool};
 use support::world::{Create, RuntimeServerProcess, SchedulerProcess, TestNs, eventually};
 
@@ -53,6 +56,11 @@ impl Scenario {
 
     /// [`Self::start`] with the Runtime named `runtime`.
     async fn start_named(prefix: &str, backend: Backend, runtime: &str) -> Self {
+        Self::start_with(prefix, backend, runtime, &[]).await
+    }
+
+    /// [`Self::start_named`] with more runtimed flags.
+    async fn start_with(prefix: &str, backend: Backend, runtime: &str, extra: &[&str]) -> Self {
         let ns = TestNs::new(prefix).await;
         let scheduler = SchedulerProcess::start(&ns.name, 2, None, prefix).await;
         let server = match backend {
@@ -67,6 +75,7 @@ impl Scenario {
         if let Some(server) = &server {
             args.extend(server.flag());
         }
+        args.extend(extra);
         let pool = Pool::start(&ns, runtime, 1, &[("runs", 2)], &args).await;
         eventually(
             Duration::from_secs(30),
@@ -527,4 +536,163 @@ async fn the_go_projects_e2e_assertions_hold_on_its_bash_runtime_server() {
         .clone()
         .unwrap_or_default();
     assert!(slow.contains("timeout"), "{slow}");
+}
+
+/// A Git source on `backend`: the commit (full or abbreviated ID, or the default branch) is
+/// checked out into `<run dir>/repo`, the working directory of its entrypoint, fetched over
+/// https from the tests' Git server (Git's own `http-backend`) with runtimed trusting its CA;
+/// a commit or repository that is not there, or a URL runtimed does not fetch, ends the Run
+/// `StartFailed` with the field's name.
+async fn a_git_source_is_checked_out_at_its_commit(prefix: &str, backend: Backend) {
+    let git = GitServer::start();
+    let script = |version: &str| {
+        format!(
+            "#!/bin/sh\necho \"version={version}\" >> \"$KRUNTIME_OUTPUTS\"\necho \"dir=$(pwd)\" >> \"$KRUNTIME_OUTPUTS\"\necho \"data=$(cat data/file)\" >> \"$KRUNTIME_OUTPUTS\"\n"
+        )
+    };
+    let (v1, v2) = (script("1"), script("2"));
+    let ids = git.repository(
+        "jobs",
+        &[
+            &[("run.sh", &v1, true), ("data/file", "one", false)],
+            &[("run.sh", &v2, true), ("data/file", "two", false)],
+        ],
+    );
+    let ca = git.ca_file().display().to_string();
+    let scenario =
+        Scenario::start_with(prefix, backend, "pool", &["--git-ca-file", ca.as_str()]).await;
+    let ns = scenario.ns();
+    let url = git.url("jobs");
+    let pinned = ids[0].as_str();
+    for (name, url, commit) in [
+        ("pinned", url.as_str(), Some(pinned)),
+        ("short", url.as_str(), Some(&pinned[..10])),
+        ("head", url.as_str(), None),
+        (
+            "no-commit",
+            url.as_str(),
+            Some("0123456789abcdef0123456789abcdef01234567"),
+        ),
+        ("no-repo", &git.url("missing"), None),
+        ("plain-http", "http://127.0.0.1:1/jobs.git", None),
+    ] {
+        run(name)
+            .runtime("pool")
+            .git(url, commit, "run.sh")
+            .create(ns)
+            .await;
+    }
+    let names = [
+        "pinned",
+        "short",
+        "head",
+        "no-commit",
+        "no-repo",
+        "plain-http",
+    ];
+    let ended = scenario.terminal(&names).await;
+    for (name, version, data) in [
+        ("pinned", "1", "one"),
+        ("short", "1", "one"),
+        ("head", "2", "two"),
+    ] {
+        let r = &ended[name];
+        let s = status_of(r);
+        assert_eq!(r.phase(), RunPhase::Succeeded, "{name}: {s:?}");
+        let dir = scenario.workspace().join(r.uid().unwrap()).join("repo");
+        assert_eq!(
+            s.outputs,
+            outputs(&[
+                ("version", version),
+                ("dir", &dir.display().to_string()),
+                ("data", data)
+            ]),
+            "{name}: its commit's files, run in <run dir>/repo"
+        );
+    }
+    for (name, says) in [
+        ("no-commit", "spec.source.commitSHA \"0123456789abcdef"),
+        ("no-repo", "spec.source.repoURL"),
+        ("plain-http", "must be an https:// or ssh:// URL"),
+    ] {
+        let r = &ended[name];
+        let s = status_of(r);
+        assert_eq!(
+            (r.phase(), s.reason.as_deref()),
+            (RunPhase::Failed, Some(reasons::START_FAILED)),
+            "{name}: {s:?}"
+        );
+        let message = s.message.as_deref().unwrap_or_default();
+        assert!(message.contains(says), "{name}: {message}");
+    }
+    scenario.directories_removed(ended.values()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_git_source_is_checked_out_at_its_commit_as_runtimeds_own_process() {
+    a_git_source_is_checked_out_at_its_commit("git-child", Backend::Child).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_git_source_is_checked_out_at_its_commit_on_the_go_projects_bash_runtime_server() {
+    a_git_source_is_checked_out_at_its_commit("git-bash", Backend::Bash).await;
+}
+
+/// The bounds of a checkout, without a control plane: a checkout larger than `--git-max-bytes`
+/// is refused, a server whose CA runtimed does not trust is not fetched from, and a server
+/// that never answers ends the fetch at `--git-timeout`.
+#[test]
+fn a_checkout_is_bounded_in_size_trust_and_time() {
+    use kruntimes::runtimed::git::{FetchOptions, GitError, GitSource, checkout};
+    use std::sync::{Arc, atomic::AtomicBool};
+    let git = GitServer::start();
+    git.repository("big", &[&[("blob", &"x".repeat(64 * 1024), false)]]);
+    let dest = tempfile::tempdir().unwrap();
+    let source = GitSource {
+        url: git.url("big"),
+        commit: None,
+    };
+    let trusted = FetchOptions {
+        ca_file: Some(git.ca_file()),
+        ..Default::default()
+    };
+    let go = Arc::new(AtomicBool::new(false));
+    let repo = dest.path().join("repo");
+    checkout(&source, &repo, &trusted, &go).expect("within the default bounds");
+    assert!(repo.join("blob").is_file());
+    let small = FetchOptions {
+        max_bytes: 16 * 1024,
+        ..trusted.clone()
+    };
+    let err = checkout(&source, &repo, &small, &go).unwrap_err();
+    assert_eq!(
+        err,
+        GitError::TooLarge {
+            url: source.url.clone(),
+            limit: 16 * 1024
+        }
+    );
+    let err = checkout(&source, &repo, &FetchOptions::default(), &go).unwrap_err();
+    assert!(
+        matches!(&err, GitError::Fetch { error, .. } if error.contains("certificate")),
+        "{err}"
+    );
+    // Accepts connections (the kernel's backlog) and never answers.
+    let stalled = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent = GitSource {
+        url: format!("https://{}/r.git", stalled.local_addr().unwrap()),
+        commit: None,
+    };
+    let quick = FetchOptions {
+        timeout: Duration::from_secs(1),
+        ..trusted
+    };
+    let err = checkout(&silent, &repo, &quick, &go).unwrap_err();
+    assert_eq!(
+        err,
+        GitError::TimedOut {
+            url: silent.url.clone(),
+            timeout: Duration::from_secs(1)
+        }
+    );
 }

@@ -23,6 +23,7 @@ use super::admission::AdmissionCache;
 use super::agent::AgentEvent;
 use super::contract::{execute_request, execution_id};
 use super::executor::{self, ChildExit, ChildHandle, Exit, SpawnError, Terminal};
+use super::git;
 use super::plan::Attach;
 use super::remote::RuntimeServer;
 use super::rundir::{self, Layout};
@@ -92,6 +93,8 @@ pub(super) struct Children {
     pod_name: String,
     shutdown_grace: Duration,
     workspace_root: std::path::PathBuf,
+    /// How a Run's Git source is fetched.
+    git: git::FetchOptions,
     /// Each Run's stdout and stderr, kept on the workspace volume.
     logs: RunLogs,
     /// The Pod's runtime server, when Runs execute there.
@@ -130,6 +133,7 @@ impl Children {
             pod_name: settings.identity.pod_name.clone(),
             shutdown_grace: settings.shutdown_grace,
             workspace_root: settings.workspace_root.clone(),
+            git: settings.git.clone(),
             logs: RunLogs::new(&settings.workspace_root),
             listed: server.is_none().then(HashSet::new),
             server,
@@ -299,32 +303,53 @@ impl Children {
         // A function Run is a registration, not an execution: nothing to `Forget` at its end.
         let execution =
             (self.server.is_some() && task.function.is_none()).then(|| execution_id(uid, attempt));
-        let handle = match (&self.server, &execution) {
-            (Some(server), None) if task.function.is_some() => {
-                let function = task.function.clone().expect("checked");
-                server.serve_function(
-                    register_request(uid, attempt, task),
-                    function.idle_timeout,
-                    uid.to_string(),
-                    self.ready.clone(),
-                    self.exits.clone(),
-                )
-            }
-            (Some(server), Some(id)) => server.follow(
-                Some(execute_request(id, task, 0)),
-                id.clone(),
-                uid.to_string(),
+        let start = {
+            let (server, exits, ready) =
+                (self.server.clone(), self.exits.clone(), self.ready.clone());
+            let log = self.logs.writer(name, uid);
+            let (name, uid, task, execution) = (
                 name.to_string(),
-                Some(self.logs.writer(name, uid)),
-                self.exits.clone(),
-            ),
-            _ => executor::spawn(
-                task,
-                name,
-                uid,
-                Some(self.logs.writer(name, uid)),
-                self.exits.clone(),
-            )?,
+                uid.to_string(),
+                task.clone(),
+                execution.clone(),
+            );
+            move || -> Result<ChildHandle, SpawnError> {
+                Ok(match (&server, &execution) {
+                    (Some(server), None) if task.function.is_some() => {
+                        let function = task.function.clone().expect("checked");
+                        server.serve_function(
+                            register_request(&uid, attempt, &task),
+                            function.idle_timeout,
+                            uid,
+                            ready,
+                            exits,
+                        )
+                    }
+                    (Some(server), Some(id)) => server.follow(
+                        Some(execute_request(id, &task, 0)),
+                        id.clone(),
+                        uid,
+                        name,
+                        Some(log),
+                        exits,
+                    ),
+                    _ => executor::spawn(&task, &name, &uid, Some(log), exits)?,
+                })
+            }
+        };
+        // A Git source is fetched by the child itself, first: the agent goes on meanwhile,
+        // and stopping the Run stops the fetch.
+        let handle = match &task.git {
+            None => start()?,
+            Some(source) => {
+                let fetch = git::fetch(
+                    source.clone(),
+                    self.layout(written).checkout_dir(),
+                    self.git.clone(),
+                );
+                let fetch = async move { fetch.await.map_err(|e| e.to_string()) };
+                executor::staged(uid, fetch, start, self.exits.clone())
+            }
         };
         let deadline = deadline_of(written);
         let (uid, name) = (uid.to_string(), name.to_string());

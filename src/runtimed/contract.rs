@@ -133,6 +133,7 @@ mod tests {
             entrypoint: None,
             function: None,
             source: None,
+            git: None,
         };
         let req = execute_request("uid-a-1", &task, 30);
         assert_eq!(req.args, vec!["sh", "-c", "exit 3"]);

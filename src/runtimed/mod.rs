@@ -17,6 +17,7 @@ mod children;
 mod claims;
 pub mod contract;
 pub mod executor;
+pub mod git;
 pub mod heartbeat;
 pub mod invoke;
 pub mod metrics;
@@ -161,6 +162,8 @@ pub struct Settings {
     pub workspace_root: std::path::PathBuf,
     /// The Pod's runtime server (`--runtime-server`), when Runs execute there.
     pub runtime_server: Option<remote::RuntimeServer>,
+    /// How Git sources are fetched (`--git-*`).
+    pub git: git::FetchOptions,
     /// The registrations of this Pod's Ready function Runs, by Run name: the agent keeps
     /// them, the invoke endpoint reads them.
     pub registrations: std::sync::Arc<
@@ -196,6 +199,11 @@ impl Settings {
             health_probe,
             ready: Default::default(),
             workspace_root: args.workspace_root.clone(),
+            git: git::FetchOptions {
+                timeout: args.git_timeout,
+                max_bytes: args.git_max_bytes,
+                ca_file: args.git_ca_file.clone(),
+            },
             runtime_server: args
                 .runtime_server
                 .as_deref()

@@ -53,20 +53,30 @@ impl Layout {
         }
     }
 
+    /// Where a Git source is checked out: the working directory of its task.
+    pub fn checkout_dir(&self) -> PathBuf {
+        self.run_dir.join(super::git::CHECKOUT_DIR)
+    }
+
     /// The file `$KRUNTIME_OUTPUTS` names.
     pub fn outputs(&self) -> PathBuf {
         self.run_dir.join(outputs::FILE)
     }
 
-    /// `task` run in this layout: its working directory is the Run's (a relative
+    /// `task` run in this layout: its working directory is the Run's, or the checkout of its
+    /// Git source (a relative
     /// `mode.task.workingDir` is taken below it; an absolute one is kept), `KRUNTIME_OUTPUTS`
     /// names the outputs file (over a value of the Run's own, as the Go project sets it), and
     /// `KRUNTIMES_WORKSPACE` names a PersistentWorkspace's directory unless the Run sets it.
     pub fn apply(&self, mut task: Prepared) -> Prepared {
+        let base = match task.git {
+            Some(_) => self.checkout_dir(),
+            None => self.working_dir.clone(),
+        };
         let working_dir = match task.working_dir.as_deref() {
             Some(d) if Path::new(d).is_absolute() => PathBuf::from(d),
-            Some(d) => self.working_dir.join(d),
-            None => self.working_dir.clone(),
+            Some(d) => base.join(d),
+            None => base,
         };
         task.working_dir = Some(working_dir.display().to_string());
         task.env.retain(|(k, _)| k != outputs::ENV_OUTPUTS);

@@ -189,6 +189,24 @@ impl RunBuilder {
         self
     }
 
+    /// A Task that runs `entrypoint` of the Git repository `url` at `commit` (the remote's
+    /// default branch when `None`).
+    pub fn git(mut self, url: &str, commit: Option<&str>, entrypoint: &str) -> Self {
+        self.mode = RunMode {
+            task: Some(TaskMode {
+                entrypoint: Some(entrypoint.to_string()),
+                ..Default::default()
+            }),
+            function: None,
+        };
+        self.source = Some(CodeSource {
+            repo_url: Some(url.to_string()),
+            commit_sha: commit.map(str::to_string),
+            ..Default::default()
+        });
+        self
+    }
+
     /// A function Run of `handler` whose code is `script`, written to `path`
     /// (`spec.source.inline` and `inlinePath`).
     pub fn inline_function(self, handler: &str, path: &str, script: &str) -> Self {

@@ -12,6 +12,7 @@
 #![allow(dead_code)]
 
 pub mod gates;
+pub mod git;
 pub mod measure;
 pub mod policy;
 pub mod pool;

@@ -75,7 +75,8 @@ pub struct RunSpec {
     #[schemars(transform = no_default, length(min = 1, max = 63), regex(pattern = r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"))]
     pub runtime: String,
     /// Where the code comes from: `inline` (and a function's `inlinePath`) is written into the
-    /// Run's directory before it runs; `repoURL`/`commitSHA` are not supported yet.
+    /// Run's directory before it runs; `repoURL` at `commitSHA` is checked out into its
+    /// `repo` directory, the working directory then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<CodeSource>,
     /// What runtimed executes: exactly one of `task` and `function`. Omitted, a task

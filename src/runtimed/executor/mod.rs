@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt as _;
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use k8s_openapi::api::core::v1::EnvVar;
 use thiserror::Error;
@@ -15,6 +17,7 @@ use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, BufReader};
 use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot};
 
+use super::git::{self, GitSource};
 use super::runlog::SharedWriter;
 use crate::api::status::{Outcome, reasons};
 use crate::api::{CodeSource, TaskMode};
@@ -39,9 +42,9 @@ pub enum TaskError {
     )]
     EmptyArgs,
     #[error(
-        "spec.source.repoURL: this runtimed does not check out Git sources yet; use spec.source.inline, or a script already in the Runtime's image"
+        "spec.source.repoURL {0:?} must be an https:// or ssh:// URL, or git@host:path; runtimed does not fetch over plain http, git:// or from a local path"
     )]
-    GitSource,
+    RepoUrl(String),
     #[error(
         "spec.mode.task.entrypoint {0:?} must be a relative path inside the Run's directory, without '..'"
     )]
@@ -89,6 +92,8 @@ pub struct Prepared {
     pub function: Option<Function>,
     /// `spec.source.inline`, written into the working directory before the execution.
     pub source: Option<SourceFile>,
+    /// `spec.source.repoURL`: checked out (the working directory then) before the execution.
+    pub git: Option<GitSource>,
 }
 
 /// A file of the Run's source, written into its working directory before it executes.
@@ -131,9 +136,7 @@ pub fn prepare_function(
         .clone()
         .filter(|h| !h.trim().is_empty())
         .ok_or(TaskError::NoHandler)?;
-    if source.is_some_and(|s| s.repo_url.is_some()) {
-        return Err(TaskError::GitSource);
-    }
+    let git = git_source(source)?;
     let env = plain_env(env)?;
     let idle_timeout = function
         .idle_timeout_seconds
@@ -160,7 +163,23 @@ pub fn prepare_function(
             text,
             executable: false,
         }),
+        git,
     })
+}
+
+/// `spec.source.repoURL` and `commitSHA`, when the URL is one runtimed fetches.
+fn git_source(source: Option<&CodeSource>) -> Result<Option<GitSource>, TaskError> {
+    let Some(source) = source else {
+        return Ok(None);
+    };
+    let Some(url) = source.repo_url.clone().filter(|u| !u.is_empty()) else {
+        return Ok(None);
+    };
+    if !git::check_url(&url) {
+        return Err(TaskError::RepoUrl(url));
+    }
+    let commit = source.commit_sha.clone().filter(|c| !c.trim().is_empty());
+    Ok(Some(GitSource { url, commit }))
 }
 
 /// `sha256:` and the hex SHA-256 of what defines a function registration: its source, handler,
@@ -211,9 +230,7 @@ pub fn prepare(
     source: Option<&CodeSource>,
 ) -> Result<Prepared, TaskError> {
     let task = task.ok_or(TaskError::NoTask)?;
-    if source.is_some_and(|s| s.repo_url.is_some()) {
-        return Err(TaskError::GitSource);
-    }
+    let git = git_source(source)?;
     let env = plain_env(env)?;
     let working_dir = task.working_dir.clone().filter(|d| !d.is_empty());
     // An inline script is the task: written to `script` and run as it is, the task's
@@ -237,6 +254,7 @@ pub fn prepare(
                 text,
                 executable,
             }),
+            git: None,
         });
     }
     if let Some(entrypoint) = task
@@ -271,6 +289,7 @@ pub fn prepare(
         entrypoint: task.entrypoint.clone().filter(|e| !e.is_empty()),
         function: None,
         source: None,
+        git,
     })
 }
 
@@ -364,10 +383,13 @@ pub struct ChildExit {
 /// runtime server (`pid` is `None`; stopping it is the server's `Cancel`).
 #[derive(Debug)]
 pub struct ChildHandle {
-    pub pid: Option<u32>,
+    pid: Option<u32>,
     kill: Option<oneshot::Sender<()>>,
-    /// For an execution on the runtime server: asks its follower to `Cancel` it.
+    /// For an execution on the runtime server: asks its follower to `Cancel` it; for a child
+    /// that fetches its source first: to stop the fetch, or what it started then.
     cancel: Option<mpsc::UnboundedSender<()>>,
+    /// Whether the execution is the runtime server's (set once a staged child starts one).
+    remote: Arc<AtomicBool>,
 }
 
 impl ChildHandle {
@@ -402,12 +424,98 @@ impl ChildHandle {
             pid: None,
             kill: Some(kill),
             cancel: Some(cancel),
+            remote: Arc::new(AtomicBool::new(true)),
         }
     }
 
     /// Whether this child is an execution on the runtime server.
     pub fn is_remote(&self) -> bool {
-        self.cancel.is_some()
+        self.remote.load(Ordering::SeqCst)
+    }
+}
+
+/// A child that must `fetch` its source before `start` makes the real one (a process, an
+/// execution or a registration on the runtime server). Until then a terminate stops the
+/// fetch and the child ends as a process that SIGTERM ended, a kill as one SIGKILL ended;
+/// after, both reach the started child. A failed fetch or start ends it `StartFailed`.
+pub fn staged(
+    uid: &str,
+    fetch: impl Future<Output = Result<(), String>> + Send + 'static,
+    start: impl FnOnce() -> Result<ChildHandle, SpawnError> + Send + 'static,
+    exits: mpsc::UnboundedSender<ChildExit>,
+) -> ChildHandle {
+    let (kill_tx, mut kill_rx) = oneshot::channel::<()>();
+    let (cancel_tx, mut cancel_rx) = mpsc::unbounded_channel::<()>();
+    let remote = Arc::new(AtomicBool::new(false));
+    let shared = remote.clone();
+    let uid = uid.to_string();
+    tokio::spawn(async move {
+        let ended = |status: Result<Exit, String>, killed: bool| ChildExit {
+            uid: uid.clone(),
+            status,
+            killed,
+        };
+        let start_failed = |message: String| {
+            Ok(Exit::Server(Terminal {
+                outcome: Outcome::Failed,
+                reason: reasons::START_FAILED,
+                message,
+                exit_code: None,
+            }))
+        };
+        // Dropping the fetch (another branch won) interrupts it. A receiver is polled again
+        // only while open: a oneshot must not be polled after it answered.
+        let mut kill_open = true;
+        let mut fetch = std::pin::pin!(fetch);
+        let fetched = loop {
+            tokio::select! {
+                fetched = &mut fetch => break fetched,
+                killed = &mut kill_rx, if kill_open => {
+                    kill_open = false;
+                    if killed.is_ok() {
+                        let _ = exits.send(ended(Ok(Exit::Process(ExitStatus::Signal(libc::SIGKILL))), true));
+                        return;
+                    }
+                }
+                Some(()) = cancel_rx.recv() => {
+                    let _ = exits.send(ended(Ok(Exit::Process(ExitStatus::Signal(libc::SIGTERM))), false));
+                    return;
+                }
+            }
+        };
+        if let Err(message) = fetched {
+            let _ = exits.send(ended(start_failed(message), false));
+            return;
+        }
+        let mut child = match start() {
+            Ok(child) => child,
+            Err(e) => {
+                let _ = exits.send(ended(start_failed(e.to_string()), false));
+                return;
+            }
+        };
+        shared.store(child.is_remote(), Ordering::SeqCst);
+        // Until the agent drops this handle (the child ended, or was let go of).
+        loop {
+            tokio::select! {
+                killed = &mut kill_rx, if kill_open => {
+                    kill_open = false;
+                    if killed.is_ok() {
+                        child.kill();
+                    }
+                }
+                cancel = cancel_rx.recv() => match cancel {
+                    Some(()) => child.terminate(),
+                    None => break,
+                },
+            }
+        }
+    });
+    ChildHandle {
+        pid: None,
+        kill: Some(kill_tx),
+        cancel: Some(cancel_tx),
+        remote,
     }
 }
 
@@ -499,6 +607,7 @@ pub fn spawn(
         pid,
         kill: Some(kill_tx),
         cancel: None,
+        remote: Arc::new(AtomicBool::new(false)),
     })
 }
 

@@ -29,15 +29,76 @@ fn prepare_runs_the_entrypoint_with_every_arg() {
         (p.program.as_str(), p.args),
         ("./train.sh", vec!["--epochs".to_string(), "3".to_string()])
     );
-    let git = CodeSource {
-        repo_url: Some("https://example.com/repo.git".into()),
+}
+
+#[test]
+fn a_git_source_is_fetched_only_over_https_or_ssh_and_named_when_refused() {
+    let t = task(&["x"]);
+    let git = |url: &str| CodeSource {
+        repo_url: Some(url.into()),
+        commit_sha: Some("abc123".into()),
         ..Default::default()
     };
-    let err = prepare(Some(&t), &[], Some(&git)).unwrap_err();
-    assert_eq!(err, TaskError::GitSource);
+    let p = prepare(Some(&t), &[], Some(&git("https://example.com/repo.git"))).unwrap();
+    assert_eq!(
+        p.git,
+        Some(GitSource {
+            url: "https://example.com/repo.git".into(),
+            commit: Some("abc123".into())
+        })
+    );
+    let function = crate::api::FunctionMode {
+        handler: Some("h.f".into()),
+        idle_timeout_seconds: None,
+    };
+    let f = prepare_function(&function, &[], Some(&git("git@host:o/r.git"))).unwrap();
+    assert_eq!(f.git.map(|g| g.url), Some("git@host:o/r.git".into()));
+    let err = prepare(Some(&t), &[], Some(&git("http://example.com/repo.git"))).unwrap_err();
+    assert_eq!(
+        err,
+        TaskError::RepoUrl("http://example.com/repo.git".into())
+    );
     assert!(
-        err.to_string().starts_with("spec.source.repoURL: "),
+        err.to_string().starts_with("spec.source.repoURL \"http://"),
         "{err}"
+    );
+}
+
+/// A child that never finishes fetching: stopping it ends it as SIGTERM ends a process,
+/// killing it as SIGKILL does; a failed fetch ends it `StartFailed`; and nothing is started.
+#[tokio::test]
+async fn a_staged_child_stops_while_it_fetches_and_fails_to_start_when_the_fetch_fails() {
+    let (exits, mut ended) = mpsc::unbounded_channel();
+    let never_started = || -> Result<ChildHandle, SpawnError> { panic!("started") };
+    let pending = std::future::pending::<Result<(), String>>();
+    let handle = staged("a", pending, never_started, exits.clone());
+    handle.terminate();
+    let exit = ended.recv().await.unwrap();
+    assert_eq!(
+        (exit.uid.as_str(), exit.status, exit.killed),
+        (
+            "a",
+            Ok(Exit::Process(ExitStatus::Signal(libc::SIGTERM))),
+            false
+        )
+    );
+    let pending = std::future::pending::<Result<(), String>>();
+    let mut handle = staged("b", pending, never_started, exits.clone());
+    handle.kill();
+    let exit = ended.recv().await.unwrap();
+    assert_eq!(
+        (exit.status, exit.killed),
+        (Ok(Exit::Process(ExitStatus::Signal(libc::SIGKILL))), true)
+    );
+    let failed = async { Err::<(), _>("spec.source.repoURL: gone".to_string()) };
+    let _handle = staged("c", failed, never_started, exits);
+    let exit = ended.recv().await.unwrap();
+    let Ok(Exit::Server(terminal)) = exit.status else {
+        panic!("{:?}", exit.status)
+    };
+    assert_eq!(
+        (terminal.reason, terminal.message.as_str()),
+        (reasons::START_FAILED, "spec.source.repoURL: gone")
     );
 }
 
