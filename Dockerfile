@@ -18,7 +18,7 @@ RUN RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked \
 FROM scratch
 LABEL org.opencontainers.image.title="kubectl-kruntimes" \
       org.opencontainers.image.description="A scheduler for logical resources on Kubernetes: the scheduler, runtimed and the kubectl plugin in one static binary." \
-      org.opencontainers.image.source="https://github.com/kruntimes/kruntimes" \
+      org.opencontainers.image.source="https://github.com/kruntimes/kubectl-kruntimes" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="0.1.0"
 COPY --from=build /kubectl-kruntimes /kubectl-kruntimes

@@ -578,6 +578,49 @@ fn validate_manifest(manifest: &Path) {
     );
 }
 
+/// The release workflow builds every platform of the krew manifest with `release/build.sh`
+/// and collects them once; nothing in the release points at another project's repository.
+#[test]
+fn the_release_workflow_builds_every_platform_of_the_manifest_with_the_release_script() {
+    let text = std::fs::read_to_string(repo().join(".github/workflows/release.yml")).unwrap();
+    let workflow: serde_json::Value = kruntimes::yaml::from_str(&text).unwrap();
+    let targets: Vec<&str> = workflow["jobs"]["binaries"]["strategy"]["matrix"]["include"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["target"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        targets,
+        [
+            "x86_64-unknown-linux-gnu",
+            "aarch64-unknown-linux-gnu",
+            "x86_64-apple-darwin",
+            "aarch64-apple-darwin"
+        ],
+        "the manifest's platforms, in its order"
+    );
+    assert!(text.contains("bash release/build.sh -o dist --target ${{ matrix.target }}"));
+    assert!(text.contains("bash release/build.sh -o dist --collect"));
+    assert!(text.contains("platforms: linux/amd64,linux/arm64"));
+    for file in [
+        "krew/kruntimes.yaml",
+        "Dockerfile",
+        "tests/cluster/oci.py",
+        "charts/kubectl-kruntimes/Chart.yaml",
+        "release/build.sh",
+    ] {
+        let text = std::fs::read_to_string(repo().join(file)).unwrap();
+        assert!(
+            !text.contains("github.com/kruntimes/kruntimes/")
+                && !text.contains("github.com/kruntimes/kruntimes\""),
+            "{file} points at the Go project's repository"
+        );
+    }
+    let krew = std::fs::read_to_string(repo().join("krew/kruntimes.yaml")).unwrap();
+    assert!(krew.contains(env!("CARGO_PKG_REPOSITORY")));
+}
+
 #[test]
 fn krew_manifest_is_valid_and_carries_the_crate_version() {
     let manifest = repo().join("krew/kruntimes.yaml");
@@ -614,27 +657,92 @@ fn krew_manifest_is_valid_and_carries_the_crate_version() {
     assert!(repo().join("LICENSE").exists());
 }
 
+/// `release/build.sh` for this machine's Linux target (the dev profile, shared with the cluster
+/// suite's static build): a static binary in the archive, `SHA256SUMS` of it, the SBOM of the
+/// crates it links and a krew manifest pointing at this project's release; krew installs that
+/// archive and kubectl runs the plugin from it.
 #[test]
 fn krew_installs_the_release_archive_and_kubectl_runs_the_plugin() {
     let tmp = tempfile::tempdir().unwrap();
     let dist = tmp.path().join("dist");
     let out = Command::new("bash")
-        .arg(repo().join("krew/release.sh"))
+        .arg(repo().join("release/build.sh"))
         .arg("-o")
         .arg(&dist)
-        .arg("--binary")
-        .arg(support::binary())
+        .args(["--target", "x86_64-unknown-linux-gnu", "--profile", "dev"])
         .output()
         .unwrap();
-    ok(&out, "krew/release.sh");
+    ok(&out, "release/build.sh");
     let manifest = dist.join("kruntimes.yaml");
     validate_manifest(&manifest);
-    let archive = std::fs::read_dir(&dist)
+    let archive = dist.join("kubectl-kruntimes-linux-amd64.tar.gz");
+    assert!(
+        archive.is_file(),
+        "release/build.sh built {}",
+        archive.display()
+    );
+
+    let sums = std::fs::read_to_string(dist.join("SHA256SUMS")).unwrap();
+    let out = Command::new("sha256sum")
+        .arg("kubectl-kruntimes-linux-amd64.tar.gz")
+        .current_dir(&dist)
+        .output()
+        .unwrap();
+    assert_eq!(
+        sums,
+        ok(&out, "sha256sum"),
+        "SHA256SUMS holds the archive's sum"
+    );
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let doc: serde_json::Value = kruntimes::yaml::from_str(&text).unwrap();
+    let home = env!("CARGO_PKG_REPOSITORY");
+    assert_eq!(doc["spec"]["homepage"], home);
+    let linux = &doc["spec"]["platforms"][0];
+    assert_eq!(
+        linux["uri"],
+        format!(
+            "{home}/releases/download/v{}/kubectl-kruntimes-linux-amd64.tar.gz",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    assert_eq!(linux["sha256"], sums.split_whitespace().next().unwrap());
+
+    let sbom: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dist.join("kubectl-kruntimes.spdx.json")).unwrap())
+            .unwrap();
+    assert_eq!(sbom["spdxVersion"], "SPDX-2.3");
+    let names: BTreeSet<&str> = sbom["packages"]
+        .as_array()
         .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
-        .expect("release.sh built an archive");
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    for linked in ["kubectl-kruntimes", "kube", "tokio", "rustls", "gix"] {
+        assert!(names.contains(linked), "the SBOM lists {linked}");
+    }
+    for not_linked in ["criterion", "proptest", "protox"] {
+        assert!(
+            !names.contains(not_linked),
+            "the SBOM lists {not_linked}, which only tests or the build use"
+        );
+    }
+
+    let unpacked = tmp.path().join("unpacked");
+    std::fs::create_dir_all(&unpacked).unwrap();
+    let out = Command::new("tar")
+        .arg("-xzf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&unpacked)
+        .output()
+        .unwrap();
+    ok(&out, "tar -xzf");
+    let elf = std::fs::read(unpacked.join("kubectl-kruntimes")).unwrap();
+    assert_eq!(
+        support::elf_dynamic_needs(&elf),
+        (false, 0),
+        "the released Linux binary has no interpreter and needs no shared library"
+    );
 
     // The manifest carries the archive's sha256 (krew refuses the install otherwise).
     let root = tmp.path().join("krew-root");

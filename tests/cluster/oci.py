@@ -119,7 +119,7 @@ def main(argv):
             "Labels": {
                 "org.opencontainers.image.title": "kubectl-kruntimes",
                 "org.opencontainers.image.description": "A scheduler for logical resources on Kubernetes: the scheduler, runtimed and the kubectl plugin in one static binary.",
-                "org.opencontainers.image.source": "https://github.com/kruntimes/kruntimes",
+                "org.opencontainers.image.source": "https://github.com/kruntimes/kubectl-kruntimes",
                 "org.opencontainers.image.licenses": "Apache-2.0",
                 "org.opencontainers.image.version": "0.1.0",
             },

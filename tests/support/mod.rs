@@ -460,3 +460,38 @@ pub fn ok(out: &Output, what: &str) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Whether a 64-bit little-endian ELF file has a `PT_INTERP` program header, and how many
+/// `DT_NEEDED` entries its dynamic section has (a static-pie has a dynamic section but none).
+pub fn elf_dynamic_needs(elf: &[u8]) -> (bool, usize) {
+    assert_eq!(&elf[..4], b"\x7fELF", "not an ELF file");
+    assert_eq!(
+        (elf[4], elf[5]),
+        (2, 1),
+        "not a 64-bit little-endian ELF file"
+    );
+    let u16_at = |o: usize| u16::from_le_bytes(elf[o..o + 2].try_into().unwrap()) as usize;
+    let u64_at = |o: usize| u64::from_le_bytes(elf[o..o + 8].try_into().unwrap()) as usize;
+    let (phoff, phentsize, phnum) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
+    let (mut interpreter, mut needed) = (false, 0);
+    for i in 0..phnum {
+        let ph = phoff + i * phentsize;
+        let kind = u32::from_le_bytes(elf[ph..ph + 4].try_into().unwrap());
+        match kind {
+            3 => interpreter = true, // PT_INTERP
+            2 => {
+                // PT_DYNAMIC: (d_tag, d_val) pairs until DT_NULL; DT_NEEDED is 1.
+                let (offset, size) = (u64_at(ph + 8), u64_at(ph + 32));
+                for entry in (offset..offset + size).step_by(16) {
+                    match u64_at(entry) {
+                        0 => break,
+                        1 => needed += 1,
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    (interpreter, needed)
+}
