@@ -1,13 +1,16 @@
 //! What an operator reads off any kruntimes process's `/metrics`, on the real control plane:
 //! build information, the process's own resources, the API client's requests by method and
 //! code, and which scheduler replica leads. Every series is bounded (no object or user in a
-//! label).
+//! label), and after a workload the scheduler's and runtimed's `/metrics` pass Prometheus' own
+//! naming linter (`promtool check metrics`).
 
 mod support;
 
 use std::time::Duration;
 
-use support::world::{SchedulerProcess, TestNs, eventually, sample};
+use kruntimes::testing::run;
+use support::pool::{HEARTBEAT, Pool};
+use support::world::{Create, SchedulerProcess, TestNs, eventually, sample};
 
 #[tokio::test]
 async fn the_scheduler_reports_its_build_process_api_requests_and_leadership() {
@@ -67,5 +70,72 @@ async fn the_scheduler_reports_its_build_process_api_requests_and_leadership() {
         .filter(|l| l.starts_with("kruntimes_api_client_requests_total{"))
     {
         assert!(!line.contains(&ns.name), "{line}");
+    }
+}
+
+/// `promtool check metrics` on `body`: Prometheus' naming and type rules. Its complaints.
+fn promtool_complaints(body: &str) -> String {
+    use std::io::Write as _;
+    let promtool = support::go_tools("tests/promtool/build.sh").join("promtool");
+    let mut child = std::process::Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    match out.status.success() && said.trim().is_empty() {
+        true => String::new(),
+        false => format!("promtool check metrics ({}): {said}", out.status),
+    }
+}
+
+/// After Runs have been scheduled, admitted and ended, every series the scheduler and runtimed
+/// export (histograms, counters, gauges, with their HELP and TYPE) passes `promtool check
+/// metrics`; the linter itself refuses a counter without `_total`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_series_passes_prometheus_naming_linter_after_a_workload() {
+    let broken =
+        "# HELP kruntimes_things Things.\n# TYPE kruntimes_things counter\nkruntimes_things 1\n";
+    assert!(
+        !promtool_complaints(broken).is_empty(),
+        "the linter sees a counter without _total"
+    );
+    let ns = TestNs::new("promtool").await;
+    let scheduler = SchedulerProcess::start(&ns.name, 2, None, "promtool").await;
+    let port = support::free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let mut args: Vec<&str> = HEARTBEAT.to_vec();
+    args.extend(["--metrics-bind-address", bind.as_str()]);
+    let _pool = Pool::start(&ns, "pool", 1, &[("runs", 2)], &args).await;
+    for i in 0..3 {
+        run(&format!("r{i}")).runtime("pool").create(&ns).await;
+    }
+    ns.wait_runs(Duration::from_secs(60), "the Runs to succeed", |runs| {
+        (runs.len() == 3 && runs.iter().all(|r| r.phase().is_terminal())).then_some(())
+    })
+    .await;
+    let runtimed = support::world::http_get(port, "/metrics")
+        .await
+        .expect("runtimed's /metrics");
+    assert_eq!(runtimed.0, 200);
+    for (who, body) in [
+        ("the scheduler", scheduler.metrics().await),
+        ("runtimed", runtimed.1),
+    ] {
+        assert!(body.contains("kruntimes_"), "{who}: {body}");
+        assert_eq!(promtool_complaints(&body), "", "{who}'s /metrics");
     }
 }
