@@ -16,6 +16,8 @@
 
 #[path = "cluster/harness.rs"]
 mod harness;
+#[path = "cluster/helm.rs"]
+mod helm;
 #[path = "cluster/objects.rs"]
 mod objects;
 mod support;
@@ -83,6 +85,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "a_lost_node_fails_the_running_run_as_runtime_pod_lost_and_releases_its_capacity",
         |c| Box::pin(node_lost(c)),
+    ),
+    (
+        "helm_install_runs_runs_upgrade_rolls_the_scheduler_without_losing_one_and_uninstall_keeps_them",
+        |c| Box::pin(helm::install_upgrade_uninstall(c)),
     ),
 ];
 

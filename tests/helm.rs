@@ -317,3 +317,65 @@ async fn install_upgrade_uninstall_keeps_the_crds_and_every_run() {
         "kept"
     );
 }
+
+/// `helm template` with the optional objects on (the example Runtime, runtimed's RBAC in a
+/// Runtime namespace, more replicas, no leader election, pull secrets, a priority class) is
+/// what the real API server accepts: `kubectl apply --dry-run=server` runs its validation,
+/// the CRDs' schemas and rules and the admission chain on every object.
+#[test]
+fn the_rendered_chart_passes_the_api_servers_validation_with_the_optional_objects_on() {
+    support::control_plane();
+    let ns = format!("helm-dry-{}", std::process::id());
+    let out = support::kubectl()
+        .args(["create", "namespace", &ns])
+        .output()
+        .unwrap();
+    support::ok(&out, "kubectl create namespace");
+    let chart = chart();
+    let namespaces = format!("runtimeNamespaces={{{ns}}}");
+    let rendered = helm(
+        &[
+            "template",
+            "r2",
+            chart.to_str().unwrap(),
+            "--namespace",
+            &ns,
+            "--set",
+            &namespaces,
+            "--set",
+            "runtime.enabled=true,scheduler.replicas=3,scheduler.leaderElection=false",
+            "--set",
+            "image.pullSecrets[0].name=regcred,scheduler.priorityClassName=system-cluster-critical",
+        ],
+        None,
+    );
+    let kinds: Vec<String> = objects(&rendered)
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap().to_string())
+        .collect();
+    for kind in [
+        "Deployment",
+        "Runtime",
+        "ServiceAccount",
+        "ValidatingAdmissionPolicy",
+    ] {
+        assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
+    }
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &rendered).unwrap();
+    let out = support::kubectl()
+        .args(["apply", "--dry-run=server", "-n", &ns, "-f"])
+        .arg(file.path())
+        .output()
+        .unwrap();
+    let said = support::ok(&out, "kubectl apply --dry-run=server of the rendered chart");
+    assert_eq!(
+        said.lines().count(),
+        kinds.len(),
+        "one line per object, each accepted:\n{said}"
+    );
+    assert!(
+        said.lines().all(|l| l.ends_with("(server dry run)")),
+        "{said}"
+    );
+}

@@ -345,5 +345,7 @@ case "${1:-}" in
   start-kubelet) start_kubelet "$(bash "$here/build.sh")" ;;
   freeze-pod) echo FROZEN >"$(pod_freezer "$2")/freezer.state" ;;
   thaw-pod) echo THAWED >"$(pod_freezer "$2")/freezer.state" ;;
-  *) die "usage: $0 up|down|packages|kill-kubelet|start-kubelet|freeze-pod UID|thaw-pod UID" ;;
+  # A second name for an imported image (a "new release" of the same binary, for upgrades).
+  tag-image) ctr --address "$DIR/containerd/containerd.sock" -n k8s.io images tag --force "$2" "$3" >&2 ;;
+  *) die "usage: $0 up|down|packages|kill-kubelet|start-kubelet|freeze-pod UID|thaw-pod UID|tag-image SOURCE TARGET" ;;
 esac

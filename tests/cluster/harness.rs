@@ -83,6 +83,28 @@ impl Cluster {
         succeeded(cmd, "kubectl", args)
     }
 
+    /// helm (tests/helm/build.sh) against the cluster: its stdout; panics with its stderr when
+    /// it fails.
+    pub fn helm(&self, args: &[&str]) -> String {
+        let helm = crate::support::go_tools("tests/helm/build.sh").join("helm");
+        let mut cmd = Command::new(helm);
+        cmd.env("KUBECONFIG", &self.kubeconfig)
+            .env(
+                "HELM_CACHE_HOME",
+                std::env::temp_dir().join("kruntimes-helm/cache"),
+            )
+            .env(
+                "HELM_CONFIG_HOME",
+                std::env::temp_dir().join("kruntimes-helm/config"),
+            )
+            .env(
+                "HELM_DATA_HOME",
+                std::env::temp_dir().join("kruntimes-helm/data"),
+            )
+            .args(args);
+        succeeded(cmd, "helm", args)
+    }
+
     /// `kubectl-kruntimes ARGS` (this build) against the cluster: its output.
     pub fn kruntimes(&self, args: &[&str]) -> std::process::Output {
         Command::new(env!("CARGO_BIN_EXE_kubectl-kruntimes"))

@@ -1,0 +1,177 @@
+//! The Helm chart on the single-node cluster, after the kustomize install the other scenarios
+//! use: that install removed (its namespaces kept), `helm install` runs Runs, `helm upgrade` to
+//! a new image rolls the scheduler while Runs keep being created, finish and never overcommit,
+//! and `helm uninstall` leaves the CRDs, the Runtime and every Run. The kustomize install is
+//! applied again at the end.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt as _;
+use kube::api::ListParams;
+
+use crate::SYSTEM_NS;
+use crate::harness::{Cluster, repo};
+use crate::objects::{
+    SCHEDULER_PODS, busybox, create_run, create_runtime, runtime_namespace, wait_phases,
+    wait_runtime_ready,
+};
+use crate::support::world::{OvercommitWatch, TestNs};
+use kruntimes::api::RunPhase;
+use kruntimes::api::resources::Resources;
+
+const RELEASE: &str = "kruntimes";
+const IMAGE: &str = "docker.io/library/kubectl-kruntimes:0.1.0";
+/// The same image under a new tag: the release an upgrade moves to.
+const NEXT_TAG: &str = "0.1.0-next";
+
+pub async fn install_upgrade_uninstall(cluster: &Cluster) {
+    let ns = &runtime_namespace(cluster, "helm").await;
+    create_runtime(ns, "pool", 2, busybox(), &[("runs", 2)]).await;
+    wait_runtime_ready(ns, "pool", 2).await;
+    let watch =
+        OvercommitWatch::start_for_runtime(ns, "pool", Resources::from_iter([("runs", 2)])).await;
+    // Running across the move to Helm and the upgrade; its end is runtimed's to write.
+    create_run(ns, "long", "pool", &[], "sleep 60").await;
+    wait_phases(
+        ns,
+        &["long".into()],
+        RunPhase::Running,
+        Duration::from_secs(60),
+    )
+    .await;
+
+    remove_kustomize_install(cluster);
+    let chart = repo().join("charts/kubectl-kruntimes");
+    let chart = chart.to_string_lossy();
+    cluster.helm(&[
+        "install",
+        RELEASE,
+        &chart,
+        "-n",
+        SYSTEM_NS,
+        "--wait",
+        "--timeout",
+        "3m",
+    ]);
+    create_run(ns, "installed", "pool", &[], "true").await;
+    wait_phases(
+        ns,
+        &["installed".into()],
+        RunPhase::Succeeded,
+        Duration::from_secs(60),
+    )
+    .await;
+
+    // Runs created while the scheduler rolls to the new image: each is placed by one leader
+    // or the next, none lost.
+    cluster.fault(&[
+        "tag-image",
+        IMAGE,
+        &format!("docker.io/library/kubectl-kruntimes:{NEXT_TAG}"),
+    ]);
+    let during: Vec<String> = (1..=6).map(|i| format!("during-{i}")).collect();
+    for name in &during[..3] {
+        create_run(ns, name, "pool", &[], "sleep 3").await;
+    }
+    cluster.helm(&[
+        "upgrade",
+        RELEASE,
+        &chart,
+        "-n",
+        SYSTEM_NS,
+        "--reuse-values",
+        "--set",
+        &format!("image.tag={NEXT_TAG}"),
+        "--wait",
+        "--timeout",
+        "3m",
+    ]);
+    for name in &during[3..] {
+        create_run(ns, name, "pool", &[], "sleep 3").await;
+    }
+    let system = TestNs::on(ns.client.clone(), SYSTEM_NS);
+    let deployment = system
+        .api::<Deployment>()
+        .get("kubectl-kruntimes-scheduler")
+        .await
+        .unwrap();
+    let images: Vec<String> = deployment
+        .spec
+        .and_then(|s| s.template.spec)
+        .map(|s| s.containers.into_iter().filter_map(|c| c.image).collect())
+        .unwrap_or_default();
+    assert_eq!(images, [format!("kubectl-kruntimes:{NEXT_TAG}")]);
+    let pods = system
+        .api::<Pod>()
+        .list(&ListParams::default().labels(SCHEDULER_PODS))
+        .await
+        .unwrap()
+        .items;
+    for pod in pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+    {
+        let image = pod.spec.as_ref().unwrap().containers[0].image.clone();
+        assert_eq!(
+            image.as_deref(),
+            Some(format!("kubectl-kruntimes:{NEXT_TAG}").as_str()),
+            "scheduler Pod {} after the upgrade",
+            pod.name_any()
+        );
+    }
+    let mut all: Vec<String> = vec!["long".into(), "installed".into()];
+    all.extend(during.iter().cloned());
+    wait_phases(ns, &all, RunPhase::Succeeded, Duration::from_secs(120)).await;
+    watch.finish().await;
+
+    cluster.helm(&[
+        "uninstall",
+        RELEASE,
+        "-n",
+        SYSTEM_NS,
+        "--wait",
+        "--timeout",
+        "3m",
+    ]);
+    for crd in ["runs.kruntimes.io", "runtimes.kruntimes.io"] {
+        cluster.kubectl(&["get", "crd", crd]);
+    }
+    let left: Vec<String> = ns
+        .runs()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|r| r.phase() == RunPhase::Succeeded)
+        .map(|r| r.name_any())
+        .collect();
+    assert_eq!(left.len(), all.len(), "every Run is kept: {left:?}");
+    cluster.kubectl(&["-n", &ns.name, "get", "runtime", "pool"]);
+
+    // Back to the kustomize install, as the other scenarios expect it.
+    cluster.kubectl(&["apply", "-k", &repo().join("deploy").to_string_lossy()]);
+    cluster.kubectl(&[
+        "-n",
+        SYSTEM_NS,
+        "rollout",
+        "status",
+        "deployment/kubectl-kruntimes-scheduler",
+        "--timeout=120s",
+    ]);
+}
+
+/// `kubectl delete` of everything `kubectl apply -k deploy/` created but its namespaces (and
+/// the CRDs, which deploy/crds/ installs): what a user moving to Helm removes.
+fn remove_kustomize_install(cluster: &Cluster) {
+    let rendered = cluster.kubectl(&["kustomize", &repo().join("deploy").to_string_lossy()]);
+    let kept: Vec<&str> = rendered
+        .split("\n---\n")
+        .filter(|doc| !doc.lines().any(|l| l == "kind: Namespace"))
+        .collect();
+    let file = std::env::temp_dir().join("kruntimes-kustomize-install.yaml");
+    std::fs::write(&file, kept.join("\n---\n")).unwrap();
+    cluster.kubectl(&["delete", "--wait=true", "-f", &file.to_string_lossy()]);
+}
