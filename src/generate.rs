@@ -58,6 +58,13 @@ pub fn files() -> anyhow::Result<Vec<(PathBuf, Vec<u8>, bool)>> {
         crds.clone().into_bytes(),
         false,
     ));
+    // The example kustomization's copy of runtimed's RBAC (kustomize loads no file outside a
+    // kustomization's directory).
+    out.push((
+        PathBuf::from("deploy/example/runtimed-rbac.yaml"),
+        include_bytes!("../deploy/runtimed-rbac.yaml").to_vec(),
+        false,
+    ));
     // The Helm chart renders deploy/ itself: its CRDs and files/ are copies, so the chart and
     // the kustomization cannot drift.
     let chart = Path::new(CHART);

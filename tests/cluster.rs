@@ -190,8 +190,6 @@ fn main() -> ExitCode {
 // Scenarios
 
 const SYSTEM_NS: &str = "kubectl-kruntimes";
-/// The Runtime namespace `deploy/` prepares (runtimed's service account and Role).
-const EXAMPLE_NS: &str = "kubectl-kruntimes-example";
 const BUSYBOX: &str = "kruntimes-test/busybox:1";
 /// busybox plus the tests' runtime server (tests/runtime_server), serving the contract on
 /// 127.0.0.1:9091 (tests/cluster/oci.py runtime-server).
@@ -311,7 +309,7 @@ fn image_binary_is_static() {
 /// workload (more GPU Runs than GPUs, plus CPU Runs) runs for real and ends all Succeeded,
 /// never over capacity at any watch event, with the exact Pending message while it waits.
 async fn gpu_pool(cluster: &Cluster) {
-    let ns = &TestNs::on(cluster.client().await, EXAMPLE_NS);
+    let ns = &runtime_namespace(cluster, "gpu").await;
     let capacity = [("runs", 4), ("example.com/gpu", 1)];
     create_runtime(ns, "gpu", 3, busybox(), &capacity).await;
     let pods = wait_runtime_ready(ns, "gpu", 3).await;
@@ -356,7 +354,7 @@ async fn gpu_pool(cluster: &Cluster) {
         assert_eq!(run.status.unwrap().exit_code, Some(0), "{name}");
     }
     let first = assigned_pod(ns, "gpu-1").await;
-    let log = cluster.kubectl_raw(&["-n", EXAMPLE_NS, "logs", &first, "-c", "main"]);
+    let log = cluster.kubectl_raw(&["-n", &ns.name, "logs", &first, "-c", "main"]);
     assert!(log.contains(&format!("[gpu-1] 42 on {first}")), "{log}");
     delete_runtime(ns, "gpu").await;
 }

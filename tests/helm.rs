@@ -120,7 +120,7 @@ fn template(extra: &[&str]) -> Vec<Value> {
 #[test]
 fn the_chart_lints_and_renders_exactly_deploy_with_default_values() {
     helm(&["lint", "--strict", chart().to_str().unwrap()], None);
-    let rendered = template(&["--set", "runtimeNamespaces={kubectl-kruntimes-example}"]);
+    let rendered = template(&[]);
     for o in &rendered {
         let labels = &o["metadata"]["labels"];
         assert_eq!(labels["app.kubernetes.io/managed-by"], "Helm", "{o}");
@@ -135,8 +135,7 @@ fn the_chart_lints_and_renders_exactly_deploy_with_default_values() {
         .output()
         .unwrap();
     assert!(kustomize.status.success());
-    // The namespaces are `helm install --create-namespace`'s (and the Runtime namespace's
-    // owner's), not the chart's.
+    // The namespace is `helm install --create-namespace`'s, not the chart's.
     let mut deployed: Vec<(Key, Value)> = objects(&String::from_utf8_lossy(&kustomize.stdout))
         .into_iter()
         .filter(|o| o["kind"] != "Namespace")

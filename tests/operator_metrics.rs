@@ -102,7 +102,8 @@ fn promtool_complaints(body: &str) -> String {
     }
 }
 
-/// After Runs have been scheduled, admitted and ended, every series the scheduler and runtimed
+/// After Runs have been scheduled, admitted and ended (one retried, then failed), runtimed
+/// counts them under the Go project's series names, and every series the scheduler and runtimed
 /// export (histograms, counters, gauges, with their HELP and TYPE) passes `promtool check
 /// metrics`; the linter itself refuses a counter without `_total`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -123,18 +124,53 @@ async fn every_series_passes_prometheus_naming_linter_after_a_workload() {
     for i in 0..3 {
         run(&format!("r{i}")).runtime("pool").create(&ns).await;
     }
-    ns.wait_runs(Duration::from_secs(60), "the Runs to succeed", |runs| {
-        (runs.len() == 3 && runs.iter().all(|r| r.phase().is_terminal())).then_some(())
+    // Two attempts, both failing: one retry, then a failed end.
+    run("fails")
+        .runtime("pool")
+        .task(&["sh", "-c", "exit 3"])
+        .retry_policy(2, "1s")
+        .create(&ns)
+        .await;
+    ns.wait_runs(Duration::from_secs(60), "the Runs to end", |runs| {
+        (runs.len() == 4 && runs.iter().all(|r| r.phase().is_terminal())).then_some(())
     })
     .await;
     let runtimed = support::world::http_get(port, "/metrics")
         .await
         .expect("runtimed's /metrics");
     assert_eq!(runtimed.0, 200);
-    for (who, body) in [
-        ("the scheduler", scheduler.metrics().await),
-        ("runtimed", runtimed.1),
+    // The Go project's runtimed series, under its names.
+    let exit = kruntimes::api::status::reasons::EXIT_CODE;
+    for (series, value) in [
+        ("kruntimes_runtimed_runs_total{result=\"succeeded\"}", 3.0),
+        ("kruntimes_runtimed_runs_total{result=\"failed\"}", 1.0),
+        ("kruntimes_runtimed_run_duration_seconds_count", 4.0),
+        (
+            &format!("kruntimes_runtimed_run_retries_total{{reason=\"{exit}\"}}"),
+            1.0,
+        ),
+        (
+            &format!("kruntimes_runtimed_run_failures_total{{phase=\"failed\",reason=\"{exit}\"}}"),
+            1.0,
+        ),
     ] {
+        assert_eq!(
+            sample(&runtimed.1, series),
+            Some(value),
+            "{series} in\n{}",
+            runtimed.1
+        );
+    }
+    let scheduler_body = scheduler.metrics().await;
+    assert_eq!(
+        sample(
+            &scheduler_body,
+            "kruntimes_scheduler_run_queue_duration_seconds_count"
+        ),
+        Some(4.0),
+        "creation → assignment of each Run, once (a retry stays on its Pod)"
+    );
+    for (who, body) in [("the scheduler", scheduler_body), ("runtimed", runtimed.1)] {
         assert!(body.contains("kruntimes_"), "{who}: {body}");
         assert_eq!(promtool_complaints(&body), "", "{who}'s /metrics");
     }

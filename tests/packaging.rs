@@ -138,8 +138,8 @@ fn kinds_and_names(objects: &[serde_json::Value]) -> BTreeSet<(String, String, S
 }
 
 /// `kubectl kustomize deploy/` (the real kubectl's kustomize) renders everything `install`
-/// applies but the CRDs (`deploy/crds/`, rendered here too) plus the scheduler and runtimed's
-/// RBAC in the example namespace, and the
+/// applies but the CRDs (`deploy/crds/`, rendered here too) plus the scheduler, and no namespace
+/// for Runtimes (the example, `deploy/example/`, is its own kustomization), and the
 /// scheduler's `KRUNTIMES_IMAGE` (the image Runtime Pods get the binary from) is the image it
 /// runs from. `tests/cluster.rs` applies it to a real cluster.
 #[test]
@@ -176,16 +176,33 @@ fn deploy_kustomization_renders_everything_and_names_one_image() {
         "Namespace /kubectl-kruntimes",
         "Deployment kubectl-kruntimes/kubectl-kruntimes-scheduler",
         "ClusterRoleBinding /kubectl-kruntimes-scheduler",
-        "Namespace /kubectl-kruntimes-example",
-        "ServiceAccount kubectl-kruntimes-example/kubectl-kruntimes-runtimed",
-        "Role kubectl-kruntimes-example/kubectl-kruntimes-runtimed",
-        "RoleBinding kubectl-kruntimes-example/kubectl-kruntimes-runtimed",
     ] {
         assert!(
             ids.contains(id),
             "kubectl kustomize deploy/ lacks {id}: {ids:?}"
         );
     }
+    // `kubectl delete -k deploy/` deletes no namespace that holds Runtimes (the scheduler's
+    // is its own): the example is a kustomization of its own.
+    let namespaces: Vec<&String> = ids
+        .iter()
+        .filter(|id| id.starts_with("Namespace "))
+        .collect();
+    assert_eq!(namespaces, ["Namespace /kubectl-kruntimes"]);
+    let example: BTreeSet<String> = kinds_and_names(&kustomize(&repo().join("deploy/example")))
+        .into_iter()
+        .map(|(kind, namespace, name)| format!("{kind} {namespace}/{name}"))
+        .collect();
+    assert_eq!(
+        example,
+        BTreeSet::from([
+            "Namespace /kubectl-kruntimes-example".to_string(),
+            "ServiceAccount kubectl-kruntimes-example/kubectl-kruntimes-runtimed".to_string(),
+            "Role kubectl-kruntimes-example/kubectl-kruntimes-runtimed".to_string(),
+            "RoleBinding kubectl-kruntimes-example/kubectl-kruntimes-runtimed".to_string(),
+            "Runtime kubectl-kruntimes-example/python".to_string(),
+        ])
+    );
     let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
     let container = &deployment["spec"]["template"]["spec"]["containers"][0];
     let env_image = container["env"]

@@ -697,9 +697,28 @@ impl Agent {
             && let retry::Decision::Retry { attempt, after } = first.retry_decision(terminal.reason)
         {
             tracing::info!(run = %name, "attempt {} of Run {name} failed ({}: {}); attempt {attempt} in {after:?}", first.attempt(), terminal.reason, terminal.message);
+            self.metrics
+                .run_retries
+                .with_label_values(&[terminal.reason])
+                .inc();
             self.writer
                 .fail_attempt(name, uid, first, terminal, attempt, after);
             return;
+        }
+        // Reasons are the API's constants: a bounded label.
+        let result = metrics::result_of(terminal.outcome);
+        self.metrics.runs.with_label_values(&[result]).inc();
+        if terminal.outcome != Outcome::Succeeded {
+            self.metrics
+                .run_failures
+                .with_label_values(&[result, terminal.reason])
+                .inc();
+        }
+        if let Some(started) = first.status.as_ref().and_then(|s| s.start_time.as_ref()) {
+            let ran = jiff::Timestamp::now().duration_since(started.0);
+            self.metrics
+                .run_duration
+                .observe(ran.as_secs_f64().max(0.0));
         }
         self.writer.finish(name, uid, first, terminal, outputs);
     }

@@ -39,8 +39,25 @@ pub struct RuntimedMetrics {
     pub reserved: IntGaugeVec,
     pub capacity: IntGaugeVec,
     pub status_write_retries: IntCounterVec,
+    /// The Go project's runtimed series, same names and meaning (no `runtime` label: one
+    /// runtimed serves one Runtime, and the scrape's target labels name its Pod).
+    pub runs: IntCounterVec,
+    pub run_duration: Histogram,
+    pub run_retries: IntCounterVec,
+    pub run_failures: IntCounterVec,
     /// The resources `reserved` and `capacity` have series for.
     published: BTreeSet<String>,
+}
+
+/// The `result` of `kruntimes_runtimed_runs_total`: a Run's terminal phase, lower case.
+pub fn result_of(outcome: crate::api::status::Outcome) -> &'static str {
+    use crate::api::status::Outcome;
+    match outcome {
+        Outcome::Succeeded => "succeeded",
+        Outcome::Failed => "failed",
+        Outcome::Timeout => "timeout",
+        Outcome::Cancelled => "cancelled",
+    }
 }
 
 impl RuntimedMetrics {
@@ -94,6 +111,31 @@ impl RuntimedMetrics {
                 ),
                 &["write"],
             )?,
+            runs: IntCounterVec::new(
+                Opts::new(
+                    "kruntimes_runtimed_runs_total",
+                    "Runs this runtimed ended, by result (succeeded, failed, timeout, cancelled); a failed attempt that is retried is not an end.",
+                ),
+                &["result"],
+            )?,
+            run_duration: histogram(
+                "kruntimes_runtimed_run_duration_seconds",
+                "From a Run's start (its first attempt's claim) until runtimed ended it.",
+            )?,
+            run_retries: IntCounterVec::new(
+                Opts::new(
+                    "kruntimes_runtimed_run_retries_total",
+                    "Failed attempts runtimed retried (spec.retryPolicy), by the attempt's reason.",
+                ),
+                &["reason"],
+            )?,
+            run_failures: IntCounterVec::new(
+                Opts::new(
+                    "kruntimes_runtimed_run_failures_total",
+                    "Runs this runtimed ended other than Succeeded, by phase and reason.",
+                ),
+                &["phase", "reason"],
+            )?,
             published: BTreeSet::new(),
         };
         registry.register(Box::new(metrics.admissions.clone()))?;
@@ -103,6 +145,10 @@ impl RuntimedMetrics {
         registry.register(Box::new(metrics.reserved.clone()))?;
         registry.register(Box::new(metrics.capacity.clone()))?;
         registry.register(Box::new(metrics.status_write_retries.clone()))?;
+        registry.register(Box::new(metrics.runs.clone()))?;
+        registry.register(Box::new(metrics.run_duration.clone()))?;
+        registry.register(Box::new(metrics.run_retries.clone()))?;
+        registry.register(Box::new(metrics.run_failures.clone()))?;
         // Bounded label sets start at zero so dashboards see every series from the start.
         for result in RESULTS {
             metrics.admissions.with_label_values(&[result]);

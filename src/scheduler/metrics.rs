@@ -47,6 +47,8 @@ pub struct SchedulerMetrics {
     pub pending_run_wakeups: IntCounterVec,
     pub cycle_duration: Histogram,
     pub queue_duration: Histogram,
+    /// Creation → Bind landed (the Go project's series, same name, no `runtime` label).
+    pub run_queue_duration: Histogram,
     pub schedule_attempts: IntCounterVec,
     pub pending_runs: IntGaugeVec,
     pub runtime_pods: IntGaugeVec,
@@ -94,6 +96,13 @@ impl SchedulerMetrics {
                     "kruntimes_scheduler_queue_duration_seconds",
                     "Time from a Run key's first activation until a worker starts its cycle.",
                 )
+                .buckets(buckets.clone()),
+            )?,
+            run_queue_duration: Histogram::with_opts(
+                HistogramOpts::new(
+                    "kruntimes_scheduler_run_queue_duration_seconds",
+                    "Time from a Run's creation until its assignment to a Runtime Pod was written.",
+                )
                 .buckets(buckets),
             )?,
             schedule_attempts: counter(
@@ -137,6 +146,7 @@ impl SchedulerMetrics {
         registry.register(Box::new(metrics.pending_run_wakeups.clone()))?;
         registry.register(Box::new(metrics.cycle_duration.clone()))?;
         registry.register(Box::new(metrics.queue_duration.clone()))?;
+        registry.register(Box::new(metrics.run_queue_duration.clone()))?;
         registry.register(Box::new(metrics.schedule_attempts.clone()))?;
         registry.register(Box::new(metrics.preemptions.clone()))?;
         registry.register(Box::new(metrics.nominations.clone()))?;
@@ -211,6 +221,7 @@ mod tests {
         m.schedule_attempts.with_label_values(&["scheduled"]).inc();
         drop(m.cycle_timer());
         m.queue_duration.observe(0.1);
+        m.run_queue_duration.observe(0.2);
         let text = render(&registry);
         for name in [
             "kruntimes_scheduler_filter_rejections_total",
@@ -220,6 +231,7 @@ mod tests {
             "kruntimes_scheduler_pending_run_wakeups_total{source=\"capacity_released\"} 0",
             "kruntimes_scheduler_scheduling_cycle_duration_seconds_count 1",
             "kruntimes_scheduler_queue_duration_seconds_count 1",
+            "kruntimes_scheduler_run_queue_duration_seconds_count 1",
             "kruntimes_scheduler_schedule_attempts_total",
             "kruntimes_scheduler_pending_runs{state=\"unschedulable\"} 0",
             "kruntimes_scheduler_pending_runs{state=\"backoff\"} 0",

@@ -1,5 +1,6 @@
 //! The Helm chart on the single-node cluster, after the kustomize install the other scenarios
-//! use: that install removed (its namespaces kept), `helm install` runs Runs, `helm upgrade` to
+//! use: that install removed with `kubectl delete -k deploy/` (a Run keeps running in its
+//! Runtime's namespace), `helm install` runs Runs, `helm upgrade` to
 //! a new image rolls the scheduler while Runs keep being created, finish and never overcommit,
 //! and `helm uninstall` leaves the CRDs, the Runtime and every Run. The kustomize install is
 //! applied again at the end.
@@ -42,7 +43,14 @@ pub async fn install_upgrade_uninstall(cluster: &Cluster) {
     )
     .await;
 
-    remove_kustomize_install(cluster);
+    // Uninstalled as its README says; the Runtime's namespace, the Runtime and the Run stay.
+    cluster.kubectl(&[
+        "delete",
+        "-k",
+        &repo().join("deploy").to_string_lossy(),
+        "--wait=true",
+        "--timeout=180s",
+    ]);
     let chart = repo().join("charts/kubectl-kruntimes");
     let chart = chart.to_string_lossy();
     cluster.helm(&[
@@ -51,6 +59,7 @@ pub async fn install_upgrade_uninstall(cluster: &Cluster) {
         &chart,
         "-n",
         SYSTEM_NS,
+        "--create-namespace",
         "--wait",
         "--timeout",
         "3m",
@@ -161,17 +170,4 @@ pub async fn install_upgrade_uninstall(cluster: &Cluster) {
         "deployment/kubectl-kruntimes-scheduler",
         "--timeout=120s",
     ]);
-}
-
-/// `kubectl delete` of everything `kubectl apply -k deploy/` created but its namespaces (and
-/// the CRDs, which deploy/crds/ installs): what a user moving to Helm removes.
-fn remove_kustomize_install(cluster: &Cluster) {
-    let rendered = cluster.kubectl(&["kustomize", &repo().join("deploy").to_string_lossy()]);
-    let kept: Vec<&str> = rendered
-        .split("\n---\n")
-        .filter(|doc| !doc.lines().any(|l| l == "kind: Namespace"))
-        .collect();
-    let file = std::env::temp_dir().join("kruntimes-kustomize-install.yaml");
-    std::fs::write(&file, kept.join("\n---\n")).unwrap();
-    cluster.kubectl(&["delete", "--wait=true", "-f", &file.to_string_lossy()]);
 }

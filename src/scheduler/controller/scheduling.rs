@@ -239,6 +239,12 @@ impl Scheduler {
             Ok(()) => {
                 self.cache.bound(&namespace, &uid);
                 debug!(run = %name, %namespace, %pod, "scheduled");
+                if let Some(created) = &run.metadata.creation_timestamp {
+                    let waited = jiff::Timestamp::now().duration_since(created.0);
+                    self.metrics
+                        .run_queue_duration
+                        .observe(waited.as_secs_f64().max(0.0));
+                }
                 self.events.emit_once(
                     run,
                     EventType::Normal,
