@@ -1184,7 +1184,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__runtimed)
-            opts="-n -s -v -h --pod-name --pod-namespace --pod-uid --heartbeat-interval --heartbeat-duration --shutdown-grace --health-probe-bind-address --metrics-bind-address --workspace-root --runtime-server --git-timeout --git-max-bytes --git-ca-file --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
+            opts="-n -s -v -h --pod-name --pod-namespace --pod-uid --heartbeat-interval --heartbeat-duration --shutdown-grace --health-probe-bind-address --metrics-bind-address --workspace-root --runtime-server --git-timeout --git-max-bytes --git-ca-file --artifact-root --artifact-volume-claim --artifact-driver --artifact-max-bytes --artifacts-max-bytes --artifact-gc-interval --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1239,6 +1239,30 @@ _kubectl__kruntimes() {
                     return 0
                     ;;
                 --git-ca-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --artifact-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --artifact-volume-claim)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --artifact-driver)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --artifact-max-bytes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --artifacts-max-bytes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --artifact-gc-interval)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -336,6 +336,43 @@ pub struct RuntimedArgs {
     /// system's (a Git server with a private CA).
     #[arg(long, env = "KRUNTIMES_GIT_CA_FILE", value_name = "FILE")]
     pub git_ca_file: Option<PathBuf>,
+    /// Where the Runtime's filesystem artifact store (its spec.artifactStore claim) is mounted;
+    /// with --artifact-volume-claim, Runs get $KRUNTIME_ARTIFACTS_DIR and what a successful
+    /// one leaves there is stored (the Runtime controller sets both).
+    #[arg(
+        long,
+        env = "KRUNTIMES_ARTIFACT_ROOT",
+        value_name = "DIR",
+        requires = "artifact_volume_claim"
+    )]
+    pub artifact_root: Option<PathBuf>,
+    /// The PersistentVolumeClaim of the artifact store (recorded in each artifact's ref).
+    #[arg(
+        long,
+        env = "KRUNTIMES_ARTIFACT_VOLUME_CLAIM",
+        value_name = "NAME",
+        requires = "artifact_root"
+    )]
+    pub artifact_volume_claim: Option<String>,
+    /// The Runtime's artifact store driver when it is not `filesystem` (`s3`): Runs get
+    /// $KRUNTIME_ARTIFACTS_DIR, and one that leaves artifacts fails ArtifactInvalid saying this
+    /// runtimed cannot store them (none is dropped silently).
+    #[arg(
+        long,
+        env = "KRUNTIMES_ARTIFACT_DRIVER",
+        value_name = "DRIVER",
+        conflicts_with = "artifact_root"
+    )]
+    pub artifact_driver: Option<String>,
+    /// The largest artifact, in bytes (a directory: its tar.gz).
+    #[arg(long, default_value_t = 1 << 30, value_name = "BYTES")]
+    pub artifact_max_bytes: u64,
+    /// All of one Run's artifacts together, in bytes.
+    #[arg(long, default_value_t = 10 << 30, value_name = "BYTES")]
+    pub artifacts_max_bytes: u64,
+    /// How often the artifacts of deleted Runs are removed from the store.
+    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    pub artifact_gc_interval: Duration,
 }
 
 /// `cancel run/NAME…`: which Runs, and whether to wait for their end.

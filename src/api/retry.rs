@@ -32,7 +32,7 @@ pub const NEVER_RETRIED: &[&str] = &[
     reasons::WORKSPACE_LOST,
     reasons::OUTPUTS_INVALID,
     reasons::OUTPUTS_TOO_LARGE,
-    "ArtifactInvalid",
+    reasons::ARTIFACT_INVALID,
 ];
 
 /// The kruntimes project's names for failures we name otherwise, so that a `retryableReasons`

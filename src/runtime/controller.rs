@@ -205,7 +205,8 @@ fn capacity_annotations(capacity: &Resources) -> BTreeMap<String, String> {
 /// A new Runtime Pod from the template: owned by the Runtime, labelled for selection and
 /// affinity, capacity annotated, and completed by [`pod::complete`] (runtimed from the
 /// kruntimes image unless the template opts out, identity through the downward API) and
-/// [`pod::with_workspace_volume`] (where its PersistentWorkspaces live).
+/// [`pod::with_workspace_volume`] (where its PersistentWorkspaces live) and
+/// [`pod::with_artifact_store`] (where its Runs' artifacts are stored).
 pub fn new_pod(
     runtime: &Runtime,
     name: &str,
@@ -235,6 +236,19 @@ pub fn new_pod(
     if let Err(why) = workspace {
         warn!(runtime = %runtime.name_any(), namespace = %runtime.namespace().unwrap_or_default(), "{why}");
     }
+    let spec = match runtime
+        .spec
+        .artifact_store
+        .as_ref()
+        .map(pod::ArtifactStore::of)
+    {
+        None => spec,
+        Some(Ok(store)) => pod::with_artifact_store(spec, &store, inject),
+        Some(Err(why)) => {
+            warn!(runtime = %runtime.name_any(), namespace = %runtime.namespace().unwrap_or_default(), "{why}; its Runs' artifacts are not stored");
+            spec
+        }
+    };
     Pod {
         metadata,
         spec: Some(spec),

@@ -21,6 +21,8 @@
 //! - the main container gets the workspace volume at `/workspace` (the Runtime's
 //!   `spec.workspace`, else an `emptyDir`) unless it mounts something there itself
 //!   ([`with_workspace_volume`]);
+//! - the container that runs runtimed gets the Runtime's filesystem artifact store (its
+//!   `spec.artifactStore` claim) at `/var/lib/kruntimes/artifacts` ([`with_artifact_store`]);
 //! - the annotation `kruntimes.io/inject: "false"` on the template keeps the Pod as written
 //!   (identity env only): the image must then contain the binary and run runtimed itself;
 //! - a template that follows the runtime-server contract (its first container is named
@@ -37,9 +39,11 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+mod artifacts;
 mod template;
 mod workspace;
 
+pub use artifacts::{ARTIFACT_MOUNT, ARTIFACT_VOLUME, ArtifactStore, with_artifact_store};
 use template::{explicit_probe_port, explicit_shutdown_grace, runs_runtimed, uses_injected_binary};
 pub use workspace::{WORKSPACE_VOLUME, with_workspace_volume};
 

@@ -30,11 +30,12 @@ use tokio::time::Instant;
 use super::admission::AdmissionCache;
 use super::children::{AfterExit, Children, StopReason};
 use super::claims::{ClaimWritten, Claimed, Claims, Landed};
+use super::collector::{self, Collected, Pending};
 use super::executor::{ChildExit, Terminal};
 use super::heartbeat::LeaseRenewer;
 use super::metrics::{self, RuntimedMetrics};
 use super::plan::{self, Claim};
-use super::status_writer::StatusWriter;
+use super::status_writer::{Results, StatusWriter};
 use super::{Error, Identity, Result, Settings};
 use crate::api::lenient::Lenient;
 use crate::api::resources::parse_capacity_annotations;
@@ -84,6 +85,8 @@ pub(super) enum AgentEvent {
     /// A failed attempt's write (the Run stays here for its retry) returned, by UID, and
     /// whether it landed; the reservation stays held either way.
     AttemptWritten(String, bool),
+    /// A successful Run's artifacts were stored (or break a rule): its terminal write follows.
+    Collected(Box<Collected>),
 }
 
 /// The receiving end of the event channel, able to hold back one event: claim results that
@@ -146,6 +149,11 @@ struct Agent {
     backing_off: HashSet<String>,
     /// When the earliest backoff ends: plan again then.
     next_retry: Option<Instant>,
+    /// Successful Runs whose artifacts are being stored, by UID: this agent's until their
+    /// terminal writes (which wait) go out.
+    collecting: HashSet<String>,
+    /// The event channel, for the artifact collections.
+    tx: mpsc::UnboundedSender<AgentEvent>,
 }
 
 impl Agent {
@@ -172,8 +180,10 @@ impl Agent {
                 me.clone(),
                 events.clone(),
                 metrics.clone(),
-                tx,
+                tx.clone(),
             ),
+            collecting: HashSet::new(),
+            tx,
             inbox: Inbox { rx, held: None },
             metrics,
             scheduled_seen: Default::default(),
@@ -221,6 +231,14 @@ impl Agent {
 
     async fn run(mut self, shutdown: impl Future<Output = &'static str> + Send) -> Result<()> {
         let runs_config = self.runs_watch_config().await?;
+        if let super::Artifacts::Store(store) = &self.settings.artifacts {
+            collector::spawn_gc(
+                self.runs_api.clone(),
+                self.me.namespace.clone(),
+                store.clone(),
+                self.settings.artifact_gc_interval,
+            );
+        }
         let (runs, runs_writer) = reflector::store::<Run>();
         // Leniently: a Run on this Pod that does not decode is reported and skipped, it never
         // stops the watch of the others.
@@ -323,6 +341,7 @@ impl Agent {
             }
             if self.draining
                 && self.children.is_empty()
+                && self.collecting.is_empty()
                 && self.writer.in_flight() == 0
                 && self.claims.settled()
             {
@@ -387,6 +406,33 @@ impl Agent {
             }
             AgentEvent::AttemptWritten(uid, landed) => {
                 self.writer.attempt_written(&uid, landed);
+                true
+            }
+            AgentEvent::Collected(collected) => {
+                let Collected { pending, stored } = *collected;
+                self.collecting.remove(&pending.uid);
+                let Pending {
+                    name,
+                    uid,
+                    first,
+                    terminal,
+                    outputs,
+                } = pending;
+                match stored {
+                    Ok(results) => {
+                        self.end(name, uid, first, terminal, Results { outputs, ..results })
+                    }
+                    Err(why) => {
+                        tracing::warn!(run = %name, "Run {name}'s artifacts are not stored: {why}");
+                        let terminal = Terminal {
+                            outcome: Outcome::Failed,
+                            reason: reasons::ARTIFACT_INVALID,
+                            message: why,
+                            exit_code: terminal.exit_code,
+                        };
+                        self.end(name, uid, first, terminal, Results::default());
+                    }
+                }
                 true
             }
             AgentEvent::LastWritten(uid) => {
@@ -456,6 +502,7 @@ impl Agent {
             .children
             .owned()
             .chain(self.claims.owned())
+            .chain(&self.collecting)
             .cloned()
             .collect();
         let attachable = self.children.attachable(&state);
@@ -681,14 +728,7 @@ impl Agent {
     /// waits here for it ([`retry::Decision`]);
     /// anything else is the Run's end. A Run refused before its first claim made no attempt
     /// and is never retried.
-    fn end(
-        &mut self,
-        name: String,
-        uid: String,
-        first: Run,
-        terminal: Terminal,
-        outputs: std::collections::BTreeMap<String, String>,
-    ) {
+    fn end(&mut self, name: String, uid: String, first: Run, terminal: Terminal, results: Results) {
         // Running: a task, or a function Run whose registration is not ready (a Ready
         // function's end is its release, never a failed attempt).
         let attempted = first.phase() == RunPhase::Running;
@@ -720,7 +760,7 @@ impl Agent {
                 .run_duration
                 .observe(ran.as_secs_f64().max(0.0));
         }
-        self.writer.finish(name, uid, first, terminal, outputs);
+        self.writer.finish(name, uid, first, terminal, results);
     }
 
     /// A claimed Run whose task could not start: the attempt failed with StartFailed.
@@ -746,7 +786,38 @@ impl Agent {
                 first,
                 terminal,
                 outputs,
-            }) => self.end(name, uid, first, terminal, outputs),
+            }) if terminal.outcome == Outcome::Succeeded
+                && self.settings.artifacts != super::Artifacts::None =>
+            {
+                self.collecting.insert(uid.clone());
+                let staging = self.children.layout_of(&first).staging();
+                let pending = Pending {
+                    name,
+                    uid,
+                    first,
+                    terminal,
+                    outputs,
+                };
+                let (store, namespace) =
+                    (self.settings.artifacts.clone(), self.me.namespace.clone());
+                collector::spawn(store, staging, namespace, pending, self.tx.clone());
+            }
+            Some(AfterExit::Finish {
+                name,
+                uid,
+                first,
+                terminal,
+                outputs,
+            }) => self.end(
+                name,
+                uid,
+                first,
+                terminal,
+                Results {
+                    outputs,
+                    ..Default::default()
+                },
+            ),
             Some(AfterExit::Gone { uid }) => {
                 self.cache.release(&uid);
                 self.children.forget(&uid);

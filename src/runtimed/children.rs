@@ -95,6 +95,8 @@ pub(super) struct Children {
     workspace_root: std::path::PathBuf,
     /// How a Run's Git source is fetched.
     git: git::FetchOptions,
+    /// Whether Runs get `$KRUNTIME_ARTIFACTS_DIR` (the Runtime has an artifact store).
+    artifacts: bool,
     /// Each Run's stdout and stderr, kept on the workspace volume.
     logs: RunLogs,
     /// The Pod's runtime server, when Runs execute there.
@@ -134,6 +136,7 @@ impl Children {
             shutdown_grace: settings.shutdown_grace,
             workspace_root: settings.workspace_root.clone(),
             git: settings.git.clone(),
+            artifacts: settings.artifacts != super::Artifacts::None,
             logs: RunLogs::new(&settings.workspace_root),
             listed: server.is_none().then(HashSet::new),
             server,
@@ -266,6 +269,12 @@ impl Children {
             &run.uid().unwrap_or_default(),
             run.workspace_name(),
         )
+        .with_artifacts(self.artifacts)
+    }
+
+    /// [`Self::layout`], for the agent (where a Run's artifacts are left).
+    pub(super) fn layout_of(&self, run: &Run) -> Layout {
+        self.layout(run)
     }
 
     /// Removes the directories of Runs that are no longer this Pod's (deleted while no

@@ -13,8 +13,10 @@
 
 pub mod admission;
 pub mod agent;
+pub mod artifacts;
 mod children;
 mod claims;
+mod collector;
 pub mod contract;
 pub mod executor;
 pub mod git;
@@ -146,6 +148,17 @@ impl Identity {
     }
 }
 
+/// Where a Runtime's Runs' artifacts go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Artifacts {
+    /// The Runtime has no `spec.artifactStore`: no `$KRUNTIME_ARTIFACTS_DIR`.
+    None,
+    /// Its filesystem store.
+    Store(artifacts::Store),
+    /// A store of a driver this runtimed does not write (`s3`): artifacts are refused.
+    Unsupported(String),
+}
+
 /// The agent's settings, validated.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -164,6 +177,10 @@ pub struct Settings {
     pub runtime_server: Option<remote::RuntimeServer>,
     /// How Git sources are fetched (`--git-*`).
     pub git: git::FetchOptions,
+    /// Where Runs' artifacts go (`--artifact-*`).
+    pub artifacts: Artifacts,
+    /// How often the artifacts of deleted Runs are removed (`--artifact-gc-interval`).
+    pub artifact_gc_interval: Duration,
     /// The registrations of this Pod's Ready function Runs, by Run name: the agent keeps
     /// them, the invoke endpoint reads them.
     pub registrations: std::sync::Arc<
@@ -204,6 +221,21 @@ impl Settings {
                 max_bytes: args.git_max_bytes,
                 ca_file: args.git_ca_file.clone(),
             },
+            artifacts: match (
+                &args.artifact_root,
+                &args.artifact_volume_claim,
+                &args.artifact_driver,
+            ) {
+                (Some(root), Some(claim), _) => Artifacts::Store(artifacts::Store {
+                    root: root.clone(),
+                    volume_claim: claim.clone(),
+                    max_artifact_bytes: args.artifact_max_bytes,
+                    max_total_bytes: args.artifacts_max_bytes,
+                }),
+                (_, _, Some(driver)) => Artifacts::Unsupported(driver.clone()),
+                _ => Artifacts::None,
+            },
+            artifact_gc_interval: args.artifact_gc_interval,
             runtime_server: args
                 .runtime_server
                 .as_deref()

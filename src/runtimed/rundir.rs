@@ -32,6 +32,8 @@ pub struct Layout {
     pub working_dir: PathBuf,
     /// The PersistentWorkspace's directory, when the Run names one.
     pub workspace: Option<PathBuf>,
+    /// Whether the Runtime stores artifacts: the Run gets `$KRUNTIME_ARTIFACTS_DIR`.
+    pub artifacts: bool,
 }
 
 /// Where the PersistentWorkspace `name` lives under the Pod's workspace volume `root`
@@ -50,7 +52,18 @@ impl Layout {
             working_dir: workspace.clone().unwrap_or_else(|| run_dir.clone()),
             run_dir,
             workspace,
+            artifacts: false,
         }
+    }
+
+    /// This layout with `$KRUNTIME_ARTIFACTS_DIR` when `artifacts`.
+    pub fn with_artifacts(self, artifacts: bool) -> Self {
+        Layout { artifacts, ..self }
+    }
+
+    /// `$KRUNTIME_ARTIFACTS_DIR`: emptied before every attempt, read after a successful one.
+    pub fn staging(&self) -> PathBuf {
+        self.run_dir.join(super::artifacts::STAGING_DIR)
     }
 
     /// Where a Git source is checked out: the working directory of its task.
@@ -84,6 +97,14 @@ impl Layout {
             outputs::ENV_OUTPUTS.to_string(),
             self.outputs().display().to_string(),
         ));
+        if self.artifacts {
+            task.env
+                .retain(|(k, _)| k != super::artifacts::ENV_ARTIFACTS_DIR);
+            task.env.push((
+                super::artifacts::ENV_ARTIFACTS_DIR.to_string(),
+                self.staging().display().to_string(),
+            ));
+        }
         if let Some(dir) = &self.workspace
             && !task.env.iter().any(|(k, _)| k == ENV_WORKSPACE)
         {
@@ -95,7 +116,8 @@ impl Layout {
 
     /// Makes the directories of an attempt of `task` (already [`Self::apply`]d): the Run's
     /// and the working directory, the source file written (mode 0755 for a script that is the
-    /// program, else 0644) and the last attempt's outputs file removed. Why it cannot, as the
+    /// program, else 0644), the last attempt's outputs file removed and its artifacts
+    /// directory emptied. Why it cannot, as the
     /// Run's `StartFailed` message.
     pub fn create(&self, task: &Prepared) -> Result<(), String> {
         let mounted = "(is the Pod's workspace volume mounted at --workspace-root?)";
@@ -118,6 +140,16 @@ impl Layout {
                 ));
             }
             _ => {}
+        }
+        if self.artifacts {
+            let staging = self.staging();
+            let _ = std::fs::remove_dir_all(&staging);
+            std::fs::create_dir_all(&staging).map_err(|e| {
+                format!(
+                    "cannot create $KRUNTIME_ARTIFACTS_DIR {}: {e}",
+                    staging.display()
+                )
+            })?;
         }
         if let Some(source) = &task.source {
             // A path inside the working directory: `prepare` refused any other.

@@ -48,6 +48,17 @@ pub(super) fn api_backoff() -> ExponentialBuilder {
 /// An event to publish once a write has landed: type, reason, action, note.
 type Note = (EventType, &'static str, &'static str, String);
 
+/// What a successful execution produced, written with its terminal status.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Results {
+    /// `$KRUNTIME_OUTPUTS`' pairs.
+    pub outputs: BTreeMap<String, String>,
+    /// The refs of its stored artifacts.
+    pub artifact_refs: Vec<serde_json::Value>,
+    /// The store they are in (the Runtime's `spec.artifactStore` as it was).
+    pub artifact_store: Option<serde_json::Value>,
+}
+
 pub(super) struct StatusWriter {
     api: Api<Run>,
     me: Identity,
@@ -144,7 +155,8 @@ impl StatusWriter {
         }
     }
 
-    /// Writes `terminal` (and the execution's `outputs` in `status.outputs`) in the
+    /// Writes `terminal` (and the execution's `outputs` in `status.outputs`, its stored
+    /// artifacts in `status.artifactRefs` with the store in `status.artifactStore`) in the
     /// background; the reservation of `uid` is released once the write has landed (or been
     /// given up), never before.
     pub(super) fn finish(
@@ -153,8 +165,13 @@ impl StatusWriter {
         uid: String,
         first: Run,
         terminal: Terminal,
-        outputs: BTreeMap<String, String>,
+        results: Results,
     ) {
+        let Results {
+            outputs,
+            artifact_refs,
+            artifact_store,
+        } = results;
         let attempt = first.attempt();
         let exhausted = matches!(terminal.outcome, Outcome::Failed | Outcome::Timeout)
             && first.retry_decision(terminal.reason)
@@ -177,6 +194,10 @@ impl StatusWriter {
         let apply = move |status: &mut RunStatus, now: &Time| {
             if !status.phase.is_some_and(RunPhase::is_terminal) {
                 status.outputs.extend(outputs.clone());
+                if !artifact_refs.is_empty() {
+                    status.artifact_refs = artifact_refs.clone();
+                    status.artifact_store = artifact_store.clone();
+                }
             }
             status::set_terminal(
                 status,

@@ -69,6 +69,9 @@ pub mod reasons {
     pub const OUTPUTS_INVALID: &str = "OutputsInvalid";
     /// Failed: the execution's `$KRUNTIME_OUTPUTS` file is over a bound.
     pub const OUTPUTS_TOO_LARGE: &str = "OutputsTooLarge";
+    /// Failed: what the execution left in `$KRUNTIME_ARTIFACTS_DIR` breaks a rule of the
+    /// artifact store (a name, a bound, a link).
+    pub const ARTIFACT_INVALID: &str = "ArtifactInvalid";
 }
 
 /// A Succeeded Run's message (the Go project's, which its users and tests read).

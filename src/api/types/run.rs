@@ -413,11 +413,11 @@ pub struct RunStatus {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 64))]
     pub outputs: BTreeMap<String, String>,
-    /// Artifacts stored outside etcd (kept, not acted on yet).
+    /// The artifacts runtimed stored for the Run (the Runtime's artifact store).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "preserve_unknown_array_32")]
     pub artifact_refs: Vec<serde_json::Value>,
-    /// The artifact store captured for cleanup (kept, not acted on yet).
+    /// The artifact store the Run's artifacts are in, as it was when they were stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "preserve_unknown_object")]
     pub artifact_store: Option<serde_json::Value>,

@@ -54,7 +54,8 @@ pub struct RuntimeSpec {
     /// Logical capacity of every Runtime Pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<RuntimeCapacity>,
-    /// Durable artifact storage for the Runtime's Runs (kept, not acted on yet).
+    /// Durable artifact storage for the Runtime's Runs: `driver: filesystem` with
+    /// `filesystem.volumeClaimName` (mounted for runtimed); `s3` is not written yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "preserve_unknown_object")]
     pub artifact_store: Option<serde_json::Value>,
