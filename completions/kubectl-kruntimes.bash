@@ -19,6 +19,9 @@ _kubectl__kruntimes() {
             kubectl__kruntimes,__complete)
                 cmd="kubectl__kruntimes__subcmd____complete"
                 ;;
+            kubectl__kruntimes,artifacts)
+                cmd="kubectl__kruntimes__subcmd__artifacts"
+                ;;
             kubectl__kruntimes,cancel)
                 cmd="kubectl__kruntimes__subcmd__cancel"
                 ;;
@@ -63,6 +66,9 @@ _kubectl__kruntimes() {
                 ;;
             kubectl__kruntimes__subcmd__help,__complete)
                 cmd="kubectl__kruntimes__subcmd__help__subcmd____complete"
+                ;;
+            kubectl__kruntimes__subcmd__help,artifacts)
+                cmd="kubectl__kruntimes__subcmd__help__subcmd__artifacts"
                 ;;
             kubectl__kruntimes__subcmd__help,cancel)
                 cmd="kubectl__kruntimes__subcmd__help__subcmd__cancel"
@@ -128,7 +134,7 @@ _kubectl__kruntimes() {
 
     case "${cmd}" in
         kubectl__kruntimes)
-            opts="-n -s -v -h -V --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help --version install runtimed scheduler explain status invoke logs cancel dev completion version gen __complete copy-binary help"
+            opts="-n -s -v -h -V --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help --version install runtimed scheduler explain status invoke logs artifacts cancel dev completion version gen __complete copy-binary help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -204,6 +210,88 @@ _kubectl__kruntimes() {
                 return 0
             fi
             case "${prev}" in
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --user)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --certificate-authority)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --as)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --as-group)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --request-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kubectl__subcmd__kruntimes__subcmd__artifacts)
+            opts="-o -n -s -v -h --download --output --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --download)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
                 --kubeconfig)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -716,7 +804,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__help)
-            opts="install runtimed scheduler explain status invoke logs cancel dev completion version gen __complete copy-binary help"
+            opts="install runtimed scheduler explain status invoke logs artifacts cancel dev completion version gen __complete copy-binary help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -730,6 +818,20 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__help__subcmd____complete)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kubectl__subcmd__kruntimes__subcmd__help__subcmd__artifacts)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -120,6 +120,12 @@ pub enum Command {
         after_help = "Examples:\n  kubectl kruntimes logs run/train-1\n  kubectl kruntimes logs run/train-1 -n team-a -f\n  kubectl kruntimes logs run train-1 --tail 20"
     )]
     Logs(LogsArgs),
+    /// List a Run's stored artifacts (status.artifactRefs), or download them through the API
+    /// server's Pod proxy like logs.
+    #[command(
+        after_help = "Examples:\n  kubectl kruntimes artifacts run/train-1\n  kubectl kruntimes artifacts run/train-1 -o wide\n  kubectl kruntimes artifacts run/train-1 -n team-a --download ./out"
+    )]
+    Artifacts(ArtifactsArgs),
     /// Cancel Runs: sets spec.cancelRequested (one way); a Pending Run ends in the scheduler,
     /// a Scheduled or Running one once runtimed has stopped it.
     #[command(
@@ -426,6 +432,7 @@ impl Command {
             | Command::Explain(_)
             | Command::Invoke(_)
             | Command::Logs(_)
+            | Command::Artifacts(_)
             | Command::Cancel(_)
             | Command::Status(_)
             | Command::Completion(_)
@@ -505,6 +512,24 @@ pub struct LogsArgs {
     /// Only the last N lines (-1: all).
     #[arg(long, default_value_t = -1, allow_negative_numbers = true, value_name = "N")]
     pub tail: i64,
+}
+
+/// `artifacts run/NAME`: which Run, and whether to download.
+#[derive(Debug, Clone, Args)]
+pub struct ArtifactsArgs {
+    /// The Run: `run/NAME`, `runs/NAME`, or `run NAME`.
+    #[arg(value_name = "run/NAME")]
+    pub target: String,
+    /// The Run's name, when the first argument is `run` or `runs`.
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// Write every artifact into DIR (a directory artifact as NAME.tar.gz), each checked
+    /// against its digest.
+    #[arg(long, value_name = "DIR")]
+    pub download: Option<PathBuf>,
+    /// Output format of the list.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
 }
 
 /// `status [RUNTIME]`: which pool to show and how.

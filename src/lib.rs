@@ -4,6 +4,7 @@
 
 pub mod admission_policy;
 pub mod api;
+pub mod artifacts;
 pub mod cancel;
 pub mod cli;
 pub mod complete;

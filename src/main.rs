@@ -20,6 +20,7 @@ async fn main() -> ExitCode {
         Command::Status(args) => kruntimes::status::exec(&cli.global, args).await,
         Command::Invoke(args) => kruntimes::invoke::exec(&cli.global, args).await,
         Command::Logs(args) => kruntimes::logs::exec(&cli.global, args).await,
+        Command::Artifacts(args) => kruntimes::artifacts::exec(&cli.global, args).await,
         Command::Scheduler(SchedulerCommand::Run(args)) => {
             kruntimes::manager::exec(&cli.global, args).await
         }

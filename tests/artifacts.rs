@@ -54,8 +54,12 @@ async fn artifacts_are_stored_listed_and_removed_with_their_run(prefix: &str, ba
         false => None,
     };
     let root = store.path().display().to_string();
+    let probe = support::free_port();
+    let bind = format!("127.0.0.1:{probe}");
     let mut args: Vec<&str> = HEARTBEAT.to_vec();
     args.extend([
+        "--health-probe-bind-address",
+        bind.as_str(),
         "--artifact-root",
         root.as_str(),
         "--artifact-volume-claim",
@@ -123,6 +127,35 @@ async fn artifacts_are_stored_listed_and_removed_with_their_run(prefix: &str, ba
     assert_eq!(report["contentType"], "text/plain");
     assert_eq!(refs[0]["type"], "directory");
     assert_eq!(refs[0]["contentType"], "application/gzip");
+    // runtimed serves the stored bytes (what `artifacts --download` reads through the Pod
+    // proxy), and nothing outside the Run's directory.
+    let served = support::world::http_get(probe, &format!("/artifacts/{uid}/report.txt"))
+        .await
+        .unwrap();
+    assert_eq!(served, (200, "report\n".to_string()));
+    let outside = support::world::http_get(probe, &format!("/artifacts/{uid}/..%2F..%2Fx"))
+        .await
+        .unwrap();
+    assert_eq!(outside.0, 404, "{outside:?}");
+    // `kubectl kruntimes artifacts` lists the refs.
+    let out = support::kruntimes()
+        .args(["artifacts", "run/stores", "-n", &ns.name])
+        .output()
+        .unwrap();
+    let listed = support::ok(&out, "kubectl kruntimes artifacts");
+    let rows: Vec<Vec<&str>> = listed
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows[0], ["NAME", "TYPE", "SIZE", "CREATED"]);
+    assert_eq!(rows[2][..3], ["report.txt", "file", "7"], "{listed}");
+    let out = support::kruntimes()
+        .args(["artifacts", "run/stores", "-n", &ns.name, "-o", "json"])
+        .output()
+        .unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&support::ok(&out, "artifacts -o json")).unwrap();
+    assert_eq!(json, serde_json::Value::Array(refs.clone()));
 
     let link = by_name("link");
     let s = link.status.as_ref().unwrap();

@@ -14,6 +14,8 @@
 //! scenario always runs first: the others need it). `KRUNTIMES_CLUSTER_KEEP=1` leaves the
 //! cluster up afterwards (its kubeconfig: /var/tmp/kruntimes-cluster/kubeconfig).
 
+#[path = "cluster/artifacts.rs"]
+mod artifacts;
 #[path = "cluster/harness.rs"]
 mod harness;
 #[path = "cluster/helm.rs"]
@@ -85,6 +87,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "a_lost_node_fails_the_running_run_as_runtime_pod_lost_and_releases_its_capacity",
         |c| Box::pin(node_lost(c)),
+    ),
+    (
+        "a_runtimes_artifact_claim_holds_a_runs_artifacts_downloaded_through_the_pod_proxy_until_the_run_is_deleted",
+        |c| Box::pin(artifacts::stored_on_a_claim_downloaded_and_removed(c)),
     ),
     (
         "helm_install_runs_runs_upgrade_rolls_the_scheduler_without_losing_one_and_uninstall_keeps_them",

@@ -48,7 +48,19 @@ async fn runtimed_lives_its_whole_life_under_the_policy_with_the_scheduler() {
     await_enforced(&ns.name, &[&as_pod]).await;
 
     // `-v`: info, so that every refusal runtimed meets is in its log.
-    let args = ["-v", "--heartbeat-interval", "1s", "--shutdown-grace", "1s"];
+    // With an artifact store: a terminal write carries the stored artifacts' refs.
+    let store = dir.path().join("artifacts").display().to_string();
+    let args = [
+        "-v",
+        "--heartbeat-interval",
+        "1s",
+        "--shutdown-grace",
+        "1s",
+        "--artifact-root",
+        store.as_str(),
+        "--artifact-volume-claim",
+        "arts",
+    ];
     let mut runtimed = RuntimedProcess::start_as(&kubeconfig, &pod, &args);
 
     // Heartbeat: the Lease named after the Pod, held by its UID, renewed.
@@ -80,6 +92,10 @@ async fn runtimed_lives_its_whole_life_under_the_policy_with_the_scheduler() {
         .task(&["sh", "-c", "exit 3"])
         .create(&ns)
         .await;
+    run("artifact")
+        .task(&["sh", "-c", "echo a > \"$KRUNTIME_ARTIFACTS_DIR/a\""])
+        .create(&ns)
+        .await;
     // A function Run: no task for runtimed to start without a runtime server.
     run("no-task").function("main.handler").create(&ns).await;
     let ended = |runs: &[Run], name: &str| {
@@ -87,15 +103,22 @@ async fn runtimed_lives_its_whole_life_under_the_policy_with_the_scheduler() {
             .find(|r| r.name_any() == name && r.phase().is_terminal())
             .map(|r| r.status.clone().unwrap())
     };
-    let (ok, exit3, no_task) = ns
-        .wait_runs(WAIT, "three Runs ended", |runs| {
+    let (ok, exit3, no_task, artifact) = ns
+        .wait_runs(WAIT, "four Runs ended", |runs| {
             Some((
                 ended(runs, "ok")?,
                 ended(runs, "exit-3")?,
                 ended(runs, "no-task")?,
+                ended(runs, "artifact")?,
             ))
         })
         .await;
+    assert_eq!(
+        (artifact.phase, artifact.artifact_refs.len()),
+        (Some(RunPhase::Succeeded), 1),
+        "{artifact:?}\n--- runtimed log ---\n{}",
+        runtimed.log_tail()
+    );
     assert_eq!(
         (ok.phase, ok.exit_code, ok.assigned_pod.as_deref()),
         (Some(RunPhase::Succeeded), Some(0), Some(pod_name.as_str()))

@@ -13,6 +13,7 @@
 
 pub mod admission;
 pub mod agent;
+mod artifact_server;
 pub mod artifacts;
 mod children;
 mod claims;
@@ -257,6 +258,10 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
         let mut routes = runlog::routes(runlog::RunLogs::new(&settings.workspace_root));
         if let Some(server) = settings.runtime_server.clone() {
             routes = routes.merge(invoke::routes(server, settings.registrations.clone()));
+        }
+        if let Artifacts::Store(store) = &settings.artifacts {
+            let namespace = settings.identity.namespace.clone();
+            routes = routes.merge(artifact_server::routes(store.clone(), namespace));
         }
         serve_probes(addr, settings.ready.clone(), routes).await?;
     }

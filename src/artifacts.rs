@@ -1,0 +1,213 @@
+//! `kubectl kruntimes artifacts run/NAME [--download DIR] [-o json|yaml]`: a Run's stored
+//! artifacts as its `status.artifactRefs` lists them, and, with `--download`, their bytes as
+//! runtimed serves them (`runtimed::artifact_server`) through the API server's Pod proxy, from
+//! the Run's Runtime Pod or, when that one is gone, any Ready Pod of its Runtime (they share
+//! the store). [`table`] is pure; the rest is an edge.
+
+use std::path::Path;
+
+use anyhow::{Context as _, anyhow, bail};
+use futures::AsyncReadExt as _;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt as _;
+use kube::api::{Api, ListParams};
+
+use crate::api::{LABEL_RUNTIME, Run, pod_is_ready};
+use crate::cli::{ArtifactsArgs, GlobalArgs, OutputFormat};
+use crate::explain::parse_target;
+use crate::kubeclient::{Target, proxy_error};
+use crate::output::{Palette, Table};
+
+/// Runs the command.
+pub async fn exec(global: &GlobalArgs, args: &ArtifactsArgs) -> anyhow::Result<()> {
+    let name = parse_target(&args.target, args.name.as_deref())
+        .map_err(|e| anyhow!(e.said_by("artifacts")))?;
+    let target = crate::kubeclient::connect(global).await?;
+    let run = target.get_run(&name).await?;
+    let refs = run
+        .status
+        .as_ref()
+        .map(|s| s.artifact_refs.clone())
+        .unwrap_or_default();
+    if let Some(dir) = &args.download {
+        return download(&target, &run, &refs, dir).await;
+    }
+    let text = match args.output {
+        OutputFormat::Json => crate::output::to_json(&refs)?,
+        OutputFormat::Yaml => crate::output::to_yaml(&refs)?,
+        OutputFormat::Table | OutputFormat::Wide => match refs.is_empty() {
+            true => format!("run/{name} has no stored artifacts ({})\n", why_none(&run)),
+            false => table(&refs, args.output == OutputFormat::Wide).render(&Palette::plain()),
+        },
+    };
+    crate::output::write_stdout(&text).context("writing to stdout")
+}
+
+/// Why a Run lists no artifact.
+fn why_none(run: &Run) -> &'static str {
+    match run.phase() {
+        p if !p.is_terminal() => "it has not ended; artifacts are stored when it succeeds",
+        crate::api::RunPhase::Succeeded => {
+            "it left none in $KRUNTIME_ARTIFACTS_DIR, or its Runtime has no spec.artifactStore"
+        }
+        _ => "only a Succeeded Run's artifacts are stored",
+    }
+}
+
+/// NAME, TYPE, SIZE, CREATED (and DIGEST, PATH with `wide`).
+pub fn table(refs: &[serde_json::Value], wide: bool) -> Table {
+    let mut header = vec!["NAME", "TYPE", "SIZE", "CREATED"];
+    if wide {
+        header.extend(["DIGEST", "PATH"]);
+    }
+    let mut table = Table::new(header.into_iter().map(String::from).collect());
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or("-").to_string();
+    for r in refs {
+        let mut row = vec![
+            text(&r["name"]),
+            text(&r["type"]),
+            r["sizeBytes"]
+                .as_u64()
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "-".into()),
+            text(&r["createdAt"]),
+        ];
+        if wide {
+            row.push(text(&r["digest"]));
+            row.push(text(&r["location"]["filesystem"]["path"]));
+        }
+        table.row(row);
+    }
+    table
+}
+
+/// Writes every artifact of `run` into `dir` (a directory artifact as its `.tar.gz`), checking
+/// each one's size and digest.
+async fn download(
+    target: &Target,
+    run: &Run,
+    refs: &[serde_json::Value],
+    dir: &Path,
+) -> anyhow::Result<()> {
+    let name = run.name_any();
+    if refs.is_empty() {
+        bail!("run/{name} has no stored artifacts ({})", why_none(run));
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let uid = run.uid().unwrap_or_default();
+    let pods = serving_pods(target, run).await?;
+    for r in refs {
+        let artifact = r["name"].as_str().unwrap_or_default();
+        crate::runtimed::artifacts::check_name(artifact)
+            .map_err(|e| anyhow!("run/{name}: status.artifactRefs: {e}"))?;
+        let bytes = fetch(target, &pods, &uid, artifact)
+            .await
+            .with_context(|| format!("run/{name}: downloading artifact {artifact:?}"))?;
+        let digest = {
+            use sha2::Digest as _;
+            let hex: String = sha2::Sha256::digest(&bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            format!("sha256:{hex}")
+        };
+        if r["digest"].as_str().is_some_and(|d| d != digest) {
+            bail!(
+                "run/{name}: artifact {artifact:?} read back with digest {digest}, not its ref's {}",
+                r["digest"]
+            );
+        }
+        let file = match r["type"].as_str() {
+            Some("directory") => dir.join(format!("{artifact}.tar.gz")),
+            _ => dir.join(artifact),
+        };
+        std::fs::write(&file, &bytes)
+            .with_context(|| format!("cannot write {}", file.display()))?;
+        eprintln!("{} ({} bytes)", file.display(), bytes.len());
+    }
+    Ok(())
+}
+
+/// The Run's own Pod first, then every other Ready Pod of its Runtime.
+async fn serving_pods(target: &Target, run: &Run) -> anyhow::Result<Vec<String>> {
+    let api: Api<Pod> = Api::namespaced(target.client.clone(), &target.namespace);
+    let selector = format!("{LABEL_RUNTIME}={}", run.spec.runtime);
+    let listed = api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| {
+            target.explain_error(
+                e,
+                &format!("listing the Pods of Runtime {}", run.spec.runtime),
+            )
+        })?;
+    let mut pods: Vec<String> = listed
+        .items
+        .iter()
+        .filter(|p| pod_is_ready(p) && p.metadata.deletion_timestamp.is_none())
+        .map(|p| p.name_any())
+        .collect();
+    if let Some(own) = run.status.as_ref().and_then(|s| s.assigned_pod.clone())
+        && let Some(i) = pods.iter().position(|p| *p == own)
+    {
+        pods.swap(0, i);
+    }
+    if pods.is_empty() {
+        bail!(
+            "no Ready Pod of Runtime {} serves its artifact store now; scale it up, or read the store's volume (see status.artifactRefs)",
+            run.spec.runtime
+        );
+    }
+    Ok(pods)
+}
+
+/// The artifact's bytes from the first of `pods` that serves them.
+async fn fetch(
+    target: &Target,
+    pods: &[String],
+    uid: &str,
+    artifact: &str,
+) -> anyhow::Result<Vec<u8>> {
+    let mut last = None;
+    for pod in pods {
+        let request =
+            http::Request::get(target.runtimed_path(pod, &format!("artifacts/{uid}/{artifact}")))
+                .body(Vec::new())
+                .context("building the request")?;
+        match target.client.request_stream(request).await {
+            Ok(mut body) => {
+                let mut bytes = Vec::new();
+                body.read_to_end(&mut bytes)
+                    .await
+                    .with_context(|| format!("reading it from Pod {pod}"))?;
+                return Ok(bytes);
+            }
+            Err(e) => last = Some(proxy_error(e, &format!("Pod {pod}"))),
+        }
+    }
+    Err(last.unwrap_or_else(|| anyhow!("no Pod to ask")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_lists_each_ref_and_wide_adds_digest_and_path() {
+        let refs = vec![serde_json::json!({
+            "name": "model", "type": "directory", "sizeBytes": 120,
+            "createdAt": "2026-12-05T04:00:00Z", "digest": "sha256:ab",
+            "location": {"filesystem": {"path": "namespaces/n/runs/u/model"}},
+        })];
+        let plain = table(&refs, false).render(&Palette::plain());
+        assert_eq!(
+            plain,
+            "NAME    TYPE        SIZE   CREATED\nmodel   directory   120    2026-12-05T04:00:00Z\n"
+        );
+        let wide = table(&refs, true).render(&Palette::plain());
+        assert!(
+            wide.contains("sha256:ab   namespaces/n/runs/u/model"),
+            "{wide}"
+        );
+    }
+}
