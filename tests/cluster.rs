@@ -215,14 +215,7 @@ async fn deploy(cluster: &Cluster) {
         "crd/runs.kruntimes.io",
         "--timeout=60s",
     ]);
-    cluster.kubectl(&[
-        "-n",
-        SYSTEM_NS,
-        "rollout",
-        "status",
-        "deployment/kubectl-kruntimes-scheduler",
-        "--timeout=120s",
-    ]);
+    cluster.scheduler_rolled_out();
     let client = cluster.client().await;
     let system = TestNs::on(client.clone(), SYSTEM_NS);
     let replicas = ready_pods(&system, SCHEDULER_PODS, 2, Duration::from_secs(60)).await;

@@ -301,6 +301,17 @@ fn set_env(env: &mut Vec<EnvVar>, name: &str, value: &str) {
     }
 }
 
+/// The plain value of `name` in `c`'s environment (for the tests of this module and its
+/// submodules).
+#[cfg(test)]
+fn env_value(c: &Container, name: &str) -> Option<String> {
+    c.env
+        .as_ref()?
+        .iter()
+        .find(|e| e.name == name)
+        .and_then(|e| e.value.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,14 +339,6 @@ mod tests {
         Injection {
             image: "kubectl-kruntimes:0.1.0".into(),
         }
-    }
-
-    fn env_value(c: &Container, name: &str) -> Option<String> {
-        c.env
-            .as_ref()?
-            .iter()
-            .find(|e| e.name == name)
-            .and_then(|e| e.value.clone())
     }
 
     #[test]

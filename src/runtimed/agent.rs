@@ -786,38 +786,31 @@ impl Agent {
                 first,
                 terminal,
                 outputs,
-            }) if terminal.outcome == Outcome::Succeeded
-                && self.settings.artifacts != super::Artifacts::None =>
-            {
-                self.collecting.insert(uid.clone());
-                let staging = self.children.layout_of(&first).staging();
-                let pending = Pending {
-                    name,
-                    uid,
-                    first,
-                    terminal,
-                    outputs,
-                };
-                let (store, namespace) =
-                    (self.settings.artifacts.clone(), self.me.namespace.clone());
-                collector::spawn(store, staging, namespace, pending, self.tx.clone());
-            }
-            Some(AfterExit::Finish {
-                name,
-                uid,
-                first,
-                terminal,
-                outputs,
-            }) => self.end(
-                name,
-                uid,
-                first,
-                terminal,
-                Results {
+            }) => {
+                // A success's artifacts are stored before its terminal write.
+                if terminal.outcome == Outcome::Succeeded
+                    && self.settings.artifacts != super::Artifacts::None
+                {
+                    self.collecting.insert(uid.clone());
+                    let staging = self.children.layout(&first).staging();
+                    let pending = Pending {
+                        name,
+                        uid,
+                        first,
+                        terminal,
+                        outputs,
+                    };
+                    let (store, namespace) =
+                        (self.settings.artifacts.clone(), self.me.namespace.clone());
+                    collector::spawn(store, staging, namespace, pending, self.tx.clone());
+                    return;
+                }
+                let results = Results {
                     outputs,
                     ..Default::default()
-                },
-            ),
+                };
+                self.end(name, uid, first, terminal, results);
+            }
             Some(AfterExit::Gone { uid }) => {
                 self.cache.release(&uid);
                 self.children.forget(&uid);

@@ -263,18 +263,13 @@ impl Children {
     }
 
     /// The files of `run`'s execution ([`rundir`]).
-    fn layout(&self, run: &Run) -> Layout {
+    pub(super) fn layout(&self, run: &Run) -> Layout {
         Layout::of(
             &self.workspace_root,
             &run.uid().unwrap_or_default(),
             run.workspace_name(),
         )
         .with_artifacts(self.artifacts)
-    }
-
-    /// [`Self::layout`], for the agent (where a Run's artifacts are left).
-    pub(super) fn layout_of(&self, run: &Run) -> Layout {
-        self.layout(run)
     }
 
     /// Removes the directories of Runs that are no longer this Pod's (deleted while no

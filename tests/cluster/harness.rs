@@ -105,6 +105,18 @@ impl Cluster {
         succeeded(cmd, "helm", args)
     }
 
+    /// Waits until the scheduler Deployment has rolled out (2 minutes at most).
+    pub fn scheduler_rolled_out(&self) {
+        self.kubectl(&[
+            "-n",
+            crate::SYSTEM_NS,
+            "rollout",
+            "status",
+            "deployment/kubectl-kruntimes-scheduler",
+            "--timeout=120s",
+        ]);
+    }
+
     /// `kubectl-kruntimes ARGS` (this build) against the cluster: its output.
     pub fn kruntimes(&self, args: &[&str]) -> std::process::Output {
         Command::new(env!("CARGO_BIN_EXE_kubectl-kruntimes"))

@@ -162,12 +162,5 @@ pub async fn install_upgrade_uninstall(cluster: &Cluster) {
 
     // Back to the kustomize install, as the other scenarios expect it.
     cluster.kubectl(&["apply", "-k", &repo().join("deploy").to_string_lossy()]);
-    cluster.kubectl(&[
-        "-n",
-        SYSTEM_NS,
-        "rollout",
-        "status",
-        "deployment/kubectl-kruntimes-scheduler",
-        "--timeout=120s",
-    ]);
+    cluster.scheduler_rolled_out();
 }

@@ -98,16 +98,9 @@ pub fn with_artifact_store(mut spec: PodSpec, store: &ArtifactStore, inject: boo
 
 #[cfg(test)]
 mod tests {
+    use super::super::env_value as env;
     use super::*;
     use k8s_openapi::api::core::v1::Container;
-
-    fn env(c: &Container, name: &str) -> Option<String> {
-        c.env
-            .as_ref()?
-            .iter()
-            .find(|e| e.name == name)
-            .and_then(|e| e.value.clone())
-    }
 
     #[test]
     fn a_filesystem_store_is_its_claim_mounted_where_runtimed_runs() {
