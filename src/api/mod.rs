@@ -25,6 +25,9 @@ pub const ANNOTATION_PREEMPTIBLE: &str = "kruntimes.io/preemptible";
 /// The finalizer a function Run carries while it may hold a registration on a runtime server
 /// (the kruntimes project's name for it): its deletion waits for runtimed to unregister it.
 pub const FINALIZER_FUNCTION_CLEANUP: &str = "kruntimes.io/function-cleanup";
+/// The Runtime condition set while its controller cannot create Runtime Pods (a ReplicaSet's
+/// name for it), with the API server's message.
+pub const CONDITION_REPLICA_FAILURE: &str = "ReplicaFailure";
 /// The media type of an invocation's input when the caller names none: JSON, the one the Go
 /// project's runtime servers take.
 pub const DEFAULT_INVOKE_CONTENT_TYPE: &str = "application/json";

@@ -39,6 +39,27 @@ pub mod reasons {
     pub const ALL_READY: &str = "AllReplicasReady";
     pub const NOT_READY: &str = "ReplicasNotReady";
     pub const INVALID_CAPACITY: &str = "InvalidCapacity";
+    /// The condition a Deployment's ReplicaSet sets when it cannot create a Pod, and its
+    /// reason (also the Warning Event's).
+    pub const REPLICA_FAILURE: &str = crate::api::CONDITION_REPLICA_FAILURE;
+    pub const FAILED_CREATE: &str = "FailedCreate";
+}
+
+/// The longest pause between two tries of a Runtime whose Pods cannot be created.
+const MAX_CREATE_BACKOFF: Duration = Duration::from_secs(300);
+/// The first one.
+const MIN_CREATE_BACKOFF: Duration = Duration::from_secs(5);
+
+/// How long to wait before trying again to create the Pods of a Runtime that has failed to
+/// since `since`: as long as it has been failing, between 5 s and 5 minutes (a backoff that
+/// doubles without a counter to keep: each wait is the time failed so far).
+fn create_backoff(since: &Time, now: &Time) -> Duration {
+    let failing = now
+        .0
+        .duration_since(since.0)
+        .try_into()
+        .unwrap_or(Duration::ZERO);
+    failing.clamp(MIN_CREATE_BACKOFF, MAX_CREATE_BACKOFF)
 }
 
 #[derive(Debug, Error)]
@@ -327,7 +348,9 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
         Default::default()
     };
     let now = Time(jiff::Timestamp::now());
-    let plan = plan(&runtime, &pods, &active_runs, &bound, &now);
+    let mut plan = plan(&runtime, &pods, &active_runs, &bound, &now);
+    // Why the last Pod could not be created, as the API server said it.
+    let mut create_failed: Option<String> = None;
 
     if let Some(message) = &plan.invalid_capacity {
         warn!(runtime = %runtime.name_any(), namespace = %ns, "{message}");
@@ -362,6 +385,12 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
             match pods_api.create(&post_params(), &pod).await {
                 Ok(p) => info!(pod = %p.name_any(), namespace = %ns, "created Runtime Pod"),
                 Err(kube::Error::Api(s)) if s.code == 409 => {} // name collision: next reconcile retries
+                // Refused (quota, Pod Security, a missing service account, a bad template):
+                // said on the Runtime, tried again after a backoff.
+                Err(kube::Error::Api(s)) => {
+                    create_failed = Some(s.message.chars().take(1000).collect());
+                    break;
+                }
                 Err(e) => return Err(e.into()),
             }
         }
@@ -384,13 +413,51 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
         }
     }
 
+    let requeue = match &create_failed {
+        Some(message) => {
+            warn!(runtime = %runtime.name_any(), namespace = %ns, "cannot create a Runtime Pod: {message}");
+            let event = Event {
+                type_: EventType::Warning,
+                reason: reasons::FAILED_CREATE.into(),
+                note: Some(format!("Error creating Runtime Pod: {message}")),
+                action: "CreatePod".into(),
+                secondary: None,
+            };
+            if let Err(e) = ctx.recorder.publish(&event, &runtime.object_ref(&())).await {
+                warn!("cannot publish the FailedCreate event: {e}");
+            }
+            set_condition(
+                &mut plan.status.conditions,
+                reasons::REPLICA_FAILURE,
+                true,
+                reasons::FAILED_CREATE,
+                message,
+                &now,
+            );
+            let since = plan
+                .status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == reasons::REPLICA_FAILURE)
+                .map(|c| c.last_transition_time.clone())
+                .unwrap_or_else(|| now.clone());
+            create_backoff(&since, &now)
+        }
+        // As a ReplicaSet does: the condition goes once no creation fails.
+        None => {
+            plan.status
+                .conditions
+                .retain(|c| c.type_ != reasons::REPLICA_FAILURE);
+            Duration::from_secs(300)
+        }
+    };
     if runtime.status.as_ref() != Some(&plan.status) {
         let api: Api<Runtime> = Api::namespaced(ctx.client.clone(), &ns);
         let body = json!({"status": plan.status});
         api.patch_status(&runtime.name_any(), &patch_params(), &Patch::Merge(&body))
             .await?;
     }
-    Ok(Action::requeue(Duration::from_secs(300)))
+    Ok(Action::requeue(requeue))
 }
 
 /// Active Runs of `runtime` per Runtime Pod name.
@@ -467,6 +534,14 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failing_creation_waits_as_long_as_it_has_failed_between_5_seconds_and_5_minutes() {
+        let at = |secs: i64| Time(jiff::Timestamp::from_second(1_000_000 + secs).unwrap());
+        assert_eq!(create_backoff(&at(0), &at(0)), MIN_CREATE_BACKOFF);
+        assert_eq!(create_backoff(&at(0), &at(40)), Duration::from_secs(40));
+        assert_eq!(create_backoff(&at(0), &at(4000)), MAX_CREATE_BACKOFF);
+    }
     use crate::testing::{RuntimeBuilder, pod, runtime};
 
     /// Runtime `python` in `team-a` at generation 3.

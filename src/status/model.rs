@@ -51,6 +51,10 @@ pub struct RuntimeStatus {
     /// The Runtime's PersistentWorkspaces by phase (left out when it has none).
     #[serde(default, skip_serializing_if = "WorkspaceCounts::is_empty")]
     pub workspaces: WorkspaceCounts,
+    /// Why the Runtime controller cannot create its Pods (its `ReplicaFailure` condition's
+    /// message, the API server's), while it cannot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_failure: Option<String>,
 }
 
 /// PersistentWorkspaces by `status.phase`.

@@ -60,6 +60,14 @@ fn runtime_block(rt: &RuntimeStatus, palette: &Palette) -> String {
         "  Pods:      {} total, {} ready, {available}{why}\n",
         pods.total, pods.ready
     ));
+    if let Some(failure) = &rt.replica_failure {
+        out.push_str(&format!(
+            "  {}  {}/{} Runtime Pods: {failure}\n",
+            palette.paint("Failing:", Tone::Bad),
+            pods.total,
+            rt.replicas.unwrap_or_default()
+        ));
+    }
 
     let w = &rt.workspaces;
     if !w.is_empty() {

@@ -1,0 +1,136 @@
+//! The Runtime controller on the real control plane, when the API server refuses its Pods
+//! (here: a ResourceQuota of no Pods): the Runtime says why (condition
+//! `ReplicaFailure=True/FailedCreate` with the API server's message, as a Deployment's
+//! ReplicaSet does, and a Warning Event `FailedCreate`), `kubectl kruntimes status` shows it,
+//! and once the cause is gone the Pods are created and the condition goes.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ResourceQuota, ResourceQuotaSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::{DeleteParams, PostParams};
+
+use kruntimes::api::{CONDITION_REPLICA_FAILURE, Runtime};
+use kruntimes::testing::runtime;
+use support::world::{SchedulerProcess, TestNs, create_in, eventually};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_whose_pods_are_refused_says_why_and_recovers() {
+    let ns = TestNs::new("replicafail").await;
+    let _scheduler = SchedulerProcess::start(&ns.name, 2, None, "replicafail").await;
+    // The API server's ResourceQuota admission refuses every Pod of the namespace.
+    let quota = ResourceQuota {
+        metadata: kube::api::ObjectMeta {
+            name: Some("no-pods".into()),
+            ..Default::default()
+        },
+        spec: Some(ResourceQuotaSpec {
+            hard: Some([("pods".to_string(), Quantity("0".into()))].into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let quotas = ns.api::<ResourceQuota>();
+    quotas.create(&PostParams::default(), &quota).await.unwrap();
+    // No kube-controller-manager here computes the quota's usage: set it, as its quota
+    // controller would, and wait until the admission plugin enforces it.
+    let status = serde_json::json!({"status": {"hard": {"pods": "0"}, "used": {"pods": "0"}}});
+    quotas
+        .patch_status(
+            "no-pods",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&status),
+        )
+        .await
+        .unwrap();
+    let probe: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "quota-probe"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }))
+    .unwrap();
+    let pods = ns.api::<k8s_openapi::api::core::v1::Pod>();
+    eventually(
+        Duration::from_secs(30),
+        "the quota to be enforced",
+        async || match pods.create(&PostParams::default(), &probe).await {
+            Err(kube::Error::Api(s)) if s.code == 403 => Ok(()),
+            Ok(_) => {
+                let _ = pods.delete("quota-probe", &DeleteParams::default()).await;
+                Err("a Pod was admitted".to_string())
+            }
+            Err(e) => Err(e.to_string()),
+        },
+    )
+    .await;
+    let object = runtime("refused")
+        .replicas(2)
+        .capacity(&[("runs", 1)])
+        .build();
+    create_in(&ns, object).await;
+
+    let runtimes = ns.api::<Runtime>();
+    let failure = |r: &Runtime| {
+        r.status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_REPLICA_FAILURE)
+            .cloned()
+    };
+    let condition = eventually(
+        Duration::from_secs(30),
+        "the Runtime's ReplicaFailure condition",
+        async || {
+            let r = runtimes.get("refused").await.map_err(|e| e.to_string())?;
+            failure(&r).ok_or_else(|| format!("{:?}", r.status))
+        },
+    )
+    .await;
+    assert_eq!(
+        (condition.status.as_str(), condition.reason.as_str()),
+        ("True", "FailedCreate")
+    );
+    let says_quota = |text: &str| text.contains("forbidden") && text.contains("no-pods");
+    assert!(
+        says_quota(&condition.message),
+        "the API server's message: {}",
+        condition.message
+    );
+    let events = ns.events_of("refused").await;
+    assert!(
+        events
+            .iter()
+            .any(|(reason, note, _)| reason == "FailedCreate" && says_quota(note)),
+        "{events:?}"
+    );
+    let out = support::kruntimes()
+        .args(["status", "refused", "-n", &ns.name])
+        .output()
+        .unwrap();
+    let shown = support::ok(&out, "kubectl kruntimes status");
+    assert!(
+        shown.contains("Failing:") && shown.contains("0/2 Runtime Pods: ") && says_quota(&shown),
+        "{shown}"
+    );
+
+    // The cause goes: the Pods come (within the backoff), and so does the condition.
+    quotas
+        .delete("no-pods", &DeleteParams::default())
+        .await
+        .unwrap();
+    ns.runtime_pods("refused", 2).await;
+    eventually(
+        Duration::from_secs(30),
+        "the ReplicaFailure condition to go",
+        async || {
+            let r = runtimes.get("refused").await.map_err(|e| e.to_string())?;
+            match failure(&r) {
+                None => Ok(()),
+                Some(c) => Err(format!("{c:?}")),
+            }
+        },
+    )
+    .await;
+}
