@@ -8,7 +8,8 @@
 //! to it as one [`AgentEvent`] on one channel, whose sender every part clones into the tasks
 //! it spawns. No write is awaited inside the loop, so one Run's write never delays another
 //! Run's admission. A Run that does not fit is never written to. This module never picks a Pod
-//! and never un-assigns a Run.
+//! and never un-assigns a Run. How an attempt ends (retry, end, artifacts first) is
+//! [`ending`]'s.
 
 use std::collections::HashSet;
 use std::pin::pin;
@@ -28,19 +29,19 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::admission::AdmissionCache;
-use super::children::{AfterExit, Children, StopReason};
+use super::children::{Children, StopReason};
 use super::claims::{ClaimWritten, Claimed, Claims, Landed};
-use super::collector::{self, Collected, Pending};
+use super::collector::{self, Collected};
 use super::executor::{ChildExit, Terminal};
 use super::heartbeat::LeaseRenewer;
 use super::metrics::{self, RuntimedMetrics};
 use super::plan::{self, Claim};
-use super::status_writer::{Results, StatusWriter};
+use super::status_writer::StatusWriter;
 use super::{Error, Identity, Result, Settings};
+
+mod ending;
 use crate::api::lenient::Lenient;
 use crate::api::resources::parse_capacity_annotations;
-use crate::api::retry;
-use crate::api::status::{Outcome, reasons};
 use crate::api::{Run, RunPhase};
 use crate::events::{RunEvents, reasons as event_reasons};
 use crate::runtime_server::proto::FunctionRegistration;
@@ -409,30 +410,7 @@ impl Agent {
                 true
             }
             AgentEvent::Collected(collected) => {
-                let Collected { pending, stored } = *collected;
-                self.collecting.remove(&pending.uid);
-                let Pending {
-                    name,
-                    uid,
-                    first,
-                    terminal,
-                    outputs,
-                } = pending;
-                match stored {
-                    Ok(results) => {
-                        self.end(name, uid, first, terminal, Results { outputs, ..results })
-                    }
-                    Err(why) => {
-                        tracing::warn!(run = %name, "Run {name}'s artifacts are not stored: {why}");
-                        let terminal = Terminal {
-                            outcome: Outcome::Failed,
-                            reason: reasons::ARTIFACT_INVALID,
-                            message: why,
-                            exit_code: terminal.exit_code,
-                        };
-                        self.end(name, uid, first, terminal, Results::default());
-                    }
-                }
+                self.on_collected(*collected);
                 true
             }
             AgentEvent::LastWritten(uid) => {
@@ -719,101 +697,6 @@ impl Agent {
                 tracing::warn!(run = %name, "Run {name} failed to start: {e}");
                 self.fail_to_start(name, uid, written, e.to_string());
                 false
-            }
-        }
-    }
-
-    /// An attempt of `first` (as last seen) ended with `terminal`: a failed or timed-out task,
-    /// or a function Run whose registration failed, whose retry policy allows another attempt
-    /// waits here for it ([`retry::Decision`]);
-    /// anything else is the Run's end. A Run refused before its first claim made no attempt
-    /// and is never retried.
-    fn end(&mut self, name: String, uid: String, first: Run, terminal: Terminal, results: Results) {
-        // Running: a task, or a function Run whose registration is not ready (a Ready
-        // function's end is its release, never a failed attempt).
-        let attempted = first.phase() == RunPhase::Running;
-        if attempted
-            && matches!(terminal.outcome, Outcome::Failed | Outcome::Timeout)
-            && let retry::Decision::Retry { attempt, after } = first.retry_decision(terminal.reason)
-        {
-            tracing::info!(run = %name, "attempt {} of Run {name} failed ({}: {}); attempt {attempt} in {after:?}", first.attempt(), terminal.reason, terminal.message);
-            self.metrics
-                .run_retries
-                .with_label_values(&[terminal.reason])
-                .inc();
-            self.writer
-                .fail_attempt(name, uid, first, terminal, attempt, after);
-            return;
-        }
-        // Reasons are the API's constants: a bounded label.
-        let result = metrics::result_of(terminal.outcome);
-        self.metrics.runs.with_label_values(&[result]).inc();
-        if terminal.outcome != Outcome::Succeeded {
-            self.metrics
-                .run_failures
-                .with_label_values(&[result, terminal.reason])
-                .inc();
-        }
-        if let Some(started) = first.status.as_ref().and_then(|s| s.start_time.as_ref()) {
-            let ran = jiff::Timestamp::now().duration_since(started.0);
-            self.metrics
-                .run_duration
-                .observe(ran.as_secs_f64().max(0.0));
-        }
-        self.writer.finish(name, uid, first, terminal, results);
-    }
-
-    /// A claimed Run whose task could not start: the attempt failed with StartFailed.
-    fn fail_to_start(&mut self, name: String, uid: String, written: Run, message: String) {
-        let terminal = Terminal {
-            outcome: Outcome::Failed,
-            reason: reasons::START_FAILED,
-            message,
-            exit_code: None,
-        };
-        self.end(name, uid, written, terminal, Default::default());
-    }
-
-    /// A child ended: write its terminal status (or its requeue) unless its Run is gone, then
-    /// release.
-    fn on_exit(&mut self, exit: ChildExit, runs: &Store<Run>) {
-        match self.children.on_exit(exit, runs) {
-            None => {}
-            Some(AfterExit::Requeue { name, uid, first }) => self.writer.requeue(name, uid, first),
-            Some(AfterExit::Finish {
-                name,
-                uid,
-                first,
-                terminal,
-                outputs,
-            }) => {
-                // A success's artifacts are stored before its terminal write.
-                if terminal.outcome == Outcome::Succeeded
-                    && self.settings.artifacts != super::Artifacts::None
-                {
-                    self.collecting.insert(uid.clone());
-                    let staging = self.children.layout(&first).staging();
-                    let pending = Pending {
-                        name,
-                        uid,
-                        first,
-                        terminal,
-                        outputs,
-                    };
-                    let (store, namespace) =
-                        (self.settings.artifacts.clone(), self.me.namespace.clone());
-                    collector::spawn(store, staging, namespace, pending, self.tx.clone());
-                    return;
-                }
-                let results = Results {
-                    outputs,
-                    ..Default::default()
-                };
-                self.end(name, uid, first, terminal, results);
-            }
-            Some(AfterExit::Gone { uid }) => {
-                self.cache.release(&uid);
-                self.children.forget(&uid);
             }
         }
     }

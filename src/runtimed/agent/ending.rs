@@ -1,0 +1,154 @@
+//! How the agent ends a Run's attempt: the retry decision of a failed attempt, the Run's end
+//! (its metrics and terminal write), a task that could not start, a child's exit and, for a
+//! success on a Runtime with an artifact store, the collection of its artifacts before that
+//! write. The writes themselves are [`super::super::status_writer`]'s; the decision is
+//! [`crate::api::retry`]'s.
+
+use kube::runtime::reflector::Store;
+
+use super::super::Artifacts;
+use super::super::children::AfterExit;
+use super::super::collector::{self, Collected, Pending};
+use super::super::executor::{ChildExit, Terminal};
+use super::super::metrics;
+use super::super::status_writer::Results;
+use super::Agent;
+use crate::api::retry;
+use crate::api::status::{Outcome, reasons};
+use crate::api::{Run, RunPhase};
+
+impl Agent {
+    /// An attempt of `first` (as last seen) ended with `terminal`: a failed or timed-out task,
+    /// or a function Run whose registration failed, whose retry policy allows another attempt
+    /// waits here for it ([`retry::Decision`]);
+    /// anything else is the Run's end. A Run refused before its first claim made no attempt
+    /// and is never retried.
+    pub(super) fn end(
+        &mut self,
+        name: String,
+        uid: String,
+        first: Run,
+        terminal: Terminal,
+        results: Results,
+    ) {
+        // Running: a task, or a function Run whose registration is not ready (a Ready
+        // function's end is its release, never a failed attempt).
+        let attempted = first.phase() == RunPhase::Running;
+        if attempted
+            && matches!(terminal.outcome, Outcome::Failed | Outcome::Timeout)
+            && let retry::Decision::Retry { attempt, after } = first.retry_decision(terminal.reason)
+        {
+            tracing::info!(run = %name, "attempt {} of Run {name} failed ({}: {}); attempt {attempt} in {after:?}", first.attempt(), terminal.reason, terminal.message);
+            self.metrics
+                .run_retries
+                .with_label_values(&[terminal.reason])
+                .inc();
+            self.writer
+                .fail_attempt(name, uid, first, terminal, attempt, after);
+            return;
+        }
+        // Reasons are the API's constants: a bounded label.
+        let result = metrics::result_of(terminal.outcome);
+        self.metrics.runs.with_label_values(&[result]).inc();
+        if terminal.outcome != Outcome::Succeeded {
+            self.metrics
+                .run_failures
+                .with_label_values(&[result, terminal.reason])
+                .inc();
+        }
+        if let Some(started) = first.status.as_ref().and_then(|s| s.start_time.as_ref()) {
+            let ran = jiff::Timestamp::now().duration_since(started.0);
+            self.metrics
+                .run_duration
+                .observe(ran.as_secs_f64().max(0.0));
+        }
+        self.writer.finish(name, uid, first, terminal, results);
+    }
+
+    /// A claimed Run whose task could not start: the attempt failed with StartFailed.
+    pub(super) fn fail_to_start(
+        &mut self,
+        name: String,
+        uid: String,
+        written: Run,
+        message: String,
+    ) {
+        let terminal = Terminal {
+            outcome: Outcome::Failed,
+            reason: reasons::START_FAILED,
+            message,
+            exit_code: None,
+        };
+        self.end(name, uid, written, terminal, Default::default());
+    }
+
+    /// A child ended: write its terminal status (or its requeue) unless its Run is gone, then
+    /// release.
+    pub(super) fn on_exit(&mut self, exit: ChildExit, runs: &Store<Run>) {
+        match self.children.on_exit(exit, runs) {
+            None => {}
+            Some(AfterExit::Requeue { name, uid, first }) => self.writer.requeue(name, uid, first),
+            Some(AfterExit::Finish {
+                name,
+                uid,
+                first,
+                terminal,
+                outputs,
+            }) => {
+                // A success's artifacts are stored before its terminal write.
+                if terminal.outcome == Outcome::Succeeded
+                    && self.settings.artifacts != Artifacts::None
+                {
+                    self.collecting.insert(uid.clone());
+                    let staging = self.children.layout(&first).staging();
+                    let pending = Pending {
+                        name,
+                        uid,
+                        first,
+                        terminal,
+                        outputs,
+                    };
+                    let (store, namespace) =
+                        (self.settings.artifacts.clone(), self.me.namespace.clone());
+                    collector::spawn(store, staging, namespace, pending, self.tx.clone());
+                    return;
+                }
+                let results = Results {
+                    outputs,
+                    ..Default::default()
+                };
+                self.end(name, uid, first, terminal, results);
+            }
+            Some(AfterExit::Gone { uid }) => {
+                self.cache.release(&uid);
+                self.children.forget(&uid);
+            }
+        }
+    }
+
+    /// A success's artifacts were stored (or break a rule): its terminal write goes out.
+    pub(super) fn on_collected(&mut self, collected: Collected) {
+        let Collected { pending, stored } = collected;
+        self.collecting.remove(&pending.uid);
+        let Pending {
+            name,
+            uid,
+            first,
+            terminal,
+            outputs,
+        } = pending;
+        match stored {
+            Ok(results) => self.end(name, uid, first, terminal, Results { outputs, ..results }),
+            Err(why) => {
+                tracing::warn!(run = %name, "Run {name}'s artifacts are not stored: {why}");
+                let terminal = Terminal {
+                    outcome: Outcome::Failed,
+                    reason: reasons::ARTIFACT_INVALID,
+                    message: why,
+                    exit_code: terminal.exit_code,
+                };
+                self.end(name, uid, first, terminal, Results::default());
+            }
+        }
+    }
+}
