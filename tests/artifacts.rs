@@ -18,9 +18,7 @@ use kruntimes::api::status::reasons;
 use kruntimes::api::{Run, RunPhase};
 use kruntimes::testing::{run, runtime};
 use support::pool::{HEARTBEAT, Pool};
-use support::world::{
-    Create, RuntimeServerProcess, SchedulerProcess, TestNs, create_in, eventually,
-};
+use support::world::{Create, RuntimeServerProcess, SchedulerProcess, TestNs, create_in};
 
 const CLAIM: &str = "artifacts";
 
@@ -199,13 +197,10 @@ async fn artifacts_are_stored_listed_and_removed_with_their_run(prefix: &str, ba
     let stored = store
         .path()
         .join(format!("namespaces/{}/runs/{uid}", ns.name));
-    eventually(
+    support::world::gone(
         Duration::from_secs(30),
         "the deleted Run's artifacts to be removed",
-        async || match stored.exists() {
-            false => Ok(()),
-            true => Err(format!("{} is still there", stored.display())),
-        },
+        &[stored],
     )
     .await;
     assert!(

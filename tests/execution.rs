@@ -126,13 +126,10 @@ impl Scenario {
             .into_iter()
             .map(|r| self.workspace().join(r.uid().expect("a stored Run")))
             .collect();
-        eventually(
+        support::world::gone(
             Duration::from_secs(30),
             "the Runs' directories to be removed",
-            async || match dirs.iter().filter(|d| d.exists()).collect::<Vec<_>>() {
-                left if left.is_empty() => Ok(()),
-                left => Err(format!("{left:?}")),
-            },
+            &dirs,
         )
         .await;
     }

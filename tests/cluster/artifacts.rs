@@ -11,7 +11,7 @@ use kube::api::DeleteParams;
 
 use crate::harness::Cluster;
 use crate::objects::{busybox, create_run, delete_runtime, runtime_namespace, wait_phases};
-use crate::support::world::{create_in, eventually};
+use crate::support::world::create_in;
 use kruntimes::api::RunPhase;
 use kruntimes::testing::runtime;
 
@@ -102,13 +102,10 @@ pub async fn stored_on_a_claim_downloaded_and_removed(cluster: &Cluster) {
         .delete("writes", &DeleteParams::default())
         .await
         .unwrap();
-    eventually(
+    crate::support::world::gone(
         Duration::from_secs(60),
         "the deleted Run's artifact to leave the volume",
-        async || match stored.exists() {
-            false => Ok(()),
-            true => Err(format!("{} is still there", stored.display())),
-        },
+        &[stored],
     )
     .await;
     delete_runtime(ns, "arts").await;

@@ -77,6 +77,18 @@ pub async fn eventually<T, O: Display>(
     }
 }
 
+/// Waits until none of `paths` exists (a Run's directory or artifacts removed); after
+/// `timeout`, panics naming `what` and the paths still there.
+pub async fn gone(timeout: Duration, what: &str, paths: &[std::path::PathBuf]) {
+    eventually(timeout, what, async || {
+        match paths.iter().filter(|p| p.exists()).collect::<Vec<_>>() {
+            left if left.is_empty() => Ok(()),
+            left => Err(format!("still there: {left:?}")),
+        }
+    })
+    .await
+}
+
 /// One test's namespace on the test control plane, with an admin client.
 #[derive(Clone)]
 pub struct TestNs {
