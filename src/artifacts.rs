@@ -103,14 +103,7 @@ async fn download(
         let bytes = fetch(target, &pods, &uid, artifact)
             .await
             .with_context(|| format!("run/{name}: downloading artifact {artifact:?}"))?;
-        let digest = {
-            use sha2::Digest as _;
-            let hex: String = sha2::Sha256::digest(&bytes)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
-            format!("sha256:{hex}")
-        };
+        let digest = crate::digest::sha256(&bytes);
         if r["digest"].as_str().is_some_and(|d| d != digest) {
             bail!(
                 "run/{name}: artifact {artifact:?} read back with digest {digest}, not its ref's {}",

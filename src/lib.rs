@@ -10,6 +10,7 @@ pub mod cli;
 pub mod complete;
 pub mod copy_binary;
 pub mod dev;
+pub mod digest;
 pub mod duration;
 pub mod events;
 pub mod explain;

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use kube::ResourceExt as _;
 use kube::api::DeleteParams;
-use sha2::Digest as _;
 
 use kruntimes::api::status::reasons;
 use kruntimes::api::{Run, RunPhase};
@@ -21,14 +20,6 @@ use support::pool::{HEARTBEAT, Pool};
 use support::world::{Create, RuntimeServerProcess, SchedulerProcess, TestNs, create_in};
 
 const CLAIM: &str = "artifacts";
-
-fn sha256(bytes: &[u8]) -> String {
-    let hex: String = sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("sha256:{hex}")
-}
 
 async fn runs_end(ns: &TestNs, names: &[&str]) -> Vec<Run> {
     ns.wait_runs(Duration::from_secs(90), "the Runs to end", |runs| {
@@ -120,7 +111,11 @@ async fn artifacts_are_stored_listed_and_removed_with_their_run(prefix: &str, ba
             report["sizeBytes"].as_u64(),
             report["digest"].as_str()
         ),
-        (Some("file"), Some(7), Some(sha256(&bytes).as_str()))
+        (
+            Some("file"),
+            Some(7),
+            Some(kruntimes::digest::sha256(&bytes).as_str())
+        )
     );
     assert_eq!(report["contentType"], "text/plain");
     assert_eq!(refs[0]["type"], "directory");

@@ -301,13 +301,7 @@ impl Budgeted {
     fn finish(mut self) -> std::io::Result<(u64, String)> {
         self.file.flush()?;
         self.file.sync_all()?;
-        let hex: String = self
-            .hash
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        Ok((self.written, format!("sha256:{hex}")))
+        Ok((self.written, crate::digest::finish(self.hash)))
     }
 }
 

@@ -192,7 +192,6 @@ fn registration_digest(
     env: &[(String, String)],
     idle_timeout: Option<std::time::Duration>,
 ) -> String {
-    use sha2::Digest as _;
     let env: BTreeMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let defined = serde_json::json!({
         "source": source,
@@ -200,9 +199,7 @@ fn registration_digest(
         "env": env,
         "idleTimeoutSeconds": idle_timeout.map(|d| d.as_secs()),
     });
-    let hash = sha2::Sha256::digest(defined.to_string().as_bytes());
-    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    crate::digest::sha256(defined.to_string().as_bytes())
 }
 
 /// Plain `name`/`value` environment variables (an absent value is the empty string).
