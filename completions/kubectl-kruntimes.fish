@@ -92,7 +92,14 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runt
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l git-ca-file -d 'PEM CA certificates to trust for Git over https, besides Mozilla\'s roots and the system\'s (a Git server with a private CA)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l artifact-root -d 'Where the Runtime\'s filesystem artifact store (its spec.artifactStore claim) is mounted; with --artifact-volume-claim, Runs get $KRUNTIME_ARTIFACTS_DIR and what a successful one leaves there is stored (the Runtime controller sets both)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l artifact-volume-claim -d 'The PersistentVolumeClaim of the artifact store (recorded in each artifact\'s ref)' -r
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l artifact-driver -d 'The Runtime\'s artifact store driver when it is not `filesystem` (`s3`): Runs get $KRUNTIME_ARTIFACTS_DIR, and one that leaves artifacts fails ArtifactInvalid saying this runtimed cannot store them (none is dropped silently)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l artifact-s3-bucket -d 'The bucket of the Runtime\'s S3 artifact store (spec.artifactStore.s3): Runs get $KRUNTIME_ARTIFACTS_DIR and what a successful one leaves there is uploaded, with credentials from the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, web identity, container or instance credentials)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l artifact-s3-prefix -d 'Prepended to the S3 store\'s keys' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l artifact-s3-region -d 'The S3 store\'s region (default: AWS_REGION, else us-east-1)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l artifact-s3-endpoint -d 'An S3-compatible service\'s URL instead of AWS\'s (MinIO, Ceph RGW, …)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l artifact-s3-credentials-secret -d 'The Secret that holds the S3 store\'s credentials (recorded in status.artifactStore; the credentials themselves are read from the environment)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l artifact-s3-upload-part-size -d 'Artifacts larger than this are uploaded in parts of this size (at least 5 MiB)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l artifact-s3-upload-concurrency -d 'Parts of one artifact uploaded at once' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l artifact-driver -d 'The Runtime\'s artifact store driver when it is neither `filesystem` nor `s3`: Runs get $KRUNTIME_ARTIFACTS_DIR, and one that leaves artifacts fails ArtifactInvalid saying this runtimed cannot store them (none is dropped silently)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l artifact-max-bytes -d 'The largest artifact, in bytes (a directory: its tar.gz)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l artifacts-max-bytes -d 'All of one Run\'s artifacts together, in bytes' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l artifact-gc-interval -d 'How often the artifacts of deleted Runs are removed from the store' -r
@@ -109,6 +116,7 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runt
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l artifact-s3-force-path-style -d 'Address the S3 store\'s bucket in the path, not in the host name'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -s h -l help -d 'Print help'

@@ -74,11 +74,25 @@ pub fn table(refs: &[serde_json::Value], wide: bool) -> Table {
         ];
         if wide {
             row.push(text(&r["digest"]));
-            row.push(text(&r["location"]["filesystem"]["path"]));
+            row.push(location(&r["location"]));
         }
         table.row(row);
     }
     table
+}
+
+/// Where a ref's bytes are: the path in the filesystem store, or the S3 object's URL.
+fn location(location: &serde_json::Value) -> String {
+    let s3 = &location["s3"];
+    match (
+        location["filesystem"]["path"].as_str(),
+        s3["bucket"].as_str(),
+        s3["key"].as_str(),
+    ) {
+        (Some(path), _, _) => path.to_string(),
+        (None, Some(bucket), Some(key)) => format!("s3://{bucket}/{key}"),
+        _ => "-".into(),
+    }
 }
 
 /// Writes every artifact of `run` into `dir` (a directory artifact as its `.tar.gz`), checking
@@ -202,5 +216,8 @@ mod tests {
             wide.contains("sha256:ab   namespaces/n/runs/u/model"),
             "{wide}"
         );
+        let s3 =
+            serde_json::json!({"s3": {"bucket": "arts", "key": "p/namespaces/n/runs/u/model"}});
+        assert_eq!(location(&s3), "s3://arts/p/namespaces/n/runs/u/model");
     }
 }

@@ -92,7 +92,7 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  (in a Runtime Pod; the Runtime controller writes this container)\n  kubectl-kruntimes runtimed --heartbeat-interval 5s --runtime-server 127.0.0.1:9091"
     )]
-    Runtimed(RuntimedArgs),
+    Runtimed(Box<RuntimedArgs>),
     /// The scheduler controller manager.
     #[command(subcommand)]
     Scheduler(SchedulerCommand),
@@ -360,14 +360,62 @@ pub struct RuntimedArgs {
         requires = "artifact_root"
     )]
     pub artifact_volume_claim: Option<String>,
-    /// The Runtime's artifact store driver when it is not `filesystem` (`s3`): Runs get
+    /// The bucket of the Runtime's S3 artifact store (spec.artifactStore.s3): Runs get
+    /// $KRUNTIME_ARTIFACTS_DIR and what a successful one leaves there is uploaded, with
+    /// credentials from the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, web
+    /// identity, container or instance credentials).
+    #[arg(
+        long,
+        env = "KRUNTIMES_ARTIFACT_S3_BUCKET",
+        value_name = "BUCKET",
+        conflicts_with = "artifact_root"
+    )]
+    pub artifact_s3_bucket: Option<String>,
+    /// Prepended to the S3 store's keys.
+    #[arg(
+        long,
+        env = "KRUNTIMES_ARTIFACT_S3_PREFIX",
+        value_name = "PREFIX",
+        default_value = "",
+        hide_default_value = true
+    )]
+    pub artifact_s3_prefix: String,
+    /// The S3 store's region (default: AWS_REGION, else us-east-1).
+    #[arg(long, env = "KRUNTIMES_ARTIFACT_S3_REGION", value_name = "REGION")]
+    pub artifact_s3_region: Option<String>,
+    /// An S3-compatible service's URL instead of AWS's (MinIO, Ceph RGW, …).
+    #[arg(long, env = "KRUNTIMES_ARTIFACT_S3_ENDPOINT", value_name = "URL")]
+    pub artifact_s3_endpoint: Option<String>,
+    /// Address the S3 store's bucket in the path, not in the host name.
+    #[arg(long, env = "KRUNTIMES_ARTIFACT_S3_FORCE_PATH_STYLE")]
+    pub artifact_s3_force_path_style: bool,
+    /// The Secret that holds the S3 store's credentials (recorded in status.artifactStore;
+    /// the credentials themselves are read from the environment).
+    #[arg(
+        long,
+        env = "KRUNTIMES_ARTIFACT_S3_CREDENTIALS_SECRET",
+        value_name = "NAME"
+    )]
+    pub artifact_s3_credentials_secret: Option<String>,
+    /// Artifacts larger than this are uploaded in parts of this size (at least 5 MiB).
+    #[arg(long, env = "KRUNTIMES_ARTIFACT_S3_UPLOAD_PART_SIZE", default_value_t = 5 << 20, value_name = "BYTES")]
+    pub artifact_s3_upload_part_size: u64,
+    /// Parts of one artifact uploaded at once.
+    #[arg(
+        long,
+        env = "KRUNTIMES_ARTIFACT_S3_UPLOAD_CONCURRENCY",
+        default_value_t = 5,
+        value_name = "N"
+    )]
+    pub artifact_s3_upload_concurrency: usize,
+    /// The Runtime's artifact store driver when it is neither `filesystem` nor `s3`: Runs get
     /// $KRUNTIME_ARTIFACTS_DIR, and one that leaves artifacts fails ArtifactInvalid saying this
     /// runtimed cannot store them (none is dropped silently).
     #[arg(
         long,
         env = "KRUNTIMES_ARTIFACT_DRIVER",
         value_name = "DRIVER",
-        conflicts_with = "artifact_root"
+        conflicts_with_all = ["artifact_root", "artifact_s3_bucket"]
     )]
     pub artifact_driver: Option<String>,
     /// The largest artifact, in bytes (a directory: its tar.gz).

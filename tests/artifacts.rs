@@ -1,10 +1,12 @@
 //! A Run's artifacts on the real control plane, as the Go project's users write them: what a
 //! successful execution leaves in `$KRUNTIME_ARTIFACTS_DIR` is stored in the Runtime's
-//! filesystem artifact store (a directory as a `tar.gz`) and listed in `status.artifactRefs`
+//! artifact store (a directory as a `tar.gz`), on its filesystem claim or uploaded to an S3
+//! bucket of the tests' S3 server (in parts when large), and listed in `status.artifactRefs`
 //! with `status.artifactStore`; an artifact that breaks a rule fails the Run `ArtifactInvalid`
 //! without a retry and leaves nothing stored; a failed execution stores nothing; deleting a
 //! Run removes its artifacts. On runtimed's own processes and on the Go project's Bash runtime
-//! server. The Runtime controller gives the Pods of a Runtime with a filesystem store its claim.
+//! server. A driver runtimed does not write fails a Run that leaves artifacts. The Runtime
+//! controller gives the Pods of a Runtime with a filesystem store its claim.
 
 mod support;
 
@@ -17,6 +19,7 @@ use kruntimes::api::status::reasons;
 use kruntimes::api::{Run, RunPhase};
 use kruntimes::testing::{run, runtime};
 use support::pool::{HEARTBEAT, Pool};
+use support::s3::S3Server;
 use support::world::{Create, RuntimeServerProcess, SchedulerProcess, TestNs, create_in};
 
 const CLAIM: &str = "artifacts";
@@ -34,34 +37,143 @@ async fn runs_end(ns: &TestNs, names: &[&str]) -> Vec<Run> {
     .await
 }
 
-async fn artifacts_are_stored_listed_and_removed_with_their_run(prefix: &str, bash: bool) {
+/// The store a test's runtimed writes to, and how the test reads it back.
+enum Store {
+    Filesystem(tempfile::TempDir),
+    S3(S3Server),
+}
+
+impl Store {
+    async fn of(s3: bool) -> Self {
+        match s3 {
+            false => Store::Filesystem(tempfile::tempdir().unwrap()),
+            true => Store::S3(S3Server::start("arts").await),
+        }
+    }
+
+    /// runtimed's flags for it (multipart above 5 MiB, two parts at once, for S3).
+    fn args(&self) -> Vec<String> {
+        let strings = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        match self {
+            Store::Filesystem(dir) => strings(&[
+                "--artifact-root",
+                &dir.path().display().to_string(),
+                "--artifact-volume-claim",
+                CLAIM,
+            ]),
+            Store::S3(server) => strings(&[
+                "--artifact-s3-bucket",
+                &server.bucket,
+                "--artifact-s3-prefix",
+                "/team-a/",
+                "--artifact-s3-endpoint",
+                &server.endpoint(),
+                "--artifact-s3-force-path-style",
+                "--artifact-s3-upload-concurrency",
+                "2",
+            ]),
+        }
+    }
+
+    fn env(&self) -> Vec<(String, String)> {
+        match self {
+            Store::Filesystem(_) => Vec::new(),
+            Store::S3(server) => server.credentials(),
+        }
+    }
+
+    fn snapshot(&self) -> serde_json::Value {
+        match self {
+            Store::Filesystem(_) => {
+                serde_json::json!({"driver": "filesystem", "filesystem": {"volumeClaimName": CLAIM}})
+            }
+            Store::S3(server) => serde_json::json!({"driver": "s3", "s3": {
+                "bucket": server.bucket, "prefix": "team-a", "endpoint": server.endpoint(),
+                "forcePathStyle": true, "uploadConcurrency": 2,
+            }}),
+        }
+    }
+
+    /// Where the Run `uid`'s artifact `name` is, as its ref must say.
+    fn location(&self, ns: &str, uid: &str, name: &str) -> serde_json::Value {
+        let path = format!("namespaces/{ns}/runs/{uid}/{name}");
+        match self {
+            Store::Filesystem(_) => {
+                serde_json::json!({"filesystem": {"path": path, "volumeClaimName": CLAIM}})
+            }
+            Store::S3(server) => {
+                serde_json::json!({"s3": {"bucket": server.bucket, "key": format!("team-a/{path}")}})
+            }
+        }
+    }
+
+    /// The stored bytes at a ref's location, read from the store itself.
+    async fn read(&self, location: &serde_json::Value) -> Option<Vec<u8>> {
+        match self {
+            Store::Filesystem(dir) => {
+                let path = location["filesystem"]["path"].as_str().unwrap();
+                std::fs::read(dir.path().join(path)).ok()
+            }
+            Store::S3(server) => server.get(location["s3"]["key"].as_str().unwrap()).await,
+        }
+    }
+
+    /// What the store holds for the Run `uid`.
+    async fn stored(&self, ns: &str, uid: &str) -> Vec<String> {
+        let path = format!("namespaces/{ns}/runs/{uid}");
+        match self {
+            Store::Filesystem(dir) => match std::fs::read_dir(dir.path().join(&path)) {
+                Ok(entries) => entries
+                    .map(|e| e.unwrap().file_name().into_string().unwrap())
+                    .collect(),
+                Err(_) => Vec::new(),
+            },
+            Store::S3(server) => server.keys(&format!("team-a/{path}")).await,
+        }
+    }
+
+    /// Waits until the store holds nothing for the Run `uid`.
+    async fn emptied(&self, ns: &str, uid: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = self.stored(ns, uid).await;
+            if left.is_empty() {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the deleted Run's artifacts were not removed within 30 s: {left:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+async fn artifacts_are_stored_listed_and_removed_with_their_run(
+    prefix: &str,
+    bash: bool,
+    s3: bool,
+) {
     let ns = TestNs::new(prefix).await;
     let _scheduler = SchedulerProcess::start(&ns.name, 2, None, prefix).await;
-    let store = tempfile::tempdir().unwrap();
+    let store = Store::of(s3).await;
     let server = match bash {
         true => Some(RuntimeServerProcess::start_bash().await),
         false => None,
     };
-    let root = store.path().display().to_string();
     let probe = support::free_port();
     let bind = format!("127.0.0.1:{probe}");
+    let store_args = store.args();
     let mut args: Vec<&str> = HEARTBEAT.to_vec();
-    args.extend([
-        "--health-probe-bind-address",
-        bind.as_str(),
-        "--artifact-root",
-        root.as_str(),
-        "--artifact-volume-claim",
-        CLAIM,
-        "--artifact-gc-interval",
-        "1s",
-    ]);
+    args.extend(["--health-probe-bind-address", bind.as_str()]);
+    args.extend(store_args.iter().map(String::as_str));
+    args.extend(["--artifact-gc-interval", "1s"]);
     if let Some(server) = &server {
         args.extend(server.flag());
     }
-    let _pool = Pool::start(&ns, "pool", 1, &[("runs", 2)], &args).await;
+    let _pool = Pool::start_with_env(&ns, "pool", 1, &[("runs", 2)], &args, &store.env()).await;
     let dir = "\"$KRUNTIME_ARTIFACTS_DIR\"";
-    for (name, script) in [
+    let mut runs = vec![
         (
             "stores",
             format!(
@@ -74,36 +186,41 @@ async fn artifacts_are_stored_listed_and_removed_with_their_run(prefix: &str, ba
             "fails",
             format!("echo partial > {dir}/partial.txt\nexit 1\n"),
         ),
-    ] {
+    ];
+    if s3 {
+        // 12 MiB: three parts of 5 MiB or less, two at once.
+        runs.push((
+            "large",
+            format!("head -c 12582912 /dev/urandom > {dir}/weights.bin\n"),
+        ));
+    }
+    for (name, script) in &runs {
         run(name)
             .runtime("pool")
-            .inline(&script)
+            .inline(script)
             .retry_policy(3, "1s")
             .create(&ns)
             .await;
     }
-    let ended = runs_end(&ns, &["stores", "kept", "link", "fails"]).await;
+    let names: Vec<&str> = runs.iter().map(|(n, _)| *n).collect();
+    let ended = runs_end(&ns, &names).await;
     let by_name = |n: &str| ended.iter().find(|r| r.name_any() == n).unwrap();
 
     let stores = by_name("stores");
     let status = stores.status.as_ref().unwrap();
     assert_eq!(stores.phase(), RunPhase::Succeeded, "{status:?}");
-    assert_eq!(
-        status.artifact_store,
-        Some(serde_json::json!({"driver": "filesystem", "filesystem": {"volumeClaimName": CLAIM}}))
-    );
+    assert_eq!(status.artifact_store, Some(store.snapshot()));
     let refs = &status.artifact_refs;
     let names: Vec<&str> = refs.iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["model", "report.txt"]);
     let uid = stores.uid().unwrap();
     let report = &refs[1];
-    let path = report["location"]["filesystem"]["path"].as_str().unwrap();
     assert_eq!(
-        path,
-        format!("namespaces/{}/runs/{uid}/report.txt", ns.name)
+        report["location"],
+        store.location(&ns.name, &uid, "report.txt")
     );
-    assert_eq!(report["location"]["filesystem"]["volumeClaimName"], CLAIM);
-    let bytes = std::fs::read(store.path().join(path)).unwrap();
+    assert_eq!(report["driver"], if s3 { "s3" } else { "filesystem" });
+    let bytes = store.read(&report["location"]).await.unwrap();
     assert_eq!(bytes, b"report\n");
     assert_eq!(
         (
@@ -172,57 +289,67 @@ async fn artifacts_are_stored_listed_and_removed_with_their_run(prefix: &str, ba
     );
     for r in [link, fails] {
         assert!(r.status.as_ref().unwrap().artifact_refs.is_empty());
-        let stored = store
-            .path()
-            .join(format!("namespaces/{}/runs/{}", ns.name, r.uid().unwrap()));
-        assert!(!stored.exists(), "{} stored nothing", r.name_any());
+        let stored = store.stored(&ns.name, &r.uid().unwrap()).await;
+        assert!(stored.is_empty(), "{} stored {stored:?}", r.name_any());
+    }
+    if s3 {
+        let large = by_name("large");
+        let r = &large.status.as_ref().unwrap().artifact_refs[0];
+        let bytes = store.read(&r["location"]).await.unwrap();
+        assert_eq!(
+            (r["sizeBytes"].as_u64(), r["digest"].as_str()),
+            (
+                Some(12582912),
+                Some(kruntimes::digest::sha256(&bytes).as_str())
+            ),
+            "the multipart upload stored every byte in order"
+        );
     }
 
     // Deleting a Run removes its artifacts; another Run's stay.
-    let kept_dir = store.path().join(format!(
-        "namespaces/{}/runs/{}",
-        ns.name,
-        by_name("kept").uid().unwrap()
-    ));
-    assert!(kept_dir.join("kept.txt").is_file());
+    let kept_uid = by_name("kept").uid().unwrap();
+    assert_eq!(store.stored(&ns.name, &kept_uid).await.len(), 1);
     ns.runs()
         .delete("stores", &DeleteParams::default())
         .await
         .unwrap();
-    let stored = store
-        .path()
-        .join(format!("namespaces/{}/runs/{uid}", ns.name));
-    support::world::gone(
-        Duration::from_secs(30),
-        "the deleted Run's artifacts to be removed",
-        &[stored],
-    )
-    .await;
-    assert!(
-        kept_dir.join("kept.txt").is_file(),
+    store.emptied(&ns.name, &uid).await;
+    assert_eq!(
+        store.stored(&ns.name, &kept_uid).await.len(),
+        1,
         "the other Run's artifacts stay"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn artifacts_are_stored_listed_and_removed_with_their_run_as_runtimeds_own_processes() {
-    artifacts_are_stored_listed_and_removed_with_their_run("arts-child", false).await;
+    artifacts_are_stored_listed_and_removed_with_their_run("arts-child", false, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn artifacts_are_stored_listed_and_removed_with_their_run_on_the_go_projects_bash_runtime_server()
  {
-    artifacts_are_stored_listed_and_removed_with_their_run("arts-bash", true).await;
+    artifacts_are_stored_listed_and_removed_with_their_run("arts-bash", true, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn artifacts_are_uploaded_to_an_s3_store_listed_and_removed_with_their_run() {
+    artifacts_are_stored_listed_and_removed_with_their_run("arts-s3", false, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn artifacts_are_uploaded_to_an_s3_store_from_the_go_projects_bash_runtime_server() {
+    artifacts_are_stored_listed_and_removed_with_their_run("arts-s3-bash", true, true).await;
 }
 
 /// A store of a driver runtimed does not write: a Run that leaves artifacts fails saying so
 /// (none is dropped silently), one that leaves none succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn artifacts_for_a_store_runtimed_cannot_write_fail_the_run_saying_so() {
-    let ns = TestNs::new("arts-s3").await;
-    let _scheduler = SchedulerProcess::start(&ns.name, 2, None, "arts-s3").await;
+    let ns = TestNs::new("arts-gcs").await;
+    let _scheduler = SchedulerProcess::start(&ns.name, 2, None, "arts-gcs").await;
     let mut args: Vec<&str> = HEARTBEAT.to_vec();
-    args.extend(["--artifact-driver", "s3"]);
+    args.extend(["--artifact-driver", "gcs"]);
     let _pool = Pool::start(&ns, "pool", 1, &[("runs", 2)], &args).await;
     run("leaves")
         .runtime("pool")
@@ -238,7 +365,7 @@ async fn artifacts_for_a_store_runtimed_cannot_write_fail_the_run_saying_so() {
         Some(reasons::ARTIFACT_INVALID),
         "{s:?}"
     );
-    assert!(s.message.as_deref().unwrap().contains("\"s3\""), "{s:?}");
+    assert!(s.message.as_deref().unwrap().contains("\"gcs\""), "{s:?}");
     let none = ended.iter().find(|r| r.name_any() == "none").unwrap();
     assert_eq!(none.phase(), RunPhase::Succeeded);
 }

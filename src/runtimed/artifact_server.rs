@@ -1,8 +1,8 @@
 //! runtimed's `GET /artifacts/<run uid>/<name>` on its probe port: the bytes of a stored
-//! artifact of a Run of this namespace, from the Runtime's filesystem artifact store (any Pod
-//! of the Runtime serves any of its Runs' artifacts: they share the claim). What
+//! artifact of a Run of this namespace, from the Runtime's artifact store (any Pod of the
+//! Runtime serves any of its Runs' artifacts: they share the claim or the bucket). What
 //! `kubectl kruntimes artifacts --download` reads through the API server's Pod proxy, like
-//! `logs`. Reads files only; the layout is [`super::artifacts`]'.
+//! `logs`. Reads only; the layout is [`super::artifacts`]'.
 
 use axum::Router;
 use axum::body::Body;
@@ -10,7 +10,6 @@ use axum::extract::{Path as UrlPath, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
 use axum::routing::get;
-use tokio::io::AsyncReadExt as _;
 
 use super::artifacts::{self, Store};
 
@@ -42,36 +41,17 @@ async fn serve(
     if artifacts::check_name(&name).is_err() || artifacts::check_name(&uid).is_err() {
         return not_found();
     }
-    let path = served
-        .store
-        .root
-        .join(Store::run_path(&served.namespace, &uid))
-        .join(&name);
-    let file = match tokio::fs::File::open(&path).await {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return not_found(),
-        Err(e) => {
-            return (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("cannot read artifact {name:?} of Run {uid}: {e}\n"),
-            )
-                .into_response();
-        }
-    };
-    let chunks = futures::stream::unfold(file, |mut file| async move {
-        let mut buf = vec![0u8; 64 * 1024];
-        match file.read(&mut buf).await {
-            Ok(0) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok::<_, std::io::Error>(buf), file))
-            }
-            Err(e) => Some((Err(e), file)),
-        }
-    });
-    (
-        [(header::CONTENT_TYPE, "application/octet-stream")],
-        Body::from_stream(chunks),
-    )
-        .into_response()
+    match served.store.open(&served.namespace, &uid, &name).await {
+        Ok(Some(bytes)) => (
+            [(header::CONTENT_TYPE, "application/octet-stream")],
+            Body::from_stream(bytes),
+        )
+            .into_response(),
+        Ok(None) => not_found(),
+        Err(e) => (
+            StatusCode::BAD_GATEWAY,
+            format!("cannot read artifact {name:?} of Run {uid} from the artifact store: {e}\n"),
+        )
+            .into_response(),
+    }
 }

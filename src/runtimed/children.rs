@@ -136,7 +136,7 @@ impl Children {
             shutdown_grace: settings.shutdown_grace,
             workspace_root: settings.workspace_root.clone(),
             git: settings.git.clone(),
-            artifacts: settings.artifacts != super::Artifacts::None,
+            artifacts: settings.artifacts.any(),
             logs: RunLogs::new(&settings.workspace_root),
             listed: server.is_none().then(HashSet::new),
             server,

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use super::Artifacts;
 use super::agent::AgentEvent;
-use super::artifacts::{self, ArtifactError};
+use super::artifacts::{self, ArtifactError, RunKey};
 use super::status_writer::Results;
 use crate::api::Run;
 
@@ -49,23 +49,14 @@ pub(super) fn spawn(
     events: mpsc::UnboundedSender<AgentEvent>,
 ) {
     tokio::spawn(async move {
+        let run = RunKey {
+            namespace,
+            name: pending.name.clone(),
+            uid: pending.uid.clone(),
+        };
         let mut pause = Duration::from_secs(1);
         let stored = loop {
-            let (store, staging, namespace, uid) = (
-                store.clone(),
-                staging.clone(),
-                namespace.clone(),
-                pending.uid.clone(),
-            );
-            let tried =
-                tokio::task::spawn_blocking(move || try_once(&store, &staging, &namespace, &uid))
-                    .await
-                    .unwrap_or_else(|e| {
-                        Err(ArtifactError::Store(format!(
-                            "the collection did not finish: {e}"
-                        )))
-                    });
-            match tried {
+            match try_once(&store, &staging, &run).await {
                 Ok(results) => break Ok(results),
                 Err(ArtifactError::Invalid(why)) => break Err(why),
                 Err(ArtifactError::Store(why)) => {
@@ -82,16 +73,15 @@ pub(super) fn spawn(
     });
 }
 
-fn try_once(
+async fn try_once(
     store: &Artifacts,
     staging: &std::path::Path,
-    namespace: &str,
-    uid: &str,
+    run: &RunKey,
 ) -> Result<Results, ArtifactError> {
     match store {
         Artifacts::None => Ok(Results::default()),
         Artifacts::Store(store) => Ok(Results {
-            artifact_refs: artifacts::collect(store, staging, namespace, uid)?,
+            artifact_refs: store.collect(staging, run).await?,
             artifact_store: Some(store.snapshot()),
             ..Default::default()
         }),
@@ -100,7 +90,7 @@ fn try_once(
             match left {
                 0 => Ok(Results::default()),
                 n => Err(ArtifactError::Invalid(format!(
-                    "$KRUNTIME_ARTIFACTS_DIR holds {n} artifact(s), but the Runtime's spec.artifactStore driver {driver:?} is not one this runtimed stores to (filesystem); none was stored"
+                    "$KRUNTIME_ARTIFACTS_DIR holds {n} artifact(s), but the Runtime's spec.artifactStore driver {driver:?} is not one this runtimed stores to (filesystem, s3); none was stored"
                 ))),
             }
         }
@@ -108,8 +98,8 @@ fn try_once(
 }
 
 /// Every `interval`, removes from `store` the artifacts of the Runs of `namespace` that no
-/// longer exist: the store's directories are read first, then the Runs are listed (a
-/// consistent read), so a Run whose artifacts appeared in between is never taken for deleted.
+/// longer exist: the store is read first, then the Runs are listed (a consistent read), so a
+/// Run whose artifacts appeared in between is never taken for deleted.
 pub(super) fn spawn_gc(
     runs: Api<Run>,
     namespace: String,
@@ -119,12 +109,14 @@ pub(super) fn spawn_gc(
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(interval).await;
-            let (read_store, read_ns) = (store.clone(), namespace.clone());
-            let Ok(stored) =
-                tokio::task::spawn_blocking(move || artifacts::stored_runs(&read_store, &read_ns))
-                    .await
-            else {
-                continue;
+            let stored = match store.stored_runs(&namespace).await {
+                Ok(stored) => stored,
+                Err(e) => {
+                    tracing::warn!(
+                        "reading the artifact store for its garbage collection: {e}; trying at the next interval"
+                    );
+                    continue;
+                }
             };
             if stored.is_empty() {
                 continue;
@@ -142,15 +134,9 @@ pub(super) fn spawn_gc(
                     continue;
                 }
             };
-            let (gc_store, gc_ns) = (store.clone(), namespace.clone());
-            if let Ok(removed) = tokio::task::spawn_blocking(move || {
-                artifacts::collect_garbage(&gc_store, &gc_ns, &stored, &existing)
-            })
-            .await
-            {
-                for uid in removed {
-                    tracing::info!("removed the artifacts of deleted Run {uid}");
-                }
+            let garbage = artifacts::garbage(&stored, &existing);
+            for uid in store.remove_runs(&namespace, &garbage).await {
+                tracing::info!("removed the artifacts of deleted Run {uid}");
             }
         }
     });

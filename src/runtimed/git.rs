@@ -262,35 +262,10 @@ fn transport_options(tls: rustls::ClientConfig, timeout: Duration) -> http::Opti
 }
 
 fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, GitError> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject as _;
-    let mut roots = rustls::RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    for cert in rustls_native_certs::load_native_certs().certs {
-        let _ = roots.add(cert);
-    }
-    if let Some(file) = ca_file {
-        let ca_error = |error: String| GitError::CaFile {
-            file: file.display().to_string(),
-            error,
-        };
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(file)
-            .map_err(|e| ca_error(e.to_string()))?
-            .collect::<Result<_, _>>()
-            .map_err(|e| ca_error(e.to_string()))?;
-        if certs.is_empty() {
-            return Err(ca_error("holds no PEM certificate".into()));
-        }
-        for cert in certs {
-            roots.add(cert).map_err(|e| ca_error(e.to_string()))?;
-        }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default protocol versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth())
+    super::tls::client_config(ca_file).map_err(|error| GitError::CaFile {
+        file: ca_file.map(|f| f.display().to_string()).unwrap_or_default(),
+        error,
+    })
 }
 
 /// Bytes of the regular files under `dir`.

@@ -30,6 +30,7 @@ pub mod remote;
 pub mod rundir;
 pub mod runlog;
 mod status_writer;
+pub mod tls;
 
 use std::time::Duration;
 
@@ -67,6 +68,8 @@ pub enum Error {
     },
     #[error("{0}")]
     BadAddress(String),
+    #[error("the artifact store cannot be used: {0}")]
+    BadArtifactStore(String),
     #[error("the watch of {0} ended unexpectedly")]
     WatchEnded(&'static str),
 }
@@ -150,14 +153,60 @@ impl Identity {
 }
 
 /// Where a Runtime's Runs' artifacts go.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Artifacts {
     /// The Runtime has no `spec.artifactStore`: no `$KRUNTIME_ARTIFACTS_DIR`.
     None,
-    /// Its filesystem store.
+    /// Its filesystem or S3 store.
     Store(artifacts::Store),
-    /// A store of a driver this runtimed does not write (`s3`): artifacts are refused.
+    /// A store of a driver this runtimed does not write: artifacts are refused.
     Unsupported(String),
+}
+
+impl Artifacts {
+    fn from_args(args: &RuntimedArgs) -> Result<Self> {
+        let limits = artifacts::Limits {
+            max_artifact_bytes: args.artifact_max_bytes,
+            max_total_bytes: args.artifacts_max_bytes,
+        };
+        let backend = match (
+            &args.artifact_root,
+            &args.artifact_volume_claim,
+            &args.artifact_s3_bucket,
+        ) {
+            (Some(root), Some(claim), _) => {
+                artifacts::Backend::Filesystem(artifacts::filesystem::Filesystem {
+                    root: root.clone(),
+                    volume_claim: claim.clone(),
+                })
+            }
+            (_, _, Some(bucket)) => artifacts::Backend::S3(
+                artifacts::s3::S3::new(artifacts::s3::Config {
+                    bucket: bucket.clone(),
+                    prefix: args.artifact_s3_prefix.clone(),
+                    region: args.artifact_s3_region.clone(),
+                    endpoint: args.artifact_s3_endpoint.clone(),
+                    force_path_style: args.artifact_s3_force_path_style,
+                    credentials_secret: args.artifact_s3_credentials_secret.clone(),
+                    upload_part_size: args.artifact_s3_upload_part_size,
+                    upload_concurrency: args.artifact_s3_upload_concurrency,
+                })
+                .map_err(Error::BadArtifactStore)?,
+            ),
+            _ => {
+                return Ok(match &args.artifact_driver {
+                    Some(driver) => Artifacts::Unsupported(driver.clone()),
+                    None => Artifacts::None,
+                });
+            }
+        };
+        Ok(Artifacts::Store(artifacts::Store { backend, limits }))
+    }
+
+    /// Whether Runs get `$KRUNTIME_ARTIFACTS_DIR`.
+    pub fn any(&self) -> bool {
+        !matches!(self, Artifacts::None)
+    }
 }
 
 /// The agent's settings, validated.
@@ -222,20 +271,7 @@ impl Settings {
                 max_bytes: args.git_max_bytes,
                 ca_file: args.git_ca_file.clone(),
             },
-            artifacts: match (
-                &args.artifact_root,
-                &args.artifact_volume_claim,
-                &args.artifact_driver,
-            ) {
-                (Some(root), Some(claim), _) => Artifacts::Store(artifacts::Store {
-                    root: root.clone(),
-                    volume_claim: claim.clone(),
-                    max_artifact_bytes: args.artifact_max_bytes,
-                    max_total_bytes: args.artifacts_max_bytes,
-                }),
-                (_, _, Some(driver)) => Artifacts::Unsupported(driver.clone()),
-                _ => Artifacts::None,
-            },
+            artifacts: Artifacts::from_args(args)?,
             artifact_gc_interval: args.artifact_gc_interval,
             runtime_server: args
                 .runtime_server
@@ -311,7 +347,7 @@ mod tests {
     fn parse(args: &[&str]) -> RuntimedArgs {
         let cli = crate::cli::Cli::try_parse_from(["k", "runtimed"].iter().chain(args)).unwrap();
         match cli.command {
-            crate::cli::Command::Runtimed(a) => a,
+            crate::cli::Command::Runtimed(a) => *a,
             other => panic!("parsed {other:?}"),
         }
     }

@@ -17,6 +17,7 @@ pub mod measure;
 pub mod policy;
 pub mod pool;
 pub mod roles;
+pub mod s3;
 pub mod tokens;
 pub mod world;
 
@@ -202,7 +203,7 @@ pub fn go_tools(script: &str) -> PathBuf {
         .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
     assert!(
         out.status.success(),
-        "{script} failed ({}); it needs Go and the Go module proxy, see its output above",
+        "{script} failed ({}); see its output above (Go tools need the Go module proxy, s3s-fs crates.io)",
         out.status
     );
     let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());

@@ -38,6 +38,8 @@ pub struct Pool {
     pods: BTreeMap<String, Pod>,
     /// The flags every runtimed of the pool starts with.
     args: Vec<String>,
+    /// More environment variables for each runtimed.
+    env: Vec<(String, String)>,
     /// How long [`Pool::until`] waits.
     patience: Duration,
 }
@@ -52,12 +54,25 @@ impl Pool {
         capacity: &[(&str, u64)],
         args: &[&str],
     ) -> Self {
+        Self::start_with_env(ns, name, replicas, capacity, args, &[]).await
+    }
+
+    /// [`Pool::start`] with more environment variables for each runtimed.
+    pub async fn start_with_env(
+        ns: &TestNs,
+        name: &str,
+        replicas: usize,
+        capacity: &[(&str, u64)],
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> Self {
         runtime(name)
             .replicas(i32::try_from(replicas).expect("a replica count"))
             .capacity(capacity)
             .create(ns)
             .await;
         let mut pool = Pool::empty(ns, name, args);
+        pool.env = env.to_vec();
         for pod in ns.runtime_pods(name, replicas).await {
             pool.host(&pod).await;
         }
@@ -75,6 +90,7 @@ impl Pool {
             gates: Gates::new(&ns.name),
             pods: BTreeMap::new(),
             args: args.iter().map(|a| a.to_string()).collect(),
+            env: Vec::new(),
             patience: Duration::from_secs(60),
         }
     }
@@ -99,7 +115,8 @@ impl Pool {
     /// is dropped, which stops it.
     pub fn restart(&mut self, pod: &str) {
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
-        let agent = RuntimedProcess::start(&self.pods[pod], &args);
+        let kubeconfig = &crate::support::control_plane().kubeconfig;
+        let agent = RuntimedProcess::start_with_env(kubeconfig, &self.pods[pod], &args, &self.env);
         self.agents.insert(pod.to_string(), agent);
     }
 

@@ -55,7 +55,9 @@ pub struct RuntimeSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<RuntimeCapacity>,
     /// Durable artifact storage for the Runtime's Runs: `driver: filesystem` with
-    /// `filesystem.volumeClaimName` (mounted for runtimed); `s3` is not written yet.
+    /// `filesystem.volumeClaimName` (mounted for runtimed), or `driver: s3` with `s3.bucket`
+    /// (and `prefix`, `region`, `endpoint`, `forcePathStyle`, `credentialsSecretName`,
+    /// `uploadPartSize`, `uploadConcurrency`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "preserve_unknown_object")]
     pub artifact_store: Option<serde_json::Value>,

@@ -1,12 +1,15 @@
 //! The artifact store of a Runtime Pod: the Runtime's `spec.artifactStore`, driver
 //! `filesystem`, is its PersistentVolumeClaim mounted in the container that runs runtimed at
 //! [`ARTIFACT_MOUNT`], which runtimed is told with `KRUNTIMES_ARTIFACT_ROOT` and
-//! `KRUNTIMES_ARTIFACT_VOLUME_CLAIM`. Another driver is passed on as
-//! `KRUNTIMES_ARTIFACT_DRIVER`, so that runtimed refuses a Run's artifacts with a clear reason
-//! instead of dropping them. Pure.
+//! `KRUNTIMES_ARTIFACT_VOLUME_CLAIM`. Driver `s3` is its fields as `KRUNTIMES_ARTIFACT_S3_*`
+//! and the keys of its `credentialsSecretName` Secret as environment variables (`envFrom`,
+//! where the AWS credential chain reads `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, …).
+//! Another driver is passed on as `KRUNTIMES_ARTIFACT_DRIVER`, so that runtimed refuses a Run's
+//! artifacts with a clear reason instead of dropping them. Pure.
 
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, PersistentVolumeClaimVolumeSource, PodSpec, Volume, VolumeMount,
+    Container, EnvFromSource, EnvVar, PersistentVolumeClaimVolumeSource, PodSpec, SecretEnvSource,
+    Volume, VolumeMount,
 };
 
 use super::SIDECAR_CONTAINER;
@@ -21,7 +24,13 @@ pub const ARTIFACT_MOUNT: &str = "/var/lib/kruntimes/artifacts";
 pub enum ArtifactStore {
     /// `driver: filesystem` with its claim.
     Filesystem { volume_claim: String },
-    /// Any other driver (`s3`): runtimed is told, and refuses artifacts it cannot store.
+    /// `driver: s3`: runtimed's `--artifact-s3-*` settings as environment variables, and the
+    /// Secret whose keys are its credentials.
+    S3 {
+        env: Vec<(&'static str, String)>,
+        credentials_secret: Option<String>,
+    },
+    /// Any other driver: runtimed is told, and refuses artifacts it cannot store.
     Other { driver: String },
 }
 
@@ -39,12 +48,65 @@ impl ArtifactStore {
                 .ok_or_else(|| {
                     "spec.artifactStore.filesystem.volumeClaimName is required with driver filesystem".to_string()
                 }),
+            "s3" => s3(&spec["s3"]),
             "" => Err("spec.artifactStore.driver is required (filesystem or s3)".into()),
             other => Ok(ArtifactStore::Other {
                 driver: other.to_string(),
             }),
         }
     }
+}
+
+/// `spec.artifactStore.s3` as runtimed's settings (the bounds of its values are runtimed's to
+/// check, so that a Run sees the refusal).
+fn s3(s3: &serde_json::Value) -> Result<ArtifactStore, String> {
+    let bucket = s3["bucket"]
+        .as_str()
+        .filter(|b| !b.is_empty())
+        .ok_or("spec.artifactStore.s3.bucket is required with driver s3")?;
+    let mut env = vec![("KRUNTIMES_ARTIFACT_S3_BUCKET", bucket.to_string())];
+    for (field, name) in [
+        ("prefix", "KRUNTIMES_ARTIFACT_S3_PREFIX"),
+        ("region", "KRUNTIMES_ARTIFACT_S3_REGION"),
+        ("endpoint", "KRUNTIMES_ARTIFACT_S3_ENDPOINT"),
+        (
+            "credentialsSecretName",
+            "KRUNTIMES_ARTIFACT_S3_CREDENTIALS_SECRET",
+        ),
+    ] {
+        if let Some(value) = s3[field].as_str().filter(|v| !v.is_empty()) {
+            env.push((name, value.to_string()));
+        }
+    }
+    if s3["forcePathStyle"].as_bool() == Some(true) {
+        env.push(("KRUNTIMES_ARTIFACT_S3_FORCE_PATH_STYLE", "true".into()));
+    }
+    for (field, name) in [
+        ("uploadPartSize", "KRUNTIMES_ARTIFACT_S3_UPLOAD_PART_SIZE"),
+        (
+            "uploadConcurrency",
+            "KRUNTIMES_ARTIFACT_S3_UPLOAD_CONCURRENCY",
+        ),
+    ] {
+        match &s3[field] {
+            serde_json::Value::Null => {}
+            serde_json::Value::Number(n) if n.as_u64().is_some_and(|n| n > 0) => {
+                env.push((name, n.to_string()))
+            }
+            other => {
+                return Err(format!(
+                    "spec.artifactStore.s3.{field} {other} must be a positive integer"
+                ));
+            }
+        }
+    }
+    Ok(ArtifactStore::S3 {
+        env,
+        credentials_secret: s3["credentialsSecretName"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(String::from),
+    })
 }
 
 /// Gives the container that runs runtimed (the sidecar `runtimed` when there is one, else the
@@ -72,6 +134,26 @@ pub fn with_artifact_store(mut spec: PodSpec, store: &ArtifactStore, inject: boo
     };
     match store {
         ArtifactStore::Other { driver } => set("KRUNTIMES_ARTIFACT_DRIVER", driver),
+        ArtifactStore::S3 {
+            env: settings,
+            credentials_secret,
+        } => {
+            for (name, value) in settings {
+                set(name, value);
+            }
+            if let Some(secret) = credentials_secret {
+                runtimed
+                    .env_from
+                    .get_or_insert_with(Vec::new)
+                    .push(EnvFromSource {
+                        secret_ref: Some(SecretEnvSource {
+                            name: secret.clone(),
+                            optional: None,
+                        }),
+                        ..Default::default()
+                    });
+            }
+        }
         ArtifactStore::Filesystem { volume_claim } => {
             set("KRUNTIMES_ARTIFACT_ROOT", ARTIFACT_MOUNT);
             set("KRUNTIMES_ARTIFACT_VOLUME_CLAIM", volume_claim);
@@ -144,17 +226,56 @@ mod tests {
     }
 
     #[test]
-    fn another_driver_is_named_to_runtimed_and_a_broken_spec_is_said() {
-        let s3 =
-            ArtifactStore::of(&serde_json::json!({"driver": "s3", "s3": {"bucket": "b"}})).unwrap();
+    fn an_s3_store_is_runtimeds_settings_and_its_secret_as_environment() {
+        let store = ArtifactStore::of(&serde_json::json!({"driver": "s3", "s3": {
+            "bucket": "arts", "prefix": "team", "endpoint": "http://minio:9000",
+            "forcePathStyle": true, "credentialsSecretName": "s3-creds",
+            "uploadPartSize": 8388608, "uploadConcurrency": 2,
+        }}))
+        .unwrap();
         let spec = PodSpec {
             containers: vec![Container::default()],
             ..Default::default()
         };
-        let spec = with_artifact_store(spec, &s3, true);
+        let spec = with_artifact_store(spec, &store, true);
+        let runtimed = &spec.containers[0];
+        for (name, value) in [
+            ("KRUNTIMES_ARTIFACT_S3_BUCKET", "arts"),
+            ("KRUNTIMES_ARTIFACT_S3_PREFIX", "team"),
+            ("KRUNTIMES_ARTIFACT_S3_ENDPOINT", "http://minio:9000"),
+            ("KRUNTIMES_ARTIFACT_S3_FORCE_PATH_STYLE", "true"),
+            ("KRUNTIMES_ARTIFACT_S3_CREDENTIALS_SECRET", "s3-creds"),
+            ("KRUNTIMES_ARTIFACT_S3_UPLOAD_PART_SIZE", "8388608"),
+            ("KRUNTIMES_ARTIFACT_S3_UPLOAD_CONCURRENCY", "2"),
+        ] {
+            assert_eq!(env(runtimed, name).as_deref(), Some(value), "{name}");
+        }
+        assert_eq!(env(runtimed, "KRUNTIMES_ARTIFACT_S3_REGION"), None);
+        let from = runtimed.env_from.as_ref().unwrap();
+        assert_eq!(from[0].secret_ref.as_ref().unwrap().name, "s3-creds");
+        assert!(spec.volumes.is_none());
+        let err = ArtifactStore::of(&serde_json::json!({"driver": "s3", "s3": {}})).unwrap_err();
+        assert!(err.contains("spec.artifactStore.s3.bucket"), "{err}");
+        let err = ArtifactStore::of(
+            &serde_json::json!({"driver": "s3", "s3": {"bucket": "b", "uploadConcurrency": "2"}}),
+        )
+        .unwrap_err();
+        assert!(err.contains("uploadConcurrency"), "{err}");
+    }
+
+    #[test]
+    fn another_driver_is_named_to_runtimed_and_a_broken_spec_is_said() {
+        let other =
+            ArtifactStore::of(&serde_json::json!({"driver": "gcs", "gcs": {"bucket": "b"}}))
+                .unwrap();
+        let spec = PodSpec {
+            containers: vec![Container::default()],
+            ..Default::default()
+        };
+        let spec = with_artifact_store(spec, &other, true);
         assert_eq!(
             env(&spec.containers[0], "KRUNTIMES_ARTIFACT_DRIVER").as_deref(),
-            Some("s3")
+            Some("gcs")
         );
         assert!(spec.volumes.is_none());
         let err = ArtifactStore::of(&serde_json::json!({"driver": "filesystem"})).unwrap_err();

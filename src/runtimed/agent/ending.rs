@@ -6,7 +6,6 @@
 
 use kube::runtime::reflector::Store;
 
-use super::super::Artifacts;
 use super::super::children::AfterExit;
 use super::super::collector::{self, Collected, Pending};
 use super::super::executor::{ChildExit, Terminal};
@@ -96,9 +95,7 @@ impl Agent {
                 outputs,
             }) => {
                 // A success's artifacts are stored before its terminal write.
-                if terminal.outcome == Outcome::Succeeded
-                    && self.settings.artifacts != Artifacts::None
-                {
+                if terminal.outcome == Outcome::Succeeded && self.settings.artifacts.any() {
                     self.collecting.insert(uid.clone());
                     let staging = self.children.layout(&first).staging();
                     let pending = Pending {

@@ -136,6 +136,16 @@ impl RuntimedProcess {
 
     /// [`Self::start`] with the identity of another kubeconfig.
     pub fn start_as(kubeconfig: &Path, pod: &Pod, args: &[&str]) -> Self {
+        Self::start_with_env(kubeconfig, pod, args, &[])
+    }
+
+    /// [`Self::start_as`] with more environment variables (credentials of an outside store).
+    pub fn start_with_env(
+        kubeconfig: &Path,
+        pod: &Pod,
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> Self {
         let dir = tempfile::tempdir().expect("a log directory for runtimed");
         let log = dir.path().join("runtimed.log");
         let file = std::fs::File::create(&log).expect("create the runtimed log");
@@ -149,6 +159,7 @@ impl RuntimedProcess {
             .env("POD_NAMESPACE", pod.namespace().expect("a created Pod"))
             .env("POD_UID", pod.uid().expect("a created Pod"))
             .env("KRUNTIMES_WORKSPACE_ROOT", dir.path().join("workspace"))
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("share the runtimed log"))
             .stderr(file)

@@ -1,19 +1,24 @@
 //! A Run's artifacts: what its execution leaves in `$KRUNTIME_ARTIFACTS_DIR`
-//! (`<run dir>/artifacts`), stored after a successful execution in the Runtime's filesystem
-//! artifact store (its `spec.artifactStore.filesystem` PersistentVolumeClaim, mounted in the
-//! Runtime Pod at `--artifact-root`) and described by `status.artifactRefs`, in the Go
-//! project's shapes: a file as it is, a directory as a deterministic `tar.gz`, each at
-//! `namespaces/<namespace>/runs/<uid>/<name>` under the store's root, with its size and
-//! SHA-256.
+//! (`<run dir>/artifacts`), stored after a successful execution in the Runtime's
+//! `spec.artifactStore` and described by `status.artifactRefs`, in the Go project's shapes: a
+//! file as it is, a directory as a deterministic `tar.gz`, each at
+//! `namespaces/<namespace>/runs/<uid>/<name>` in the store (under its prefix), with its size
+//! and SHA-256.
 //!
-//! [`check_name`] and the refs are pure; [`collect`] and [`collect_garbage`] are blocking file
-//! I/O, run on a blocking thread. Never talks to the API server: the agent writes the refs
-//! with the Run's terminal status and gives [`collect_garbage`] the UIDs of the Runs that exist.
+//! This module owns the rules (names, bounds, the stored representation, the refs) and
+//! dispatches to one driver per file: [`filesystem`] (the PersistentVolumeClaim mounted at
+//! `--artifact-root`) and [`s3`] (an S3-compatible bucket). Never talks to the API server: the
+//! agent writes the refs with the Run's terminal status and gives [`Store::remove_runs`] the
+//! UIDs of the Runs that no longer exist.
+
+pub mod filesystem;
+pub mod s3;
 
 use std::collections::HashSet;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use futures::stream::BoxStream;
 use sha2::Digest as _;
 
 /// The variable that names the directory a Run leaves its artifacts in.
@@ -27,36 +32,124 @@ pub const MAX_NAME_BYTES: usize = 255;
 /// A directory artifact's media type: it is stored as a `tar.gz`.
 pub const DIRECTORY_CONTENT_TYPE: &str = "application/gzip";
 
-/// The Runtime's filesystem artifact store, as this runtimed sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Store {
-    /// Where the store's volume is mounted.
-    pub root: PathBuf,
-    /// `spec.artifactStore.filesystem.volumeClaimName`.
-    pub volume_claim: String,
+/// How much of a Run's artifacts a store takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
     /// The largest artifact (a directory: its archive), in bytes.
     pub max_artifact_bytes: u64,
     /// All of a Run's artifacts together, in bytes.
     pub max_total_bytes: u64,
 }
 
+/// The Runtime's artifact store, as this runtimed writes it.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pub backend: Backend,
+    pub limits: Limits,
+}
+
+/// Where the bytes go.
+#[derive(Debug, Clone)]
+pub enum Backend {
+    Filesystem(filesystem::Filesystem),
+    S3(s3::S3),
+}
+
+/// The Run whose artifacts are stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunKey {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+/// A stored artifact's bytes, as they are read back.
+pub type Bytes = BoxStream<'static, std::io::Result<bytes::Bytes>>;
+
 impl Store {
     /// `status.artifactStore`: the store a Run's artifacts were written to (the Runtime's
-    /// `spec.artifactStore` as it was then), for whoever cleans them up.
+    /// `spec.artifactStore` as it was then), for whoever reads or cleans them up.
     pub fn snapshot(&self) -> serde_json::Value {
-        serde_json::json!({
-            "driver": "filesystem",
-            "filesystem": {"volumeClaimName": self.volume_claim},
-        })
+        match &self.backend {
+            Backend::Filesystem(fs) => fs.snapshot(),
+            Backend::S3(s3) => s3.snapshot(),
+        }
     }
 
-    /// The directory of the Run `uid`'s artifacts, relative to the root.
-    pub fn run_path(namespace: &str, uid: &str) -> PathBuf {
-        Path::new("namespaces")
-            .join(namespace)
-            .join("runs")
-            .join(uid)
+    /// Stores every artifact in `staging` (none when it is missing or empty) for `run`, in
+    /// name order, and returns their refs. On any error what was stored for the Run is removed
+    /// again (as the Go project rolls back).
+    pub async fn collect(
+        &self,
+        staging: &Path,
+        run: &RunKey,
+    ) -> Result<Vec<serde_json::Value>, ArtifactError> {
+        match &self.backend {
+            Backend::Filesystem(fs) => {
+                let (fs, staging, run, limits) =
+                    (fs.clone(), staging.to_path_buf(), run.clone(), self.limits);
+                tokio::task::spawn_blocking(move || fs.collect(&staging, &run, limits))
+                    .await
+                    .unwrap_or_else(|e| {
+                        Err(ArtifactError::Store(format!(
+                            "the collection did not finish: {e}"
+                        )))
+                    })
+            }
+            Backend::S3(s3) => s3.collect(staging, run, self.limits).await,
+        }
     }
+
+    /// The UIDs of the Runs of `namespace` that have artifacts in the store.
+    pub async fn stored_runs(&self, namespace: &str) -> Result<Vec<String>, String> {
+        match &self.backend {
+            Backend::Filesystem(fs) => {
+                let (fs, namespace) = (fs.clone(), namespace.to_string());
+                tokio::task::spawn_blocking(move || fs.stored_runs(&namespace))
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            Backend::S3(s3) => s3.stored_runs(namespace).await,
+        }
+    }
+
+    /// Removes the artifacts of the Runs `uids` of `namespace`; returns the UIDs removed (a
+    /// failure is logged and tried again at the next collection).
+    pub async fn remove_runs(&self, namespace: &str, uids: &[String]) -> Vec<String> {
+        match &self.backend {
+            Backend::Filesystem(fs) => {
+                let (fs, namespace, uids) = (fs.clone(), namespace.to_string(), uids.to_vec());
+                tokio::task::spawn_blocking(move || fs.remove_runs(&namespace, &uids))
+                    .await
+                    .unwrap_or_default()
+            }
+            Backend::S3(s3) => s3.remove_runs(namespace, uids).await,
+        }
+    }
+
+    /// The bytes of the artifact `name` of the Run `uid` of `namespace`; `None` when there is
+    /// none. `uid` and `name` must be single path segments ([`check_name`]).
+    pub async fn open(
+        &self,
+        namespace: &str,
+        uid: &str,
+        name: &str,
+    ) -> Result<Option<Bytes>, String> {
+        match &self.backend {
+            Backend::Filesystem(fs) => fs.open(namespace, uid, name).await,
+            Backend::S3(s3) => s3.open(namespace, uid, name).await,
+        }
+    }
+}
+
+/// The path of the Run `uid`'s artifacts, relative to the store's root (or prefix).
+pub fn run_path(namespace: &str, uid: &str) -> String {
+    format!("namespaces/{namespace}/runs/{uid}")
+}
+
+/// The path of a namespace's Runs' artifacts, relative to the store's root (or prefix).
+pub fn runs_path(namespace: &str) -> String {
+    format!("namespaces/{namespace}/runs")
 }
 
 /// Why a Run's artifacts were not stored.
@@ -65,7 +158,7 @@ pub enum ArtifactError {
     /// The Run's artifacts break a rule: the Run fails `ArtifactInvalid` (never retried).
     #[error("{0}")]
     Invalid(String),
-    /// The store failed (full, unmounted, an I/O error): the collection is tried again.
+    /// The store failed (full, unmounted, unreachable, refused): the collection is tried again.
     #[error("{0}")]
     Store(String),
 }
@@ -86,15 +179,9 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Stores every artifact in `staging` (none when it is missing or empty) for the Run `uid`
-/// of `namespace`, in name order, and returns their refs. On any error, what was stored for
-/// the Run is removed again (as the Go project rolls back).
-pub fn collect(
-    store: &Store,
-    staging: &Path,
-    namespace: &str,
-    uid: &str,
-) -> Result<Vec<serde_json::Value>, ArtifactError> {
+/// The names of the artifacts in `staging`, in name order, each a valid name, at most
+/// [`MAX_REFS`]; none when it is missing.
+pub fn staged_names(staging: &Path) -> Result<Vec<String>, ArtifactError> {
     let mut names = match std::fs::read_dir(staging) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => {
@@ -108,9 +195,6 @@ pub fn collect(
             .collect::<std::io::Result<Vec<_>>>()
             .map_err(|e| ArtifactError::Store(e.to_string()))?,
     };
-    if names.is_empty() {
-        return Ok(Vec::new());
-    }
     if names.len() > MAX_REFS {
         return Err(ArtifactError::Invalid(format!(
             "$KRUNTIME_ARTIFACTS_DIR holds {} artifacts; at most {MAX_REFS} are stored",
@@ -118,106 +202,88 @@ pub fn collect(
         )));
     }
     names.sort();
-    let relative = Store::run_path(namespace, uid);
-    let result = store_all(store, staging, &relative, &names);
-    if result.is_err() {
-        let _ = std::fs::remove_dir_all(store.root.join(&relative));
-    }
-    result
+    names
+        .into_iter()
+        .map(|name| {
+            let name = name.into_string().map_err(|name| {
+                ArtifactError::Invalid(format!("artifact name {name:?} is not UTF-8"))
+            })?;
+            check_name(&name).map_err(ArtifactError::Invalid)?;
+            Ok(name)
+        })
+        .collect()
 }
 
-fn store_all(
-    store: &Store,
-    staging: &Path,
-    relative: &Path,
-    names: &[std::ffi::OsString],
-) -> Result<Vec<serde_json::Value>, ArtifactError> {
-    let dir = store.root.join(relative);
-    std::fs::create_dir_all(&dir).map_err(|e| {
-        ArtifactError::Store(format!(
-            "cannot create {} in the artifact store (is its volume mounted at --artifact-root?): {e}",
-            dir.display()
-        ))
-    })?;
-    let mut refs = Vec::new();
-    let mut total = 0u64;
-    for name in names {
-        let name = name.to_str().ok_or_else(|| {
-            ArtifactError::Invalid(format!("artifact name {name:?} is not UTF-8"))
-        })?;
-        check_name(name).map_err(ArtifactError::Invalid)?;
-        let source = staging.join(name);
-        let limit = store
-            .max_artifact_bytes
-            .min(store.max_total_bytes.saturating_sub(total));
-        let stored = store_one(&source, &dir, name, limit)?;
-        total += stored.size;
-        refs.push(serde_json::json!({
+/// What the bytes of one stored artifact are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    pub kind: &'static str,
+    pub size: u64,
+    pub digest: String,
+    pub content_type: String,
+}
+
+impl Stored {
+    /// The artifact's entry in `status.artifactRefs`, at `location` of `driver`.
+    pub fn to_ref(
+        &self,
+        name: &str,
+        driver: &str,
+        location: serde_json::Value,
+    ) -> serde_json::Value {
+        let now = jiff::Timestamp::now();
+        serde_json::json!({
             "name": name,
-            "driver": "filesystem",
-            "type": stored.kind,
-            "sizeBytes": stored.size,
-            "digest": stored.digest,
-            "contentType": stored.content_type,
-            "createdAt": jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()).to_string(),
-            "location": {"filesystem": {
-                "path": relative.join(name).to_string_lossy(),
-                "volumeClaimName": store.volume_claim,
-            }},
-        }));
+            "driver": driver,
+            "type": self.kind,
+            "sizeBytes": self.size,
+            "digest": self.digest,
+            "contentType": self.content_type,
+            "createdAt": now.round(jiff::Unit::Second).unwrap_or(now).to_string(),
+            "location": {driver: location},
+        })
     }
-    Ok(refs)
 }
 
-/// One stored artifact.
-struct Stored {
-    kind: &'static str,
-    size: u64,
-    digest: String,
-    content_type: String,
-}
-
-/// Copies the file or archives the directory `source` to `dir/name` (through a temporary file,
-/// renamed when complete, so a reader never sees half of it), at most `limit` bytes.
-fn store_one(source: &Path, dir: &Path, name: &str, limit: u64) -> Result<Stored, ArtifactError> {
+/// Writes the stored representation of `source` (a file as it is, a directory archived) to
+/// `out`, at most `limit` bytes; `out` is removed when that fails.
+pub fn stage(source: &Path, out: &Path, name: &str, limit: u64) -> Result<Stored, ArtifactError> {
     let invalid = |why: String| ArtifactError::Invalid(format!("artifact {name:?}: {why}"));
     let meta = std::fs::symlink_metadata(source)
         .map_err(|e| ArtifactError::Store(format!("artifact {name:?}: {e}")))?;
     let kind = meta.file_type();
-    let temporary = dir.join(format!(".{name}.partial"));
-    let mut out = Budgeted::create(&temporary, limit)
+    if kind.is_symlink() {
+        return Err(invalid("symbolic links are not stored".into()));
+    }
+    if !kind.is_file() && !kind.is_dir() {
+        return Err(invalid(
+            "only regular files and directories are stored".into(),
+        ));
+    }
+    if kind.is_dir() {
+        check_tree(source).map_err(invalid)?;
+    }
+    let mut file = Budgeted::create(out, limit)
         .map_err(|e| ArtifactError::Store(format!("artifact {name:?}: {e}")))?;
     let (stored_kind, content_type) = if kind.is_file() {
-        let mut file = std::fs::File::open(source)
-            .map_err(|e| ArtifactError::Store(format!("artifact {name:?}: {e}")))?;
-        std::io::copy(&mut file, &mut out).map_err(|e| out.error(name, limit, e))?;
+        let mut input = std::fs::File::open(source).map_err(|e| file.error(name, limit, e))?;
+        std::io::copy(&mut input, &mut file).map_err(|e| file.error(name, limit, e))?;
         let guessed = mime_guess::from_path(name).first_or_octet_stream();
         ("file", guessed.essence_str().to_string())
-    } else if kind.is_dir() {
-        check_tree(source).map_err(invalid)?;
+    } else {
         let gzip = flate2::GzBuilder::new()
             .mtime(0)
-            .write(&mut out, flate2::Compression::default());
+            .write(&mut file, flate2::Compression::default());
         let mut archive = tar::Builder::new(gzip);
         archive.mode(tar::HeaderMode::Deterministic);
         archive.follow_symlinks(false);
         append_tree(&mut archive, source, Path::new(""))
             .and_then(|()| archive.into_inner()?.finish().map(|_| ()))
-            .map_err(|e| out.error(name, limit, e))?;
+            .map_err(|e| file.error(name, limit, e))?;
         ("directory", DIRECTORY_CONTENT_TYPE.to_string())
-    } else if kind.is_symlink() {
-        let _ = std::fs::remove_file(&temporary);
-        return Err(invalid("symbolic links are not stored".into()));
-    } else {
-        let _ = std::fs::remove_file(&temporary);
-        return Err(invalid(
-            "only regular files and directories are stored".into(),
-        ));
     };
-    let (size, digest) = out
+    let (size, digest) = file
         .finish()
-        .map_err(|e| ArtifactError::Store(format!("artifact {name:?}: {e}")))?;
-    std::fs::rename(&temporary, dir.join(name))
         .map_err(|e| ArtifactError::Store(format!("artifact {name:?}: {e}")))?;
     Ok(Stored {
         kind: stored_kind,
@@ -225,6 +291,24 @@ fn store_one(source: &Path, dir: &Path, name: &str, limit: u64) -> Result<Stored
         digest,
         content_type,
     })
+}
+
+/// The Runs among `stored` (read before `existing` was listed) that no longer exist: a Run's
+/// artifacts are stored only after it exists, and a UID is never reused, so one seen before a
+/// consistent list that lacks its UID belongs to a deleted Run.
+pub fn garbage(stored: &[String], existing: &HashSet<String>) -> Vec<String> {
+    stored
+        .iter()
+        .filter(|uid| !existing.contains(*uid))
+        .cloned()
+        .collect()
+}
+
+/// What `limits` leave for the next artifact after `total` bytes.
+fn next_limit(limits: Limits, total: u64) -> u64 {
+    limits
+        .max_artifact_bytes
+        .min(limits.max_total_bytes.saturating_sub(total))
 }
 
 /// Only directories and regular files below `dir`: a symbolic link or a special file is not
@@ -321,55 +405,28 @@ impl std::io::Write for Budgeted {
     }
 }
 
-/// The artifact directories of `namespace` under the store's root, by Run UID.
-pub fn stored_runs(store: &Store, namespace: &str) -> Vec<String> {
-    let dir = store.root.join("namespaces").join(namespace).join("runs");
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut uids: Vec<String> = entries
-        .flatten()
-        .filter_map(|e| e.file_name().into_string().ok())
-        .collect();
-    uids.sort();
-    uids
-}
-
-/// Removes the artifacts of the Runs among `stored` (read before `existing` was listed) that
-/// no longer exist: a Run's artifacts are stored only after it exists, and a UID is never
-/// reused, so a directory seen before a consistent list that lacks its UID belongs to a
-/// deleted Run. Returns the UIDs removed.
-pub fn collect_garbage(
-    store: &Store,
-    namespace: &str,
-    stored: &[String],
-    existing: &HashSet<String>,
-) -> Vec<String> {
-    let mut removed = Vec::new();
-    for uid in stored.iter().filter(|uid| !existing.contains(*uid)) {
-        let dir = store.root.join(Store::run_path(namespace, uid));
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => removed.push(uid.clone()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => tracing::warn!(
-                "cannot remove the artifacts of deleted Run {uid} ({}): {e}",
-                dir.display()
-            ),
-        }
-    }
-    removed
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use filesystem::Filesystem;
 
-    fn store(root: &Path) -> Store {
-        Store {
+    const LIMITS: Limits = Limits {
+        max_artifact_bytes: 1000,
+        max_total_bytes: 1500,
+    };
+
+    fn store(root: &Path) -> Filesystem {
+        Filesystem {
             root: root.to_path_buf(),
             volume_claim: "artifacts".into(),
-            max_artifact_bytes: 1000,
-            max_total_bytes: 1500,
+        }
+    }
+
+    fn run(uid: &str) -> RunKey {
+        RunKey {
+            namespace: "ns".into(),
+            name: "r".into(),
+            uid: uid.into(),
         }
     }
 
@@ -391,7 +448,7 @@ mod tests {
         std::fs::write(staging.join("report.json"), "{}").unwrap();
         std::fs::write(staging.join("model/layers/1"), "weights").unwrap();
         let s = store(&tmp.path().join("store"));
-        let refs = collect(&s, &staging, "ns", "u1").unwrap();
+        let refs = s.collect(&staging, &run("u1"), LIMITS).unwrap();
         assert_eq!(refs.len(), 2);
         let (model, report) = (&refs[0], &refs[1]);
         assert_eq!(report["name"], "report.json");
@@ -421,7 +478,7 @@ mod tests {
             .map(|e| e.unwrap().path().unwrap().display().to_string())
             .collect();
         assert_eq!(paths, ["layers", "layers/1"]);
-        let again = collect(&s, &staging, "ns", "u2").unwrap();
+        let again = s.collect(&staging, &run("u2"), LIMITS).unwrap();
         assert_eq!(again[0]["digest"], model["digest"]);
     }
 
@@ -433,7 +490,7 @@ mod tests {
         let s = store(&tmp.path().join("store"));
         std::fs::write(staging.join("a"), vec![0u8; 800]).unwrap();
         std::fs::write(staging.join("b"), vec![0u8; 800]).unwrap();
-        let err = collect(&s, &staging, "ns", "u1").unwrap_err();
+        let err = s.collect(&staging, &run("u1"), LIMITS).unwrap_err();
         assert!(
             matches!(&err, ArtifactError::Invalid(m) if m.contains("\"b\" is larger than 700 bytes")),
             "{err}"
@@ -441,7 +498,7 @@ mod tests {
         assert!(!s.root.join("namespaces/ns/runs/u1").exists());
         std::fs::remove_file(staging.join("b")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", staging.join("link")).unwrap();
-        let err = collect(&s, &staging, "ns", "u1").unwrap_err();
+        let err = s.collect(&staging, &run("u1"), LIMITS).unwrap_err();
         assert!(
             matches!(&err, ArtifactError::Invalid(m) if m.contains("symbolic")),
             "{err}"
@@ -450,7 +507,7 @@ mod tests {
         for i in 0..MAX_REFS {
             std::fs::write(staging.join(format!("f{i}")), "").unwrap();
         }
-        let err = collect(&s, &staging, "ns", "u1").unwrap_err();
+        let err = s.collect(&staging, &run("u1"), LIMITS).unwrap_err();
         assert!(
             matches!(&err, ArtifactError::Invalid(m) if m.contains("33 artifacts")),
             "{err}"
@@ -462,12 +519,14 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let s = store(tmp.path());
         for uid in ["kept", "gone"] {
-            std::fs::create_dir_all(tmp.path().join(Store::run_path("ns", uid))).unwrap();
+            std::fs::create_dir_all(tmp.path().join(run_path("ns", uid))).unwrap();
         }
-        let stored = stored_runs(&s, "ns");
+        let stored = s.stored_runs("ns");
         assert_eq!(stored, ["gone", "kept"]);
         let existing = HashSet::from(["kept".to_string()]);
-        assert_eq!(collect_garbage(&s, "ns", &stored, &existing), ["gone"]);
-        assert_eq!(stored_runs(&s, "ns"), ["kept"]);
+        let gone = garbage(&stored, &existing);
+        assert_eq!(gone, ["gone"]);
+        assert_eq!(s.remove_runs("ns", &gone), ["gone"]);
+        assert_eq!(s.stored_runs("ns"), ["kept"]);
     }
 }
