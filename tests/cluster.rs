@@ -93,6 +93,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         |c| Box::pin(artifacts::stored_on_a_claim_downloaded_and_removed(c)),
     ),
     (
+        "a_runtimes_s3_store_takes_a_runs_artifacts_with_the_secrets_credentials_until_the_run_is_deleted",
+        |c| Box::pin(artifacts::uploaded_to_s3_downloaded_and_removed(c)),
+    ),
+    (
         "helm_install_runs_runs_upgrade_rolls_the_scheduler_without_losing_one_and_uninstall_keeps_them",
         |c| Box::pin(helm::install_upgrade_uninstall(c)),
     ),

@@ -2,7 +2,8 @@
 //! PersistentVolumeClaim (a hostPath PersistentVolume bound by kube-controller-manager) gets it
 //! mounted for runtimed; a Run's artifact lands on that volume, `kubectl kruntimes artifacts
 //! --download` reads it back through the API server's Pod proxy, and deleting the Run removes
-//! it from the volume.
+//! it from the volume. The same with an S3 store: the tests' S3 server on the node, the
+//! credentials from a Secret.
 
 use std::time::Duration;
 
@@ -11,9 +12,14 @@ use kube::api::DeleteParams;
 
 use crate::harness::Cluster;
 use crate::objects::{busybox, create_run, delete_runtime, runtime_namespace, wait_phases};
+use crate::support::s3::S3Server;
 use crate::support::world::create_in;
 use kruntimes::api::RunPhase;
 use kruntimes::testing::runtime;
+
+/// The node's address on the cluster's bridge (`tests/cluster/cluster.sh`'s `NODE_IP`): what
+/// a Pod reaches the host at.
+const NODE_IP: &str = "10.244.0.1";
 
 pub async fn stored_on_a_claim_downloaded_and_removed(cluster: &Cluster) {
     let ns = &runtime_namespace(cluster, "arts").await;
@@ -111,4 +117,110 @@ pub async fn stored_on_a_claim_downloaded_and_removed(cluster: &Cluster) {
     delete_runtime(ns, "arts").await;
     cluster.kubectl(&["-n", &ns.name, "delete", "pvc", "arts", "--wait=false"]);
     cluster.kubectl(&["delete", "pv", &pv, "--wait=false"]);
+}
+
+/// A Runtime with an S3 artifact store on the real cluster: the Runtime controller hands
+/// runtimed the store's fields and its credentials Secret (`envFrom`, resolved by the kubelet),
+/// runtimed in the image uploads a Run's artifacts to the tests' S3 server on the node's bridge
+/// address, `artifacts --download` reads them back through the Pod proxy (runtimed reading the
+/// bucket), and deleting the Run removes its objects.
+pub async fn uploaded_to_s3_downloaded_and_removed(cluster: &Cluster) {
+    let ns = &runtime_namespace(cluster, "arts-s3").await;
+    let server = S3Server::start_on(NODE_IP, "runs").await;
+    let mut secret = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: s3-creds, namespace: {}}}\nstringData:\n",
+        ns.name
+    );
+    for (key, value) in server.credentials() {
+        secret.push_str(&format!("  {key}: {value}\n"));
+    }
+    let file = std::env::temp_dir().join(format!("kruntimes-{}-secret.yaml", ns.name));
+    std::fs::write(&file, secret).unwrap();
+    cluster.kubectl(&["apply", "-f", &file.to_string_lossy()]);
+    let _ = std::fs::remove_file(&file);
+
+    let mut template = busybox();
+    template.containers[0].command = Some(
+        [
+            "/kruntimes/kubectl-kruntimes",
+            "runtimed",
+            "--artifact-gc-interval=2s",
+        ]
+        .map(String::from)
+        .to_vec(),
+    );
+    let mut object = runtime("arts").replicas(1).capacity(&[("runs", 2)]).build();
+    object.spec.template.spec = Some(template);
+    object.spec.artifact_store = Some(serde_json::json!({
+        "driver": "s3",
+        "s3": {
+            "bucket": server.bucket,
+            "prefix": "cluster",
+            "endpoint": server.endpoint(),
+            "forcePathStyle": true,
+            "credentialsSecretName": "s3-creds",
+        },
+    }));
+    create_in(ns, object).await;
+    crate::objects::wait_runtime_ready(ns, "arts", 1).await;
+    create_run(
+        ns,
+        "writes",
+        "arts",
+        &[],
+        "echo data > \"$KRUNTIME_ARTIFACTS_DIR/out.txt\"",
+    )
+    .await;
+    wait_phases(
+        ns,
+        &["writes".into()],
+        RunPhase::Succeeded,
+        Duration::from_secs(60),
+    )
+    .await;
+    let uid = ns.runs().get("writes").await.unwrap().uid().unwrap();
+    let prefix = format!("cluster/namespaces/{}/runs/{uid}", ns.name);
+    assert_eq!(
+        server.get(&format!("{prefix}/out.txt")).await.as_deref(),
+        Some(&b"data\n"[..]),
+        "in the bucket"
+    );
+
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = cluster.kruntimes(&[
+        "artifacts",
+        "run/writes",
+        "-n",
+        &ns.name,
+        "--download",
+        &out_dir.path().to_string_lossy(),
+    ]);
+    assert!(
+        out.status.success(),
+        "artifacts --download: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(out_dir.path().join("out.txt")).unwrap(),
+        "data\n",
+        "read back from the bucket through the Pod proxy"
+    );
+
+    ns.runs()
+        .delete("writes", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = server.keys(&prefix).await;
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the deleted Run's objects were not removed within 60 s: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    delete_runtime(ns, "arts").await;
 }

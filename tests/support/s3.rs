@@ -16,21 +16,29 @@ pub const SECRET_KEY: &str = "kruntimes-test-secret";
 /// A running S3 server with the bucket [`S3Server::bucket`].
 pub struct S3Server {
     child: Child,
+    host: String,
     port: u16,
     pub bucket: String,
     _root: tempfile::TempDir,
 }
 
 impl S3Server {
-    /// Starts the server with an empty bucket `bucket` and waits until it accepts connections.
+    /// Starts the server on the loopback with an empty bucket `bucket` and waits until it
+    /// accepts connections.
     pub async fn start(bucket: &str) -> Self {
+        Self::start_on("127.0.0.1", bucket).await
+    }
+
+    /// [`Self::start`] listening on `host` (the single-node cluster's bridge address, which its
+    /// Pods reach).
+    pub async fn start_on(host: &str, bucket: &str) -> Self {
         let bin = crate::support::go_tools("tests/s3/build.sh").join("s3s-fs");
         let root = tempfile::tempdir().expect("a directory for the S3 server");
         // s3s-fs keeps a bucket as a directory of its root.
         std::fs::create_dir(root.path().join(bucket)).unwrap();
         let port = crate::support::free_port();
         let child = Command::new(&bin)
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--host", host, "--port", &port.to_string()])
             .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])
             .arg(root.path())
             .env("RUST_LOG", "warn")
@@ -40,18 +48,16 @@ impl S3Server {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
         let deadline = Instant::now() + Duration::from_secs(20);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
+        while tokio::net::TcpStream::connect((host, port)).await.is_err() {
             assert!(
                 Instant::now() < deadline,
-                "the S3 server did not listen on 127.0.0.1:{port} within 20 s"
+                "the S3 server did not listen on {host}:{port} within 20 s"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         S3Server {
             child,
+            host: host.to_string(),
             port,
             bucket: bucket.to_string(),
             _root: root,
@@ -59,7 +65,7 @@ impl S3Server {
     }
 
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("http://{}:{}", self.host, self.port)
     }
 
     /// The credentials runtimed reads from its environment, as a Secret's keys would give them.
