@@ -87,6 +87,7 @@ const CHART_FILES: &[(&str, &str)] = &[
     ("scheduler.yaml", include_str!("../deploy/scheduler.yaml")),
     ("user-roles.yaml", crate::install::USER_ROLES),
     ("runtimed-policy.yaml", crate::admission_policy::MANIFEST),
+    ("submitter-policy.yaml", crate::submitter_policy::MANIFEST),
     (
         "runtimed-rbac.yaml",
         include_str!("../deploy/runtimed-rbac.yaml"),

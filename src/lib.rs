@@ -32,6 +32,7 @@ pub mod runtimed;
 pub mod scheduler;
 pub mod signals;
 pub mod status;
+pub mod submitter_policy;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod version;

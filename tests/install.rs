@@ -94,6 +94,8 @@ async fn install_creates_established_crds_and_rerunning_changes_nothing() {
         "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-edit",
         "validatingadmissionpolicy.admissionregistration.k8s.io/kubectl-kruntimes-runtimed",
         "validatingadmissionpolicybinding.admissionregistration.k8s.io/kubectl-kruntimes-runtimed",
+        "mutatingadmissionpolicy.admissionregistration.k8s.io/kubectl-kruntimes-submitter",
+        "mutatingadmissionpolicybinding.admissionregistration.k8s.io/kubectl-kruntimes-submitter",
     ] {
         assert!(
             stdout.lines().any(|l| l == format!("{object} unchanged")),
@@ -157,11 +159,20 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
             "ValidatingAdmissionPolicyBinding",
             "kubectl-kruntimes-runtimed",
         ),
+        ("MutatingAdmissionPolicy", "kubectl-kruntimes-submitter"),
+        (
+            "MutatingAdmissionPolicyBinding",
+            "kubectl-kruntimes-submitter",
+        ),
     ]
     .map(|(k, n)| (k.to_string(), n.to_string()));
     assert_eq!(docs, expected);
     // The shipped files are printed verbatim, so deploy/ and --print cannot drift.
-    for file in ["deploy/user-roles.yaml", "deploy/runtimed-policy.yaml"] {
+    for file in [
+        "deploy/user-roles.yaml",
+        "deploy/runtimed-policy.yaml",
+        "deploy/submitter-policy.yaml",
+    ] {
         let shipped =
             std::fs::read_to_string(format!("{}/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
         assert!(stdout.contains(&shipped), "--print does not hold {file}");
@@ -200,7 +211,7 @@ async fn install_print_piped_to_kubectl_apply_is_accepted_by_the_server() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(stdout.lines().count(), 7, "{stdout}");
+    assert_eq!(stdout.lines().count(), 9, "{stdout}");
 }
 
 /// Our own CRDs applied by another tool (`kubectl apply -k deploy/crds/` is client-side apply,

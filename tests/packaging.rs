@@ -97,14 +97,15 @@ fn install_print_is_the_committed_deploy_files() {
     );
     let file = |name: &str| std::fs::read_to_string(repo().join("deploy").join(name)).unwrap();
     let committed = format!(
-        "{}---\n{}---\n{}",
+        "{}---\n{}---\n{}---\n{}",
         file("crds/crds.yaml"),
         file("user-roles.yaml"),
-        file("runtimed-policy.yaml")
+        file("runtimed-policy.yaml"),
+        file("submitter-policy.yaml")
     );
     assert_eq!(
         printed, committed,
-        "install --print differs from deploy/crds/crds.yaml + user-roles.yaml + runtimed-policy.yaml; run `cargo xtask gen`"
+        "install --print differs from deploy/crds/crds.yaml + user-roles.yaml + runtimed-policy.yaml + submitter-policy.yaml; run `cargo xtask gen`"
     );
 }
 

@@ -25,6 +25,15 @@ pub const ANNOTATION_PREEMPTIBLE: &str = "kruntimes.io/preemptible";
 /// The finalizer a function Run carries while it may hold a registration on a runtime server
 /// (the kruntimes project's name for it): its deletion waits for runtimed to unregister it.
 pub const FINALIZER_FUNCTION_CLEANUP: &str = "kruntimes.io/function-cleanup";
+/// Annotation on a Run naming the identity that created it, written by the admission policy
+/// `deploy/submitter-policy.yaml` (never by its user): its fairness group by default.
+pub const ANNOTATION_SUBMITTED_BY: &str = "kruntimes.io/submitted-by";
+/// Annotation on a Runtime naming a Run label whose value is a Run's fairness group instead of
+/// its submitter (our extension; the Go project has no fairness).
+pub const ANNOTATION_FAIR_SHARE_LABEL: &str = "kruntimes.io/fair-share-label";
+/// Annotation on a Runtime giving fairness groups weights other than 1: `alice=2,team-b=0.5`,
+/// with `*=W` for the default.
+pub const ANNOTATION_FAIR_SHARE_WEIGHTS: &str = "kruntimes.io/fair-share-weights";
 /// The Runtime condition set while its controller cannot create Runtime Pods (a ReplicaSet's
 /// name for it), with the API server's message.
 pub const CONDITION_REPLICA_FAILURE: &str = "ReplicaFailure";

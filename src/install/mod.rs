@@ -77,11 +77,15 @@ pub fn crds_yaml() -> anyhow::Result<String> {
 }
 
 /// Everything install applies, as one multi-document YAML stream: the CRDs, then the shipped
-/// files verbatim (comments included): `deploy/crds/crds.yaml`, `deploy/user-roles.yaml` and
-/// `deploy/runtimed-policy.yaml`, in that order.
+/// files verbatim (comments included): `deploy/crds/crds.yaml`, `deploy/user-roles.yaml`,
+/// `deploy/runtimed-policy.yaml` and `deploy/submitter-policy.yaml`, in that order.
 pub fn manifests_yaml() -> anyhow::Result<String> {
     let mut out = crds_yaml()?;
-    for file in [USER_ROLES, admission_policy::MANIFEST] {
+    for file in [
+        USER_ROLES,
+        admission_policy::MANIFEST,
+        crate::submitter_policy::MANIFEST,
+    ] {
         out.push_str("---\n");
         out.push_str(file);
         if !file.ends_with('\n') {
@@ -147,8 +151,9 @@ pub async fn exec(global: &GlobalArgs, args: &InstallArgs) -> anyhow::Result<()>
 
 fn confirm(target: &Target) -> anyhow::Result<()> {
     let question = format!(
-        "Install the kruntimes CRDs (runtimes.kruntimes.io, runs.kruntimes.io, persistentworkspaces.kruntimes.io), the ClusterRoles kubectl-kruntimes-view and kubectl-kruntimes-edit and the admission policy {} into {}?",
+        "Install the kruntimes CRDs (runtimes.kruntimes.io, runs.kruntimes.io, persistentworkspaces.kruntimes.io), the ClusterRoles kubectl-kruntimes-view and kubectl-kruntimes-edit and the admission policies {} and {} into {}?",
         admission_policy::NAME,
+        crate::submitter_policy::NAME,
         target.describe()
     );
     if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
@@ -169,11 +174,13 @@ fn confirm(target: &Target) -> anyhow::Result<()> {
     }
 }
 
-/// Server-side applies (or dry-runs) the CRDs, the user ClusterRoles, the admission policy
-/// and its binding, in that order, and reports what changed as `kind.group/name`.
+/// Server-side applies (or dry-runs) the CRDs, the user ClusterRoles, the admission policies
+/// and their bindings, in that order, and reports what changed as `kind.group/name`.
 pub async fn apply(target: &Target, dry_run: bool) -> anyhow::Result<Vec<(String, Applied)>> {
     let roles = user_roles()?;
     let (policy, binding) = admission_policy::objects()?;
+    let (submitter, submitter_binding) =
+        crate::submitter_policy::objects().map_err(|e| anyhow!(e))?;
     let mut results = Vec::new();
     for crd in crds() {
         results.push(apply_one(target, &crd, dry_run).await?);
@@ -183,6 +190,8 @@ pub async fn apply(target: &Target, dry_run: bool) -> anyhow::Result<Vec<(String
     }
     results.push(apply_one(target, &policy, dry_run).await?);
     results.push(apply_one(target, &binding, dry_run).await?);
+    results.push(apply_one(target, &submitter, dry_run).await?);
+    results.push(apply_one(target, &submitter_binding, dry_run).await?);
     Ok(results)
 }
 

@@ -323,6 +323,9 @@ impl Context {
 /// Carries out [`plan`] for one Runtime.
 pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = runtime.namespace().ok_or(Error::NoNamespace)?;
+    if let (_, Some(why)) = crate::scheduler::framework::fairness::FairShare::of(&runtime) {
+        warn!(runtime = %runtime.name_any(), namespace = %ns, "{why}");
+    }
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let uid = runtime.uid().unwrap_or_default();
     let selector = format!("{LABEL_RUNTIME}={}", runtime.name_any());

@@ -31,6 +31,7 @@ pub struct RunBuilder {
     deleting: bool,
     requests: Option<BTreeMap<String, Quantity>>,
     labels: BTreeMap<String, String>,
+    submitter: Option<String>,
     affinity: RunAffinity,
     mode: RunMode,
     source: Option<CodeSource>,
@@ -82,6 +83,7 @@ pub fn run(name: &str) -> RunBuilder {
         deleting: false,
         requests: None,
         labels: BTreeMap::new(),
+        submitter: None,
         affinity: RunAffinity::default(),
         mode: RunMode::default(),
         source: None,
@@ -166,6 +168,12 @@ impl RunBuilder {
 
     pub fn labels(mut self, labels: &[(&str, &str)]) -> Self {
         self.labels.extend(string_map(labels));
+        self
+    }
+
+    /// Submitted by `user`, as the submitter admission policy records it.
+    pub fn submitted_by(mut self, user: &str) -> Self {
+        self.submitter = Some(user.to_string());
         self
     }
 
@@ -370,6 +378,12 @@ impl RunBuilder {
         meta.creation_timestamp = self.created.map(Time);
         meta.deletion_timestamp = self.deleting.then_some(Time(NOW));
         meta.labels = (!self.labels.is_empty()).then(|| self.labels.clone());
+        meta.annotations = self.submitter.as_ref().map(|user| {
+            BTreeMap::from([(
+                crate::api::ANNOTATION_SUBMITTED_BY.to_string(),
+                user.clone(),
+            )])
+        });
         let unbound = self.phase == RunPhase::Pending
             && self.pod.is_none()
             && self.pod_uid.is_none()

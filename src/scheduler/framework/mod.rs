@@ -5,6 +5,7 @@
 //! - [`types`]: the leaf vocabulary (keys, score bounds, rejections, observations).
 //! - [`selector`]: compiled label selectors.
 //! - [`priority`]: PriorityClasses and the priority of a Run.
+//! - [`fairness`]: fairness groups (who submitted a Run), their weights and dominant shares.
 //! - [`index`]: Runtime Pods, heartbeat Leases and Runs, fed by watch events; incremental usage.
 //! - [`assumed`]: scheduler-local reservations between Reserve and the observed Bind.
 //! - [`nominations`]: Runtime Pods being drained for starved Pending Runs.
@@ -51,6 +52,7 @@
 pub mod assumed;
 pub mod cache;
 pub mod cycle;
+pub mod fairness;
 pub mod index;
 pub mod nominations;
 pub mod plugin;

@@ -13,10 +13,13 @@
 //! - [`reserve`]: Reserve, release and the retries of a failed Bind or write;
 //! - [`wake`]: which unschedulable Runs an event moves back to the active queue, as the
 //!   plugins' queueing hints say;
+//! - [`fairness`]: what each fairness group of a Runtime holds, which group goes next, and
+//!   where each stands;
 //! - [`shared`]: the whole cache behind one `Mutex`.
 //!
 //! It must not talk to the API server or read a clock: `now` is an argument.
 
+mod fairness;
 mod nominator;
 mod preemption;
 mod reserve;
@@ -113,17 +116,23 @@ impl Indexed for Run {
 impl Indexed for Runtime {
     fn apply(cache: &mut SchedulerCache, runtime: &Runtime, _: Timestamp) -> Changes {
         let namespace = runtime.namespace().unwrap_or_default();
+        cache.set_fair_share(runtime);
         let changed = cache.index.apply_runtime(&namespace, &runtime.name_any());
         changed.into_iter().collect::<Vec<_>>().into()
     }
 
     fn delete(cache: &mut SchedulerCache, runtime: &Runtime, _: Timestamp) -> Changes {
         let namespace = runtime.namespace().unwrap_or_default();
+        let scope = ScopeRef::new(&namespace, &runtime.name_any());
+        cache.queue.set_fair_share(&scope, Default::default());
         let changed = cache.index.delete_runtime(&namespace, &runtime.name_any());
         changed.into_iter().collect::<Vec<_>>().into()
     }
 
     fn reset(cache: &mut SchedulerCache, runtimes: &[Runtime], _: Timestamp) -> Changes {
+        for runtime in runtimes {
+            cache.set_fair_share(runtime);
+        }
         let keys: Vec<(String, String)> = runtimes
             .iter()
             .map(|r| (r.namespace().unwrap_or_default(), r.name_any()))
@@ -365,6 +374,17 @@ impl SchedulerCache {
         self.adopt(key, run);
         self.file(key, now);
         updated
+    }
+
+    /// Records how `runtime` groups its Runs for fairness (an annotation that cannot be read
+    /// keeps its default; the Runtime controller reports it).
+    fn set_fair_share(&mut self, runtime: &Runtime) {
+        let scope = ScopeRef::new(
+            &runtime.namespace().unwrap_or_default(),
+            &runtime.name_any(),
+        );
+        self.queue
+            .set_fair_share(&scope, super::fairness::FairShare::of(runtime).0);
     }
 
     /// A Run that is no longer Pending leaves the queue.

@@ -108,10 +108,14 @@ impl SchedulerCache {
     /// of it while its Bind is in flight (reserved).
     pub fn schedule_next(&mut self, registry: &Registry, now: Timestamp) -> Option<Scheduled> {
         loop {
+            let (index, assumed, nominations) = (&self.index, &self.assumed, &self.nominations);
             let Popped {
                 run: queued,
                 waited,
-            } = self.queue.pop(now)?;
+            } = self.queue.pop_fair(now, |queue, scope, contenders| {
+                let usage = super::fairness::usage(index, assumed, nominations, queue, scope);
+                super::fairness::choose(&usage, queue, scope, contenders)
+            })?;
             // Filing keeps the queue to waiting Runs; a stale entry is skipped, not cycled.
             if !queued.waits_for_placement() || self.assumed.get(&queued.key).is_some() {
                 continue;

@@ -192,61 +192,27 @@ impl SchedulerCache {
             if view.capacity().is_err() {
                 return 0;
             }
-            // What the Runs passed in the walk were counted to take, on top of the Pod's usage.
-            let mut taken = Resources::default();
-            let mut held = self.nominations.on_pod(namespace, pod);
             let (mut activate, mut counted) = (Vec::new(), Vec::new());
-            for (queued, state) in self.queue.members(scope) {
-                // Full by actual, assumed and taken usage only: room held for a nominated Run
-                // not passed yet is still there for that Run, so the walk goes on to reach it.
-                let room = Adjust {
-                    taken: Some(&taken),
-                    without_nomination: true,
-                    ..Adjust::default()
-                };
-                if view.is_full(room) {
-                    break;
-                }
-                match state {
-                    QueueState::Backoff(_) => continue,
-                    QueueState::Unschedulable { epoch: e, .. } if e >= epoch => continue,
-                    _ => {}
-                }
-                let key = &queued.key;
-                let unschedulable = matches!(state, QueueState::Unschedulable { .. });
-                let Ok(request) = &queued.request else {
-                    // Invalid: its own cycle fails it.
-                    if unschedulable {
-                        activate.push(key.clone());
-                    }
-                    continue;
-                };
-                let nominated_here = held.is_some_and(|(k, _)| k == key);
-                // Room held for an earlier nominated Run is not this Run's to take.
-                let held_for_earlier =
-                    held.is_some_and(|(k, n)| k != key && n.order < queued.order);
-                let seen = Adjust {
-                    without_nomination: !held_for_earlier,
-                    ..room
-                };
-                let fits = view.fits_with(&snapshot.requested(request), seen);
-                if fits && unschedulable {
-                    activate.push(key.clone());
-                }
-                // A Run with required (anti-)affinity may be refused for another reason than
-                // room: it is moved, but its request is not counted as taken.
-                if fits && queued.required_terms && !nominated_here {
-                    continue;
-                }
-                if fits || nominated_here {
-                    // A nominated Run passed in the queue keeps its room whether it fits yet
-                    // or not: later Runs must not count on it.
-                    taken.add(request);
-                    if fits {
-                        counted.push(key.clone());
-                    }
-                    if nominated_here {
-                        held = None;
+            let held = self.nominations.on_pod(namespace, pod);
+            // With fairness groups each group's Runs are walked on their own, each counting
+            // the room for itself: the next cycle goes to whichever group's turn it is, so
+            // the room is offered to the head of every group, not only to the oldest Runs.
+            let mut walk = |members| {
+                walk(
+                    &snapshot,
+                    &view,
+                    held,
+                    epoch,
+                    members,
+                    &mut activate,
+                    &mut counted,
+                )
+            };
+            match self.queue.has_groups(scope) {
+                false => walk(Box::new(self.queue.members(scope))),
+                true => {
+                    for members in self.queue.members_by_group(scope) {
+                        walk(Box::new(members));
                     }
                 }
             }
@@ -281,6 +247,77 @@ impl SchedulerCache {
     pub(super) fn held_room_freed(&mut self, scope: &ScopeRef, pod: &str, now: Timestamp) {
         self.bump(scope);
         self.rewalk(scope, pod, now);
+    }
+}
+
+/// One walk of [`SchedulerCache::wake_room`] over `members` (in queue order): the
+/// unschedulable Runs to move and the Runs counted against the room.
+fn walk(
+    snapshot: &crate::scheduler::framework::snapshot::Snapshot<'_>,
+    view: &crate::scheduler::framework::snapshot::PodView<'_>,
+    mut held: Option<(
+        &RunKey,
+        &crate::scheduler::framework::nominations::Nomination,
+    )>,
+    epoch: u64,
+    members: Box<dyn Iterator<Item = (&Arc<QueuedRun>, QueueState)> + '_>,
+    activate: &mut Vec<RunKey>,
+    counted: &mut Vec<RunKey>,
+) {
+    // What the Runs passed in the walk were counted to take, on top of the Pod's usage.
+    let mut taken = Resources::default();
+    for (queued, state) in members {
+        // Full by actual, assumed and taken usage only: room held for a nominated Run
+        // not passed yet is still there for that Run, so the walk goes on to reach it.
+        let room = Adjust {
+            taken: Some(&taken),
+            without_nomination: true,
+            ..Adjust::default()
+        };
+        if view.is_full(room) {
+            break;
+        }
+        match state {
+            QueueState::Backoff(_) => continue,
+            QueueState::Unschedulable { epoch: e, .. } if e >= epoch => continue,
+            _ => {}
+        }
+        let key = &queued.key;
+        let unschedulable = matches!(state, QueueState::Unschedulable { .. });
+        let Ok(request) = &queued.request else {
+            // Invalid: its own cycle fails it.
+            if unschedulable {
+                activate.push(key.clone());
+            }
+            continue;
+        };
+        let nominated_here = held.is_some_and(|(k, _)| k == key);
+        // Room held for an earlier nominated Run is not this Run's to take.
+        let held_for_earlier = held.is_some_and(|(k, n)| k != key && n.order < queued.order);
+        let seen = Adjust {
+            without_nomination: !held_for_earlier,
+            ..room
+        };
+        let fits = view.fits_with(&snapshot.requested(request), seen);
+        if fits && unschedulable {
+            activate.push(key.clone());
+        }
+        // A Run with required (anti-)affinity may be refused for another reason than
+        // room: it is moved, but its request is not counted as taken.
+        if fits && queued.required_terms && !nominated_here {
+            continue;
+        }
+        if fits || nominated_here {
+            // A nominated Run passed in the queue keeps its room whether it fits yet
+            // or not: later Runs must not count on it.
+            taken.add(request);
+            if fits {
+                counted.push(key.clone());
+            }
+            if nominated_here {
+                held = None;
+            }
+        }
     }
 }
 

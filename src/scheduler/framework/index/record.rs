@@ -178,6 +178,8 @@ pub struct ActiveRun {
     pub admitted: bool,
     pub request: CountedRequest,
     pub labels: BTreeMap<String, String>,
+    /// Who submitted it (`kruntimes.io/submitted-by`): its fairness group by default.
+    pub submitter: Option<String>,
     /// Its valid required anti-affinity selectors: a Run matching one of them must not join
     /// this Pod (anti-affinity is symmetric, as in Kubernetes).
     pub anti_affinity: Vec<Selector>,
@@ -207,6 +209,7 @@ impl ActiveRun {
             admitted: run.phase().is_admitted(),
             request: CountedRequest::of(run),
             labels: run.labels().clone(),
+            submitter: crate::scheduler::framework::fairness::submitter(run).map(String::from),
             anti_affinity: required_anti_affinity(run),
             workspace: run.workspace_name().map(str::to_string),
         }

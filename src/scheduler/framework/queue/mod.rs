@@ -10,9 +10,12 @@
 //!   that may make it fit arrives (the plugins' queueing hints, applied by the cache) or,
 //!   as a safety net, after [`UNSCHEDULABLE_FLUSH`].
 //!
-//! [`SchedulingQueue::pop`] takes the head of the active set of the next Runtime with work
-//! (round robin across Runtimes): one pop is one cycle for that Run, and a Run is never
-//! cycled while an earlier active Run of its Runtime waits.
+//! [`SchedulingQueue::pop_fair`] takes the next active Run of the next Runtime with work
+//! (round robin across Runtimes): one pop is one cycle for that Run. Within a Runtime the
+//! highest priority goes first; within a priority, when Runs of several fairness groups are
+//! active, the caller's chooser picks the group (the lowest weighted share, see
+//! [`super::fairness`]), and within a group the oldest Run goes first. With one group this is
+//! queue order: a Run is never cycled while an earlier active Run of its Runtime waits.
 //!
 //! The queue is also where a Pending Run lives: every Run observed Pending is stored here
 //! once, as a [`QueuedRun`] (its request parsed once, its order, its terms), whether it is
@@ -26,6 +29,7 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
+use super::fairness::{FairShare, Group};
 use super::index::ScopeRef;
 use super::types::{QueueOrder, RunKey};
 use crate::api::Run;
@@ -101,6 +105,15 @@ struct Scope {
     /// The filed ones with required Run affinity or anti-affinity terms: new affinity
     /// targets concern only them, and a drain must not walk every Run at every Bind.
     terms: BTreeSet<QueueOrder>,
+    /// The active ones by fairness group, in queue order.
+    groups: BTreeMap<Group, BTreeSet<QueueOrder>>,
+    /// The filed ones by fairness group, in queue order: a capacity wakeup walks each group
+    /// on its own, so that room goes to the head of every group, not only to the oldest Runs.
+    member_groups: BTreeMap<Group, BTreeSet<QueueOrder>>,
+    /// The pop that last served each group: among groups of equal share the one served
+    /// longest ago goes first, so a group is never passed over for ever because another's
+    /// share drops back to its own each time a slot frees (a Runtime of one slot).
+    served: HashMap<Group, u64>,
 }
 
 /// See the module documentation.
@@ -120,7 +133,18 @@ pub struct SchedulingQueue {
     /// Consecutive failures per Run, kept across a Bind so a failing Bind backs off further;
     /// forgotten when the Run leaves Pending.
     failures: HashMap<RunKey, u32>,
+    /// How each Runtime groups its Runs, where it is not the default.
+    fairness: HashMap<ScopeRef, FairShare>,
+    /// The group each filed Run was filed under (a label change of a filed Run moves it
+    /// when it is filed next).
+    grouped: HashMap<RunKey, Group>,
+    /// Pops so far: the clock of [`Scope::served`].
+    pops: u64,
 }
+
+/// The default fairness, for Runtimes that set none.
+static DEFAULT_FAIRNESS: std::sync::LazyLock<FairShare> =
+    std::sync::LazyLock::new(FairShare::default);
 
 impl SchedulingQueue {
     /// Records a Run observed Pending, at `order`. The stored [`QueuedRun`] is replaced when
@@ -269,10 +293,73 @@ impl SchedulingQueue {
         self.entries.is_empty()
     }
 
-    /// The head of the next Runtime with active Runs, taken out of the three sets (its cycle
-    /// files it again if it is not placed; it stays stored). Backoffs and unschedulable
-    /// flushes due at `now` are made active first.
+    /// How the Runtime `scope` groups its Runs.
+    pub fn fair_share(&self, scope: &ScopeRef) -> &FairShare {
+        self.fairness.get(scope).unwrap_or(&DEFAULT_FAIRNESS)
+    }
+
+    /// Sets how the Runtime `scope` groups its Runs (from its annotations); its active Runs
+    /// are grouped anew when that changed.
+    pub fn set_fair_share(&mut self, scope: &ScopeRef, fair: FairShare) {
+        if *self.fair_share(scope) == fair {
+            return;
+        }
+        match fair == FairShare::default() {
+            true => self.fairness.remove(scope),
+            false => self.fairness.insert(scope.clone(), fair.clone()),
+        };
+        if let Some(s) = self.scopes.get_mut(scope) {
+            s.groups.clear();
+            s.member_groups.clear();
+            for order in s.members.keys() {
+                let run = &s.pending[order];
+                let group = fair.group_of(&run.run);
+                if s.active.contains(order) {
+                    s.groups
+                        .entry(group.clone())
+                        .or_default()
+                        .insert(order.clone());
+                }
+                s.member_groups
+                    .entry(group.clone())
+                    .or_default()
+                    .insert(order.clone());
+                self.grouped.insert(run.key.clone(), group);
+            }
+        }
+    }
+
+    /// The fairness group of a stored Run.
+    pub fn group_of(&self, run: &QueuedRun) -> Group {
+        self.fair_share(&run.scope).group_of(&run.run)
+    }
+
+    /// When the group was last served on the Runtime `scope` (0: not while it had Pending
+    /// Runs): among groups of equal share the lowest goes first.
+    pub fn last_served(&self, scope: &ScopeRef, group: &Group) -> u64 {
+        self.scopes
+            .get(scope)
+            .and_then(|s| s.served.get(group).copied())
+            .unwrap_or(0)
+    }
+
+    /// [`Self::pop_fair`] in plain queue order (the oldest of the highest priority), as
+    /// without fairness: for tests and callers with one group.
     pub fn pop(&mut self, now: Timestamp) -> Option<Popped> {
+        self.pop_fair(now, |_, _, contenders| contenders[0].0.clone())
+    }
+
+    /// The next active Run of the next Runtime with active Runs, taken out of the three sets
+    /// (its cycle files it again if it is not placed; it stays stored). Backoffs and
+    /// unschedulable flushes due at `now` are made active first. When Runs of two or more
+    /// groups are active at the Runtime's highest active priority, `choose` picks the group
+    /// among those contenders (each with its first Run, in queue order); it is not called
+    /// otherwise.
+    pub fn pop_fair(
+        &mut self,
+        now: Timestamp,
+        choose: impl FnOnce(&SchedulingQueue, &ScopeRef, &[(Group, QueueOrder)]) -> Group,
+    ) -> Option<Popped> {
         self.flush(now);
         let scope = {
             let after = self.cursor.as_ref();
@@ -284,11 +371,44 @@ impl SchedulingQueue {
             next.or_else(|| self.ready.iter().next())?.clone()
         };
         let head = &self.scopes[&scope];
-        let order = head
+        let first = head
             .active
             .first()
             .expect("a ready scope has an active Run");
-        let run = head.pending[order].clone();
+        let order = match head.groups.len() {
+            0 | 1 => first,
+            _ => {
+                let mut contenders: Vec<(Group, QueueOrder)> = head
+                    .groups
+                    .iter()
+                    .filter_map(|(g, orders)| orders.first().map(|o| (g.clone(), o.clone())))
+                    .filter(|(_, o)| o.priority == first.priority)
+                    .collect();
+                match contenders.len() {
+                    0 | 1 => first,
+                    _ => {
+                        contenders.sort_by(|a, b| a.1.cmp(&b.1));
+                        let group = choose(self, &scope, &contenders);
+                        let head = &self.scopes[&scope];
+                        head.groups
+                            .get(&group)
+                            .and_then(|orders| orders.first())
+                            .unwrap_or(first)
+                    }
+                }
+            }
+        };
+        let order = order.clone();
+        self.pops += 1;
+        let pops = self.pops;
+        let head = self.scopes.get_mut(&scope).expect("a ready scope");
+        let run = head.pending[&order].clone();
+        let group = self.grouped.get(&run.key).cloned().unwrap_or_default();
+        head.served.insert(group, pops);
+        if head.served.len() > 2 * head.groups.len() + 16 {
+            let groups = &head.groups;
+            head.served.retain(|g, _| groups.contains_key(g));
+        }
         let entry = self.unfile(&run.key).expect("an active Run is filed");
         self.cursor = Some(scope);
         Some(Popped {
@@ -339,6 +459,27 @@ impl SchedulingQueue {
             .get(scope)
             .into_iter()
             .flat_map(|s| s.members.iter().map(|(o, state)| (&s.pending[o], *state)))
+    }
+
+    /// The filed Runs of a Runtime by fairness group, each group's in queue order; one group
+    /// (whatever its name) when all are in one.
+    pub fn members_by_group<'a>(
+        &'a self,
+        scope: &ScopeRef,
+    ) -> impl Iterator<Item = impl Iterator<Item = (&'a Arc<QueuedRun>, QueueState)> + 'a> + 'a
+    {
+        self.scopes.get(scope).into_iter().flat_map(|s| {
+            s.member_groups
+                .values()
+                .map(move |orders| orders.iter().map(move |o| (&s.pending[o], s.members[o])))
+        })
+    }
+
+    /// Whether the filed Runs of a Runtime are in more than one fairness group.
+    pub fn has_groups(&self, scope: &ScopeRef) -> bool {
+        self.scopes
+            .get(scope)
+            .is_some_and(|s| s.member_groups.len() > 1)
     }
 
     /// The filed Runs of a Runtime with required Run (anti-)affinity terms, in queue order.
@@ -466,9 +607,24 @@ impl SchedulingQueue {
         if run.required_terms {
             scope.terms.insert(run.order.clone());
         }
+        let group = self
+            .fairness
+            .get(&run.scope)
+            .unwrap_or(&DEFAULT_FAIRNESS)
+            .group_of(&run.run);
+        scope
+            .member_groups
+            .entry(group.clone())
+            .or_default()
+            .insert(run.order.clone());
         match state {
             QueueState::Active => {
                 scope.active.insert(run.order.clone());
+                scope
+                    .groups
+                    .entry(group.clone())
+                    .or_default()
+                    .insert(run.order.clone());
                 self.ready.insert(run.scope.clone());
             }
             QueueState::Backoff(at) => {
@@ -478,6 +634,7 @@ impl SchedulingQueue {
                 self.unschedulable.insert((since, key.clone()));
             }
         }
+        self.grouped.insert(key.clone(), group);
         self.entries.insert(key.clone(), Entry { state, since });
     }
 
@@ -487,7 +644,20 @@ impl SchedulingQueue {
         let run = &self.runs[key];
         if let Some(scope) = self.scopes.get_mut(&run.scope) {
             scope.members.remove(&run.order);
-            scope.active.remove(&run.order);
+            let active = scope.active.remove(&run.order);
+            if let Some(group) = self.grouped.remove(key) {
+                for (groups, filed) in [
+                    (&mut scope.groups, active),
+                    (&mut scope.member_groups, true),
+                ] {
+                    if let Some(orders) = groups.get_mut(&group).filter(|_| filed) {
+                        orders.remove(&run.order);
+                        if orders.is_empty() {
+                            groups.remove(&group);
+                        }
+                    }
+                }
+            }
             scope.terms.remove(&run.order);
             if scope.active.is_empty() {
                 self.ready.remove(&run.scope);

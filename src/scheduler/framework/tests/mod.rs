@@ -2,9 +2,10 @@
 //! generated event sequences and checks what must hold whatever the order (the cache's counts
 //! and handoffs in `cache_properties.rs`, queue order and nominations in
 //! `queue_properties.rs`, preemption's victims in `priority_properties.rs`, bound workspaces
-//! in `workspace_properties.rs`).
+//! in `workspace_properties.rs`, fair sharing among submitters in `fairness_properties.rs`).
 
 mod cache_properties;
+mod fairness_properties;
 mod priority_properties;
 mod queue_properties;
 mod workspace_properties;
