@@ -269,6 +269,10 @@ pub struct SchedulerRunArgs {
     /// (status.nominatedPodName) and leaves room there for it.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub starvation_threshold: Duration,
+    /// How many fairness groups (those with the most Pending Runs) get series in
+    /// kruntimes_scheduler_fair_share and kruntimes_scheduler_fair_share_pending_runs; 0: none.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub fair_share_metrics_groups: usize,
     /// The kruntimes image whose binary the Runtime controller copies into every Runtime Pod
     /// (an init container); deploy/ sets it to the image the scheduler runs from.
     #[arg(long, env = "KRUNTIMES_IMAGE", value_name = "IMAGE", default_value = DEFAULT_IMAGE)]

@@ -110,7 +110,7 @@ async fn a_flood_from_one_user_does_not_hold_another_users_runs_behind_it() {
         Api::<Run>::namespaced(clients[0].clone(), &ns.name),
         Api::<Run>::namespaced(clients[1].clone(), &ns.name),
     );
-    let _scheduler = SchedulerProcess::start(&ns.name, 2, None, "fair-flood").await;
+    let scheduler = SchedulerProcess::start(&ns.name, 2, None, "fair-flood").await;
     let watch =
         OvercommitWatch::start_for_runtime(&ns, "pool", Resources::from_iter([("runs", 4)])).await;
     let _pool = Pool::start(&ns, "pool", 4, &[("runs", 4)], &HEARTBEAT).await;
@@ -138,6 +138,21 @@ async fn a_flood_from_one_user_does_not_hold_another_users_runs_behind_it() {
         .buffer_unordered(10)
         .collect::<Vec<()>>()
         .await;
+    // The scheduler's gauges (refreshed every second) show the flood's group while it waits
+    // (bob's may be placed before a refresh sees them waiting).
+    let series = format!(
+        "kruntimes_scheduler_fair_share_pending_runs{{group=\"alice\",namespace=\"{}\",runtime=\"pool\"}}",
+        ns.name
+    );
+    let mut metrics = String::new();
+    for _ in 0..50 {
+        metrics = scheduler.metrics().await;
+        if metrics.contains(&series) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(metrics.contains(&series), "{metrics}");
     ns.wait_runs(
         Duration::from_secs(120),
         "bob's 10 Runs to succeed",

@@ -143,6 +143,7 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
             health_probe_bind_address: "0".into(),
             pod_lost_grace: Duration::from_secs(40),
             starvation_threshold: Duration::from_secs(30),
+            fair_share_metrics_groups: 10,
             runtime_image: crate::cli::DEFAULT_IMAGE.into(),
         },
         {

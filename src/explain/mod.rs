@@ -80,7 +80,9 @@
 //! queue:      {position (1 = oldest), pending, nominated: {pod, resources: [{name, used,
 //!              assumed, capacity, request}]}|null}|null — the Run's place among its
 //!              Runtime's Pending Runs (creation time, then UID), and the Runtime Pod being
-//!              drained for it (status.nominatedPodName); null when the Run is not Pending
+//!              drained for it (status.nominatedPodName); null when the Run is not Pending;
+//!              fairShare: {group, share, weight, rank, groups} when two or more fairness
+//!              groups wait (its group's dominant share of the Runtime, and its turn)
 //! hints:      [string] — what would change the verdict
 //! ```
 //!

@@ -116,6 +116,26 @@ pub struct QueueReport {
     /// would be sent back to Pending (or stopped); left out when there are none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemption: Option<PreemptionReport>,
+    /// Its fairness group's standing among the groups with Pending Runs on the Runtime; left
+    /// out while only one group waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_share: Option<FairShareReport>,
+}
+
+/// Where a Run's fairness group stands (see `scheduler::framework::fairness`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FairShareReport {
+    /// The group (its submitter, or the Runtime's label value); empty when it names none.
+    pub group: String,
+    /// Its dominant share of the Runtime: active, assumed and nominated requests over
+    /// capacity, the largest fraction of any resource.
+    pub share: f64,
+    pub weight: f64,
+    /// 1: the group the next cycle goes to.
+    pub rank: usize,
+    /// Groups with Pending Runs.
+    pub groups: usize,
 }
 
 fn is_zero(n: &i32) -> bool {

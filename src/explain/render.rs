@@ -103,6 +103,19 @@ fn queue_line(queue: &QueueReport) -> String {
     if queue.priority != 0 {
         line.push_str(&format!(" Priority {}.", queue.priority));
     }
+    if let Some(f) = &queue.fair_share {
+        let group = match f.group.as_str() {
+            "" => "(none)",
+            g => g,
+        };
+        line.push_str(&format!(
+            " Fair share: group {group} holds {:.2} of the Runtime (weight {}), {} of {} groups waiting.",
+            f.share,
+            f.weight,
+            ordinal(f.rank),
+            f.groups
+        ));
+    }
     if let Some(p) = &queue.preemption {
         let victims: Vec<String> = p
             .victims

@@ -19,7 +19,7 @@ pub use super::model::*;
 use crate::api::{RunPhase, Runtime, retry};
 use crate::scheduler::framework::{
     CycleError, Decision, Evaluation, Heartbeat, PodView, Registry, RunCycleState, RunKey,
-    SchedulerCache, Selector, Snapshot, WorkspaceBinding, evaluate,
+    SchedulerCache, ScopeRef, Selector, Snapshot, WorkspaceBinding, evaluate,
 };
 use crate::scheduler::plugins::runtime_pod_availability;
 
@@ -222,6 +222,30 @@ fn queue_report(
         nominated,
         priority: cycle.map_or(0, |c| c.priority),
         preemption,
+        fair_share: fair_share_report(state, snapshot.namespace(), run),
+    })
+}
+
+/// The standing of the Run's fairness group, as the scheduler's queue ranks the groups with
+/// Pending Runs; `None` while only one group waits.
+fn fair_share_report(
+    state: &SchedulerCache,
+    namespace: &str,
+    run: &crate::api::Run,
+) -> Option<FairShareReport> {
+    let scope = ScopeRef::new(namespace, &run.spec.runtime);
+    let standings = state.standings(&scope);
+    if standings.len() < 2 {
+        return None;
+    }
+    let group = state.queue().fair_share(&scope).group_of(run);
+    let standing = standings.iter().find(|s| s.group == group)?;
+    Some(FairShareReport {
+        group: group.as_str().to_string(),
+        share: standing.share,
+        weight: standing.weight,
+        rank: standing.rank,
+        groups: standings.len(),
     })
 }
 
@@ -587,6 +611,38 @@ mod tests {
             ScheduleOutcome::Reserved { pod, total, .. } => (pod, total),
             other => panic!("expected Reserved, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn explain_shows_the_runs_fairness_group_its_share_and_its_turn() {
+        let pods = [pod("p1").capacity(&[("runs", 2)])];
+        let r = run("a3").submitted_by("alice").created(3);
+        let runs = [
+            run("a1").submitted_by("alice").on("p1"),
+            run("a2").submitted_by("alice").on("p1"),
+            r.clone(),
+            run("b1").submitted_by("bob").created(4),
+        ];
+        let report = report(&pods, &runs, &r);
+        let fair = report.queue.clone().expect("Pending").fair_share;
+        assert_eq!(
+            fair,
+            Some(FairShareReport {
+                group: "alice".into(),
+                share: 1.0,
+                weight: 1.0,
+                rank: 2,
+                groups: 2,
+            })
+        );
+        let text = crate::explain::render::text(&report, false, &crate::output::Palette::plain());
+        assert!(
+            text.contains("Fair share: group alice holds 1.00 of the Runtime (weight 1), 2nd of 2 groups waiting."),
+            "{text}"
+        );
+        // Alone in the queue, nothing is said of fairness.
+        let report = super::test_report(&pods, &runs[..3], &r);
+        assert_eq!(report.queue.expect("Pending").fair_share, None);
     }
 
     #[test]

@@ -63,6 +63,7 @@ pub async fn run(
             namespace: args.watch_namespace.clone(),
             pod_lost_grace: args.pod_lost_grace,
             starvation_threshold: args.starvation_threshold,
+            fair_share_metrics_groups: args.fair_share_metrics_groups,
         },
     );
 

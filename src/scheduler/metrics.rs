@@ -11,7 +11,9 @@ use std::time::Instant;
 use crate::scheduler::framework::WakeSource;
 use crate::scheduler::framework::cache::{LEVEL_RUNNING, LEVEL_SCHEDULED};
 
-use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{
+    GaugeVec, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
 
 /// Stages of `kruntimes_scheduler_reservation_conflicts_total`.
 pub const STAGE_RESERVE: &str = "reserve";
@@ -56,6 +58,9 @@ pub struct SchedulerMetrics {
     pub nominations: IntCounterVec,
     /// 1 while this replica leads (holds the Lease, and no Go kruntimes scheduler does).
     pub leader: IntGauge,
+    /// The dominant share of the top fairness groups (`--fair-share-metrics-groups`).
+    pub fair_share: GaugeVec,
+    pub fair_share_pending_runs: IntGaugeVec,
 }
 
 impl SchedulerMetrics {
@@ -138,7 +143,23 @@ impl SchedulerMetrics {
                 ),
                 &["state"],
             )?,
+            fair_share: GaugeVec::new(
+                Opts::new(
+                    "kruntimes_scheduler_fair_share",
+                    "A fairness group's dominant share of a Runtime (its active, assumed and nominated requests over the capacity, the largest fraction of any resource), for the --fair-share-metrics-groups groups with the most Pending Runs.",
+                ),
+                &["namespace", "runtime", "group"],
+            )?,
+            fair_share_pending_runs: IntGaugeVec::new(
+                Opts::new(
+                    "kruntimes_scheduler_fair_share_pending_runs",
+                    "Pending Runs of a fairness group on a Runtime, for the --fair-share-metrics-groups groups with the most.",
+                ),
+                &["namespace", "runtime", "group"],
+            )?,
         };
+        registry.register(Box::new(metrics.fair_share.clone()))?;
+        registry.register(Box::new(metrics.fair_share_pending_runs.clone()))?;
         registry.register(Box::new(metrics.pending_runs.clone()))?;
         registry.register(Box::new(metrics.runtime_pods.clone()))?;
         registry.register(Box::new(metrics.filter_rejections.clone()))?;

@@ -48,7 +48,10 @@
 //!               byMessage: [{message, runs}] — Runs per verdict, in the scheduler's message
 //!                          form (what it writes in status.message)
 //!               byPriority: [{priority, runs}] — Runs per resolved priority, highest first
-//!                          (the queue's order); a Run of a missing class is not counted}
+//!                          (the queue's order); a Run of a missing class is not counted
+//!               byGroup: [{group, share, weight, runs}] — per fairness group with Pending
+//!                          Runs, its dominant share of the Runtime, next served first; left
+//!                          out while fewer than two groups wait}
 //! }]
 //! ```
 //!

@@ -135,6 +135,23 @@ pub struct PendingDemand {
     /// default, else 0), how many Runs wait, highest first: the order the queue serves them
     /// in. A Run whose class is missing is not here (it is under its reason).
     pub by_priority: Vec<PriorityCount>,
+    /// Per fairness group with Pending Runs, where it stands (the order the queue serves the
+    /// groups in within a priority, next first); left out while fewer than two groups wait.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_group: Vec<GroupShare>,
+}
+
+/// A fairness group's share of the Runtime and its Pending Runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupShare {
+    /// Its submitter (or the Runtime's label value); empty when it names none.
+    pub group: String,
+    /// Its dominant share: active, assumed and nominated requests over capacity, the largest
+    /// fraction of any resource.
+    pub share: f64,
+    pub weight: f64,
+    pub runs: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

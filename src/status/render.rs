@@ -149,6 +149,34 @@ fn runtime_block(rt: &RuntimeStatus, palette: &Palette) -> String {
                 levels.join(", ")
             ));
         }
+        // Only where fairness orders the queue: two or more groups waiting.
+        if !p.by_group.is_empty() {
+            const SHOWN: usize = 8;
+            let mut groups: Vec<String> = p
+                .by_group
+                .iter()
+                .take(SHOWN)
+                .map(|g| {
+                    let name = if g.group.is_empty() {
+                        "(none)"
+                    } else {
+                        &g.group
+                    };
+                    let weight = match g.weight {
+                        1.0 => String::new(),
+                        w => format!(", weight {w}"),
+                    };
+                    format!("{name} {:.2}{weight} ({} waiting)", g.share, g.runs)
+                })
+                .collect();
+            if p.by_group.len() > SHOWN {
+                groups.push(format!("{} more", p.by_group.len() - SHOWN));
+            }
+            out.push_str(&format!(
+                "  Shares:    {} (next first)\n",
+                groups.join(", ")
+            ));
+        }
         let mut table = Table::new(vec!["RUNS".into(), "REASON (the scheduler's)".into()]);
         for c in &p.by_reason {
             let row = table.row(vec![c.count.to_string(), c.reason.clone()]);

@@ -195,6 +195,18 @@ fn runtime_status(
             runs: c.count,
         })
         .collect();
+    let standings = cache.standings(&crate::scheduler::framework::ScopeRef::new(namespace, name));
+    if standings.len() > 1 {
+        pending.by_group = standings
+            .into_iter()
+            .map(|s| GroupShare {
+                group: s.group.as_str().to_string(),
+                share: s.share,
+                weight: s.weight,
+                runs: s.pending,
+            })
+            .collect();
+    }
     pending.by_priority = by_priority
         .into_iter()
         .rev()
@@ -551,5 +563,49 @@ mod tests {
             text.contains("  Priority:  1 at 1000, 1 at 10, 1 at -5 (served highest first)\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn shares_per_group_show_who_holds_the_runtime_and_who_goes_next() {
+        let mut p = pool(
+            vec![pod("py-a").capacity(&[("runs", 4)])],
+            vec![
+                run("a1").submitted_by("alice").on("py-a").running(),
+                run("a2").submitted_by("alice").on("py-a").running(),
+                run("a3").submitted_by("alice").on("py-a").running(),
+                run("a4").submitted_by("alice").on("py-a").running(),
+                run("a5").submitted_by("alice").created(1),
+                run("a6").submitted_by("alice").created(2),
+                run("b1").submitted_by("bob").created(3),
+            ],
+        );
+        p.objects.runtimes[0].metadata.annotations = Some(
+            [(
+                crate::api::ANNOTATION_FAIR_SHARE_WEIGHTS.to_string(),
+                "alice=2".to_string(),
+            )]
+            .into(),
+        );
+        let s = build(&p, &registry()).unwrap();
+        let groups: Vec<(&str, f64, f64, usize)> = s.runtimes[0]
+            .pending
+            .by_group
+            .iter()
+            .map(|g| (g.group.as_str(), g.share, g.weight, g.runs))
+            .collect();
+        assert_eq!(groups, vec![("bob", 0.0, 1.0, 1), ("alice", 1.0, 2.0, 2)]);
+        let text = super::super::render::text(&s, &crate::output::Palette::plain());
+        assert!(
+            text.contains(
+                "  Shares:    bob 0.00 (1 waiting), alice 1.00, weight 2 (2 waiting) (next first)\n"
+            ),
+            "{text}"
+        );
+        // One group waiting: nothing to share.
+        p.objects
+            .runs
+            .retain(|r| r.metadata.name.as_deref() != Some("b1"));
+        let s = build(&p, &registry()).unwrap();
+        assert!(s.runtimes[0].pending.by_group.is_empty());
     }
 }

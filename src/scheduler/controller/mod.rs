@@ -38,7 +38,7 @@ use tracing::{info, warn};
 use crate::api::lenient::Lenient;
 use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, PersistentWorkspace, Run, Runtime};
 use crate::events::RunEvents;
-use crate::scheduler::framework::{Indexed, SchedulerCache, SharedCache};
+use crate::scheduler::framework::{Indexed, SchedulerCache, ScopeRef, SharedCache};
 use crate::scheduler::metrics::{POD_AVAILABLE, POD_UNAVAILABLE, SchedulerMetrics};
 use crate::scheduler::plugins::{self, runtime_pod_availability};
 use crate::scheduler::watch::{IndexEvent, InitBuffer};
@@ -70,6 +70,9 @@ pub struct Options {
     /// How long the oldest unfitting Pending Run may wait while later Runs are placed before
     /// a Pod is nominated for it.
     pub starvation_threshold: Duration,
+    /// Fairness groups with series of their own in the fair-share gauges (the top N by
+    /// Pending Runs).
+    pub fair_share_metrics_groups: usize,
 }
 
 /// Shared between watch tasks, the scheduling and lifecycle loops and the HTTP probes.
@@ -184,6 +187,7 @@ impl Scheduler {
             }
             (cache.queue().counts(), available, unavailable)
         });
+        self.refresh_fair_share_gauges();
         for (state, n) in pending {
             self.metrics.pending_runs.with_label_values(&[state]).set(n);
         }
@@ -195,6 +199,51 @@ impl Scheduler {
             .runtime_pods
             .with_label_values(&[POD_UNAVAILABLE])
             .set(unavailable);
+    }
+
+    /// The fair-share gauges: the share and Pending Runs of the `--fair-share-metrics-groups`
+    /// groups with the most Pending Runs, over every Runtime; the rest have no series, so the
+    /// label set stays bounded.
+    fn refresh_fair_share_gauges(&self) {
+        let top = self.options.fair_share_metrics_groups;
+        if top == 0 {
+            return;
+        }
+        let mut standings = self.cache.with(|cache| {
+            let scopes: Vec<ScopeRef> = cache
+                .index()
+                .scopes()
+                .map(|(ns, rt)| ScopeRef::new(ns, rt))
+                .collect();
+            scopes
+                .into_iter()
+                .flat_map(|scope| {
+                    cache
+                        .standings(&scope)
+                        .into_iter()
+                        .map(move |s| (scope.clone(), s))
+                })
+                .collect::<Vec<_>>()
+        });
+        standings.sort_by_key(|(_, s)| std::cmp::Reverse(s.pending));
+        standings.truncate(top);
+        self.metrics.fair_share.reset();
+        self.metrics.fair_share_pending_runs.reset();
+        for (scope, s) in standings {
+            let labels = [
+                scope.namespace.as_str(),
+                scope.runtime.as_str(),
+                s.group.as_str(),
+            ];
+            self.metrics
+                .fair_share
+                .with_label_values(&labels)
+                .set(s.share);
+            self.metrics
+                .fair_share_pending_runs
+                .with_label_values(&labels)
+                .set(i64::try_from(s.pending).unwrap_or(i64::MAX));
+        }
     }
 
     /// Refreshes the gauges every [`GAUGE_PERIOD`], on standbys too (they watch the same).
