@@ -2,7 +2,8 @@
 //! (here: a ResourceQuota of no Pods): the Runtime says why (condition
 //! `ReplicaFailure=True/FailedCreate` with the API server's message, as a Deployment's
 //! ReplicaSet does, and a Warning Event `FailedCreate`), `kubectl kruntimes status` shows it,
-//! and once the cause is gone the Pods are created and the condition goes.
+//! and once the cause is gone the Pods are created and the condition goes. The same for a Pod
+//! that was created but cannot run (its image cannot be pulled), with `explain` showing it too.
 
 mod support;
 
@@ -14,6 +15,7 @@ use kube::api::{DeleteParams, PostParams};
 
 use kruntimes::api::{CONDITION_REPLICA_FAILURE, Runtime};
 use kruntimes::testing::runtime;
+use support::world::Create as _;
 use support::world::{SchedulerProcess, TestNs, create_in, eventually};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -129,6 +131,109 @@ async fn a_runtime_whose_pods_are_refused_says_why_and_recovers() {
             match failure(&r) {
                 None => Ok(()),
                 Some(c) => Err(format!("{c:?}")),
+            }
+        },
+    )
+    .await;
+}
+
+/// A Runtime Pod that was created but cannot run (its image cannot be pulled, as the kubelet
+/// reports it in the Pod's status; here written as the kubelet would, there is none) makes
+/// the Runtime say so too: `ReplicaFailure=True` with the kubelet's reason and message, a
+/// Warning Event, and `status` and `explain` show it; once the container runs, it goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_whose_pod_cannot_pull_its_image_says_why_and_recovers() {
+    let ns = TestNs::new("stuckpod").await;
+    let _scheduler = SchedulerProcess::start(&ns.name, 2, None, "stuckpod").await;
+    let object = runtime("stuck")
+        .replicas(1)
+        .capacity(&[("runs", 1)])
+        .build();
+    create_in(&ns, object).await;
+    let pod = ns.runtime_pods("stuck", 1).await.remove(0);
+    let name = kube::ResourceExt::name_any(&pod);
+    let container = pod.spec.as_ref().unwrap().containers[0].name.clone();
+    let pods = ns.api::<k8s_openapi::api::core::v1::Pod>();
+    let kubelet_says = |state: serde_json::Value| {
+        serde_json::json!({"status": {"containerStatuses": [{
+            "name": container, "image": "python:3.12", "imageID": "", "ready": false,
+            "restartCount": 0, "state": state,
+        }]}})
+    };
+    let back_off = kubelet_says(serde_json::json!({"waiting": {
+        "reason": "ImagePullBackOff",
+        "message": "Back-off pulling image \"python:3.12\"",
+    }}));
+    pods.patch_status(
+        &name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&back_off),
+    )
+    .await
+    .unwrap();
+    let runtimes = ns.api::<Runtime>();
+    let condition = eventually(
+        Duration::from_secs(30),
+        "the Runtime's ReplicaFailure condition",
+        async || {
+            let r = runtimes.get("stuck").await.map_err(|e| e.to_string())?;
+            kruntimes::api::replica_failure(&r).ok_or_else(|| format!("{:?}", r.status))
+        },
+    )
+    .await;
+    assert_eq!(
+        condition,
+        format!(
+            "pod {name}: container {container}: ImagePullBackOff: Back-off pulling image \"python:3.12\""
+        )
+    );
+    let events = ns.events_of("stuck").await;
+    assert!(
+        events
+            .iter()
+            .any(|(reason, note, _)| reason == "ImagePullBackOff" && note.contains(&name)),
+        "{events:?}"
+    );
+    let out = support::kruntimes()
+        .args(["status", "stuck", "-n", &ns.name])
+        .output()
+        .unwrap();
+    let shown = support::ok(&out, "kubectl kruntimes status");
+    assert!(
+        shown.contains("Failing:") && shown.contains("ImagePullBackOff"),
+        "{shown}"
+    );
+    kruntimes::testing::run("waits")
+        .runtime("stuck")
+        .create(&ns)
+        .await;
+    let out = support::kruntimes()
+        .args(["explain", "run/waits", "-n", &ns.name])
+        .output()
+        .unwrap();
+    let explained = support::ok(&out, "kubectl kruntimes explain");
+    assert!(
+        explained.contains("Its Pods are failing: pod ") && explained.contains("ImagePullBackOff"),
+        "{explained}"
+    );
+
+    let running =
+        kubelet_says(serde_json::json!({"running": {"startedAt": "2026-12-05T00:00:00Z"}}));
+    pods.patch_status(
+        &name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&running),
+    )
+    .await
+    .unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "the ReplicaFailure condition to go",
+        async || {
+            let r = runtimes.get("stuck").await.map_err(|e| e.to_string())?;
+            match kruntimes::api::replica_failure(&r) {
+                None => Ok(()),
+                Some(m) => Err(m),
             }
         },
     )

@@ -40,6 +40,17 @@ pub const CONDITION_REPLICA_FAILURE: &str = "ReplicaFailure";
 /// The media type of an invocation's input when the caller names none: JSON, the one the Go
 /// project's runtime servers take.
 pub const DEFAULT_INVOKE_CONTENT_TYPE: &str = "application/json";
+/// Why a Runtime's Pods cannot be created or cannot run: its `ReplicaFailure` condition's
+/// message, while the condition is True.
+pub fn replica_failure(runtime: &Runtime) -> Option<String> {
+    let status = runtime.status.as_ref()?;
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_REPLICA_FAILURE && c.status == "True")
+        .map(|c| c.message.clone())
+}
+
 /// Whether a Pod's `Ready` condition is True.
 pub fn pod_is_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
     pod.status

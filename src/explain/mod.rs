@@ -43,7 +43,8 @@
 //!                  (status.reason / status.message as the cluster has them; attempts when
 //!                  spec.retryPolicy allows more than one or the Run is past its first;
 //!                  nextTryAt while it waits out a failed attempt's backoff on its Pod)
-//! runtime:       {name, found: bool, replicas: int|null, capacity: {resource: quantity}}
+//! runtime:       {name, found: bool, replicas: int|null, capacity: {resource: quantity},
+//!                replicaFailure: string (why its Pods cannot be created or run; left out when they can)}
 //! replayed:      bool — the Run is not Pending and was evaluated as if it were
 //! request:       {resource: int} — complete request, defaults applied ({} when invalid)
 //! decision:      "Schedule" | "Unschedulable" | "Invalid"

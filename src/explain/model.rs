@@ -258,6 +258,10 @@ pub struct RuntimeInfo {
     pub replicas: Option<i32>,
     /// `spec.capacity.resources` as declared (quantity strings).
     pub capacity: BTreeMap<String, String>,
+    /// Why its Pods cannot be created or cannot run (its `ReplicaFailure` condition's
+    /// message), while they cannot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_failure: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

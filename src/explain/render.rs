@@ -176,11 +176,15 @@ fn heading(report: &Report) -> String {
         1 => "1 Runtime Pod".to_string(),
         n => format!("{n} Runtime Pods"),
     };
-    format!(
+    let mut line = format!(
         "{runtime} in namespace {}: {pods}; the Run requests {}.",
         report.namespace,
         request.join(", ")
-    )
+    );
+    if let Some(failure) = &report.runtime.replica_failure {
+        line.push_str(&format!(" Its Pods are failing: {failure}."));
+    }
+    line
 }
 
 fn legend(report: &Report) -> String {

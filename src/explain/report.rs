@@ -263,6 +263,7 @@ fn runtime_info(name: &str, runtime: Option<&Runtime>) -> RuntimeInfo {
                     .collect()
             })
             .unwrap_or_default(),
+        replica_failure: runtime.and_then(crate::api::replica_failure),
     }
 }
 

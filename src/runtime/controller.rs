@@ -416,6 +416,9 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
         }
     }
 
+    // Pods that were created but cannot run say so too, with the kubelet's or the
+    // scheduler's words, when no creation failed.
+    let stuck: Vec<(String, String)> = pods.iter().filter_map(super::stuck::stuck).collect();
     let requeue = match &create_failed {
         Some(message) => {
             warn!(runtime = %runtime.name_any(), namespace = %ns, "cannot create a Runtime Pod: {message}");
@@ -445,6 +448,43 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
                 .map(|c| c.last_transition_time.clone())
                 .unwrap_or_else(|| now.clone());
             create_backoff(&since, &now)
+        }
+        None if !stuck.is_empty() => {
+            let (reason, _) = &stuck[0];
+            let message: String = stuck
+                .iter()
+                .map(|(_, m)| m.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+                .chars()
+                .take(1000)
+                .collect();
+            let said = plan.status.conditions.iter().any(|c| {
+                c.type_ == reasons::REPLICA_FAILURE && c.reason == *reason && c.message == message
+            });
+            if !said {
+                warn!(runtime = %runtime.name_any(), namespace = %ns, "Runtime Pods cannot run: {message}");
+                let event = Event {
+                    type_: EventType::Warning,
+                    reason: reason.clone(),
+                    note: Some(message.clone()),
+                    action: "RunPod".into(),
+                    secondary: None,
+                };
+                if let Err(e) = ctx.recorder.publish(&event, &runtime.object_ref(&())).await {
+                    warn!("cannot publish the {reason} event: {e}");
+                }
+            }
+            set_condition(
+                &mut plan.status.conditions,
+                reasons::REPLICA_FAILURE,
+                true,
+                reason,
+                &message,
+                &now,
+            );
+            // The Pods' own changes wake the controller; this is the safety net.
+            Duration::from_secs(60)
         }
         // As a ReplicaSet does: the condition goes once no creation fails.
         None => {

@@ -230,14 +230,7 @@ fn runtime_status(
         runs: phases,
         pending,
         workspaces: workspace_counts(pool, namespace, name),
-        replica_failure: runtime.and_then(|r| {
-            let status = r.status.as_ref()?;
-            status
-                .conditions
-                .iter()
-                .find(|c| c.type_ == crate::api::CONDITION_REPLICA_FAILURE && c.status == "True")
-                .map(|c| c.message.clone())
-        }),
+        replica_failure: runtime.and_then(crate::api::replica_failure),
     })
 }
 
