@@ -239,3 +239,182 @@ async fn a_runtime_whose_pod_cannot_pull_its_image_says_why_and_recovers() {
     )
     .await;
 }
+
+/// A changed template reaches the Runtime's Pods: they are replaced one at a time, each
+/// drained first (the idle one before the busy one), and a Pod still running a Run is not
+/// deleted until that Run has ended; the Run succeeds, and the Runtime counts its updated Pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_template_replaces_the_pods_one_at_a_time_after_their_runs() {
+    use k8s_openapi::api::core::v1::Pod;
+    use kruntimes::api::{ANNOTATION_SCALE_DOWN, RunPhase};
+    use kruntimes::runtime::rollout::ANNOTATION_REVISION;
+    use kube::ResourceExt as _;
+
+    let ns = TestNs::new("rollout").await;
+    let _scheduler = SchedulerProcess::start(&ns.name, 2, None, "rollout").await;
+    let mut pool =
+        support::pool::Pool::start(&ns, "roll", 2, &[("runs", 1)], &support::pool::HEARTBEAT).await;
+    pool.held("long").create(&ns).await;
+    let busy = ns
+        .wait_runs(Duration::from_secs(60), "the held Run to run", |runs| {
+            runs.iter()
+                .find(|r| r.phase() == RunPhase::Running)
+                .and_then(|r| r.status.as_ref()?.assigned_pod.clone())
+        })
+        .await;
+    let pods = ns.api::<Pod>();
+    // When the busy Pod's deletion is first seen, by a watch that runs from now on.
+    let deleted_at: std::sync::Arc<std::sync::Mutex<Option<std::time::Instant>>> =
+        Default::default();
+    let watch = {
+        use futures::StreamExt as _;
+        let (pods, deleted_at) = (pods.clone(), deleted_at.clone());
+        let config =
+            kube::runtime::watcher::Config::default().fields(&format!("metadata.name={busy}"));
+        tokio::spawn(async move {
+            let mut events = kube::runtime::watcher(pods, config).boxed();
+            while let Some(event) = events.next().await {
+                let gone = match event {
+                    Ok(kube::runtime::watcher::Event::Delete(_)) => true,
+                    Ok(kube::runtime::watcher::Event::Apply(p))
+                    | Ok(kube::runtime::watcher::Event::InitApply(p)) => {
+                        p.metadata.deletion_timestamp.is_some()
+                    }
+                    _ => false,
+                };
+                if gone {
+                    deleted_at
+                        .lock()
+                        .unwrap()
+                        .get_or_insert_with(std::time::Instant::now);
+                }
+            }
+        })
+    };
+    let revision = |p: &Pod| p.annotations().get(ANNOTATION_REVISION).cloned();
+    let old: Vec<Pod> = ns.runtime_pods("roll", 2).await;
+    let old_revision = revision(&old[0]);
+    assert!(old_revision.is_some() && old.iter().all(|p| revision(p) == old_revision));
+
+    // The template changes.
+    let patch =
+        serde_json::json!({"spec": {"template": {"metadata": {"labels": {"tier": "gold"}}}}});
+    ns.api::<Runtime>()
+        .patch(
+            "roll",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    // The idle Pod goes first and is replaced; the busy one is drained, not deleted.
+    let fresh = eventually(
+        Duration::from_secs(30),
+        "a Pod of the new template",
+        async || {
+            let listed = pods
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            listed
+                .items
+                .into_iter()
+                .find(|p| {
+                    revision(p).is_some()
+                        && revision(p) != old_revision
+                        && p.metadata.deletion_timestamp.is_none()
+                })
+                .ok_or_else(|| "none yet".to_string())
+        },
+    )
+    .await;
+    assert_eq!(fresh.labels().get("tier").map(String::as_str), Some("gold"));
+    pool.host(&fresh).await;
+    let drained = eventually(
+        Duration::from_secs(30),
+        "the busy Pod to be drained",
+        async || {
+            let p = pods.get(&busy).await.map_err(|e| e.to_string())?;
+            p.annotations()
+                .contains_key(ANNOTATION_SCALE_DOWN)
+                .then_some(p)
+                .ok_or_else(|| "not drained yet".to_string())
+        },
+    )
+    .await;
+    assert!(
+        drained.metadata.deletion_timestamp.is_none(),
+        "deleted under its Run"
+    );
+    let run = ns.runs().get("long").await.unwrap();
+    assert_eq!(run.phase(), RunPhase::Running, "{:?}", run.status);
+
+    // The controller looks at a draining Pod every 5 s (Runs ending do not wake it), and
+    // nothing it does to a Pod it keeps is observable: give it two looks at the busy Pod
+    // before its Run ends, so that deleting it under the Run would be seen.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    // Its Run ends: then it goes, and its replacement comes.
+    let opened = std::time::Instant::now();
+    pool.open("long");
+    let runs = ns
+        .wait_runs(Duration::from_secs(60), "the held Run to succeed", |runs| {
+            runs.iter()
+                .find(|r| r.phase().is_terminal())
+                .map(|r| r.phase())
+        })
+        .await;
+    assert_eq!(runs, RunPhase::Succeeded);
+    let replacement = eventually(
+        Duration::from_secs(60),
+        "the second Pod of the new template",
+        async || {
+            let listed = pods
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let new: Vec<Pod> = listed
+                .items
+                .into_iter()
+                .filter(|p| {
+                    revision(p) == revision(&fresh) && p.metadata.deletion_timestamp.is_none()
+                })
+                .collect();
+            (new.len() == 2)
+                .then(|| {
+                    new.into_iter()
+                        .find(|p| p.name_any() != fresh.name_any())
+                        .unwrap()
+                })
+                .ok_or_else(|| "not yet".to_string())
+        },
+    )
+    .await;
+    pool.host(&replacement).await;
+    let deleted = deleted_at
+        .lock()
+        .unwrap()
+        .expect("the busy Pod was deleted");
+    watch.abort();
+    assert!(
+        deleted > opened,
+        "the busy Pod was deleted {:?} before its Run could end",
+        opened - deleted
+    );
+    eventually(Duration::from_secs(30), "updatedReplicas 2", async || {
+        let r = ns
+            .api::<Runtime>()
+            .get("roll")
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = r.status.unwrap_or_default();
+        match (
+            status.updated_replicas,
+            status.observed_generation,
+            r.metadata.generation,
+        ) {
+            (Some(2), Some(seen), Some(generation)) if seen == generation => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+}

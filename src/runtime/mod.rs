@@ -5,4 +5,5 @@
 
 pub mod controller;
 pub mod pod;
+pub mod rollout;
 pub mod stuck;

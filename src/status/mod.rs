@@ -35,6 +35,9 @@
 //! runtimes: [{                   — by namespace, then name; every Runtime that exists or
 //!                                  that a Runtime Pod or Run names
 //!   namespace, name, found: bool, replicas: int|null,
+//!   replicaFailure: string (why its Pods cannot be created or run; left out when they can),
+//!   updated: int (Pods on the current template, while a rollout replaces the rest; left out
+//!            otherwise),
 //!   pods:      {total, ready, available, unavailable: [{reason, count}]}
 //!                (reason: the filter's text, e.g. "runtimed heartbeat stale")
 //!   resources: [{name, used: int|null (null: an active Run's amount is unreadable),

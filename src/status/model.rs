@@ -55,6 +55,10 @@ pub struct RuntimeStatus {
     /// message, the API server's), while it cannot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica_failure: Option<String>,
+    /// Runtime Pods made from the current template, while some are not (a rollout replaces
+    /// them one at a time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated: Option<i32>,
 }
 
 /// PersistentWorkspaces by `status.phase`.

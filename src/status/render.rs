@@ -69,6 +69,13 @@ fn runtime_block(rt: &RuntimeStatus, palette: &Palette) -> String {
         ));
     }
 
+    if let Some(updated) = rt.updated {
+        out.push_str(&format!(
+            "  Rollout:   {updated}/{} Runtime Pods on the current template (the rest are drained and replaced one at a time)\n",
+            pods.total
+        ));
+    }
+
     let w = &rt.workspaces;
     if !w.is_empty() {
         let parts: Vec<String> = [

@@ -231,6 +231,9 @@ fn runtime_status(
         pending,
         workspaces: workspace_counts(pool, namespace, name),
         replica_failure: runtime.and_then(crate::api::replica_failure),
+        updated: runtime
+            .and_then(|r| r.status.as_ref())
+            .and_then(|s| s.updated_replicas.filter(|u| *u < s.replicas)),
     })
 }
 

@@ -21,6 +21,25 @@ use kruntimes::testing::runtime;
 /// a Pod reaches the host at.
 const NODE_IP: &str = "10.244.0.1";
 
+/// `kubectl kruntimes artifacts run/writes --download DIR`: the artifact `name` as written there.
+fn downloaded(cluster: &Cluster, ns: &crate::support::world::TestNs, name: &str) -> String {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = cluster.kruntimes(&[
+        "artifacts",
+        "run/writes",
+        "-n",
+        &ns.name,
+        "--download",
+        &out_dir.path().to_string_lossy(),
+    ]);
+    assert!(
+        out.status.success(),
+        "artifacts --download: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(out_dir.path().join(name)).unwrap()
+}
+
 pub async fn stored_on_a_claim_downloaded_and_removed(cluster: &Cluster) {
     let ns = &runtime_namespace(cluster, "arts").await;
     let host = std::path::PathBuf::from(format!("/var/tmp/kruntimes-artifacts-{}", ns.name));
@@ -84,22 +103,8 @@ pub async fn stored_on_a_claim_downloaded_and_removed(cluster: &Cluster) {
         "on the claim's volume"
     );
 
-    let out_dir = tempfile::tempdir().unwrap();
-    let out = cluster.kruntimes(&[
-        "artifacts",
-        "run/writes",
-        "-n",
-        &ns.name,
-        "--download",
-        &out_dir.path().to_string_lossy(),
-    ]);
-    assert!(
-        out.status.success(),
-        "artifacts --download: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert_eq!(
-        std::fs::read_to_string(out_dir.path().join("out.txt")).unwrap(),
+        downloaded(cluster, ns, "out.txt"),
         "data\n",
         "read back through the Pod proxy"
     );
@@ -186,22 +191,8 @@ pub async fn uploaded_to_s3_downloaded_and_removed(cluster: &Cluster) {
         "in the bucket"
     );
 
-    let out_dir = tempfile::tempdir().unwrap();
-    let out = cluster.kruntimes(&[
-        "artifacts",
-        "run/writes",
-        "-n",
-        &ns.name,
-        "--download",
-        &out_dir.path().to_string_lossy(),
-    ]);
-    assert!(
-        out.status.success(),
-        "artifacts --download: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert_eq!(
-        std::fs::read_to_string(out_dir.path().join("out.txt")).unwrap(),
+        downloaded(cluster, ns, "out.txt"),
         "data\n",
         "read back from the bucket through the Pod proxy"
     );

@@ -121,6 +121,10 @@ pub struct RuntimeStatus {
     /// kruntimes: the generation this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// kruntimes: Runtime Pods made from the current template (the rest are replaced one at
+    /// a time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_replicas: Option<i32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "condition_list")]
     pub conditions: Vec<Condition>,

@@ -18,6 +18,8 @@ use crate::api::{ANNOTATION_FAIR_SHARE_WEIGHTS, Run};
 use crate::scheduler::framework::*;
 use crate::testing::*;
 
+use super::Lcg;
+
 const EPOCH: i64 = 1_700_000_000;
 
 /// One simulated Runtime and its Runs.
@@ -173,19 +175,6 @@ impl Sim {
     fn share_of(&self, group: &str) -> f64 {
         let total: u64 = self.held.values().sum();
         self.held.get(group).copied().unwrap_or(0) as f64 / total.max(1) as f64
-    }
-}
-
-/// A deterministic generator of lifetimes.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 33
     }
 }
 

@@ -9,3 +9,16 @@ mod fairness_properties;
 mod priority_properties;
 mod queue_properties;
 mod workspace_properties;
+
+/// A tiny deterministic generator, so a failing case replays exactly.
+pub(super) struct Lcg(pub u64);
+
+impl Lcg {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}

@@ -14,6 +14,8 @@ use crate::api::Run;
 use crate::scheduler::framework::*;
 use crate::testing::*;
 
+use super::Lcg;
+
 const PODS: [&str; 2] = ["p1", "p2"];
 const THRESHOLD: i64 = 5;
 const EPOCH: i64 = 1_700_000_000;
@@ -355,19 +357,6 @@ fn check_no_earlier_fits(
         );
     }
     Ok(())
-}
-
-/// A tiny deterministic generator, so a failing case replays exactly.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
 }
 
 proptest! {

@@ -82,6 +82,10 @@ pub struct Plan {
     pub status: RuntimeStatus,
     /// Set when the capacity is malformed: nothing else in the plan is carried out.
     pub invalid_capacity: Option<String>,
+    /// The out-of-date Pod to start draining for the rollout.
+    pub drain: Option<String>,
+    /// A rollout drain is under way: reconcile again soon.
+    pub draining: bool,
 }
 
 /// Decides what to do for `runtime` given its current Pods and how many active Runs each
@@ -95,11 +99,15 @@ pub struct Plan {
 /// for removal is marked with [`ANNOTATION_SCALE_DOWN`] before it is deleted, so the
 /// scheduler stops placing on it at once; Runs still on it end through the lifecycle rules
 /// (runtimed's SIGTERM, or RuntimePodLost).
+///
+/// With the Pods' current `revision` (see [`crate::runtime::rollout`]), out-of-date Pods are drained
+/// and replaced one at a time while the Runtime has its wanted number; `None` rolls nothing.
 pub fn plan(
     runtime: &Runtime,
     pods: &[Pod],
     active_runs: &BTreeMap<String, usize>,
     bound: &BTreeSet<String>,
+    revision: Option<&str>,
     now: &Time,
 ) -> Plan {
     let mut status = runtime.status.clone().unwrap_or_default();
@@ -158,7 +166,24 @@ pub fn plan(
             .take(live.len() - wanted)
             .map(|p| p.name_any())
             .collect();
+    } else if let Some(revision) = revision
+        && live.len() == wanted
+    {
+        let step = crate::runtime::rollout::step(&live, revision, active_runs, bound, now);
+        plan.delete = step.delete;
+        plan.drain = step.drain;
+        plan.draining = step.draining;
     }
+    status.updated_replicas = revision.map(|revision| {
+        live.iter()
+            .filter(|p| {
+                p.annotations()
+                    .get(crate::runtime::rollout::ANNOTATION_REVISION)
+                    .map(String::as_str)
+                    == Some(revision)
+            })
+            .count() as i32
+    });
 
     let desired = capacity_annotations(&capacity);
     for pod in &live {
@@ -223,6 +248,15 @@ fn capacity_annotations(capacity: &Resources) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The revision of the Pods `runtime` makes now (see [`crate::runtime::rollout::revision`]).
+fn revision_of(runtime: &Runtime, injection: &Injection) -> String {
+    let pod = new_pod(runtime, "revision", &BTreeMap::new(), injection);
+    pod.annotations()
+        .get(crate::runtime::rollout::ANNOTATION_REVISION)
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// A new Runtime Pod from the template: owned by the Runtime, labelled for selection and
 /// affinity, capacity annotated, and completed by [`pod::complete`] (runtimed from the
 /// kruntimes image unless the template opts out, identity through the downward API) and
@@ -236,6 +270,8 @@ pub fn new_pod(
 ) -> Pod {
     let PodTemplateSpec { metadata, spec } = runtime.spec.template.clone();
     let mut metadata = metadata.unwrap_or_default();
+    // What the template says of the Pod's metadata, before this controller adds its own.
+    let template_meta = (metadata.labels.clone(), metadata.annotations.clone());
     let inject = pod::injects(&metadata);
     metadata.name = Some(name.to_string());
     metadata.namespace = runtime.namespace();
@@ -270,6 +306,13 @@ pub fn new_pod(
             spec
         }
     };
+    metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(
+            crate::runtime::rollout::ANNOTATION_REVISION.into(),
+            crate::runtime::rollout::revision(&template_meta, &spec),
+        );
     Pod {
         metadata,
         spec: Some(spec),
@@ -341,8 +384,15 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .count();
-    // Only a scale-down needs to know where Runs are; it is rare, so a list is fine.
-    let (active_runs, bound) = if live > wanted {
+    let revision = revision_of(&runtime, &ctx.injection);
+    let rolling = pods.iter().any(|p| {
+        let annotations = p.annotations();
+        annotations.get(crate::runtime::rollout::ANNOTATION_REVISION) != Some(&revision)
+            || annotations.contains_key(ANNOTATION_SCALE_DOWN)
+    });
+    // Only a scale-down or a rollout needs to know where Runs are; both are rare, so a list
+    // is fine.
+    let (active_runs, bound) = if live > wanted || rolling {
         (
             active_runs(&ctx.client, &ns, &runtime.name_any()).await?,
             bound_pods(&ctx.client, &ns, &runtime.name_any()).await?,
@@ -351,7 +401,7 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
         Default::default()
     };
     let now = Time(jiff::Timestamp::now());
-    let mut plan = plan(&runtime, &pods, &active_runs, &bound, &now);
+    let mut plan = plan(&runtime, &pods, &active_runs, &bound, Some(&revision), &now);
     // Why the last Pod could not be created, as the API server said it.
     let mut create_failed: Option<String> = None;
 
@@ -397,6 +447,21 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
                 Err(e) => return Err(e.into()),
             }
         }
+        if let Some(pod) = &plan.drain {
+            // Drained: the scheduler stops placing on it; it goes once its Runs have ended.
+            let mark =
+                json!({"metadata": {"annotations": {ANNOTATION_SCALE_DOWN: now.0.to_string()}}});
+            match pods_api
+                .patch(pod, &patch_params(), &Patch::Merge(&mark))
+                .await
+            {
+                Ok(_) => {
+                    info!(%pod, namespace = %ns, "draining out-of-date Runtime Pod for the rollout")
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
         for pod in &plan.delete {
             // Marked first: the scheduler stops placing on it before it goes.
             let mark = json!({"metadata": {"annotations": {ANNOTATION_SCALE_DOWN: "true"}}});
@@ -418,7 +483,10 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
 
     // Pods that were created but cannot run say so too, with the kubelet's or the
     // scheduler's words, when no creation failed.
-    let stuck: Vec<(String, String)> = pods.iter().filter_map(super::stuck::stuck).collect();
+    let stuck: Vec<(String, String)> = pods
+        .iter()
+        .filter_map(crate::runtime::stuck::stuck)
+        .collect();
     let requeue = match &create_failed {
         Some(message) => {
             warn!(runtime = %runtime.name_any(), namespace = %ns, "cannot create a Runtime Pod: {message}");
@@ -493,6 +561,11 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
                 .retain(|c| c.type_ != reasons::REPLICA_FAILURE);
             Duration::from_secs(300)
         }
+    };
+    // Runs ending on a drained Pod do not wake this controller: look again soon.
+    let requeue = match plan.draining {
+        true => requeue.min(Duration::from_secs(5)),
+        false => requeue,
     };
     if runtime.status.as_ref() != Some(&plan.status) {
         let api: Api<Runtime> = Api::namespaced(ctx.client.clone(), &ns);
@@ -575,221 +648,4 @@ pub async fn run(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_failing_creation_waits_as_long_as_it_has_failed_between_5_seconds_and_5_minutes() {
-        let at = |secs: i64| Time(jiff::Timestamp::from_second(1_000_000 + secs).unwrap());
-        assert_eq!(create_backoff(&at(0), &at(0)), MIN_CREATE_BACKOFF);
-        assert_eq!(create_backoff(&at(0), &at(40)), Duration::from_secs(40));
-        assert_eq!(create_backoff(&at(0), &at(4000)), MAX_CREATE_BACKOFF);
-    }
-    use crate::testing::{RuntimeBuilder, pod, runtime};
-
-    /// Runtime `python` in `team-a` at generation 3.
-    fn python(replicas: i32) -> RuntimeBuilder {
-        runtime("python")
-            .ns("team-a")
-            .uid("rt-uid")
-            .generation(3)
-            .replicas(replicas)
-    }
-
-    fn now() -> Time {
-        Time(jiff::Timestamp::from_second(100).unwrap())
-    }
-
-    #[test]
-    fn plan_creates_missing_pods_and_reports_status() {
-        let rt = python(3).capacity(&[("runs", 4)]).build();
-        let existing = pod("python-a").capacity(&[("runs", 4)]).build();
-        let plan = plan(&rt, &[existing], &BTreeMap::new(), &BTreeSet::new(), &now());
-        assert_eq!(plan.create, 2);
-        assert!(plan.delete.is_empty() && plan.annotate.is_empty());
-        assert_eq!((plan.status.replicas, plan.status.ready_replicas), (1, 1));
-        assert_eq!(plan.status.observed_generation, Some(3));
-        assert_eq!(plan.status.conditions[0].reason, reasons::NOT_READY);
-    }
-
-    #[test]
-    fn plan_projects_capacity_in_place_and_removes_undeclared_resources() {
-        let rt = python(1).capacity(&[("runs", 8)]).build();
-        let existing = pod("python-a")
-            .capacity(&[("runs", 4), ("example.com/gpu", 1)])
-            .annotation("unrelated", "x")
-            .build();
-        let plan = plan(&rt, &[existing], &BTreeMap::new(), &BTreeSet::new(), &now());
-        assert_eq!(plan.create, 0);
-        assert_eq!(
-            plan.annotate,
-            vec![(
-                "python-a".to_string(),
-                BTreeMap::from([
-                    ("kruntimes.io/capacity.example.com_gpu".to_string(), None),
-                    (
-                        "kruntimes.io/capacity.runs".to_string(),
-                        Some("8".to_string())
-                    ),
-                ])
-            )]
-        );
-        assert_eq!(plan.status.conditions[0].reason, reasons::ALL_READY);
-    }
-
-    #[test]
-    fn plan_with_malformed_capacity_touches_no_pod_and_says_why() {
-        let rt = python(3)
-            .capacity_strs(&[("example.com/gpu", "1.5")])
-            .build();
-        let plan = plan(
-            &rt,
-            &[pod("python-a").build()],
-            &BTreeMap::new(),
-            &BTreeSet::new(),
-            &now(),
-        );
-        assert_eq!(
-            (plan.create, plan.delete.len(), plan.annotate.len()),
-            (0, 0, 0)
-        );
-        let message = plan.invalid_capacity.unwrap();
-        assert!(
-            message.contains("spec.capacity.resources[\"example.com/gpu\"]: \"1.5\""),
-            "{message}"
-        );
-        assert_eq!(plan.status.conditions[0].reason, reasons::INVALID_CAPACITY);
-        assert_eq!(plan.status.conditions[0].status, "False");
-    }
-
-    #[test]
-    fn plan_removes_surplus_pods_not_ready_first() {
-        let rt = python(1).build();
-        let pods = [
-            pod("python-a").build(),
-            pod("python-b").not_ready().build(),
-            pod("python-c").build(),
-        ];
-        let plan = plan(&rt, &pods, &BTreeMap::new(), &BTreeSet::new(), &now());
-        assert_eq!(plan.delete, ["python-b", "python-c"]);
-    }
-
-    #[test]
-    fn plan_removes_idle_pods_first_then_those_with_the_fewest_runs() {
-        let rt = python(1).build();
-        let pods = [
-            pod("python-a").build(),
-            pod("python-b").not_ready().build(),
-            pod("python-c").build(),
-            pod("python-d").build(),
-        ];
-        let active = BTreeMap::from([
-            ("python-a".to_string(), 3),
-            ("python-b".to_string(), 2),
-            ("python-d".to_string(), 1),
-        ]);
-        let plan = plan(&rt, &pods, &active, &BTreeSet::new(), &now());
-        assert_eq!(
-            plan.delete,
-            ["python-c", "python-d", "python-b"],
-            "idle c, then d with 1 Run, then b with 2; a with 3 stays"
-        );
-    }
-
-    #[test]
-    fn plan_never_removes_a_pod_a_workspace_is_bound_to() {
-        let rt = python(1).build();
-        let pods = [
-            pod("python-a").build(),
-            pod("python-b").build(),
-            pod("python-c").build(),
-        ];
-        let active = BTreeMap::from([("python-a".to_string(), 3)]);
-        let bound = BTreeSet::from(["python-b".to_string(), "python-c".to_string()]);
-        let first = plan(&rt, &pods, &active, &bound, &now());
-        assert_eq!(
-            first.delete,
-            ["python-a"],
-            "the idle b and c hold workspaces; only a may go, busy as it is"
-        );
-        let all = BTreeSet::from(["python-a", "python-b", "python-c"].map(String::from));
-        let held = plan(&rt, &pods, &active, &all, &now());
-        assert!(held.delete.is_empty(), "the scale-down waits");
-    }
-
-    #[test]
-    fn new_pods_carry_labels_owner_annotations_and_downward_api_identity() {
-        let rt = python(1).capacity(&[("runs", 2)]).build();
-        let ann = capacity_annotations(&Resources::from_iter([("runs", 2)]));
-        let injection = Injection {
-            image: "kubectl-kruntimes:0.1.0".into(),
-        };
-        let p = new_pod(&rt, "python-bcdfg", &ann, &injection);
-        assert_eq!(p.labels()[LABEL_RUNTIME], "python");
-        assert_eq!(p.labels()[LABEL_RUNTIME_POD], "python-bcdfg");
-        assert_eq!(p.annotations()["kruntimes.io/capacity.runs"], "2");
-        assert_eq!(p.owner_references()[0].uid, "rt-uid");
-        let env = p.spec.unwrap().containers[0].env.clone().unwrap();
-        let names: Vec<_> = env.iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(names[..3], ["POD_NAME", "POD_NAMESPACE", "POD_UID"]);
-        assert_eq!(
-            env[2]
-                .value_from
-                .as_ref()
-                .unwrap()
-                .field_ref
-                .as_ref()
-                .unwrap()
-                .field_path,
-            "metadata.uid"
-        );
-    }
-
-    #[test]
-    fn new_pods_are_completed_for_runtimed_unless_the_template_opts_out() {
-        let injection = Injection {
-            image: "kubectl-kruntimes:0.1.0".into(),
-        };
-        let ann = capacity_annotations(&Resources::from_iter([("runs", 2)]));
-        // The template runs runtimed from its own image: completed, it gets the readiness
-        // probe on runtimed's /readyz; kept as written, none.
-        let probed = |rt: &Runtime| {
-            new_pod(rt, "python-bcdfg", &ann, &injection)
-                .spec
-                .unwrap()
-                .containers[0]
-                .readiness_probe
-                .is_some()
-        };
-        let mut rt = python(1).capacity(&[("runs", 2)]).build();
-        assert!(probed(&rt), "completed by default");
-        let annotations = rt
-            .spec
-            .template
-            .metadata
-            .get_or_insert_with(Default::default)
-            .annotations
-            .get_or_insert_with(BTreeMap::new);
-        annotations.insert(pod::ANNOTATION_INJECT.into(), "true".into());
-        assert!(probed(&rt), "only \"false\" opts out");
-        let annotations = rt
-            .spec
-            .template
-            .metadata
-            .as_mut()
-            .unwrap()
-            .annotations
-            .as_mut()
-            .unwrap();
-        annotations.insert(pod::ANNOTATION_INJECT.into(), "false".into());
-        assert!(!probed(&rt), "opted out");
-    }
-
-    #[test]
-    fn generated_pod_names_are_valid_and_distinct() {
-        let a = pod_name("python");
-        let b = pod_name("python");
-        assert!(a.starts_with("python-") && a.len() == 12, "{a}");
-        assert_ne!(a, b);
-    }
-}
+mod tests;
