@@ -96,6 +96,8 @@ async fn install_creates_established_crds_and_rerunning_changes_nothing() {
         "validatingadmissionpolicybinding.admissionregistration.k8s.io/kubectl-kruntimes-runtimed",
         "mutatingadmissionpolicy.admissionregistration.k8s.io/kubectl-kruntimes-submitter",
         "mutatingadmissionpolicybinding.admissionregistration.k8s.io/kubectl-kruntimes-submitter",
+        "validatingadmissionpolicy.admissionregistration.k8s.io/kubectl-kruntimes-submitter",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io/kubectl-kruntimes-submitter",
     ] {
         assert!(
             stdout.lines().any(|l| l == format!("{object} unchanged")),
@@ -164,6 +166,11 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
             "MutatingAdmissionPolicyBinding",
             "kubectl-kruntimes-submitter",
         ),
+        ("ValidatingAdmissionPolicy", "kubectl-kruntimes-submitter"),
+        (
+            "ValidatingAdmissionPolicyBinding",
+            "kubectl-kruntimes-submitter",
+        ),
     ]
     .map(|(k, n)| (k.to_string(), n.to_string()));
     assert_eq!(docs, expected);
@@ -211,7 +218,7 @@ async fn install_print_piped_to_kubectl_apply_is_accepted_by_the_server() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(stdout.lines().count(), 9, "{stdout}");
+    assert_eq!(stdout.lines().count(), 11, "{stdout}");
 }
 
 /// Our own CRDs applied by another tool (`kubectl apply -k deploy/crds/` is client-side apply,

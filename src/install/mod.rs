@@ -179,8 +179,7 @@ fn confirm(target: &Target) -> anyhow::Result<()> {
 pub async fn apply(target: &Target, dry_run: bool) -> anyhow::Result<Vec<(String, Applied)>> {
     let roles = user_roles()?;
     let (policy, binding) = admission_policy::objects()?;
-    let (submitter, submitter_binding) =
-        crate::submitter_policy::objects().map_err(|e| anyhow!(e))?;
+    let submitter = crate::submitter_policy::objects().map_err(|e| anyhow!(e))?;
     let mut results = Vec::new();
     for crd in crds() {
         results.push(apply_one(target, &crd, dry_run).await?);
@@ -190,8 +189,10 @@ pub async fn apply(target: &Target, dry_run: bool) -> anyhow::Result<Vec<(String
     }
     results.push(apply_one(target, &policy, dry_run).await?);
     results.push(apply_one(target, &binding, dry_run).await?);
-    results.push(apply_one(target, &submitter, dry_run).await?);
-    results.push(apply_one(target, &submitter_binding, dry_run).await?);
+    results.push(apply_one(target, &submitter.mutating, dry_run).await?);
+    results.push(apply_one(target, &submitter.mutating_binding, dry_run).await?);
+    results.push(apply_one(target, &submitter.validating, dry_run).await?);
+    results.push(apply_one(target, &submitter.validating_binding, dry_run).await?);
     Ok(results)
 }
 
@@ -229,8 +230,58 @@ where
     Ok((what, applied))
 }
 
-/// Waits until every CRD reports `Established`.
+/// Waits until every CRD reports `Established` and the API server admits Runs: a mutating
+/// admission policy (the submitter's) refuses every Run with 503 until the API server has
+/// loaded the Run's schema for it, a few seconds after the CRDs appear; a server-side dry run
+/// of a Run creation is tried until it is not refused so (any other answer ends the wait: the
+/// dry run only has to reach admission).
 pub async fn wait_established(target: &Target, timeout: std::time::Duration) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    wait_crds_established(target, timeout).await?;
+    let namespace = "default";
+    let runs: Api<crate::api::Run> = Api::namespaced(target.client.clone(), namespace);
+    let mut probe = crate::api::Run::new(
+        "kubectl-kruntimes-install-probe",
+        crate::api::RunSpec {
+            runtime: "install-probe".into(),
+            mode: crate::api::RunMode {
+                task: Some(crate::api::TaskMode {
+                    args: vec!["true".into()],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    probe.metadata.namespace = Some(namespace.into());
+    let params = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    loop {
+        match runs.create(&params, &probe).await {
+            Err(kube::Error::Api(s)) if s.code == 503 && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            Err(kube::Error::Api(s)) if s.code == 503 => {
+                return Err(anyhow!(
+                    "the API server still refuses Runs after {}s ({}); check `kubectl get mutatingadmissionpolicy {}` or raise --timeout",
+                    timeout.as_secs(),
+                    s.message,
+                    crate::submitter_policy::NAME
+                ));
+            }
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// Waits until every CRD reports `Established`.
+async fn wait_crds_established(
+    target: &Target,
+    timeout: std::time::Duration,
+) -> anyhow::Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(target.client.clone());
     for crd in crds() {
         let name = crd.name_any();
