@@ -122,6 +122,9 @@ impl SchedulerCache {
             }
             let counted = self.counted.remove(&queued.key).unwrap_or_default();
             let (outcome, preemption) = self.cycle_popped(registry, &queued, &counted, now);
+            if matches!(outcome, ScheduleOutcome::Reserved { .. }) {
+                self.queue.served(&queued);
+            }
             let key = &queued.key;
             return Some(Scheduled {
                 nominated: self

@@ -110,7 +110,7 @@ struct Scope {
     /// The filed ones by fairness group, in queue order: a capacity wakeup walks each group
     /// on its own, so that room goes to the head of every group, not only to the oldest Runs.
     member_groups: BTreeMap<Group, BTreeSet<QueueOrder>>,
-    /// The pop that last served each group: among groups of equal share the one served
+    /// The placement that last served each group: among groups of equal share the one served
     /// longest ago goes first, so a group is never passed over for ever because another's
     /// share drops back to its own each time a slot frees (a Runtime of one slot).
     served: HashMap<Group, u64>,
@@ -138,7 +138,7 @@ pub struct SchedulingQueue {
     /// The group each filed Run was filed under (a label change of a filed Run moves it
     /// when it is filed next).
     grouped: HashMap<RunKey, Group>,
-    /// Pops so far: the clock of [`Scope::served`].
+    /// Placements so far: the clock of [`Scope::served`].
     pops: u64,
 }
 
@@ -334,6 +334,20 @@ impl SchedulingQueue {
         self.fair_share(&run.scope).group_of(&run.run)
     }
 
+    /// Records that `run`'s cycle placed it: its group was served now. (A cycle that does not
+    /// place its Run is no service: a group whose head does not fit keeps its turn.)
+    pub fn served(&mut self, run: &QueuedRun) {
+        self.pops += 1;
+        let (pops, group) = (self.pops, self.group_of(run));
+        if let Some(s) = self.scopes.get_mut(&run.scope) {
+            s.served.insert(group, pops);
+            if s.served.len() > 2 * s.groups.len() + 16 {
+                let groups = &s.groups;
+                s.served.retain(|g, _| groups.contains_key(g));
+            }
+        }
+    }
+
     /// When the group was last served on the Runtime `scope` (0: not while it had Pending
     /// Runs): among groups of equal share the lowest goes first.
     pub fn last_served(&self, scope: &ScopeRef, group: &Group) -> u64 {
@@ -398,17 +412,7 @@ impl SchedulingQueue {
                 }
             }
         };
-        let order = order.clone();
-        self.pops += 1;
-        let pops = self.pops;
-        let head = self.scopes.get_mut(&scope).expect("a ready scope");
-        let run = head.pending[&order].clone();
-        let group = self.grouped.get(&run.key).cloned().unwrap_or_default();
-        head.served.insert(group, pops);
-        if head.served.len() > 2 * head.groups.len() + 16 {
-            let groups = &head.groups;
-            head.served.retain(|g, _| groups.contains_key(g));
-        }
+        let run = head.pending[order].clone();
         let entry = self.unfile(&run.key).expect("an active Run is filed");
         self.cursor = Some(scope);
         Some(Popped {
