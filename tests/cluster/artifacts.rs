@@ -13,7 +13,7 @@ use kube::api::DeleteParams;
 use crate::harness::Cluster;
 use crate::objects::{busybox, create_run, delete_runtime, runtime_namespace, wait_phases};
 use crate::support::s3::S3Server;
-use crate::support::world::create_in;
+use crate::support::world::{TestNs, create_in};
 use kruntimes::api::RunPhase;
 use kruntimes::testing::runtime;
 
@@ -21,8 +21,45 @@ use kruntimes::testing::runtime;
 /// a Pod reaches the host at.
 const NODE_IP: &str = "10.244.0.1";
 
+/// Runtime `arts` (one busybox Pod, runtimed injected, artifact GC every 2 s) with
+/// `spec.artifactStore` `store`, and its Run `writes` that leaves `out.txt` (`data`) in
+/// `$KRUNTIME_ARTIFACTS_DIR`, succeeded. Returns the Run's UID.
+async fn runtime_with_a_run_that_stores(ns: &TestNs, store: serde_json::Value) -> String {
+    let mut template = busybox();
+    template.containers[0].command = Some(
+        [
+            "/kruntimes/kubectl-kruntimes",
+            "runtimed",
+            "--artifact-gc-interval=2s",
+        ]
+        .map(String::from)
+        .to_vec(),
+    );
+    let mut object = runtime("arts").replicas(1).capacity(&[("runs", 2)]).build();
+    object.spec.template.spec = Some(template);
+    object.spec.artifact_store = Some(store);
+    create_in(ns, object).await;
+    crate::objects::wait_runtime_ready(ns, "arts", 1).await;
+    create_run(
+        ns,
+        "writes",
+        "arts",
+        &[],
+        "echo data > \"$KRUNTIME_ARTIFACTS_DIR/out.txt\"",
+    )
+    .await;
+    wait_phases(
+        ns,
+        &["writes".into()],
+        RunPhase::Succeeded,
+        Duration::from_secs(60),
+    )
+    .await;
+    ns.runs().get("writes").await.unwrap().uid().unwrap()
+}
+
 /// `kubectl kruntimes artifacts run/writes --download DIR`: the artifact `name` as written there.
-fn downloaded(cluster: &Cluster, ns: &crate::support::world::TestNs, name: &str) -> String {
+fn downloaded(cluster: &Cluster, ns: &TestNs, name: &str) -> String {
     let out_dir = tempfile::tempdir().unwrap();
     let out = cluster.kruntimes(&[
         "artifacts",
@@ -62,40 +99,14 @@ pub async fn stored_on_a_claim_downloaded_and_removed(cluster: &Cluster) {
         "--timeout=60s",
     ]);
 
-    let mut template = busybox();
-    template.containers[0].command = Some(
-        [
-            "/kruntimes/kubectl-kruntimes",
-            "runtimed",
-            "--artifact-gc-interval=2s",
-        ]
-        .map(String::from)
-        .to_vec(),
-    );
-    let mut object = runtime("arts").replicas(1).capacity(&[("runs", 2)]).build();
-    object.spec.template.spec = Some(template);
-    object.spec.artifact_store = Some(serde_json::json!({
-        "driver": "filesystem",
-        "filesystem": {"volumeClaimName": "arts"},
-    }));
-    create_in(ns, object).await;
-    crate::objects::wait_runtime_ready(ns, "arts", 1).await;
-    create_run(
+    let uid = runtime_with_a_run_that_stores(
         ns,
-        "writes",
-        "arts",
-        &[],
-        "echo data > \"$KRUNTIME_ARTIFACTS_DIR/out.txt\"",
+        serde_json::json!({
+            "driver": "filesystem",
+            "filesystem": {"volumeClaimName": "arts"},
+        }),
     )
     .await;
-    wait_phases(
-        ns,
-        &["writes".into()],
-        RunPhase::Succeeded,
-        Duration::from_secs(60),
-    )
-    .await;
-    let uid = ns.runs().get("writes").await.unwrap().uid().unwrap();
     let stored = host.join(format!("namespaces/{}/runs/{uid}/out.txt", ns.name));
     assert_eq!(
         std::fs::read_to_string(&stored).unwrap(),
@@ -144,19 +155,7 @@ pub async fn uploaded_to_s3_downloaded_and_removed(cluster: &Cluster) {
     cluster.kubectl(&["apply", "-f", &file.to_string_lossy()]);
     let _ = std::fs::remove_file(&file);
 
-    let mut template = busybox();
-    template.containers[0].command = Some(
-        [
-            "/kruntimes/kubectl-kruntimes",
-            "runtimed",
-            "--artifact-gc-interval=2s",
-        ]
-        .map(String::from)
-        .to_vec(),
-    );
-    let mut object = runtime("arts").replicas(1).capacity(&[("runs", 2)]).build();
-    object.spec.template.spec = Some(template);
-    object.spec.artifact_store = Some(serde_json::json!({
+    let store = serde_json::json!({
         "driver": "s3",
         "s3": {
             "bucket": server.bucket,
@@ -165,25 +164,8 @@ pub async fn uploaded_to_s3_downloaded_and_removed(cluster: &Cluster) {
             "forcePathStyle": true,
             "credentialsSecretName": "s3-creds",
         },
-    }));
-    create_in(ns, object).await;
-    crate::objects::wait_runtime_ready(ns, "arts", 1).await;
-    create_run(
-        ns,
-        "writes",
-        "arts",
-        &[],
-        "echo data > \"$KRUNTIME_ARTIFACTS_DIR/out.txt\"",
-    )
-    .await;
-    wait_phases(
-        ns,
-        &["writes".into()],
-        RunPhase::Succeeded,
-        Duration::from_secs(60),
-    )
-    .await;
-    let uid = ns.runs().get("writes").await.unwrap().uid().unwrap();
+    });
+    let uid = runtime_with_a_run_that_stores(ns, store).await;
     let prefix = format!("cluster/namespaces/{}/runs/{uid}", ns.name);
     assert_eq!(
         server.get(&format!("{prefix}/out.txt")).await.as_deref(),

@@ -83,20 +83,14 @@ impl Filesystem {
         uids
     }
 
-    pub fn remove_runs(&self, namespace: &str, uids: &[String]) -> Vec<String> {
-        let mut removed = Vec::new();
-        for uid in uids {
-            let dir = self.root.join(run_path(namespace, uid));
-            match std::fs::remove_dir_all(&dir) {
-                Ok(()) => removed.push(uid.clone()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => tracing::warn!(
-                    "cannot remove the artifacts of deleted Run {uid} ({}): {e}",
-                    dir.display()
-                ),
-            }
+    /// Removes the Run's directory; whether there was one.
+    pub fn remove_run(&self, namespace: &str, uid: &str) -> Result<bool, String> {
+        let dir = self.root.join(run_path(namespace, uid));
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(format!("{}: {e}", dir.display())),
         }
-        removed
     }
 
     pub async fn open(

@@ -116,15 +116,24 @@ impl Store {
     /// Removes the artifacts of the Runs `uids` of `namespace`; returns the UIDs removed (a
     /// failure is logged and tried again at the next collection).
     pub async fn remove_runs(&self, namespace: &str, uids: &[String]) -> Vec<String> {
-        match &self.backend {
-            Backend::Filesystem(fs) => {
-                let (fs, namespace, uids) = (fs.clone(), namespace.to_string(), uids.to_vec());
-                tokio::task::spawn_blocking(move || fs.remove_runs(&namespace, &uids))
-                    .await
-                    .unwrap_or_default()
+        let mut removed = Vec::new();
+        for uid in uids {
+            let result = match &self.backend {
+                Backend::Filesystem(fs) => {
+                    let (fs, namespace, uid) = (fs.clone(), namespace.to_string(), uid.clone());
+                    tokio::task::spawn_blocking(move || fs.remove_run(&namespace, &uid))
+                        .await
+                        .unwrap_or_else(|e| Err(e.to_string()))
+                }
+                Backend::S3(s3) => s3.remove_run(namespace, uid).await,
+            };
+            match result {
+                Ok(true) => removed.push(uid.clone()),
+                Ok(false) => {}
+                Err(e) => tracing::warn!("cannot remove the artifacts of deleted Run {uid}: {e}"),
             }
-            Backend::S3(s3) => s3.remove_runs(namespace, uids).await,
         }
+        removed
     }
 
     /// The bytes of the artifact `name` of the Run `uid` of `namespace`; `None` when there is
@@ -526,7 +535,8 @@ mod tests {
         let existing = HashSet::from(["kept".to_string()]);
         let gone = garbage(&stored, &existing);
         assert_eq!(gone, ["gone"]);
-        assert_eq!(s.remove_runs("ns", &gone), ["gone"]);
+        assert_eq!(s.remove_run("ns", &gone[0]), Ok(true));
+        assert_eq!(s.remove_run("ns", &gone[0]), Ok(false));
         assert_eq!(s.stored_runs("ns"), ["kept"]);
     }
 }

@@ -183,7 +183,7 @@ impl S3 {
             .await;
         let _ = tokio::fs::remove_dir_all(&scratch).await;
         if result.is_err() {
-            self.remove_run(&run.namespace, &run.uid).await.ok();
+            let _ = self.remove_run(&run.namespace, &run.uid).await;
         }
         result
     }
@@ -307,7 +307,9 @@ impl S3 {
         Ok(uids)
     }
 
-    async fn remove_run(&self, namespace: &str, uid: &str) -> Result<(), String> {
+    /// Removes every object under the Run's prefix (`true`: listing and deleting are one
+    /// request stream, so it does not tell whether there were any).
+    pub async fn remove_run(&self, namespace: &str, uid: &str) -> Result<bool, String> {
         let prefix = self.key(&run_path(namespace, uid));
         let keys = self
             .client
@@ -318,22 +320,8 @@ impl S3 {
             .delete_stream(keys)
             .try_collect::<Vec<_>>()
             .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    }
-
-    pub async fn remove_runs(&self, namespace: &str, uids: &[String]) -> Vec<String> {
-        let mut removed = Vec::new();
-        for uid in uids {
-            match self.remove_run(namespace, uid).await {
-                Ok(()) => removed.push(uid.clone()),
-                Err(e) => tracing::warn!(
-                    "cannot remove the artifacts of deleted Run {uid} from s3://{}: {e}",
-                    self.config.bucket
-                ),
-            }
-        }
-        removed
+            .map(|_| true)
+            .map_err(|e| format!("s3://{}/{prefix}: {e}", self.config.bucket))
     }
 
     pub async fn open(
