@@ -50,6 +50,35 @@ fn helm(args: &[&str], kubeconfig: Option<&Path>) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Held by each test that writes the chart's cluster-scoped objects (ClusterRoles, the
+/// ClusterRoleBinding, the admission policies): their names do not depend on the release, so a
+/// dry run racing an install sees them appear between its read and its create.
+static CLUSTER_SCOPED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Awaits the API server admitting Runs in `ns`: right after the CRDs appear, the submitter's
+/// mutating admission policy answers 503 until the API server has loaded the Run's schema for
+/// it (what `kubectl kruntimes install` awaits too). A server-side dry run of `run` is tried
+/// until it is answered otherwise.
+fn await_runs_admitted(ns: &str, run: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let out = support::kubectl()
+            .args(["create", "--dry-run=server", "-n", ns, "-f"])
+            .arg(run)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        if out.status.success() {
+            return;
+        }
+        assert!(
+            said.contains("ServiceUnavailable") && std::time::Instant::now() < deadline,
+            "a dry run of a Run in {ns}: {said}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
+
 /// The objects of a multi-document YAML text.
 fn objects(yaml: &str) -> Vec<Value> {
     kruntimes::yaml::documents(yaml)
@@ -203,6 +232,7 @@ fn values_reach_the_scheduler_the_monitor_and_the_example_runtime() {
 /// CRDs stay.
 #[tokio::test]
 async fn install_upgrade_uninstall_keeps_the_crds_and_every_run() {
+    let _cluster_scoped = CLUSTER_SCOPED.lock().await;
     let cp = support::control_plane();
     let kubeconfig = cp.kubeconfig.as_path();
     let ns = format!("helm-{}", std::process::id());
@@ -274,6 +304,7 @@ async fn install_upgrade_uninstall_keeps_the_crds_and_every_run() {
     let run = "apiVersion: kruntimes.io/v1alpha1\nkind: Run\nmetadata: {name: kept}\nspec:\n  runtime: bash\n  source: {inline: echo hi}\n";
     let path = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(path.path(), run).unwrap();
+    await_runs_admitted(&ns, path.path());
     kubectl(&["apply", "-n", &ns, "-f", path.path().to_str().unwrap()]);
 
     helm(
@@ -323,6 +354,7 @@ async fn install_upgrade_uninstall_keeps_the_crds_and_every_run() {
 /// the CRDs' schemas and rules and the admission chain on every object.
 #[test]
 fn the_rendered_chart_passes_the_api_servers_validation_with_the_optional_objects_on() {
+    let _cluster_scoped = CLUSTER_SCOPED.blocking_lock();
     support::control_plane();
     let ns = format!("helm-dry-{}", std::process::id());
     let out = support::kubectl()
