@@ -1,5 +1,6 @@
 //! What a Runtime Pod may do: the ValidatingAdmissionPolicy (and its binding) that restricts
-//! the `kubectl-kruntimes-runtimed` service account to its own Pod's Runs and heartbeat Lease, and the
+//! the `kubectl-kruntimes-runtimed[-<runtime>]` service accounts to their own Pod's Runs and
+//! heartbeat Lease, and the
 //! check that tells the scheduler whether it is installed.
 //!
 //! The policy itself is `deploy/runtimed-policy.yaml`, embedded here so that `install` applies
@@ -159,10 +160,12 @@ mod tests {
             expr.contains("startsWith('system:serviceaccount:')"),
             "{expr}"
         );
-        assert!(
-            expr.contains("endsWith(':kubectl-kruntimes-runtimed')"),
-            "{expr}"
-        );
+        for account in [
+            "== 'kubectl-kruntimes-runtimed'",
+            "startsWith('kubectl-kruntimes-runtimed-')",
+        ] {
+            assert!(expr.contains(account), "{account} in {expr}");
+        }
     }
 
     #[test]

@@ -58,13 +58,6 @@ pub fn files() -> anyhow::Result<Vec<(PathBuf, Vec<u8>, bool)>> {
         crds.clone().into_bytes(),
         false,
     ));
-    // The example kustomization's copy of runtimed's RBAC (kustomize loads no file outside a
-    // kustomization's directory).
-    out.push((
-        PathBuf::from("deploy/example/runtimed-rbac.yaml"),
-        include_bytes!("../deploy/runtimed-rbac.yaml").to_vec(),
-        false,
-    ));
     // The Helm chart renders deploy/ itself: its CRDs and files/ are copies, so the chart and
     // the kustomization cannot drift.
     let chart = Path::new(CHART);
@@ -89,8 +82,8 @@ const CHART_FILES: &[(&str, &str)] = &[
     ("runtimed-policy.yaml", crate::admission_policy::MANIFEST),
     ("submitter-policy.yaml", crate::submitter_policy::MANIFEST),
     (
-        "runtimed-rbac.yaml",
-        include_str!("../deploy/runtimed-rbac.yaml"),
+        "runtimed-role.yaml",
+        crate::runtime::identity::CLUSTER_ROLE_MANIFEST,
     ),
 ];
 

@@ -368,7 +368,6 @@ async fn gpu_pool(cluster: &Cluster) {
 async fn runtime_server_sidecar(cluster: &Cluster) {
     let ns = &runtime_namespace(cluster, "server").await;
     let template = PodSpec {
-        service_account_name: Some("kubectl-kruntimes-runtimed".into()),
         containers: vec![Container {
             name: kruntimes::runtime::pod::RUNTIME_CONTAINER.into(),
             image: Some(RUNTIME_SERVER.into()),

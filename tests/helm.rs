@@ -238,7 +238,6 @@ async fn install_upgrade_uninstall_keeps_the_crds_and_every_run() {
     let ns = format!("helm-{}", std::process::id());
     let chart = chart();
     let chart = chart.to_str().unwrap();
-    let namespaces = format!("runtimeNamespaces={{{ns}}}");
     helm(
         &[
             "install",
@@ -247,8 +246,6 @@ async fn install_upgrade_uninstall_keeps_the_crds_and_every_run() {
             "--namespace",
             &ns,
             "--create-namespace",
-            "--set",
-            &namespaces,
         ],
         Some(kubeconfig),
     );
@@ -289,13 +286,7 @@ async fn install_upgrade_uninstall_keeps_the_crds_and_every_run() {
         ])
     };
     assert_eq!(deployment("{.spec.replicas}"), "2");
-    kubectl(&[
-        "get",
-        "serviceaccount",
-        "kubectl-kruntimes-runtimed",
-        "-n",
-        &ns,
-    ]);
+    kubectl(&["get", "clusterrole", "kubectl-kruntimes-runtimed"]);
     kubectl(&[
         "get",
         "validatingadmissionpolicy",
@@ -314,8 +305,6 @@ async fn install_upgrade_uninstall_keeps_the_crds_and_every_run() {
             chart,
             "--namespace",
             &ns,
-            "--set",
-            &namespaces,
             "--set",
             "scheduler.replicas=3,image.tag=v2",
         ],
@@ -348,8 +337,7 @@ async fn install_upgrade_uninstall_keeps_the_crds_and_every_run() {
     );
 }
 
-/// `helm template` with the optional objects on (the example Runtime, runtimed's RBAC in a
-/// Runtime namespace, more replicas, no leader election, pull secrets, a priority class) is
+/// `helm template` with the optional objects on (the example Runtime, more replicas, no leader election, pull secrets, a priority class) is
 /// what the real API server accepts: `kubectl apply --dry-run=server` runs its validation,
 /// the CRDs' schemas and rules and the admission chain on every object.
 #[test]
@@ -363,7 +351,6 @@ fn the_rendered_chart_passes_the_api_servers_validation_with_the_optional_object
         .unwrap();
     support::ok(&out, "kubectl create namespace");
     let chart = chart();
-    let namespaces = format!("runtimeNamespaces={{{ns}}}");
     let rendered = helm(
         &[
             "template",
@@ -371,8 +358,6 @@ fn the_rendered_chart_passes_the_api_servers_validation_with_the_optional_object
             chart.to_str().unwrap(),
             "--namespace",
             &ns,
-            "--set",
-            &namespaces,
             "--set",
             "runtime.enabled=true,scheduler.replicas=3,scheduler.leaderElection=false",
             "--set",

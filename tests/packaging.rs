@@ -97,15 +97,16 @@ fn install_print_is_the_committed_deploy_files() {
     );
     let file = |name: &str| std::fs::read_to_string(repo().join("deploy").join(name)).unwrap();
     let committed = format!(
-        "{}---\n{}---\n{}---\n{}",
+        "{}---\n{}---\n{}---\n{}---\n{}",
         file("crds/crds.yaml"),
         file("user-roles.yaml"),
+        file("runtimed-role.yaml"),
         file("runtimed-policy.yaml"),
         file("submitter-policy.yaml")
     );
     assert_eq!(
         printed, committed,
-        "install --print differs from deploy/crds/crds.yaml + user-roles.yaml + runtimed-policy.yaml + submitter-policy.yaml; run `cargo xtask gen`"
+        "install --print differs from deploy/crds/crds.yaml + user-roles.yaml + runtimed-role.yaml + runtimed-policy.yaml + submitter-policy.yaml; run `cargo xtask gen`"
     );
 }
 
@@ -171,6 +172,7 @@ fn deploy_kustomization_renders_everything_and_names_one_image() {
     for id in [
         "ClusterRole /kubectl-kruntimes-view",
         "ClusterRole /kubectl-kruntimes-edit",
+        "ClusterRole /kubectl-kruntimes-runtimed",
         "ValidatingAdmissionPolicy /kubectl-kruntimes-runtimed",
         "ValidatingAdmissionPolicyBinding /kubectl-kruntimes-runtimed",
         "Namespace /kubectl-kruntimes",
@@ -197,9 +199,6 @@ fn deploy_kustomization_renders_everything_and_names_one_image() {
         example,
         BTreeSet::from([
             "Namespace /kubectl-kruntimes-example".to_string(),
-            "ServiceAccount kubectl-kruntimes-example/kubectl-kruntimes-runtimed".to_string(),
-            "Role kubectl-kruntimes-example/kubectl-kruntimes-runtimed".to_string(),
-            "RoleBinding kubectl-kruntimes-example/kubectl-kruntimes-runtimed".to_string(),
             "Runtime kubectl-kruntimes-example/python".to_string(),
         ])
     );
@@ -440,9 +439,10 @@ fn deploy_creates_no_object_of_the_go_kruntimes_release() {
     assert_eq!(conditions.len(), 1, "{conditions:?}");
     let expression = conditions[0]["expression"].as_str().unwrap();
     assert!(
-        expression.contains("endsWith(':kubectl-kruntimes-runtimed')")
-            && !expression.contains("':kruntimes-runtimed'"),
-        "the policy must match only the service account kubectl-kruntimes-runtimed: {expression}"
+        expression.contains("== 'kubectl-kruntimes-runtimed'")
+            && expression.contains("startsWith('kubectl-kruntimes-runtimed-')")
+            && !expression.contains("'kruntimes-runtimed"),
+        "the policy must match only the service accounts kubectl-kruntimes-runtimed[-*]: {expression}"
     );
 }
 

@@ -610,11 +610,14 @@ async fn a_pod_token_cannot_write_in_another_namespace_even_with_rights_there() 
     let f = Fixture::new("policy-home").await;
     let a = f.identity(&f.pod_a);
     let elsewhere = TestNs::new("policy-elsewhere").await;
-    // runtimed's Role in the other namespace, bound to this namespace's service account.
-    support::kubectl_apply("deploy/runtimed-rbac.yaml", Some(&elsewhere.name));
+    // runtimed's rights in the other namespace, bound to this namespace's service account.
     let binding: RoleBinding = serde_json::from_value(json!({
         "metadata": {"name": "visitor"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": RUNTIMED},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": kruntimes::runtime::identity::CLUSTER_ROLE,
+        },
         "subjects": [{"kind": "ServiceAccount", "name": RUNTIMED, "namespace": f.ns.name}]
     }))
     .unwrap();

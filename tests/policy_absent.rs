@@ -26,8 +26,10 @@ const WAIT: Duration = Duration::from_secs(60);
 const NOT_RESTRICTED: &str = "Runtime Pods are not restricted: ValidatingAdmissionPolicy kubectl-kruntimes-runtimed is not installed in";
 const CANNOT_TELL: &str = "cannot tell whether Runtime Pods are restricted in";
 
-/// The CRDs alone (what `install` applied before the policy existed), once per binary.
+/// The CRDs and runtimed's ClusterRole (what `install` applied before the policy existed, but
+/// for the ClusterRole that the Runtime controller binds), once per binary.
 async fn crds_only(client: &Client) {
+    apply("deploy/runtimed-role.yaml", "default");
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in kruntimes::install::crds() {
         let name = crd.name_any();
@@ -148,11 +150,10 @@ impl Drop for Scheduler {
     }
 }
 
-/// A Runtime `python` of one Pod running as kubectl-kruntimes-runtimed, capacity 4 runs.
+/// A Runtime `python` of one Pod, capacity 4 runs (its Pod runs as the service account the
+/// scheduler makes for it).
 async fn runtimed_runtime(ns: &TestNs) {
-    let mut python = runtime("python").capacity(&[("runs", 4)]).build();
-    let template = python.spec.template.spec.as_mut().expect("a Pod template");
-    template.service_account_name = Some("kubectl-kruntimes-runtimed".into());
+    let python = runtime("python").capacity(&[("runs", 4)]).build();
     create_in(ns, python).await;
 }
 
@@ -162,7 +163,6 @@ async fn without_the_policy_kruntimes_works_and_the_scheduler_warns_once_that_po
     let admin = support::client().await;
     let ns = namespace(&admin, "no-policy").await;
     let dir = tempfile::tempdir().unwrap();
-    apply("deploy/runtimed-rbac.yaml", &ns.name);
     runtimed_runtime(&ns).await;
     let scheduler = Scheduler::start(
         &support::control_plane().kubeconfig,
@@ -174,7 +174,7 @@ async fn without_the_policy_kruntimes_works_and_the_scheduler_warns_once_that_po
     // runtimed with its Pod-bound token runs a Run end to end.
     let pod = ns.runtime_pods("python", 1).await.remove(0);
     ns.set_ready(&pod.name_any(), true).await;
-    let token = tokens::pod_bound_token(&admin, &ns.name, "kubectl-kruntimes-runtimed", &pod).await;
+    let token = tokens::pod_bound_token(&admin, &ns.name, &tokens::account_of(&pod), &pod).await;
     let kubeconfig = tokens::token_kubeconfig(dir.path(), "runtimed", &token, &ns.name);
     let heartbeat = ["--heartbeat-interval", "1s"];
     let runtimed = RuntimedProcess::start_as(&kubeconfig, &pod, &heartbeat);

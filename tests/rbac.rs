@@ -1,8 +1,9 @@
 //! The shipped RBAC is enough: `scheduler run` with a real service-account token of
 //! `kubectl-kruntimes-scheduler` (deploy/scheduler.yaml) elects itself leader, creates Runtime Pods and
-//! schedules a Run; `runtimed` with a token of `kubectl-kruntimes-runtimed`
-//! (deploy/runtimed-rbac.yaml) bound to its Pod, as the kubelet mounts it, heartbeats, claims
-//! and completes it under the admission policy that `install` applies. And people: the user
+//! schedules a Run, and makes runtimed's service account for the Runtime (bound to the
+//! ClusterRole of deploy/runtimed-role.yaml); `runtimed` with a token of that account bound to
+//! its Pod, as the kubelet mounts it, heartbeats, claims and completes it under the admission
+//! policy that `install` applies; another Runtime's Pod cannot write that Run. And people: the user
 //! ClusterRoles, aggregated into the built-in view and edit, let editors create Runs and
 //! viewers explain them, and nobody but runtimed and the scheduler write their status.
 
@@ -11,6 +12,7 @@ mod support;
 use std::process::Command;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -30,10 +32,8 @@ async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = tokens::scheduler_kubeconfig(dir.path()).await;
 
-    support::kubectl_apply("deploy/runtimed-rbac.yaml", Some(&ns.name));
-    let mut python = runtime("python").capacity(&[("runs", 2), (GPU, 1)]).build();
-    let template = python.spec.template.spec.as_mut().expect("a Pod template");
-    template.service_account_name = Some("kubectl-kruntimes-runtimed".into());
+    // Nothing applied in the namespace and no account named: the scheduler makes runtimed's.
+    let python = runtime("python").capacity(&[("runs", 2), (GPU, 1)]).build();
     create_in(&ns, python).await;
 
     let system = Some("kubectl-kruntimes");
@@ -43,9 +43,22 @@ async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
         pod.annotations()["kruntimes.io/capacity.example.com_gpu"],
         "1"
     );
+    let account = tokens::account_of(&pod);
+    assert_eq!(account, "kubectl-kruntimes-runtimed-python");
+    let runtime_uid = ns.api::<Runtime>().get("python").await.unwrap().uid();
+    let made = ns.api::<ServiceAccount>().get(&account).await.unwrap();
+    assert_eq!(made.owner_references()[0].uid, runtime_uid.clone().unwrap());
+    let binding = ns.api::<RoleBinding>().get(&account).await.unwrap();
+    assert_eq!(binding.owner_references()[0].uid, runtime_uid.unwrap());
+    assert_eq!(
+        (
+            binding.role_ref.kind.as_str(),
+            binding.role_ref.name.as_str()
+        ),
+        ("ClusterRole", "kubectl-kruntimes-runtimed")
+    );
     ns.set_ready(&pod.name_any(), true).await;
-    let token =
-        tokens::pod_bound_token(&ns.client, &ns.name, "kubectl-kruntimes-runtimed", &pod).await;
+    let token = tokens::pod_bound_token(&ns.client, &ns.name, &account, &pod).await;
     let runtimed_kubeconfig = tokens::token_kubeconfig(dir.path(), "runtimed", &token, &ns.name);
     // No heartbeat written by the test: runtimed's own Lease must make the Pod available.
     let heartbeat = ["--heartbeat-interval", "1s"];
@@ -57,6 +70,39 @@ async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
         })
         .await;
     drop(runtimed);
+
+    // A second Runtime's Pod, with its own account, cannot write the first one's Run.
+    let other = runtime("other").capacity(&[("runs", 1)]).build();
+    create_in(&ns, other).await;
+    let other_pod = ns.runtime_pods("other", 1).await.remove(0);
+    let other_account = tokens::account_of(&other_pod);
+    assert_eq!(other_account, "kubectl-kruntimes-runtimed-other");
+    let other_token =
+        tokens::pod_bound_token(&ns.client, &ns.name, &other_account, &other_pod).await;
+    let as_other = support::client_for(&tokens::token_kubeconfig(
+        dir.path(),
+        "other",
+        &other_token,
+        &ns.name,
+    ))
+    .await;
+    await_enforced(&ns.name, &[&as_other]).await;
+    let mut rewritten = runs[0].clone();
+    rewritten.status.as_mut().unwrap().phase = Some(RunPhase::Failed);
+    assert_refused(
+        Api::<Run>::namespaced(as_other, &ns.name)
+            .replace_status("r", &PostParams::default(), &rewritten)
+            .await,
+        &format!(
+            "may update only Runs assigned to its Pod: Run {}/r has status.assignedPod/assignedPodUID {}",
+            ns.name,
+            pod.name_any()
+        ),
+    );
+    assert_eq!(
+        world::phase_of(&[ns.get_run("r").await], "r"),
+        Some(RunPhase::Succeeded)
+    );
     let status = runs[0].status.as_ref().unwrap();
     assert_eq!(
         status.assigned_pod.as_deref(),

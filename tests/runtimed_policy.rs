@@ -1,6 +1,7 @@
 //! runtimed's whole life under the admission policy, with the scheduler, on the real control
-//! plane: the Runtime's Pod runs as `kubectl-kruntimes-runtimed` with a Pod-bound token, the
-//! scheduler with its own service account (deploy/scheduler.yaml).
+//! plane: the Runtime's Pod runs as the service account the scheduler made for the Runtime
+//! (`kubectl-kruntimes-runtimed-python`), with a Pod-bound token, and the scheduler with its
+//! own service account (deploy/scheduler.yaml).
 
 mod support;
 
@@ -31,18 +32,16 @@ fn sigkill(runtimed: &RuntimedProcess) {
 async fn runtimed_lives_its_whole_life_under_the_policy_with_the_scheduler() {
     let ns = TestNs::new("policy-life").await;
     let dir = tempfile::tempdir().unwrap();
-    support::kubectl_apply("deploy/runtimed-rbac.yaml", Some(&ns.name));
     let scheduler = tokens::scheduler_kubeconfig(dir.path()).await;
-    let mut python = runtime("python").capacity(&[("runs", 4)]).build();
-    let template = python.spec.template.spec.as_mut().expect("a Pod template");
-    template.service_account_name = Some(RUNTIMED.into());
+    let python = runtime("python").capacity(&[("runs", 4)]).build();
     create_in(&ns, python).await;
     // The scheduler runs with its own service account: the policy does not apply to it.
     let _scheduler = SchedulerProcess::start_as(&scheduler, &ns.name, 2, None, "policy").await;
     let pod = ns.runtime_pods("python", 1).await.remove(0);
     let (pod_name, pod_uid) = (pod.name_any(), pod.uid().unwrap());
     ns.set_ready(&pod_name, true).await;
-    let token = tokens::pod_bound_token(&ns.client, &ns.name, RUNTIMED, &pod).await;
+    let token =
+        tokens::pod_bound_token(&ns.client, &ns.name, &tokens::account_of(&pod), &pod).await;
     let kubeconfig = tokens::token_kubeconfig(dir.path(), "runtimed", &token, &ns.name);
     let as_pod = support::client_for(&kubeconfig).await;
     await_enforced(&ns.name, &[&as_pod]).await;
@@ -248,14 +247,11 @@ async fn runtimed_lives_its_whole_life_under_the_policy_with_the_scheduler() {
 async fn a_partitioned_runtimed_cannot_write_its_old_attempts_result() {
     let ns = TestNs::new("policy-fence").await;
     let dir = tempfile::tempdir().unwrap();
-    support::kubectl_apply("deploy/runtimed-rbac.yaml", Some(&ns.name));
     let scheduler = tokens::scheduler_kubeconfig(dir.path()).await;
-    let mut python = runtime("python")
+    let python = runtime("python")
         .replicas(2)
         .capacity(&[("runs", 1)])
         .build();
-    let template = python.spec.template.spec.as_mut().expect("a Pod template");
-    template.service_account_name = Some(RUNTIMED.into());
     create_in(&ns, python).await;
     let _scheduler = SchedulerProcess::start_with(
         &scheduler,
@@ -279,7 +275,8 @@ async fn a_partitioned_runtimed_cannot_write_its_old_attempts_result() {
     let mut clients = std::collections::BTreeMap::new();
     for pod in ns.runtime_pods("python", 2).await {
         ns.set_ready(&pod.name_any(), true).await;
-        let token = tokens::pod_bound_token(&ns.client, &ns.name, RUNTIMED, &pod).await;
+        let token =
+            tokens::pod_bound_token(&ns.client, &ns.name, &tokens::account_of(&pod), &pod).await;
         let kubeconfig = tokens::token_kubeconfig(dir.path(), &pod.name_any(), &token, &ns.name);
         let client = support::client_for(&kubeconfig).await;
         await_enforced(&ns.name, &[&client]).await;

@@ -1,8 +1,10 @@
 //! `kubectl kruntimes install`: applies the Runtime and Run CRDs, the aggregated user
-//! ClusterRoles and the admission policy that restricts Runtime Pods, and waits for the CRDs.
+//! ClusterRoles, runtimed's ClusterRole, the admission policy that restricts Runtime Pods and
+//! the submitter's, and waits for the CRDs.
 //!
 //! Owns the CRD rendering (from the Rust types), the list of cluster-scoped objects kruntimes
-//! ships (`deploy/user-roles.yaml` and `deploy/runtimed-policy.yaml`, embedded as files so that
+//! ships (`deploy/user-roles.yaml`, `deploy/runtimed-role.yaml`, `deploy/runtimed-policy.yaml`
+//! and `deploy/submitter-policy.yaml`, embedded as files so that
 //! `--print` shows exactly what is shipped) and their server-side apply. It never touches a
 //! namespaced object.
 
@@ -78,11 +80,13 @@ pub fn crds_yaml() -> anyhow::Result<String> {
 
 /// Everything install applies, as one multi-document YAML stream: the CRDs, then the shipped
 /// files verbatim (comments included): `deploy/crds/crds.yaml`, `deploy/user-roles.yaml`,
-/// `deploy/runtimed-policy.yaml` and `deploy/submitter-policy.yaml`, in that order.
+/// `deploy/runtimed-role.yaml`, `deploy/runtimed-policy.yaml` and
+/// `deploy/submitter-policy.yaml`, in that order.
 pub fn manifests_yaml() -> anyhow::Result<String> {
     let mut out = crds_yaml()?;
     for file in [
         USER_ROLES,
+        crate::runtime::identity::CLUSTER_ROLE_MANIFEST,
         admission_policy::MANIFEST,
         crate::submitter_policy::MANIFEST,
     ] {
@@ -174,7 +178,8 @@ fn confirm(target: &Target) -> anyhow::Result<()> {
     }
 }
 
-/// Server-side applies (or dry-runs) the CRDs, the user ClusterRoles, the admission policies
+/// Server-side applies (or dry-runs) the CRDs, the user ClusterRoles, runtimed's ClusterRole,
+/// the admission policies
 /// and their bindings, in that order, and reports what changed as `kind.group/name`.
 pub async fn apply(target: &Target, dry_run: bool) -> anyhow::Result<Vec<(String, Applied)>> {
     let roles = user_roles()?;
@@ -187,6 +192,9 @@ pub async fn apply(target: &Target, dry_run: bool) -> anyhow::Result<Vec<(String
     for role in &roles {
         results.push(apply_one(target, role, dry_run).await?);
     }
+    let runtimed_role = crate::runtime::identity::cluster_role()
+        .map_err(|e| anyhow!("{e}; fix the file and rebuild"))?;
+    results.push(apply_one(target, &runtimed_role, dry_run).await?);
     results.push(apply_one(target, &policy, dry_run).await?);
     results.push(apply_one(target, &binding, dry_run).await?);
     results.push(apply_one(target, &submitter.mutating, dry_run).await?);

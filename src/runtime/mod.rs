@@ -4,6 +4,7 @@
 //! module's.
 
 pub mod controller;
+pub mod identity;
 pub mod pod;
 pub mod rollout;
 pub mod stuck;

@@ -9,7 +9,7 @@ use kube::ResourceExt as _;
 use kube::api::{DeleteParams, ListParams};
 
 use super::BUSYBOX;
-use crate::harness::{Cluster, repo};
+use crate::harness::Cluster;
 use crate::support;
 use crate::support::world::{Create, TestNs, create_in, eventually, phase_of};
 use kruntimes::api::{LABEL_RUNTIME, RunPhase, RunStatus, Runtime, pod_is_ready};
@@ -18,20 +18,18 @@ use kruntimes::testing::{run, runtime};
 /// The scheduler replicas of `deploy/`.
 pub const SCHEDULER_PODS: &str = "app.kubernetes.io/name=kubectl-kruntimes-scheduler";
 
-/// A fresh namespace with the shipped runtimed RBAC (`deploy/runtimed-rbac.yaml`).
+/// A fresh namespace with nothing applied in it: the Runtime controller makes runtimed's
+/// service account and its RoleBinding for each Runtime.
 pub async fn runtime_namespace(cluster: &Cluster, prefix: &str) -> TestNs {
     let client = cluster.client().await;
     let name = support::namespace(&client, prefix).await;
-    let rbac = repo().join("deploy/runtimed-rbac.yaml");
-    cluster.kubectl(&["apply", "-n", &name, "-f", &rbac.to_string_lossy()]);
     TestNs::on(client, &name)
 }
 
-/// The Runtime Pod template of these scenarios: the plain busybox image (no kruntimes inside)
-/// as `kubectl-kruntimes-runtimed`; the Runtime controller injects runtimed.
+/// The Runtime Pod template of these scenarios: the plain busybox image (no kruntimes inside),
+/// no service account named; the Runtime controller injects runtimed.
 pub fn busybox() -> PodSpec {
     PodSpec {
-        service_account_name: Some("kubectl-kruntimes-runtimed".into()),
         containers: vec![Container {
             name: "main".into(),
             image: Some(BUSYBOX.into()),

@@ -49,7 +49,7 @@ impl Fixture {
     pub async fn new(prefix: &str) -> Fixture {
         let ns = TestNs::new(prefix).await;
         let admin = ns.client.clone();
-        super::kubectl_apply("deploy/runtimed-rbac.yaml", Some(&ns.name));
+        tokens::runtimed_account(&admin, &ns.name, RUNTIMED).await;
         let pod_a = runtime_pod(&ns, "pod-a").await;
         let pod_b = runtime_pod(&ns, "pod-b").await;
         let dir = tempfile::tempdir().unwrap();

@@ -9,11 +9,47 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt as _};
 
 /// Tokens last longer than any test.
 const EXPIRATION_SECONDS: i64 = 3600;
+
+/// A service account `name` in `ns` with runtimed's rights there: a RoleBinding to the shipped
+/// ClusterRole `kubectl-kruntimes-runtimed`, as the README asks of a Runtime whose template
+/// names its own account (the Runtime controller makes the same for every other Runtime).
+pub async fn runtimed_account(client: &Client, ns: &str, name: &str) {
+    let account: ServiceAccount =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+    Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap_or_else(|e| panic!("create service account {ns}/{name}: {e}"));
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": kruntimes::runtime::identity::CLUSTER_ROLE,
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}],
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap_or_else(|e| panic!("bind {ns}/{name} to runtimed's ClusterRole: {e}"));
+}
+
+/// The service account a Runtime Pod runs as (the one its Runtime's controller made, unless
+/// the template names one).
+pub fn account_of(pod: &Pod) -> String {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.clone())
+        .unwrap_or_else(|| panic!("Pod {} names no service account", pod.name_any()))
+}
 
 /// A token of service account `sa` in `ns` bound to `pod` (name and UID), as the kubelet
 /// projects it into the Pod. The Pod must run as `sa`.

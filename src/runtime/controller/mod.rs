@@ -288,6 +288,7 @@ pub fn new_pod(
         daemon_image: runtime.spec.daemon_image.clone(),
     };
     let spec = pod::complete_with_server(spec.unwrap_or_default(), injection, inject, &server);
+    let spec = crate::runtime::identity::with_service_account(spec, runtime);
     let (spec, workspace) =
         pod::with_workspace_volume(spec, runtime.spec.workspace.as_ref(), inject);
     if let Err(why) = workspace {
@@ -318,6 +319,39 @@ pub fn new_pod(
         spec: Some(spec),
         status: None,
     }
+}
+
+/// Applies the Runtime's ServiceAccount and RoleBinding ([`crate::runtime::identity`]) before
+/// its Pods are created (a Pod of a missing account is refused). Refused: the API server's
+/// message, said on the Runtime as for a Pod that cannot be created.
+async fn ensure_identity(client: &Client, runtime: &Runtime) -> Result<(), String> {
+    let Some((account, binding)) = crate::runtime::identity::objects(runtime) else {
+        return Ok(());
+    };
+    let ns = runtime.namespace().unwrap_or_default();
+    let params = kube::api::PatchParams::apply(crate::api::FIELD_MANAGER).force();
+    let said = |what: &str, e: kube::Error| -> String {
+        let message = match e {
+            kube::Error::Api(s) => s.message,
+            e => e.to_string(),
+        };
+        format!(
+            "cannot apply runtimed's {what} {}: {message}",
+            account.name_any()
+        )
+        .chars()
+        .take(1000)
+        .collect()
+    };
+    Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), &ns)
+        .patch(&account.name_any(), &params, &Patch::Apply(&account))
+        .await
+        .map_err(|e| said("ServiceAccount", e))?;
+    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(client.clone(), &ns)
+        .patch(&binding.name_any(), &params, &Patch::Apply(&binding))
+        .await
+        .map_err(|e| said("RoleBinding", e))?;
+    Ok(())
 }
 
 /// `<runtime>-<5 chars>` from the alphabet Kubernetes uses for generated names.
@@ -427,6 +461,12 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
                 .patch(pod, &patch_params(), &Patch::Merge(&body))
                 .await?;
             info!(%pod, namespace = %ns, "projected capacity annotations");
+        }
+        if plan.create > 0
+            && let Err(message) = ensure_identity(&ctx.client, &runtime).await
+        {
+            create_failed = Some(message);
+            plan.create = 0;
         }
         for _ in 0..plan.create {
             let pod = new_pod(

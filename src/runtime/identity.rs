@@ -1,0 +1,155 @@
+//! Who runtimed is in a Runtime's Pods: per Runtime, a ServiceAccount
+//! `kubectl-kruntimes-runtimed-<runtime>` and a RoleBinding of the same name that binds it, in
+//! the Runtime's namespace, to the ClusterRole `kubectl-kruntimes-runtimed` (shipped in
+//! `deploy/runtimed-role.yaml` and applied by `install`). Both are owned by the Runtime, so the
+//! garbage collector removes them with it. A template that names its own `serviceAccountName`
+//! keeps it, and gets neither.
+//!
+//! Why a RoleBinding to one ClusterRole rather than a Role per Runtime: RBAC cannot name the
+//! Pods or Leases of a Runtime that does not exist yet, so every Runtime's Role would hold the
+//! same rules; and to write a Role the scheduler would have to hold each right it grants (or
+//! `escalate`), lease writes included. With the ClusterRole it needs only `bind` on that one
+//! name. What narrows the rights to one Pod's own Runs and Lease is the admission policy
+//! (`deploy/runtimed-policy.yaml`), which matches these accounts by their name's prefix.
+//!
+//! Pure: builds the objects; the Runtime controller applies them.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{PodSpec, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::{Resource, ResourceExt};
+
+use crate::api::{LABEL_RUNTIME, Runtime};
+
+/// The ClusterRole that holds what runtimed does.
+pub const CLUSTER_ROLE: &str = "kubectl-kruntimes-runtimed";
+/// `deploy/runtimed-role.yaml`, as shipped: that ClusterRole, applied by `install`.
+pub const CLUSTER_ROLE_MANIFEST: &str = include_str!("../../deploy/runtimed-role.yaml");
+
+/// The ClusterRole of [`CLUSTER_ROLE_MANIFEST`].
+pub fn cluster_role() -> Result<k8s_openapi::api::rbac::v1::ClusterRole, String> {
+    let doc = crate::yaml::documents(CLUSTER_ROLE_MANIFEST)
+        .map_err(|e| format!("the embedded deploy/runtimed-role.yaml is not YAML: {e}"))?
+        .into_iter()
+        .find(|d| d.is_object())
+        .ok_or("the embedded deploy/runtimed-role.yaml holds no object")?;
+    serde_json::from_value(doc)
+        .map_err(|e| format!("the embedded deploy/runtimed-role.yaml is not a ClusterRole: {e}"))
+}
+/// The service accounts the admission policy restricts: this name, or this name followed by
+/// `-<runtime>` (the accounts this module makes).
+pub const SERVICE_ACCOUNT: &str = "kubectl-kruntimes-runtimed";
+
+/// The ServiceAccount (and RoleBinding) of `runtime`'s Pods.
+pub fn name(runtime: &str) -> String {
+    format!("{SERVICE_ACCOUNT}-{runtime}")
+}
+
+/// The account a Runtime Pod runs as: the template's own, else the Runtime's
+/// ([`name`]; `None` means the template names one and nothing is made for it).
+pub fn made_for(runtime: &Runtime) -> Option<String> {
+    let named = runtime
+        .spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    (!named).then(|| name(&runtime.name_any()))
+}
+
+/// Sets the Pod's `serviceAccountName` to the Runtime's account, unless the template names one.
+pub fn with_service_account(mut spec: PodSpec, runtime: &Runtime) -> PodSpec {
+    if let Some(account) = made_for(runtime) {
+        spec.service_account_name = Some(account);
+    }
+    spec
+}
+
+/// The ServiceAccount and RoleBinding to apply for `runtime` (`None` when its template names
+/// its own account).
+pub fn objects(runtime: &Runtime) -> Option<(ServiceAccount, RoleBinding)> {
+    let account = made_for(runtime)?;
+    let metadata = ObjectMeta {
+        name: Some(account.clone()),
+        namespace: runtime.namespace(),
+        labels: Some(BTreeMap::from([
+            (LABEL_RUNTIME.to_string(), runtime.name_any()),
+            (
+                "app.kubernetes.io/managed-by".to_string(),
+                "kubectl-kruntimes".to_string(),
+            ),
+        ])),
+        owner_references: runtime.controller_owner_ref(&()).map(|r| vec![r]),
+        ..Default::default()
+    };
+    let service_account = ServiceAccount {
+        metadata: metadata.clone(),
+        ..Default::default()
+    };
+    let binding = RoleBinding {
+        metadata,
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "ClusterRole".into(),
+            name: CLUSTER_ROLE.into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: account,
+            namespace: runtime.namespace(),
+            api_group: None,
+        }]),
+    };
+    Some((service_account, binding))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::runtime;
+
+    #[test]
+    fn a_runtime_gets_its_own_account_bound_to_runtimeds_cluster_role() {
+        let mut rt = runtime("python").build();
+        rt.metadata.namespace = Some("team-a".into());
+        rt.metadata.uid = Some("u1".into());
+        let (sa, binding) = objects(&rt).expect("made");
+        assert_eq!(sa.name_any(), "kubectl-kruntimes-runtimed-python");
+        assert_eq!(sa.namespace().as_deref(), Some("team-a"));
+        assert_eq!(sa.owner_references()[0].uid, "u1");
+        assert_eq!(sa.owner_references()[0].controller, Some(true));
+        assert_eq!(binding.name_any(), sa.name_any());
+        assert_eq!(binding.role_ref.kind, "ClusterRole");
+        assert_eq!(binding.role_ref.name, CLUSTER_ROLE);
+        let subject = &binding.subjects.as_ref().unwrap()[0];
+        assert_eq!(
+            (subject.kind.as_str(), subject.name.as_str()),
+            ("ServiceAccount", "kubectl-kruntimes-runtimed-python")
+        );
+        assert_eq!(subject.namespace.as_deref(), Some("team-a"));
+        let spec = with_service_account(PodSpec::default(), &rt);
+        assert_eq!(
+            spec.service_account_name.as_deref(),
+            Some("kubectl-kruntimes-runtimed-python")
+        );
+    }
+
+    #[test]
+    fn the_shipped_cluster_role_is_named_as_the_bindings_say() {
+        let role = cluster_role().unwrap();
+        assert_eq!(role.name_any(), CLUSTER_ROLE);
+        assert!(!role.rules.unwrap_or_default().is_empty());
+    }
+
+    #[test]
+    fn a_template_that_names_an_account_keeps_it_and_gets_nothing_made() {
+        let mut rt = runtime("python").build();
+        rt.spec.template.spec.as_mut().unwrap().service_account_name = Some("mine".into());
+        assert!(objects(&rt).is_none());
+        let spec = with_service_account(rt.spec.template.spec.clone().unwrap(), &rt);
+        assert_eq!(spec.service_account_name.as_deref(), Some("mine"));
+    }
+}
