@@ -35,9 +35,10 @@ pub mod reasons {
     pub const FAILED_SCHEDULING: &str = "FailedScheduling";
     /// Scheduler: bound to a Runtime Pod.
     pub const SCHEDULED: &str = "Scheduled";
-    /// runtimed: the Run fits locally and is claimed.
+    /// runtimed: the Run fits locally and is claimed, after it was told `Waiting` (a Run
+    /// admitted at once hears it in `Started`).
     pub const ADMITTED: &str = "Admitted";
-    /// runtimed: its task process started.
+    /// runtimed: its task process started (and, unless it waited, it was admitted).
     pub const STARTED: &str = "Started";
     /// runtimed: the Run is Scheduled here but does not fit locally (yet).
     pub const WAITING: &str = "Waiting";

@@ -186,7 +186,6 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
                 "FailedScheduling",
                 "FailedScheduling",
                 "Scheduled",
-                "Admitted",
                 "Started",
                 "Completed",
             ]
@@ -224,7 +223,7 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
         .lines()
         .filter(|l| l.contains("kruntimes-scheduler") || l.contains("kruntimes-runtimed"))
         .collect();
-    assert_eq!(lines.len(), 6, "{events}");
+    assert_eq!(lines.len(), 5, "{events}");
     assert!(
         lines[0].contains("Warning")
             && lines[0].contains("FailedScheduling")
@@ -241,14 +240,19 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
             && lines[2].contains("Assigned to Runtime Pod py-a"),
         "{events}"
     );
-    for (line, reason) in lines[3..].iter().zip(["Admitted", "Started", "Completed"]) {
+    // Admitted at once: `Started` says both.
+    assert!(
+        lines[3].contains("Started") && lines[3].contains("admitted with"),
+        "{events}"
+    );
+    for (line, reason) in lines[3..].iter().zip(["Started", "Completed"]) {
         assert!(
             line.contains("Normal") && line.contains(reason) && line.contains("kruntimes-runtimed"),
             "{events}"
         );
     }
     assert!(
-        lines[5].contains("execution completed (exit code 0)"),
+        lines[4].contains("execution completed (exit code 0)"),
         "{events}"
     );
 }

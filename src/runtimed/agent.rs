@@ -133,12 +133,16 @@ struct Agent {
     writer: StatusWriter,
     inbox: Inbox,
     draining: bool,
-    /// Publishes Admitted, Started and Waiting on the Runs of this Pod (the writer publishes
-    /// the ends).
+    /// Publishes Waiting, Admitted (after a Waiting only) and Started on the Runs of this Pod
+    /// (the writer publishes the ends).
     events: RunEvents,
     /// The Waiting note last published per Run name, while the Run waits: a Run is told once
     /// per distinct reason, not at every reconcile.
     waiting_noted: std::collections::HashMap<String, String>,
+    /// The UIDs of the Runs told `Waiting`, until they are claimed or leave Scheduled: only
+    /// those get an `Admitted` Event of their own (for the others the admission is said in
+    /// `Started`, one write fewer per Run).
+    waited: HashSet<String>,
     /// When each Scheduled Run of this Pod was first seen, by UID, until it is claimed or
     /// leaves Scheduled (the admission wait).
     scheduled_seen: std::collections::HashMap<String, Instant>,
@@ -190,6 +194,7 @@ impl Agent {
             scheduled_seen: Default::default(),
             events,
             waiting_noted: Default::default(),
+            waited: Default::default(),
             runs_api,
             pods_api: Api::namespaced(client, &me.namespace),
             me,
@@ -580,6 +585,9 @@ impl Agent {
                 continue;
             };
             self.waiting_noted.insert(name.clone(), why.clone());
+            if let Some(uid) = run.uid() {
+                self.waited.insert(uid);
+            }
             self.metrics
                 .admissions
                 .with_label_values(&[metrics::WAITING])
@@ -607,6 +615,8 @@ impl Agent {
             .collect();
         self.scheduled_seen
             .retain(|uid, _| scheduled.contains(uid) || self.claims.is_claiming(uid));
+        self.waited
+            .retain(|uid| scheduled.contains(uid) || self.claims.is_claiming(uid));
         for uid in scheduled {
             self.scheduled_seen.entry(uid).or_insert(now);
         }
@@ -674,22 +684,32 @@ impl Agent {
                 .observe(at.saturating_duration_since(seen).as_secs_f64());
         }
         tracing::info!(run = %name, "claimed Run {name} with {request}; starting {:?}", task.program);
-        self.events.emit(
-            &written,
-            EventType::Normal,
-            event_reasons::ADMITTED,
-            "Admission",
-            format!("admitted on Runtime Pod {pod} with {request}"),
-        );
+        // A Run that was told it waits is told it is admitted; for the others (admitted at
+        // once) `Started` says both, and the API server is spared a write.
+        let waited = self.waited.remove(&uid);
+        if waited {
+            self.events.emit(
+                &written,
+                EventType::Normal,
+                event_reasons::ADMITTED,
+                "Admission",
+                format!("admitted on Runtime Pod {pod} with {request}"),
+            );
+        }
         match self.children.spawn(&name, &uid, &written, &task) {
             Ok(()) => {
                 self.metrics.dispatch.observe(at.elapsed().as_secs_f64());
+                let note = if waited {
+                    format!("started the task on Runtime Pod {pod}")
+                } else {
+                    format!("admitted with {request} and started the task on Runtime Pod {pod}")
+                };
                 self.events.emit(
                     &written,
                     EventType::Normal,
                     event_reasons::STARTED,
                     "Start",
-                    format!("started the task on Runtime Pod {pod}"),
+                    note,
                 );
                 true
             }
