@@ -1572,7 +1572,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__scheduler__subcmd__run)
-            opts="-n -s -v -h --workers --watch-namespace --leader-elect --leader-election-namespace --leader-election-identity --leader-election-lease-duration --metrics-bind-address --health-probe-bind-address --pod-lost-grace --starvation-threshold --fair-share-metrics-groups --runtime-image --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
+            opts="-n -s -v -h --workers --watch-namespace --leader-elect --leader-election-namespace --leader-election-identity --leader-election-lease-duration --metrics-bind-address --health-probe-bind-address --pod-lost-grace --starvation-threshold --fair-share-metrics-groups --runtime-image --runtimed-requests --runtimed-limits --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1623,6 +1623,14 @@ _kubectl__kruntimes() {
                     return 0
                     ;;
                 --runtime-image)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --runtimed-requests)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --runtimed-limits)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

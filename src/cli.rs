@@ -277,6 +277,15 @@ pub struct SchedulerRunArgs {
     /// (an init container); deploy/ sets it to the image the scheduler runs from.
     #[arg(long, env = "KRUNTIMES_IMAGE", value_name = "IMAGE", default_value = DEFAULT_IMAGE)]
     pub runtime_image: String,
+    /// Requests of the containers kruntimes adds to Runtime Pods (the init container and the
+    /// runtimed sidecar), as `kubectl set resources` takes them; `""`: none.
+    #[arg(long, value_name = "LIST", default_value = crate::runtime::pod::DEFAULT_REQUESTS, value_parser = crate::runtime::pod::parse_resource_list)]
+    pub runtimed_requests:
+        std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    /// Their limits (a compute ResourceQuota requires both); `""`: none.
+    #[arg(long, value_name = "LIST", default_value = crate::runtime::pod::DEFAULT_LIMITS, value_parser = crate::runtime::pod::parse_resource_list)]
+    pub runtimed_limits:
+        std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
 }
 
 /// The kruntimes image of this version (as `Dockerfile` and deploy/ name it).

@@ -22,6 +22,8 @@ mod harness;
 mod helm;
 #[path = "cluster/objects.rs"]
 mod objects;
+#[path = "cluster/restricted.rs"]
+mod restricted;
 mod support;
 
 use std::collections::BTreeSet;
@@ -95,6 +97,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "a_runtimes_s3_store_takes_a_runs_artifacts_with_the_secrets_credentials_until_the_run_is_deleted",
         |c| Box::pin(artifacts::uploaded_to_s3_downloaded_and_removed(c)),
+    ),
+    (
+        "a_restricted_namespace_with_a_compute_quota_runs_a_runtime_with_nothing_applied_and_shows_the_quota_refusal",
+        |c| Box::pin(restricted::restricted_namespace_and_quota(c)),
     ),
     (
         "helm_install_runs_runs_upgrade_rolls_the_scheduler_without_losing_one_and_uninstall_keeps_them",

@@ -145,6 +145,14 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
             starvation_threshold: Duration::from_secs(30),
             fair_share_metrics_groups: 10,
             runtime_image: crate::cli::DEFAULT_IMAGE.into(),
+            runtimed_requests: crate::runtime::pod::parse_resource_list(
+                crate::runtime::pod::DEFAULT_REQUESTS,
+            )
+            .map_err(|e| anyhow::anyhow!(e))?,
+            runtimed_limits: crate::runtime::pod::parse_resource_list(
+                crate::runtime::pod::DEFAULT_LIMITS,
+            )
+            .map_err(|e| anyhow::anyhow!(e))?,
         },
         {
             let mut rx = stop_rx.clone();

@@ -104,6 +104,10 @@ pub async fn run(
         let (client, namespace) = (target.client.clone(), args.watch_namespace.clone());
         let injection = crate::runtime::pod::Injection {
             image: args.runtime_image.clone(),
+            resources: crate::runtime::pod::resource_requirements(
+                args.runtimed_requests.clone(),
+                args.runtimed_limits.clone(),
+            ),
         };
         let (leading, stopped) = (wait_for(leading_rx.clone()), stopped.clone());
         tokio::spawn(async move {

@@ -34,16 +34,21 @@
 
 use k8s_openapi::api::core::v1::{
     Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector,
-    PodSpec, Probe, Volume, VolumeMount,
+    PodSpec, Probe, ResourceRequirements, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 mod artifacts;
+mod injected;
 mod template;
 mod workspace;
 
 pub use artifacts::{ARTIFACT_MOUNT, ARTIFACT_VOLUME, ArtifactStore, with_artifact_store};
+pub use injected::{
+    DEFAULT_LIMITS, DEFAULT_REQUESTS, parse_resource_list, resource_requirements,
+    restricted_security_context,
+};
 use template::{explicit_probe_port, explicit_shutdown_grace, runs_runtimed, uses_injected_binary};
 pub use workspace::{WORKSPACE_VOLUME, with_workspace_volume};
 
@@ -69,10 +74,24 @@ pub const REPORT_MARGIN: i64 = 10;
 pub const MIN_TERMINATION_GRACE: i64 = 2;
 
 /// What the Runtime controller needs to know to complete a template.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Injection {
     /// The kruntimes image (`scheduler run --runtime-image`).
     pub image: String,
+    /// Requests and limits of the containers kruntimes adds (the init container and the
+    /// runtimed sidecar; `scheduler run --runtimed-requests/--runtimed-limits`).
+    pub resources: ResourceRequirements,
+}
+
+impl Injection {
+    /// `image`, with the default requests and limits ([`DEFAULT_REQUESTS`], [`DEFAULT_LIMITS`]).
+    pub fn with_default_resources(image: &str) -> Self {
+        let parse = |s| parse_resource_list(s).expect("the defaults parse");
+        Injection {
+            image: image.into(),
+            resources: resource_requirements(parse(DEFAULT_REQUESTS), parse(DEFAULT_LIMITS)),
+        }
+    }
 }
 
 /// The name of the first container of a template that follows the runtime-server contract.
@@ -123,6 +142,8 @@ pub fn complete_with_server(
         image: Some(image),
         command: Some(vec![IMAGE_BINARY.into(), "runtimed".into()]),
         readiness_probe: Some(readyz_probe(PROBE_PORT)),
+        security_context: Some(restricted_security_context()),
+        resources: Some(injection.resources.clone()),
         ..Default::default()
     };
     let env = sidecar.env.get_or_insert_with(Vec::new);
@@ -200,7 +221,7 @@ pub fn complete(mut spec: PodSpec, injection: &Injection, inject: bool) -> PodSp
         });
         spec.init_containers
             .get_or_insert_with(Vec::new)
-            .insert(0, install_container(&injection.image));
+            .insert(0, install_container(injection));
     }
     spec
 }
@@ -233,10 +254,12 @@ fn readyz_probe(port: i32) -> Probe {
 }
 
 /// The init container that copies the binary out of the kruntimes image.
-fn install_container(image: &str) -> Container {
+fn install_container(injection: &Injection) -> Container {
     Container {
         name: INIT_CONTAINER.into(),
-        image: Some(image.into()),
+        image: Some(injection.image.clone()),
+        security_context: Some(restricted_security_context()),
+        resources: Some(injection.resources.clone()),
         command: Some(vec![
             IMAGE_BINARY.into(),
             "copy-binary".into(),
@@ -336,9 +359,7 @@ mod tests {
     }
 
     fn injection() -> Injection {
-        Injection {
-            image: "kubectl-kruntimes:0.1.0".into(),
-        }
+        Injection::with_default_resources("kubectl-kruntimes:0.1.0")
     }
 
     #[test]
@@ -359,7 +380,12 @@ mod tests {
                 "/kruntimes/kubectl-kruntimes"
             ]
         );
+        // What kruntimes adds is restricted and bounded; the user's container is theirs.
+        assert_eq!(init.security_context, Some(restricted_security_context()));
+        assert_eq!(init.resources, Some(injection().resources));
         let main = &out.containers[0];
+        assert_eq!(main.security_context, None);
+        assert_eq!(main.resources, None);
         assert_eq!(main.image.as_deref(), Some("python:3.12"));
         assert_eq!(
             main.command.as_ref().unwrap(),
@@ -599,6 +625,14 @@ mod tests {
         // runtimed drives it on the Pod's loopback, from the kruntimes image.
         assert_eq!(sidecar.name, SIDECAR_CONTAINER);
         assert_eq!(sidecar.image.as_deref(), Some("kubectl-kruntimes:0.1.0"));
+        assert_eq!(
+            sidecar.security_context,
+            Some(restricted_security_context())
+        );
+        let resources = sidecar.resources.clone().unwrap();
+        assert_eq!(resources.requests.unwrap()["memory"].0, "64Mi");
+        assert_eq!(resources.limits.unwrap()["cpu"].0, "1");
+        assert_eq!(main.security_context, None);
         assert_eq!(
             sidecar.command.as_deref(),
             Some(&[IMAGE_BINARY.to_string(), "runtimed".to_string()][..])

@@ -160,9 +160,7 @@ fn plan_never_removes_a_pod_a_workspace_is_bound_to() {
 fn new_pods_carry_labels_owner_annotations_and_downward_api_identity() {
     let rt = python(1).capacity(&[("runs", 2)]).build();
     let ann = capacity_annotations(&Resources::from_iter([("runs", 2)]));
-    let injection = Injection {
-        image: "kubectl-kruntimes:0.1.0".into(),
-    };
+    let injection = Injection::with_default_resources("kubectl-kruntimes:0.1.0");
     let p = new_pod(&rt, "python-bcdfg", &ann, &injection);
     assert_eq!(p.labels()[LABEL_RUNTIME], "python");
     assert_eq!(p.labels()[LABEL_RUNTIME_POD], "python-bcdfg");
@@ -186,9 +184,7 @@ fn new_pods_carry_labels_owner_annotations_and_downward_api_identity() {
 
 #[test]
 fn new_pods_are_completed_for_runtimed_unless_the_template_opts_out() {
-    let injection = Injection {
-        image: "kubectl-kruntimes:0.1.0".into(),
-    };
+    let injection = Injection::with_default_resources("kubectl-kruntimes:0.1.0");
     let ann = capacity_annotations(&Resources::from_iter([("runs", 2)]));
     // The template runs runtimed from its own image: completed, it gets the readiness
     // probe on runtimed's /readyz; kept as written, none.
