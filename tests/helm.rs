@@ -112,8 +112,17 @@ fn squeezed(v: Value) -> Value {
     }
 }
 
-/// `o` without the labels Helm adds.
+/// `o` without the labels Helm adds (and the chart's `helm.sh/resource-policy: keep`).
 fn without_helm_labels(mut o: Value) -> Value {
+    if let Some(annotations) = o
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        annotations.remove("helm.sh/resource-policy");
+        if annotations.is_empty() {
+            o["metadata"].as_object_mut().unwrap().remove("annotations");
+        }
+    }
     if let Some(labels) = o
         .pointer_mut("/metadata/labels")
         .and_then(Value::as_object_mut)
@@ -159,15 +168,20 @@ fn the_chart_lints_and_renders_exactly_deploy_with_default_values() {
         .map(|o| (key(&o), without_helm_labels(o)))
         .collect();
     rendered.sort_by(|a, b| a.0.cmp(&b.0));
-    let kustomize = support::kubectl()
-        .args(["kustomize", repo().join("deploy").to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(kustomize.status.success());
-    // The namespace is `helm install --create-namespace`'s, not the chart's.
-    let mut deployed: Vec<(Key, Value)> = objects(&String::from_utf8_lossy(&kustomize.stdout))
+    let kustomize = |dir: &str| {
+        let out = support::kubectl()
+            .args(["kustomize", repo().join(dir).to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        objects(&String::from_utf8_lossy(&out.stdout))
+    };
+    // The namespace is `helm install --create-namespace`'s, not the chart's; the CRDs are in
+    // the chart's crds/, runtimed's ClusterRole (deploy/crds/ too) in its templates.
+    let mut deployed: Vec<(Key, Value)> = kustomize("deploy")
         .into_iter()
-        .filter(|o| o["kind"] != "Namespace")
+        .chain(kustomize("deploy/crds"))
+        .filter(|o| o["kind"] != "Namespace" && o["kind"] != "CustomResourceDefinition")
         .map(|o| (key(&o), o))
         .collect();
     deployed.sort_by(|a, b| a.0.cmp(&b.0));
@@ -323,6 +337,8 @@ async fn install_upgrade_uninstall_keeps_the_crds_and_every_run() {
         .unwrap();
     assert!(!gone.status.success(), "the scheduler outlived the release");
     kubectl(&["get", "crd", "runs.kruntimes.io", "runtimes.kruntimes.io"]);
+    // runtimed's ClusterRole is kept with the CRDs: running Runtime Pods are bound to it.
+    kubectl(&["get", "clusterrole", "kubectl-kruntimes-runtimed"]);
     assert_eq!(
         kubectl(&[
             "get",

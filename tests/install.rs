@@ -92,6 +92,7 @@ async fn install_creates_established_crds_and_rerunning_changes_nothing() {
         "customresourcedefinition.apiextensions.k8s.io/persistentworkspaces.kruntimes.io",
         "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-view",
         "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-edit",
+        "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-runtimed",
         "validatingadmissionpolicy.admissionregistration.k8s.io/kubectl-kruntimes-runtimed",
         "validatingadmissionpolicybinding.admissionregistration.k8s.io/kubectl-kruntimes-runtimed",
         "mutatingadmissionpolicy.admissionregistration.k8s.io/kubectl-kruntimes-submitter",
@@ -156,6 +157,7 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
         ),
         ("ClusterRole", "kubectl-kruntimes-view"),
         ("ClusterRole", "kubectl-kruntimes-edit"),
+        ("ClusterRole", "kubectl-kruntimes-runtimed"),
         ("ValidatingAdmissionPolicy", "kubectl-kruntimes-runtimed"),
         (
             "ValidatingAdmissionPolicyBinding",
@@ -177,6 +179,7 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
     // The shipped files are printed verbatim, so deploy/ and --print cannot drift.
     for file in [
         "deploy/user-roles.yaml",
+        "deploy/crds/runtimed-role.yaml",
         "deploy/runtimed-policy.yaml",
         "deploy/submitter-policy.yaml",
     ] {
@@ -218,7 +221,7 @@ async fn install_print_piped_to_kubectl_apply_is_accepted_by_the_server() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(stdout.lines().count(), 11, "{stdout}");
+    assert_eq!(stdout.lines().count(), 12, "{stdout}");
 }
 
 /// Our own CRDs applied by another tool (`kubectl apply -k deploy/crds/` is client-side apply,

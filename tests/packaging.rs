@@ -100,13 +100,13 @@ fn install_print_is_the_committed_deploy_files() {
         "{}---\n{}---\n{}---\n{}---\n{}",
         file("crds/crds.yaml"),
         file("user-roles.yaml"),
-        file("runtimed-role.yaml"),
+        file("crds/runtimed-role.yaml"),
         file("runtimed-policy.yaml"),
         file("submitter-policy.yaml")
     );
     assert_eq!(
         printed, committed,
-        "install --print differs from deploy/crds/crds.yaml + user-roles.yaml + runtimed-role.yaml + runtimed-policy.yaml + submitter-policy.yaml; run `cargo xtask gen`"
+        "install --print differs from deploy/crds/crds.yaml + user-roles.yaml + crds/runtimed-role.yaml + runtimed-policy.yaml + submitter-policy.yaml; run `cargo xtask gen`"
     );
 }
 
@@ -167,12 +167,12 @@ fn deploy_kustomization_renders_everything_and_names_one_image() {
             "CustomResourceDefinition /persistentworkspaces.kruntimes.io".to_string(),
             "CustomResourceDefinition /runs.kruntimes.io".to_string(),
             "CustomResourceDefinition /runtimes.kruntimes.io".to_string(),
+            "ClusterRole /kubectl-kruntimes-runtimed".to_string(),
         ])
     );
     for id in [
         "ClusterRole /kubectl-kruntimes-view",
         "ClusterRole /kubectl-kruntimes-edit",
-        "ClusterRole /kubectl-kruntimes-runtimed",
         "ValidatingAdmissionPolicy /kubectl-kruntimes-runtimed",
         "ValidatingAdmissionPolicyBinding /kubectl-kruntimes-runtimed",
         "Namespace /kubectl-kruntimes",

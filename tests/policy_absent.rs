@@ -29,7 +29,16 @@ const CANNOT_TELL: &str = "cannot tell whether Runtime Pods are restricted in";
 /// The CRDs and runtimed's ClusterRole (what `install` applied before the policy existed, but
 /// for the ClusterRole that the Runtime controller binds), once per binary.
 async fn crds_only(client: &Client) {
-    apply("deploy/runtimed-role.yaml", "default");
+    // Server-side applied: both tests of this binary get here at once.
+    let role = kruntimes::runtime::identity::cluster_role().unwrap();
+    Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(client.clone())
+        .patch(
+            &role.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&role),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("apply runtimed's ClusterRole: {e}"));
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in kruntimes::install::crds() {
         let name = crd.name_any();
@@ -69,20 +78,6 @@ async fn namespace(client: &Client, prefix: &str) -> TestNs {
         client: client.clone(),
         name,
     }
-}
-
-/// `kubectl apply -f` of a manifest of this repository in `ns`.
-fn apply(manifest: &str, ns: &str) {
-    let path = format!("{}/{manifest}", env!("CARGO_MANIFEST_DIR"));
-    let out = support::kubectl()
-        .args(["apply", "-n", ns, "-f", &path])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl apply {manifest}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// `scheduler run` for one namespace, its log in a file; killed on drop.

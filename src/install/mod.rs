@@ -3,8 +3,8 @@
 //! the submitter's, and waits for the CRDs.
 //!
 //! Owns the CRD rendering (from the Rust types), the list of cluster-scoped objects kruntimes
-//! ships (`deploy/user-roles.yaml`, `deploy/runtimed-role.yaml`, `deploy/runtimed-policy.yaml`
-//! and `deploy/submitter-policy.yaml`, embedded as files so that
+//! ships (`deploy/user-roles.yaml`, `deploy/crds/runtimed-role.yaml`,
+//! `deploy/runtimed-policy.yaml` and `deploy/submitter-policy.yaml`, embedded as files so that
 //! `--print` shows exactly what is shipped) and their server-side apply. It never touches a
 //! namespaced object.
 
@@ -80,7 +80,7 @@ pub fn crds_yaml() -> anyhow::Result<String> {
 
 /// Everything install applies, as one multi-document YAML stream: the CRDs, then the shipped
 /// files verbatim (comments included): `deploy/crds/crds.yaml`, `deploy/user-roles.yaml`,
-/// `deploy/runtimed-role.yaml`, `deploy/runtimed-policy.yaml` and
+/// `deploy/crds/runtimed-role.yaml`, `deploy/runtimed-policy.yaml` and
 /// `deploy/submitter-policy.yaml`, in that order.
 pub fn manifests_yaml() -> anyhow::Result<String> {
     let mut out = crds_yaml()?;

@@ -1,7 +1,7 @@
 //! Who runtimed is in a Runtime's Pods: per Runtime, a ServiceAccount
 //! `kubectl-kruntimes-runtimed-<runtime>` and a RoleBinding of the same name that binds it, in
 //! the Runtime's namespace, to the ClusterRole `kubectl-kruntimes-runtimed` (shipped in
-//! `deploy/runtimed-role.yaml` and applied by `install`). Both are owned by the Runtime, so the
+//! `deploy/crds/runtimed-role.yaml` and applied by `install`). Both are owned by the Runtime, so the
 //! garbage collector removes them with it. A template that names its own `serviceAccountName`
 //! keeps it, and gets neither.
 //!
@@ -25,18 +25,21 @@ use crate::api::{LABEL_RUNTIME, Runtime};
 
 /// The ClusterRole that holds what runtimed does.
 pub const CLUSTER_ROLE: &str = "kubectl-kruntimes-runtimed";
-/// `deploy/runtimed-role.yaml`, as shipped: that ClusterRole, applied by `install`.
-pub const CLUSTER_ROLE_MANIFEST: &str = include_str!("../../deploy/runtimed-role.yaml");
+/// `deploy/crds/runtimed-role.yaml`, as shipped: that ClusterRole, applied by `install` (and
+/// kept with the CRDs, out of what uninstalling the scheduler deletes: the Runtime Pods that
+/// run meanwhile are bound to it).
+pub const CLUSTER_ROLE_MANIFEST: &str = include_str!("../../deploy/crds/runtimed-role.yaml");
 
 /// The ClusterRole of [`CLUSTER_ROLE_MANIFEST`].
 pub fn cluster_role() -> Result<k8s_openapi::api::rbac::v1::ClusterRole, String> {
     let doc = crate::yaml::documents(CLUSTER_ROLE_MANIFEST)
-        .map_err(|e| format!("the embedded deploy/runtimed-role.yaml is not YAML: {e}"))?
+        .map_err(|e| format!("the embedded deploy/crds/runtimed-role.yaml is not YAML: {e}"))?
         .into_iter()
         .find(|d| d.is_object())
-        .ok_or("the embedded deploy/runtimed-role.yaml holds no object")?;
-    serde_json::from_value(doc)
-        .map_err(|e| format!("the embedded deploy/runtimed-role.yaml is not a ClusterRole: {e}"))
+        .ok_or("the embedded deploy/crds/runtimed-role.yaml holds no object")?;
+    serde_json::from_value(doc).map_err(|e| {
+        format!("the embedded deploy/crds/runtimed-role.yaml is not a ClusterRole: {e}")
+    })
 }
 /// The service accounts the admission policy restricts: this name, or this name followed by
 /// `-<runtime>` (the accounts this module makes).
