@@ -177,10 +177,11 @@ async fn fetch(
 ) -> anyhow::Result<Vec<u8>> {
     let mut last = None;
     for pod in pods {
-        let request =
-            http::Request::get(target.runtimed_path(pod, &format!("artifacts/{uid}/{artifact}")))
-                .body(Vec::new())
-                .context("building the request")?;
+        let path = target.runtimed_path(pod, &format!("artifacts/{uid}/{artifact}"));
+        let request = target
+            .as_caller(http::Request::get(path))?
+            .body(Vec::new())
+            .context("building the request")?;
         match target.client.request_stream(request).await {
             Ok(mut body) => {
                 let mut bytes = Vec::new();

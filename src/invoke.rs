@@ -1,7 +1,8 @@
 //! `kubectl kruntimes invoke run/NAME [--data @FILE|-|TEXT]`: one invocation of a Ready
 //! function Run. It reads the Run, checks it is Ready, and posts the data to the owning
-//! runtimed's `/invoke/<run>` through the API server's Pod proxy, so whoever may `create`
-//! `pods/proxy` in the namespace may invoke and nobody else. The handler's output goes to
+//! runtimed's `/invoke/<run>` through the API server's Pod proxy with the caller's token:
+//! whoever may `create` `pods/proxy` and `runs/invoke` (runtimed asks the API server) may
+//! invoke, and nobody else. The handler's output goes to
 //! stdout as it came. An edge: the invocation itself is runtimed's (`runtimed::invoke`).
 
 use std::io::Read as _;
@@ -22,7 +23,9 @@ pub async fn exec(global: &GlobalArgs, args: &InvokeArgs) -> anyhow::Result<()> 
     let target = crate::kubeclient::connect(global).await?;
     let run = target.get_run(&name).await?;
     let pod = ready_pod(&run, &name)?;
-    let request = http::Request::post(target.runtimed_path(&pod, &format!("invoke/{name}")))
+    let path = target.runtimed_path(&pod, &format!("invoke/{name}"));
+    let request = target
+        .as_caller(http::Request::post(path))?
         .header(http::header::CONTENT_TYPE, &args.content_type)
         .body(input)
         .context("building the invocation request")?;

@@ -1,7 +1,8 @@
 //! `kubectl kruntimes logs run/NAME [-f] [--tail N]`: a Run's output as its runtimed keeps it
 //! (`runtimed::runlog`). It reads the Run for its Runtime Pod and streams runtimed's
-//! `/logs/<run>` through the API server's Pod proxy, so whoever may `get` `pods/proxy` in the
-//! namespace may read it, as for `invoke`. An edge: the log itself is runtimed's.
+//! `/logs/<run>` through the API server's Pod proxy with the caller's token, so whoever may
+//! `get` `pods/proxy` and `runs/log` in the namespace may read it, as for `invoke`. An edge:
+//! the log itself is runtimed's.
 
 use anyhow::{Context as _, anyhow, bail};
 use futures::AsyncBufReadExt as _;
@@ -25,7 +26,8 @@ pub async fn exec(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<()> {
     let run = target.get_run(&name).await?;
     let pod = pod_of(&run, &name)?;
     let rest = format!("logs/{name}{}", query(args.follow, args.tail));
-    let request = http::Request::get(target.runtimed_path(&pod, &rest))
+    let request = target
+        .as_caller(http::Request::get(target.runtimed_path(&pod, &rest)))?
         .body(Vec::new())
         .context("building the log request")?;
     let mut body =

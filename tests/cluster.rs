@@ -464,6 +464,37 @@ async fn runtime_server_sidecar(cluster: &Cluster) {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "HELLO");
     let fn_pod = assigned_pod(ns, "fn").await;
+    // A Run in another namespace calls that runtimed directly, past the Pod proxy: refused
+    // without a token (401) and with its own Pod's token, which lacks runs/invoke (403).
+    let ip = ns
+        .api::<Pod>()
+        .get(&fn_pod)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .pod_ip
+        .unwrap();
+    let outsider = &runtime_namespace(cluster, "outsider").await;
+    create_runtime(outsider, "knock", 1, busybox(), &[("runs", 1)]).await;
+    let url = format!(
+        "http://{ip}:{}/invoke/fn",
+        kruntimes::runtime::pod::PROBE_PORT
+    );
+    let script = format!(
+        r#"out=$(wget -q -O- --post-data=x {url} 2>&1); echo "$out" | grep -q '401 Unauthorized' || {{ echo "no token: $out"; exit 1; }}
+token=$(cat /var/run/secrets/kubernetes.io/serviceaccount/token)
+out=$(wget -q -O- --header "Authorization: Bearer $token" --post-data=x {url} 2>&1); echo "$out" | grep -q '403 Forbidden' || {{ echo "its token: $out"; exit 1; }}"#
+    );
+    create_run(outsider, "knock", "knock", &[], &script).await;
+    wait_phases(
+        outsider,
+        &["knock".into()],
+        RunPhase::Succeeded,
+        Duration::from_secs(90),
+    )
+    .await;
+    delete_runtime(outsider, "knock").await;
     ns.api::<Pod>()
         .delete(&fn_pod, &DeleteParams::default())
         .await

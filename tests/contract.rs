@@ -633,3 +633,99 @@ async fn function_runs_hold_their_room_while_ready_until_cancel_delete_idle_or_t
         recorded.len()
     );
 }
+
+/// runtimed's API answers only callers the API server allows: no token 401, a token the API
+/// server does not accept 401, a service account without `create runs/invoke` 403 (and one
+/// granted it on this Run only: allowed there, refused the log), the admin allowed. Real
+/// tokens, real SelfSubjectAccessReviews.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtimeds_api_answers_only_callers_the_api_server_allows() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use support::world::{create_in, http};
+
+    let pool = Scenario::start("contract-callers").await;
+    let ns = &pool.ns.clone();
+    run("echo")
+        .runtime("pool")
+        .requests(&[("runs", 1)])
+        .function("echo")
+        .create(ns)
+        .await;
+    ns.wait_phase("echo", RunPhase::Ready, Duration::from_secs(60))
+        .await;
+    let probe = pool.probe;
+    let post = async |token: Option<String>| {
+        http(probe, "POST", "/invoke/echo", b"hi", token.as_deref())
+            .await
+            .unwrap()
+    };
+
+    let (code, body) = post(None).await;
+    assert_eq!(code, 401, "{body}");
+    assert!(
+        body.starts_with(&format!(
+            "runtimed needs the caller's bearer token to create runs/invoke of Run {ns}/echo"
+        )),
+        "{body}"
+    );
+    let (code, body) = post(Some("Bearer not-a-token".into())).await;
+    assert_eq!(code, 401, "{body}");
+    assert!(
+        body.starts_with("the API server does not accept the caller's token"),
+        "{body}"
+    );
+
+    // Two service accounts: one granted `create runs/invoke` on echo only.
+    for name in ["nobody", "caller"] {
+        let account: ServiceAccount =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+        create_in(ns, account).await;
+    }
+    let role: Role = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "invoke-echo"},
+        "rules": [{"apiGroups": ["kruntimes.io"], "resources": ["runs/invoke"],
+                   "resourceNames": ["echo"], "verbs": ["create"]}],
+    }))
+    .unwrap();
+    create_in(ns, role).await;
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "invoke-echo"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "invoke-echo"},
+        "subjects": [{"kind": "ServiceAccount", "name": "caller", "namespace": ns.name}],
+    }))
+    .unwrap();
+    create_in(ns, binding).await;
+    let bearer = async |sa: &str| {
+        let token = support::tokens::unbound_token(&ns.client, &ns.name, sa).await;
+        format!("Bearer {token}")
+    };
+    let (code, body) = post(Some(bearer("nobody").await)).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body.starts_with(&format!(
+            "the caller may not create runs/invoke of Run {ns}/echo"
+        )),
+        "{body}"
+    );
+    assert!(
+        body.ends_with(
+            "grant verb create on resource runs/invoke (API group kruntimes.io) with a Role\n"
+        ),
+        "{body}"
+    );
+    let caller = bearer("caller").await;
+    let (code, body) = post(Some(caller.clone())).await;
+    assert_eq!((code, body.as_str()), (200, "hi"));
+    let (code, body) = http(probe, "GET", "/logs/echo", b"", Some(&caller))
+        .await
+        .unwrap();
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body.starts_with(&format!("the caller may not get runs/log of Run {ns}/echo")),
+        "{body}"
+    );
+    // The probes stay open.
+    let (code, _) = http(probe, "GET", "/readyz", b"", None).await.unwrap();
+    assert_eq!(code, 200);
+}

@@ -380,10 +380,11 @@ async fn a_runs_log(prefix: &str, backend: Backend) {
             }
         })
         .await;
-        stream
-            .write_all(b"GET /logs/talk?follow=true HTTP/1.0\r\nHost: localhost\r\n\r\n")
-            .await
-            .unwrap();
+        let request = format!(
+            "GET /logs/talk?follow=true HTTP/1.0\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\r\n",
+            support::admin_token()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
         read_until_contains(&mut stream, &mut read, "first\n").await;
         assert!(!String::from_utf8_lossy(&read).contains("second"));
     }

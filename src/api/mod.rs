@@ -40,6 +40,13 @@ pub const CONDITION_REPLICA_FAILURE: &str = "ReplicaFailure";
 /// The media type of an invocation's input when the caller names none: JSON, the one the Go
 /// project's runtime servers take.
 pub const DEFAULT_INVOKE_CONTENT_TYPE: &str = "application/json";
+/// The header that carries the caller's `Bearer` token to runtimed's API through the API
+/// server's Pod proxy (which removes `Authorization`); see `runtimed::callers`.
+pub const CALLER_TOKEN_HEADER: &str = "x-kruntimes-authorization";
+/// The user a caller of runtimed's API acts as (kubectl's `--as`).
+pub const CALLER_IMPERSONATE_USER_HEADER: &str = "x-kruntimes-impersonate-user";
+/// A group a caller of runtimed's API acts as (`--as-group`; repeated).
+pub const CALLER_IMPERSONATE_GROUP_HEADER: &str = "x-kruntimes-impersonate-group";
 /// Why a Runtime's Pods cannot be created or cannot run: its `ReplicaFailure` condition's
 /// message, while the condition is True.
 pub fn replica_failure(runtime: &Runtime) -> Option<String> {

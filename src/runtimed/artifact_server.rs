@@ -2,7 +2,8 @@
 //! artifact of a Run of this namespace, from the Runtime's artifact store (any Pod of the
 //! Runtime serves any of its Runs' artifacts: they share the claim or the bucket). What
 //! `kubectl kruntimes artifacts --download` reads through the API server's Pod proxy, like
-//! `logs`. Reads only; the layout is [`super::artifacts`]'.
+//! `logs`, for callers the API server allows `get runs/artifacts` in the namespace
+//! ([`super::callers`]). Reads only; the layout is [`super::artifacts`]'.
 
 use axum::Router;
 use axum::body::Body;

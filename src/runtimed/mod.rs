@@ -15,6 +15,7 @@ pub mod admission;
 pub mod agent;
 mod artifact_server;
 pub mod artifacts;
+pub mod callers;
 mod children;
 mod claims;
 mod collector;
@@ -299,6 +300,10 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
             let namespace = settings.identity.namespace.clone();
             routes = routes.merge(artifact_server::routes(store.clone(), namespace));
         }
+        // Invoke, logs and artifacts answer only callers the API server allows; the probes
+        // (merged after) stay open.
+        let gate = callers::Gate::new(target.config.clone(), &settings.identity.namespace);
+        let routes = routes.layer(axum::middleware::from_fn_with_state(gate, callers::guard));
         serve_probes(addr, settings.ready.clone(), routes).await?;
     }
     let registry = prometheus::Registry::new();

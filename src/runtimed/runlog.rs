@@ -2,8 +2,8 @@
 //! `<workspace-root>/.kruntimes/logs/<run name>_<run uid>.log` on the Pod's workspace volume, so
 //! they survive a runtimed restart and outlive the Run's own directory while the Pod lives;
 //! served by `GET /logs/<run>` on runtimed's probe port, which people reach through the API
-//! server's Pod proxy (`kubectl kruntimes logs run/NAME`), so RBAC on `pods/proxy` decides who
-//! may read, as for `invoke`.
+//! server's Pod proxy (`kubectl kruntimes logs run/NAME`); [`super::callers`] lets only callers
+//! the API server allows `get runs/log` on the Run read it.
 //!
 //! Bounded: a log that grows over [`MAX_BYTES`] is rotated once (the older part kept as
 //! `.log.1`), so a Run keeps at most twice that; the logs of at most [`MAX_LOGS`] Runs are

@@ -251,24 +251,43 @@ pub fn sample(body: &str, series: &str) -> Option<f64> {
 
 /// A minimal HTTP/1.0 GET on loopback, enough for probes and metrics.
 pub async fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
-    http(port, "GET", path, &[]).await
+    http(port, "GET", path, &[], admin_for(path).as_deref()).await
 }
 
 /// `POST path` with `body` to 127.0.0.1:`port`; the status code and the body.
 #[allow(dead_code)]
 pub async fn http_post(port: u16, path: &str, body: &[u8]) -> std::io::Result<(u16, String)> {
-    http(port, "POST", path, body).await
+    http(port, "POST", path, body, admin_for(path).as_deref()).await
 }
 
-/// One HTTP/1.0 request on loopback; the status code and the body of the answer.
-async fn http(port: u16, method: &str, path: &str, body: &[u8]) -> std::io::Result<(u16, String)> {
+/// runtimed's API (invoke, logs, artifacts) is called as the control plane's admin; probes and
+/// metrics with no credentials.
+fn admin_for(path: &str) -> Option<String> {
+    kruntimes::runtimed::callers::Access::of_path(path)
+        .map(|_| format!("Bearer {}", crate::support::admin_token()))
+}
+
+/// One HTTP/1.0 request on loopback with `authorization` (an `Authorization` header's value,
+/// if any); the status code and the body of the answer.
+#[allow(dead_code)]
+pub async fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    authorization: Option<&str>,
+) -> std::io::Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
     let length = match body {
         [] => String::new(),
         _ => format!("Content-Length: {}\r\n", body.len()),
     };
-    let head = format!("{method} {path} HTTP/1.0\r\nHost: localhost\r\n{length}\r\n");
+    let authorization = authorization
+        .map(|a| format!("Authorization: {a}\r\n"))
+        .unwrap_or_default();
+    let head =
+        format!("{method} {path} HTTP/1.0\r\nHost: localhost\r\n{length}{authorization}\r\n");
     stream.write_all(head.as_bytes()).await?;
     stream.write_all(body).await?;
     let mut buf = String::new();
