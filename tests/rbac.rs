@@ -13,6 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -56,6 +57,23 @@ async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
             binding.role_ref.name.as_str()
         ),
         ("ClusterRole", "kubectl-kruntimes-runtimed")
+    );
+    // Its NetworkPolicy: ingress to runtimed's port only (the template declares none).
+    let policy = ns
+        .api::<NetworkPolicy>()
+        .get("kubectl-kruntimes-python")
+        .await
+        .unwrap();
+    assert_eq!(policy.owner_references()[0].name, "python");
+    let ports: Vec<_> = policy.spec.unwrap().ingress.unwrap()[0]
+        .ports
+        .iter()
+        .flatten()
+        .filter_map(|p| p.port.clone())
+        .collect();
+    assert_eq!(
+        ports,
+        [k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(9442)]
     );
     ns.set_ready(&pod.name_any(), true).await;
     let token = tokens::pod_bound_token(&ns.client, &ns.name, &account, &pod).await;

@@ -5,6 +5,7 @@
 
 pub mod controller;
 pub mod identity;
+pub mod network;
 pub mod pod;
 pub mod rollout;
 pub mod stuck;

@@ -321,36 +321,50 @@ pub fn new_pod(
     }
 }
 
-/// Applies the Runtime's ServiceAccount and RoleBinding ([`crate::runtime::identity`]) before
-/// its Pods are created (a Pod of a missing account is refused). Refused: the API server's
-/// message, said on the Runtime as for a Pod that cannot be created.
-async fn ensure_identity(client: &Client, runtime: &Runtime) -> Result<(), String> {
-    let Some((account, binding)) = crate::runtime::identity::objects(runtime) else {
-        return Ok(());
-    };
+/// Applies what the Runtime's Pods need before they are created: its NetworkPolicy
+/// ([`crate::runtime::network`]) and runtimed's ServiceAccount and RoleBinding
+/// ([`crate::runtime::identity`]; a Pod of a missing account is refused). Refused: the API
+/// server's message, said on the Runtime as for a Pod that cannot be created.
+async fn ensure_companions(
+    client: &Client,
+    runtime: &Runtime,
+    injection: &Injection,
+) -> Result<(), String> {
     let ns = runtime.namespace().unwrap_or_default();
     let params = kube::api::PatchParams::apply(crate::api::FIELD_MANAGER).force();
-    let said = |what: &str, e: kube::Error| -> String {
+    let said = |what: &str, name: &str, e: kube::Error| -> String {
         let message = match e {
             kube::Error::Api(s) => s.message,
             e => e.to_string(),
         };
-        format!(
-            "cannot apply runtimed's {what} {}: {message}",
-            account.name_any()
-        )
-        .chars()
-        .take(1000)
-        .collect()
+        format!("cannot apply {what} {name}: {message}")
+            .chars()
+            .take(1000)
+            .collect()
     };
+    let spec = new_pod(runtime, "policy", &BTreeMap::new(), injection)
+        .spec
+        .unwrap_or_default();
+    let template = runtime.spec.template.spec.clone().unwrap_or_default();
+    let inject = pod::injects(&runtime.spec.template.metadata.clone().unwrap_or_default());
+    let server_port = (inject && pod::follows_contract(&template)).then_some(runtime.spec.port);
+    let policy = crate::runtime::network::policy(runtime, &spec, server_port);
+    Api::<k8s_openapi::api::networking::v1::NetworkPolicy>::namespaced(client.clone(), &ns)
+        .patch(&policy.name_any(), &params, &Patch::Apply(&policy))
+        .await
+        .map_err(|e| said("the Runtime's NetworkPolicy", &policy.name_any(), e))?;
+    let Some((account, binding)) = crate::runtime::identity::objects(runtime) else {
+        return Ok(());
+    };
+    let name = account.name_any();
     Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), &ns)
-        .patch(&account.name_any(), &params, &Patch::Apply(&account))
+        .patch(&name, &params, &Patch::Apply(&account))
         .await
-        .map_err(|e| said("ServiceAccount", e))?;
+        .map_err(|e| said("runtimed's ServiceAccount", &name, e))?;
     Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(client.clone(), &ns)
-        .patch(&binding.name_any(), &params, &Patch::Apply(&binding))
+        .patch(&name, &params, &Patch::Apply(&binding))
         .await
-        .map_err(|e| said("RoleBinding", e))?;
+        .map_err(|e| said("runtimed's RoleBinding", &name, e))?;
     Ok(())
 }
 
@@ -463,7 +477,7 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
             info!(%pod, namespace = %ns, "projected capacity annotations");
         }
         if plan.create > 0
-            && let Err(message) = ensure_identity(&ctx.client, &runtime).await
+            && let Err(message) = ensure_companions(&ctx.client, &runtime, &ctx.injection).await
         {
             create_failed = Some(message);
             plan.create = 0;
