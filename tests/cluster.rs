@@ -24,6 +24,8 @@ mod helm;
 mod objects;
 #[path = "cluster/restricted.rs"]
 mod restricted;
+#[path = "cluster/rollout.rs"]
+mod rollout;
 mod support;
 
 use std::collections::BTreeSet;
@@ -101,6 +103,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "a_restricted_namespace_with_a_compute_quota_runs_a_runtime_with_nothing_applied_and_shows_the_quota_refusal",
         |c| Box::pin(restricted::restricted_namespace_and_quota(c)),
+    ),
+    (
+        "a_changed_template_replaces_the_runtime_pods_one_at_a_time_while_runs_keep_succeeding",
+        |c| Box::pin(rollout::template_change_rolls_one_pod_at_a_time(c)),
     ),
     (
         "helm_install_runs_runs_upgrade_rolls_the_scheduler_without_losing_one_and_uninstall_keeps_them",
