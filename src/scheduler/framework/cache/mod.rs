@@ -421,7 +421,7 @@ impl SchedulerCache {
         let key = RunKey::of(run);
         match self.queue.get(&key) {
             Some(q) if !q.changed_by(run) => q.clone(),
-            _ => Arc::new(QueuedRun::new(run, self.index.order_of(run))),
+            _ => Arc::new(self.queue.queued(run, self.index.order_of(run))),
         }
     }
 

@@ -154,7 +154,7 @@ impl SchedulingQueue {
     pub fn observe(&mut self, run: &Run, order: QueueOrder, now: Timestamp) -> bool {
         let key = RunKey::of(run);
         let Some(old) = self.runs.get(&key) else {
-            self.store(Arc::new(QueuedRun::new(run, order)));
+            self.store(Arc::new(self.queued(run, order)));
             return false;
         };
         let changed = old.changed_by(run);
@@ -169,7 +169,7 @@ impl SchedulingQueue {
             return false;
         }
         let mut queued = if changed {
-            QueuedRun::new(run, order)
+            self.queued(run, order)
         } else {
             QueuedRun {
                 order,
@@ -309,11 +309,18 @@ impl SchedulingQueue {
             false => self.fairness.insert(scope.clone(), fair.clone()),
         };
         if let Some(s) = self.scopes.get_mut(scope) {
+            // Every stored Run of the Runtime, filed or in a cycle, takes its new group.
+            for queued in s.pending.values_mut() {
+                let mut regrouped = (**queued).clone();
+                regrouped.group = fair.group_of(&queued.run);
+                *queued = Arc::new(regrouped);
+                self.runs.insert(queued.key.clone(), queued.clone());
+            }
             s.groups.clear();
             s.member_groups.clear();
             for order in s.members.keys() {
                 let run = &s.pending[order];
-                let group = fair.group_of(&run.run);
+                let group = run.group.clone();
                 if s.active.contains(order) {
                     s.groups
                         .entry(group.clone())
@@ -331,7 +338,16 @@ impl SchedulingQueue {
 
     /// The fairness group of a stored Run.
     pub fn group_of(&self, run: &QueuedRun) -> Group {
-        self.fair_share(&run.scope).group_of(&run.run)
+        run.group.clone()
+    }
+
+    /// `run` at `order` as this queue would store it: grouped as its Runtime groups Runs now.
+    pub fn queued(&self, run: &Run, order: QueueOrder) -> QueuedRun {
+        let scope = ScopeRef::new(
+            &kube::ResourceExt::namespace(run).unwrap_or_default(),
+            &run.spec.runtime,
+        );
+        QueuedRun::new(run, order, self.fair_share(&scope))
     }
 
     /// Records that `run`'s cycle placed it: its group was served now. (A cycle that does not
@@ -611,11 +627,7 @@ impl SchedulingQueue {
         if run.required_terms {
             scope.terms.insert(run.order.clone());
         }
-        let group = self
-            .fairness
-            .get(&run.scope)
-            .unwrap_or(&DEFAULT_FAIRNESS)
-            .group_of(&run.run);
+        let group = run.group.clone();
         scope
             .member_groups
             .entry(group.clone())

@@ -3,7 +3,7 @@
 //!
 //! Owns what every reader of a Pending Run needs without looking at the object again: its
 //! request parsed once, its place in the queue, whether required Run terms may refuse it
-//! where there is room, and the workspace it names. It must not hold state about where the
+//! where there is room, the workspace it names and its fairness group. It must not hold state about where the
 //! Run waits (see [`super::SchedulingQueue`]).
 
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use kube::ResourceExt;
 
 use crate::api::resources::ResourceError;
 use crate::api::{Resources, Run};
+use crate::scheduler::framework::fairness::{FairShare, Group};
 use crate::scheduler::framework::index::ScopeRef;
 use crate::scheduler::framework::types::{QueueOrder, RunKey};
 
@@ -39,12 +40,16 @@ pub struct QueuedRun {
     pub required_terms: bool,
     /// The PersistentWorkspace it names.
     pub workspace: Option<String>,
+    /// Its fairness group, as its Runtime groups Runs (set once per observation: filing a Run
+    /// again, which a drain does many times, costs no lookup).
+    pub group: Group,
 }
 
 impl QueuedRun {
-    /// The Pending Run `run` at `order`.
-    pub fn new(run: &Run, order: QueueOrder) -> Self {
+    /// The Pending Run `run` at `order`, in the group `fair` puts it.
+    pub fn new(run: &Run, order: QueueOrder, fair: &FairShare) -> Self {
         QueuedRun {
+            group: fair.group_of(run),
             key: RunKey::of(run),
             name: run.name_any(),
             scope: ScopeRef::new(&run.namespace().unwrap_or_default(), &run.spec.runtime),

@@ -254,3 +254,31 @@ fn a_recorded_priority_is_not_reordered_by_its_class() {
     assert!(q.reorder(None, |r| QueueOrder::of(r, 10), at(1)).is_empty());
     assert_eq!(q.get(&k).unwrap().order.priority, 0);
 }
+
+#[test]
+fn a_run_is_grouped_once_when_observed_and_anew_for_every_stored_run_when_the_runtime_regroups() {
+    let mut q = SchedulingQueue::default();
+    let team = |uid: &str, t: &str| pending(uid, 1, "rt").labels(&[("team", t)]);
+    add(&mut q, &team("a", "x"), at(0));
+    add(&mut q, &team("b", "y"), at(0));
+    // By submitter (none recorded): both in the unnamed group.
+    assert_eq!(q.get(&key("a")).unwrap().group, Group::new(""));
+    // One Run is in its cycle (popped, not filed) when the Runtime starts grouping by label.
+    let popped = q.pop(at(0)).unwrap().run;
+    assert_eq!(popped.key, key("a"));
+    let by_team = FairShare {
+        label: Some("team".into()),
+        ..FairShare::default()
+    };
+    q.set_fair_share(&scope("rt"), by_team);
+    assert_eq!(q.get(&key("a")).unwrap().group, Group::new("x"));
+    assert_eq!(q.get(&key("b")).unwrap().group, Group::new("y"));
+    // Filed again after its cycle, it counts in its new group.
+    q.unschedulable(&key("a"), 0, at(1));
+    q.activate(&key("a"), at(2));
+    let groups: Vec<Vec<String>> = q
+        .members_by_group(&scope("rt"))
+        .map(|members| members.map(|(r, _)| r.key.uid.clone()).collect())
+        .collect();
+    assert_eq!(groups, [["a"], ["b"]]);
+}
