@@ -82,8 +82,8 @@ pub struct Plan {
     pub status: RuntimeStatus,
     /// Set when the capacity is malformed: nothing else in the plan is carried out.
     pub invalid_capacity: Option<String>,
-    /// The out-of-date Pod to start draining for the rollout.
-    pub drain: Option<String>,
+    /// The out-of-date Pods to start draining for the rollout.
+    pub drain: Vec<String>,
     /// A rollout drain is under way: reconcile again soon.
     pub draining: bool,
 }
@@ -101,7 +101,8 @@ pub struct Plan {
 /// (runtimed's SIGTERM, or RuntimePodLost).
 ///
 /// With the Pods' current `revision` (see [`crate::runtime::rollout`]), out-of-date Pods are drained
-/// and replaced one at a time while the Runtime has its wanted number; `None` rolls nothing.
+/// and replaced, at most the Runtime's `maxUnavailable` at a time, while the Runtime has its
+/// wanted number; `None` rolls nothing.
 pub fn plan(
     runtime: &Runtime,
     pods: &[Pod],
@@ -169,7 +170,9 @@ pub fn plan(
     } else if let Some(revision) = revision
         && live.len() == wanted
     {
-        let step = crate::runtime::rollout::step(&live, revision, active_runs, bound, now);
+        let (strategy, _) = crate::runtime::rollout::Strategy::of(runtime.annotations());
+        let step =
+            crate::runtime::rollout::step(&live, revision, active_runs, bound, now, &strategy);
         plan.delete = step.delete;
         plan.drain = step.drain;
         plan.draining = step.draining;
@@ -417,6 +420,9 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
     if let (_, Some(why)) = crate::scheduler::framework::fairness::FairShare::of(&runtime) {
         warn!(runtime = %runtime.name_any(), namespace = %ns, "{why}");
     }
+    for why in crate::runtime::rollout::Strategy::of(runtime.annotations()).1 {
+        warn!(runtime = %runtime.name_any(), namespace = %ns, "{why}");
+    }
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let uid = runtime.uid().unwrap_or_default();
     let selector = format!("{LABEL_RUNTIME}={}", runtime.name_any());
@@ -501,7 +507,7 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
                 Err(e) => return Err(e.into()),
             }
         }
-        if let Some(pod) = &plan.drain {
+        for pod in &plan.drain {
             // Drained: the scheduler stops placing on it; it goes once its Runs have ended.
             let mark =
                 json!({"metadata": {"annotations": {ANNOTATION_SCALE_DOWN: now.0.to_string()}}});
