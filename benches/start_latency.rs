@@ -16,7 +16,8 @@
 //! same interval (utime + stime from `/proc/<pid>/stat`).
 //!
 //! A measurement, not a test: it prints figures and asserts nothing about time. Run with
-//! `cargo bench --bench start_latency [-- SHAPE...]`.
+//! `cargo bench --bench start_latency [-- SHAPE...] [--no-routine-events]` (the latter runs the
+//! scheduler and runtimed with `--routine-events=false`).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -113,7 +114,9 @@ async fn measure(shape: &Shape) -> Figures {
     for p in &pods {
         let health = support::free_port();
         let flag = format!("--health-probe-bind-address=127.0.0.1:{health}");
-        runtimeds.push(RuntimedProcess::start(p, &[&flag]));
+        let mut args = vec![flag.as_str()];
+        args.extend(routine_events());
+        runtimeds.push(RuntimedProcess::start(p, &args));
         // Ready: its watches have listed, so start-up is not measured.
         eventually(
             Duration::from_secs(30),
@@ -125,7 +128,16 @@ async fn measure(shape: &Shape) -> Figures {
         )
         .await;
     }
-    let scheduler = SchedulerProcess::start(&ns.name, 4, None, "start-latency").await;
+    let kubeconfig = support::control_plane().kubeconfig.clone();
+    let scheduler = SchedulerProcess::start_with(
+        &kubeconfig,
+        &ns.name,
+        4,
+        None,
+        "start-latency",
+        routine_events(),
+    )
+    .await;
     let events = RunEvents::start(&ns).await;
     let control_plane = support::control_plane_pids();
     let runtimed_pids: Vec<u32> = runtimeds.iter().map(RuntimedProcess::pid).collect();
@@ -211,6 +223,14 @@ async fn measure(shape: &Shape) -> Figures {
 
 fn ms(d: Duration) -> String {
     format!("{}", d.as_millis())
+}
+
+/// `--no-routine-events`: the scheduler and runtimed run with `--routine-events=false`.
+fn routine_events() -> &'static [&'static str] {
+    match std::env::args().any(|a| a == "--no-routine-events") {
+        true => &["--routine-events=false"],
+        false => &[],
+    }
 }
 
 fn main() {

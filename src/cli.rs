@@ -282,6 +282,11 @@ pub struct SchedulerRunArgs {
     #[arg(long, value_name = "LIST", default_value = crate::runtime::pod::DEFAULT_REQUESTS, value_parser = crate::runtime::pod::parse_resource_list)]
     pub runtimed_requests:
         std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    /// Publish the Events of a Run's ordinary life (Scheduled, Admitted, Started, Completed,
+    /// RunSucceeded); `--routine-events=false` keeps only the others (every Warning), one API
+    /// write per Event saved. Runtime Pods' runtimed gets the same setting.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub routine_events: bool,
     /// Their limits (a compute ResourceQuota requires both); `""`: none.
     #[arg(long, value_name = "LIST", default_value = crate::runtime::pod::DEFAULT_LIMITS, value_parser = crate::runtime::pod::parse_resource_list)]
     pub runtimed_limits:
@@ -307,6 +312,11 @@ pub struct RuntimedArgs {
     /// How often the heartbeat Lease is renewed.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub heartbeat_interval: Duration,
+    /// Publish the Events of a Run's ordinary life (Admitted, Started, Completed,
+    /// RunSucceeded); false keeps only the others (every Warning). The scheduler's
+    /// `--routine-events` sets it in Runtime Pods.
+    #[arg(long, env = "KRUNTIMES_ROUTINE_EVENTS", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub routine_events: bool,
     /// How long one renewal holds (the Lease's leaseDurationSeconds).
     #[arg(long, default_value = "40s", value_parser = parse_duration)]
     pub heartbeat_duration: Duration,

@@ -90,6 +90,24 @@ pub struct RunEvents {
     /// written, which the next one of that Run waits for. Removed by the last one.
     queued: Arc<Mutex<HashMap<String, Queued>>>,
     generation: Arc<std::sync::atomic::AtomicU64>,
+    /// Whether the [`ROUTINE`] Events are published (`--routine-events`).
+    routine: bool,
+}
+
+/// The Events of a Run's ordinary life, which every Run that goes well gets: `Scheduled`,
+/// `Admitted`, `Started`, `Completed`, `RunSucceeded`. `--routine-events=false` leaves them
+/// out (one API write each per Run saved); every other Event, and every Warning, is kept.
+pub const ROUTINE: &[&str] = &[
+    reasons::SCHEDULED,
+    reasons::ADMITTED,
+    reasons::STARTED,
+    reasons::COMPLETED,
+    reasons::RUN_SUCCEEDED,
+];
+
+/// Whether an Event of this type and reason is one of [`ROUTINE`] (never a Warning).
+pub fn is_routine(type_: &EventType, reason: &str) -> bool {
+    matches!(type_, EventType::Normal) && ROUTINE.contains(&reason)
 }
 
 impl RunEvents {
@@ -107,7 +125,14 @@ impl RunEvents {
             in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
             queued: Default::default(),
             generation: Default::default(),
+            routine: true,
         }
+    }
+
+    /// With `routine == false`, the [`ROUTINE`] Events are not published.
+    pub fn with_routine(mut self, routine: bool) -> Self {
+        self.routine = routine;
+        self
     }
 
     /// Publishes in the background, folding a repeat of an earlier Event (same Run, type,
@@ -132,6 +157,9 @@ impl RunEvents {
         action: &str,
         note: String,
     ) {
+        if !self.routine && is_routine(&type_, reason) {
+            return;
+        }
         let regarding = regarding(run);
         let event = Event {
             type_,
@@ -200,6 +228,23 @@ fn digest(text: &str) -> u32 {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn routine_events_are_the_normal_ones_of_an_ordinary_life_never_a_warning() {
+        for reason in ROUTINE {
+            assert!(is_routine(&EventType::Normal, reason), "{reason}");
+            assert!(!is_routine(&EventType::Warning, reason), "{reason}");
+        }
+        for kept in [
+            reasons::WAITING,
+            reasons::FAILED_SCHEDULING,
+            "Cancelled",
+            "RunRetrying",
+        ] {
+            assert!(!is_routine(&EventType::Normal, kept), "{kept}");
+        }
+    }
+
     use super::*;
     use crate::testing::run;
 

@@ -256,3 +256,33 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
         "{events}"
     );
 }
+
+/// `--routine-events=false` on the scheduler and runtimed: a Run that fails tells only what a
+/// user acts on. Its story is `Failed` alone: no `Scheduled` (the scheduler's, written right
+/// after the bind, long before the Run ends) and no `Started` (runtimed's, written before its
+/// `Failed` in the order runtimed keeps per Run).
+#[tokio::test]
+async fn without_routine_events_a_failed_run_says_only_that_it_failed() {
+    let ns = TestNs::new("ev-routine").await;
+    let py = pod("py").capacity(&[("runs", 1)]).create(&ns).await;
+    let kubeconfig = support::control_plane().kubeconfig.clone();
+    let quiet = ["--routine-events=false"];
+    let _scheduler =
+        SchedulerProcess::start_with(&kubeconfig, &ns.name, 1, None, "ev-routine", &quiet).await;
+    let _runtimed = RuntimedProcess::start(&py, &quiet);
+    run("exit-3")
+        .task(&["sh", "-c", "exit 3"])
+        .create(&ns)
+        .await;
+    let events = wait_events(&ns, "exit-3", "the Failed Event", |events| {
+        events.iter().any(|(reason, _, _)| reason == "Failed")
+    })
+    .await;
+    assert_eq!(
+        ns.get_run("exit-3").await.phase(),
+        RunPhase::Failed,
+        "{events:?}"
+    );
+    let reasons: Vec<&str> = events.iter().map(|(r, _, _)| r.as_str()).collect();
+    assert_eq!(reasons, ["Failed"], "{events:?}");
+}

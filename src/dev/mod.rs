@@ -145,6 +145,7 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
             starvation_threshold: Duration::from_secs(30),
             fair_share_metrics_groups: 10,
             runtime_image: crate::cli::DEFAULT_IMAGE.into(),
+            routine_events: true,
             runtimed_requests: crate::runtime::pod::parse_resource_list(
                 crate::runtime::pod::DEFAULT_REQUESTS,
             )

@@ -64,6 +64,7 @@ pub async fn run(
             pod_lost_grace: args.pod_lost_grace,
             starvation_threshold: args.starvation_threshold,
             fair_share_metrics_groups: args.fair_share_metrics_groups,
+            routine_events: args.routine_events,
         },
     );
 
@@ -104,6 +105,7 @@ pub async fn run(
         let (client, namespace) = (target.client.clone(), args.watch_namespace.clone());
         let injection = crate::runtime::pod::Injection {
             image: args.runtime_image.clone(),
+            routine_events: args.routine_events,
             resources: crate::runtime::pod::resource_requirements(
                 args.runtimed_requests.clone(),
                 args.runtimed_limits.clone(),

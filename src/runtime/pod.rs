@@ -81,6 +81,9 @@ pub struct Injection {
     /// Requests and limits of the containers kruntimes adds (the init container and the
     /// runtimed sidecar; `scheduler run --runtimed-requests/--runtimed-limits`).
     pub resources: ResourceRequirements,
+    /// `scheduler run --routine-events`: runtimed gets `KRUNTIMES_ROUTINE_EVENTS=false` when
+    /// false (nothing when true, so that Pods made before do not roll).
+    pub routine_events: bool,
 }
 
 impl Injection {
@@ -90,6 +93,7 @@ impl Injection {
         Injection {
             image: image.into(),
             resources: resource_requirements(parse(DEFAULT_REQUESTS), parse(DEFAULT_LIMITS)),
+            routine_events: true,
         }
     }
 }
@@ -152,7 +156,7 @@ pub fn complete_with_server(
         "KRUNTIMES_RUNTIME_SERVER",
         &format!("127.0.0.1:{}", server.port),
     );
-    set_runtimed_env(env, runtimed_grace);
+    set_runtimed_env(env, runtimed_grace, injection);
     spec.containers.push(sidecar);
     for container in &mut spec.containers {
         add_identity_env(container);
@@ -206,7 +210,11 @@ pub fn complete(mut spec: PodSpec, injection: &Injection, inject: bool) -> PodSp
     }
     // runtimed serves its probes where the template says, else on PROBE_PORT.
     let probe_port = explicit_probe_port(main).unwrap_or(Some(PROBE_PORT));
-    set_runtimed_env(main.env.get_or_insert_with(Vec::new), runtimed_grace);
+    set_runtimed_env(
+        main.env.get_or_insert_with(Vec::new),
+        runtimed_grace,
+        injection,
+    );
     if main.readiness_probe.is_none()
         && let Some(port) = probe_port
     {
@@ -228,7 +236,10 @@ pub fn complete(mut spec: PodSpec, injection: &Injection, inject: bool) -> PodSp
 
 /// runtimed's own settings in the container that runs it: its probes on [`PROBE_PORT`] and,
 /// unless the template passes one, the shutdown grace derived from the Pod's.
-fn set_runtimed_env(env: &mut Vec<EnvVar>, runtimed_grace: Option<i64>) {
+fn set_runtimed_env(env: &mut Vec<EnvVar>, runtimed_grace: Option<i64>, injection: &Injection) {
+    if !injection.routine_events {
+        set_env(env, "KRUNTIMES_ROUTINE_EVENTS", "false");
+    }
     set_env(
         env,
         "KRUNTIMES_HEALTH_PROBE_BIND_ADDRESS",
@@ -633,6 +644,16 @@ mod tests {
         assert_eq!(resources.requests.unwrap()["memory"].0, "64Mi");
         assert_eq!(resources.limits.unwrap()["cpu"].0, "1");
         assert_eq!(main.security_context, None);
+        assert_eq!(env_value(sidecar, "KRUNTIMES_ROUTINE_EVENTS"), None);
+        let quiet = Injection {
+            routine_events: false,
+            ..injection()
+        };
+        let quiet = complete_with_server(spec(runtime.clone(), None), &quiet, true, &server);
+        assert_eq!(
+            env_value(&quiet.containers[1], "KRUNTIMES_ROUTINE_EVENTS").as_deref(),
+            Some("false")
+        );
         assert_eq!(
             sidecar.command.as_deref(),
             Some(&[IMAGE_BINARY.to_string(), "runtimed".to_string()][..])

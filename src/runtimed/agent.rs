@@ -169,7 +169,8 @@ impl Agent {
             client.clone(),
             crate::events::RUNTIMED,
             Some(me.pod_name.clone()),
-        );
+        )
+        .with_routine(settings.routine_events);
         let runs_api: Api<Run> = Api::namespaced(client.clone(), &me.namespace);
         // With a runtime server, its Health feeds readiness.
         let server_healthy = Arc::new(AtomicBool::new(true));

@@ -214,6 +214,8 @@ impl Artifacts {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub identity: Identity,
+    /// `--routine-events`: whether the Events of a Run's ordinary life are published.
+    pub routine_events: bool,
     pub heartbeat: heartbeat::Config,
     pub shutdown_grace: Duration,
     /// Where `/healthz` and `/readyz` are served, if anywhere.
@@ -281,6 +283,7 @@ impl Settings {
                 .transpose()
                 .map_err(Error::BadAddress)?,
             registrations: Default::default(),
+            routine_events: args.routine_events,
         })
     }
 }

@@ -73,6 +73,8 @@ pub struct Options {
     /// Fairness groups with series of their own in the fair-share gauges (the top N by
     /// Pending Runs).
     pub fair_share_metrics_groups: usize,
+    /// Whether the routine Events (`Scheduled`) are published ([`crate::events::ROUTINE`]).
+    pub routine_events: bool,
 }
 
 /// Shared between watch tasks, the scheduling and lifecycle loops and the HTTP probes.
@@ -117,7 +119,8 @@ impl Scheduler {
                 client.clone(),
                 crate::events::SCHEDULER,
                 std::env::var("POD_NAME").ok(),
-            ),
+            )
+            .with_routine(options.routine_events),
             client,
             cache: SharedCache::with_cache(
                 plugins::registry(),
