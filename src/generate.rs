@@ -80,6 +80,7 @@ const CHART_FILES: &[(&str, &str)] = &[
     ("scheduler.yaml", include_str!("../deploy/scheduler.yaml")),
     ("user-roles.yaml", crate::install::USER_ROLES),
     ("runtimed-policy.yaml", crate::admission_policy::MANIFEST),
+    ("run-policy.yaml", crate::run_policy::MANIFEST),
     ("submitter-policy.yaml", crate::submitter_policy::MANIFEST),
     (
         "runtimed-role.yaml",

@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod output;
 pub mod process;
 pub mod replay;
+pub mod run_policy;
 pub mod runtime;
 pub mod runtime_server;
 pub mod runtimed;

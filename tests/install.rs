@@ -95,6 +95,8 @@ async fn install_creates_established_crds_and_rerunning_changes_nothing() {
         "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-runtimed",
         "validatingadmissionpolicy.admissionregistration.k8s.io/kubectl-kruntimes-runtimed",
         "validatingadmissionpolicybinding.admissionregistration.k8s.io/kubectl-kruntimes-runtimed",
+        "validatingadmissionpolicy.admissionregistration.k8s.io/kubectl-kruntimes-run",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io/kubectl-kruntimes-run",
         "mutatingadmissionpolicy.admissionregistration.k8s.io/kubectl-kruntimes-submitter",
         "mutatingadmissionpolicybinding.admissionregistration.k8s.io/kubectl-kruntimes-submitter",
         "validatingadmissionpolicy.admissionregistration.k8s.io/kubectl-kruntimes-submitter",
@@ -163,6 +165,8 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
             "ValidatingAdmissionPolicyBinding",
             "kubectl-kruntimes-runtimed",
         ),
+        ("ValidatingAdmissionPolicy", "kubectl-kruntimes-run"),
+        ("ValidatingAdmissionPolicyBinding", "kubectl-kruntimes-run"),
         ("MutatingAdmissionPolicy", "kubectl-kruntimes-submitter"),
         (
             "MutatingAdmissionPolicyBinding",
@@ -181,6 +185,7 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
         "deploy/user-roles.yaml",
         "deploy/crds/runtimed-role.yaml",
         "deploy/runtimed-policy.yaml",
+        "deploy/run-policy.yaml",
         "deploy/submitter-policy.yaml",
     ] {
         let shipped =
@@ -221,7 +226,7 @@ async fn install_print_piped_to_kubectl_apply_is_accepted_by_the_server() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(stdout.lines().count(), 12, "{stdout}");
+    assert_eq!(stdout.lines().count(), 14, "{stdout}");
 }
 
 /// Our own CRDs applied by another tool (`kubectl apply -k deploy/crds/` is client-side apply,
@@ -472,4 +477,89 @@ async fn a_fractional_quantity_is_stored_verbatim_and_refused_by_request_validat
         err.to_string(),
         "spec.resources.requests[\"example.com/gpu\"]: \"1.5\" is not a valid quantity: it is not a whole number; logical resources are counted in whole units (use \"1\" or \"2\")"
     );
+}
+
+/// The Run spec's rules, which the admission policy `kubectl-kruntimes-run` holds (not the
+/// CRD, whose rules every status write paid for): each invalid spec is refused on create with
+/// the rule's message, a valid one is admitted, and a status write is never checked by it.
+#[tokio::test]
+async fn the_run_policy_refuses_each_invalid_spec_with_its_message_and_leaves_status_alone() {
+    let ns = TestNs::new("run-policy").await;
+    let runs = ns.runs();
+    let dry_run = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let with = |spec: serde_json::Value| -> kruntimes::api::Run {
+        // A mode unless the case names one (the typed client sends an empty one otherwise).
+        let mut full = json!({"runtime": "py", "mode": {"task": {}}});
+        full.as_object_mut()
+            .unwrap()
+            .extend(spec.as_object().unwrap().clone());
+        serde_json::from_value(json!({
+            "apiVersion": "kruntimes.io/v1alpha1", "kind": "Run",
+            "metadata": {"name": "r", "namespace": ns.name}, "spec": full,
+        }))
+        .unwrap()
+    };
+    let selector = |s: serde_json::Value| {
+        json!({"affinity": {"runAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": s, "topologyKey": "kruntimes.io/runtime-pod"}]}}})
+    };
+    for (spec, message) in [
+        (
+            json!({"mode": {"task": {}, "function": {"handler": "m.f"}}}),
+            "exactly one of task or function must be set",
+        ),
+        (
+            json!({"mode": {"task": {"entrypoint": "../x.sh"}}}),
+            "mode.task.entrypoint must be a relative path that does not contain '..'",
+        ),
+        (
+            json!({"source": {"inline": "x", "inlinePath": "h.sh"}}),
+            "source.inlinePath is only valid for function mode with inline source",
+        ),
+        (
+            json!({"mode": {"function": {"handler": "m.f"}}, "source": {"inline": "x"}}),
+            "function mode inline source requires source.inlinePath",
+        ),
+        (
+            json!({"source": {"inline": "x", "repoURL": "https://example.com/r.git"}}),
+            "inline and repoURL are mutually exclusive",
+        ),
+        (
+            json!({"source": {"commitSHA": "0123456789abcdef0123456789abcdef01234567"}}),
+            "commitSHA requires repoURL",
+        ),
+        (
+            json!({"mode": {"function": {"handler": "m.f"}}, "source": {"inline": "x", "inlinePath": "a//b.sh"}}),
+            "inlinePath must be a relative file path without empty, '.' or '..' segments",
+        ),
+        (selector(json!({})), "labelSelector must not be empty"),
+    ] {
+        let refused = runs.create(&dry_run, &with(spec.clone())).await;
+        let Err(kube::Error::Api(status)) = refused else {
+            panic!("{spec} was admitted: {refused:?}")
+        };
+        assert!(
+            status.message.contains(kruntimes::run_policy::NAME)
+                && status.message.contains(message),
+            "{spec}: {}",
+            status.message
+        );
+    }
+    runs.create(
+        &dry_run,
+        &with(selector(json!({"matchLabels": {"app": "x"}}))),
+    )
+    .await
+    .unwrap();
+
+    // A status write does not meet the policy: an assignment that names a Pod, however
+    // the spec looks, is the status subresource's alone.
+    run("placed").requests(&[("runs", 1)]).create(&ns).await;
+    let placed = json!({"status": {"phase": "Scheduled", "assignedPod": "py-0"}});
+    runs.patch_status("placed", &PatchParams::default(), &Patch::Merge(&placed))
+        .await
+        .unwrap();
 }

@@ -97,16 +97,17 @@ fn install_print_is_the_committed_deploy_files() {
     );
     let file = |name: &str| std::fs::read_to_string(repo().join("deploy").join(name)).unwrap();
     let committed = format!(
-        "{}---\n{}---\n{}---\n{}---\n{}",
+        "{}---\n{}---\n{}---\n{}---\n{}---\n{}",
         file("crds/crds.yaml"),
         file("user-roles.yaml"),
         file("crds/runtimed-role.yaml"),
         file("runtimed-policy.yaml"),
+        file("run-policy.yaml"),
         file("submitter-policy.yaml")
     );
     assert_eq!(
         printed, committed,
-        "install --print differs from deploy/crds/crds.yaml + user-roles.yaml + crds/runtimed-role.yaml + runtimed-policy.yaml + submitter-policy.yaml; run `cargo xtask gen`"
+        "install --print differs from deploy/crds/crds.yaml + user-roles.yaml + crds/runtimed-role.yaml + runtimed-policy.yaml + run-policy.yaml + submitter-policy.yaml; run `cargo xtask gen`"
     );
 }
 
@@ -175,6 +176,8 @@ fn deploy_kustomization_renders_everything_and_names_one_image() {
         "ClusterRole /kubectl-kruntimes-edit",
         "ValidatingAdmissionPolicy /kubectl-kruntimes-runtimed",
         "ValidatingAdmissionPolicyBinding /kubectl-kruntimes-runtimed",
+        "ValidatingAdmissionPolicy /kubectl-kruntimes-run",
+        "ValidatingAdmissionPolicyBinding /kubectl-kruntimes-run",
         "Namespace /kubectl-kruntimes",
         "Deployment kubectl-kruntimes/kubectl-kruntimes-scheduler",
         "ClusterRoleBinding /kubectl-kruntimes-scheduler",
@@ -433,7 +436,10 @@ fn deploy_creates_no_object_of_the_go_kruntimes_release() {
 
     let policy = objects
         .iter()
-        .find(|o| o["kind"] == "ValidatingAdmissionPolicy")
+        .find(|o| {
+            o["kind"] == "ValidatingAdmissionPolicy"
+                && o["metadata"]["name"] == kruntimes::admission_policy::NAME
+        })
         .unwrap();
     let conditions = policy["spec"]["matchConditions"].as_array().unwrap();
     assert_eq!(conditions.len(), 1, "{conditions:?}");

@@ -709,7 +709,7 @@ async fn the_go_projects_runtimed_service_account_is_not_matched() {
     create_in(&f.ns, account).await;
     let binding: RoleBinding = serde_json::from_value(json!({
         "metadata": {"name": "go-runtimed"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": RUNTIMED},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": kruntimes::runtime::identity::CLUSTER_ROLE},
         "subjects": [{"kind": "ServiceAccount", "name": go_runtimed, "namespace": f.ns.name}]
     }))
     .unwrap();

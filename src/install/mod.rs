@@ -4,7 +4,8 @@
 //!
 //! Owns the CRD rendering (from the Rust types), the list of cluster-scoped objects kruntimes
 //! ships (`deploy/user-roles.yaml`, `deploy/crds/runtimed-role.yaml`,
-//! `deploy/runtimed-policy.yaml` and `deploy/submitter-policy.yaml`, embedded as files so that
+//! `deploy/runtimed-policy.yaml`, `deploy/run-policy.yaml` and `deploy/submitter-policy.yaml`,
+//! embedded as files so that
 //! `--print` shows exactly what is shipped) and their server-side apply. It never touches a
 //! namespaced object.
 
@@ -80,14 +81,15 @@ pub fn crds_yaml() -> anyhow::Result<String> {
 
 /// Everything install applies, as one multi-document YAML stream: the CRDs, then the shipped
 /// files verbatim (comments included): `deploy/crds/crds.yaml`, `deploy/user-roles.yaml`,
-/// `deploy/crds/runtimed-role.yaml`, `deploy/runtimed-policy.yaml` and
-/// `deploy/submitter-policy.yaml`, in that order.
+/// `deploy/crds/runtimed-role.yaml`, `deploy/runtimed-policy.yaml`, `deploy/run-policy.yaml`
+/// and `deploy/submitter-policy.yaml`, in that order.
 pub fn manifests_yaml() -> anyhow::Result<String> {
     let mut out = crds_yaml()?;
     for file in [
         USER_ROLES,
         crate::runtime::identity::CLUSTER_ROLE_MANIFEST,
         admission_policy::MANIFEST,
+        crate::run_policy::MANIFEST,
         crate::submitter_policy::MANIFEST,
     ] {
         out.push_str("---\n");
@@ -197,6 +199,9 @@ pub async fn apply(target: &Target, dry_run: bool) -> anyhow::Result<Vec<(String
     results.push(apply_one(target, &runtimed_role, dry_run).await?);
     results.push(apply_one(target, &policy, dry_run).await?);
     results.push(apply_one(target, &binding, dry_run).await?);
+    let (run_policy, run_binding) = crate::run_policy::objects().map_err(|e| anyhow!(e))?;
+    results.push(apply_one(target, &run_policy, dry_run).await?);
+    results.push(apply_one(target, &run_binding, dry_run).await?);
     results.push(apply_one(target, &submitter.mutating, dry_run).await?);
     results.push(apply_one(target, &submitter.mutating_binding, dry_run).await?);
     results.push(apply_one(target, &submitter.validating, dry_run).await?);
@@ -238,11 +243,12 @@ where
     Ok((what, applied))
 }
 
-/// Waits until every CRD reports `Established` and the API server admits Runs: a mutating
-/// admission policy (the submitter's) refuses every Run with 503 until the API server has
-/// loaded the Run's schema for it, a few seconds after the CRDs appear; a server-side dry run
-/// of a Run creation is tried until it is not refused so (any other answer ends the wait: the
-/// dry run only has to reach admission).
+/// Waits until every CRD reports `Established`, the API server admits Runs and the Run policy
+/// is enforced: a mutating admission policy (the submitter's) refuses every Run with 503 until
+/// the API server has loaded the Run's schema for it, a few seconds after the CRDs appear; a
+/// server-side dry run of a Run creation is tried until it is not refused so (any other answer
+/// ends that wait: the dry run only has to reach admission); then a dry run of an invalid Run
+/// until [`crate::run_policy`]'s policy refuses it.
 pub async fn wait_established(target: &Target, timeout: std::time::Duration) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + timeout;
     wait_crds_established(target, timeout).await?;
@@ -280,8 +286,29 @@ pub async fn wait_established(target: &Target, timeout: std::time::Duration) -> 
                     crate::submitter_policy::NAME
                 ));
             }
-            _ => return Ok(()),
+            _ => break,
         }
+    }
+    // The Run policy is enforced a moment after it is applied: until then an invalid Run
+    // would be admitted. A dry run of one (both modes) is tried until the policy refuses it.
+    probe.spec.mode.function = Some(Default::default());
+    loop {
+        let said = match runs.create(&params, &probe).await {
+            Err(kube::Error::Api(s)) if s.message.contains(crate::run_policy::NAME) => {
+                return Ok(());
+            }
+            Err(e) => e.to_string(),
+            Ok(_) => "an invalid Run is still admitted".to_string(),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(anyhow!(
+                "the ValidatingAdmissionPolicy {} is not enforced after {}s ({said}); check `kubectl get validatingadmissionpolicy {}` or raise --timeout",
+                crate::run_policy::NAME,
+                timeout.as_secs(),
+                crate::run_policy::NAME
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
 }
 

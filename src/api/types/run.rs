@@ -36,39 +36,10 @@ use super::schema::{
     selectable = ".status.assignedPod"
 )]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend(
-    "required" = ["runtime"],
-    "x-kubernetes-validations" = [
-        {
-            "rule": "!has(self.mode.task) || !has(self.mode.task.entrypoint) || (has(self.source) && has(self.source.inline)) || (!self.mode.task.entrypoint.startsWith('/') && !self.mode.task.entrypoint.split('/').exists(segment, segment == '..'))",
-            "message": "mode.task.entrypoint must be a relative path that does not contain '..'"
-        },
-        {
-            "rule": "!has(self.source) || !has(self.source.inlinePath) || (has(self.mode.function) && has(self.source.inline))",
-            "message": "source.inlinePath is only valid for function mode with inline source"
-        },
-        {
-            "rule": "!has(self.mode.function) || !has(self.source) || !has(self.source.inline) || has(self.source.inlinePath)",
-            "message": "function mode inline source requires source.inlinePath"
-        },
-        {
-            "rule": "self.runtime == oldSelf.runtime && has(self.source) == has(oldSelf.source) && (!has(self.source) || self.source == oldSelf.source) && self.mode == oldSelf.mode && has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env) && has(self.timeout) == has(oldSelf.timeout) && (!has(self.timeout) || self.timeout == oldSelf.timeout) && has(self.retryPolicy) == has(oldSelf.retryPolicy) && (!has(self.retryPolicy) || self.retryPolicy == oldSelf.retryPolicy) && has(self.resources) == has(oldSelf.resources) && (!has(self.resources) || self.resources == oldSelf.resources)",
-            "message": "runtime, source, mode, env, timeout, retryPolicy, and resources are immutable after Run creation"
-        },
-        // kruntimes' own immutable fields, in one rule: the API server evaluates every spec
-        // rule on every status write too, so each rule costs every Bind and claim. The
-        // messageExpression (evaluated only when the rule fails) names the field.
-        {
-            "rule": "has(self.workspace) == has(oldSelf.workspace) && (!has(self.workspace) || self.workspace == oldSelf.workspace) && has(self.affinity) == has(oldSelf.affinity) && (!has(self.affinity) || self.affinity == oldSelf.affinity) && has(self.priorityClassName) == has(oldSelf.priorityClassName) && (!has(self.priorityClassName) || self.priorityClassName == oldSelf.priorityClassName)",
-            "messageExpression": "(has(self.workspace) != has(oldSelf.workspace) || (has(self.workspace) && self.workspace != oldSelf.workspace) ? 'workspace' : has(self.affinity) != has(oldSelf.affinity) || (has(self.affinity) && self.affinity != oldSelf.affinity) ? 'affinity' : 'priorityClassName') + ' is immutable after Run creation'",
-            "message": "workspace, affinity and priorityClassName are immutable after Run creation"
-        },
-        {
-            "rule": "!has(oldSelf.cancelRequested) || !oldSelf.cancelRequested || (has(self.cancelRequested) && self.cancelRequested)",
-            "message": "cancelRequested may not transition from true to false"
-        }
-    ]
-))]
+// The spec's rules (exactly one mode, paths, sources, immutable inputs, one-way cancel) are
+// deploy/run-policy.yaml's, not the CRD's: the API server evaluates a CRD's rules on every
+// status write too (see `crate::run_policy`).
+#[schemars(extend("required" = ["runtime"]))]
 pub struct RunSpec {
     /// Name of the Runtime in the same namespace.
     #[serde(default)]
@@ -127,14 +98,7 @@ pub struct RunSpec {
 /// Where the code to run comes from.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [
-    {"rule": "!(has(self.inline) && has(self.repoURL))", "message": "inline and repoURL are mutually exclusive"},
-    {"rule": "!has(self.commitSHA) || has(self.repoURL)", "message": "commitSHA requires repoURL"},
-    {
-        "rule": "!has(self.inlinePath) || (!self.inlinePath.startsWith('/') && !self.inlinePath.split('/').exists(segment, size(segment) == 0 || segment == '.' || segment == '..'))",
-        "message": "inlinePath must be a relative file path without empty, '.' or '..' segments"
-    }
-]))]
+// Its rules are deploy/run-policy.yaml's.
 pub struct CodeSource {
     /// A standalone script.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -233,13 +197,7 @@ pub struct AffinityTerms {
 /// Runs matching `labelSelector` in the same `topologyKey` domain.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend(
-    "required" = ["labelSelector", "topologyKey"],
-    "x-kubernetes-validations" = [{
-        "rule": "has(self.labelSelector) && ((has(self.labelSelector.matchLabels) && size(self.labelSelector.matchLabels) > 0) || (has(self.labelSelector.matchExpressions) && size(self.labelSelector.matchExpressions) > 0))",
-        "message": "labelSelector must not be empty"
-    }]
-))]
+#[schemars(extend("required" = ["labelSelector", "topologyKey"]))]
 pub struct RunAffinityTerm {
     #[serde(default)]
     #[schemars(transform = no_default)]
@@ -262,10 +220,7 @@ pub struct WeightedRunAffinityTerm {
 
 /// Execution mode of a Run: exactly one of `task` and `function`.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "has(self.task) != has(self.function)",
-    "message": "exactly one of task or function must be set"
-}]))]
+// deploy/run-policy.yaml holds the rule.
 pub struct RunMode {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<TaskMode>,
@@ -568,44 +523,37 @@ mod tests {
     }
 
     #[test]
-    fn run_crd_makes_execution_inputs_immutable_and_cancel_one_way_with_cel() {
+    fn run_crd_keeps_its_schema_and_leaves_the_rules_to_the_run_policy() {
         let spec = spec_schema(serde_json::to_value(Run::crd()).unwrap());
-        let rules: Vec<&str> = spec["x-kubernetes-validations"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["rule"].as_str().unwrap())
-            .collect();
-        assert!(
-            rules
-                .iter()
-                .any(|r| r.contains("self.resources == oldSelf.resources")
-                    && r.contains("self.mode == oldSelf.mode")),
-            "{rules:?}"
-        );
-        assert!(rules.iter().any(|r| r.contains("oldSelf.cancelRequested")));
-        // kruntimes' own immutable fields share one rule (each rule costs every status
-        // write), whose messageExpression names the field.
-        let ours: Vec<&serde_json::Value> = spec["x-kubernetes-validations"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|r| {
-                r["rule"]
-                    .as_str()
-                    .unwrap()
-                    .contains("oldSelf.priorityClassName")
-            })
-            .collect();
-        assert_eq!(ours.len(), 1, "{ours:?}");
-        let rule = ours[0]["rule"].as_str().unwrap();
-        assert!(rule.contains("oldSelf.workspace") && rule.contains("oldSelf.affinity"));
-        assert!(ours[0]["messageExpression"].is_string());
+        assert!(spec.get("x-kubernetes-validations").is_none(), "{spec}");
         assert_eq!(spec["required"], serde_json::json!(["runtime"]));
         assert_eq!(
             spec["properties"]["mode"]["default"],
             serde_json::json!({"task": {}})
         );
+        let (policy, _) = crate::run_policy::objects().unwrap();
+        let validations = policy.spec.unwrap().validations.unwrap();
+        let expressions: Vec<&str> = validations.iter().map(|v| v.expression.as_str()).collect();
+        assert!(
+            expressions.iter().any(|r| r
+                .contains("variables.spec.resources == variables.old.resources")
+                && r.contains("variables.spec.mode == variables.old.mode")),
+            "{expressions:?}"
+        );
+        assert!(
+            expressions
+                .iter()
+                .any(|r| r.contains("variables.old.?cancelRequested"))
+        );
+        // kruntimes' own immutable fields share one rule, whose messageExpression names the
+        // field.
+        let ours: Vec<_> = validations
+            .iter()
+            .filter(|v| v.expression.contains("variables.old.priorityClassName"))
+            .collect();
+        assert_eq!(ours.len(), 1, "{ours:?}");
+        assert!(ours[0].expression.contains("variables.old.workspace"));
+        assert!(ours[0].message_expression.is_some());
     }
 
     #[test]
