@@ -71,12 +71,12 @@ pub fn with_service_account(mut spec: PodSpec, runtime: &Runtime) -> PodSpec {
     spec
 }
 
-/// The ServiceAccount and RoleBinding to apply for `runtime` (`None` when its template names
-/// its own account).
-pub fn objects(runtime: &Runtime) -> Option<(ServiceAccount, RoleBinding)> {
-    let account = made_for(runtime)?;
-    let metadata = ObjectMeta {
-        name: Some(account.clone()),
+/// The metadata of an object `name` that the Runtime controller makes for `runtime`: in its
+/// namespace, labelled with it and as ours, owned by it (the garbage collector removes it with
+/// the Runtime).
+pub fn owned_by(runtime: &Runtime, name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
         namespace: runtime.namespace(),
         labels: Some(BTreeMap::from([
             (LABEL_RUNTIME.to_string(), runtime.name_any()),
@@ -87,7 +87,14 @@ pub fn objects(runtime: &Runtime) -> Option<(ServiceAccount, RoleBinding)> {
         ])),
         owner_references: runtime.controller_owner_ref(&()).map(|r| vec![r]),
         ..Default::default()
-    };
+    }
+}
+
+/// The ServiceAccount and RoleBinding to apply for `runtime` (`None` when its template names
+/// its own account).
+pub fn objects(runtime: &Runtime) -> Option<(ServiceAccount, RoleBinding)> {
+    let account = made_for(runtime)?;
+    let metadata = owned_by(runtime, &account);
     let service_account = ServiceAccount {
         metadata: metadata.clone(),
         ..Default::default()

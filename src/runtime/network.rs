@@ -15,9 +15,9 @@ use k8s_openapi::api::core::v1::{PodSpec, Probe};
 use k8s_openapi::api::networking::v1::{
     NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPort, NetworkPolicySpec,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 
 use crate::api::{LABEL_RUNTIME, Runtime};
 
@@ -51,19 +51,7 @@ pub fn open_ports(spec: &PodSpec, server_port: Option<i32>) -> BTreeSet<i32> {
 pub fn policy(runtime: &Runtime, spec: &PodSpec, server_port: Option<i32>) -> NetworkPolicy {
     let selector = BTreeMap::from([(LABEL_RUNTIME.to_string(), runtime.name_any())]);
     NetworkPolicy {
-        metadata: ObjectMeta {
-            name: Some(name(&runtime.name_any())),
-            namespace: runtime.namespace(),
-            labels: Some(BTreeMap::from([
-                (LABEL_RUNTIME.to_string(), runtime.name_any()),
-                (
-                    "app.kubernetes.io/managed-by".to_string(),
-                    "kubectl-kruntimes".to_string(),
-                ),
-            ])),
-            owner_references: runtime.controller_owner_ref(&()).map(|r| vec![r]),
-            ..Default::default()
-        },
+        metadata: crate::runtime::identity::owned_by(runtime, &name(&runtime.name_any())),
         spec: Some(NetworkPolicySpec {
             pod_selector: Some(LabelSelector {
                 match_labels: Some(selector),
