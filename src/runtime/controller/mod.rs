@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, ListParams, Patch};
 use kube::runtime::controller::{Action, Controller};
@@ -251,13 +251,26 @@ fn capacity_annotations(capacity: &Resources) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The revision of the Pods `runtime` makes now (see [`crate::runtime::rollout::revision`]).
-fn revision_of(runtime: &Runtime, injection: &Injection) -> String {
-    let pod = new_pod(runtime, "revision", &BTreeMap::new(), injection);
+/// The revision of a Pod made by [`new_pod`] (see [`crate::runtime::rollout::revision`]).
+fn revision_of(pod: &Pod) -> String {
     pod.annotations()
         .get(crate::runtime::rollout::ANNOTATION_REVISION)
         .cloned()
         .unwrap_or_default()
+}
+
+/// Publishes a Warning Event on the Runtime (a failed publish is only logged).
+async fn warn_runtime(ctx: &Context, runtime: &Runtime, reason: &str, action: &str, note: String) {
+    let event = Event {
+        type_: EventType::Warning,
+        reason: reason.into(),
+        note: Some(note.chars().take(1000).collect()),
+        action: action.into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &runtime.object_ref(&())).await {
+        warn!("cannot publish the {reason} event: {e}");
+    }
 }
 
 /// A new Runtime Pod from the template: owned by the Runtime, labelled for selection and
@@ -326,12 +339,13 @@ pub fn new_pod(
 
 /// Applies what the Runtime's Pods need before they are created: its NetworkPolicy
 /// ([`crate::runtime::network`]) and runtimed's ServiceAccount and RoleBinding
-/// ([`crate::runtime::identity`]; a Pod of a missing account is refused). Refused: the API
-/// server's message, said on the Runtime as for a Pod that cannot be created.
+/// ([`crate::runtime::identity`]; a Pod of a missing account is refused), for Pods of `spec`
+/// (a new Pod's). Refused: the API server's message, said on the Runtime as for a Pod that
+/// cannot be created.
 async fn ensure_companions(
     client: &Client,
     runtime: &Runtime,
-    injection: &Injection,
+    spec: &PodSpec,
 ) -> Result<(), String> {
     let ns = runtime.namespace().unwrap_or_default();
     let params = kube::api::PatchParams::apply(crate::api::FIELD_MANAGER).force();
@@ -345,13 +359,10 @@ async fn ensure_companions(
             .take(1000)
             .collect()
     };
-    let spec = new_pod(runtime, "policy", &BTreeMap::new(), injection)
-        .spec
-        .unwrap_or_default();
     let template = runtime.spec.template.spec.clone().unwrap_or_default();
     let inject = pod::injects(&runtime.spec.template.metadata.clone().unwrap_or_default());
     let server_port = (inject && pod::follows_contract(&template)).then_some(runtime.spec.port);
-    let policy = crate::runtime::network::policy(runtime, &spec, server_port);
+    let policy = crate::runtime::network::policy(runtime, spec, server_port);
     Api::<k8s_openapi::api::networking::v1::NetworkPolicy>::namespaced(client.clone(), &ns)
         .patch(&policy.name_any(), &params, &Patch::Apply(&policy))
         .await
@@ -438,7 +449,9 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .count();
-    let revision = revision_of(&runtime, &ctx.injection);
+    // What a new Pod would be now: its revision, and the ports its NetworkPolicy opens.
+    let model = new_pod(&runtime, "model", &BTreeMap::new(), &ctx.injection);
+    let revision = revision_of(&model);
     let rolling = pods.iter().any(|p| {
         let annotations = p.annotations();
         annotations.get(crate::runtime::rollout::ANNOTATION_REVISION) != Some(&revision)
@@ -461,16 +474,14 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
 
     if let Some(message) = &plan.invalid_capacity {
         warn!(runtime = %runtime.name_any(), namespace = %ns, "{message}");
-        let event = Event {
-            type_: EventType::Warning,
-            reason: reasons::INVALID_CAPACITY.into(),
-            note: Some(message.chars().take(1000).collect()),
-            action: "ProjectCapacity".into(),
-            secondary: None,
-        };
-        if let Err(e) = ctx.recorder.publish(&event, &runtime.object_ref(&())).await {
-            warn!("cannot publish the InvalidCapacity event: {e}");
-        }
+        warn_runtime(
+            &ctx,
+            &runtime,
+            reasons::INVALID_CAPACITY,
+            "ProjectCapacity",
+            message.clone(),
+        )
+        .await;
     } else {
         let desired = parse_capacity_spec(runtime.spec.capacity_resources())
             .map(|c| capacity_annotations(&c))
@@ -483,7 +494,12 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
             info!(%pod, namespace = %ns, "projected capacity annotations");
         }
         if plan.create > 0
-            && let Err(message) = ensure_companions(&ctx.client, &runtime, &ctx.injection).await
+            && let Err(message) = ensure_companions(
+                &ctx.client,
+                &runtime,
+                model.spec.as_ref().expect("new_pod sets a spec"),
+            )
+            .await
         {
             create_failed = Some(message);
             plan.create = 0;
@@ -550,16 +566,14 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
     let requeue = match &create_failed {
         Some(message) => {
             warn!(runtime = %runtime.name_any(), namespace = %ns, "cannot create a Runtime Pod: {message}");
-            let event = Event {
-                type_: EventType::Warning,
-                reason: reasons::FAILED_CREATE.into(),
-                note: Some(format!("Error creating Runtime Pod: {message}")),
-                action: "CreatePod".into(),
-                secondary: None,
-            };
-            if let Err(e) = ctx.recorder.publish(&event, &runtime.object_ref(&())).await {
-                warn!("cannot publish the FailedCreate event: {e}");
-            }
+            warn_runtime(
+                &ctx,
+                &runtime,
+                reasons::FAILED_CREATE,
+                "CreatePod",
+                format!("Error creating Runtime Pod: {message}"),
+            )
+            .await;
             set_condition(
                 &mut plan.status.conditions,
                 reasons::REPLICA_FAILURE,
@@ -592,16 +606,7 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
             });
             if !said {
                 warn!(runtime = %runtime.name_any(), namespace = %ns, "Runtime Pods cannot run: {message}");
-                let event = Event {
-                    type_: EventType::Warning,
-                    reason: reason.clone(),
-                    note: Some(message.clone()),
-                    action: "RunPod".into(),
-                    secondary: None,
-                };
-                if let Err(e) = ctx.recorder.publish(&event, &runtime.object_ref(&())).await {
-                    warn!("cannot publish the {reason} event: {e}");
-                }
+                warn_runtime(&ctx, &runtime, reason, "RunPod", message.clone()).await;
             }
             set_condition(
                 &mut plan.status.conditions,
