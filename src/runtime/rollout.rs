@@ -184,6 +184,16 @@ mod tests {
         .unwrap()
     }
 
+    /// [`step`] towards revision `new` with the default strategy.
+    fn default_step(
+        live: &[&Pod],
+        active: &BTreeMap<String, usize>,
+        bound: &BTreeSet<String>,
+        now: &Time,
+    ) -> Step {
+        step(live, "new", active, bound, now, &Strategy::default())
+    }
+
     fn now() -> Time {
         Time("2026-12-05T10:00:00Z".parse().unwrap())
     }
@@ -197,14 +207,7 @@ mod tests {
         ];
         let live: Vec<&Pod> = pods.iter().collect();
         let active = BTreeMap::from([("a".to_string(), 2), ("b".to_string(), 1)]);
-        let step = step(
-            &live,
-            "new",
-            &active,
-            &BTreeSet::new(),
-            &now(),
-            &Strategy::default(),
-        );
+        let step = default_step(&live, &active, &BTreeSet::new(), &now());
         assert_eq!(
             step,
             Step {
@@ -225,36 +228,15 @@ mod tests {
         ];
         let live: Vec<&Pod> = pods.iter().collect();
         let busy = BTreeMap::from([("a".to_string(), 1)]);
-        let waiting = step(
-            &live,
-            "new",
-            &busy,
-            &BTreeSet::new(),
-            &now(),
-            &Strategy::default(),
-        );
+        let waiting = default_step(&live, &busy, &BTreeSet::new(), &now());
         assert_eq!(
             (waiting.drain, waiting.delete, waiting.draining),
             (vec![], vec![], true)
         );
-        let idle = step(
-            &live,
-            "new",
-            &BTreeMap::new(),
-            &BTreeSet::new(),
-            &now(),
-            &Strategy::default(),
-        );
+        let idle = default_step(&live, &BTreeMap::new(), &BTreeSet::new(), &now());
         assert_eq!(idle.delete, ["a"]);
         let late = Time("2026-12-05T10:09:00Z".parse().unwrap());
-        let overdue = step(
-            &live,
-            "new",
-            &busy,
-            &BTreeSet::new(),
-            &late,
-            &Strategy::default(),
-        );
+        let overdue = default_step(&live, &busy, &BTreeSet::new(), &late);
         assert_eq!(overdue.delete, ["a"]);
     }
 
@@ -263,42 +245,18 @@ mod tests {
         let pods = [pod("a", "old", true, None), pod("b", "new", false, None)];
         let live: Vec<&Pod> = pods.iter().collect();
         assert_eq!(
-            step(
-                &live,
-                "new",
-                &BTreeMap::new(),
-                &BTreeSet::new(),
-                &now(),
-                &Strategy::default()
-            )
-            .drain,
+            default_step(&live, &BTreeMap::new(), &BTreeSet::new(), &now()).drain,
             Vec::<String>::new()
         );
         let pods = [pod("a", "old", true, None), pod("b", "new", true, None)];
         let live: Vec<&Pod> = pods.iter().collect();
         let bound = BTreeSet::from(["a".to_string()]);
         assert_eq!(
-            step(
-                &live,
-                "new",
-                &BTreeMap::new(),
-                &bound,
-                &now(),
-                &Strategy::default()
-            )
-            .drain,
+            default_step(&live, &BTreeMap::new(), &bound, &now()).drain,
             Vec::<String>::new()
         );
         assert_eq!(
-            step(
-                &live,
-                "new",
-                &BTreeMap::new(),
-                &BTreeSet::new(),
-                &now(),
-                &Strategy::default()
-            )
-            .drain,
+            default_step(&live, &BTreeMap::new(), &BTreeSet::new(), &now()).drain,
             ["a"]
         );
     }
