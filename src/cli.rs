@@ -287,6 +287,11 @@ pub struct SchedulerRunArgs {
     /// write per Event saved. Runtime Pods' runtimed gets the same setting.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub routine_events: bool,
+    /// How long a routine Event waits for the Run's next one to take it in (`Scheduled` is
+    /// published only for a Run not started by then; runtimed's `Started` joins a short task's
+    /// end); `0s`: each is published at once. Runtime Pods' runtimed gets the same setting.
+    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    pub event_fold_window: Duration,
     /// Their limits (a compute ResourceQuota requires both); `""`: none.
     #[arg(long, value_name = "LIST", default_value = crate::runtime::pod::DEFAULT_LIMITS, value_parser = crate::runtime::pod::parse_resource_list)]
     pub runtimed_limits:
@@ -317,6 +322,10 @@ pub struct RuntimedArgs {
     /// `--routine-events` sets it in Runtime Pods.
     #[arg(long, env = "KRUNTIMES_ROUTINE_EVENTS", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub routine_events: bool,
+    /// How long `Started` waits for a short task's end to take it in (one Event, not two);
+    /// `0s`: at once. The scheduler's `--event-fold-window` sets it in Runtime Pods.
+    #[arg(long, env = "KRUNTIMES_EVENT_FOLD_WINDOW", default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    pub event_fold_window: Duration,
     /// How long one renewal holds (the Lease's leaseDurationSeconds).
     #[arg(long, default_value = "40s", value_parser = parse_duration)]
     pub heartbeat_duration: Duration,

@@ -13,6 +13,12 @@
 //! recorder's cache: that cache is walked whole on every publish, so remembering thousands of
 //! Events that never repeat made each publish cost O(Events of the last minutes).
 //!
+//! A routine Event that the Run's next one usually follows within a moment (`Scheduled` by
+//! runtimed's start, `Started` by the end of a short task) is held for [`FOLD_WINDOW`]
+//! ([`RunEvents::hold`]): the next Event of that Run from the same reporter takes its note
+//! after its own, so `kubectl describe` still tells the whole story in one write instead
+//! of two; when nothing follows in time it is published on its own.
+//!
 //! The Events of one Run are written in the order they were emitted (each write waits for the
 //! one before it; the API server stamps none, the recorder stamps `eventTime` as it writes),
 //! so `Admitted` never appears after `Started`. Different Runs' Events are written in
@@ -72,6 +78,10 @@ pub const SCHEDULER: &str = "kruntimes-scheduler";
 /// Events it reports under this name, as its own Pod).
 pub const RUNTIMED: &str = "kruntimes-runtimed";
 
+/// How long [`RunEvents::hold`] keeps an Event for the Run's next one to take in, unless
+/// `--event-fold-window` says otherwise.
+pub const FOLD_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Event writes under way at once, per reporter.
 pub const IN_FLIGHT: usize = 16;
 
@@ -92,6 +102,11 @@ pub struct RunEvents {
     generation: Arc<std::sync::atomic::AtomicU64>,
     /// Whether the [`ROUTINE`] Events are published (`--routine-events`).
     routine: bool,
+    /// Per Run UID: the generation and note of an Event [`RunEvents::hold`] keeps for the
+    /// Run's next Event to take in.
+    held: Arc<Mutex<HashMap<String, (u64, String)>>>,
+    /// How long [`RunEvents::hold`] keeps an Event (`--event-fold-window`); zero: not at all.
+    fold_window: std::time::Duration,
 }
 
 /// The Events of a Run's ordinary life, which every Run that goes well gets: `Scheduled`,
@@ -126,12 +141,20 @@ impl RunEvents {
             queued: Default::default(),
             generation: Default::default(),
             routine: true,
+            held: Default::default(),
+            fold_window: FOLD_WINDOW,
         }
     }
 
     /// With `routine == false`, the [`ROUTINE`] Events are not published.
     pub fn with_routine(mut self, routine: bool) -> Self {
         self.routine = routine;
+        self
+    }
+
+    /// [`RunEvents::hold`] keeps an Event for `window` (zero: publishes it at once).
+    pub fn with_fold_window(mut self, window: std::time::Duration) -> Self {
+        self.fold_window = window;
         self
     }
 
@@ -148,6 +171,48 @@ impl RunEvents {
         self.publish(recorder, run, type_, reason, action, note);
     }
 
+    /// Holds a routine Event (published once, like [`RunEvents::emit_once`]) for the fold
+    /// window ([`FOLD_WINDOW`] by default): the next Event of the Run from this reporter takes
+    /// its note after its own. Otherwise it is published when the window ends, if `wanted`
+    /// says it still tells something then (its note may be rewritten for the later moment).
+    pub fn hold(
+        &self,
+        run: &Run,
+        reason: &'static str,
+        action: &'static str,
+        note: String,
+        wanted: impl FnOnce(String) -> Option<String> + Send + 'static,
+    ) {
+        if !self.routine && is_routine(&EventType::Normal, reason) {
+            return;
+        }
+        if self.fold_window.is_zero() {
+            return self.emit_once(run, EventType::Normal, reason, action, note);
+        }
+        let uid = run.uid().unwrap_or_default();
+        let generation = self
+            .generation
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.held
+            .lock()
+            .unwrap()
+            .insert(uid.clone(), (generation, note));
+        let (events, run) = (self.clone(), run.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(events.fold_window).await;
+            let note = {
+                let mut held = events.held.lock().unwrap();
+                match held.get(&uid) {
+                    Some((g, _)) if *g == generation => held.remove(&uid).map(|(_, n)| n),
+                    _ => None,
+                }
+            };
+            if let Some(note) = note.and_then(wanted) {
+                events.emit_once(&run, EventType::Normal, reason, action, note);
+            }
+        });
+    }
+
     fn publish(
         &self,
         recorder: Recorder,
@@ -160,6 +225,11 @@ impl RunEvents {
         if !self.routine && is_routine(&type_, reason) {
             return;
         }
+        let uid = run.uid().unwrap_or_default();
+        let note = match self.held.lock().unwrap().remove(&uid) {
+            Some((_, held)) => fold(&held, &note),
+            None => note,
+        };
         let regarding = regarding(run);
         let event = Event {
             type_,
@@ -170,7 +240,6 @@ impl RunEvents {
         };
         let in_flight = self.in_flight.clone();
         let name = run.name_any();
-        let uid = run.uid().unwrap_or_default();
         // Taken in emit order, under the lock: this Event waits for the one emitted before.
         let (written, signal) = oneshot::channel();
         let generation = self
@@ -201,6 +270,12 @@ impl RunEvents {
             }
         });
     }
+}
+
+/// The note of an Event that took in a held one: its own first (a note that starts as it
+/// always does), then what happened before it.
+fn fold(held: &str, note: &str) -> String {
+    format!("{note}; {held}")
 }
 
 /// The Run as an Event's `regarding`, without its resourceVersion: the recorder folds repeats

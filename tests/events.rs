@@ -1,7 +1,8 @@
 //! Events on Runs and the scheduler's gauges against the real control plane: the scheduler
 //! (the built binary) says `FailedScheduling` once per distinct Pending message, however often
-//! it retries, then `Scheduled`; the real `kubectl describe run` tells that story in order; the
-//! gauges `kruntimes_scheduler_pending_runs` and `kruntimes_scheduler_runtime_pods` move as
+//! it retries, then `Scheduled` for a Run not started within the fold window; runtimed's
+//! `Started` is taken into a short task's end and published alone for a longer one; the real
+//! `kubectl describe run` tells that story in order; the gauges `kruntimes_scheduler_pending_runs` and `kruntimes_scheduler_runtime_pods` move as
 //! the Run waits and is placed.
 
 mod support;
@@ -138,12 +139,13 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
     )
     .await;
 
-    // busy finishes: waiter is placed.
+    // busy finishes: waiter is placed. No runtimed serves py-a yet, so the Run is not started
+    // within the fold window, and `Scheduled` says so.
     ns.set_phase("busy", RunPhase::Succeeded, Some("py-a"))
         .await;
     wait_events(&ns, "waiter", "Scheduled on waiter", |events| {
         matches!(events.last(), Some((reason, note, 1))
-            if reason == "Scheduled" && note == "Assigned to Runtime Pod py-a")
+            if reason == "Scheduled" && note == "Assigned to Runtime Pod py-a; not started there yet")
     })
     .await;
     gauge(
@@ -171,7 +173,8 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
         .on("py-a")
         .create(&ns)
         .await;
-    let runtimed = RuntimedProcess::start(&py_a, &[]);
+    // A window far longer than these tasks: each end takes `Started` in, whatever the load.
+    let runtimed = RuntimedProcess::start(&py_a, &["--event-fold-window=5m"]);
     ns.wait_runs(WAIT, "waiter and squeezed Succeeded", |runs| {
         let done = |name| world::phase_of(runs, name) == Some(RunPhase::Succeeded);
         (done("waiter") && done("squeezed")).then_some(())
@@ -186,15 +189,18 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
                 "FailedScheduling",
                 "FailedScheduling",
                 "Scheduled",
-                "Started",
                 "Completed",
             ]
     })
     .await;
     let events = wait_events(&ns, "squeezed", "squeezed waited, then ran", |events| {
-        reasons(events) == ["Waiting", "Admitted", "Started", "Completed"]
+        reasons(events) == ["Waiting", "Admitted", "Completed"]
     })
     .await;
+    assert_eq!(
+        events[2].1,
+        "execution completed (exit code 0); started the task on Runtime Pod py-a"
+    );
     assert!(
         events[0]
             .1
@@ -223,7 +229,7 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
         .lines()
         .filter(|l| l.contains("kruntimes-scheduler") || l.contains("kruntimes-runtimed"))
         .collect();
-    assert_eq!(lines.len(), 5, "{events}");
+    assert_eq!(lines.len(), 4, "{events}");
     assert!(
         lines[0].contains("Warning")
             && lines[0].contains("FailedScheduling")
@@ -237,36 +243,68 @@ async fn a_run_that_waited_tells_its_story_and_the_gauges_follow_it() {
     assert!(
         lines[2].contains("Normal")
             && lines[2].contains("Scheduled")
-            && lines[2].contains("Assigned to Runtime Pod py-a"),
+            && lines[2].contains("Assigned to Runtime Pod py-a; not started there yet"),
         "{events}"
     );
-    // Admitted at once: `Started` says both.
+    // Admitted at once and ended within the window: `Completed` says all three.
     assert!(
-        lines[3].contains("Started") && lines[3].contains("admitted with"),
+        lines[3].contains("Normal")
+            && lines[3].contains("Completed")
+            && lines[3].contains("kruntimes-runtimed")
+            && lines[3].contains(
+                "execution completed (exit code 0); admitted with {runs: 1} and started the task on Runtime Pod py-a"
+            ),
         "{events}"
     );
-    for (line, reason) in lines[3..].iter().zip(["Started", "Completed"]) {
-        assert!(
-            line.contains("Normal") && line.contains(reason) && line.contains("kruntimes-runtimed"),
-            "{events}"
-        );
-    }
-    assert!(
-        lines[4].contains("execution completed (exit code 0)"),
-        "{events}"
+}
+
+/// A task that outlasts runtimed's fold window hears `Started` on its own when the window ends,
+/// before its end: two Events, each with its own note.
+#[tokio::test]
+async fn a_task_longer_than_the_fold_window_hears_started_then_completed() {
+    let ns = TestNs::new("ev-long").await;
+    let py = pod("py").capacity(&[("runs", 1)]).create(&ns).await;
+    // Bound by hand: this story is runtimed's alone.
+    run("long")
+        .task(&["sleep", "2"])
+        .pod_uid(&py.uid().unwrap())
+        .on("py")
+        .create(&ns)
+        .await;
+    let _runtimed = RuntimedProcess::start(&py, &["--event-fold-window=200ms"]);
+    let events = wait_events(&ns, "long", "Started, then Completed", |events| {
+        events.iter().any(|(reason, _, _)| reason == "Completed")
+    })
+    .await;
+    let told: Vec<(&str, &str)> = events
+        .iter()
+        .map(|(r, n, _)| (r.as_str(), n.as_str()))
+        .collect();
+    assert_eq!(
+        told,
+        [
+            (
+                "Started",
+                "admitted with {runs: 1} and started the task on Runtime Pod py"
+            ),
+            ("Completed", "execution completed (exit code 0)"),
+        ]
     );
 }
 
 /// `--routine-events=false` on the scheduler and runtimed: a Run that fails tells only what a
 /// user acts on. Its story is `Failed` alone: no `Scheduled` (the scheduler's, written right
-/// after the bind, long before the Run ends) and no `Started` (runtimed's, written before its
-/// `Failed` in the order runtimed keeps per Run).
+/// after the bind without a fold window, long before the Run ends) and no `Started`
+/// (runtimed's, written before its `Failed` in the order runtimed keeps per Run), and the
+/// `Failed` note is its own.
 #[tokio::test]
 async fn without_routine_events_a_failed_run_says_only_that_it_failed() {
     let ns = TestNs::new("ev-routine").await;
     let py = pod("py").capacity(&[("runs", 1)]).create(&ns).await;
     let kubeconfig = support::control_plane().kubeconfig.clone();
-    let quiet = ["--routine-events=false"];
+    // Without folding: were routine Events published, `Scheduled` and `Started` would be
+    // Events of their own, not notes inside `Failed`.
+    let quiet = ["--routine-events=false", "--event-fold-window=0s"];
     let _scheduler =
         SchedulerProcess::start_with(&kubeconfig, &ns.name, 1, None, "ev-routine", &quiet).await;
     let _runtimed = RuntimedProcess::start(&py, &quiet);
@@ -283,6 +321,12 @@ async fn without_routine_events_a_failed_run_says_only_that_it_failed() {
         RunPhase::Failed,
         "{events:?}"
     );
-    let reasons: Vec<&str> = events.iter().map(|(r, _, _)| r.as_str()).collect();
-    assert_eq!(reasons, ["Failed"], "{events:?}");
+    let told: Vec<(&str, &str)> = events
+        .iter()
+        .map(|(r, n, _)| (r.as_str(), n.as_str()))
+        .collect();
+    assert_eq!(
+        told,
+        [("Failed", "the process exited with code 3 (exit code 3)")]
+    );
 }

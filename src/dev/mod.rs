@@ -146,6 +146,7 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
             fair_share_metrics_groups: 10,
             runtime_image: crate::cli::DEFAULT_IMAGE.into(),
             routine_events: true,
+            event_fold_window: crate::events::FOLD_WINDOW,
             runtimed_requests: crate::runtime::pod::parse_resource_list(
                 crate::runtime::pod::DEFAULT_REQUESTS,
             )

@@ -65,6 +65,7 @@ pub async fn run(
             starvation_threshold: args.starvation_threshold,
             fair_share_metrics_groups: args.fair_share_metrics_groups,
             routine_events: args.routine_events,
+            event_fold_window: args.event_fold_window,
         },
     );
 
@@ -106,6 +107,7 @@ pub async fn run(
         let injection = crate::runtime::pod::Injection {
             image: args.runtime_image.clone(),
             routine_events: args.routine_events,
+            event_fold_window: args.event_fold_window,
             resources: crate::runtime::pod::resource_requirements(
                 args.runtimed_requests.clone(),
                 args.runtimed_limits.clone(),

@@ -84,6 +84,9 @@ pub struct Injection {
     /// `scheduler run --routine-events`: runtimed gets `KRUNTIMES_ROUTINE_EVENTS=false` when
     /// false (nothing when true, so that Pods made before do not roll).
     pub routine_events: bool,
+    /// `scheduler run --event-fold-window`: runtimed gets `KRUNTIMES_EVENT_FOLD_WINDOW` when
+    /// it is not the default (so that Pods made before do not roll).
+    pub event_fold_window: std::time::Duration,
 }
 
 impl Injection {
@@ -94,6 +97,7 @@ impl Injection {
             image: image.into(),
             resources: resource_requirements(parse(DEFAULT_REQUESTS), parse(DEFAULT_LIMITS)),
             routine_events: true,
+            event_fold_window: crate::events::FOLD_WINDOW,
         }
     }
 }
@@ -239,6 +243,10 @@ pub fn complete(mut spec: PodSpec, injection: &Injection, inject: bool) -> PodSp
 fn set_runtimed_env(env: &mut Vec<EnvVar>, runtimed_grace: Option<i64>, injection: &Injection) {
     if !injection.routine_events {
         set_env(env, "KRUNTIMES_ROUTINE_EVENTS", "false");
+    }
+    if injection.event_fold_window != crate::events::FOLD_WINDOW {
+        let window = format!("{}ms", injection.event_fold_window.as_millis());
+        set_env(env, "KRUNTIMES_EVENT_FOLD_WINDOW", &window);
     }
     set_env(
         env,
@@ -645,14 +653,21 @@ mod tests {
         assert_eq!(resources.limits.unwrap()["cpu"].0, "1");
         assert_eq!(main.security_context, None);
         assert_eq!(env_value(sidecar, "KRUNTIMES_ROUTINE_EVENTS"), None);
+        assert_eq!(env_value(sidecar, "KRUNTIMES_EVENT_FOLD_WINDOW"), None);
         let quiet = Injection {
             routine_events: false,
+            event_fold_window: std::time::Duration::from_millis(2500),
             ..injection()
         };
         let quiet = complete_with_server(spec(runtime.clone(), None), &quiet, true, &server);
         assert_eq!(
             env_value(&quiet.containers[1], "KRUNTIMES_ROUTINE_EVENTS").as_deref(),
             Some("false")
+        );
+        let window = env_value(&quiet.containers[1], "KRUNTIMES_EVENT_FOLD_WINDOW").unwrap();
+        assert_eq!(
+            crate::duration::parse_duration(&window),
+            Ok(std::time::Duration::from_millis(2500))
         );
         assert_eq!(
             sidecar.command.as_deref(),

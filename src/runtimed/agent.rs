@@ -170,7 +170,8 @@ impl Agent {
             crate::events::RUNTIMED,
             Some(me.pod_name.clone()),
         )
-        .with_routine(settings.routine_events);
+        .with_routine(settings.routine_events)
+        .with_fold_window(settings.event_fold_window);
         let runs_api: Api<Run> = Api::namespaced(client.clone(), &me.namespace);
         // With a runtime server, its Health feeds readiness.
         let server_healthy = Arc::new(AtomicBool::new(true));
@@ -705,13 +706,9 @@ impl Agent {
                 } else {
                     format!("admitted with {request} and started the task on Runtime Pod {pod}")
                 };
-                self.events.emit(
-                    &written,
-                    EventType::Normal,
-                    event_reasons::STARTED,
-                    "Start",
-                    note,
-                );
+                // A short task's end takes this note into its own Event (one write, not two).
+                self.events
+                    .hold(&written, event_reasons::STARTED, "Start", note, Some);
                 true
             }
             Err(e) => {

@@ -216,6 +216,8 @@ pub struct Settings {
     pub identity: Identity,
     /// `--routine-events`: whether the Events of a Run's ordinary life are published.
     pub routine_events: bool,
+    /// `--event-fold-window`: how long `Started` waits for the task's end to take it in.
+    pub event_fold_window: Duration,
     pub heartbeat: heartbeat::Config,
     pub shutdown_grace: Duration,
     /// Where `/healthz` and `/readyz` are served, if anywhere.
@@ -284,6 +286,7 @@ impl Settings {
                 .map_err(Error::BadAddress)?,
             registrations: Default::default(),
             routine_events: args.routine_events,
+            event_fold_window: args.event_fold_window,
         })
     }
 }

@@ -21,8 +21,8 @@ pub const NOMINATED_NOTE: &str =
 /// The one thing to carry out for a cycle.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
-    /// Bind: send `patch` (guarded by the observed resourceVersion), then publish
-    /// `Scheduled`. Any failed write releases the reservation.
+    /// Bind: send `patch` (guarded by the observed resourceVersion), then hold `Scheduled`
+    /// for [`unstarted_note`] to decide on. Any failed write releases the reservation.
     Bind {
         pod: String,
         pod_uid: String,
@@ -118,6 +118,18 @@ pub fn step(
     }
 }
 
+/// The held `Scheduled` Event's note once its window has passed, or `None` when it tells
+/// nothing runtimed's Events do not (the Run, the one with `uid`, started or ended on `pod`,
+/// or is gone or elsewhere): it earns its write only for a Run still not started where it was
+/// bound. `current` is the newest version of the Run the scheduler has seen.
+pub fn unstarted_note(current: Option<&Run>, uid: &str, pod: &str, note: String) -> Option<String> {
+    let current = current?;
+    let unstarted = current.metadata.uid.as_deref() == Some(uid)
+        && current.phase() == crate::api::RunPhase::Scheduled
+        && current.active_pod() == Some(pod);
+    unstarted.then(|| format!("{note}; not started there yet"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,6 +138,29 @@ mod tests {
 
     fn now() -> Time {
         Time(NOW)
+    }
+
+    #[test]
+    fn scheduled_is_published_only_for_a_run_not_started_where_it_was_bound() {
+        let note = || "Assigned to Runtime Pod p".to_string();
+        let scheduled = run("a").uid("u").on("p").build();
+        assert_eq!(
+            unstarted_note(Some(&scheduled), "u", "p", note()).as_deref(),
+            Some("Assigned to Runtime Pod p; not started there yet")
+        );
+        let running = run("a").uid("u").on("p").running().build();
+        let done = run("a").uid("u").on("p").succeeded().build();
+        let elsewhere = run("a").uid("u").on("q").build();
+        let replaced = run("a").uid("v").on("p").build();
+        let pending = run("a").uid("u").build();
+        for told in [&running, &done, &elsewhere, &replaced, &pending] {
+            assert_eq!(
+                unstarted_note(Some(told), "u", "p", note()),
+                None,
+                "{told:?}"
+            );
+        }
+        assert_eq!(unstarted_note(None, "u", "p", note()), None);
     }
 
     fn unschedulable_outcome(world: &World, r: &RunBuilder) -> ScheduleOutcome {

@@ -75,6 +75,9 @@ pub struct Options {
     pub fair_share_metrics_groups: usize,
     /// Whether the routine Events (`Scheduled`) are published ([`crate::events::ROUTINE`]).
     pub routine_events: bool,
+    /// How long `Scheduled` waits to be published, for a Run not started by then
+    /// ([`crate::events::RunEvents::hold`]).
+    pub event_fold_window: Duration,
 }
 
 /// Shared between watch tasks, the scheduling and lifecycle loops and the HTTP probes.
@@ -120,7 +123,8 @@ impl Scheduler {
                 crate::events::SCHEDULER,
                 std::env::var("POD_NAME").ok(),
             )
-            .with_routine(options.routine_events),
+            .with_routine(options.routine_events)
+            .with_fold_window(options.event_fold_window),
             client,
             cache: SharedCache::with_cache(
                 plugins::registry(),

@@ -24,7 +24,7 @@ use crate::events::reasons as event_reasons;
 use crate::scheduler::framework::{ScheduleOutcome, Scheduled};
 use crate::scheduler::metrics::{STAGE_BIND, STAGE_RESERVE};
 use crate::scheduler::status_patch;
-use crate::scheduler::steps::{Step, step};
+use crate::scheduler::steps::{Step, step, unstarted_note};
 
 /// Cycles in a row before the loop lets the watch tasks and writers run.
 const CYCLES_PER_YIELD: u32 = 32;
@@ -156,7 +156,7 @@ impl Scheduler {
                 patch,
             } => {
                 let _slot = slot;
-                self.bind(&run, &pod, &pod_uid, &patch).await;
+                self.bind(store, &run, &pod, &pod_uid, &patch).await;
             }
             Step::Pending {
                 patch,
@@ -201,7 +201,7 @@ impl Scheduler {
     /// Bind: the status patch guarded by the observed resourceVersion (see [`status_patch`]).
     /// The reservation stays until the watch shows the Run active on the Pod; any failed write
     /// releases it and backs the Run off.
-    async fn bind(&self, run: &Run, pod: &str, pod_uid: &str, patch: &Value) {
+    async fn bind(&self, store: &Store<Run>, run: &Run, pod: &str, pod_uid: &str, patch: &Value) {
         let (name, namespace) = (run.name_any(), run.namespace().unwrap_or_default());
         let uid = run.uid().unwrap_or_default();
         // A stale Pod observation discards the reservation, like a conflict (the spec's Bind
@@ -245,12 +245,16 @@ impl Scheduler {
                         .run_queue_duration
                         .observe(waited.as_secs_f64().max(0.0));
                 }
-                self.events.emit_once(
+                // runtimed's Events name the Pod once it starts the Run (or finds it waiting):
+                // `Scheduled` earns its write only for a Run still not started there.
+                let (store, key) = (store.clone(), ObjectRef::from_obj(run));
+                let (uid, pod) = (uid.clone(), pod.to_string());
+                self.events.hold(
                     run,
-                    EventType::Normal,
                     event_reasons::SCHEDULED,
                     "Binding",
                     format!("Assigned to Runtime Pod {pod}"),
+                    move |note| unstarted_note(store.get(&key).as_deref(), &uid, &pod, note),
                 );
             }
             Err(kube::Error::Api(s)) if s.code == 409 => {
