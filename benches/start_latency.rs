@@ -15,12 +15,20 @@
 //! first create to the last terminal. CPU is milliseconds per Run of each process over the
 //! same interval (utime + stime from `/proc/<pid>/stat`).
 //!
+//! `--go GIT_DIR` measures the Go kruntimes project's stack (a git copy of it; see
+//! [`go`]) on the same shapes in the same run, each shape right after ours, and prints the
+//! ratios the API-cost issue asks for: kube-apiserver CPU per Run and Running p50, ours over
+//! its.
+//!
 //! A measurement, not a test: it prints figures and asserts nothing about time. Run with
-//! `cargo bench --bench start_latency [-- SHAPE...] [--no-routine-events]` (the latter runs the
-//! scheduler and runtimed with `--routine-events=false`).
+//! `cargo bench --bench start_latency [-- SHAPE...] [--no-routine-events] [--go GIT_DIR]` (the
+//! second runs the scheduler and runtimed with `--routine-events=false`).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
+
+#[path = "start_latency/go.rs"]
+mod go;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -88,6 +96,66 @@ struct Figures {
     cpu: [f64; 4],
     /// API requests per Run over the same interval, by "verb resource/subresource".
     requests: Vec<(String, f64)>,
+}
+
+impl Figures {
+    /// From each Run's create time and, per Run, when its create returned, and when it was
+    /// first seen past Pending, running (or later) and terminal.
+    fn from_times(
+        created: &HashMap<String, Instant>,
+        [returned, scheduled, started, done]: [HashMap<String, Instant>; 4],
+        runs_per_second: f64,
+        cpu: [f64; 4],
+        requests: Vec<(String, f64)>,
+    ) -> Self {
+        let since_created = |seen: HashMap<String, Instant>| {
+            let mut out: Vec<Duration> = created
+                .iter()
+                .map(|(name, at)| seen[name].saturating_duration_since(*at))
+                .collect();
+            out.sort();
+            out
+        };
+        Figures {
+            create: since_created(returned),
+            schedule: since_created(scheduled),
+            dispatch: since_created(started),
+            complete: since_created(done),
+            runs_per_second,
+            cpu,
+            requests,
+        }
+    }
+
+    /// API writes per Run to Runs and Events (creates, updates, patches, deletes): what a Run
+    /// costs, without the heartbeats that cost per second.
+    fn writes_per_run(&self) -> f64 {
+        self.requests
+            .iter()
+            .filter(|(k, _)| {
+                let (verb, resource) = k.split_once(' ').unwrap_or_default();
+                ["POST", "PUT", "PATCH", "APPLY", "DELETE"].contains(&verb)
+                    && (resource.starts_with("runs/") || resource.starts_with("events/"))
+            })
+            .map(|(_, v)| v)
+            .sum()
+    }
+}
+
+/// The requests counted between `before` and `after`, per Run (the rarer ones left out).
+fn per_run(
+    before: std::collections::BTreeMap<String, f64>,
+    after: std::collections::BTreeMap<String, f64>,
+    runs: usize,
+) -> Vec<(String, f64)> {
+    after
+        .into_iter()
+        .map(|(k, v)| {
+            let per_run = (v - before.get(&k).copied().unwrap_or(0.0)) / runs as f64;
+            (k, per_run)
+        })
+        .filter(|(_, per_run)| *per_run >= 0.05)
+        .collect()
 }
 
 fn cpu(scheduler: u32, runtimed: &[u32], control_plane: &[u32]) -> [f64; 4] {
@@ -180,14 +248,11 @@ async fn measure(shape: &Shape) -> Figures {
     })
     .await;
     let after = cpu(scheduler.child.id(), &runtimed_pids, &control_plane);
-    let requests = api_requests(support::control_plane())
-        .into_iter()
-        .map(|(k, v)| {
-            let per_run = (v - requests_before.get(&k).copied().unwrap_or(0.0)) / shape.runs as f64;
-            (k, per_run)
-        })
-        .filter(|(_, per_run)| *per_run >= 0.05)
-        .collect();
+    let requests = per_run(
+        requests_before,
+        api_requests(support::control_plane()),
+        shape.runs,
+    );
     let last = done.values().max().copied().unwrap();
     let failed = events
         .events()
@@ -197,28 +262,18 @@ async fn measure(shape: &Shape) -> Figures {
     assert_eq!(failed, 0, "no Run of the bench may fail");
 
     let created = created.lock().unwrap().clone();
-    let since_created = |seen: HashMap<String, Instant>| {
-        let mut out: Vec<Duration> = created
-            .iter()
-            .map(|(name, at)| seen[name].saturating_duration_since(*at))
-            .collect();
-        out.sort();
-        out
-    };
     let scheduled = events.first_seen(|r: &Run| r.phase() != RunPhase::Pending);
     let started =
         events.first_seen(|r: &Run| !matches!(r.phase(), RunPhase::Pending | RunPhase::Scheduled));
     drop(runtimeds);
     let returned = returned.lock().unwrap().clone();
-    Figures {
-        create: since_created(returned),
-        schedule: since_created(scheduled),
-        dispatch: since_created(started),
-        complete: since_created(done),
-        runs_per_second: shape.runs as f64 / last.duration_since(first_create).as_secs_f64(),
-        cpu: [0, 1, 2, 3].map(|i| (after[i] - before[i]).max(0.0) * 1e3 / shape.runs as f64),
+    Figures::from_times(
+        &created,
+        [returned, scheduled, started, done],
+        shape.runs as f64 / last.duration_since(first_create).as_secs_f64(),
+        [0, 1, 2, 3].map(|i| (after[i] - before[i]).max(0.0) * 1e3 / shape.runs as f64),
         requests,
-    }
+    )
 }
 
 fn ms(d: Duration) -> String {
@@ -233,11 +288,55 @@ fn routine_events() -> &'static [&'static str] {
     }
 }
 
-fn main() {
-    let wanted: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
+/// The row of one measurement.
+fn print_row(name: &str, f: &Figures) {
+    let triple = |v: &[Duration]| {
+        format!(
+            "{}/{}/{}",
+            ms(percentile(v, 50.0)),
+            ms(percentile(v, 95.0)),
+            ms(percentile(v, 99.0))
+        )
+    };
+    println!(
+        "{:<12} {:>14} {:>16} {:>16} {:>16} {:>9.1} {:>7.2} {:>9.2} {:>9.2} {:>7.2}",
+        name,
+        triple(&f.create),
+        triple(&f.schedule),
+        triple(&f.dispatch),
+        triple(&f.complete),
+        f.runs_per_second,
+        f.cpu[0],
+        f.cpu[1],
+        f.cpu[2],
+        f.cpu[3],
+    );
+    let requests: Vec<String> = f
+        .requests
+        .iter()
+        .map(|(k, v)| format!("{k} {v:.2}"))
         .collect();
+    println!(
+        "{:<12} API requests per Run ({:.2} writes to Runs and Events): {}",
+        "",
+        f.writes_per_run(),
+        requests.join(", ")
+    );
+}
+
+fn main() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let go_dir = argv
+        .iter()
+        .position(|a| a == "--go")
+        .map(|i| std::path::PathBuf::from(argv.get(i + 1).expect("--go GIT_DIR")));
+    let wanted: Vec<String> = argv
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| !a.starts_with('-') && (*i == 0 || argv[i - 1] != "--go"))
+        .map(|(_, a)| a.clone())
+        .collect();
+    let go_stack = go_dir.as_deref().map(go::GoStack::prepare);
     let shapes: Vec<&Shape> = SHAPES
         .iter()
         .filter(|s| wanted.is_empty() || wanted.iter().any(|w| w == s.name))
@@ -275,36 +374,34 @@ fn main() {
         "",
         ""
     );
-    rt.block_on(async {
-        for shape in shapes {
-            let f = measure(shape).await;
-            let triple = |v: &[Duration]| {
-                format!(
-                    "{}/{}/{}",
-                    ms(percentile(v, 50.0)),
-                    ms(percentile(v, 95.0)),
-                    ms(percentile(v, 99.0))
-                )
-            };
-            println!(
-                "{:<12} {:>14} {:>16} {:>16} {:>16} {:>9.1} {:>7.2} {:>9.2} {:>9.2} {:>7.2}",
-                shape.name,
-                triple(&f.create),
-                triple(&f.schedule),
-                triple(&f.dispatch),
-                triple(&f.complete),
-                f.runs_per_second,
-                f.cpu[0],
-                f.cpu[1],
-                f.cpu[2],
-                f.cpu[3],
-            );
-            let requests: Vec<String> = f
-                .requests
-                .iter()
-                .map(|(k, v)| format!("{k} {v:.2}"))
-                .collect();
-            println!("{:<12} API requests per Run: {}", "", requests.join(", "));
-        }
-    });
+    let mut ratios = Vec::new();
+    for shape in shapes {
+        let ours = rt.block_on(measure(shape));
+        print_row(shape.name, &ours);
+        let Some(go_stack) = &go_stack else {
+            continue;
+        };
+        // Its own control plane (the projects' CRDs share a group), started on the main
+        // thread, which outlives it.
+        let (mut running, cp) = support::start_owned()
+            .unwrap_or_else(|e| panic!("cannot start a control plane for the Go stack: {e}"));
+        let theirs = rt.block_on(go_stack.measure(shape, &cp, &running.pids()));
+        running.stop(Duration::ZERO);
+        let _ = std::fs::remove_dir_all(&cp.dir);
+        print_row(&format!("go {}", go_stack.commit), &theirs);
+        let p50 = |v: &[Duration]| percentile(v, 50.0).as_secs_f64();
+        ratios.push(format!(
+            "{:<12} ours / Go: kube-apiserver CPU per Run {:.2}, Running p50 {:.2}, terminal p50 {:.2}, Runs/s {:.2}; writes per Run {:.2} / {:.2}",
+            shape.name,
+            ours.cpu[2] / theirs.cpu[2],
+            p50(&ours.dispatch) / p50(&theirs.dispatch),
+            p50(&ours.complete) / p50(&theirs.complete),
+            ours.runs_per_second / theirs.runs_per_second,
+            ours.writes_per_run(),
+            theirs.writes_per_run(),
+        ));
+    }
+    for line in ratios {
+        println!("{line}");
+    }
 }
