@@ -22,9 +22,9 @@
 //! `cargo bench --bench side_by_side -- [--pods 100,1000,5000] [--shape gpu|native]
 //!  [--workers 4] [--stream 1000] [--kruntimes LABEL=PATH]... [--no-kube-scheduler]
 //!  [--no-self] [--perf DIR] [--pprof DIR] [--requests] [--writes-only] [--priority-class]
-//!  [--repeat N]`
+//!  [--repeat N] [--objects N]`
 //! where `--pods` are the target counts (objects: 2,000 on 100, 3,000 on 1,000, 10,000 on 5,000,
-//! else twice the targets), `--kruntimes` adds another `kubectl-kruntimes` binary (e.g. a base
+//! else twice the targets, unless `--objects N` says), `--kruntimes` adds another `kubectl-kruntimes` binary (e.g. a base
 //! commit's release build), `--no-self` leaves out the one this bench was built with and
 //! `--perf DIR` records each kruntimes scheduler's drain with `perf record` (`perf report -i`);
 //! `--pprof DIR` saves kube-apiserver's CPU profile of the first seconds of every drain (both
@@ -128,6 +128,8 @@ struct Args {
     priority_class: bool,
     /// Rounds per target count (see `--repeat` at the top).
     repeat: usize,
+    /// Objects drained, whatever the target count (`--objects`).
+    objects: Option<usize>,
 }
 
 fn parse_args() -> Args {
@@ -142,6 +144,7 @@ fn parse_args() -> Args {
         requests: false,
         priority_class: false,
         repeat: 1,
+        objects: None,
     };
     let (mut kube_scheduler, mut own, mut writes_only) = (true, true, false);
     let mut extra = Vec::new();
@@ -176,6 +179,7 @@ fn parse_args() -> Args {
             "--pprof" => args.pprof = Some(PathBuf::from(value())),
             "--requests" => args.requests = true,
             "--priority-class" => args.priority_class = true,
+            "--objects" => args.objects = Some(value().parse().expect("--objects N")),
             "--repeat" => {
                 args.repeat = value().parse().expect("--repeat N");
                 assert!(args.repeat > 0, "--repeat takes a count of at least 1");
@@ -503,7 +507,7 @@ async fn measure(
         client: client.clone(),
         name: ns.clone(),
     };
-    let objects = objects_for(pods);
+    let objects = args.objects.unwrap_or_else(|| objects_for(pods));
     let cap = capacity(pods, objects + args.stream);
     let started = Instant::now();
     let (bound, watch) = if !system.places_runs() {

@@ -30,6 +30,9 @@ mod support;
 #[path = "start_latency/go.rs"]
 mod go;
 
+#[path = "start_latency/writes.rs"]
+mod writes;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -265,6 +268,7 @@ async fn measure(shape: &Shape) -> Figures {
     let scheduled = events.first_seen(|r: &Run| r.phase() != RunPhase::Pending);
     let started =
         events.first_seen(|r: &Run| !matches!(r.phase(), RunPhase::Pending | RunPhase::Scheduled));
+    dump_one(&ns.runs(), "r-0000").await;
     drop(runtimeds);
     let returned = returned.lock().unwrap().clone();
     Figures::from_times(
@@ -274,6 +278,20 @@ async fn measure(shape: &Shape) -> Figures {
         [0, 1, 2, 3].map(|i| (after[i] - before[i]).max(0.0) * 1e3 / shape.runs as f64),
         requests,
     )
+}
+
+/// With `KRUNTIMES_BENCH_DUMP=1`, prints Run `name` as stored (JSON, with its managed
+/// fields) and its size: what every write and watch event of it carries.
+async fn dump_one<K>(api: &kube::Api<K>, name: &str)
+where
+    K: Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    if std::env::var("KRUNTIMES_BENCH_DUMP").as_deref() != Ok("1") {
+        return;
+    }
+    let object = api.get(name).await.expect("get the dumped Run");
+    let json = serde_json::to_string(&object).unwrap();
+    println!("{name}: {} bytes as stored\n{json}", json.len());
 }
 
 fn ms(d: Duration) -> String {
@@ -375,6 +393,7 @@ fn main() {
         ""
     );
     let mut ratios = Vec::new();
+    let writes_too = wanted.iter().any(|w| w == "writes");
     for shape in shapes {
         let ours = rt.block_on(measure(shape));
         print_row(shape.name, &ours);
@@ -403,5 +422,9 @@ fn main() {
     }
     for line in ratios {
         println!("{line}");
+    }
+    // Last: it unbinds the admission policies of this control plane.
+    if writes_too {
+        rt.block_on(writes::measure(support::control_plane_pids()[1]));
     }
 }

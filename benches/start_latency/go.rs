@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use kube::runtime::watcher;
 use serde_json::json;
 
@@ -103,14 +105,19 @@ impl GoStack {
         );
         let runs: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), NAMESPACE, &runs_resource);
-        eventually(Duration::from_secs(30), "the Go Run CRD served", async || {
-            runs.list(&Default::default())
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        })
+        eventually(
+            Duration::from_secs(30),
+            "the Go Run CRD served",
+            async || {
+                runs.list(&Default::default())
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            },
+        )
         .await;
-        let namespace = serde_json::from_value::<Namespace>(json!({"metadata": {"name": NAMESPACE}}));
+        let namespace =
+            serde_json::from_value::<Namespace>(json!({"metadata": {"name": NAMESPACE}}));
         Api::<Namespace>::all(client.clone())
             .create(&PostParams::default(), &namespace.unwrap())
             .await
@@ -174,7 +181,10 @@ impl GoStack {
             Duration::from_secs(60),
             "the Go runtimeds' RuntimedReady heartbeats",
             async || {
-                let list = pods.list(&Default::default()).await.map_err(|e| e.to_string())?;
+                let list = pods
+                    .list(&Default::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
                 let ready = list
                     .items
                     .iter()
@@ -189,7 +199,11 @@ impl GoStack {
                             })
                     })
                     .count();
-                if ready == shape.pods { Ok(()) } else { Err(format!("{ready} ready")) }
+                if ready == shape.pods {
+                    Ok(())
+                } else {
+                    Err(format!("{ready} ready"))
+                }
             },
         )
         .await;
@@ -248,6 +262,7 @@ impl GoStack {
         );
         let scheduled = seen.first(|phase| !phase.is_empty() && phase != "Pending");
         let started = seen.first(|phase| !matches!(phase, "" | "Pending" | "Scheduled"));
+        super::dump_one(&runs, "r-0000").await;
         drop(children);
         let last = done.values().max().copied().unwrap();
         let created = created.lock().unwrap().clone();

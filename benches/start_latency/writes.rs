@@ -1,0 +1,234 @@
+//! `writes`: kube-apiserver's CPU for each kind of write a Run costs, one write at a time (no
+//! scheduler, runtimed or other watcher of Runs running), with kruntimes' admission policies
+//! as `install` leaves them and then with their bindings deleted.
+//!
+//! Each write is the one the product sends, built by the product's own code: the scheduler's
+//! Bind ([`status::set_bound`] through [`status_patch`], a merge patch of the status
+//! subresource guarded by the resourceVersion), runtimed's claim ([`status::set_admitted`],
+//! the object PUT to the status subresource) and terminal write ([`status::set_terminal`],
+//! PUT), and one Event as runtimed publishes it. The same writes with the other verb are
+//! measured too (Bind as PUT, terminal as merge patch), which is how each write's verb was
+//! chosen. CPU is utime + stime of kube-apiserver over [`N`] writes of a kind, divided by N.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kruntimes::api::status::{self, Outcome};
+use kruntimes::api::{Run, patch_params, post_params};
+use kruntimes::scheduler::status_patch::status_patch;
+use kruntimes::testing::{pod, run};
+use kube::api::{Api, Patch};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Resource as _, ResourceExt as _};
+
+use crate::support::{
+    self,
+    measure::cpu_seconds,
+    world::{Create, TestNs, eventually},
+};
+
+/// Writes of each kind measured.
+const N: usize = 200;
+
+/// How a status write is sent.
+#[derive(Clone, Copy)]
+enum Verb {
+    /// A JSON merge patch of what changed, guarded by the resourceVersion.
+    Patch,
+    /// The whole object PUT, guarded by its resourceVersion.
+    Put,
+}
+
+/// One status write applied to a Run.
+async fn write_status(api: &Api<Run>, run: &Run, verb: Verb, change: impl Fn(&mut Run)) -> Run {
+    let mut new = run.clone();
+    change(&mut new);
+    let name = run.name_any();
+    match verb {
+        Verb::Patch => {
+            let patch = status_patch(run, new.status.as_ref().unwrap()).expect("a change");
+            api.patch_status(&name, &patch_params(), &Patch::Merge(patch))
+                .await
+                .unwrap_or_else(|e| panic!("patch the status of {name}: {e}"))
+        }
+        Verb::Put => api
+            .replace_status(&name, &post_params(), &new)
+            .await
+            .unwrap_or_else(|e| panic!("replace the status of {name}: {e}")),
+    }
+}
+
+/// kube-apiserver's CPU ms per write for `writes`, one after the other.
+async fn per_write<T>(
+    apiserver: u32,
+    items: Vec<T>,
+    write: impl AsyncFn(T) -> Run,
+) -> (f64, Vec<Run>) {
+    let n = items.len();
+    let before = cpu_seconds(apiserver);
+    let mut out = Vec::with_capacity(n);
+    for item in items {
+        out.push(write(item).await);
+    }
+    ((cpu_seconds(apiserver) - before) * 1e3 / n as f64, out)
+}
+
+/// The rows of one column: (write, CPU ms per write).
+async fn column(ns: &TestNs, apiserver: u32, pod_uid: &str) -> Vec<(&'static str, f64)> {
+    let api = ns.runs();
+    let now = || Time(jiff::Timestamp::now());
+    let create = async |i: usize| {
+        let mut object = run(&format!("w-{i:04}")).task(&["true"]).build();
+        object.metadata.namespace = None;
+        object.metadata.uid = None;
+        api.create(&post_params(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("create a Run: {e}"))
+    };
+    let bind = |verb| {
+        let api = api.clone();
+        async move |run: Run| {
+            write_status(&api, &run, verb, |r| {
+                let s = r.status.get_or_insert_with(Default::default);
+                status::set_bound(s, "rt-0", pod_uid, &now());
+            })
+            .await
+        }
+    };
+    let request = run("r").build().request().expect("the default request");
+    let claim = async |run: Run| {
+        write_status(&api, &run, Verb::Put, |r| {
+            let s = r.status.get_or_insert_with(Default::default);
+            status::set_admitted(s, "rt-0", &request, &now());
+        })
+        .await
+    };
+    let end = |verb| {
+        let api = api.clone();
+        async move |run: Run| {
+            write_status(&api, &run, verb, |r| {
+                let s = r.status.get_or_insert_with(Default::default);
+                let message = "execution completed";
+                status::set_terminal(s, Outcome::Succeeded, "Succeeded", message, Some(0), &now());
+            })
+            .await
+        }
+    };
+    let reporter = Reporter {
+        controller: kruntimes::events::RUNTIMED.into(),
+        instance: Some("rt-0".into()),
+    };
+    let client = support::client().await;
+    let event = async |run: Run| {
+        let recorder = Recorder::new(client.clone(), reporter.clone());
+        let mut regarding = run.object_ref(&());
+        regarding.resource_version = None;
+        let note = "execution completed (exit code 0); admitted with {runs: 1} and started the task on Runtime Pod rt-0";
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "Completed".into(),
+            note: Some(note.into()),
+            action: "Finish".into(),
+            secondary: None,
+        };
+        recorder
+            .publish(&event, &regarding)
+            .await
+            .expect("publish an Event");
+        run
+    };
+
+    let mut rows = Vec::new();
+    let (ms, created) = per_write(apiserver, (0..N).collect(), create).await;
+    rows.push(("create: POST runs", ms));
+    let (ms, bound) = per_write(apiserver, created, bind(Verb::Patch)).await;
+    rows.push(("Bind: merge PATCH runs/status (scheduler)", ms));
+    let (ms, claimed) = per_write(apiserver, bound, claim).await;
+    rows.push(("claim: PUT runs/status (runtimed)", ms));
+    let (ms, ended) = per_write(apiserver, claimed, end(Verb::Put)).await;
+    rows.push(("terminal: PUT runs/status (runtimed)", ms));
+    let (ms, _) = per_write(apiserver, ended, event).await;
+    rows.push(("Event: POST events", ms));
+
+    // The other verbs, on Runs of their own.
+    let (_, created) = per_write(apiserver, (N..2 * N).collect(), create).await;
+    let (ms, bound) = per_write(apiserver, created, bind(Verb::Put)).await;
+    rows.push(("Bind as PUT runs/status", ms));
+    let (_, claimed) = per_write(apiserver, bound, claim).await;
+    let (ms, _) = per_write(apiserver, claimed, end(Verb::Patch)).await;
+    rows.push(("terminal as merge PATCH runs/status", ms));
+    rows
+}
+
+/// Deletes the bindings of kruntimes' admission policies, then waits until a Run that only
+/// the Run policy refuses is admitted (a dry run): the API server's policy informers have
+/// seen the deletions.
+async fn unbind_policies(ns: &TestNs) {
+    let cp = support::control_plane();
+    for kind in [
+        "validatingadmissionpolicybindings",
+        "mutatingadmissionpolicybindings",
+    ] {
+        let out = Command::new(cp.bin_dir.join("kubectl"))
+            .env("KUBECONFIG", &cp.kubeconfig)
+            .args(["delete", kind, "--all"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "delete the {kind}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let api = ns.runs();
+    eventually(
+        Duration::from_secs(30),
+        "the Run policy unbound",
+        async || {
+            // Two modes at once: only the policy refuses it (the CRD's schema allows it).
+            let mut invalid = run("invalid").function("h").build();
+            invalid.metadata.namespace = None;
+            invalid.metadata.uid = None;
+            invalid.spec.mode.task = run("t").build().spec.mode.task;
+            let dry = kube::api::PostParams {
+                dry_run: true,
+                ..post_params()
+            };
+            api.create(&dry, &invalid)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string())
+        },
+    )
+    .await;
+}
+
+/// Prints the table.
+pub async fn measure(apiserver: u32) {
+    let started = Instant::now();
+    let ns = TestNs::new("writes").await;
+    let rt = pod("rt-0")
+        .capacity(&[("runs", 1_000_000)])
+        .create(&ns)
+        .await;
+    let pod_uid = rt.uid().unwrap();
+    let with = column(&ns, apiserver, &pod_uid).await;
+    unbind_policies(&ns).await;
+    let ns = TestNs::new("writes-unbound").await;
+    let rt = pod("rt-0")
+        .capacity(&[("runs", 1_000_000)])
+        .create(&ns)
+        .await;
+    let without = column(&ns, apiserver, &rt.uid().unwrap()).await;
+    println!();
+    println!("kube-apiserver CPU ms per write, {N} writes of each kind one at a time:");
+    println!(
+        "{:<44} {:>14} {:>18}",
+        "write", "as installed", "policies unbound"
+    );
+    for ((write, on), (_, off)) in with.iter().zip(&without) {
+        println!("{write:<44} {on:>14.2} {off:>18.2}");
+    }
+    eprintln!("(writes measured in {:.0?})", started.elapsed());
+}
