@@ -13,16 +13,18 @@
 //! recorder's cache: that cache is walked whole on every publish, so remembering thousands of
 //! Events that never repeat made each publish cost O(Events of the last minutes).
 //!
-//! A routine Event that the Run's next one usually follows within a moment (`Scheduled` by
-//! runtimed's start, `Started` by the end of a short task) is held for [`FOLD_WINDOW`]
-//! ([`RunEvents::hold`]): the next Event of that Run from the same reporter takes its note
-//! after its own, so `kubectl describe` still tells the whole story in one write instead
-//! of two; when nothing follows in time it is published on its own.
+//! A routine Event that usually stops mattering within a moment is held for the fold window
+//! ([`FOLD_WINDOW`] by default; [`RunEvents::hold`]): runtimed's `Started`, which the end of
+//! a short task follows, and the scheduler's `Scheduled`, which runtimed's own Events make
+//! redundant once it starts the Run. The next Event of that Run from the same reporter takes
+//! the held note after its own, so `kubectl describe` still tells the whole story in one write
+//! instead of two. When the window ends first, the held Event is published if it still tells
+//! something then (the scheduler's asks whether the Run is still not started).
 //!
 //! The Events of one Run are written in the order they were emitted (each write waits for the
 //! one before it; the API server stamps none, the recorder stamps `eventTime` as it writes),
-//! so `Admitted` never appears after `Started`. Different Runs' Events are written in
-//! parallel.
+//! so `Admitted` never appears after `Started`; a held Event counts as emitted when its window
+//! ends. Different Runs' Events are written in parallel.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -175,6 +177,7 @@ impl RunEvents {
     /// window ([`FOLD_WINDOW`] by default): the next Event of the Run from this reporter takes
     /// its note after its own. Otherwise it is published when the window ends, if `wanted`
     /// says it still tells something then (its note may be rewritten for the later moment).
+    /// `wanted` runs under this reporter's ordering lock: it must only read.
     pub fn hold(
         &self,
         run: &Run,
@@ -200,15 +203,24 @@ impl RunEvents {
         let (events, run) = (self.clone(), run.clone());
         tokio::spawn(async move {
             tokio::time::sleep(events.fold_window).await;
-            let note = {
-                let mut held = events.held.lock().unwrap();
-                match held.get(&uid) {
-                    Some((g, _)) if *g == generation => held.remove(&uid).map(|(_, n)| n),
-                    _ => None,
-                }
+            // Taken out and queued under one lock: an Event of this Run published meanwhile
+            // either took the note in already or is queued after this one.
+            let mut held = events.held.lock().unwrap();
+            let note = match held.get(&uid) {
+                Some((g, _)) if *g == generation => held.remove(&uid).map(|(_, n)| n),
+                _ => None,
             };
             if let Some(note) = note.and_then(wanted) {
-                events.emit_once(&run, EventType::Normal, reason, action, note);
+                let recorder = Recorder::new(events.client.clone(), events.reporter.clone());
+                events.enqueue(
+                    &held,
+                    recorder,
+                    &run,
+                    EventType::Normal,
+                    reason,
+                    action,
+                    note,
+                );
             }
         });
     }
@@ -226,10 +238,28 @@ impl RunEvents {
             return;
         }
         let uid = run.uid().unwrap_or_default();
-        let note = match self.held.lock().unwrap().remove(&uid) {
-            Some((_, held)) => fold(&held, &note),
+        let mut held = self.held.lock().unwrap();
+        let note = match held.remove(&uid) {
+            Some((_, earlier)) => fold(&earlier, &note),
             None => note,
         };
+        self.enqueue(&held, recorder, run, type_, reason, action, note);
+    }
+
+    /// Queues the write behind the Run's Events queued before. `_order` is the held-Events
+    /// lock, which every caller holds, so taking a held note and queueing are one step.
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue(
+        &self,
+        _order: &HashMap<String, (u64, String)>,
+        recorder: Recorder,
+        run: &Run,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let uid = run.uid().unwrap_or_default();
         let regarding = regarding(run);
         let event = Event {
             type_,
@@ -275,7 +305,7 @@ impl RunEvents {
 /// The note of an Event that took in a held one: its own first (a note that starts as it
 /// always does), then what happened before it.
 fn fold(held: &str, note: &str) -> String {
-    format!("{note}; {held}")
+    format!("{note}; before that: {held}")
 }
 
 /// The Run as an Event's `regarding`, without its resourceVersion: the recorder folds repeats

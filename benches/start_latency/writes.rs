@@ -124,7 +124,7 @@ async fn column(ns: &TestNs, apiserver: u32, pod_uid: &str) -> Vec<(&'static str
         let recorder = Recorder::new(client.clone(), reporter.clone());
         let mut regarding = run.object_ref(&());
         regarding.resource_version = None;
-        let note = "execution completed (exit code 0); admitted with {runs: 1} and started the task on Runtime Pod rt-0";
+        let note = "execution completed (exit code 0); before that: admitted with {runs: 1} and started the task on Runtime Pod rt-0";
         let event = Event {
             type_: EventType::Normal,
             reason: "Completed".into(),

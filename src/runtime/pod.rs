@@ -245,7 +245,7 @@ fn set_runtimed_env(env: &mut Vec<EnvVar>, runtimed_grace: Option<i64>, injectio
         set_env(env, "KRUNTIMES_ROUTINE_EVENTS", "false");
     }
     if injection.event_fold_window != crate::events::FOLD_WINDOW {
-        let window = format!("{}ms", injection.event_fold_window.as_millis());
+        let window = format!("{}s", injection.event_fold_window.as_secs_f64());
         set_env(env, "KRUNTIMES_EVENT_FOLD_WINDOW", &window);
     }
     set_env(
@@ -656,7 +656,7 @@ mod tests {
         assert_eq!(env_value(sidecar, "KRUNTIMES_EVENT_FOLD_WINDOW"), None);
         let quiet = Injection {
             routine_events: false,
-            event_fold_window: std::time::Duration::from_millis(2500),
+            event_fold_window: std::time::Duration::from_micros(2500),
             ..injection()
         };
         let quiet = complete_with_server(spec(runtime.clone(), None), &quiet, true, &server);
@@ -667,7 +667,7 @@ mod tests {
         let window = env_value(&quiet.containers[1], "KRUNTIMES_EVENT_FOLD_WINDOW").unwrap();
         assert_eq!(
             crate::duration::parse_duration(&window),
-            Ok(std::time::Duration::from_millis(2500))
+            Ok(std::time::Duration::from_micros(2500))
         );
         assert_eq!(
             sidecar.command.as_deref(),

@@ -121,13 +121,22 @@ pub fn step(
 /// The held `Scheduled` Event's note once its window has passed, or `None` when it tells
 /// nothing runtimed's Events do not (the Run, the one with `uid`, started or ended on `pod`,
 /// or is gone or elsewhere): it earns its write only for a Run still not started where it was
-/// bound. `current` is the newest version of the Run the scheduler has seen.
-pub fn unstarted_note(current: Option<&Run>, uid: &str, pod: &str, note: String) -> Option<String> {
+/// bound. `current` is the newest version of the Run the scheduler has seen; when that is
+/// still `bound_from`, the version the Bind was written on (a watch running behind), nothing
+/// since has been seen, so the Run is not known to have started either.
+pub fn unstarted_note(
+    current: Option<&Run>,
+    uid: &str,
+    pod: &str,
+    bound_from: Option<&str>,
+    note: String,
+) -> Option<String> {
     let current = current?;
-    let unstarted = current.metadata.uid.as_deref() == Some(uid)
-        && current.phase() == crate::api::RunPhase::Scheduled
-        && current.active_pod() == Some(pod);
-    unstarted.then(|| format!("{note}; not started there yet"))
+    let same_run = current.metadata.uid.as_deref() == Some(uid);
+    let behind = bound_from.is_some() && current.metadata.resource_version.as_deref() == bound_from;
+    let unstarted =
+        current.phase() == crate::api::RunPhase::Scheduled && current.active_pod() == Some(pod);
+    (same_run && (behind || unstarted)).then(|| format!("{note}; not started there yet"))
 }
 
 #[cfg(test)]
@@ -143,10 +152,17 @@ mod tests {
     #[test]
     fn scheduled_is_published_only_for_a_run_not_started_where_it_was_bound() {
         let note = || "Assigned to Runtime Pod p".to_string();
-        let scheduled = run("a").uid("u").on("p").build();
+        let scheduled = run("a").uid("u").on("p").resource_version("8").build();
+        let unstarted = Some("Assigned to Runtime Pod p; not started there yet");
         assert_eq!(
-            unstarted_note(Some(&scheduled), "u", "p", note()).as_deref(),
-            Some("Assigned to Runtime Pod p; not started there yet")
+            unstarted_note(Some(&scheduled), "u", "p", Some("7"), note()).as_deref(),
+            unstarted
+        );
+        // A watch still showing the version the Bind was written on has seen nothing since.
+        let behind = run("a").uid("u").resource_version("7").build();
+        assert_eq!(
+            unstarted_note(Some(&behind), "u", "p", Some("7"), note()).as_deref(),
+            unstarted
         );
         let running = run("a").uid("u").on("p").running().build();
         let done = run("a").uid("u").on("p").succeeded().build();
@@ -155,12 +171,12 @@ mod tests {
         let pending = run("a").uid("u").build();
         for told in [&running, &done, &elsewhere, &replaced, &pending] {
             assert_eq!(
-                unstarted_note(Some(told), "u", "p", note()),
+                unstarted_note(Some(told), "u", "p", Some("7"), note()),
                 None,
                 "{told:?}"
             );
         }
-        assert_eq!(unstarted_note(None, "u", "p", note()), None);
+        assert_eq!(unstarted_note(None, "u", "p", Some("7"), note()), None);
     }
 
     fn unschedulable_outcome(world: &World, r: &RunBuilder) -> ScheduleOutcome {

@@ -245,16 +245,22 @@ impl Scheduler {
                         .run_queue_duration
                         .observe(waited.as_secs_f64().max(0.0));
                 }
-                // runtimed's Events name the Pod once it starts the Run (or finds it waiting):
-                // `Scheduled` earns its write only for a Run still not started there.
+                // runtimed's Events name the Pod once it starts the Run: `Scheduled` earns its
+                // write only for a Run still not started there (one that waits there hears
+                // runtimed's `Waiting` first).
                 let (store, key) = (store.clone(), ObjectRef::from_obj(run));
                 let (uid, pod) = (uid.clone(), pod.to_string());
+                let bound_from = run.metadata.resource_version.clone();
                 self.events.hold(
                     run,
                     event_reasons::SCHEDULED,
                     "Binding",
                     format!("Assigned to Runtime Pod {pod}"),
-                    move |note| unstarted_note(store.get(&key).as_deref(), &uid, &pod, note),
+                    move |note| {
+                        let current = store.get(&key);
+                        let from = bound_from.as_deref();
+                        unstarted_note(current.as_deref(), &uid, &pod, from, note)
+                    },
                 );
             }
             Err(kube::Error::Api(s)) if s.code == 409 => {
