@@ -20,9 +20,12 @@
 //! ratios the API-cost issue asks for: kube-apiserver CPU per Run and Running p50, ours over
 //! its.
 //!
+//! `writes` (as a shape name) then measures kube-apiserver's CPU per kind of write, one write
+//! at a time (see [`writes`]); it runs last, as it unbinds the admission policies.
+//!
 //! A measurement, not a test: it prints figures and asserts nothing about time. Run with
-//! `cargo bench --bench start_latency [-- SHAPE...] [--no-routine-events] [--go GIT_DIR]` (the
-//! second runs the scheduler and runtimed with `--routine-events=false`).
+//! `cargo bench --bench start_latency [-- SHAPE...|writes] [--no-routine-events] [--go GIT_DIR]`
+//! (the second runs the scheduler and runtimed with `--routine-events=false`).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -99,6 +102,50 @@ struct Figures {
     cpu: [f64; 4],
     /// API requests per Run over the same interval, by "verb resource/subresource".
     requests: Vec<(String, f64)>,
+}
+
+/// The creates of one shape's Runs, at most `concurrency` under way at once.
+struct Burst {
+    /// When the first create started.
+    first: Instant,
+    /// Per Run name: when its create request started.
+    created: HashMap<String, Instant>,
+    /// Per Run name: when its create request returned.
+    returned: HashMap<String, Instant>,
+}
+
+impl Burst {
+    /// Runs `create(i)` (which creates the i-th Run and returns its name) for every Run of
+    /// `shape`, timing each from its first poll.
+    async fn create<F, Fut>(shape: &Shape, create: F) -> Self
+    where
+        F: Fn(usize) -> Fut,
+        Fut: std::future::Future<Output = String> + Send + 'static,
+    {
+        let times: Arc<Mutex<Vec<(String, Instant, Instant)>>> = Arc::default();
+        let limit = Arc::new(tokio::sync::Semaphore::new(shape.concurrency));
+        let first = Instant::now();
+        let mut creates = Vec::new();
+        for i in 0..shape.runs {
+            let permit = limit.clone().acquire_owned().await.unwrap();
+            let (create, times) = (create(i), times.clone());
+            creates.push(tokio::spawn(async move {
+                let at = Instant::now();
+                let name = create.await;
+                times.lock().unwrap().push((name, at, Instant::now()));
+                drop(permit);
+            }));
+        }
+        for create in creates {
+            create.await.unwrap();
+        }
+        let times = std::mem::take(&mut *times.lock().unwrap());
+        Burst {
+            first,
+            created: times.iter().map(|(n, at, _)| (n.clone(), *at)).collect(),
+            returned: times.into_iter().map(|(n, _, at)| (n, at)).collect(),
+        }
+    }
 }
 
 impl Figures {
@@ -215,31 +262,20 @@ async fn measure(shape: &Shape) -> Figures {
     let before = cpu(scheduler.child.id(), &runtimed_pids, &control_plane);
     let requests_before = api_requests(support::control_plane());
 
-    let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    let returned: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    let first_create = Instant::now();
-    let limit = Arc::new(tokio::sync::Semaphore::new(shape.concurrency));
-    let mut creates = Vec::new();
-    for i in 0..shape.runs {
-        let permit = limit.clone().acquire_owned().await.unwrap();
-        let (runs, created, returned) = (ns.runs(), created.clone(), returned.clone());
+    let burst = Burst::create(shape, |i| {
+        let runs = ns.runs();
         let mut object = run(&format!("r-{i:04}")).task(shape.task).build();
         object.metadata.namespace = None;
         object.metadata.uid = None;
-        creates.push(tokio::spawn(async move {
+        async move {
             let name = kube::ResourceExt::name_any(&object);
-            let at = Instant::now();
             runs.create(&kruntimes::api::post_params(), &object)
                 .await
                 .unwrap_or_else(|e| panic!("create Run {name}: {e}"));
-            created.lock().unwrap().insert(name.clone(), at);
-            returned.lock().unwrap().insert(name, Instant::now());
-            drop(permit);
-        }));
-    }
-    for create in creates {
-        create.await.unwrap();
-    }
+            name
+        }
+    })
+    .await;
     let what = format!("all {} Runs terminal", shape.runs);
     let done = eventually(Duration::from_secs(600), &what, async || {
         let done = events.first_seen(|r| r.phase().is_terminal());
@@ -264,17 +300,15 @@ async fn measure(shape: &Shape) -> Figures {
         .count();
     assert_eq!(failed, 0, "no Run of the bench may fail");
 
-    let created = created.lock().unwrap().clone();
     let scheduled = events.first_seen(|r: &Run| r.phase() != RunPhase::Pending);
     let started =
         events.first_seen(|r: &Run| !matches!(r.phase(), RunPhase::Pending | RunPhase::Scheduled));
     dump_one(&ns.runs(), "r-0000").await;
     drop(runtimeds);
-    let returned = returned.lock().unwrap().clone();
     Figures::from_times(
-        &created,
-        [returned, scheduled, started, done],
-        shape.runs as f64 / last.duration_since(first_create).as_secs_f64(),
+        &burst.created,
+        [burst.returned, scheduled, started, done],
+        shape.runs as f64 / last.duration_since(burst.first).as_secs_f64(),
         [0, 1, 2, 3].map(|i| (after[i] - before[i]).max(0.0) * 1e3 / shape.runs as f64),
         requests,
     )

@@ -35,6 +35,14 @@ async fn wait_events(
     .await
 }
 
+/// (reason, note) of each Event, in order.
+fn reasons_and_notes(events: &[(String, String, i32)]) -> Vec<(&str, &str)> {
+    events
+        .iter()
+        .map(|(r, n, _)| (r.as_str(), n.as_str()))
+        .collect()
+}
+
 /// Waits until the scraped `series` has `value`.
 async fn gauge(scheduler: &SchedulerProcess, series: &str, value: f64) {
     eventually(WAIT, &format!("{series} = {value}"), async || {
@@ -276,10 +284,7 @@ async fn a_task_longer_than_the_fold_window_hears_started_then_completed() {
         events.iter().any(|(reason, _, _)| reason == "Completed")
     })
     .await;
-    let told: Vec<(&str, &str)> = events
-        .iter()
-        .map(|(r, n, _)| (r.as_str(), n.as_str()))
-        .collect();
+    let told = reasons_and_notes(&events);
     assert_eq!(
         told,
         [
@@ -319,10 +324,7 @@ async fn without_routine_events_a_failed_run_says_only_that_it_failed() {
         RunPhase::Failed,
         "{events:?}"
     );
-    let told: Vec<(&str, &str)> = events
-        .iter()
-        .map(|(r, n, _)| (r.as_str(), n.as_str()))
-        .collect();
+    let told = reasons_and_notes(&events);
     assert_eq!(
         told,
         [("Failed", "the process exited with code 3 (exit code 3)")]

@@ -24,7 +24,7 @@ use kube::api::{
 use kube::runtime::watcher;
 use serde_json::json;
 
-use super::{Figures, Shape, cpu};
+use super::{Burst, Figures, Shape, cpu};
 use crate::support::{self, measure::api_requests, world::eventually};
 
 const NAMESPACE: &str = "bench";
@@ -211,15 +211,9 @@ impl GoStack {
         let seen = Seen::start(runs.clone()).await;
         let before = cpu(scheduler_pid, &runtimed_pids, control_plane);
         let requests_before = api_requests(cp);
-        let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-        let returned: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-        let first_create = Instant::now();
-        let limit = Arc::new(tokio::sync::Semaphore::new(shape.concurrency));
-        let mut creates = Vec::new();
         let task = shape.task.join(" ");
-        for i in 0..shape.runs {
-            let permit = limit.clone().acquire_owned().await.unwrap();
-            let (runs, created, returned) = (runs.clone(), created.clone(), returned.clone());
+        let burst = Burst::create(shape, |i| {
+            let runs = runs.clone();
             let name = format!("r-{i:04}");
             let object: DynamicObject = serde_json::from_value(json!({
                 "apiVersion": "kruntimes.io/v1alpha1",
@@ -228,19 +222,14 @@ impl GoStack {
                 "spec": {"runtime": RUNTIME, "mode": {"task": {"args": [task]}}},
             }))
             .unwrap();
-            creates.push(tokio::spawn(async move {
-                let at = Instant::now();
+            async move {
                 runs.create(&PostParams::default(), &object)
                     .await
                     .unwrap_or_else(|e| panic!("create the Go Run {name}: {e}"));
-                created.lock().unwrap().insert(name.clone(), at);
-                returned.lock().unwrap().insert(name, Instant::now());
-                drop(permit);
-            }));
-        }
-        for create in creates {
-            create.await.unwrap();
-        }
+                name
+            }
+        })
+        .await;
         let what = format!("all {} Go Runs terminal", shape.runs);
         let done = eventually(Duration::from_secs(600), &what, async || {
             let done = seen.first(|phase| TERMINAL.contains(&phase));
@@ -265,12 +254,10 @@ impl GoStack {
         super::dump_one(&runs, "r-0000").await;
         drop(children);
         let last = done.values().max().copied().unwrap();
-        let created = created.lock().unwrap().clone();
-        let returned = returned.lock().unwrap().clone();
         Figures::from_times(
-            &created,
-            [returned, scheduled, started, done],
-            shape.runs as f64 / last.duration_since(first_create).as_secs_f64(),
+            &burst.created,
+            [burst.returned, scheduled, started, done],
+            shape.runs as f64 / last.duration_since(burst.first).as_secs_f64(),
             [0, 1, 2, 3].map(|i| (after[i] - before[i]).max(0.0) * 1e3 / shape.runs as f64),
             requests,
         )
