@@ -124,11 +124,8 @@ pub fn step(
         updated: live.iter().filter(|p| current(p)).count(),
         ..Step::default()
     };
-    let draining: Vec<&Pod> = live
-        .iter()
-        .copied()
-        .filter(|p| p.annotations().contains_key(ANNOTATION_SCALE_DOWN))
-        .collect();
+    let is_draining = |p: &Pod| p.annotations().contains_key(ANNOTATION_SCALE_DOWN);
+    let draining: Vec<&Pod> = live.iter().copied().filter(|p| is_draining(p)).collect();
     for pod in &draining {
         let name = pod.name_any();
         let idle = active_runs.get(&name).copied().unwrap_or(0) == 0;
@@ -145,7 +142,6 @@ pub fn step(
             step.draining = true;
         }
     }
-    let is_draining = |p: &Pod| p.annotations().contains_key(ANNOTATION_SCALE_DOWN);
     let not_ready = live
         .iter()
         .filter(|p| !is_draining(p) && !pod_is_ready(p))

@@ -24,7 +24,7 @@ pub(super) fn usage(
 ) -> Usage {
     let fair = queue.fair_share(scope);
     let ns = scope.namespace.as_str();
-    let group_of_pending = |key: &RunKey| queue.get(key).map(|q| fair.group_of(&q.run));
+    let group_of_pending = |key: &RunKey| queue.get(key).map(|q| q.group.clone());
     let mut usage = Usage::default();
     let assumptions = assumed.namespace(ns);
     for pod in index.runtime_pods(ns, &scope.runtime) {
@@ -91,7 +91,7 @@ impl SchedulerCache {
             .filter(|q| q.waits_for_placement())
         {
             let entry = pending
-                .entry(fair.group_of(&run.run))
+                .entry(run.group.clone())
                 .or_insert((0, run.order.clone()));
             entry.0 += 1;
         }

@@ -336,11 +336,6 @@ impl SchedulingQueue {
         }
     }
 
-    /// The fairness group of a stored Run.
-    pub fn group_of(&self, run: &QueuedRun) -> Group {
-        run.group.clone()
-    }
-
     /// `run` at `order` as this queue would store it: grouped as its Runtime groups Runs now.
     pub fn queued(&self, run: &Run, order: QueueOrder) -> QueuedRun {
         let scope = ScopeRef::new(
@@ -354,7 +349,7 @@ impl SchedulingQueue {
     /// place its Run is no service: a group whose head does not fit keeps its turn.)
     pub fn served(&mut self, run: &QueuedRun) {
         self.pops += 1;
-        let (pops, group) = (self.pops, self.group_of(run));
+        let (pops, group) = (self.pops, run.group.clone());
         if let Some(s) = self.scopes.get_mut(&run.scope) {
             s.served.insert(group, pops);
             if s.served.len() > 2 * s.groups.len() + 16 {
