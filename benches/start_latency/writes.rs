@@ -10,7 +10,6 @@
 //! measured too (Bind as PUT, terminal as merge patch), which is how each write's verb was
 //! chosen. CPU is utime + stime of kube-apiserver over [`N`] writes of a kind, divided by N.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -165,21 +164,15 @@ async fn column(ns: &TestNs, apiserver: u32, pod_uid: &str) -> Vec<(&'static str
 /// the Run policy refuses is admitted (a dry run): the API server's policy informers have
 /// seen the deletions.
 async fn unbind_policies(ns: &TestNs) {
-    let cp = support::control_plane();
     for kind in [
         "validatingadmissionpolicybindings",
         "mutatingadmissionpolicybindings",
     ] {
-        let out = Command::new(cp.bin_dir.join("kubectl"))
-            .env("KUBECONFIG", &cp.kubeconfig)
+        let out = support::kubectl()
             .args(["delete", kind, "--all"])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "delete the {kind}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        support::ok(&out, &format!("kubectl delete {kind} --all"));
     }
     let api = ns.runs();
     eventually(
