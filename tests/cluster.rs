@@ -471,7 +471,8 @@ async fn runtime_server_sidecar(cluster: &Cluster) {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "HELLO");
     let fn_pod = assigned_pod(ns, "fn").await;
     // A Run in another namespace calls that runtimed directly, past the Pod proxy: refused
-    // without a token (401) and with its own Pod's token, which lacks runs/invoke (403).
+    // without a token (401) and with its own Pod's token, whose account is granted nothing in
+    // this namespace (403).
     let ip = ns
         .api::<Pod>()
         .get(&fn_pod)

@@ -382,7 +382,7 @@ async fn a_runs_log(prefix: &str, backend: Backend) {
         .await;
         let request = format!(
             "GET /logs/talk?follow=true HTTP/1.0\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\r\n",
-            support::admin_token()
+            support::ADMIN_TOKEN
         );
         stream.write_all(request.as_bytes()).await.unwrap();
         read_until_contains(&mut stream, &mut read, "first\n").await;

@@ -65,7 +65,14 @@ async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
         .await
         .unwrap();
     assert_eq!(policy.owner_references()[0].name, "python");
-    let ports: Vec<_> = policy.spec.unwrap().ingress.unwrap()[0]
+    let spec = policy.spec.unwrap();
+    assert_eq!(
+        spec.policy_types.as_deref(),
+        Some(&["Ingress".to_string()][..])
+    );
+    let ingress = spec.ingress.unwrap();
+    assert_eq!(ingress.len(), 1, "one rule: {ingress:?}");
+    let ports: Vec<_> = ingress[0]
         .ports
         .iter()
         .flatten()
@@ -73,7 +80,11 @@ async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
         .collect();
     assert_eq!(
         ports,
-        [k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(9442)]
+        [
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(
+                kruntimes::runtime::pod::PROBE_PORT
+            )
+        ]
     );
     ns.set_ready(&pod.name_any(), true).await;
     let token = tokens::pod_bound_token(&ns.client, &ns.name, &account, &pod).await;

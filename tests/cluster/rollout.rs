@@ -1,7 +1,8 @@
 //! A changed template on the single-node cluster: a Runtime of 2 Pods × `runs: 1` gets a new
 //! Pod label while Runs keep coming. Its Pods are replaced one at a time (a Pod watch records
-//! every event: never fewer than one live Pod), each after its Runs ended; every Run succeeds,
-//! none over capacity at any watch event, and the Runtime ends with 2 updated Pods.
+//! every event: at every one, at least one Pod is available, Ready and neither draining nor
+//! being deleted, and at most one is draining); every Run succeeds, none over capacity at any
+//! watch event, and the Runtime ends with 2 updated Pods and no old one.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -20,7 +21,7 @@ use crate::objects::{
 };
 use crate::support::world::{OvercommitWatch, eventually};
 use kruntimes::api::resources::Resources;
-use kruntimes::api::{LABEL_RUNTIME, RunPhase, Runtime};
+use kruntimes::api::{ANNOTATION_SCALE_DOWN, LABEL_RUNTIME, RunPhase, Runtime, pod_is_ready};
 
 pub async fn template_change_rolls_one_pod_at_a_time(cluster: &Cluster) {
     let ns = &runtime_namespace(cluster, "roll").await;
@@ -33,26 +34,45 @@ pub async fn template_change_rolls_one_pod_at_a_time(cluster: &Cluster) {
     let overcommit =
         OvercommitWatch::start_for_runtime(ns, "roll", Resources::from_iter([("runs", 1)])).await;
 
-    // Every Pod event, and after each the number of live (not terminating) Pods.
-    let live_after_each: Arc<Mutex<Vec<usize>>> = Arc::default();
+    // After every Pod event (from the first complete list on): how many Pods are available
+    // (Ready, neither draining nor being deleted) and how many are draining.
+    let after_each: Arc<Mutex<Vec<(usize, usize)>>> = Arc::default();
     let pods_watch = {
         let config = watcher::Config::default().labels(&format!("{LABEL_RUNTIME}=roll"));
         let mut events = watcher(ns.api::<Pod>(), config).boxed();
-        let record = live_after_each.clone();
+        let record = after_each.clone();
         tokio::spawn(async move {
-            let mut terminating: BTreeMap<String, bool> = BTreeMap::new();
+            // Per Pod: (available, draining).
+            let mut pods: BTreeMap<String, (bool, bool)> = BTreeMap::new();
+            let state = |p: &Pod| {
+                let deleting = p.metadata.deletion_timestamp.is_some();
+                let draining = p.annotations().contains_key(ANNOTATION_SCALE_DOWN);
+                (!deleting && !draining && pod_is_ready(p), draining)
+            };
+            let mut listing = true;
             while let Some(event) = events.next().await {
                 match event {
-                    Ok(watcher::Event::Apply(p)) | Ok(watcher::Event::InitApply(p)) => {
-                        terminating.insert(p.name_any(), p.metadata.deletion_timestamp.is_some());
+                    Ok(watcher::Event::Init) => {
+                        pods.clear();
+                        listing = true;
+                    }
+                    Ok(watcher::Event::InitApply(p)) => {
+                        pods.insert(p.name_any(), state(&p));
+                    }
+                    Ok(watcher::Event::InitDone) => listing = false,
+                    Ok(watcher::Event::Apply(p)) => {
+                        pods.insert(p.name_any(), state(&p));
                     }
                     Ok(watcher::Event::Delete(p)) => {
-                        terminating.remove(&p.name_any());
+                        pods.remove(&p.name_any());
                     }
-                    _ => continue,
+                    Err(_) => continue,
                 }
-                let live = terminating.values().filter(|t| !**t).count();
-                record.lock().unwrap().push(live);
+                if !listing {
+                    let available = pods.values().filter(|(a, _)| *a).count();
+                    let draining = pods.values().filter(|(_, d)| *d).count();
+                    record.lock().unwrap().push((available, draining));
+                }
             }
         })
     };
@@ -76,15 +96,18 @@ pub async fn template_change_rolls_one_pod_at_a_time(cluster: &Cluster) {
                 Duration::from_secs(180),
                 &format!("{n} updated Runtime Pods"),
                 async || {
-                    let status = runtimes
-                        .get("roll")
-                        .await
-                        .map_err(|e| e.to_string())?
-                        .status;
-                    let updated = status.and_then(|s| s.updated_replicas).unwrap_or(0);
-                    (updated >= n)
+                    let runtime = runtimes.get("roll").await.map_err(|e| e.to_string())?;
+                    // A status written before the template changed counts the old Pods as
+                    // updated: only one that has seen this generation says anything.
+                    let generation = runtime.metadata.generation;
+                    let status = runtime.status.unwrap_or_default();
+                    let updated = status.updated_replicas.unwrap_or(0);
+                    (status.observed_generation == generation && updated >= n)
                         .then_some(())
-                        .ok_or(format!("{updated} updated"))
+                        .ok_or(format!(
+                            "{updated} updated at observed generation {:?} of {generation:?}",
+                            status.observed_generation
+                        ))
                 },
             )
             .await
@@ -110,23 +133,35 @@ pub async fn template_change_rolls_one_pod_at_a_time(cluster: &Cluster) {
             pod.name_any()
         );
     }
-    let listed = ns
-        .api::<Pod>()
-        .list(&ListParams::default().labels(&format!("{LABEL_RUNTIME}=roll")))
-        .await
-        .unwrap();
-    assert_eq!(listed.items.len(), 2, "no old Pod left behind");
+    // The last old Pod may still be shutting down when its replacement is Ready.
+    let pods = ns.api::<Pod>();
+    let selector = ListParams::default().labels(&format!("{LABEL_RUNTIME}=roll"));
+    eventually(
+        Duration::from_secs(60),
+        "no old Pod left behind",
+        async || {
+            let listed = pods.list(&selector).await.map_err(|e| e.to_string())?;
+            let names: Vec<String> = listed.items.iter().map(|p| p.name_any()).collect();
+            if names.len() == 2 {
+                Ok(())
+            } else {
+                Err(format!("{names:?}"))
+            }
+        },
+    )
+    .await;
     pods_watch.abort();
-    let live = live_after_each.lock().unwrap().clone();
-    assert!(live.len() >= 6, "the watch saw the rollout: {live:?}");
+    let seen = after_each.lock().unwrap().clone();
+    assert!(seen.len() >= 6, "the watch saw the rollout: {seen:?}");
     assert!(
-        live.iter().skip(2).all(|n| *n >= 1),
-        "never fewer than one live Pod (maxUnavailable 1 of 2): {live:?}"
+        seen.iter()
+            .all(|(available, draining)| *available >= 1 && *draining <= 1),
+        "maxUnavailable 1 of 2: at least one Pod available and at most one draining at every event: {seen:?}"
     );
     let checked = overcommit.finish().await;
     eprintln!(
         "rollout: 2 Pods replaced one at a time, 12 Runs succeeded, {} Pod events, {checked} Run events checked",
-        live.len()
+        seen.len()
     );
     delete_runtime(ns, "roll").await;
 }

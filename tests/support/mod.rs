@@ -211,19 +211,6 @@ pub fn go_tools(script: &str) -> PathBuf {
     dir
 }
 
-/// The bearer token of the control plane's admin kubeconfig: what a caller of runtimed's API
-/// (invoke, logs, artifacts) presents, as `kubectl kruntimes` does.
-#[allow(dead_code)]
-pub fn admin_token() -> String {
-    let kubeconfig = std::fs::read_to_string(&control_plane().kubeconfig).unwrap();
-    kubeconfig
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("token: "))
-        .unwrap_or_else(|| panic!("the admin kubeconfig has no token:\n{kubeconfig}"))
-        .trim_matches('"')
-        .to_string()
-}
-
 /// The real `kubectl` built with the control plane (same version), pointed at it.
 pub fn kubectl() -> Command {
     let cp = control_plane();

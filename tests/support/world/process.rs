@@ -264,7 +264,7 @@ pub async fn http_post(port: u16, path: &str, body: &[u8]) -> std::io::Result<(u
 /// metrics with no credentials.
 fn admin_for(path: &str) -> Option<String> {
     kruntimes::runtimed::callers::Access::of_path(path)
-        .map(|_| format!("Bearer {}", crate::support::admin_token()))
+        .map(|_| format!("Bearer {}", crate::support::ADMIN_TOKEN))
 }
 
 /// One HTTP/1.0 request on loopback with `authorization` (an `Authorization` header's value,
