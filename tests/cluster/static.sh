@@ -20,7 +20,9 @@ done
 bin=${1:-kubectl-kruntimes}
 features=()
 [[ $bin == kubectl-kruntimes ]] || features=(--features testing)
-RUSTFLAGS="-C target-feature=+crt-static" "${CARGO:-cargo}" build --quiet --locked --profile "$profile" \
+# Not incremental: this tree is rebuilt for images, not edited against, and its incremental
+# state was half of target/static (5.5 of 10 GiB).
+CARGO_INCREMENTAL=0 RUSTFLAGS="-C target-feature=+crt-static" "${CARGO:-cargo}" build --quiet --locked --profile "$profile" \
   --target "$target" --target-dir "$repo/target/static" --bin "$bin" "${features[@]}" --manifest-path "$repo/Cargo.toml" >&2
 dir=$profile
 [[ $profile == dev ]] && dir=debug
