@@ -25,6 +25,11 @@
 //! one before it; the API server stamps none, the recorder stamps `eventTime` as it writes),
 //! so `Admitted` never appears after `Started`; a held Event counts as emitted when its window
 //! ends. Different Runs' Events are written in parallel.
+//!
+//! On the way out, [`RunEvents::flush`] publishes what is still held (if it still tells
+//! something) and awaits the writes under way, so an exit never drops an Event that was
+//! emitted: a task runtimed leaves running on the runtime server at shutdown keeps its
+//! `Started`, a task killed at the end of the grace period its `Failed`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -33,6 +38,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource as _, ResourceExt as _};
 use tokio::sync::{Semaphore, oneshot};
+use tokio_util::task::TaskTracker;
 use tracing::warn;
 
 use crate::api::Run;
@@ -84,11 +90,31 @@ pub const RUNTIMED: &str = "kruntimes-runtimed";
 /// `--event-fold-window` says otherwise.
 pub const FOLD_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// How long [`RunEvents::flush`] waits for Event writes at exit: they take milliseconds
+/// unless the API server is unreachable, and an exit must not wait on that for long.
+pub const FLUSH_AT_EXIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Event writes under way at once, per reporter.
 pub const IN_FLIGHT: usize = 16;
 
 /// The latest Event of a Run still being written: its generation and its "written" signal.
 type Queued = (u64, oneshot::Receiver<()>);
+
+/// Decides, when a held Event's window ends, whether it is published and with which note.
+type Wanted = Box<dyn FnOnce(String) -> Option<String> + Send>;
+
+/// An Event [`RunEvents::hold`] keeps, and what publishing it alone needs.
+struct Held {
+    generation: u64,
+    note: String,
+    run: Run,
+    reason: &'static str,
+    action: &'static str,
+    wanted: Wanted,
+}
+
+/// Held Events by Run UID. Its lock orders a Run's Events (see [`RunEvents::enqueue`]).
+type HeldEvents = HashMap<String, Held>;
 
 /// Publishes Events on Runs for one reporter.
 #[derive(Clone)]
@@ -104,9 +130,10 @@ pub struct RunEvents {
     generation: Arc<std::sync::atomic::AtomicU64>,
     /// Whether the [`ROUTINE`] Events are published (`--routine-events`).
     routine: bool,
-    /// Per Run UID: the generation and note of an Event [`RunEvents::hold`] keeps for the
-    /// Run's next Event to take in.
-    held: Arc<Mutex<HashMap<String, (u64, String)>>>,
+    /// Per Run UID: the Event [`RunEvents::hold`] keeps for the Run's next Event to take in.
+    held: Arc<Mutex<HeldEvents>>,
+    /// Every Event write under way, for [`RunEvents::flush`] to await.
+    writes: TaskTracker,
     /// How long [`RunEvents::hold`] keeps an Event (`--event-fold-window`); zero: not at all.
     fold_window: std::time::Duration,
 }
@@ -144,6 +171,7 @@ impl RunEvents {
             generation: Default::default(),
             routine: true,
             held: Default::default(),
+            writes: TaskTracker::new(),
             fold_window: FOLD_WINDOW,
         }
     }
@@ -196,33 +224,66 @@ impl RunEvents {
         let generation = self
             .generation
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.held
-            .lock()
-            .unwrap()
-            .insert(uid.clone(), (generation, note));
-        let (events, run) = (self.clone(), run.clone());
+        let held = Held {
+            generation,
+            note,
+            run: run.clone(),
+            reason,
+            action,
+            wanted: Box::new(wanted),
+        };
+        self.held.lock().unwrap().insert(uid.clone(), held);
+        let events = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(events.fold_window).await;
             // Taken out and queued under one lock: an Event of this Run published meanwhile
             // either took the note in already or is queued after this one.
             let mut held = events.held.lock().unwrap();
-            let note = match held.get(&uid) {
-                Some((g, _)) if *g == generation => held.remove(&uid).map(|(_, n)| n),
-                _ => None,
-            };
-            if let Some(note) = note.and_then(wanted) {
-                let recorder = Recorder::new(events.client.clone(), events.reporter.clone());
-                events.enqueue(
-                    &held,
-                    recorder,
-                    &run,
-                    EventType::Normal,
-                    reason,
-                    action,
-                    note,
-                );
+            if held.get(&uid).is_some_and(|h| h.generation == generation) {
+                let kept = held.remove(&uid).expect("just seen");
+                events.publish_held(&held, kept);
             }
         });
+    }
+
+    /// Publishes every held Event that still tells something, then waits until every Event
+    /// write under way has ended, for at most `limit`: what a process does last, so that its
+    /// exit loses no Event it emitted. Events emitted afterwards are still published.
+    pub async fn flush(&self, limit: std::time::Duration) {
+        {
+            let mut held = self.held.lock().unwrap();
+            let all: Vec<Held> = held.drain().map(|(_, h)| h).collect();
+            for kept in all {
+                self.publish_held(&held, kept);
+            }
+        }
+        self.writes.close();
+        let waited = tokio::time::timeout(limit, self.writes.wait()).await;
+        self.writes.reopen();
+        if waited.is_err() {
+            warn!(
+                "{} Event write(s) did not finish within {limit:?}; exiting without them",
+                self.writes.len()
+            );
+        }
+    }
+
+    /// Publishes a held Event alone, if its `wanted` says it still tells something. `order`
+    /// is the held-Events lock (see [`RunEvents::enqueue`]).
+    fn publish_held(&self, order: &HeldEvents, kept: Held) {
+        if let Some(note) = (kept.wanted)(kept.note) {
+            let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+            let (run, reason, action) = (&kept.run, kept.reason, kept.action);
+            self.enqueue(
+                order,
+                recorder,
+                run,
+                EventType::Normal,
+                reason,
+                action,
+                note,
+            );
+        }
     }
 
     fn publish(
@@ -240,7 +301,7 @@ impl RunEvents {
         let uid = run.uid().unwrap_or_default();
         let mut held = self.held.lock().unwrap();
         let note = match held.remove(&uid) {
-            Some((_, earlier)) => fold(&earlier, &note),
+            Some(earlier) => fold(&earlier.note, &note),
             None => note,
         };
         self.enqueue(&held, recorder, run, type_, reason, action, note);
@@ -251,7 +312,7 @@ impl RunEvents {
     #[allow(clippy::too_many_arguments)]
     fn enqueue(
         &self,
-        _order: &HashMap<String, (u64, String)>,
+        _order: &HeldEvents,
         recorder: Recorder,
         run: &Run,
         type_: EventType,
@@ -281,7 +342,7 @@ impl RunEvents {
             .unwrap()
             .insert(uid.clone(), (generation, signal));
         let queued = self.queued.clone();
-        tokio::spawn(async move {
+        self.writes.spawn(async move {
             if let Some((_, before)) = before {
                 // An error is an earlier write that ended without a signal: it is over too.
                 let _ = before.await;

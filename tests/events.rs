@@ -1,11 +1,14 @@
 //! Events on Runs and the scheduler's gauges against the real control plane: the scheduler
 //! (the built binary) says `FailedScheduling` once per distinct Pending message, however often
-//! it retries, then `Scheduled` for a Run not started within the fold window; runtimed's
-//! `Started` is taken into a short task's end and published alone for a longer one; the real
-//! `kubectl describe run` tells that story in order; the gauges `kruntimes_scheduler_pending_runs` and `kruntimes_scheduler_runtime_pods` move as
-//! the Run waits and is placed.
+//! it retries, then `Scheduled` for a Run not started within the fold window or by its exit;
+//! runtimed's `Started` is taken into a short task's end, published alone for a longer one and
+//! written before runtimed exits for a task it leaves running; the real `kubectl describe run`
+//! tells that story in order; the gauges `kruntimes_scheduler_pending_runs` and
+//! `kruntimes_scheduler_runtime_pods` move as the Run waits and is placed.
 
 mod support;
+
+use std::time::Duration;
 
 use kube::ResourceExt as _;
 use serde_json::json;
@@ -13,8 +16,8 @@ use serde_json::json;
 use kruntimes::api::RunPhase;
 use kruntimes::testing::{pod, run};
 use support::world::{
-    self, Create, RuntimedProcess, SchedulerProcess, TestNs, WAIT, after_the_second_of, eventually,
-    sample,
+    self, Create, RuntimeServerProcess, RuntimedProcess, SchedulerProcess, TestNs, WAIT,
+    after_the_second_of, eventually, sample,
 };
 
 /// Waits until the Events of Run `name` (`TestNs::events_of`) satisfy `check`; returns them.
@@ -294,6 +297,76 @@ async fn a_task_longer_than_the_fold_window_hears_started_then_completed() {
             ),
             ("Completed", "execution completed (exit code 0)"),
         ]
+    );
+}
+
+/// runtimed writes what it still holds before it exits. A task on the runtime server is left
+/// running there when runtimed shuts down, so no end of it takes its `Started` in, and the
+/// 5-minute fold window is far from over at the exit: the `Started` is written by then all the
+/// same, not dropped with the process.
+#[tokio::test]
+async fn runtimed_writes_a_held_started_before_it_exits() {
+    let ns = TestNs::new("ev-exit").await;
+    let py = pod("py").capacity(&[("runs", 1)]).create(&ns).await;
+    let server = RuntimeServerProcess::start().await;
+    // Bound by hand: this story is runtimed's alone.
+    run("served")
+        .task(&["sleep", "300"])
+        .pod_uid(&py.uid().unwrap())
+        .on("py")
+        .create(&ns)
+        .await;
+    let mut args = vec!["--event-fold-window=5m"];
+    args.extend(server.flag());
+    let mut runtimed = RuntimedProcess::start(&py, &args);
+    ns.wait_phase("served", RunPhase::Running, WAIT).await;
+    runtimed.sigterm();
+    let status = runtimed.wait(Duration::from_secs(30)).await;
+    assert!(
+        status.success(),
+        "runtimed exits 0 after SIGTERM: {status}\n{}",
+        runtimed.log_tail()
+    );
+    // Read once, after the exit: what runtimed wrote, it wrote before exiting.
+    let events = ns.events_of("served").await;
+    assert_eq!(
+        reasons_and_notes(&events),
+        [(
+            "Started",
+            "admitted with {runs: 1} and started the task on Runtime Pod py"
+        )],
+        "{}",
+        runtimed.log_tail()
+    );
+    assert_eq!(ns.get_run("served").await.phase(), RunPhase::Running);
+}
+
+/// The scheduler writes what it still holds before it exits: a Run bound to a Pod with no
+/// runtimed hears `Scheduled` ("…; not started there yet") when the scheduler is stopped,
+/// though its 5-minute fold window is far from over.
+#[tokio::test]
+async fn the_scheduler_writes_a_held_scheduled_before_it_exits() {
+    let ns = TestNs::new("ev-sched-exit").await;
+    pod("py").capacity(&[("runs", 1)]).create(&ns).await;
+    let kubeconfig = support::control_plane().kubeconfig.clone();
+    let args = ["--event-fold-window=5m"];
+    let mut scheduler =
+        SchedulerProcess::start_with(&kubeconfig, &ns.name, 1, None, "ev-sched-exit", &args).await;
+    run("unstarted").task(&["true"]).create(&ns).await;
+    ns.wait_phase("unstarted", RunPhase::Scheduled, WAIT).await;
+    let status = kruntimes::process::stop_blocking(&mut scheduler.child, Duration::from_secs(30));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the scheduler exits 0 on SIGTERM: {status:?}"
+    );
+    // Read once, after the exit: what the scheduler wrote, it wrote before exiting.
+    let events = ns.events_of("unstarted").await;
+    assert_eq!(
+        reasons_and_notes(&events),
+        [(
+            "Scheduled",
+            "Assigned to Runtime Pod py; not started there yet"
+        )]
     );
 }
 

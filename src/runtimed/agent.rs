@@ -50,7 +50,8 @@ use crate::runtime_server::proto::FunctionRegistration;
 const REAP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs the agent: heartbeat, watches, admission and children, until `shutdown` resolves and
-/// the children have finished or been killed. The Lease is deleted before returning.
+/// the children have finished or been killed. Its Events are written and the Lease is deleted
+/// before returning.
 pub async fn run(
     client: Client,
     settings: Settings,
@@ -63,7 +64,12 @@ pub async fn run(
         me.clone(),
         settings.heartbeat,
     );
-    let result = Agent::new(client, settings, metrics).run(shutdown).await;
+    let agent = Agent::new(client, settings, metrics);
+    let events = agent.events.clone();
+    let result = agent.run(shutdown).await;
+    // Before the Lease goes: a held `Started` (of a task left running on the runtime server)
+    // and the Events of the last ends are written, not dropped with the process.
+    events.flush(crate::events::FLUSH_AT_EXIT).await;
     heartbeat.stop().await;
     result
 }

@@ -501,6 +501,8 @@ pub async fn run(
     ] {
         task.abort();
     }
+    // A held `Scheduled` of a Run still not started is written, not dropped with the process.
+    scheduler.events.flush(crate::events::FLUSH_AT_EXIT).await;
     result
 }
 
