@@ -27,9 +27,10 @@
 //! ends. Different Runs' Events are written in parallel.
 //!
 //! On the way out, [`RunEvents::flush`] publishes what is still held (if it still tells
-//! something) and awaits the writes under way, so an exit never drops an Event that was
-//! emitted: a task runtimed leaves running on the runtime server at shutdown keeps its
-//! `Started`, a task killed at the end of the grace period its `Failed`.
+//! something) and awaits the writes under way, for a bounded time: a task runtimed leaves
+//! running on the runtime server at shutdown keeps its `Started`, a task killed at the end of
+//! the grace period its `Failed`. An Event emitted after the flush, or whose write takes longer
+//! than its limit, is still lost with the process.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -248,7 +249,8 @@ impl RunEvents {
 
     /// Publishes every held Event that still tells something, then waits until every Event
     /// write under way has ended, for at most `limit`: what a process does last, so that its
-    /// exit loses no Event it emitted. Events emitted afterwards are still published.
+    /// exit loses no Event emitted before it. (An Event emitted afterwards is held or written
+    /// as usual; the process must live long enough for it.)
     pub async fn flush(&self, limit: std::time::Duration) {
         {
             let mut held = self.held.lock().unwrap();

@@ -320,6 +320,17 @@ async fn runtimed_writes_a_held_started_before_it_exits() {
     args.extend(server.flag());
     let mut runtimed = RuntimedProcess::start(&py, &args);
     ns.wait_phase("served", RunPhase::Running, WAIT).await;
+    // Running is the claim; the task starts on the server after it. SIGTERM before that would
+    // find no execution to leave there.
+    eventually(
+        WAIT,
+        "the task to run on the server",
+        async || match server.executions().await {
+            Ok(ids) if ids.len() == 1 => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    )
+    .await;
     runtimed.sigterm();
     let status = runtimed.wait(Duration::from_secs(30)).await;
     assert!(

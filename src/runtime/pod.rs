@@ -68,7 +68,8 @@ pub const PROBE_PORT: i32 = 9442;
 /// Kubernetes' default `terminationGracePeriodSeconds`.
 pub const DEFAULT_TERMINATION_GRACE: i64 = 30;
 /// The part of the termination grace period kept for runtimed to kill what still runs and
-/// report it (its own reap timeout is 5 s): 10 s, or half of a shorter period.
+/// report it (its own reap timeout is 5 s, then up to 3 s for its last Event writes, which
+/// take milliseconds unless the API server is unreachable): 10 s, or half of a shorter period.
 pub const REPORT_MARGIN: i64 = 10;
 /// The shortest termination grace period a Runtime Pod gets (1 s to finish, 1 s to report).
 pub const MIN_TERMINATION_GRACE: i64 = 2;

@@ -501,7 +501,12 @@ pub async fn run(
     ] {
         task.abort();
     }
-    // A held `Scheduled` of a Run still not started is written, not dropped with the process.
+    // Binds still under way (their own tasks, which the queue's abort does not stop) hold
+    // their `Scheduled` when they land: let them land first, then write what is held (a Run
+    // still not started), so neither is dropped with the process.
+    let all_binds = MAX_BINDS_IN_FLIGHT as u32;
+    let landed = scheduler.binds.acquire_many(all_binds);
+    let _ = tokio::time::timeout(crate::events::FLUSH_AT_EXIT, landed).await;
     scheduler.events.flush(crate::events::FLUSH_AT_EXIT).await;
     result
 }
