@@ -198,8 +198,12 @@ impl RunEvents {
     /// [`RunEvents::emit`] for an Event that happens once per Run (or once per placement):
     /// published without being remembered for a series.
     pub fn emit_once(&self, run: &Run, type_: EventType, reason: &str, action: &str, note: String) {
-        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
-        self.publish(recorder, run, type_, reason, action, note);
+        self.publish(self.forgetful(), run, type_, reason, action, note);
+    }
+
+    /// A recorder that remembers nothing: for an Event that never repeats.
+    fn forgetful(&self) -> Recorder {
+        Recorder::new(self.client.clone(), self.reporter.clone())
     }
 
     /// Holds a routine Event (published once, like [`RunEvents::emit_once`]) for the fold
@@ -274,17 +278,8 @@ impl RunEvents {
     /// is the held-Events lock (see [`RunEvents::enqueue`]).
     fn publish_held(&self, order: &HeldEvents, kept: Held) {
         if let Some(note) = (kept.wanted)(kept.note) {
-            let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
-            let (run, reason, action) = (&kept.run, kept.reason, kept.action);
-            self.enqueue(
-                order,
-                recorder,
-                run,
-                EventType::Normal,
-                reason,
-                action,
-                note,
-            );
+            let event = event(EventType::Normal, kept.reason, kept.action, note);
+            self.enqueue(order, self.forgetful(), &kept.run, event);
         }
     }
 
@@ -306,31 +301,14 @@ impl RunEvents {
             Some(earlier) => fold(&earlier.note, &note),
             None => note,
         };
-        self.enqueue(&held, recorder, run, type_, reason, action, note);
+        self.enqueue(&held, recorder, run, event(type_, reason, action, note));
     }
 
     /// Queues the write behind the Run's Events queued before. `_order` is the held-Events
     /// lock, which every caller holds, so taking a held note and queueing are one step.
-    #[allow(clippy::too_many_arguments)]
-    fn enqueue(
-        &self,
-        _order: &HeldEvents,
-        recorder: Recorder,
-        run: &Run,
-        type_: EventType,
-        reason: &str,
-        action: &str,
-        note: String,
-    ) {
+    fn enqueue(&self, _order: &HeldEvents, recorder: Recorder, run: &Run, event: Event) {
         let uid = run.uid().unwrap_or_default();
         let regarding = regarding(run);
-        let event = Event {
-            type_,
-            reason: reason.to_string(),
-            action: action_for(action, &note),
-            note: Some(note.chars().take(1000).collect()),
-            secondary: None,
-        };
         let in_flight = self.in_flight.clone();
         let name = run.name_any();
         // Taken in emit order, under the lock: this Event waits for the one emitted before.
@@ -362,6 +340,17 @@ impl RunEvents {
                 queued.remove(&uid);
             }
         });
+    }
+}
+
+/// The Event as written: the note bounded, and its digest in the action (see [`action_for`]).
+fn event(type_: EventType, reason: &str, action: &str, note: String) -> Event {
+    Event {
+        type_,
+        reason: reason.to_string(),
+        action: action_for(action, &note),
+        note: Some(note.chars().take(1000).collect()),
+        secondary: None,
     }
 }
 
