@@ -146,6 +146,26 @@ impl Burst {
             returned: times.into_iter().map(|(n, _, at)| (n, at)).collect(),
         }
     }
+
+    /// Waits until `ended()` (per Run name: when it was first seen terminal) holds every Run
+    /// of the burst; returns it.
+    async fn all_ended(
+        &self,
+        what: &str,
+        ended: impl Fn() -> HashMap<String, Instant>,
+    ) -> HashMap<String, Instant> {
+        let runs = self.created.len();
+        let what = format!("all {runs} {what} terminal");
+        eventually(Duration::from_secs(600), &what, async || {
+            let done = ended();
+            if done.len() == runs {
+                Ok(done)
+            } else {
+                Err(format!("{} terminal", done.len()))
+            }
+        })
+        .await
+    }
 }
 
 impl Figures {
@@ -294,16 +314,9 @@ async fn measure(shape: &Shape) -> Figures {
         }
     })
     .await;
-    let what = format!("all {} Runs terminal", shape.runs);
-    let done = eventually(Duration::from_secs(600), &what, async || {
-        let done = events.first_seen(|r| r.phase().is_terminal());
-        if done.len() == shape.runs {
-            Ok(done)
-        } else {
-            Err(format!("{} terminal", done.len()))
-        }
-    })
-    .await;
+    let done = burst
+        .all_ended("Runs", || events.first_seen(|r| r.phase().is_terminal()))
+        .await;
     let after = cpu(scheduler.child.id(), &runtimed_pids, &control_plane);
     let requests = per_run(
         requests_before,

@@ -233,16 +233,9 @@ impl GoStack {
             }
         })
         .await;
-        let what = format!("all {} Go Runs terminal", shape.runs);
-        let done = eventually(Duration::from_secs(600), &what, async || {
-            let done = seen.first(|phase| TERMINAL.contains(&phase));
-            if done.len() == shape.runs {
-                Ok(done)
-            } else {
-                Err(format!("{} terminal", done.len()))
-            }
-        })
-        .await;
+        let done = burst
+            .all_ended("Go Runs", || seen.first(|phase| TERMINAL.contains(&phase)))
+            .await;
         let after = cpu(scheduler_pid, &runtimed_pids, control_plane);
         let requests = super::per_run(requests_before, api_requests(cp), shape.runs);
         let failed = seen.first(|phase| phase != "Succeeded" && TERMINAL.contains(&phase));
