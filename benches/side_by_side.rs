@@ -24,9 +24,9 @@
 //!  [--no-self] [--perf DIR] [--pprof DIR] [--requests] [--writes-only] [--priority-class]
 //!  [--repeat N] [--objects N]`
 //! where `--pods` are the target counts (objects: 2,000 on 100, 3,000 on 1,000, 10,000 on 5,000,
-//! else twice the targets, unless `--objects N` says), `--kruntimes` adds another `kubectl-kruntimes` binary (e.g. a base
-//! commit's release build), `--no-self` leaves out the one this bench was built with and
-//! `--perf DIR` records each kruntimes scheduler's drain with `perf record` (`perf report -i`);
+//! else twice the targets, unless `--objects N` says), `--kruntimes` adds another
+//! `kubectl-kruntimes` binary (e.g. a base commit's release build), `--no-self` leaves out the
+//! one this bench was built with and `--perf DIR` records each kruntimes scheduler's drain with `perf record` (`perf report -i`);
 //! `--pprof DIR` saves kube-apiserver's CPU profile of the first seconds of every drain (both
 //! systems; `go tool pprof -top DIR/<system>-<pods>.pprof`); `--requests` prints the API
 //! requests each drain made, by verb and resource (kube-apiserver's `apiserver_request_total`).

@@ -169,8 +169,6 @@ impl Burst {
 }
 
 impl Figures {
-    /// From each Run's create time and, per Run, when its create returned, and when it was
-    /// first seen past Pending, running (or later) and terminal.
     /// From the `burst` of creates, when each Run was first seen `[scheduled, started,
     /// done]`, the processes' CPU seconds before the burst and once every Run was done, and the
     /// requests per Run.
