@@ -25,23 +25,19 @@ pub fn parse_bind(value: &str, flag: &str) -> anyhow::Result<Option<SocketAddr>>
     })
 }
 
-/// `/healthz` (the process serves) and `/readyz` (200 while `ready()`, else 503 with
-/// `not_ready`), for the kubelet's probes.
-pub fn probes(
-    ready: impl Fn() -> bool + Clone + Send + Sync + 'static,
-    not_ready: &'static str,
-) -> Router {
+/// `/healthz` (the process serves) and `/readyz` (200 while `not_ready()` is `None`, else 503
+/// with what it says is missing), for the kubelet's probes.
+pub fn probes(not_ready: impl Fn() -> Option<String> + Clone + Send + Sync + 'static) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/readyz",
             get(move || {
-                let ready = ready();
+                let missing = not_ready();
                 async move {
-                    if ready {
-                        (StatusCode::OK, "ok")
-                    } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, not_ready)
+                    match missing {
+                        None => (StatusCode::OK, "ok".to_string()),
+                        Some(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
                     }
                 }
             }),

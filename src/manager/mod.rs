@@ -182,7 +182,8 @@ async fn serve_endpoints(
         "--health-probe-bind-address",
     )? {
         let scheduler = scheduler.clone();
-        let app = probes(move || scheduler.caches_synced(), "caches not synced");
+        let app =
+            probes(move || (!scheduler.caches_synced()).then(|| "caches not synced".to_string()));
         serve(addr, app, stopped).await?;
     }
     Ok(())

@@ -14,7 +14,6 @@
 use std::collections::HashSet;
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::{FutureExt as _, StreamExt as _};
@@ -29,13 +28,14 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::admission::AdmissionCache;
-use super::children::{Children, StopReason};
+use super::children::{Children, Outputs, StopReason};
 use super::claims::{ClaimWritten, Claimed, Claims, Landed};
 use super::collector::{self, Collected};
 use super::executor::{ChildExit, Terminal};
 use super::heartbeat::LeaseRenewer;
 use super::metrics::{self, RuntimedMetrics};
 use super::plan::{self, Claim};
+use super::readiness::Readiness;
 use super::status_writer::StatusWriter;
 use super::{Error, Identity, Result, Settings};
 
@@ -76,8 +76,9 @@ pub async fn run(
 
 /// What the agent's tasks report back, on its one event channel.
 pub(super) enum AgentEvent {
-    /// A child (process, execution or function registration) ended.
-    Exited(ChildExit),
+    /// A child (process, execution or function registration) ended, with what a successful
+    /// one left in `$KRUNTIME_OUTPUTS`.
+    Exited(ChildExit, Outputs),
     /// The runtime server reports a function Run's registration ready, by Run UID.
     FunctionReady(String, FunctionRegistration),
     /// The executions the runtime server held at start, once it answered `List`.
@@ -94,6 +95,8 @@ pub(super) enum AgentEvent {
     AttemptWritten(String, bool),
     /// A successful Run's artifacts were stored (or break a rule): its terminal write follows.
     Collected(Box<Collected>),
+    /// The runtime server's `Health` answer changed: whether it is healthy now.
+    ServerHealth(bool),
 }
 
 /// The receiving end of the event channel, able to hold back one event: claim results that
@@ -153,8 +156,8 @@ struct Agent {
     /// leaves Scheduled (the admission wait).
     scheduled_seen: std::collections::HashMap<String, Instant>,
     metrics: RuntimedMetrics,
-    /// The runtime server's last `Health` answer (true without a server).
-    server_healthy: Arc<AtomicBool>,
+    /// What `/readyz` is made of; published when it changes.
+    readiness: Readiness,
     /// Runs between two attempts on this Pod whose reservation this agent holds for them,
     /// by UID: released once such a Run leaves this Pod without a next attempt here.
     backing_off: HashSet<String>,
@@ -179,12 +182,14 @@ impl Agent {
         .with_routine(settings.routine_events)
         .with_fold_window(settings.event_fold_window);
         let runs_api: Api<Run> = Api::namespaced(client.clone(), &me.namespace);
-        // With a runtime server, its Health feeds readiness.
-        let server_healthy = Arc::new(AtomicBool::new(true));
+        // With a runtime server, its Health feeds readiness: each change wakes the loop.
         if let Some(server) = &settings.runtime_server {
-            server_healthy.store(false, Ordering::Relaxed);
-            server.watch_health(server_healthy.clone());
+            let tx = tx.clone();
+            server.watch_health(move |healthy| {
+                let _ = tx.send(AgentEvent::ServerHealth(healthy));
+            });
         }
+        let readiness = Readiness::new(settings.runtime_server.is_some());
         Agent {
             children: Children::new(&settings, &tx),
             claims: Claims::new(runs_api.clone(), me.clone(), metrics.clone(), tx.clone()),
@@ -209,7 +214,7 @@ impl Agent {
             settings,
             cache: AdmissionCache::new(),
             draining: false,
-            server_healthy,
+            readiness,
             backing_off: HashSet::new(),
             next_retry: None,
         }
@@ -270,8 +275,6 @@ impl Agent {
         let mut run_events = pin!(run_events);
         let mut pod_events = pin!(pod_events);
         let mut shutdown = pin!(shutdown);
-        let mut runs_ready = false;
-        let mut pod_ready = false;
         let mut kill_at: Option<Instant> = None;
         let mut reap_deadline: Option<Instant> = None;
 
@@ -288,13 +291,13 @@ impl Agent {
                     while let Some(current) = event.take() {
                         match current {
                             Some(Ok(watcher::Event::InitDone)) => {
-                                if !runs_ready {
+                                if !self.readiness.runs_watched {
                                     tracing::info!("initial list of Runs assigned to Pod {} done", self.me.pod_name);
                                     // Runs deleted while no runtimed watched leave directories
                                     // no end will remove.
                                     self.children.remove_stale_dirs(&runs.state());
                                 }
-                                runs_ready = true;
+                                self.readiness.runs_watched = true;
                                 dirty = true;
                             }
                             Some(Ok(watcher::Event::Init | watcher::Event::InitApply(_))) => {}
@@ -309,7 +312,7 @@ impl Agent {
                     match event {
                         Some(Ok(watcher::Event::Init | watcher::Event::InitApply(_))) => {}
                         Some(Ok(_)) => {
-                            pod_ready = true;
+                            self.readiness.pod_watched = true;
                             self.refresh_capacity(&pods);
                             dirty = true;
                         }
@@ -362,12 +365,10 @@ impl Agent {
                 tracing::info!("no Run is running any more; runtimed exits");
                 return Ok(());
             }
-            let server_healthy = self.server_healthy.load(Ordering::Relaxed);
-            self.settings.ready.store(
-                runs_ready && pod_ready && !self.draining && server_healthy,
-                Ordering::Relaxed,
-            );
-            if dirty && runs_ready && pod_ready && self.children.is_listed() {
+            self.readiness.draining = self.draining;
+            self.publish_readiness();
+            let watched = self.readiness.runs_watched && self.readiness.pod_watched;
+            if dirty && watched && self.children.is_listed() {
                 self.reconcile(&runs);
             }
             if dirty {
@@ -384,8 +385,8 @@ impl Agent {
     /// Acts on one event; returns whether to plan again.
     fn on_event(&mut self, event: AgentEvent, runs: &Store<Run>) -> bool {
         match event {
-            AgentEvent::Exited(exit) => {
-                self.on_exit(exit, runs);
+            AgentEvent::Exited(exit, outputs) => {
+                self.on_exit(exit, outputs, runs);
                 true
             }
             AgentEvent::FunctionReady(uid, registration) => {
@@ -426,12 +427,25 @@ impl Agent {
                 self.on_collected(*collected);
                 true
             }
+            AgentEvent::ServerHealth(healthy) => {
+                self.readiness.server_healthy = Some(healthy);
+                false
+            }
             AgentEvent::LastWritten(uid) => {
                 self.writer.landed();
                 self.cache.release(&uid);
                 self.children.forget(&uid);
                 true
             }
+        }
+    }
+
+    /// Publishes what `/readyz` says, when it changed.
+    fn publish_readiness(&mut self) {
+        let missing = self.readiness.missing();
+        let mut published = self.settings.ready.lock().expect("readiness");
+        if *published != missing {
+            *published = missing;
         }
     }
 

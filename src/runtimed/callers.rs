@@ -74,16 +74,42 @@ impl Access {
     }
 
     /// The access a request path asks for, and the Run it names (`None` for paths that are
-    /// not runtimed's API).
-    pub fn of_path(path: &str) -> Option<(Access, Option<String>)> {
+    /// not runtimed's API). The Run's name is the segment as the handler sees it, percent-
+    /// decoded: `/invoke/%65cho` is authorized as `echo`, the Run it invokes. A segment that
+    /// is no Kubernetes object name once decoded names no Run (`Some(Err(..))`): it is
+    /// refused before anything is asked or served.
+    pub fn of_path(path: &str) -> Option<(Access, Option<Result<String, String>>)> {
         let mut parts = path.trim_start_matches('/').split('/');
         let (first, second) = (parts.next()?, parts.next());
+        let name = || second.map(run_name);
         match first {
-            "invoke" => Some((Access::Invoke, second.map(str::to_string))),
-            "logs" => Some((Access::Log, second.map(str::to_string))),
+            "invoke" => Some((Access::Invoke, name())),
+            "logs" => Some((Access::Log, name())),
             "artifacts" => Some((Access::Artifacts, None)),
             _ => None,
         }
+    }
+}
+
+/// The Run name a path segment holds, percent-decoded, if it is a DNS-1123 subdomain (what
+/// Kubernetes allows as an object name); else the segment as the error.
+fn run_name(segment: &str) -> Result<String, String> {
+    let decoded = percent_encoding::percent_decode_str(segment)
+        .decode_utf8()
+        .map_err(|_| segment.to_string())?;
+    let ok = !decoded.is_empty()
+        && decoded.len() <= 253
+        && decoded.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        });
+    match ok {
+        true => Ok(decoded.into_owned()),
+        false => Err(segment.to_string()),
     }
 }
 
@@ -287,6 +313,18 @@ pub async fn guard(State(gate): State<Gate>, request: Request, next: Next) -> Re
     let Some((access, run)) = Access::of_path(request.uri().path()) else {
         return next.run(request).await;
     };
+    let run = match run.transpose() {
+        Ok(run) => run,
+        Err(segment) => {
+            return (
+                StatusCode::NOT_FOUND,
+                format!(
+                    "{segment:?} is not a Run name (a lowercase DNS-1123 subdomain); runtimed serves no such path\n"
+                ),
+            )
+                .into_response();
+        }
+    };
     let Some(caller) = Caller::of(request.headers()) else {
         return gate.refusal(None, access, run.as_deref());
     };
@@ -310,12 +348,24 @@ mod tests {
     fn paths_name_the_access_and_the_run() {
         assert_eq!(
             Access::of_path("/invoke/fn"),
-            Some((Access::Invoke, Some("fn".into())))
+            Some((Access::Invoke, Some(Ok("fn".into()))))
         );
         assert_eq!(
             Access::of_path("/logs/train"),
-            Some((Access::Log, Some("train".into())))
+            Some((Access::Log, Some(Ok("train".into()))))
         );
+        // Authorized as the name the handler serves, decoded.
+        assert_eq!(
+            Access::of_path("/invoke/%65cho"),
+            Some((Access::Invoke, Some(Ok("echo".into()))))
+        );
+        for bad in ["%2e%2e", "..", "A", "a%2Fb", "-a", "a_b", "%ff"] {
+            assert_eq!(
+                Access::of_path(&format!("/logs/{bad}")),
+                Some((Access::Log, Some(Err(bad.to_string())))),
+                "{bad}"
+            );
+        }
         assert_eq!(
             Access::of_path("/artifacts/uid-1/out.txt"),
             Some((Access::Artifacts, None))

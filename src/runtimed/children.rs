@@ -24,6 +24,7 @@ use super::agent::AgentEvent;
 use super::contract::{execute_request, execution_id};
 use super::executor::{self, ChildExit, ChildHandle, Exit, SpawnError, Terminal};
 use super::git;
+use super::outputs::OutputsError;
 use super::plan::Attach;
 use super::remote::RuntimeServer;
 use super::rundir::{self, Layout};
@@ -121,7 +122,11 @@ impl Children {
     /// answers, reported as [`AgentEvent::Listed`]) before anything is planned.
     pub(super) fn new(settings: &Settings, events: &mpsc::UnboundedSender<AgentEvent>) -> Self {
         let (exits, exits_rx) = mpsc::unbounded_channel();
-        tokio::spawn(forward(exits_rx, events.clone(), AgentEvent::Exited));
+        tokio::spawn(forward_exits(
+            exits_rx,
+            events.clone(),
+            settings.workspace_root.clone(),
+        ));
         let (ready, ready_rx) = mpsc::unbounded_channel();
         tokio::spawn(forward(ready_rx, events.clone(), |(uid, registration)| {
             AgentEvent::FunctionReady(uid, registration)
@@ -276,6 +281,7 @@ impl Children {
     /// runtimed watched): every `<uid>` directory of the workspace volume but `runs`'.
     pub(super) fn remove_stale_dirs(&self, runs: &[Arc<Run>]) {
         let live: HashSet<String> = runs.iter().filter_map(|r| r.uid()).collect();
+        rundir::remove_set_aside(&self.workspace_root);
         for uid in rundir::stale(&self.workspace_root, &live) {
             tracing::info!("removing the directory of Run {uid}, which is no longer this Pod's");
             rundir::remove(&self.workspace_root, &uid);
@@ -519,7 +525,14 @@ impl Children {
 
     /// A child ended: what its Run's status becomes (`None` when it was no child). `runs` is
     /// the watch's view, preferred over the claim when it has caught up past it.
-    pub(super) fn on_exit(&mut self, exit: ChildExit, runs: &Store<Run>) -> Option<AfterExit> {
+    /// `outputs` is what [`forward_exits`] read of a successful execution's
+    /// `$KRUNTIME_OUTPUTS` off the loop.
+    pub(super) fn on_exit(
+        &mut self,
+        exit: ChildExit,
+        outputs: Outputs,
+        runs: &Store<Run>,
+    ) -> Option<AfterExit> {
         let child = self.children.remove(&exit.uid)?;
         self.registrations
             .lock()
@@ -547,6 +560,7 @@ impl Children {
             let (name, uid) = (child.name, exit.uid);
             return Some(AfterExit::Requeue { name, uid, first });
         }
+        let read = outputs;
         let mut outputs = BTreeMap::new();
         let terminal = if let Some(why) = stopped {
             Some(stopped_terminal(why, &child.last_written))
@@ -597,7 +611,7 @@ impl Children {
         };
         // A successful execution's outputs are what it left in `$KRUNTIME_OUTPUTS`.
         if terminal.outcome == Outcome::Succeeded {
-            match self.layout(&child.last_written).read_outputs() {
+            match read {
                 Ok(written) => outputs = written,
                 Err(e) => {
                     terminal = Terminal {
@@ -671,6 +685,33 @@ fn list_executions(server: RuntimeServer, events: mpsc::UnboundedSender<AgentEve
             let _ = events.send(AgentEvent::Listed(ids));
         }
     });
+}
+
+/// What an execution left in `$KRUNTIME_OUTPUTS` (read only for a successful one).
+pub(super) type Outputs = Result<BTreeMap<String, String>, OutputsError>;
+
+/// Forwards each child's end onto the agent's event channel with the outputs of a successful
+/// execution, read below the workspace volume `root` off the loop and within a deadline (a
+/// task that left a FIFO, a link or a huge file there delays only its own end). Until every
+/// sender or the agent is gone.
+async fn forward_exits(
+    mut from: mpsc::UnboundedReceiver<ChildExit>,
+    to: mpsc::UnboundedSender<AgentEvent>,
+    root: std::path::PathBuf,
+) {
+    while let Some(exit) = from.recv().await {
+        if to.is_closed() {
+            return;
+        }
+        let (to, root) = (to.clone(), root.clone());
+        tokio::spawn(async move {
+            let outputs = match exit.succeeded() {
+                true => rundir::read_outputs(&root, &exit.uid).await,
+                false => Ok(BTreeMap::new()),
+            };
+            let _ = to.send(AgentEvent::Exited(exit, outputs));
+        });
+    }
 }
 
 /// Forwards what the executor or the runtime server reports on a channel of its own type onto

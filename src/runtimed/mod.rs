@@ -27,10 +27,13 @@ pub mod invoke;
 pub mod metrics;
 pub mod outputs;
 pub mod plan;
+pub mod readiness;
+pub mod reaper;
 pub mod remote;
 pub mod rundir;
 pub mod runlog;
 mod status_writer;
+pub mod task_files;
 pub mod tls;
 
 use std::time::Duration;
@@ -224,8 +227,8 @@ pub struct Settings {
     pub health_probe: Option<std::net::SocketAddr>,
     /// Where `/metrics` is served, if anywhere.
     pub metrics_address: Option<std::net::SocketAddr>,
-    /// What `/readyz` reports: the Runs and the Pod are watched and shutdown has not begun.
-    pub ready: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// What `/readyz` reports ([`readiness`]): `None` when ready, else what is missing.
+    pub ready: readiness::Published,
     /// The Pod's workspace volume (`--workspace-root`).
     pub workspace_root: std::path::PathBuf,
     /// The Pod's runtime server (`--runtime-server`), when Runs execute there.
@@ -269,7 +272,7 @@ impl Settings {
             heartbeat: heartbeat::Config { interval, duration },
             shutdown_grace: args.shutdown_grace,
             health_probe,
-            ready: Default::default(),
+            ready: readiness::unpublished(),
             workspace_root: args.workspace_root.clone(),
             git: git::FetchOptions {
                 timeout: args.git_timeout,
@@ -294,6 +297,8 @@ impl Settings {
 /// Runs the agent until SIGTERM or SIGINT, then shuts down gracefully and returns `Ok`.
 pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(args)?;
+    // Before any task starts: its orphans come back to runtimed, which reaps them.
+    reaper::start();
     // Listen before connecting so that an early SIGTERM is a clean shutdown, not a kill.
     let shutdown = crate::signals::shutdown_signal()?;
     let target = kubeclient::connect(global).await?;
@@ -339,14 +344,10 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
 /// probes; the Runtime controller points the readiness probe of Runtime Pods here.
 async fn serve_probes(
     addr: std::net::SocketAddr,
-    ready: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ready: readiness::Published,
     routes: axum::Router,
 ) -> anyhow::Result<()> {
-    let app = crate::http::probes(
-        move || ready.load(std::sync::atomic::Ordering::Relaxed),
-        "not watching its Runs and Pod yet, or shutting down",
-    )
-    .merge(routes);
+    let app = crate::http::probes(move || ready.lock().expect("readiness").clone()).merge(routes);
     crate::http::serve(addr, app, std::future::pending()).await
 }
 

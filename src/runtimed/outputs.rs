@@ -49,8 +49,13 @@ pub enum OutputsError {
     TooManyKeys,
     #[error("$KRUNTIME_OUTPUTS holds more than {MAX_TOTAL_BYTES} bytes of keys and values")]
     TooLarge,
-    #[error("$KRUNTIME_OUTPUTS names a file runtimed cannot read")]
-    Unreadable,
+    /// The file is no regular file below the Run's directory (a link, a FIFO, a device), or
+    /// could not be read: the message names it and why.
+    #[error("$KRUNTIME_OUTPUTS: {0}")]
+    Unreadable(String),
+    /// The file is larger than [`MAX_FILE_BYTES`] (its size, read from its descriptor).
+    #[error("$KRUNTIME_OUTPUTS holds {0} bytes, more than the {MAX_FILE_BYTES} runtimed reads")]
+    FileTooLarge(u64),
 }
 
 /// `Failed` with `OutputsInvalid`.
@@ -62,13 +67,14 @@ impl OutputsError {
     /// The Run's reason: `OutputsInvalid` or `OutputsTooLarge`.
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::NotKeyValue(_) | Self::EmptyKey(_) | Self::NotUtf8(_) | Self::Unreadable => {
+            Self::NotKeyValue(_) | Self::EmptyKey(_) | Self::NotUtf8(_) | Self::Unreadable(_) => {
                 OUTPUTS_INVALID
             }
             Self::KeyTooLong { .. }
             | Self::ValueTooLong { .. }
             | Self::TooManyKeys
-            | Self::TooLarge => OUTPUTS_TOO_LARGE,
+            | Self::TooLarge
+            | Self::FileTooLarge(_) => OUTPUTS_TOO_LARGE,
         }
     }
 }

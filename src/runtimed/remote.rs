@@ -8,8 +8,6 @@
 //! The wire mapping is [`crate::runtime_server`]'s.
 
 use std::collections::HashSet;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{mpsc, oneshot};
@@ -85,9 +83,10 @@ impl RuntimeServer {
         }
     }
 
-    /// Keeps `healthy` at the server's `Health` answer (false while it cannot be reached),
-    /// until the process ends. runtimed's readiness includes it.
-    pub fn watch_health(&self, healthy: Arc<AtomicBool>) {
+    /// Asks the server for its `Health` every [`HEALTH_EVERY`] until the process ends and
+    /// calls `changed` with each new answer (false while it cannot be reached), the first
+    /// one included. runtimed's readiness includes it.
+    pub fn watch_health(&self, changed: impl Fn(bool) + Send + 'static) {
         let server = self.clone();
         tokio::spawn(async move {
             let mut last: Option<Result<(), String>> = None;
@@ -97,7 +96,9 @@ impl RuntimeServer {
                     Ok(r) => Err(format!("unhealthy: {}", r.get_ref().message)),
                     Err(e) => Err(format!("unreachable: {}", e.message())),
                 };
-                healthy.store(now.is_ok(), Ordering::Relaxed);
+                if last.as_ref().map(Result::is_ok) != Some(now.is_ok()) {
+                    changed(now.is_ok());
+                }
                 if last.as_ref() != Some(&now) {
                     match &now {
                         Ok(()) => tracing::info!("runtime server {} is healthy", server.address),

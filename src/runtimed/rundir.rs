@@ -10,15 +10,15 @@
 //! file stays in the Run's own directory.
 //!
 //! [`Layout`] is pure (the paths, and the task's working directory and environment in them);
-//! [`Layout::create`], [`Layout::read_outputs`] and [`remove`] are the only file I/O of a Run's
+//! [`Layout::create`], [`read_outputs`] and [`remove`] are the only file I/O of a Run's
 //! execution besides the process itself. Never talks to the API server or the runtime server.
 
 use std::collections::BTreeMap;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use super::executor::Prepared;
 use super::outputs::{self, OutputsError};
+use super::task_files;
 
 /// The environment variable that names a PersistentWorkspace Run's workspace directory.
 pub const ENV_WORKSPACE: &str = "KRUNTIMES_WORKSPACE";
@@ -165,30 +165,73 @@ impl Layout {
         }
         Ok(())
     }
+}
 
-    /// The outputs a successful attempt left in `$KRUNTIME_OUTPUTS` (none when it wrote no
-    /// file).
-    pub fn read_outputs(&self) -> Result<BTreeMap<String, String>, OutputsError> {
-        let mut bytes = Vec::new();
-        match std::fs::File::open(self.outputs()) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
-            Err(_) => return Err(OutputsError::Unreadable),
-            Ok(file) => {
-                // One byte more than the bound tells a file that is too large.
-                file.take(outputs::MAX_FILE_BYTES as u64 + 1)
-                    .read_to_end(&mut bytes)
-                    .map_err(|_| OutputsError::Unreadable)?;
-            }
-        }
-        outputs::parse(&bytes)
+/// How long reading a Run's outputs file may take before the Run fails for it.
+pub const OUTPUTS_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The outputs the attempt of the Run `uid` left in `$KRUNTIME_OUTPUTS` (none when it wrote
+/// no file), read below the workspace volume `root` through [`task_files`]: no link followed,
+/// a regular file only, its size checked before it is read, off the caller's event loop.
+pub async fn read_outputs(
+    root: &Path,
+    uid: &str,
+) -> Result<BTreeMap<String, String>, OutputsError> {
+    let rel = Path::new(uid).join(outputs::FILE);
+    let limit = outputs::MAX_FILE_BYTES as u64;
+    match task_files::read_regular_off_loop(root.to_path_buf(), rel, limit, OUTPUTS_DEADLINE).await
+    {
+        Ok(None) => Ok(BTreeMap::new()),
+        Ok(Some(bytes)) => outputs::parse(&bytes),
+        Err(task_files::FileError::TooLarge { size, .. }) => Err(OutputsError::FileTooLarge(size)),
+        Err(e) => Err(OutputsError::Unreadable(e.to_string())),
     }
 }
 
+/// Where directories being removed are moved first, under the workspace volume.
+const REMOVING: &str = ".kruntimes-removing";
+
 /// Removes the directory of the Run `uid` (its last status has landed, or it is gone). A
-/// PersistentWorkspace's directory is elsewhere and stays.
+/// PersistentWorkspace's directory is elsewhere and stays. The directory is renamed aside at
+/// once (the Run's next attempt, placed here again, starts in a new one) and removed on the
+/// blocking pool: a task that left a million files never holds up the caller. Needs a tokio
+/// runtime.
 pub fn remove(root: &Path, uid: &str) {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let dir = root.join(uid);
-    if let Err(e) = std::fs::remove_dir_all(&dir)
+    let aside = root.join(REMOVING);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let target = aside.join(format!("{uid}.{}.{seq}", std::process::id()));
+    // rename(2) moves a link as a link: nothing outside the volume is reached.
+    let moved = std::fs::create_dir_all(&aside).and_then(|()| std::fs::rename(&dir, &target));
+    match moved {
+        Ok(()) => drop(tokio::task::spawn_blocking(move || remove_now(&target))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            tracing::warn!(
+                "cannot move the directory {} of a finished Run aside: {e}",
+                dir.display()
+            );
+        }
+    }
+}
+
+/// Removes what earlier removals left aside (runtimed stopped while they ran), in the
+/// background.
+pub fn remove_set_aside(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root.join(REMOVING)) else {
+        return;
+    };
+    // Each entry, not the directory itself: a removal under way renames into it meanwhile.
+    let left: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    drop(tokio::task::spawn_blocking(move || {
+        left.iter().for_each(|dir| remove_now(dir))
+    }));
+}
+
+fn remove_now(dir: &Path) {
+    // std's remove_dir_all never follows a link out of the tree (CVE-2022-21658).
+    if let Err(e) = std::fs::remove_dir_all(dir)
         && e.kind() != std::io::ErrorKind::NotFound
     {
         tracing::warn!(
@@ -281,8 +324,8 @@ mod tests {
         assert_eq!(p.working_dir.as_deref(), Some("/elsewhere"));
     }
 
-    #[test]
-    fn create_writes_the_source_removes_old_outputs_and_remove_takes_the_directory() {
+    #[tokio::test]
+    async fn create_writes_the_source_removes_old_outputs_and_remove_takes_the_directory() {
         let root = tempfile::tempdir().unwrap();
         let layout = Layout::of(root.path(), "u1", None);
         let source = CodeSource {
@@ -300,12 +343,26 @@ mod tests {
         let mode = std::fs::metadata(&script).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o755);
         std::fs::write(layout.outputs(), "a=1\n").unwrap();
-        assert_eq!(layout.read_outputs().unwrap().len(), 1);
+        assert_eq!(read_outputs(root.path(), "u1").await.unwrap().len(), 1);
         // The next attempt starts without the last one's outputs.
         layout.create(&p).unwrap();
-        assert!(layout.read_outputs().unwrap().is_empty());
+        assert!(read_outputs(root.path(), "u1").await.unwrap().is_empty());
+        // A link in the file's place is refused, never read through.
+        std::os::unix::fs::symlink("/proc/self/environ", layout.outputs()).unwrap();
+        let err = read_outputs(root.path(), "u1").await.unwrap_err();
+        assert_eq!(err.reason(), outputs::OUTPUTS_INVALID);
+        assert!(err.to_string().contains("symbolic link"), "{err}");
         remove(root.path(), "u1");
+        // Gone from its place at once; what was set aside goes in the background.
         assert!(!root.path().join("u1").exists());
+        let aside = root.path().join(REMOVING);
+        for _ in 0..500 {
+            if std::fs::read_dir(&aside).unwrap().next().is_none() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("the directory set aside was never removed");
     }
 
     #[test]

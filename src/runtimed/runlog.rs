@@ -7,7 +7,10 @@
 //!
 //! Bounded: a log that grows over [`MAX_BYTES`] is rotated once (the older part kept as
 //! `.log.1`), so a Run keeps at most twice that; the logs of at most [`MAX_LOGS`] Runs are
-//! kept, the least recently written removed first. A `.done` file marks a log whose execution
+//! kept, the least recently written removed first. The volume is one tasks can write, so
+//! every file here is opened through [`super::task_files`] (no link followed, a regular file
+//! only), a request reads at most [`MAX_SERVED`] bytes from the end of a log however large a
+//! task made it, by seeking, and never on the event loop. A `.done` file marks a log whose execution
 //! ended, where a follower stops; the next attempt of a retried Run removes it and goes on
 //! writing the same log.
 //!
@@ -16,6 +19,8 @@
 //! talks to the API server.
 
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+
+use super::task_files;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,12 +36,20 @@ use axum::routing::get;
 pub const MAX_BYTES: u64 = 1 << 20;
 /// The logs of at most this many Runs are kept.
 pub const MAX_LOGS: usize = 256;
+/// The most a request reads of a log before it follows it: what a Run keeps (both parts).
+pub const MAX_SERVED: u64 = 2 * MAX_BYTES + 64 * 1024;
+/// The most a follower reads at a time.
+const FOLLOW_CHUNK: u64 = 256 * 1024;
+/// The logs' directory below the workspace volume.
+const LOGS_DIR: &str = ".kruntimes/logs";
 /// How often a follower looks for more.
 const FOLLOW_EVERY: Duration = Duration::from_millis(200);
 
 /// Where this Pod's Run logs are.
 #[derive(Debug, Clone)]
 pub struct RunLogs {
+    /// The workspace volume: every file is opened below it, following no link.
+    root: PathBuf,
     dir: PathBuf,
 }
 
@@ -47,7 +60,8 @@ impl RunLogs {
     /// The logs kept under the workspace volume `root`.
     pub fn new(root: &Path) -> Self {
         RunLogs {
-            dir: root.join(".kruntimes").join("logs"),
+            root: root.to_path_buf(),
+            dir: root.join(LOGS_DIR),
         }
     }
 
@@ -62,7 +76,7 @@ impl RunLogs {
         let path = self.path(name, uid);
         let _ = std::fs::remove_file(done_marker(&path));
         let file = std::fs::create_dir_all(&self.dir)
-            .and_then(|()| open_append(&path))
+            .and_then(|()| open_append(&self.root, &path))
             .map_err(|e| {
                 tracing::warn!(run = %name, "cannot write the log of Run {name} to {}: {e}", path.display());
             })
@@ -73,6 +87,7 @@ impl RunLogs {
             .map_or(0, |m| m.len());
         self.prune();
         Arc::new(Mutex::new(LogWriter {
+            root: self.root.clone(),
             path,
             file,
             written,
@@ -126,6 +141,7 @@ impl RunLogs {
 /// An open log.
 #[derive(Debug)]
 pub struct LogWriter {
+    root: PathBuf,
     path: PathBuf,
     file: Option<std::fs::File>,
     written: u64,
@@ -164,23 +180,27 @@ impl LogWriter {
 
     /// The execution ended: a follower stops at the end of what is written.
     pub fn done(&mut self) {
-        let _ = std::fs::write(done_marker(&self.path), b"");
+        let marker = done_marker(&self.path);
+        if let Ok(rel) = marker.strip_prefix(&self.root) {
+            let _ = task_files::create_beneath(&self.root, rel, false);
+        }
     }
 
     fn rotate(&mut self) {
         self.file = std::fs::rename(&self.path, rotated(&self.path))
-            .and_then(|()| open_append(&self.path))
+            .and_then(|()| open_append(&self.root, &self.path))
             .map_err(|e| tracing::warn!("cannot rotate {}: {e}", self.path.display()))
             .ok();
         self.written = 0;
     }
 }
 
-fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
+/// Opens the log `path` (below `root`) for appending, following no link a task put there.
+fn open_append(root: &Path, path: &Path) -> std::io::Result<std::fs::File> {
+    let rel = path
+        .strip_prefix(root)
+        .map_err(|_| std::io::Error::other("a log outside the workspace volume"))?;
+    task_files::create_beneath(root, rel, true).map_err(std::io::Error::other)
 }
 
 fn rotated(path: &Path) -> PathBuf {
@@ -219,7 +239,12 @@ async fn serve(
         )
             .into_response();
     };
-    let head = match read_head(&path, query.tail_lines) {
+    let root = logs.root.clone();
+    let read = {
+        let (root, path) = (root.clone(), path.clone());
+        tokio::task::spawn_blocking(move || read_head(&root, &path, query.tail_lines))
+    };
+    let head = match read.await.map_err(std::io::Error::other).and_then(|r| r) {
         Ok(head) => head,
         Err(e) => {
             return (
@@ -231,7 +256,7 @@ async fn serve(
     };
     let body = match query.follow {
         false => Body::from(head.bytes),
-        true => Body::from_stream(follow(path, head)),
+        true => Body::from_stream(follow(root, path, head)),
     };
     ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response()
 }
@@ -243,15 +268,42 @@ struct Head {
     offset: u64,
 }
 
-fn read_head(path: &Path, tail: Option<usize>) -> std::io::Result<Head> {
-    let mut bytes = std::fs::read(rotated(path)).unwrap_or_default();
-    let current = std::fs::read(path)?;
-    let offset = current.len() as u64;
+/// The log's head: at most [`MAX_SERVED`] bytes, the end of the rotated part then of the
+/// current file, each read from its end by seeking (a log a task made huge costs no more).
+fn read_head(root: &Path, path: &Path, tail: Option<usize>) -> std::io::Result<Head> {
+    let (current, offset) = read_end(root, path, MAX_SERVED)?;
+    let budget = MAX_SERVED - current.len() as u64;
+    let mut bytes = read_end(root, &rotated(path), budget)
+        .map(|(b, _)| b)
+        .unwrap_or_default();
     bytes.extend_from_slice(&current);
     if let Some(n) = tail {
         bytes = last_lines(&bytes, n).to_vec();
     }
     Ok(Head { bytes, offset })
+}
+
+/// The last `budget` bytes of the regular file `path` below `root`, and its size.
+fn read_end(root: &Path, path: &Path, budget: u64) -> std::io::Result<(Vec<u8>, u64)> {
+    let task_files::Regular { mut file, size } = open_log(root, path)?;
+    let start = size.saturating_sub(budget);
+    file.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::new();
+    file.take(size - start).read_to_end(&mut bytes)?;
+    Ok((bytes, size))
+}
+
+/// The log `path` below `root`, opened following no link, a regular file only.
+fn open_log(root: &Path, path: &Path) -> std::io::Result<task_files::Regular> {
+    let rel = path
+        .strip_prefix(root)
+        .map_err(|_| std::io::Error::other("a log outside the workspace volume"))?;
+    task_files::open_regular(root, rel, u64::MAX).map_err(|e| match e {
+        task_files::FileError::Missing { .. } => {
+            std::io::Error::new(std::io::ErrorKind::NotFound, e.to_string())
+        }
+        other => std::io::Error::other(other.to_string()),
+    })
 }
 
 /// The last `n` lines of `bytes` (a final line without a newline counts).
@@ -273,47 +325,59 @@ fn last_lines(bytes: &[u8], n: usize) -> &[u8] {
 /// The head, then whatever is appended, until the execution is done and all of it is sent
 /// (or the client goes away, which drops this stream).
 fn follow(
+    root: PathBuf,
     path: PathBuf,
     head: Head,
 ) -> impl futures::Stream<Item = std::io::Result<Vec<u8>>> + Send + 'static {
     futures::stream::unfold(
         (path, Some(head.bytes), head.offset, false),
-        |(path, first, mut offset, finished)| async move {
-            if let Some(bytes) = first {
-                return Some((Ok(bytes), (path, None, offset, false)));
-            }
-            if finished {
-                return None;
-            }
-            loop {
-                // Read the marker before the file: lines written before it are then read.
-                let done = done_marker(&path).exists();
-                let more = read_from(&path, &mut offset);
-                match more {
-                    Ok(bytes) if !bytes.is_empty() => {
-                        return Some((Ok(bytes), (path, None, offset, false)));
+        move |(path, first, offset, finished)| {
+            let root = root.clone();
+            async move {
+                if let Some(bytes) = first {
+                    return Some((Ok(bytes), (path, None, offset, false)));
+                }
+                if finished {
+                    return None;
+                }
+                loop {
+                    // Read the marker before the file: lines written before it are then read.
+                    let more = {
+                        let (root, path) = (root.clone(), path.clone());
+                        tokio::task::spawn_blocking(move || {
+                            let done = done_marker(&path).exists();
+                            (done, read_from(&root, &path, offset))
+                        })
+                        .await
+                    };
+                    match more {
+                        Ok((_, Ok((bytes, next)))) if !bytes.is_empty() => {
+                            return Some((Ok(bytes), (path, None, next, false)));
+                        }
+                        Ok((true, Ok(_))) => return None,
+                        Ok((false, Ok(_))) => tokio::time::sleep(FOLLOW_EVERY).await,
+                        Ok((_, Err(e))) => return Some((Err(e), (path, None, offset, true))),
+                        Err(join) => {
+                            let e = std::io::Error::other(join);
+                            return Some((Err(e), (path, None, offset, true)));
+                        }
                     }
-                    Ok(_) if done => return None,
-                    Ok(_) => tokio::time::sleep(FOLLOW_EVERY).await,
-                    Err(e) => return Some((Err(e), (path, None, offset, true))),
                 }
             }
         },
     )
 }
 
-/// What was appended to `path` since `offset` (from the start when the log was rotated).
-fn read_from(path: &Path, offset: &mut u64) -> std::io::Result<Vec<u8>> {
-    let mut file = std::fs::File::open(path)?;
-    let len = file.metadata()?.len();
-    if len < *offset {
-        *offset = 0;
-    }
-    file.seek(SeekFrom::Start(*offset))?;
+/// What was appended to `path` since `offset` (from the start when the log was rotated), at
+/// most [`FOLLOW_CHUNK`] bytes, and the offset after it.
+fn read_from(root: &Path, path: &Path, offset: u64) -> std::io::Result<(Vec<u8>, u64)> {
+    let task_files::Regular { mut file, size } = open_log(root, path)?;
+    let offset = if size < offset { 0 } else { offset };
+    file.seek(SeekFrom::Start(offset))?;
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
-    *offset += bytes.len() as u64;
-    Ok(bytes)
+    file.take(FOLLOW_CHUNK).read_to_end(&mut bytes)?;
+    let next = offset + bytes.len() as u64;
+    Ok((bytes, next))
 }
 
 #[cfg(test)]
@@ -341,9 +405,12 @@ mod tests {
         let w = logs.writer("job", "u1");
         assert!(!done_marker(&path).exists());
         w.lock().unwrap().text("attempt 2\nline 2\n");
-        let head = read_head(&path, None).unwrap();
+        let head = read_head(root.path(), &path, None).unwrap();
         assert_eq!(head.bytes, b"attempt 1\nattempt 2\nline 2\n");
-        assert_eq!(read_head(&path, Some(1)).unwrap().bytes, b"line 2\n");
+        assert_eq!(
+            read_head(root.path(), &path, Some(1)).unwrap().bytes,
+            b"line 2\n"
+        );
         // Another Run whose name starts the same is not this one.
         logs.writer("job_x", "u2").lock().unwrap().line("other");
         assert_eq!(logs.find("job"), Some(path.clone()));
@@ -358,6 +425,38 @@ mod tests {
         assert!(size(&rotated(&path)) > 0, "rotated once");
     }
 
+    #[test]
+    fn a_log_a_task_made_huge_or_linked_is_read_from_its_end_or_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let logs = RunLogs::new(root.path());
+        logs.writer("job", "u1").lock().unwrap().line("first");
+        let path = logs.find("job").unwrap();
+        // `truncate -s 100G` on the log: the head is its last MAX_SERVED bytes, read by
+        // seeking (all zeros here), not 100 GiB in memory.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(100 << 30)
+            .unwrap();
+        let head = read_head(root.path(), &path, None).unwrap();
+        assert_eq!(head.bytes.len() as u64, MAX_SERVED);
+        assert_eq!(head.offset, 100 << 30);
+        // A link in the log's place is never read through, nor written through.
+        let secret = root.path().join("secret");
+        std::fs::write(&secret, "KEY=hunter2\n").unwrap();
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(&secret, &path).unwrap();
+        assert!(read_head(root.path(), &path, None).is_err());
+        let w = logs.writer("job", "u1");
+        w.lock().unwrap().line("through the link?");
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "KEY=hunter2\n");
+        // Nor is the `.done` marker, linked to another file.
+        std::os::unix::fs::symlink(&secret, done_marker(&path)).unwrap();
+        w.lock().unwrap().done();
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "KEY=hunter2\n");
+    }
+
     #[tokio::test]
     async fn a_follower_gets_what_is_appended_and_stops_when_done() {
         use futures::StreamExt as _;
@@ -366,10 +465,11 @@ mod tests {
         let w = logs.writer("job", "u1");
         w.lock().unwrap().line("one");
         let path = logs.find("job").unwrap();
-        let head = read_head(&path, None).unwrap();
+        let head = read_head(root.path(), &path, None).unwrap();
         let writer = w.clone();
+        let base = root.path().to_path_buf();
         let task = tokio::spawn(async move {
-            follow(path, head)
+            follow(base, path, head)
                 .map(|chunk| chunk.unwrap())
                 .concat()
                 .await

@@ -6,7 +6,7 @@
 
 use kube::runtime::reflector::Store;
 
-use super::super::children::AfterExit;
+use super::super::children::{AfterExit, Outputs};
 use super::super::collector::{self, Collected, Pending};
 use super::super::executor::{ChildExit, Terminal};
 use super::super::metrics;
@@ -83,8 +83,8 @@ impl Agent {
 
     /// A child ended: write its terminal status (or its requeue) unless its Run is gone, then
     /// release.
-    pub(super) fn on_exit(&mut self, exit: ChildExit, runs: &Store<Run>) {
-        match self.children.on_exit(exit, runs) {
+    pub(super) fn on_exit(&mut self, exit: ChildExit, outputs: Outputs, runs: &Store<Run>) {
+        match self.children.on_exit(exit, outputs, runs) {
             None => {}
             Some(AfterExit::Requeue { name, uid, first }) => self.writer.requeue(name, uid, first),
             Some(AfterExit::Finish {

@@ -255,27 +255,63 @@ impl Stored {
 }
 
 /// Writes the stored representation of `source` (a file as it is, a directory archived) to
-/// `out`, at most `limit` bytes; `out` is removed when that fails.
+/// `out`, a new file (a link there is refused), at most `limit` bytes; `out` is removed when
+/// that fails.
 pub fn stage(source: &Path, out: &Path, name: &str, limit: u64) -> Result<Stored, ArtifactError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(out)
+        .map_err(|e| ArtifactError::Store(format!("artifact {name:?}: {e}")))?;
+    let budgeted = Budgeted::new(file, Some(out.to_path_buf()), limit);
+    stage_into(source, budgeted, name).map(|(stored, _)| stored)
+}
+
+/// [`stage`] into an anonymous file of runtimed's (no name anyone could open or swap):
+/// returns it rewound, for the upload to read exactly the bytes that were hashed.
+pub fn stage_anonymous(
+    source: &Path,
+    name: &str,
+    limit: u64,
+) -> Result<(Stored, std::fs::File), ArtifactError> {
+    let file = tempfile::tempfile().map_err(|e| {
+        ArtifactError::Store(format!(
+            "artifact {name:?}: cannot create a temporary file in {}: {e}",
+            std::env::temp_dir().display()
+        ))
+    })?;
+    stage_into(source, Budgeted::new(file, None, limit), name)
+}
+
+fn stage_into(
+    source: &Path,
+    mut file: Budgeted,
+    name: &str,
+) -> Result<(Stored, std::fs::File), ArtifactError> {
+    let limit = file.limit;
     let invalid = |why: String| ArtifactError::Invalid(format!("artifact {name:?}: {why}"));
     let meta = std::fs::symlink_metadata(source)
         .map_err(|e| ArtifactError::Store(format!("artifact {name:?}: {e}")))?;
     let kind = meta.file_type();
     if kind.is_symlink() {
-        return Err(invalid("symbolic links are not stored".into()));
+        return Err(file.discard(invalid("symbolic links are not stored".into())));
     }
     if !kind.is_file() && !kind.is_dir() {
-        return Err(invalid(
+        return Err(file.discard(invalid(
             "only regular files and directories are stored".into(),
-        ));
+        )));
     }
-    if kind.is_dir() {
-        check_tree(source).map_err(invalid)?;
+    if kind.is_dir()
+        && let Err(why) = check_tree(source)
+    {
+        return Err(file.discard(invalid(why)));
     }
-    let mut file = Budgeted::create(out, limit)
-        .map_err(|e| ArtifactError::Store(format!("artifact {name:?}: {e}")))?;
     let (stored_kind, content_type) = if kind.is_file() {
-        let mut input = std::fs::File::open(source).map_err(|e| file.error(name, limit, e))?;
+        // Opened again through its descriptor, no link followed: what was checked above may
+        // have been swapped since, what is copied is what this descriptor says it is.
+        let mut input = open_staged(source).map_err(|e| file.discard(invalid(e)))?;
         std::io::copy(&mut input, &mut file).map_err(|e| file.error(name, limit, e))?;
         let guessed = mime_guess::from_path(name).first_or_octet_stream();
         ("file", guessed.essence_str().to_string())
@@ -291,15 +327,27 @@ pub fn stage(source: &Path, out: &Path, name: &str, limit: u64) -> Result<Stored
             .map_err(|e| file.error(name, limit, e))?;
         ("directory", DIRECTORY_CONTENT_TYPE.to_string())
     };
-    let (size, digest) = file
+    let (size, digest, out) = file
         .finish()
         .map_err(|e| ArtifactError::Store(format!("artifact {name:?}: {e}")))?;
-    Ok(Stored {
+    let stored = Stored {
         kind: stored_kind,
         size,
         digest,
         content_type,
-    })
+    };
+    Ok((stored, out))
+}
+
+/// The regular file `path` of a Run's artifacts, opened below its directory without following
+/// a link; why not, as a sentence.
+fn open_staged(path: &Path) -> Result<std::fs::File, String> {
+    let (Some(dir), Some(file)) = (path.parent(), path.file_name()) else {
+        return Err(format!("{} is not a file", path.display()));
+    };
+    super::task_files::open_regular(dir, Path::new(file), u64::MAX)
+        .map(|regular| regular.file)
+        .map_err(|e| e.to_string())
 }
 
 /// The Runs among `stored` (read before `existing` was listed) that no longer exist: a Run's
@@ -353,7 +401,8 @@ fn append_tree<W: std::io::Write>(
             archive.append_dir(&path, entry.path())?;
             append_tree(archive, &entry.path(), &path)?;
         } else {
-            archive.append_path_with_name(entry.path(), &path)?;
+            let mut file = open_staged(&entry.path()).map_err(std::io::Error::other)?;
+            archive.append_file(&path, &mut file)?;
         }
     }
     Ok(())
@@ -362,39 +411,50 @@ fn append_tree<W: std::io::Write>(
 /// A file being written that counts and hashes its bytes and refuses more than its limit.
 struct Budgeted {
     file: std::fs::File,
-    path: PathBuf,
+    path: Option<PathBuf>,
     written: u64,
     limit: u64,
     hash: sha2::Sha256,
 }
 
 impl Budgeted {
-    fn create(path: &Path, limit: u64) -> std::io::Result<Self> {
-        Ok(Budgeted {
-            file: std::fs::File::create(path)?,
-            path: path.to_path_buf(),
+    /// Counts what is written to `file`, removed at `path` (when it has one) on failure.
+    fn new(file: std::fs::File, path: Option<PathBuf>, limit: u64) -> Self {
+        Budgeted {
+            file,
+            path,
             written: 0,
             limit,
             hash: sha2::Sha256::new(),
-        })
+        }
+    }
+
+    /// Removes the partial file; returns `e`.
+    fn discard(&self, e: ArtifactError) -> ArtifactError {
+        if let Some(path) = &self.path {
+            let _ = std::fs::remove_file(path);
+        }
+        e
     }
 
     /// The error of a failed copy: over the limit is the Run's, anything else the store's.
     /// The partial file is removed.
     fn error(&self, name: &str, limit: u64, e: std::io::Error) -> ArtifactError {
-        let _ = std::fs::remove_file(&self.path);
-        match e.kind() {
+        self.discard(match e.kind() {
             std::io::ErrorKind::FileTooLarge => ArtifactError::Invalid(format!(
                 "artifact {name:?} is larger than {limit} bytes (--artifact-max-bytes, or what --artifacts-max-bytes leaves)"
             )),
             _ => ArtifactError::Store(format!("artifact {name:?}: {e}")),
-        }
+        })
     }
 
-    fn finish(mut self) -> std::io::Result<(u64, String)> {
+    /// The size, the digest and the file, rewound.
+    fn finish(mut self) -> std::io::Result<(u64, String, std::fs::File)> {
+        use std::io::Seek as _;
         self.file.flush()?;
         self.file.sync_all()?;
-        Ok((self.written, crate::digest::finish(self.hash)))
+        self.file.rewind()?;
+        Ok((self.written, crate::digest::finish(self.hash), self.file))
     }
 }
 

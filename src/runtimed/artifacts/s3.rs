@@ -5,8 +5,8 @@
 //! `AWS_SECRET_ACCESS_KEY` (the Runtime controller exposes `credentialsSecretName`'s keys as
 //! environment variables), web identity, container credentials, then the instance metadata.
 //!
-//! Each artifact is staged in the Run's directory (a directory archived there), then uploaded
-//! in one request, or in parts of `uploadPartSize` with `uploadConcurrency` in flight when it
+//! Each artifact is staged in an anonymous file of runtimed's (a directory archived there),
+//! then uploaded from that descriptor in one request, or in parts of `uploadPartSize` with `uploadConcurrency` in flight when it
 //! is larger. Async; the staging runs on a blocking thread.
 
 use std::sync::Arc;
@@ -20,14 +20,12 @@ use object_store::{
 };
 use tokio::io::AsyncReadExt as _;
 
-use super::{ArtifactError, Limits, RunKey, run_path, runs_path, stage, staged_names};
+use super::{ArtifactError, Limits, RunKey, run_path, runs_path, stage_anonymous, staged_names};
 
 /// The smallest part S3 takes in a multipart upload, and the default.
 pub const MIN_PART_SIZE: u64 = 5 << 20;
 /// Parts in flight at once by default.
 pub const DEFAULT_CONCURRENCY: usize = 5;
-/// Where an artifact is staged before its upload, in the Run's directory.
-const UPLOAD_DIR: &str = ".artifact-upload";
 
 /// `spec.artifactStore.s3`, with the Go project's fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,11 +175,7 @@ impl S3 {
         if names.is_empty() {
             return Ok(Vec::new());
         }
-        let scratch = staging.with_file_name(UPLOAD_DIR);
-        let result = self
-            .upload_all(staging, &scratch, run, limits, &names)
-            .await;
-        let _ = tokio::fs::remove_dir_all(&scratch).await;
+        let result = self.upload_all(staging, run, limits, &names).await;
         if result.is_err() {
             let _ = self.remove_run(&run.namespace, &run.uid).await;
         }
@@ -191,24 +185,23 @@ impl S3 {
     async fn upload_all(
         &self,
         staging: &std::path::Path,
-        scratch: &std::path::Path,
         run: &RunKey,
         limits: Limits,
         names: &[String],
     ) -> Result<Vec<serde_json::Value>, ArtifactError> {
         let store_error = |e: String| ArtifactError::Store(e);
-        tokio::fs::create_dir_all(scratch)
-            .await
-            .map_err(|e| store_error(format!("cannot create {}: {e}", scratch.display())))?;
         let mut refs = Vec::new();
         let mut total = 0u64;
         for name in names {
-            let (source, staged) = (staging.join(name), scratch.join(name));
+            let source = staging.join(name);
             let limit = super::next_limit(limits, total);
-            let (n, out) = (name.clone(), staged.clone());
-            let stored = tokio::task::spawn_blocking(move || stage(&source, &out, &n, limit))
-                .await
-                .map_err(|e| store_error(e.to_string()))??;
+            let n = name.clone();
+            // Staged in an anonymous file and uploaded from its descriptor: the bytes sent
+            // are the bytes hashed, whatever a task does to its directory meanwhile.
+            let (stored, staged) =
+                tokio::task::spawn_blocking(move || stage_anonymous(&source, &n, limit))
+                    .await
+                    .map_err(|e| store_error(e.to_string()))??;
             total += stored.size;
             let key = self.key(&format!("{}/{name}", run_path(&run.namespace, &run.uid)));
             let attributes = Attributes::from_iter([
@@ -220,7 +213,7 @@ impl S3 {
                 metadata("kruntimes-artifact-type", stored.kind),
                 metadata("kruntimes-digest", &stored.digest),
             ]);
-            self.upload(&staged, &key, stored.size, attributes)
+            self.upload(staged, &key, stored.size, attributes)
                 .await
                 .map_err(|e| {
                     store_error(format!(
@@ -228,7 +221,6 @@ impl S3 {
                         self.config.bucket
                     ))
                 })?;
-            let _ = tokio::fs::remove_file(&staged).await;
             let location = serde_json::json!({"bucket": self.config.bucket, "key": key.as_ref()});
             refs.push(stored.to_ref(name, "s3", location));
         }
@@ -238,14 +230,18 @@ impl S3 {
     /// One request up to a part's size; beyond it a multipart upload, aborted on failure.
     async fn upload(
         &self,
-        file: &std::path::Path,
+        file: std::fs::File,
         key: &Key,
         size: u64,
         attributes: Attributes,
     ) -> Result<(), String> {
         let part = self.config.upload_part_size;
         if size <= part {
-            let bytes = tokio::fs::read(file).await.map_err(|e| e.to_string())?;
+            let mut bytes = Vec::with_capacity(size as usize);
+            tokio::fs::File::from_std(file)
+                .read_to_end(&mut bytes)
+                .await
+                .map_err(|e| e.to_string())?;
             let options = PutOptions {
                 attributes,
                 ..Default::default()
@@ -266,9 +262,7 @@ impl S3 {
             .await
             .map_err(|e| e.to_string())?;
         let mut writer = WriteMultipart::new_with_chunk_size(upload, part as usize);
-        let mut input = tokio::fs::File::open(file)
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut input = tokio::fs::File::from_std(file);
         let mut buf = vec![0u8; 1 << 20];
         loop {
             let n = match input.read(&mut buf).await {

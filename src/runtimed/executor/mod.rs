@@ -376,6 +376,17 @@ pub struct ChildExit {
     pub killed: bool,
 }
 
+impl ChildExit {
+    /// Whether the execution succeeded (its outputs are then read).
+    pub fn succeeded(&self) -> bool {
+        match &self.status {
+            Ok(Exit::Process(status)) => status.terminal().outcome == Outcome::Succeeded,
+            Ok(Exit::Server(terminal)) => terminal.outcome == Outcome::Succeeded,
+            Err(_) => false,
+        }
+    }
+}
+
 /// The agent's handle on a running child: a process of runtimed's, or an execution on the
 /// runtime server (`pid` is `None`; stopping it is the server's `Cancel`).
 #[derive(Debug)]
@@ -527,8 +538,12 @@ pub fn spawn(
     exits: mpsc::UnboundedSender<ChildExit>,
 ) -> Result<ChildHandle, SpawnError> {
     let mut cmd = Command::new(&task.program);
-    cmd.args(&task.args)
+    // Nothing of runtimed's own environment (its credentials, its KRUNTIMES_* settings): the
+    // task gets PATH and HOME, then the Run's and the contract's variables.
+    cmd.env_clear()
+        .envs(inherited_env())
         .envs(task.env.iter().map(|(k, v)| (k, v)))
+        .args(&task.args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -537,17 +552,18 @@ pub fn spawn(
     if let Some(dir) = &task.working_dir {
         cmd.current_dir(dir);
     }
-    let mut child = cmd.spawn().map_err(|source| match &task.working_dir {
-        Some(dir) => SpawnError::StartIn {
-            program: task.program.clone(),
-            dir: dir.clone(),
-            source,
-        },
-        None => SpawnError::Start {
-            program: task.program.clone(),
-            source,
-        },
-    })?;
+    let mut child =
+        super::reaper::spawn_tracked(&mut cmd).map_err(|source| match &task.working_dir {
+            Some(dir) => SpawnError::StartIn {
+                program: task.program.clone(),
+                dir: dir.clone(),
+                source,
+            },
+            None => SpawnError::Start {
+                program: task.program.clone(),
+                source,
+            },
+        })?;
     let pid = child.id();
     // Both pipes were asked for (Stdio::piped above): the streams are there.
     let streams = [
@@ -581,6 +597,9 @@ pub fn spawn(
                 (child.wait().await, true)
             }
         };
+        if let Some(pid) = pid {
+            super::reaper::untrack(pid);
+        }
         // The output written before the exit is in the log before the exit is reported (a
         // background process that keeps the pipes open is not waited for past a moment).
         let _ = tokio::time::timeout(
@@ -606,6 +625,22 @@ pub fn spawn(
         cancel: None,
         remote: Arc::new(AtomicBool::new(false)),
     })
+}
+
+/// The only variables of runtimed's environment a task inherits: where programs are and the
+/// home directory (a default PATH when runtimed has none).
+pub const INHERITED_ENV: [&str; 2] = ["PATH", "HOME"];
+
+fn inherited_env() -> Vec<(&'static str, String)> {
+    const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    INHERITED_ENV
+        .into_iter()
+        .filter_map(|name| match std::env::var(name) {
+            Ok(value) => Some((name, value)),
+            Err(_) if name == "PATH" => Some((name, DEFAULT_PATH.to_string())),
+            Err(_) => None,
+        })
+        .collect()
 }
 
 /// Logs every line of `reader` as `[run] line` at info level, with the stream as a field, and

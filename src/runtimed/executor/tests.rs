@@ -390,3 +390,39 @@ fn an_inline_function_path_outside_the_runs_directory_is_refused_naming_the_fiel
         );
     }
 }
+
+/// A task's environment is PATH, HOME and the Run's variables, nothing else of runtimed's:
+/// `CARGO_MANIFEST_DIR` stands for runtimed's credentials and settings (cargo sets it for
+/// this test process, as the Runtime controller sets `AWS_SECRET_ACCESS_KEY` for runtimed).
+#[tokio::test]
+async fn a_task_inherits_nothing_of_runtimeds_environment_but_path_and_home() {
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+    let root = tempfile::tempdir().unwrap();
+    let logs = crate::runtimed::runlog::RunLogs::new(root.path());
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let env = vec![env_var("RUN_VAR", Some("mine"))];
+    let _handle = spawn(
+        &prepare(Some(&task(&["sh", "-c", "env"])), &env, None).unwrap(),
+        "r",
+        "u",
+        Some(logs.writer("r", "u")),
+        tx,
+    )
+    .unwrap();
+    let exit = rx.recv().await.unwrap();
+    assert_eq!(exit.status, Ok(Exit::Process(ExitStatus::Code(0))));
+    let log = std::fs::read_to_string(root.path().join(".kruntimes/logs/r_u.log")).unwrap();
+    let mut names: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        // What the shell sets itself.
+        .filter(|k| !["PWD", "SHLVL", "_", "OLDPWD"].contains(k))
+        .collect();
+    names.sort();
+    let mut want = vec!["PATH", "RUN_VAR"];
+    if std::env::var_os("HOME").is_some() {
+        want.insert(0, "HOME");
+    }
+    assert_eq!(names, want, "{log}");
+    assert!(log.contains("RUN_VAR=mine"));
+}

@@ -328,6 +328,11 @@ impl RuntimeServerProcess {
     pub async fn start() -> Self {
         let port = crate::support::free_port();
         let workspace = tempfile::tempdir().expect("a workspace for the runtime server");
+        Self::start_on(port, workspace).await
+    }
+
+    /// [`Self::start`] on `port`, in `workspace` (a runtimed may be pointed there before).
+    pub async fn start_on(port: u16, workspace: tempfile::TempDir) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_kruntimes-test-runtime-server"));
         command
             .args(["--listen", &format!("127.0.0.1:{port}")])
