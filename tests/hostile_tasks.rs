@@ -2,7 +2,8 @@
 //! and one that attacks what runtimed reads, writes or keeps gets nothing of it and stalls no
 //! other Run. One test per attack: `$KRUNTIME_OUTPUTS` as a link to runtimed's own
 //! environment, as a FIFO and as a 10 GiB sparse file; a log made huge; a log's `.done`
-//! marker linked to a file of someone else's; a canary secret in runtimed's environment that
+//! marker linked to a file of someone else's; the artifacts directory linked to another Run's
+//! stored artifacts; a canary secret in runtimed's environment that
 //! must reach no task, output or log; orphans left by 50 Runs, adopted and reaped; and a Pod
 //! whose runtime server starts after runtimed, Ready as soon as the server answers.
 
@@ -32,12 +33,18 @@ struct Hostile {
 
 impl Hostile {
     async fn start(prefix: &str) -> Self {
+        Self::start_with(prefix, &[]).await
+    }
+
+    /// [`Self::start`] with more runtimed flags.
+    async fn start_with(prefix: &str, extra: &[&str]) -> Self {
         let ns = TestNs::new(prefix).await;
         let scheduler = SchedulerProcess::start(&ns.name, 2, None, prefix).await;
         let probe = support::free_port();
         let bind = format!("127.0.0.1:{probe}");
         let mut args: Vec<&str> = HEARTBEAT.to_vec();
         args.extend(["--health-probe-bind-address", bind.as_str()]);
+        args.extend(extra);
         let env = [("AWS_SECRET_ACCESS_KEY".to_string(), CANARY.to_string())];
         let pool = Pool::start_with_env(&ns, "pool", 1, &[("runs", 2)], &args, &env).await;
         wait_ready(probe).await;
@@ -186,6 +193,8 @@ async fn a_log_made_huge_is_served_from_its_end_and_a_linked_done_marker_writes_
         "{} bytes served",
         body.len()
     );
+    // From the end: the first line, 100 GiB before it, is not in it.
+    assert!(!body.contains("before"), "served from the start");
     let (code, _) = support::world::http_get(h.probe, "/logs/huge?tailLines=5")
         .await
         .unwrap();
@@ -223,6 +232,48 @@ async fn runtimeds_secret_reaches_no_tasks_environment_log_or_outputs() {
     assert_eq!(code, 200);
     assert!(log.contains("KRUNTIME_OUTPUTS="), "{log}");
     assert!(!log.contains(CANARY), "{log}");
+    h.nothing_leaked().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_artifacts_directory_linked_to_another_runs_stored_artifacts_stores_nothing() {
+    let store = tempfile::tempdir().unwrap();
+    let root = store.path().display().to_string();
+    let args = [
+        "--artifact-root",
+        &root,
+        "--artifact-volume-claim",
+        "artifacts",
+    ];
+    let mut h = Hostile::start_with("hostile-artifacts", &args).await;
+    // Another Run's stored artifact, in the store only runtimed writes.
+    let theirs = store
+        .path()
+        .join(format!("namespaces/{}/runs/someone-else", h.ns().name));
+    std::fs::create_dir_all(&theirs).unwrap();
+    std::fs::write(theirs.join("model.bin"), "someone else's model").unwrap();
+    let script = format!(
+        r#"rm -rf "$KRUNTIME_ARTIFACTS_DIR"; ln -s {} "$KRUNTIME_ARTIFACTS_DIR"; exit 0"#,
+        theirs.display()
+    );
+    h.task("thief", &script).await;
+    let ended = h.phase("thief", RunPhase::Failed).await;
+    let (reason, message) = reason_and_message(&ended);
+    assert_eq!(reason, reasons::ARTIFACT_INVALID, "{message}");
+    assert!(message.contains("$KRUNTIME_ARTIFACTS_DIR"), "{message}");
+    assert!(ended.status.as_ref().unwrap().artifact_refs.is_empty());
+    let uid = ended.uid().unwrap();
+    let stored = store
+        .path()
+        .join(format!("namespaces/{}/runs/{uid}", h.ns().name));
+    assert!(
+        !stored.join("model.bin").exists(),
+        "stored as the thief's own"
+    );
+    assert_eq!(
+        std::fs::read_to_string(theirs.join("model.bin")).unwrap(),
+        "someone else's model"
+    );
     h.nothing_leaked().await;
 }
 

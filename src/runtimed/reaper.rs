@@ -87,12 +87,20 @@ pub fn start() {
     });
 }
 
-/// Waits for every zombie child of this process that runtimed did not spawn; returns how many.
+/// Waits for every zombie child of this process that runtimed did not spawn and that is not
+/// in runtimed's own process group; returns how many. A task leads a group of its own (the
+/// executor spawns it so), and so do its orphans; a helper some library of runtimed's spawns
+/// (an `ssh` of a Git fetch, a credential plugin) stays in runtimed's group and is left to
+/// whoever waits for it.
 pub fn sweep() -> usize {
     let spawned = SPAWNED.lock().expect("spawned pids");
     let me = std::process::id() as i32;
+    let own_group = rustix::process::getpgrp().as_raw_nonzero().get();
     let mut reaped = 0;
-    for pid in zombie_children(me) {
+    for (pid, group) in zombie_children(me) {
+        if group == own_group {
+            continue;
+        }
         if spawned.as_ref().is_some_and(|s| s.contains(&pid)) {
             continue;
         }
@@ -106,31 +114,50 @@ pub fn sweep() -> usize {
     reaped
 }
 
-/// The pids of the zombies whose parent is `parent`, from `/proc/<pid>/stat`.
-fn zombie_children(parent: i32) -> Vec<i32> {
+/// The pids and process groups of the zombies whose parent is `parent`, from
+/// `/proc/<pid>/stat`.
+fn zombie_children(parent: i32) -> Vec<(i32, i32)> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|stat| state_and_parent(&stat))
-                == Some(('Z', parent))
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let Stat {
+                state,
+                parent: p,
+                group,
+            } = Stat::parse(&stat)?;
+            (state == 'Z' && p == parent).then_some((pid, group))
         })
         .collect()
 }
 
-/// The state and parent pid of a `/proc/<pid>/stat` line (`pid (comm) S ppid …`; the command
-/// may hold spaces and parentheses, so it is read after the last `)`).
-fn state_and_parent(stat: &str) -> Option<(char, i32)> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let parent = fields.next()?.parse().ok()?;
-    Some((state, parent))
+/// What the reaper reads of a `/proc/<pid>/stat` line.
+#[derive(Debug, PartialEq, Eq)]
+struct Stat {
+    state: char,
+    parent: i32,
+    group: i32,
+}
+
+impl Stat {
+    /// `pid (comm) S ppid pgrp …`: the command may hold spaces and parentheses, so the fields
+    /// are read after the last `)`.
+    fn parse(stat: &str) -> Option<Stat> {
+        let rest = &stat[stat.rfind(')')? + 1..];
+        let mut fields = rest.split_whitespace();
+        let state = fields.next()?.chars().next()?;
+        let parent = fields.next()?.parse().ok()?;
+        let group = fields.next()?.parse().ok()?;
+        Some(Stat {
+            state,
+            parent,
+            group,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -138,12 +165,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_state_and_parent_are_read_after_the_command() {
-        assert_eq!(
-            state_and_parent("42 (sleep) Z 7 42 42 0 -1"),
-            Some(('Z', 7))
-        );
-        assert_eq!(state_and_parent("42 (a) b) (c) S 9 1 1"), Some(('S', 9)));
-        assert_eq!(state_and_parent("garbage"), None);
+    fn the_state_parent_and_group_are_read_after_the_command() {
+        let stat = |state, parent, group| {
+            Some(Stat {
+                state,
+                parent,
+                group,
+            })
+        };
+        assert_eq!(Stat::parse("42 (sleep) Z 7 42 42 0 -1"), stat('Z', 7, 42));
+        assert_eq!(Stat::parse("42 (a) b) (c) S 9 1 1"), stat('S', 9, 1));
+        assert_eq!(Stat::parse("garbage"), None);
     }
 }

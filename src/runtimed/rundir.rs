@@ -188,24 +188,23 @@ pub async fn read_outputs(
     }
 }
 
-/// Where directories being removed are moved first, under the workspace volume.
-const REMOVING: &str = ".kruntimes-removing";
+/// The name a directory being removed is given first, beside it on the workspace volume.
+const REMOVING: &str = ".kruntimes-removing-";
 
 /// Removes the directory of the Run `uid` (its last status has landed, or it is gone). A
 /// PersistentWorkspace's directory is elsewhere and stays. The directory is renamed aside at
-/// once (the Run's next attempt, placed here again, starts in a new one) and removed on the
-/// blocking pool: a task that left a million files never holds up the caller. Needs a tokio
+/// once, to a new name beside it (the Run's next attempt, placed here again, starts in a new
+/// one), and removed on the blocking pool: a task that left a million files never holds up
+/// the caller. rename(2) moves a link as a link and `remove_dir_all` removes a link it is
+/// given, never what it points to, so nothing outside the volume is reached. Needs a tokio
 /// runtime.
 pub fn remove(root: &Path, uid: &str) {
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let dir = root.join(uid);
-    let aside = root.join(REMOVING);
     let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let target = aside.join(format!("{uid}.{}.{seq}", std::process::id()));
-    // rename(2) moves a link as a link: nothing outside the volume is reached.
-    let moved = std::fs::create_dir_all(&aside).and_then(|()| std::fs::rename(&dir, &target));
-    match moved {
-        Ok(()) => drop(tokio::task::spawn_blocking(move || remove_now(&target))),
+    let aside = root.join(format!("{REMOVING}{uid}-{}-{seq}", std::process::id()));
+    match std::fs::rename(&dir, &aside) {
+        Ok(()) => drop(tokio::task::spawn_blocking(move || remove_now(&aside))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => {
             tracing::warn!(
@@ -219,19 +218,27 @@ pub fn remove(root: &Path, uid: &str) {
 /// Removes what earlier removals left aside (runtimed stopped while they ran), in the
 /// background.
 pub fn remove_set_aside(root: &Path) {
-    let Ok(entries) = std::fs::read_dir(root.join(REMOVING)) else {
+    let Ok(entries) = std::fs::read_dir(root) else {
         return;
     };
-    // Each entry, not the directory itself: a removal under way renames into it meanwhile.
-    let left: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    let left: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(REMOVING))
+        .map(|e| e.path())
+        .collect();
     drop(tokio::task::spawn_blocking(move || {
         left.iter().for_each(|dir| remove_now(dir))
     }));
 }
 
 fn remove_now(dir: &Path) {
-    // std's remove_dir_all never follows a link out of the tree (CVE-2022-21658).
-    if let Err(e) = std::fs::remove_dir_all(dir)
+    // std's remove_dir_all removes a link as a link and never follows one out of the tree
+    // (CVE-2022-21658).
+    let removed = match std::fs::symlink_metadata(dir) {
+        Ok(meta) if !meta.is_dir() => std::fs::remove_file(dir),
+        _ => std::fs::remove_dir_all(dir),
+    };
+    if let Err(e) = removed
         && e.kind() != std::io::ErrorKind::NotFound
     {
         tracing::warn!(
@@ -355,14 +362,49 @@ mod tests {
         remove(root.path(), "u1");
         // Gone from its place at once; what was set aside goes in the background.
         assert!(!root.path().join("u1").exists());
-        let aside = root.path().join(REMOVING);
+        let aside = || {
+            std::fs::read_dir(root.path())
+                .unwrap()
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with(REMOVING))
+        };
         for _ in 0..500 {
-            if std::fs::read_dir(&aside).unwrap().next().is_none() {
+            if !aside() {
                 return;
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         panic!("the directory set aside was never removed");
+    }
+
+    #[tokio::test]
+    async fn a_run_directory_replaced_by_a_link_is_removed_as_a_link() {
+        let root = tempfile::tempdir().unwrap();
+        let precious = root.path().join("precious");
+        std::fs::create_dir(&precious).unwrap();
+        std::fs::write(precious.join("keep"), "x").unwrap();
+        std::os::unix::fs::symlink(&precious, root.path().join("u1")).unwrap();
+        // A link left aside by an earlier runtimed too.
+        let left = root.path().join(format!("{REMOVING}u0-1-0"));
+        std::os::unix::fs::symlink(&precious, &left).unwrap();
+        remove(root.path(), "u1");
+        remove_set_aside(root.path());
+        for _ in 0..500 {
+            let names: Vec<String> = std::fs::read_dir(root.path())
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            if names == ["precious"] {
+                assert!(
+                    precious.join("keep").exists(),
+                    "the link's target was emptied"
+                );
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("the links were never removed");
     }
 
     #[test]

@@ -85,7 +85,15 @@ impl RunLogs {
             .as_ref()
             .and_then(|f| f.metadata().ok())
             .map_or(0, |m| m.len());
-        self.prune();
+        // The directory is one tasks can write: a million files there must not hold up the
+        // agent, which asks for writers on its loop.
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                let logs = self.clone();
+                drop(handle.spawn_blocking(move || logs.prune()));
+            }
+            Err(_) => self.prune(),
+        }
         Arc::new(Mutex::new(LogWriter {
             root: self.root.clone(),
             path,
@@ -345,7 +353,9 @@ fn follow(
                     let more = {
                         let (root, path) = (root.clone(), path.clone());
                         tokio::task::spawn_blocking(move || {
-                            let done = done_marker(&path).exists();
+                            // Whatever is there, a link a task made too: a dangling
+                            // one must not keep a follower waiting forever.
+                            let done = std::fs::symlink_metadata(done_marker(&path)).is_ok();
                             (done, read_from(&root, &path, offset))
                         })
                         .await

@@ -145,6 +145,37 @@ pub fn create_beneath(root: &Path, rel: &Path, append: bool) -> Result<File, Fil
     regular(&shown, fd)
 }
 
+/// A directory below a root, opened following no link and held open: [`Self::path`] names
+/// that very directory (`/proc/self/fd/<n>`) whatever is renamed or linked in its place
+/// meanwhile.
+#[derive(Debug)]
+pub struct PinnedDir {
+    fd: OwnedFd,
+}
+
+impl PinnedDir {
+    /// A path that reaches the pinned directory itself.
+    pub fn path(&self) -> PathBuf {
+        use std::os::fd::AsRawFd as _;
+        PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+    }
+}
+
+/// Opens the directory `rel` below `root`, following no link; `None` when there is none.
+pub fn pin_dir(root: &Path, rel: &Path) -> Result<Option<PinnedDir>, FileError> {
+    let shown = root.join(rel);
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    match open_beneath(root, rel, flags, Mode::empty()) {
+        Ok(fd) => Ok(Some(PinnedDir { fd })),
+        Err(rustix::io::Errno::NOENT) => Ok(None),
+        Err(rustix::io::Errno::NOTDIR) => Err(FileError::NotRegular {
+            path: shown.display().to_string(),
+            kind: "link or file, not a directory",
+        }),
+        Err(e) => Err(classify(&shown, e)),
+    }
+}
+
 /// The descriptor as a [`File`], if it is a regular file.
 fn regular(shown: &Path, fd: OwnedFd) -> Result<File, FileError> {
     let stat = rustix::fs::fstat(&fd).map_err(|e| FileError::io(shown, e.into()))?;
@@ -308,6 +339,23 @@ mod tests {
             matches!(err, FileError::TooLarge { size, .. } if size == 10 << 30),
             "{err:?}"
         );
+    }
+
+    #[test]
+    fn a_pinned_directory_stays_itself_and_a_linked_one_is_refused() {
+        let root = root();
+        std::fs::write(root.path().join("run/a"), "mine").unwrap();
+        let pinned = pin_dir(root.path(), Path::new("run")).unwrap().unwrap();
+        // Swapped for a link to another directory after it was pinned.
+        std::fs::create_dir(root.path().join("other")).unwrap();
+        std::fs::write(root.path().join("other/a"), "theirs").unwrap();
+        std::fs::rename(root.path().join("run"), root.path().join("moved")).unwrap();
+        symlink(root.path().join("other"), root.path().join("run")).unwrap();
+        let read = std::fs::read_to_string(pinned.path().join("a")).unwrap();
+        assert_eq!(read, "mine");
+        let err = pin_dir(root.path(), Path::new("run")).unwrap_err();
+        assert!(matches!(err, FileError::NotRegular { .. }), "{err:?}");
+        assert!(pin_dir(root.path(), Path::new("none")).unwrap().is_none());
     }
 
     #[tokio::test]

@@ -79,9 +79,34 @@ impl Store {
     /// Stores every artifact in `staging` (none when it is missing or empty) for `run`, in
     /// name order, and returns their refs. On any error what was stored for the Run is removed
     /// again (as the Go project rolls back).
+    ///
+    /// `staging` is `<workspace root>/<uid>/artifacts`, a directory the task could write: it is
+    /// pinned first, below the workspace root and following no link, and read only through
+    /// that descriptor (a link in its place, or in the Run directory's, stores nothing).
     pub async fn collect(
         &self,
         staging: &Path,
+        run: &RunKey,
+    ) -> Result<Vec<serde_json::Value>, ArtifactError> {
+        let scratch = staging.parent().unwrap_or(staging).to_path_buf();
+        let pinned = {
+            let staging = staging.to_path_buf();
+            tokio::task::spawn_blocking(move || pin_staging(&staging))
+                .await
+                .map_err(|e| ArtifactError::Store(e.to_string()))??
+        };
+        let Some(pinned) = pinned else {
+            return Ok(Vec::new());
+        };
+        let result = self.collect_pinned(&pinned.path(), &scratch, run).await;
+        drop(pinned);
+        result
+    }
+
+    async fn collect_pinned(
+        &self,
+        staging: &Path,
+        scratch: &Path,
         run: &RunKey,
     ) -> Result<Vec<serde_json::Value>, ArtifactError> {
         match &self.backend {
@@ -96,7 +121,7 @@ impl Store {
                         )))
                     })
             }
-            Backend::S3(s3) => s3.collect(staging, run, self.limits).await,
+            Backend::S3(s3) => s3.collect(staging, scratch, run, self.limits).await,
         }
     }
 
@@ -149,6 +174,21 @@ impl Store {
             Backend::S3(s3) => s3.open(namespace, uid, name).await,
         }
     }
+}
+
+/// `<root>/<uid>/artifacts` opened below `<root>`, following no link (`None`: there is none).
+fn pin_staging(staging: &Path) -> Result<Option<super::task_files::PinnedDir>, ArtifactError> {
+    let run_dir = staging.parent();
+    let root = run_dir.and_then(Path::parent);
+    let (Some(run_dir), Some(root)) = (run_dir, root) else {
+        return Err(ArtifactError::Store(format!(
+            "{} is not <workspace root>/<uid>/artifacts",
+            staging.display()
+        )));
+    };
+    let rel = Path::new(run_dir.file_name().unwrap_or_default()).join(STAGING_DIR);
+    super::task_files::pin_dir(root, &rel)
+        .map_err(|e| ArtifactError::Invalid(format!("$KRUNTIME_ARTIFACTS_DIR: {e}")))
 }
 
 /// The path of the Run `uid`'s artifacts, relative to the store's root (or prefix).
@@ -271,15 +311,18 @@ pub fn stage(source: &Path, out: &Path, name: &str, limit: u64) -> Result<Stored
 
 /// [`stage`] into an anonymous file of runtimed's (no name anyone could open or swap):
 /// returns it rewound, for the upload to read exactly the bytes that were hashed.
+/// The file is made in `scratch` (the Run's directory, on the workspace volume: runtimed's own
+/// root file system may be read-only), without a name (`O_TMPFILE`).
 pub fn stage_anonymous(
     source: &Path,
+    scratch: &Path,
     name: &str,
     limit: u64,
 ) -> Result<(Stored, std::fs::File), ArtifactError> {
-    let file = tempfile::tempfile().map_err(|e| {
+    let file = tempfile::tempfile_in(scratch).map_err(|e| {
         ArtifactError::Store(format!(
             "artifact {name:?}: cannot create a temporary file in {}: {e}",
-            std::env::temp_dir().display()
+            scratch.display()
         ))
     })?;
     stage_into(source, Budgeted::new(file, None, limit), name)

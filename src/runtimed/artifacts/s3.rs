@@ -162,9 +162,11 @@ impl S3 {
             .collect()
     }
 
+    /// `scratch` is where the anonymous staged copies are made.
     pub async fn collect(
         &self,
         staging: &std::path::Path,
+        scratch: &std::path::Path,
         run: &RunKey,
         limits: Limits,
     ) -> Result<Vec<serde_json::Value>, ArtifactError> {
@@ -175,7 +177,7 @@ impl S3 {
         if names.is_empty() {
             return Ok(Vec::new());
         }
-        let result = self.upload_all(staging, run, limits, &names).await;
+        let result = self.upload_all(staging, scratch, run, limits, &names).await;
         if result.is_err() {
             let _ = self.remove_run(&run.namespace, &run.uid).await;
         }
@@ -185,6 +187,7 @@ impl S3 {
     async fn upload_all(
         &self,
         staging: &std::path::Path,
+        scratch: &std::path::Path,
         run: &RunKey,
         limits: Limits,
         names: &[String],
@@ -195,11 +198,11 @@ impl S3 {
         for name in names {
             let source = staging.join(name);
             let limit = super::next_limit(limits, total);
-            let n = name.clone();
+            let (n, scratch) = (name.clone(), scratch.to_path_buf());
             // Staged in an anonymous file and uploaded from its descriptor: the bytes sent
             // are the bytes hashed, whatever a task does to its directory meanwhile.
             let (stored, staged) =
-                tokio::task::spawn_blocking(move || stage_anonymous(&source, &n, limit))
+                tokio::task::spawn_blocking(move || stage_anonymous(&source, &scratch, &n, limit))
                     .await
                     .map_err(|e| store_error(e.to_string()))??;
             total += stored.size;
