@@ -329,6 +329,20 @@ async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
         status.assigned_pod.is_none(),
         "a cancelled Pending Run was placed: {status:?}"
     );
+    // As the Go project's e2e suite checks every cancelled Run (`assertCancelledRun`): both
+    // Running and Completed are False with reason Cancelled, for a Run that never ran too.
+    for type_ in ["Running", "Completed"] {
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .unwrap_or_else(|| panic!("no {type_} condition: {status:?}"));
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("False", reasons::CANCELLED),
+            "{type_}"
+        );
+    }
 
     // Timeout: stopped after 3 s from its start, the room goes to the Run waiting for it.
     long("after-timeout").create(ns).await;

@@ -693,4 +693,74 @@ fn a_checkout_is_bounded_in_size_trust_and_time() {
             timeout: Duration::from_secs(1)
         }
     );
+    // A redirect to plain HTTP is not followed: the fetch fails and nothing connects to the
+    // plain-HTTP listener it names.
+    let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    plain.set_nonblocking(true).unwrap();
+    let redirected = GitSource {
+        url: git.redirect_to_http_url(plain.local_addr().unwrap().port(), "big"),
+        commit: None,
+    };
+    let err = checkout(&redirected, &repo, &quick, &go).unwrap_err();
+    assert!(matches!(&err, GitError::Fetch { .. }), "{err}");
+    assert!(
+        plain.accept().is_err(),
+        "the fetch followed a redirect to plain HTTP"
+    );
+}
+
+/// `--git-max-bytes` stops a fetch while it downloads, not after: a repository of about
+/// 6 MiB of pack served slowly is fetched whole with the default bound (the baseline, timed),
+/// and with a bound of 512 KiB it ends `TooLarge` in a fraction of that time, measured in the
+/// same run.
+#[test]
+fn a_fetch_is_stopped_at_its_byte_bound_while_it_downloads() {
+    use kruntimes::runtimed::git::{FetchOptions, GitError, GitSource, checkout};
+    use std::sync::{Arc, atomic::AtomicBool};
+    let git = GitServer::start();
+    // Printable noise that zlib cannot shrink much: the pack stays about this large.
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let noise: String = (0..8 << 20)
+        .map(|_| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            char::from(b'!' + ((seed >> 33) % 94) as u8)
+        })
+        .collect();
+    git.repository("noise", &[&[("noise.txt", &noise, false)]]);
+    let source = GitSource {
+        url: git.slow_url("noise"),
+        commit: None,
+    };
+    let trusted = FetchOptions {
+        ca_file: Some(git.ca_file()),
+        max_bytes: 64 << 20,
+        timeout: Duration::from_secs(120),
+    };
+    let go = Arc::new(AtomicBool::new(false));
+    let dest = tempfile::tempdir().unwrap();
+    let repo = dest.path().join("repo");
+    let started = std::time::Instant::now();
+    checkout(&source, &repo, &trusted, &go).expect("within a bound of 64 MiB");
+    let whole = started.elapsed();
+    let bounded = FetchOptions {
+        max_bytes: 512 << 10,
+        ..trusted
+    };
+    let started = std::time::Instant::now();
+    let err = checkout(&source, &repo, &bounded, &go).unwrap_err();
+    let stopped = started.elapsed();
+    assert_eq!(
+        err,
+        GitError::TooLarge {
+            url: source.url.clone(),
+            limit: 512 << 10
+        }
+    );
+    eprintln!("the whole fetch took {whole:?}; bounded at 512 KiB it stopped after {stopped:?}");
+    assert!(
+        stopped < whole / 2,
+        "stopped after {stopped:?}, the whole fetch took {whole:?}: the bound was applied after the download"
+    );
 }

@@ -451,17 +451,16 @@ async fn a_missing_runtime_has_no_pods_and_says_so() {
             "Runtime ghost not found in namespace {ns}: create it, or point spec.runtime of Run lost at an existing Runtime"
         )]
     );
-    let missing = "Runtime \"ghost\" not found in this namespace.";
+    let missing =
+        "Runtime \"ghost\" not found in this namespace; waiting for available runtime pods.";
     assert_eq!(report["verdict"], missing);
     let _scheduler = SchedulerProcess::start(&ns.name, 1, None, "lost").await;
     scheduler_message(&ns, "lost", missing).await;
     // The Runtime appears: the Run is woken and its message says what is missing now.
     runtime("ghost").replicas(0).create(&ns).await;
-    scheduler_message(&ns, "lost", "0/0 Runtime Pods are available.").await;
-    assert_eq!(
-        explain_json(&ns.name, "lost")["verdict"],
-        "0/0 Runtime Pods are available."
-    );
+    let none = "0/0 Runtime Pods are available; waiting for available runtime pods.";
+    scheduler_message(&ns, "lost", none).await;
+    assert_eq!(explain_json(&ns.name, "lost")["verdict"], none);
 }
 
 #[tokio::test]

@@ -450,7 +450,7 @@ async fn a_runtime_deleted_with_pending_and_running_runs_strands_none() {
         "{:?}",
         r.status
     );
-    let message = "Runtime \"sh\" not found in this namespace.";
+    let message = "Runtime \"sh\" not found in this namespace; waiting for available runtime pods.";
     pool.until("the Pending Run to say its Runtime is gone", |runs| {
         runs.iter()
             .find(|r| pending.contains(&r.name_any()))

@@ -515,7 +515,8 @@ mod tests {
         ));
         // Waiting before any Runtime Pod exists counts as a wait, not as one to explain.
         let mut early = run("b", "Pending", Some("Unschedulable"));
-        early.status.as_mut().unwrap().message = Some("0/0 Runtime Pods are available.".into());
+        early.status.as_mut().unwrap().message =
+            Some("0/0 Runtime Pods are available; waiting for available runtime pods.".into());
         assert!(!t.observe(&early, Duration::ZERO));
         assert_eq!(t.waited, ["a", "b"]);
         t.observe(&run("b", "Succeeded", None), Duration::from_secs(3));

@@ -435,7 +435,8 @@ mod tests {
         subject.objects.leases.clear();
         let report = build(&subject, &crate::scheduler::plugins::registry()).unwrap();
         assert_eq!(
-            report.verdict, "Runtime \"python\" not found in this namespace.",
+            report.verdict,
+            "Runtime \"python\" not found in this namespace; waiting for available runtime pods.",
             "the scheduler's message for a Run of a missing Runtime"
         );
         assert_eq!(

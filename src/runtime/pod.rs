@@ -50,7 +50,10 @@ pub use injected::{
     restricted_security_context,
 };
 use template::{explicit_probe_port, explicit_shutdown_grace, runs_runtimed, uses_injected_binary};
-pub use workspace::{WORKSPACE_VOLUME, with_workspace_volume};
+pub use workspace::{
+    ANNOTATION_WORKSPACE_SIZE_LIMIT, DEFAULT_WORKSPACE_SIZE_LIMIT, WORKSPACE_VOLUME,
+    with_workspace_volume, workspace_size_limit,
+};
 
 /// Template annotation that turns the injection off (`"false"`).
 pub const ANNOTATION_INJECT: &str = "kruntimes.io/inject";
@@ -618,7 +621,8 @@ mod tests {
         };
         let completed =
             complete_with_server(spec(runtime.clone(), None), &injection(), true, &server);
-        let (completed, checked) = with_workspace_volume(completed, None, true);
+        let limit = workspace_size_limit(&Default::default()).0;
+        let (completed, checked) = with_workspace_volume(completed, None, &limit, true);
         assert!(checked.is_ok());
         let [main, sidecar] = &completed.containers[..] else {
             panic!(

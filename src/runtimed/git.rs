@@ -107,7 +107,14 @@ pub fn checkout(
     }
     let tls = tls_config(options.ca_file.as_deref())?;
     let timed_out = Arc::new(AtomicBool::new(false));
-    let _timer = Timer::start(options.timeout, interrupt.clone(), timed_out.clone());
+    let too_large = Arc::new(AtomicBool::new(false));
+    let _watchdog = Watchdog::start(
+        options,
+        dest.to_path_buf(),
+        interrupt.clone(),
+        timed_out.clone(),
+        too_large.clone(),
+    );
     let fetch_error = |error: gix::Error| GitError::Fetch {
         url: url.clone(),
         error: chain(&error),
@@ -132,15 +139,25 @@ pub fn checkout(
         connection.set_transport_options(Box::new(transport_options(tls.clone(), timeout)));
         Ok(())
     });
-    let stopped = |e: GitError| match timed_out.load(Ordering::SeqCst) {
-        true => GitError::TimedOut {
-            url: url.clone(),
-            timeout,
-        },
-        false => e,
+    let max_bytes = options.max_bytes;
+    let stopped = |e: GitError| {
+        if too_large.load(Ordering::SeqCst) {
+            return GitError::TooLarge {
+                url: url.clone(),
+                limit: max_bytes,
+            };
+        }
+        match timed_out.load(Ordering::SeqCst) {
+            true => GitError::TimedOut {
+                url: url.clone(),
+                timeout,
+            },
+            false => e,
+        }
     };
+    let received = PackBytes::new(max_bytes, interrupt.clone(), too_large.clone());
     let (mut checkout, _) = prepare
-        .fetch_then_checkout(gix::progress::Discard, interrupt)
+        .fetch_then_checkout(received, interrupt)
         .map_err(|e| match full_id {
             Some(_) if !interrupt.load(Ordering::SeqCst) => commit_error(source, chain(&e)),
             _ => stopped(fetch_error(e)),
@@ -240,7 +257,9 @@ fn detach_head(repo: &gix::Repository, commit: &str) -> Result<(), String> {
 }
 
 /// The HTTP transport: reqwest on rustls (ring), trusting Mozilla's roots, the system's and
-/// `--git-ca-file`'s, each request bounded just past the fetch's timeout.
+/// `--git-ca-file`'s, each request bounded just past the fetch's timeout. Redirects are gix's
+/// own policy, which it installs over any of ours: it never follows one that lowers the scheme
+/// (https to http), nor one that changes the host unless the path's tail stays the same.
 fn transport_options(tls: rustls::ClientConfig, timeout: Duration) -> http::Options {
     let backend = http::reqwest::Options {
         configure_client: Some(Box::new(
@@ -283,25 +302,149 @@ fn size_of(dir: &Path) -> std::io::Result<u64> {
     Ok(total)
 }
 
-/// Sets `interrupt` (and `timed_out`) once `timeout` has passed, unless dropped before.
-struct Timer {
-    done: Option<std::sync::mpsc::Sender<()>>,
+/// gix's id of the progress that counts the bytes of a pack as they are read from the
+/// connection (`gix_pack::bundle::write::ProgressId::ReadPackBytes`).
+const READ_PACK_BYTES: gix::progress::Id = *b"BWRB";
+
+/// A progress for the fetch that counts the bytes of the pack read from the connection, at
+/// every read, and sets `interrupt` and `too_large` once they pass `max_bytes`: gix checks
+/// the interrupt on the next read, so the download stops within a read of the bound. Every
+/// other progress is discarded.
+#[derive(Clone)]
+struct PackBytes {
+    id: gix::progress::Id,
+    read: gix::progress::StepShared,
+    max_bytes: u64,
+    interrupt: Arc<AtomicBool>,
+    too_large: Arc<AtomicBool>,
 }
 
-impl Timer {
-    fn start(timeout: Duration, interrupt: Arc<AtomicBool>, timed_out: Arc<AtomicBool>) -> Self {
-        let (done, wait) = std::sync::mpsc::channel::<()>();
-        std::thread::spawn(move || {
-            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(timeout) {
-                timed_out.store(true, Ordering::SeqCst);
-                interrupt.store(true, Ordering::SeqCst);
-            }
-        });
-        Timer { done: Some(done) }
+impl PackBytes {
+    fn new(max_bytes: u64, interrupt: Arc<AtomicBool>, too_large: Arc<AtomicBool>) -> Self {
+        PackBytes {
+            id: gix::progress::UNKNOWN,
+            read: Default::default(),
+            max_bytes,
+            interrupt,
+            too_large,
+        }
     }
 }
 
-impl Drop for Timer {
+impl gix::progress::Count for PackBytes {
+    fn set(&self, step: gix::progress::Step) {
+        self.read.store(step, Ordering::Relaxed);
+        self.check();
+    }
+
+    fn step(&self) -> gix::progress::Step {
+        self.read.load(Ordering::Relaxed)
+    }
+
+    fn inc_by(&self, step: gix::progress::Step) {
+        self.read.fetch_add(step, Ordering::Relaxed);
+        self.check();
+    }
+
+    fn counter(&self) -> gix::progress::StepShared {
+        self.read.clone()
+    }
+}
+
+impl PackBytes {
+    fn check(&self) {
+        if self.id == READ_PACK_BYTES && self.read.load(Ordering::Relaxed) as u64 > self.max_bytes {
+            self.too_large.store(true, Ordering::SeqCst);
+            self.interrupt.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+impl gix::progress::Progress for PackBytes {
+    fn init(&mut self, _max: Option<gix::progress::Step>, _unit: Option<gix::progress::Unit>) {}
+
+    fn set_name(&mut self, _name: String) {}
+
+    fn name(&self) -> Option<String> {
+        None
+    }
+
+    fn id(&self) -> gix::progress::Id {
+        self.id
+    }
+
+    fn message(&self, _level: gix::progress::MessageLevel, _message: String) {}
+}
+
+impl gix::progress::NestedProgress for PackBytes {
+    type SubProgress = PackBytes;
+
+    fn add_child(&mut self, name: impl Into<String>) -> Self::SubProgress {
+        self.add_child_with_id(name, gix::progress::UNKNOWN)
+    }
+
+    /// Each child counts on its own: only the one gix reads the pack through is bounded.
+    fn add_child_with_id(
+        &mut self,
+        _name: impl Into<String>,
+        id: gix::progress::Id,
+    ) -> Self::SubProgress {
+        PackBytes {
+            id,
+            read: Default::default(),
+            ..self.clone()
+        }
+    }
+}
+
+/// How often the watchdog measures what a fetch has written.
+const MEASURE_EVERY: Duration = Duration::from_millis(50);
+
+/// Bounds a fetch while it runs, until dropped: sets `interrupt` and `too_large` as soon as
+/// what it wrote below `dest` (the pack as it arrives, then the checkout) is larger than
+/// `--git-max-bytes`, measured every [`MEASURE_EVERY`], and `interrupt` and `timed_out` once
+/// the timeout has passed. gix checks the interrupt on every read of the pack, so a fetch is
+/// stopped within a read of the limit, not after it has downloaded everything.
+struct Watchdog {
+    done: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl Watchdog {
+    fn start(
+        options: &FetchOptions,
+        dest: PathBuf,
+        interrupt: Arc<AtomicBool>,
+        timed_out: Arc<AtomicBool>,
+        too_large: Arc<AtomicBool>,
+    ) -> Self {
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let (timeout, max_bytes) = (options.timeout, options.max_bytes);
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + timeout;
+            loop {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                match wait.recv_timeout(left.min(MEASURE_EVERY)) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    // Dropped: the fetch is over.
+                    _ => return,
+                }
+                if size_of(&dest).unwrap_or(0) > max_bytes {
+                    too_large.store(true, Ordering::SeqCst);
+                    interrupt.store(true, Ordering::SeqCst);
+                    return;
+                }
+                if left <= MEASURE_EVERY {
+                    timed_out.store(true, Ordering::SeqCst);
+                    interrupt.store(true, Ordering::SeqCst);
+                    return;
+                }
+            }
+        });
+        Watchdog { done: Some(done) }
+    }
+}
+
+impl Drop for Watchdog {
     fn drop(&mut self) {
         if let Some(done) = self.done.take() {
             let _ = done.send(());

@@ -54,6 +54,19 @@ impl GitServer {
         format!("https://127.0.0.1:{}/{name}.git", self.port)
     }
 
+    /// `name` served in small pieces, slowly (`/slow/`).
+    pub fn slow_url(&self, name: &str) -> String {
+        format!("https://127.0.0.1:{}/slow/{name}.git", self.port)
+    }
+
+    /// A URL that redirects to `name` at `http://127.0.0.1:<port>` (`/redirect-http/`).
+    pub fn redirect_to_http_url(&self, port: u16, name: &str) -> String {
+        format!(
+            "https://127.0.0.1:{}/redirect-http/{port}/{name}.git",
+            self.port
+        )
+    }
+
     /// Creates the bare repository `name` with one commit per entry of `commits` (each adds or
     /// replaces its files) on its default branch `main`; returns the commit IDs, oldest first.
     pub fn repository(&self, name: &str, commits: &[&[File<'_>]]) -> Vec<String> {

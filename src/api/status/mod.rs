@@ -152,16 +152,18 @@ pub fn set_terminal(
     status.nominated_pod_name = None;
     // As the Go project writes them (its users and tests read them): a success is
     // Completed=True/RunCompleted and Running=False/Completed; any other end is False in both
-    // with the Run's reason and message.
+    // with the Run's reason and message, Running too when the Run never ran (a Run cancelled
+    // or refused while Pending says `Running=False/Cancelled`, as that project's ends do).
     let succeeded = outcome == Outcome::Succeeded;
     let (running_reason, running_message) = match succeeded {
         true => (reasons::COMPLETED, ""),
         false => (reason, message),
     };
-    if status
-        .conditions
-        .iter()
-        .any(|c| c.type_ == CONDITION_RUNNING)
+    if !succeeded
+        || status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == CONDITION_RUNNING)
     {
         set_condition(
             &mut status.conditions,

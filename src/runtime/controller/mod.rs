@@ -305,9 +305,10 @@ pub fn new_pod(
     };
     let spec = pod::complete_with_server(spec.unwrap_or_default(), injection, inject, &server);
     let spec = crate::runtime::identity::with_service_account(spec, runtime);
+    let (size_limit, wrong) = pod::workspace_size_limit(runtime.annotations());
     let (spec, workspace) =
-        pod::with_workspace_volume(spec, runtime.spec.workspace.as_ref(), inject);
-    if let Err(why) = workspace {
+        pod::with_workspace_volume(spec, runtime.spec.workspace.as_ref(), &size_limit, inject);
+    for why in workspace.err().into_iter().chain(wrong) {
         warn!(runtime = %runtime.name_any(), namespace = %runtime.namespace().unwrap_or_default(), "{why}");
     }
     let spec = match runtime

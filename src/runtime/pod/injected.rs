@@ -14,8 +14,9 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 /// `scheduler run --runtimed-requests`'s default.
 pub const DEFAULT_REQUESTS: &str = "cpu=50m,memory=64Mi";
 /// `scheduler run --runtimed-limits`'s default: runtimed stages artifacts and fetches Git
-/// sources in memory-bounded steps, well under this.
-pub const DEFAULT_LIMITS: &str = "cpu=1,memory=512Mi";
+/// sources in memory-bounded steps, well under this, and writes nothing to its own container's
+/// file system but what the container runtime keeps of its output.
+pub const DEFAULT_LIMITS: &str = "cpu=1,memory=512Mi,ephemeral-storage=1Gi";
 
 /// The resources a request or limit may name.
 const RESOURCES: &[&str] = &["cpu", "memory", "ephemeral-storage"];

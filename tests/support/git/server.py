@@ -4,6 +4,10 @@
     server.py ROOT CERT KEY  ->  prints the port it listens on (127.0.0.1), then serves the
                                 bare repositories under ROOT at https://127.0.0.1:PORT/<name>
 
+Two more paths for the tests of a client's bounds: /redirect-http/<port>/<name> answers a
+redirect to http://127.0.0.1:<port>/<name> (plain HTTP), and /slow/<name> serves <name> in 64 KiB
+pieces 20 ms apart (a fetch then takes long enough to be stopped while it runs).
+
 One request per connection (HTTP/1.0); chunked request bodies are decoded, as Git clients
 send them. Never reaches the network: it listens on the loopback only.
 """
@@ -12,6 +16,7 @@ import os
 import ssl
 import subprocess
 import sys
+import time
 
 ROOT, CERT, KEY = sys.argv[1:4]
 
@@ -38,6 +43,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def backend(self):
         path, _, query = self.path.partition("?")
+        if path.startswith("/redirect-http/"):
+            self.send_response(302)
+            port, _, rest = self.path[len("/redirect-http/"):].partition("/")
+            self.send_header("Location", f"http://127.0.0.1:{port}/{rest}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        slow = path.startswith("/slow/")
+        if slow:
+            path = path[len("/slow"):]
         env = {
             "PATH": os.environ["PATH"],
             "GIT_PROJECT_ROOT": ROOT,
@@ -70,7 +85,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
-        self.wfile.write(payload)
+        if not slow:
+            self.wfile.write(payload)
+            return
+        try:
+            for start in range(0, len(payload), 64 * 1024):
+                self.wfile.write(payload[start:start + 64 * 1024])
+                self.wfile.flush()
+                time.sleep(0.02)
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            pass
 
     def log_message(self, format, *args):
         sys.stderr.write("git-server: " + (format % args) + "\n")

@@ -17,8 +17,9 @@
 //!   smallest Pod name wins (deterministic, unlike kube-scheduler's random pick).
 //! - When no Pod is feasible the Pending message is `0/N Runtime Pods are available: <count>
 //!   <reason>, ….` with entries ordered by count (descending) then text, and with no Runtime
-//!   Pods at all it is exactly `0/0 Runtime Pods are available.` (there is nothing to count,
-//!   and the message stays free of names).
+//!   Pods at all it is exactly `0/0 Runtime Pods are available; waiting for available runtime
+//!   pods.` (there is nothing to count, and the message stays free of names; the second half
+//!   is the Go project's words for the wait, which its users and tests look for).
 
 use kube::ResourceExt;
 use thiserror::Error;
@@ -132,6 +133,11 @@ impl RejectionCount {
     }
 }
 
+/// The Go project's words for a Run that waits with no Runtime Pod to go to (its scheduler's
+/// `waiting for available runtime pods for runtime "…"`, which its users and end-to-end tests
+/// look for), said after our own reason.
+pub const NO_PODS_WAIT: &str = "waiting for available runtime pods";
+
 /// No Runtime Pod is feasible.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unschedulable {
@@ -147,13 +153,17 @@ pub struct Unschedulable {
 impl Unschedulable {
     /// The bounded Pending message, e.g. `0/3 Runtime Pods are available: 2 Insufficient
     /// example.com/gpu, 1 runtimed heartbeat stale.` It names resources the Run requested but
-    /// never Pods, Runs or selectors.
+    /// never Pods, Runs or selectors. With no Runtime Pod at all (or no Runtime) it ends with
+    /// the Go project's `waiting for available runtime pods`.
     pub fn message(&self) -> String {
         if let Some(missing) = &self.missing_class {
             return missing.to_string();
         }
         if let Some(runtime) = &self.missing_runtime {
-            return format!("Runtime {runtime:?} not found in this namespace.");
+            return format!("Runtime {runtime:?} not found in this namespace; {NO_PODS_WAIT}.");
+        }
+        if self.total_pods == 0 {
+            return format!("0/0 Runtime Pods are available; {NO_PODS_WAIT}.");
         }
         if self.histogram.is_empty() {
             return format!("0/{} Runtime Pods are available.", self.total_pods);

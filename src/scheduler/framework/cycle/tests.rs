@@ -48,14 +48,20 @@ fn the_unschedulable_message_counts_reasons_by_count_then_text() {
 #[test]
 fn with_no_runtime_pods_the_message_says_zero_of_zero() {
     let d = decide(&World::new(), &run("a"));
-    assert_eq!(message(&d), "0/0 Runtime Pods are available.");
+    assert_eq!(
+        message(&d),
+        "0/0 Runtime Pods are available; waiting for available runtime pods."
+    );
 }
 
 #[test]
 fn a_run_of_a_missing_runtime_says_the_runtime_is_not_found() {
     let world = World::new().pods([pod("p1")]);
     let d = decide(&world, &run("a").runtime("nope"));
-    assert_eq!(message(&d), "Runtime \"nope\" not found in this namespace.");
+    assert_eq!(
+        message(&d),
+        "Runtime \"nope\" not found in this namespace; waiting for available runtime pods."
+    );
     // Runtime Pods that name a Runtime without the object are still used as they are.
     let orphans = World::new().pods([pod("o1").runtime("orphan")]);
     let d = decide(&orphans, &run("a").runtime("orphan"));
