@@ -28,15 +28,16 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::admission::AdmissionCache;
-use super::children::{Children, Outputs, StopReason};
-use super::claims::{ClaimWritten, Claimed, Claims, Landed};
+use super::children::{ChildEvent, Children, StopReason};
+use super::claims::{ClaimEvent, ClaimWritten, Claimed, Claims, Landed};
 use super::collector::{self, Collected};
-use super::executor::{ChildExit, Terminal};
+use super::executor::Terminal;
 use super::heartbeat::LeaseRenewer;
 use super::metrics::{self, RuntimedMetrics};
 use super::plan::{self, Claim};
 use super::readiness::Readiness;
-use super::status_writer::StatusWriter;
+use super::report::Report;
+use super::status_writer::{StatusWriter, WriteEvent};
 use super::{Error, Identity, Result, Settings};
 
 mod ending;
@@ -44,7 +45,6 @@ use crate::api::lenient::Lenient;
 use crate::api::resources::parse_capacity_annotations;
 use crate::api::{Run, RunPhase};
 use crate::events::{RunEvents, reasons as event_reasons};
-use crate::runtime_server::proto::FunctionRegistration;
 
 /// How long to wait for killed children to be reaped before exiting anyway.
 const REAP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -74,29 +74,25 @@ pub async fn run(
     result
 }
 
-/// What the agent's tasks report back, on its one event channel.
-pub(super) enum AgentEvent {
-    /// A child (process, execution or function registration) ended, with what a successful
-    /// one left in `$KRUNTIME_OUTPUTS`.
-    Exited(ChildExit, Outputs),
-    /// The runtime server reports a function Run's registration ready, by Run UID.
-    FunctionReady(String, FunctionRegistration),
-    /// The executions the runtime server held at start, once it answered `List`.
-    Listed(HashSet<String>),
-    /// A claim write returned.
-    ClaimWritten(Box<ClaimWritten>),
-    /// A claim of unknown outcome was read back, by UID: the Run as read when it landed.
-    ClaimResolved(String, Option<Box<Run>>),
-    /// A last write (terminal, or the requeue after a preemption) landed or was given up, by
-    /// UID: its reservation is released.
-    LastWritten(String),
-    /// A failed attempt's write (the Run stays here for its retry) returned, by UID, and
-    /// whether it landed; the reservation stays held either way.
-    AttemptWritten(String, bool),
+/// What the agent's parts report back, each in its own events ([`Report`]), on its one event
+/// channel.
+enum AgentEvent {
+    Child(ChildEvent),
+    Claim(ClaimEvent),
+    Write(WriteEvent),
     /// A successful Run's artifacts were stored (or break a rule): its terminal write follows.
     Collected(Box<Collected>),
     /// The runtime server's `Health` answer changed: whether it is healthy now.
     ServerHealth(bool),
+}
+
+/// A [`Report`] of a part's events `T`, as `wrap` makes them agent events on `tx`.
+fn report<T: 'static>(
+    tx: &mpsc::UnboundedSender<AgentEvent>,
+    wrap: fn(T) -> AgentEvent,
+) -> Report<T> {
+    let tx = tx.clone();
+    Report::new(move |event| tx.send(wrap(event)).is_ok())
 }
 
 /// The receiving end of the event channel, able to hold back one event: claim results that
@@ -122,7 +118,7 @@ impl Inbox {
             return None;
         }
         match self.rx.try_recv().ok()? {
-            AgentEvent::ClaimWritten(written) => Some(*written),
+            AgentEvent::Claim(ClaimEvent::Written(written)) => Some(*written),
             other => {
                 self.held = Some(other);
                 None
@@ -166,8 +162,8 @@ struct Agent {
     /// Successful Runs whose artifacts are being stored, by UID: this agent's until their
     /// terminal writes (which wait) go out.
     collecting: HashSet<String>,
-    /// The event channel, for the artifact collections.
-    tx: mpsc::UnboundedSender<AgentEvent>,
+    /// Where the artifact collections report.
+    collections: Report<Box<Collected>>,
 }
 
 impl Agent {
@@ -191,17 +187,22 @@ impl Agent {
         }
         let readiness = Readiness::new(settings.runtime_server.is_some());
         Agent {
-            children: Children::new(&settings, &tx),
-            claims: Claims::new(runs_api.clone(), me.clone(), metrics.clone(), tx.clone()),
+            children: Children::new(&settings, &report(&tx, AgentEvent::Child)),
+            claims: Claims::new(
+                runs_api.clone(),
+                me.clone(),
+                metrics.clone(),
+                report(&tx, AgentEvent::Claim),
+            ),
             writer: StatusWriter::new(
                 runs_api.clone(),
                 me.clone(),
                 events.clone(),
                 metrics.clone(),
-                tx.clone(),
+                report(&tx, AgentEvent::Write),
             ),
             collecting: HashSet::new(),
-            tx,
+            collections: report(&tx, AgentEvent::Collected),
             inbox: Inbox { rx, held: None },
             metrics,
             scheduled_seen: Default::default(),
@@ -385,21 +386,21 @@ impl Agent {
     /// Acts on one event; returns whether to plan again.
     fn on_event(&mut self, event: AgentEvent, runs: &Store<Run>) -> bool {
         match event {
-            AgentEvent::Exited(exit, outputs) => {
+            AgentEvent::Child(ChildEvent::Exited(exit, outputs)) => {
                 self.on_exit(exit, outputs, runs);
                 true
             }
-            AgentEvent::FunctionReady(uid, registration) => {
+            AgentEvent::Child(ChildEvent::FunctionReady(uid, registration)) => {
                 if let Some((name, first)) = self.children.on_function_ready(&uid, registration) {
                     self.writer.function_ready(name, uid, first);
                 }
                 false
             }
-            AgentEvent::Listed(ids) => {
+            AgentEvent::Child(ChildEvent::Listed(ids)) => {
                 self.children.on_listed(ids);
                 true
             }
-            AgentEvent::ClaimWritten(first) => {
+            AgentEvent::Claim(ClaimEvent::Written(first)) => {
                 // Take every claim result that is already there before planning once; only a
                 // claim that did not land frees room for others.
                 let mut dirty = false;
@@ -410,7 +411,7 @@ impl Agent {
                 }
                 dirty
             }
-            AgentEvent::ClaimResolved(uid, landed) => {
+            AgentEvent::Claim(ClaimEvent::Resolved(uid, landed)) => {
                 if let Some((claim, written)) =
                     self.claims
                         .resolved(&uid, landed.map(|r| *r), &mut self.cache)
@@ -419,7 +420,7 @@ impl Agent {
                 }
                 true
             }
-            AgentEvent::AttemptWritten(uid, landed) => {
+            AgentEvent::Write(WriteEvent::AttemptWritten(uid, landed)) => {
                 self.writer.attempt_written(&uid, landed);
                 true
             }
@@ -431,7 +432,7 @@ impl Agent {
                 self.readiness.server_healthy = Some(healthy);
                 false
             }
-            AgentEvent::LastWritten(uid) => {
+            AgentEvent::Write(WriteEvent::LastWritten(uid)) => {
                 self.writer.landed();
                 self.cache.release(&uid);
                 self.children.forget(&uid);

@@ -3,8 +3,8 @@
 //! deadlines, the executions the runtime server held at start (to re-attach to), and what a
 //! child's end means ([`Children::on_exit`]).
 //!
-//! Ends reach the agent as [`AgentEvent::Exited`] and registrations as
-//! [`AgentEvent::FunctionReady`] on its one event channel. This module must not talk to the
+//! Ends reach the agent as [`ChildEvent::Exited`] and registrations as
+//! [`ChildEvent::FunctionReady`] on a [`Report`]. This module must not talk to the
 //! API server, write a status or release a reservation it did not refuse itself: it says what
 //! an end calls for ([`AfterExit`]) and the agent does it.
 
@@ -20,13 +20,13 @@ use tokio::time::Instant;
 
 use super::Settings;
 use super::admission::AdmissionCache;
-use super::agent::AgentEvent;
 use super::contract::{execute_request, execution_id};
 use super::executor::{self, ChildExit, ChildHandle, Exit, SpawnError, Terminal};
 use super::git;
 use super::outputs::OutputsError;
 use super::plan::Attach;
 use super::remote::RuntimeServer;
+use super::report::Report;
 use super::rundir::{self, Layout};
 use super::runlog::RunLogs;
 use super::status_writer::api_backoff;
@@ -119,8 +119,8 @@ pub(super) struct Children {
 
 impl Children {
     /// No child yet. With a runtime server, its executions are listed (retried until it
-    /// answers, reported as [`AgentEvent::Listed`]) before anything is planned.
-    pub(super) fn new(settings: &Settings, events: &mpsc::UnboundedSender<AgentEvent>) -> Self {
+    /// answers, reported as [`ChildEvent::Listed`]) before anything is planned.
+    pub(super) fn new(settings: &Settings, events: &Report<ChildEvent>) -> Self {
         let (exits, exits_rx) = mpsc::unbounded_channel();
         tokio::spawn(forward_exits(
             exits_rx,
@@ -129,7 +129,7 @@ impl Children {
         ));
         let (ready, ready_rx) = mpsc::unbounded_channel();
         tokio::spawn(forward(ready_rx, events.clone(), |(uid, registration)| {
-            AgentEvent::FunctionReady(uid, registration)
+            ChildEvent::FunctionReady(uid, registration)
         }));
         let server = settings.runtime_server.clone();
         if let Some(server) = &server {
@@ -661,8 +661,8 @@ fn stopped_terminal(why: StopReason, run: &Run) -> Terminal {
 }
 
 /// Lists the runtime server's executions in the background, retried with [`api_backoff`]
-/// until it answers (no Run is planned before), and reports them as [`AgentEvent::Listed`].
-fn list_executions(server: RuntimeServer, events: mpsc::UnboundedSender<AgentEvent>) {
+/// until it answers (no Run is planned before), and reports them as [`ChildEvent::Listed`].
+fn list_executions(server: RuntimeServer, events: Report<ChildEvent>) {
     tokio::spawn(async move {
         let list = || server.list();
         let listed = list
@@ -682,47 +682,54 @@ fn list_executions(server: RuntimeServer, events: mpsc::UnboundedSender<AgentEve
                 server.address(),
                 ids.len()
             );
-            let _ = events.send(AgentEvent::Listed(ids));
+            events.send(ChildEvent::Listed(ids));
         }
     });
+}
+
+/// What the children report back to the agent.
+pub(super) enum ChildEvent {
+    /// A child (process, execution or function registration) ended, with what a successful
+    /// one left in `$KRUNTIME_OUTPUTS`.
+    Exited(ChildExit, Outputs),
+    /// The runtime server reports a function Run's registration ready, by Run UID.
+    FunctionReady(String, FunctionRegistration),
+    /// The executions the runtime server held at start, once it answered `List`.
+    Listed(HashSet<String>),
 }
 
 /// What an execution left in `$KRUNTIME_OUTPUTS` (read only for a successful one).
 pub(super) type Outputs = Result<BTreeMap<String, String>, OutputsError>;
 
-/// Forwards each child's end onto the agent's event channel with the outputs of a successful
-/// execution, read below the workspace volume `root` off the loop and within a deadline (a
-/// task that left a FIFO, a link or a huge file there delays only its own end). Until every
-/// sender or the agent is gone.
+/// Reports each child's end with the outputs of a successful execution, read below the
+/// workspace volume `root` off the loop and within a deadline (a task that left a FIFO, a link
+/// or a huge file there delays only its own end). Until every sender is gone.
 async fn forward_exits(
     mut from: mpsc::UnboundedReceiver<ChildExit>,
-    to: mpsc::UnboundedSender<AgentEvent>,
+    to: Report<ChildEvent>,
     root: std::path::PathBuf,
 ) {
     while let Some(exit) = from.recv().await {
-        if to.is_closed() {
-            return;
-        }
         let (to, root) = (to.clone(), root.clone());
         tokio::spawn(async move {
             let outputs = match exit.succeeded() {
                 true => rundir::read_outputs(&root, &exit.uid).await,
                 false => Ok(BTreeMap::new()),
             };
-            let _ = to.send(AgentEvent::Exited(exit, outputs));
+            to.send(ChildEvent::Exited(exit, outputs));
         });
     }
 }
 
-/// Forwards what the executor or the runtime server reports on a channel of its own type onto
-/// the agent's event channel, in order, until every sender or the agent is gone.
+/// Forwards what the executor or the runtime server reports on a channel of its own type as
+/// this module's events, in order, until every sender or the agent is gone.
 async fn forward<T>(
     mut from: mpsc::UnboundedReceiver<T>,
-    to: mpsc::UnboundedSender<AgentEvent>,
-    wrap: fn(T) -> AgentEvent,
+    to: Report<ChildEvent>,
+    wrap: fn(T) -> ChildEvent,
 ) {
     while let Some(item) = from.recv().await {
-        if to.send(wrap(item)).is_err() {
+        if !to.send(wrap(item)) {
             return;
         }
     }

@@ -4,7 +4,7 @@
 //! tried again.
 //!
 //! Each write runs in a task of its own and reports back on the agent's one event channel
-//! ([`AgentEvent::ClaimWritten`], [`AgentEvent::ClaimResolved`]). This module must not decide
+//! ([`ClaimEvent::Written`], [`ClaimEvent::Resolved`]). This module must not decide
 //! which Run to claim ([`super::plan`] does), never starts a task (the agent does once a claim
 //! is known to have landed), and never guesses an outcome it has not read.
 
@@ -16,14 +16,14 @@ use backon::Retryable as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt as _;
 use kube::api::Api;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use super::Identity;
 use super::admission::AdmissionCache;
-use super::agent::AgentEvent;
 use super::metrics::{self, RuntimedMetrics};
 use super::plan::{self, Claim};
+use super::report::Report;
 use super::status_writer::api_backoff;
 use crate::api::status;
 use crate::api::{Run, RunPhase, post_params};
@@ -61,12 +61,20 @@ pub(super) enum Claimed {
     Uncertain,
 }
 
+/// What the claims report back to the agent.
+pub(super) enum ClaimEvent {
+    /// A claim write returned.
+    Written(Box<ClaimWritten>),
+    /// A claim of unknown outcome was read back, by UID: the Run as read when it landed.
+    Resolved(String, Option<Box<Run>>),
+}
+
 pub(super) struct Claims {
     api: Api<Run>,
     me: Identity,
     metrics: RuntimedMetrics,
     /// Where claim writes and read-backs report.
-    events: mpsc::UnboundedSender<AgentEvent>,
+    events: Report<ClaimEvent>,
     /// Bounds the claim writes in flight at once.
     slots: Arc<Semaphore>,
     /// Claims whose write is in flight, by UID: each holds its reservation and counts as this
@@ -88,7 +96,7 @@ impl Claims {
         api: Api<Run>,
         me: Identity,
         metrics: RuntimedMetrics,
-        events: mpsc::UnboundedSender<AgentEvent>,
+        events: Report<ClaimEvent>,
     ) -> Self {
         Claims {
             api,
@@ -141,7 +149,7 @@ impl Claims {
             let _slot = slots.acquire_owned().await;
             let result = write_claim(&api, &pod, &claim).await;
             let at = Instant::now();
-            let _ = done.send(AgentEvent::ClaimWritten(Box::new(ClaimWritten {
+            done.send(ClaimEvent::Written(Box::new(ClaimWritten {
                 claim,
                 result,
                 at,
@@ -184,7 +192,7 @@ impl Claims {
                 let retry = claim.retry;
                 tokio::spawn(async move {
                     let landed = read_back_claim(&api, &me, &name, &uid, retry).await;
-                    let _ = done.send(AgentEvent::ClaimResolved(uid, landed.map(Box::new)));
+                    done.send(ClaimEvent::Resolved(uid, landed.map(Box::new)));
                 });
                 self.uncertain.insert(key, claim);
                 return Claimed::Uncertain;

@@ -2,7 +2,7 @@
 //! `$KRUNTIME_ARTIFACTS_DIR` is stored on a blocking thread (the agent goes on meanwhile),
 //! tried again with a growing pause while the store fails (the Run keeps its reservation and
 //! its terminal status waits, never lost), and the result comes back as
-//! [`AgentEvent::Collected`]. And the store's garbage collection: the artifacts of Runs that no
+//! a [`Collected`] on its [`Report`]. And the store's garbage collection: the artifacts of Runs that no
 //! longer exist are removed every `--artifact-gc-interval`.
 //!
 //! The rules (names, bounds, layout) are [`super::artifacts`]'; this module only runs them and
@@ -12,14 +12,12 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kube::api::{Api, ListParams};
-use tokio::sync::mpsc;
-
 use super::Artifacts;
-use super::agent::AgentEvent;
 use super::artifacts::{self, ArtifactError, RunKey};
+use super::report::Report;
 use super::status_writer::Results;
 use crate::api::Run;
+use kube::api::{Api, ListParams};
 
 /// The longest pause between two tries of a failing store.
 const MAX_PAUSE: Duration = Duration::from_secs(30);
@@ -40,13 +38,13 @@ pub(super) struct Collected {
     pub stored: Result<Results, String>,
 }
 
-/// Stores `staging` for `pending` in the background; [`AgentEvent::Collected`] follows.
+/// Stores `staging` for `pending` in the background; a [`Collected`] on `events` follows.
 pub(super) fn spawn(
     store: Artifacts,
     staging: PathBuf,
     namespace: String,
     pending: Pending,
-    events: mpsc::UnboundedSender<AgentEvent>,
+    events: Report<Box<Collected>>,
 ) {
     tokio::spawn(async move {
         let run = RunKey {
@@ -66,10 +64,7 @@ pub(super) fn spawn(
                 }
             }
         };
-        let _ = events.send(AgentEvent::Collected(Box::new(Collected {
-            pending,
-            stored,
-        })));
+        events.send(Box::new(Collected { pending, stored }));
     });
 }
 

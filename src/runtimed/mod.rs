@@ -30,6 +30,7 @@ pub mod plan;
 pub mod readiness;
 pub mod reaper;
 pub mod remote;
+mod report;
 pub mod rundir;
 pub mod runlog;
 mod status_writer;

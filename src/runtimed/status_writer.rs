@@ -3,7 +3,7 @@
 //! each in a task of its own, retried across API outages with [`api_backoff`].
 //!
 //! Owns which Runs this agent has finished (until the watch shows it) and how many last writes
-//! are in flight; a last write reports back with [`AgentEvent::LastWritten`] so the agent
+//! are in flight; a last write reports back with [`WriteEvent::LastWritten`] so the agent
 //! releases the reservation only then. It must not decide what to write (the agent and
 //! [`super::plan`] do), never writes a Run that is no longer this Pod's, and never releases a
 //! reservation itself.
@@ -17,13 +17,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt as _;
 use kube::api::Api;
 use kube::runtime::events::EventType;
-use tokio::sync::mpsc;
 
 use super::Identity;
-use super::agent::AgentEvent;
 use super::executor::Terminal;
 use super::metrics::{self, RuntimedMetrics};
 use super::plan;
+use super::report::Report;
 use crate::api::retry;
 use crate::api::status::{self, Outcome};
 use crate::api::{Run, RunPhase, RunStatus, post_params};
@@ -59,13 +58,23 @@ pub(super) struct Results {
     pub artifact_store: Option<serde_json::Value>,
 }
 
+/// What the status writer reports back to the agent.
+pub(super) enum WriteEvent {
+    /// A last write (terminal, or the requeue after a preemption) landed or was given up, by
+    /// UID: its reservation is released.
+    LastWritten(String),
+    /// A failed attempt's write (the Run stays here for its retry) returned, by UID, and
+    /// whether it landed; the reservation stays held either way.
+    AttemptWritten(String, bool),
+}
+
 pub(super) struct StatusWriter {
     api: Api<Run>,
     me: Identity,
     events: RunEvents,
     metrics: RuntimedMetrics,
     /// Where a last write reports that it has landed (or been given up).
-    done: mpsc::UnboundedSender<AgentEvent>,
+    done: Report<WriteEvent>,
     /// Runs this agent wrote (or is writing) a last status or a failed attempt for, until the
     /// watch shows it.
     finished: HashSet<String>,
@@ -82,7 +91,7 @@ impl StatusWriter {
         me: Identity,
         events: RunEvents,
         metrics: RuntimedMetrics,
-        done: mpsc::UnboundedSender<AgentEvent>,
+        done: Report<WriteEvent>,
     ) -> Self {
         StatusWriter {
             api,
@@ -106,7 +115,7 @@ impl StatusWriter {
         self.in_flight
     }
 
-    /// A last write reported [`AgentEvent::LastWritten`].
+    /// A last write reported [`WriteEvent::LastWritten`].
     pub(super) fn landed(&mut self) {
         self.in_flight -= 1;
     }
@@ -145,7 +154,7 @@ impl StatusWriter {
         self.failing.retain(|uid, _| finished.contains(uid));
     }
 
-    /// A failed attempt's write returned ([`AgentEvent::AttemptWritten`]); one that was
+    /// A failed attempt's write returned ([`WriteEvent::AttemptWritten`]); one that was
     /// given up (the Run changed under it, or left this Pod) is planned again from the watch.
     pub(super) fn attempt_written(&mut self, uid: &str, landed: bool) {
         self.in_flight -= 1;
@@ -265,7 +274,7 @@ impl StatusWriter {
                     note,
                 );
             }
-            let _ = done.send(AgentEvent::AttemptWritten(uid, written.is_some()));
+            done.send(WriteEvent::AttemptWritten(uid, written.is_some()));
         });
     }
 
@@ -356,7 +365,7 @@ impl StatusWriter {
                 let (type_, reason, action, note) = event;
                 events.emit(&written, type_, reason, action, note);
             }
-            let _ = done.send(AgentEvent::LastWritten(uid));
+            done.send(WriteEvent::LastWritten(uid));
         });
     }
 }

@@ -107,7 +107,7 @@ impl Agent {
                     };
                     let (store, namespace) =
                         (self.settings.artifacts.clone(), self.me.namespace.clone());
-                    collector::spawn(store, staging, namespace, pending, self.tx.clone());
+                    collector::spawn(store, staging, namespace, pending, self.collections.clone());
                     return;
                 }
                 let results = Results {

@@ -538,10 +538,11 @@ pub fn spawn(
     exits: mpsc::UnboundedSender<ChildExit>,
 ) -> Result<ChildHandle, SpawnError> {
     let mut cmd = Command::new(&task.program);
-    // Nothing of runtimed's own environment (its credentials, its KRUNTIMES_* settings): the
-    // task gets PATH and HOME, then the Run's and the contract's variables.
+    // The container's environment (what the template declares for its tasks, the Pod's
+    // identity), but nothing of runtimed's own (its credentials, its settings), then the Run's
+    // and the contract's variables.
     cmd.env_clear()
-        .envs(inherited_env())
+        .envs(inherited(std::env::vars_os()))
         .envs(task.env.iter().map(|(k, v)| (k, v)))
         .args(&task.args)
         .stdin(Stdio::null())
@@ -627,20 +628,31 @@ pub fn spawn(
     })
 }
 
-/// The only variables of runtimed's environment a task inherits: where programs are and the
-/// home directory (a default PATH when runtimed has none).
-pub const INHERITED_ENV: [&str; 2] = ["PATH", "HOME"];
+/// The prefixes of runtimed's own variables, which no task inherits: its settings
+/// (`KRUNTIMES_*`, the artifact store's among them) and its credentials (`AWS_*`, where the
+/// Runtime controller puts the store's Secret and the AWS credential chain reads them).
+pub const RUNTIMEDS_OWN_PREFIXES: [&str; 2] = ["KRUNTIMES_", "AWS_"];
+/// runtimed's own variables by name.
+pub const RUNTIMEDS_OWN: [&str; 1] = ["KUBECONFIG"];
 
-fn inherited_env() -> Vec<(&'static str, String)> {
+/// What a task inherits of the container's environment `vars`: all of it (the template's
+/// variables for its tasks, the Pod's identity, PATH and HOME, as the Go project's runtime
+/// servers pass theirs on) but runtimed's own variables, and a default PATH when there is none.
+fn inherited(
+    vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
     const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-    INHERITED_ENV
-        .into_iter()
-        .filter_map(|name| match std::env::var(name) {
-            Ok(value) => Some((name, value)),
-            Err(_) if name == "PATH" => Some((name, DEFAULT_PATH.to_string())),
-            Err(_) => None,
+    let mut kept: Vec<_> = vars
+        .filter(|(name, _)| {
+            let name = name.to_string_lossy();
+            !RUNTIMEDS_OWN.contains(&name.as_ref())
+                && !RUNTIMEDS_OWN_PREFIXES.iter().any(|p| name.starts_with(p))
         })
-        .collect()
+        .collect();
+    if !kept.iter().any(|(name, _)| name == "PATH") {
+        kept.push(("PATH".into(), DEFAULT_PATH.into()));
+    }
+    kept
 }
 
 /// Logs every line of `reader` as `[run] line` at info level, with the stream as a field, and

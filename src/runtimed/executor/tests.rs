@@ -391,16 +391,51 @@ fn an_inline_function_path_outside_the_runs_directory_is_refused_naming_the_fiel
     }
 }
 
-/// A task's environment is PATH, HOME and the Run's variables, nothing else of runtimed's:
-/// `CARGO_MANIFEST_DIR` stands for runtimed's credentials and settings (cargo sets it for
-/// this test process, as the Runtime controller sets `AWS_SECRET_ACCESS_KEY` for runtimed).
+/// A task inherits the container's environment but runtimed's own variables (its settings
+/// and credentials), and gets a PATH when the container has none.
+#[test]
+fn a_task_inherits_the_containers_environment_but_runtimeds_own() {
+    let vars = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| (std::ffi::OsString::from(k), std::ffi::OsString::from(v)))
+            .collect::<Vec<_>>()
+    };
+    let container = vars(&[
+        ("PATH", "/bin"),
+        ("HOME", "/home/app"),
+        ("POD_NAME", "gpu-7xk2p"),
+        ("MODEL_DIR", "/models"),
+        ("AWS_SECRET_ACCESS_KEY", "hunter2"),
+        ("AWS_ACCESS_KEY_ID", "AKIA"),
+        ("KRUNTIMES_ARTIFACT_S3_BUCKET", "b"),
+        ("KUBECONFIG", "/etc/kubeconfig"),
+    ]);
+    assert_eq!(
+        inherited(container.into_iter()),
+        vars(&[
+            ("PATH", "/bin"),
+            ("HOME", "/home/app"),
+            ("POD_NAME", "gpu-7xk2p"),
+            ("MODEL_DIR", "/models"),
+        ])
+    );
+    let without_path = inherited(vars(&[("HOME", "/")]).into_iter());
+    assert_eq!(without_path[1].0, "PATH");
+}
+
+/// A spawned task sees the Run's variables over the container's: `CARGO_MANIFEST_DIR` (set by
+/// cargo for this process) it keeps, as any variable of the container. (That runtimed's own
+/// never reach it is `tests/hostile_tasks.rs`'s, with a canary in a real runtimed.)
 #[tokio::test]
-async fn a_task_inherits_nothing_of_runtimeds_environment_but_path_and_home() {
-    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+async fn a_spawned_task_gets_the_runs_variables_over_the_inherited_ones() {
     let root = tempfile::tempdir().unwrap();
     let logs = crate::runtimed::runlog::RunLogs::new(root.path());
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let env = vec![env_var("RUN_VAR", Some("mine"))];
+    let env = vec![
+        env_var("RUN_VAR", Some("mine")),
+        env_var("HOME", Some("/run-home")),
+    ];
     let _handle = spawn(
         &prepare(Some(&task(&["sh", "-c", "env"])), &env, None).unwrap(),
         "r",
@@ -412,17 +447,15 @@ async fn a_task_inherits_nothing_of_runtimeds_environment_but_path_and_home() {
     let exit = rx.recv().await.unwrap();
     assert_eq!(exit.status, Ok(Exit::Process(ExitStatus::Code(0))));
     let log = std::fs::read_to_string(root.path().join(".kruntimes/logs/r_u.log")).unwrap();
-    let mut names: Vec<&str> = log
-        .lines()
-        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
-        // What the shell sets itself.
-        .filter(|k| !["PWD", "SHLVL", "_", "OLDPWD"].contains(k))
-        .collect();
-    names.sort();
-    let mut want = vec!["PATH", "RUN_VAR"];
-    if std::env::var_os("HOME").is_some() {
-        want.insert(0, "HOME");
-    }
-    assert_eq!(names, want, "{log}");
-    assert!(log.contains("RUN_VAR=mine"));
+    let lines: Vec<&str> = log.lines().collect();
+    assert!(lines.contains(&"RUN_VAR=mine"), "{log}");
+    assert!(
+        lines.contains(&"HOME=/run-home"),
+        "the Run's value wins: {log}"
+    );
+    assert!(lines.iter().any(|l| l.starts_with("PATH=")), "{log}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("CARGO_MANIFEST_DIR=")),
+        "{log}"
+    );
 }
