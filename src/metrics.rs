@@ -31,7 +31,7 @@ pub fn render(registry: &Registry) -> String {
 pub fn common() -> &'static Registry {
     static COMMON: LazyLock<Registry> = LazyLock::new(|| {
         let registry = Registry::new();
-        let info = crate::version::info();
+        let info = crate::api::build::info();
         let build = IntGauge::with_opts(
             Opts::new(
                 "kruntimes_build_info",

@@ -39,7 +39,7 @@ async fn the_scheduler_reports_its_build_process_api_requests_and_leadership() {
         },
     )
     .await;
-    let info = kruntimes::version::info();
+    let info = kruntimes::api::build::info();
     let build = format!(
         "kruntimes_build_info{{git_commit=\"{}\",rust_version=\"{}\",version=\"{}\"}}",
         info.git_commit, info.rust_version, info.version

@@ -643,7 +643,7 @@ async fn metrics_expose_every_named_metric_with_only_bounded_labels() {
                     "version" | "git_commit" | "rust_version"
                         if line.starts_with("kruntimes_build_info{") =>
                     {
-                        let info = kruntimes::version::info();
+                        let info = kruntimes::api::build::info();
                         [info.version, info.git_commit, info.rust_version].contains(&value)
                     }
                     other => panic!("unexpected label {other} in {line}"),

@@ -1,5 +1,6 @@
 //! The kruntimes API: custom resource types, logical resource parsing and status helpers.
 
+pub mod build;
 pub mod lenient;
 pub mod order;
 pub mod resources;
