@@ -55,6 +55,66 @@ pub fn metrics(registry: prometheus::Registry) -> Router {
     )
 }
 
+/// The bounds of a server whose callers are not trusted (runtimed's API on a Pod address
+/// other Pods reach): at most `connections` at once (more wait in the listen backlog), and a
+/// connection that has not sent a request's headers within `header_read` (a first request,
+/// or the next one on a kept-alive connection) is closed. A response that streams (a log
+/// followed) is not cut.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub connections: usize,
+    pub header_read: std::time::Duration,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            connections: 128,
+            header_read: std::time::Duration::from_secs(10),
+        }
+    }
+}
+
+/// Binds `addr` (failing now if it cannot) and serves `app` over HTTP/1.1 in the background
+/// within `bounds`, until the process ends.
+pub async fn serve_bounded(addr: SocketAddr, app: Router, bounds: Bounds) -> anyhow::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    info!(%addr, connections = bounds.connections, "serving");
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(bounds.connections));
+    tokio::spawn(async move {
+        loop {
+            // Never closed: a permit always comes, once a connection ends.
+            let Ok(permit) = slots.clone().acquire_owned().await else {
+                return;
+            };
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of descriptors, most likely: a moment, then on.
+                    error!("http server on {addr}: cannot accept a connection: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app.clone());
+            tokio::spawn(async move {
+                let mut builder = hyper::server::conn::http1::Builder::new();
+                builder
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(bounds.header_read);
+                let _ = builder
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+                drop(permit);
+            });
+        }
+    });
+    Ok(())
+}
+
 /// Binds `addr` (failing now if it cannot) and serves `app` in the background until
 /// `stopped`.
 pub async fn serve(

@@ -3,7 +3,7 @@
 //! other Run. One test per attack: `$KRUNTIME_OUTPUTS` as a link to runtimed's own
 //! environment, as a FIFO and as a 10 GiB sparse file; a log made huge; a log's `.done`
 //! marker linked to a file of someone else's; the artifacts directory linked to another Run's
-//! stored artifacts; a canary secret in runtimed's environment that
+//! stored artifacts; a caller that never finishes its headers; a canary secret in runtimed's environment that
 //! must reach no task, output or log; orphans left by 50 Runs, adopted and reaped; and a Pod
 //! whose runtime server starts after runtimed, Ready as soon as the server answers.
 
@@ -273,6 +273,33 @@ async fn an_artifacts_directory_linked_to_another_runs_stored_artifacts_stores_n
         std::fs::read_to_string(theirs.join("model.bin")).unwrap(),
         "someone else's model"
     );
+    h.nothing_leaked().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_that_never_finishes_its_headers_is_cut_off_and_the_probes_still_answer() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut h = Hostile::start("hostile-slowloris").await;
+    let mut slow = tokio::net::TcpStream::connect(("127.0.0.1", h.probe))
+        .await
+        .unwrap();
+    slow.write_all(b"GET /readyz HTTP/1.1\r\nHost: runtimed\r\n")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    // runtimed closes it (at its header read timeout): the read ends, with or without a
+    // response; without a bound it would wait forever.
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(60), slow.read_to_end(&mut rest)).await;
+    assert!(
+        read.is_ok(),
+        "runtimed kept a connection whose headers never came"
+    );
+    eprintln!(
+        "a connection that never finished its headers was closed after {:?}",
+        started.elapsed()
+    );
+    wait_ready(h.probe).await;
     h.nothing_leaked().await;
 }
 

@@ -642,7 +642,7 @@ fn imports(module: &str, code: &str, modules: &BTreeSet<String>) -> BTreeSet<Str
             }
         }
         let mut rest = line;
-        while let Some(at) = rest.find(|c: char| c == 'c' || c == 's') {
+        while let Some(at) = rest.find(['c', 's']) {
             let tail = &rest[at..];
             let boundary = rest[..at]
                 .chars()

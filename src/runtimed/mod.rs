@@ -349,7 +349,9 @@ async fn serve_probes(
     routes: axum::Router,
 ) -> anyhow::Result<()> {
     let app = crate::http::probes(move || ready.lock().expect("readiness").clone()).merge(routes);
-    crate::http::serve(addr, app, std::future::pending()).await
+    // Other Pods reach this address: a flood of connections, or one that never finishes its
+    // headers, must not take the probes and the API down for good.
+    crate::http::serve_bounded(addr, app, crate::http::Bounds::default()).await
 }
 
 #[cfg(test)]
