@@ -77,15 +77,7 @@ impl Scenario {
         }
         args.extend(extra);
         let pool = Pool::start(&ns, runtime, 1, &[("runs", 2)], &args).await;
-        eventually(
-            Duration::from_secs(30),
-            "runtimed to be ready",
-            async || match support::world::http_get(probe, "/readyz").await {
-                Ok((200, _)) => Ok(()),
-                other => Err(format!("{other:?}")),
-            },
-        )
-        .await;
+        support::world::wait_ready(probe).await;
         Scenario {
             pool,
             server,

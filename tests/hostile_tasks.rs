@@ -17,7 +17,9 @@ use kruntimes::api::status::reasons;
 use kruntimes::api::{Run, RunPhase};
 use kruntimes::testing::run;
 use support::pool::{HEARTBEAT, Pool};
-use support::world::{Create, RuntimeServerProcess, SchedulerProcess, TestNs, eventually};
+use support::world::{
+    Create, RuntimeServerProcess, SchedulerProcess, TestNs, eventually, wait_ready,
+};
 
 /// The canary runtimed carries in its environment, where the Runtime controller puts the S3
 /// store's keys.
@@ -89,18 +91,6 @@ impl Hostile {
             assert!(!status.contains(CANARY), "{}: {status}", r.name_any());
         }
     }
-}
-
-async fn wait_ready(probe: u16) {
-    eventually(
-        Duration::from_secs(30),
-        "runtimed to be ready",
-        async || match support::world::http_get(probe, "/readyz").await {
-            Ok((200, _)) => Ok(()),
-            other => Err(format!("{other:?}")),
-        },
-    )
-    .await;
 }
 
 fn reason_and_message(run: &Run) -> (String, String) {

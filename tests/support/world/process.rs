@@ -249,6 +249,19 @@ pub fn sample(body: &str, series: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// Waits until runtimed's `/readyz` on the loopback `port` answers 200.
+pub async fn wait_ready(port: u16) {
+    eventually(
+        Duration::from_secs(30),
+        "runtimed to be ready",
+        async || match http_get(port, "/readyz").await {
+            Ok((200, _)) => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    )
+    .await;
+}
+
 /// A minimal HTTP/1.0 GET on loopback, enough for probes and metrics.
 pub async fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
     http(port, "GET", path, &[], admin_for(path).as_deref()).await
