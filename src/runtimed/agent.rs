@@ -5,8 +5,8 @@
 //!
 //! Decisions come from the pure [`plan::plan`]; the parts perform them. The loop is an event
 //! loop: besides the two watches, the shutdown future and its timers, everything comes back
-//! to it as one [`AgentEvent`] on one channel, whose sender every part clones into the tasks
-//! it spawns. No write is awaited inside the loop, so one Run's write never delays another
+//! to it as one [`AgentEvent`] on one channel: each part reports its own events through a
+//! [`Report`] that maps them there, so no part imports this module. No write is awaited inside the loop, so one Run's write never delays another
 //! Run's admission. A Run that does not fit is never written to. This module never picks a Pod
 //! and never un-assigns a Run. How an attempt ends (retry, end, artifacts first) is
 //! [`ending`]'s.
