@@ -645,11 +645,14 @@ async fn deleting_a_running_run_kills_its_process_and_releases_capacity() {
     let pidfile = fx.dir.path().join("victim.pid");
     let script = format!("echo $$ > {} && exec sleep 60", pidfile.display());
     fx.assign(task("victim", &["sh", "-c", &script])).await;
-    fx.assign(task("next", &["true"])).await;
+    // Only once the victim holds the Pod's one slot: assigned together, both could be in
+    // runtimed's first list, where creation order within one second is the UIDs' (either
+    // could go first; under load the test saw `next` run before the victim).
     fx.wait_until(&rtd, "victim Running", |s| {
         s.phase("victim") == Some(RunPhase::Running)
     })
     .await;
+    fx.assign(task("next", &["true"])).await;
     let pid = eventually(WAIT, "the victim to write its pid", async || {
         let text = std::fs::read_to_string(&pidfile).unwrap_or_default();
         text.trim().parse::<u32>().map_err(|_| format!("{text:?}"))

@@ -5,22 +5,21 @@
 //!
 //! Decisions come from the pure [`plan::plan`]; the parts perform them. The loop is an event
 //! loop: besides the two watches, the shutdown future and its timers, everything comes back
-//! to it as one [`AgentEvent`] on one channel: each part reports its own events through a
-//! [`Report`] that maps them there, so no part imports this module. No write is awaited inside the loop, so one Run's write never delays another
-//! Run's admission. A Run that does not fit is never written to. This module never picks a Pod
-//! and never un-assigns a Run. How an attempt ends (retry, end, artifacts first) is
-//! [`ending`]'s.
+//! to it as one [`AgentEvent`] on one channel ([`inbox`]): each part reports its own events
+//! through a [`Report`] that maps them there, so no part imports this module. No write is
+//! awaited inside the loop, so one Run's write never delays another Run's admission. A Run
+//! that does not fit is never written to. This module never picks a Pod and never un-assigns
+//! a Run. How a claimed Run starts, and what a waiting one is told, is [`admission`]'s; how
+//! an attempt ends (retry, end, artifacts first) is [`ending`]'s.
 
 use std::collections::HashSet;
 use std::pin::pin;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
-use kube::runtime::events::EventType;
+use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
@@ -29,22 +28,25 @@ use tokio::time::Instant;
 
 use super::admission::AdmissionCache;
 use super::children::{ChildEvent, Children, StopReason};
-use super::claims::{ClaimEvent, ClaimWritten, Claimed, Claims, Landed};
+use super::claims::{ClaimEvent, Claims};
 use super::collector::{self, Collected};
 use super::executor::Terminal;
 use super::heartbeat::LeaseRenewer;
 use super::metrics::{self, RuntimedMetrics};
-use super::plan::{self, Claim};
+use super::plan;
 use super::readiness::Readiness;
 use super::report::Report;
 use super::status_writer::{StatusWriter, WriteEvent};
 use super::{Error, Identity, Result, Settings};
 
+mod admission;
 mod ending;
+mod inbox;
+mod watches;
 use crate::api::lenient::Lenient;
-use crate::api::resources::parse_capacity_annotations;
 use crate::api::{Run, RunPhase};
-use crate::events::{RunEvents, reasons as event_reasons};
+use crate::events::RunEvents;
+use inbox::{AgentEvent, Inbox, report};
 
 /// How long to wait for killed children to be reaped before exiting anyway.
 const REAP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -72,59 +74,6 @@ pub async fn run(
     events.flush(crate::events::FLUSH_AT_EXIT).await;
     heartbeat.stop().await;
     result
-}
-
-/// What the agent's parts report back, each in its own events ([`Report`]), on its one event
-/// channel.
-enum AgentEvent {
-    Child(ChildEvent),
-    Claim(ClaimEvent),
-    Write(WriteEvent),
-    /// A successful Run's artifacts were stored (or break a rule): its terminal write follows.
-    Collected(Box<Collected>),
-    /// The runtime server's `Health` answer changed: whether it is healthy now.
-    ServerHealth(bool),
-}
-
-/// A [`Report`] of a part's events `T`, as `wrap` makes them agent events on `tx`.
-fn report<T: 'static>(
-    tx: &mpsc::UnboundedSender<AgentEvent>,
-    wrap: fn(T) -> AgentEvent,
-) -> Report<T> {
-    let tx = tx.clone();
-    Report::new(move |event| tx.send(wrap(event)).is_ok())
-}
-
-/// The receiving end of the event channel, able to hold back one event: claim results that
-/// are already queued are taken together before planning once, and the first other event met
-/// while taking them waits here for the next turn of the loop.
-struct Inbox {
-    rx: mpsc::UnboundedReceiver<AgentEvent>,
-    held: Option<AgentEvent>,
-}
-
-impl Inbox {
-    /// The next event (cancel-safe: a held event is returned at the first poll).
-    async fn next(&mut self) -> Option<AgentEvent> {
-        match self.held.take() {
-            Some(event) => Some(event),
-            None => self.rx.recv().await,
-        }
-    }
-
-    /// The next claim result, when it is the next event and already queued.
-    fn next_claim_written(&mut self) -> Option<ClaimWritten> {
-        if self.held.is_some() {
-            return None;
-        }
-        match self.rx.try_recv().ok()? {
-            AgentEvent::Claim(ClaimEvent::Written(written)) => Some(*written),
-            other => {
-                self.held = Some(other);
-                None
-            }
-        }
-    }
 }
 
 struct Agent {
@@ -203,7 +152,7 @@ impl Agent {
             ),
             collecting: HashSet::new(),
             collections: report(&tx, AgentEvent::Collected),
-            inbox: Inbox { rx, held: None },
+            inbox: Inbox::new(rx),
             metrics,
             scheduled_seen: Default::default(),
             events,
@@ -218,34 +167,6 @@ impl Agent {
             readiness,
             backing_off: HashSet::new(),
             next_retry: None,
-        }
-    }
-
-    /// Picks the Run watch: `status.assignedPod=<pod>` on the server, or — when the API server
-    /// refuses that field selector — the whole namespace, filtered here by [`plan`].
-    async fn runs_watch_config(&self) -> Result<watcher::Config> {
-        let selector = format!("status.assignedPod={}", self.me.pod_name);
-        let probe = ListParams::default().fields(&selector).limit(1);
-        // Leniently: a Run that does not decode must not fail the probe (and runtimed's start).
-        let lenient: Api<Lenient<Run>> =
-            Api::namespaced(self.runs_api.clone().into_client(), &self.me.namespace);
-        match lenient.list(&probe).await {
-            Ok(_) => {
-                tracing::info!("watching Runs with the field selector {selector}");
-                Ok(watcher::Config::default().fields(&selector))
-            }
-            Err(kube::Error::Api(s)) if s.code == 400 => {
-                tracing::warn!(
-                    "the API server refused the field selector {selector} ({}); watching every Run in namespace {} and filtering by status.assignedPod here",
-                    s.message,
-                    self.me.namespace
-                );
-                Ok(watcher::Config::default())
-            }
-            Err(source) => Err(Error::Kube {
-                doing: format!("listing the Runs of namespace {}", self.me.namespace),
-                source,
-            }),
         }
     }
 
@@ -450,51 +371,6 @@ impl Agent {
         }
     }
 
-    /// Re-reads the Pod's capacity annotations into the cache.
-    fn refresh_capacity(&mut self, pods: &Store<Pod>) {
-        let pod = pods
-            .state()
-            .into_iter()
-            .find(|p| p.name_any() == self.me.pod_name);
-        let capacity = match pod {
-            None => {
-                tracing::warn!(
-                    "Pod {}/{} does not exist; admitting no Run until it does",
-                    self.me.namespace,
-                    self.me.pod_name
-                );
-                None
-            }
-            Some(pod) if pod.uid().as_deref() != Some(self.me.pod_uid.as_str()) => {
-                tracing::warn!(
-                    "Pod {}/{} has UID {}, not this agent's {}; admitting no Run",
-                    self.me.namespace,
-                    self.me.pod_name,
-                    pod.uid().unwrap_or_default(),
-                    self.me.pod_uid
-                );
-                None
-            }
-            Some(pod) => match parse_capacity_annotations(pod.annotations()) {
-                Ok(capacity) => Some(capacity),
-                Err(e) => {
-                    tracing::warn!(
-                        "Pod {}/{} has an invalid capacity ({e}); admitting no Run until it is fixed",
-                        self.me.namespace,
-                        self.me.pod_name
-                    );
-                    None
-                }
-            },
-        };
-        if self.cache.set_capacity(capacity) {
-            match self.cache.capacity() {
-                Some(c) => tracing::info!("capacity of Pod {} is {c}", self.me.pod_name),
-                None => tracing::info!("capacity of Pod {} is unknown", self.me.pod_name),
-            }
-        }
-    }
-
     /// Plans once and acts on it without waiting for any write: claims go out in the
     /// background and their results come back as events, so a Run that arrives meanwhile is
     /// planned at once instead of after the whole batch. A claim that does not land frees its
@@ -593,150 +469,6 @@ impl Agent {
         // as a slot frees up, concurrently with the others and with this loop.
         for claim in plan.claims {
             self.claims.send(claim);
-        }
-    }
-
-    /// Publishes `Waiting` for a Run that newly waits, or waits for another reason.
-    fn note_waiting(&mut self, state: &[Arc<Run>], waiting: &[(String, String)]) {
-        self.waiting_noted
-            .retain(|name, _| waiting.iter().any(|(n, _)| n == name));
-        for (name, why) in waiting {
-            if self.waiting_noted.get(name) == Some(why) {
-                continue;
-            }
-            let Some(run) = state.iter().find(|r| &r.name_any() == name) else {
-                continue;
-            };
-            self.waiting_noted.insert(name.clone(), why.clone());
-            if let Some(uid) = run.uid() {
-                self.waited.insert(uid);
-            }
-            self.metrics
-                .admissions
-                .with_label_values(&[metrics::WAITING])
-                .inc();
-            self.events.emit(
-                run,
-                EventType::Normal,
-                event_reasons::WAITING,
-                "Admission",
-                format!(
-                    "does not fit on Runtime Pod {} now: {why}",
-                    self.me.pod_name
-                ),
-            );
-        }
-    }
-
-    /// Remembers when each Scheduled Run of this Pod was first seen; forgets the Runs that
-    /// are neither Scheduled nor being claimed any more.
-    fn note_scheduled(&mut self, state: &[Arc<Run>], now: Instant) {
-        let scheduled: HashSet<String> = state
-            .iter()
-            .filter(|r| r.phase() == RunPhase::Scheduled && plan::assigned_to(r, &self.me))
-            .filter_map(|r| r.uid())
-            .collect();
-        self.scheduled_seen
-            .retain(|uid, _| scheduled.contains(uid) || self.claims.is_claiming(uid));
-        self.waited
-            .retain(|uid| scheduled.contains(uid) || self.claims.is_claiming(uid));
-        for uid in scheduled {
-            self.scheduled_seen.entry(uid).or_insert(now);
-        }
-    }
-
-    /// Starts the task of a Run whose claim write has returned. Returns whether the
-    /// reservation is still held (false: it was or will be released, so others may fit).
-    fn start(&mut self, written: ClaimWritten) -> bool {
-        match self.claims.written(written, &mut self.cache) {
-            Claimed::Landed(landed) => {
-                let Landed { claim, written, at } = *landed;
-                self.spawn_claimed(claim, written, at)
-            }
-            Claimed::Released => false,
-            Claimed::Uncertain => true,
-        }
-    }
-
-    /// Spawns the task of a Run this agent has claimed (`written` is the claimed Run, its
-    /// claim known to have landed `at`). Returns whether the reservation is still held.
-    fn spawn_claimed(&mut self, claim: Claim, written: Run, at: Instant) -> bool {
-        let Claim {
-            run,
-            request,
-            task,
-            retry,
-        } = claim;
-        let name = run.name_any();
-        let uid = run.uid().unwrap_or_default();
-        let task = match self.children.in_run_dir(&run, task) {
-            Ok(task) => task,
-            Err(message) => {
-                tracing::warn!(run = %name, "Run {name} failed to start: {message}");
-                self.fail_to_start(name, uid, written, message);
-                return false;
-            }
-        };
-        let pod = &self.me.pod_name;
-        if let Some(attempt) = retry {
-            let max = run.retry_policy().unwrap_or_default().max_attempts;
-            tracing::info!(run = %name, "Run {name}: attempt {attempt} of {max} starts {:?}", task.program);
-            self.events.emit(
-                &written,
-                EventType::Normal,
-                event_reasons::RETRYING,
-                "Retry",
-                format!("attempt {attempt} of {max} starts on Runtime Pod {pod}"),
-            );
-            return match self.children.spawn(&name, &uid, &written, &task) {
-                Ok(()) => true,
-                Err(e) => {
-                    tracing::warn!(run = %name, "Run {name} failed to start: {e}");
-                    self.fail_to_start(name, uid, written, e.to_string());
-                    false
-                }
-            };
-        }
-        self.metrics
-            .admissions
-            .with_label_values(&[metrics::ADMITTED])
-            .inc();
-        if let Some(seen) = self.scheduled_seen.remove(&uid) {
-            self.metrics
-                .admission_wait
-                .observe(at.saturating_duration_since(seen).as_secs_f64());
-        }
-        tracing::info!(run = %name, "claimed Run {name} with {request}; starting {:?}", task.program);
-        // A Run that was told it waits is told it is admitted; for the others (admitted at
-        // once) `Started` says both, and the API server is spared a write.
-        let waited = self.waited.remove(&uid);
-        if waited {
-            self.events.emit(
-                &written,
-                EventType::Normal,
-                event_reasons::ADMITTED,
-                "Admission",
-                format!("admitted on Runtime Pod {pod} with {request}"),
-            );
-        }
-        match self.children.spawn(&name, &uid, &written, &task) {
-            Ok(()) => {
-                self.metrics.dispatch.observe(at.elapsed().as_secs_f64());
-                let note = if waited {
-                    format!("started the task on Runtime Pod {pod}")
-                } else {
-                    format!("admitted with {request} and started the task on Runtime Pod {pod}")
-                };
-                // A short task's end takes this note into its own Event (one write, not two).
-                self.events
-                    .hold(&written, event_reasons::STARTED, "Start", note, Some);
-                true
-            }
-            Err(e) => {
-                tracing::warn!(run = %name, "Run {name} failed to start: {e}");
-                self.fail_to_start(name, uid, written, e.to_string());
-                false
-            }
         }
     }
 }

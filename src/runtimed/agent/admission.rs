@@ -1,0 +1,164 @@
+//! The agent's admission edge: what it tells a Scheduled Run of this Pod while it waits
+//! (`Waiting`, once per reason) and when it was first seen, and how a Run whose claim landed
+//! gets its task started (`Admitted`, `Started`, `Retrying`; a start that fails ends the Run
+//! `StartFailed`). The decisions are [`plan::plan`]'s and the claims' ([`super::super::claims`]).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use kube::ResourceExt as _;
+use kube::runtime::events::EventType;
+use tokio::time::Instant;
+
+use super::super::claims::{ClaimWritten, Claimed, Landed};
+use super::super::metrics;
+use super::super::plan::{self, Claim};
+use super::Agent;
+use crate::api::{Run, RunPhase};
+use crate::events::reasons as event_reasons;
+
+impl Agent {
+    /// Publishes `Waiting` for a Run that newly waits, or waits for another reason.
+    pub(super) fn note_waiting(&mut self, state: &[Arc<Run>], waiting: &[(String, String)]) {
+        self.waiting_noted
+            .retain(|name, _| waiting.iter().any(|(n, _)| n == name));
+        for (name, why) in waiting {
+            if self.waiting_noted.get(name) == Some(why) {
+                continue;
+            }
+            let Some(run) = state.iter().find(|r| &r.name_any() == name) else {
+                continue;
+            };
+            self.waiting_noted.insert(name.clone(), why.clone());
+            if let Some(uid) = run.uid() {
+                self.waited.insert(uid);
+            }
+            self.metrics
+                .admissions
+                .with_label_values(&[metrics::WAITING])
+                .inc();
+            self.events.emit(
+                run,
+                EventType::Normal,
+                event_reasons::WAITING,
+                "Admission",
+                format!(
+                    "does not fit on Runtime Pod {} now: {why}",
+                    self.me.pod_name
+                ),
+            );
+        }
+    }
+
+    /// Remembers when each Scheduled Run of this Pod was first seen; forgets the Runs that
+    /// are neither Scheduled nor being claimed any more.
+    pub(super) fn note_scheduled(&mut self, state: &[Arc<Run>], now: Instant) {
+        let scheduled: HashSet<String> = state
+            .iter()
+            .filter(|r| r.phase() == RunPhase::Scheduled && plan::assigned_to(r, &self.me))
+            .filter_map(|r| r.uid())
+            .collect();
+        self.scheduled_seen
+            .retain(|uid, _| scheduled.contains(uid) || self.claims.is_claiming(uid));
+        self.waited
+            .retain(|uid| scheduled.contains(uid) || self.claims.is_claiming(uid));
+        for uid in scheduled {
+            self.scheduled_seen.entry(uid).or_insert(now);
+        }
+    }
+
+    /// Starts the task of a Run whose claim write has returned. Returns whether the
+    /// reservation is still held (false: it was or will be released, so others may fit).
+    pub(super) fn start(&mut self, written: ClaimWritten) -> bool {
+        match self.claims.written(written, &mut self.cache) {
+            Claimed::Landed(landed) => {
+                let Landed { claim, written, at } = *landed;
+                self.spawn_claimed(claim, written, at)
+            }
+            Claimed::Released => false,
+            Claimed::Uncertain => true,
+        }
+    }
+
+    /// Spawns the task of a Run this agent has claimed (`written` is the claimed Run, its
+    /// claim known to have landed `at`). Returns whether the reservation is still held.
+    pub(super) fn spawn_claimed(&mut self, claim: Claim, written: Run, at: Instant) -> bool {
+        let Claim {
+            run,
+            request,
+            task,
+            retry,
+        } = claim;
+        let name = run.name_any();
+        let uid = run.uid().unwrap_or_default();
+        let task = match self.children.in_run_dir(&run, task) {
+            Ok(task) => task,
+            Err(message) => {
+                tracing::warn!(run = %name, "Run {name} failed to start: {message}");
+                self.fail_to_start(name, uid, written, message);
+                return false;
+            }
+        };
+        let pod = &self.me.pod_name;
+        if let Some(attempt) = retry {
+            let max = run.retry_policy().unwrap_or_default().max_attempts;
+            tracing::info!(run = %name, "Run {name}: attempt {attempt} of {max} starts {:?}", task.program);
+            self.events.emit(
+                &written,
+                EventType::Normal,
+                event_reasons::RETRYING,
+                "Retry",
+                format!("attempt {attempt} of {max} starts on Runtime Pod {pod}"),
+            );
+            return match self.children.spawn(&name, &uid, &written, &task) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(run = %name, "Run {name} failed to start: {e}");
+                    self.fail_to_start(name, uid, written, e.to_string());
+                    false
+                }
+            };
+        }
+        self.metrics
+            .admissions
+            .with_label_values(&[metrics::ADMITTED])
+            .inc();
+        if let Some(seen) = self.scheduled_seen.remove(&uid) {
+            self.metrics
+                .admission_wait
+                .observe(at.saturating_duration_since(seen).as_secs_f64());
+        }
+        tracing::info!(run = %name, "claimed Run {name} with {request}; starting {:?}", task.program);
+        // A Run that was told it waits is told it is admitted; for the others (admitted at
+        // once) `Started` says both, and the API server is spared a write.
+        let waited = self.waited.remove(&uid);
+        if waited {
+            self.events.emit(
+                &written,
+                EventType::Normal,
+                event_reasons::ADMITTED,
+                "Admission",
+                format!("admitted on Runtime Pod {pod} with {request}"),
+            );
+        }
+        match self.children.spawn(&name, &uid, &written, &task) {
+            Ok(()) => {
+                self.metrics.dispatch.observe(at.elapsed().as_secs_f64());
+                let note = if waited {
+                    format!("started the task on Runtime Pod {pod}")
+                } else {
+                    format!("admitted with {request} and started the task on Runtime Pod {pod}")
+                };
+                // A short task's end takes this note into its own Event (one write, not two).
+                self.events
+                    .hold(&written, event_reasons::STARTED, "Start", note, Some);
+                true
+            }
+            Err(e) => {
+                tracing::warn!(run = %name, "Run {name} failed to start: {e}");
+                self.fail_to_start(name, uid, written, e.to_string());
+                false
+            }
+        }
+    }
+}
