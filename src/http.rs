@@ -136,3 +136,44 @@ pub async fn serve(
     });
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    /// A free loopback address (bound and released; the server binds it again).
+    fn free_addr() -> SocketAddr {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+    }
+
+    /// A connection that sends nothing at all holds the only slot until the header read
+    /// timeout closes it; the next caller is served then.
+    #[tokio::test]
+    async fn an_idle_connection_is_closed_at_the_header_read_timeout_and_frees_its_slot() {
+        let addr = free_addr();
+        let bounds = Bounds {
+            connections: 1,
+            header_read: std::time::Duration::from_millis(300),
+        };
+        serve_bounded(addr, probes(|| None), bounds).await.unwrap();
+        let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            idle.read_to_end(&mut rest),
+        )
+        .await;
+        assert!(closed.is_ok(), "an idle connection was kept");
+        let mut next = tokio::net::TcpStream::connect(addr).await.unwrap();
+        next.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        next.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+}
