@@ -397,8 +397,10 @@ impl gix::progress::NestedProgress for PackBytes {
     }
 }
 
-/// How often the watchdog measures what a fetch has written.
-const MEASURE_EVERY: Duration = Duration::from_millis(50);
+/// How often the watchdog measures what a fetch has written. The pack's bytes are bounded at
+/// every read by [`PackBytes`]; this walk of the tree bounds what the checkout writes, and a
+/// walk of a large checkout is not free on runtimed's CPU limit.
+const MEASURE_EVERY: Duration = Duration::from_millis(250);
 
 /// Bounds a fetch while it runs, until dropped: sets `interrupt` and `too_large` as soon as
 /// what it wrote below `dest` (the pack as it arrives, then the checkout) is larger than

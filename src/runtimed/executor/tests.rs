@@ -343,14 +343,17 @@ async fn dropping_the_handle_does_not_kill_the_child() {
     assert!(!exit.killed);
 }
 
-#[tokio::test]
-async fn a_childs_output_is_in_its_runs_log_before_its_exit_is_reported() {
-    let root = tempfile::tempdir().unwrap();
-    let logs = crate::runtimed::runlog::RunLogs::new(root.path());
+/// Spawns `sh -c script` with the Run's `env` as Run `r` (UID `u`) logging under `root`, and
+/// waits for its exit; returns it and the path of its log.
+async fn run_logged(
+    root: &std::path::Path,
+    script: &str,
+    env: &[EnvVar],
+) -> (ChildExit, std::path::PathBuf) {
+    let logs = crate::runtimed::runlog::RunLogs::new(root);
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let script = "echo out; echo err >&2; exit 2";
     let _handle = spawn(
-        &prepare(Some(&task(&["sh", "-c", script])), &[], None).unwrap(),
+        &prepare(Some(&task(&["sh", "-c", script])), env, None).unwrap(),
         "r",
         "u",
         Some(logs.writer("r", "u")),
@@ -358,8 +361,14 @@ async fn a_childs_output_is_in_its_runs_log_before_its_exit_is_reported() {
     )
     .unwrap();
     let exit = rx.recv().await.unwrap();
+    (exit, root.join(".kruntimes/logs/r_u.log"))
+}
+
+#[tokio::test]
+async fn a_childs_output_is_in_its_runs_log_before_its_exit_is_reported() {
+    let root = tempfile::tempdir().unwrap();
+    let (exit, log) = run_logged(root.path(), "echo out; echo err >&2; exit 2", &[]).await;
     assert_eq!(exit.status, Ok(Exit::Process(ExitStatus::Code(2))));
-    let log = root.path().join(".kruntimes/logs/r_u.log");
     let mut lines: Vec<String> = std::fs::read_to_string(&log)
         .unwrap()
         .lines()
@@ -430,23 +439,13 @@ fn a_task_inherits_the_containers_environment_but_runtimeds_own() {
 #[tokio::test]
 async fn a_spawned_task_gets_the_runs_variables_over_the_inherited_ones() {
     let root = tempfile::tempdir().unwrap();
-    let logs = crate::runtimed::runlog::RunLogs::new(root.path());
-    let (tx, mut rx) = mpsc::unbounded_channel();
     let env = vec![
         env_var("RUN_VAR", Some("mine")),
         env_var("HOME", Some("/run-home")),
     ];
-    let _handle = spawn(
-        &prepare(Some(&task(&["sh", "-c", "env"])), &env, None).unwrap(),
-        "r",
-        "u",
-        Some(logs.writer("r", "u")),
-        tx,
-    )
-    .unwrap();
-    let exit = rx.recv().await.unwrap();
+    let (exit, log) = run_logged(root.path(), "env", &env).await;
     assert_eq!(exit.status, Ok(Exit::Process(ExitStatus::Code(0))));
-    let log = std::fs::read_to_string(root.path().join(".kruntimes/logs/r_u.log")).unwrap();
+    let log = std::fs::read_to_string(log).unwrap();
     let lines: Vec<&str> = log.lines().collect();
     assert!(lines.contains(&"RUN_VAR=mine"), "{log}");
     assert!(
