@@ -393,9 +393,9 @@ pub struct RuntimedArgs {
     )]
     pub artifact_volume_claim: Option<String>,
     /// The bucket of the Runtime's S3 artifact store (spec.artifactStore.s3): Runs get
-    /// $KRUNTIME_ARTIFACTS_DIR and what a successful one leaves there is uploaded, with
-    /// credentials from the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, web
-    /// identity, container or instance credentials).
+    /// $KRUNTIME_ARTIFACTS_DIR and what a successful one leaves there is uploaded, with the
+    /// credentials of --artifact-s3-credentials-dir (else web identity, container or instance
+    /// credentials).
     #[arg(
         long,
         env = "KRUNTIMES_ARTIFACT_S3_BUCKET",
@@ -422,13 +422,24 @@ pub struct RuntimedArgs {
     #[arg(long, env = "KRUNTIMES_ARTIFACT_S3_FORCE_PATH_STYLE")]
     pub artifact_s3_force_path_style: bool,
     /// The Secret that holds the S3 store's credentials (recorded in status.artifactStore;
-    /// the credentials themselves are read from the environment).
+    /// the credentials themselves are read from --artifact-s3-credentials-dir).
     #[arg(
         long,
         env = "KRUNTIMES_ARTIFACT_S3_CREDENTIALS_SECRET",
         value_name = "NAME"
     )]
     pub artifact_s3_credentials_secret: Option<String>,
+    /// A directory of the S3 store's credentials as files named AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY and optionally AWS_SESSION_TOKEN (the credentialsSecretName
+    /// Secret mounted as a volume, in runtimed's container only), read once at start: runtimed
+    /// keeps no secret in its environment, where a task running as its user could read it.
+    #[arg(
+        long,
+        env = "KRUNTIMES_ARTIFACT_S3_CREDENTIALS_DIR",
+        value_name = "DIR",
+        requires = "artifact_s3_bucket"
+    )]
+    pub artifact_s3_credentials_dir: Option<std::path::PathBuf>,
     /// Artifacts larger than this are uploaded in parts of this size (at least 5 MiB).
     #[arg(long, env = "KRUNTIMES_ARTIFACT_S3_UPLOAD_PART_SIZE", default_value_t = 5 << 20, value_name = "BYTES")]
     pub artifact_s3_upload_part_size: u64,

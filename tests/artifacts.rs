@@ -71,14 +71,11 @@ impl Store {
                 "--artifact-s3-force-path-style",
                 "--artifact-s3-upload-concurrency",
                 "2",
+                // As the Runtime controller mounts the credentials Secret: files, no
+                // environment (the S3 server refuses an unsigned request).
+                "--artifact-s3-credentials-dir",
+                &server.credentials_dir().display().to_string(),
             ]),
-        }
-    }
-
-    fn env(&self) -> Vec<(String, String)> {
-        match self {
-            Store::Filesystem(_) => Vec::new(),
-            Store::S3(server) => server.credentials(),
         }
     }
 
@@ -171,7 +168,7 @@ async fn artifacts_are_stored_listed_and_removed_with_their_run(
     if let Some(server) = &server {
         args.extend(server.flag());
     }
-    let _pool = Pool::start_with_env(&ns, "pool", 1, &[("runs", 2)], &args, &store.env()).await;
+    let _pool = Pool::start(&ns, "pool", 1, &[("runs", 2)], &args).await;
     let dir = "\"$KRUNTIME_ARTIFACTS_DIR\"";
     let mut runs = vec![
         (

@@ -185,19 +185,28 @@ impl Artifacts {
                     volume_claim: claim.clone(),
                 })
             }
-            (_, _, Some(bucket)) => artifacts::Backend::S3(
-                artifacts::s3::S3::new(artifacts::s3::Config {
-                    bucket: bucket.clone(),
-                    prefix: args.artifact_s3_prefix.clone(),
-                    region: args.artifact_s3_region.clone(),
-                    endpoint: args.artifact_s3_endpoint.clone(),
-                    force_path_style: args.artifact_s3_force_path_style,
-                    credentials_secret: args.artifact_s3_credentials_secret.clone(),
-                    upload_part_size: args.artifact_s3_upload_part_size,
-                    upload_concurrency: args.artifact_s3_upload_concurrency,
-                })
-                .map_err(Error::BadArtifactStore)?,
-            ),
+            (_, _, Some(bucket)) => artifacts::Backend::S3({
+                let credentials = args
+                    .artifact_s3_credentials_dir
+                    .as_deref()
+                    .map(artifacts::s3::CredentialFiles::read)
+                    .transpose()
+                    .map_err(Error::BadArtifactStore)?;
+                artifacts::s3::S3::new(
+                    artifacts::s3::Config {
+                        bucket: bucket.clone(),
+                        prefix: args.artifact_s3_prefix.clone(),
+                        region: args.artifact_s3_region.clone(),
+                        endpoint: args.artifact_s3_endpoint.clone(),
+                        force_path_style: args.artifact_s3_force_path_style,
+                        credentials_secret: args.artifact_s3_credentials_secret.clone(),
+                        upload_part_size: args.artifact_s3_upload_part_size,
+                        upload_concurrency: args.artifact_s3_upload_concurrency,
+                    },
+                    credentials.as_ref(),
+                )
+                .map_err(Error::BadArtifactStore)?
+            }),
             _ => {
                 return Ok(match &args.artifact_driver {
                     Some(driver) => Artifacts::Unsupported(driver.clone()),

@@ -20,6 +20,8 @@ pub struct S3Server {
     port: u16,
     pub bucket: String,
     _root: tempfile::TempDir,
+    /// [`S3Server::credentials`] as a credentials Secret's volume holds them.
+    credentials_dir: tempfile::TempDir,
 }
 
 impl S3Server {
@@ -61,6 +63,13 @@ impl S3Server {
             port,
             bucket: bucket.to_string(),
             _root: root,
+            credentials_dir: {
+                let dir = tempfile::tempdir().expect("a directory for the credentials");
+                for (key, value) in Self::credentials_of() {
+                    std::fs::write(dir.path().join(key), value).unwrap();
+                }
+                dir
+            },
         }
     }
 
@@ -68,12 +77,24 @@ impl S3Server {
         format!("http://{}:{}", self.host, self.port)
     }
 
-    /// The credentials runtimed reads from its environment, as a Secret's keys would give them.
+    /// The credentials as a Secret's keys would give them.
     pub fn credentials(&self) -> Vec<(String, String)> {
-        vec![
-            ("AWS_ACCESS_KEY_ID".into(), ACCESS_KEY.into()),
-            ("AWS_SECRET_ACCESS_KEY".into(), SECRET_KEY.into()),
+        Self::credentials_of()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .to_vec()
+    }
+
+    fn credentials_of() -> [(&'static str, &'static str); 2] {
+        [
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY),
         ]
+    }
+
+    /// A directory of the credentials as files, as runtimed reads the Secret's volume
+    /// (`--artifact-s3-credentials-dir`).
+    pub fn credentials_dir(&self) -> &std::path::Path {
+        self.credentials_dir.path()
     }
 
     /// A client of the test's own, to read what runtimed stored.

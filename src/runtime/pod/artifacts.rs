@@ -2,14 +2,16 @@
 //! `filesystem`, is its PersistentVolumeClaim mounted in the container that runs runtimed at
 //! [`ARTIFACT_MOUNT`], which runtimed is told with `KRUNTIMES_ARTIFACT_ROOT` and
 //! `KRUNTIMES_ARTIFACT_VOLUME_CLAIM`. Driver `s3` is its fields as `KRUNTIMES_ARTIFACT_S3_*`
-//! and the keys of its `credentialsSecretName` Secret as environment variables (`envFrom`,
-//! where the AWS credential chain reads `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, …).
+//! and its `credentialsSecretName` Secret as a volume mounted at [`CREDENTIALS_MOUNT`] in
+//! runtimed's container alone (its keys, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, …, as
+//! files runtimed reads once): never as environment variables, which a task running as
+//! runtimed's user reads in `/proc`, and never in a container of the template's.
 //! Another driver is passed on as `KRUNTIMES_ARTIFACT_DRIVER`, so that runtimed refuses a Run's
 //! artifacts with a clear reason instead of dropping them. Pure.
 
 use k8s_openapi::api::core::v1::{
-    Container, EnvFromSource, EnvVar, PersistentVolumeClaimVolumeSource, PodSpec, SecretEnvSource,
-    Volume, VolumeMount,
+    Container, EnvVar, PersistentVolumeClaimVolumeSource, PodSpec, SecretVolumeSource, Volume,
+    VolumeMount,
 };
 
 use super::SIDECAR_CONTAINER;
@@ -18,6 +20,10 @@ use super::SIDECAR_CONTAINER;
 pub const ARTIFACT_VOLUME: &str = "kruntimes-artifacts";
 /// Where runtimed sees it.
 pub const ARTIFACT_MOUNT: &str = "/var/lib/kruntimes/artifacts";
+/// The volume of the S3 store's credentials Secret.
+pub const CREDENTIALS_VOLUME: &str = "kruntimes-artifact-credentials";
+/// Where runtimed reads them (`--artifact-s3-credentials-dir`).
+pub const CREDENTIALS_MOUNT: &str = "/var/run/secrets/kruntimes.io/artifact-store";
 
 /// What a Runtime's `spec.artifactStore` asks of its Pods.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,16 +148,27 @@ pub fn with_artifact_store(mut spec: PodSpec, store: &ArtifactStore, inject: boo
                 set(name, value);
             }
             if let Some(secret) = credentials_secret {
+                set("KRUNTIMES_ARTIFACT_S3_CREDENTIALS_DIR", CREDENTIALS_MOUNT);
                 runtimed
-                    .env_from
+                    .volume_mounts
                     .get_or_insert_with(Vec::new)
-                    .push(EnvFromSource {
-                        secret_ref: Some(SecretEnvSource {
-                            name: secret.clone(),
-                            optional: None,
-                        }),
+                    .push(VolumeMount {
+                        name: CREDENTIALS_VOLUME.into(),
+                        mount_path: CREDENTIALS_MOUNT.into(),
+                        read_only: Some(true),
                         ..Default::default()
                     });
+                spec.volumes.get_or_insert_with(Vec::new).push(Volume {
+                    name: CREDENTIALS_VOLUME.into(),
+                    secret: Some(SecretVolumeSource {
+                        secret_name: Some(secret.clone()),
+                        // Read by runtimed's user, whichever the image's is; the volume is
+                        // in no other container.
+                        default_mode: Some(0o444),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                });
             }
         }
         ArtifactStore::Filesystem { volume_claim } => {
@@ -226,7 +243,7 @@ mod tests {
     }
 
     #[test]
-    fn an_s3_store_is_runtimeds_settings_and_its_secret_as_environment() {
+    fn an_s3_store_is_runtimeds_settings_and_its_secret_as_files_of_runtimeds_alone() {
         let store = ArtifactStore::of(&serde_json::json!({"driver": "s3", "s3": {
             "bucket": "arts", "prefix": "team", "endpoint": "http://minio:9000",
             "forcePathStyle": true, "credentialsSecretName": "s3-creds",
@@ -234,11 +251,20 @@ mod tests {
         }}))
         .unwrap();
         let spec = PodSpec {
-            containers: vec![Container::default()],
+            containers: vec![
+                Container {
+                    name: "runtime".into(),
+                    ..Default::default()
+                },
+                Container {
+                    name: SIDECAR_CONTAINER.into(),
+                    ..Default::default()
+                },
+            ],
             ..Default::default()
         };
         let spec = with_artifact_store(spec, &store, true);
-        let runtimed = &spec.containers[0];
+        let runtimed = &spec.containers[1];
         for (name, value) in [
             ("KRUNTIMES_ARTIFACT_S3_BUCKET", "arts"),
             ("KRUNTIMES_ARTIFACT_S3_PREFIX", "team"),
@@ -247,13 +273,28 @@ mod tests {
             ("KRUNTIMES_ARTIFACT_S3_CREDENTIALS_SECRET", "s3-creds"),
             ("KRUNTIMES_ARTIFACT_S3_UPLOAD_PART_SIZE", "8388608"),
             ("KRUNTIMES_ARTIFACT_S3_UPLOAD_CONCURRENCY", "2"),
+            ("KRUNTIMES_ARTIFACT_S3_CREDENTIALS_DIR", CREDENTIALS_MOUNT),
         ] {
             assert_eq!(env(runtimed, name).as_deref(), Some(value), "{name}");
         }
         assert_eq!(env(runtimed, "KRUNTIMES_ARTIFACT_S3_REGION"), None);
-        let from = runtimed.env_from.as_ref().unwrap();
-        assert_eq!(from[0].secret_ref.as_ref().unwrap().name, "s3-creds");
-        assert!(spec.volumes.is_none());
+        // The Secret is files in runtimed's container, in no environment and no other container.
+        assert!(spec.containers.iter().all(|c| c.env_from.is_none()));
+        let mount = &runtimed.volume_mounts.as_ref().unwrap()[0];
+        assert_eq!(
+            (
+                mount.name.as_str(),
+                mount.mount_path.as_str(),
+                mount.read_only
+            ),
+            (CREDENTIALS_VOLUME, CREDENTIALS_MOUNT, Some(true))
+        );
+        assert!(spec.containers[0].volume_mounts.is_none());
+        let volume = &spec.volumes.as_ref().unwrap()[0];
+        assert_eq!(
+            volume.secret.as_ref().unwrap().secret_name.as_deref(),
+            Some("s3-creds")
+        );
         let err = ArtifactStore::of(&serde_json::json!({"driver": "s3", "s3": {}})).unwrap_err();
         assert!(err.contains("spec.artifactStore.s3.bucket"), "{err}");
         let err = ArtifactStore::of(

@@ -1,18 +1,20 @@
 //! The S3 artifact store: the Runtime's `spec.artifactStore.s3`, an S3-compatible bucket
 //! (AWS S3, MinIO, Ceph RGW, …) reached with the `object_store` crate (Apache Arrow's,
 //! maintained and used by DataFusion and Delta Lake; its ring signer keeps the binary free of
-//! C). Credentials come from the environment as the AWS SDKs take them: `AWS_ACCESS_KEY_ID` /
-//! `AWS_SECRET_ACCESS_KEY` (the Runtime controller exposes `credentialsSecretName`'s keys as
-//! environment variables), web identity, container credentials, then the instance metadata.
+//! C). Credentials come from [`CredentialFiles`], the `credentialsSecretName` Secret mounted
+//! as files in runtimed's container alone and read once at start, never from runtimed's
+//! environment (a task running as runtimed's user can read `/proc/<runtimed>/environ`); without
+//! them, as the AWS SDKs take them: web identity, container credentials, instance metadata.
 //!
 //! Each artifact is staged in an anonymous file of runtimed's (a directory archived there),
 //! then uploaded from that descriptor in one request, or in parts of `uploadPartSize` with `uploadConcurrency` in flight when it
 //! is larger. Async; the staging runs on a blocking thread.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use futures::{StreamExt as _, TryStreamExt as _};
-use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::{Path as Key, PathPart};
 use object_store::{
     Attribute, AttributeValue, Attributes, ObjectStore, ObjectStoreExt as _, PutMultipartOptions,
@@ -36,7 +38,7 @@ pub struct Config {
     pub region: Option<String>,
     pub endpoint: Option<String>,
     pub force_path_style: bool,
-    /// Recorded in `status.artifactStore`; the credentials themselves are in the environment.
+    /// Recorded in `status.artifactStore`; the credentials themselves are [`CredentialFiles`].
     pub credentials_secret: Option<String>,
     pub upload_part_size: u64,
     pub upload_concurrency: usize,
@@ -73,6 +75,75 @@ impl Config {
     }
 }
 
+/// The S3 store's credentials as the files of a directory named after the AWS variables that
+/// would carry them (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, …): the
+/// `credentialsSecretName` Secret mounted as a volume, whose keys are those names (the Go
+/// project exposes the same keys as environment variables). Read once; never printed.
+pub struct CredentialFiles(Vec<(AmazonS3ConfigKey, String)>);
+
+impl std::fmt::Debug for CredentialFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(key, _)| key.as_ref()))
+            .finish()
+    }
+}
+
+impl CredentialFiles {
+    /// Reads `dir`'s `AWS_*` files (a Secret volume's entries are links into its `..data`, so
+    /// links are followed: the directory is runtimed's own, no task writes it). An access key
+    /// without its secret, or a directory with neither, is refused with what to put there.
+    pub fn read(dir: &Path) -> Result<Self, String> {
+        let entries = std::fs::read_dir(dir).map_err(|e| {
+            format!(
+                "cannot read the S3 store's credentials in {}: {e}; mount the credentialsSecretName Secret there",
+                dir.display()
+            )
+        })?;
+        let mut found = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+            let Some(name) = entry.file_name().to_str().map(String::from) else {
+                continue;
+            };
+            // As `AmazonS3Builder::from_env` takes the environment: `AWS_*` names it knows.
+            let key = match name.strip_prefix("AWS_") {
+                Some(_) => name.to_ascii_lowercase().parse::<AmazonS3ConfigKey>(),
+                None => continue,
+            };
+            let Ok(key) = key else {
+                continue;
+            };
+            let value = std::fs::read_to_string(entry.path())
+                .map_err(|e| format!("cannot read {}: {e}", entry.path().display()))?;
+            found.push((name, key, value.trim().to_string()));
+        }
+        let has = |wanted: &str| found.iter().any(|(name, ..)| name == wanted);
+        match (has("AWS_ACCESS_KEY_ID"), has("AWS_SECRET_ACCESS_KEY")) {
+            (true, true) => {}
+            (false, false) if !found.is_empty() => {}
+            (id, _) => {
+                return Err(format!(
+                    "{} holds {}: the credentialsSecretName Secret needs the keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+                    dir.display(),
+                    match (found.is_empty(), id) {
+                        (true, _) => "no AWS_* key".to_string(),
+                        (false, true) => "AWS_ACCESS_KEY_ID without AWS_SECRET_ACCESS_KEY".into(),
+                        (false, false) => "AWS_SECRET_ACCESS_KEY without AWS_ACCESS_KEY_ID".into(),
+                    }
+                ));
+            }
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(CredentialFiles(
+            found
+                .into_iter()
+                .map(|(_, key, value)| (key, value))
+                .collect(),
+        ))
+    }
+}
+
 /// The store: its configuration and a client.
 #[derive(Debug, Clone)]
 pub struct S3 {
@@ -81,9 +152,10 @@ pub struct S3 {
 }
 
 impl S3 {
-    /// A client for `config`, with credentials from the environment and TLS trusting
-    /// Mozilla's roots and the system's (`SSL_CERT_FILE` for a private CA).
-    pub fn new(mut config: Config) -> Result<Self, String> {
+    /// A client for `config`, with `credentials` (else the SDKs' chain: web identity,
+    /// container, instance) and TLS trusting Mozilla's roots and the system's (`SSL_CERT_FILE`
+    /// for a private CA).
+    pub fn new(mut config: Config, credentials: Option<&CredentialFiles>) -> Result<Self, String> {
         config.prefix = config.prefix.trim().trim_matches('/').to_string();
         config.check()?;
         let tls = super::super::tls::client_config(None)?;
@@ -94,7 +166,11 @@ impl S3 {
             .timeout(std::time::Duration::from_secs(300))
             .build()
             .map_err(|e| format!("cannot build the S3 client: {e}"))?;
-        let mut builder = AmazonS3Builder::from_env()
+        let mut builder = AmazonS3Builder::from_env();
+        for (key, value) in credentials.iter().flat_map(|c| &c.0) {
+            builder = builder.with_config(*key, value);
+        }
+        let mut builder = builder
             .with_bucket_name(&config.bucket)
             .with_http_connector(Connector(http));
         if let Some(region) = &config.region {
@@ -384,7 +460,7 @@ mod tests {
 
     #[test]
     fn keys_are_the_go_projects_layout_under_the_trimmed_prefix() {
-        let s3 = S3::new(config()).unwrap();
+        let s3 = S3::new(config(), None).unwrap();
         assert_eq!(
             s3.key(&format!("{}/model", run_path("ns", "u1"))).as_ref(),
             "team/a/namespaces/ns/runs/u1/model"
@@ -397,10 +473,13 @@ mod tests {
                 "credentialsSecretName": "s3-creds",
             }})
         );
-        let bare = S3::new(Config {
-            prefix: String::new(),
-            ..config()
-        })
+        let bare = S3::new(
+            Config {
+                prefix: String::new(),
+                ..config()
+            },
+            None,
+        )
         .unwrap();
         assert_eq!(bare.key("namespaces/ns").as_ref(), "namespaces/ns");
     }
@@ -437,12 +516,59 @@ mod tests {
                 "uploadConcurrency",
             ),
         ] {
-            let err = S3::new(bad).unwrap_err();
+            let err = S3::new(bad, None).unwrap_err();
             assert!(
                 err.contains(&format!("spec.artifactStore.s3.{field}")),
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn credentials_are_the_aws_files_of_a_secret_volume_and_are_never_printed() {
+        let dir = tempfile::tempdir().unwrap();
+        // A Secret volume: each key a link into `..data`, beside the kubelet's own entries.
+        std::fs::create_dir(dir.path().join("..data")).unwrap();
+        for (key, value) in [
+            ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),
+            ("AWS_SECRET_ACCESS_KEY", "s3cr3t-value\n"),
+            ("README", "not a credential"),
+        ] {
+            std::fs::write(dir.path().join("..data").join(key), value).unwrap();
+            std::os::unix::fs::symlink(format!("..data/{key}"), dir.path().join(key)).unwrap();
+        }
+        let files = CredentialFiles::read(dir.path()).unwrap();
+        assert_eq!(
+            files.0,
+            [
+                (AmazonS3ConfigKey::AccessKeyId, "AKIDEXAMPLE".to_string()),
+                (
+                    AmazonS3ConfigKey::SecretAccessKey,
+                    "s3cr3t-value".to_string()
+                ),
+            ]
+        );
+        let printed = format!("{files:?}");
+        assert!(
+            !printed.contains("s3cr3t") && !printed.contains("AKIDEXAMPLE"),
+            "{printed}"
+        );
+        S3::new(config(), Some(&files)).unwrap();
+
+        std::fs::remove_file(dir.path().join("AWS_SECRET_ACCESS_KEY")).unwrap();
+        let err = CredentialFiles::read(dir.path()).unwrap_err();
+        assert!(
+            err.contains("AWS_ACCESS_KEY_ID without AWS_SECRET_ACCESS_KEY"),
+            "{err}"
+        );
+        let empty = tempfile::tempdir().unwrap();
+        let err = CredentialFiles::read(empty.path()).unwrap_err();
+        assert!(err.contains("holds no AWS_* key"), "{err}");
+        let err = CredentialFiles::read(&empty.path().join("absent")).unwrap_err();
+        assert!(
+            err.contains("mount the credentialsSecretName Secret there"),
+            "{err}"
+        );
     }
 
     #[test]
