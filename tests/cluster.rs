@@ -16,6 +16,8 @@
 
 #[path = "cluster/artifacts.rs"]
 mod artifacts;
+#[path = "cluster/bash_runtime.rs"]
+mod bash_runtime;
 #[path = "cluster/harness.rs"]
 mod harness;
 #[path = "cluster/helm.rs"]
@@ -71,6 +73,14 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "a_runtime_server_only_template_gets_the_runtimed_sidecar_runs_tasks_and_functions_and_heals_a_ready_run",
         |c| Box::pin(runtime_server_sidecar(c)),
+    ),
+    (
+        "a_task_on_the_go_projects_bash_runtime_image_cannot_reach_the_s3_keys_runtimed_holds_beside_it",
+        |c| Box::pin(bash_runtime::a_task_cannot_reach_the_s3_keys(c)),
+    ),
+    (
+        "a_runtime_server_that_listens_late_makes_its_pod_ready_once_it_listens",
+        |c| Box::pin(bash_runtime::a_server_that_listens_late_makes_its_pod_ready(c)),
     ),
     (
         "runs_of_a_persistent_workspace_share_its_directory_on_one_real_pod",

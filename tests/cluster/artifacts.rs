@@ -19,7 +19,7 @@ use kruntimes::testing::runtime;
 
 /// The node's address on the cluster's bridge (`tests/cluster/cluster.sh`'s `NODE_IP`): what
 /// a Pod reaches the host at.
-const NODE_IP: &str = "10.244.0.1";
+pub const NODE_IP: &str = "10.244.0.1";
 
 /// Runtime `arts` (one busybox Pod, runtimed injected, artifact GC every 2 s) with
 /// `spec.artifactStore` `store`, and its Run `writes` that leaves `out.txt` (`data`) in
@@ -135,14 +135,8 @@ pub async fn stored_on_a_claim_downloaded_and_removed(cluster: &Cluster) {
     cluster.kubectl(&["delete", "pv", &pv, "--wait=false"]);
 }
 
-/// A Runtime with an S3 artifact store on the real cluster: the Runtime controller hands
-/// runtimed the store's fields and its credentials Secret (`envFrom`, resolved by the kubelet),
-/// runtimed in the image uploads a Run's artifacts to the tests' S3 server on the node's bridge
-/// address, `artifacts --download` reads them back through the Pod proxy (runtimed reading the
-/// bucket), and deleting the Run removes its objects.
-pub async fn uploaded_to_s3_downloaded_and_removed(cluster: &Cluster) {
-    let ns = &runtime_namespace(cluster, "arts-s3").await;
-    let server = S3Server::start_on(NODE_IP, "runs").await;
+/// The Secret `s3-creds` in `ns` with `server`'s credentials as its keys.
+pub fn apply_credentials_secret(cluster: &Cluster, ns: &TestNs, server: &S3Server) {
     let mut secret = format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: s3-creds, namespace: {}}}\nstringData:\n",
         ns.name
@@ -154,6 +148,17 @@ pub async fn uploaded_to_s3_downloaded_and_removed(cluster: &Cluster) {
     std::fs::write(&file, secret).unwrap();
     cluster.kubectl(&["apply", "-f", &file.to_string_lossy()]);
     let _ = std::fs::remove_file(&file);
+}
+
+/// A Runtime with an S3 artifact store on the real cluster: the Runtime controller hands
+/// runtimed the store's fields and its credentials Secret (a volume the kubelet mounts in runtimed's container),
+/// runtimed in the image uploads a Run's artifacts to the tests' S3 server on the node's bridge
+/// address, `artifacts --download` reads them back through the Pod proxy (runtimed reading the
+/// bucket), and deleting the Run removes its objects.
+pub async fn uploaded_to_s3_downloaded_and_removed(cluster: &Cluster) {
+    let ns = &runtime_namespace(cluster, "arts-s3").await;
+    let server = S3Server::start_on(NODE_IP, "runs").await;
+    apply_credentials_secret(cluster, ns, &server);
 
     let store = serde_json::json!({
         "driver": "s3",

@@ -27,6 +27,7 @@ KRUNTIMES_IMAGE=docker.io/library/kubectl-kruntimes:0.1.0
 PAUSE_IMAGE=docker.io/kruntimes-test/pause:1
 BUSYBOX_IMAGE=docker.io/kruntimes-test/busybox:1
 RUNTIME_SERVER_IMAGE=docker.io/kruntimes-test/runtime-server:1
+BASH_RUNTIME_IMAGE=docker.io/kruntimes-test/bash-runtime:1
 ADMIN_TOKEN=kruntimes-cluster-admin
 
 log() { echo "cluster: $*" >&2; }
@@ -132,6 +133,8 @@ install_packages() {
   # runtime server needs bash.
   [[ -x "$(git --exec-path 2>/dev/null)/git-http-backend" ]] || missing+=(git)
   command -v bash >/dev/null || missing+=(bash)
+  # The Go project's Bash runtime image (tests/cluster/oci.py bash-runtime) carries a static bash.
+  [[ -x /bin/bash-static ]] || missing+=(bash-static)
   [[ ${#missing[@]} -eq 0 ]] && return 0
   log "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -229,6 +232,8 @@ up() {
   log "building the static test runtime server"
   static=$(bash "$here/static.sh" kruntimes-test-runtime-server) || die "the static build of the test runtime server failed"
   python3 "$here/oci.py" runtime-server "$DIR/images/runtime-server.tar" "$RUNTIME_SERVER_IMAGE" "$static"
+  python3 "$here/oci.py" bash-runtime "$DIR/images/bash-runtime.tar" "$BASH_RUNTIME_IMAGE" \
+    "$(cd "$here/../.." && pwd)/../shared/runtimes/kruntimes-bash-runtime"
 
   log "network: bridge $BRIDGE $NODE_IP, DNAT $SERVICE_IP:443 -> $NODE_IP:$APISERVER_PORT"
   ip link add "$BRIDGE" type bridge
@@ -289,7 +294,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt"]
 EOF
   start containerd containerd --config "$DIR/containerd/config.toml"
   wait_for "containerd" 30 ctr --address "$DIR/containerd/containerd.sock" version
-  for image in pause busybox kruntimes runtime-server; do
+  for image in pause busybox kruntimes runtime-server bash-runtime; do
     ctr --address "$DIR/containerd/containerd.sock" -n k8s.io images import "$DIR/images/$image.tar" >&2
   done
 

@@ -7,6 +7,10 @@
   oci.py busybox   OUT.tar NAME BUSYBOX        a user image: busybox with its applets in /bin, no kruntimes inside
   oci.py runtime-server OUT.tar NAME BINARY    busybox (from /bin/busybox) plus the tests' runtime server as
                                                /runtime-server, serving the runtime contract on 127.0.0.1:9091
+  oci.py bash-runtime OUT.tar NAME BINARY      the Go project's Bash runtime image (Dockerfile.bash-runtime): its
+                                               server BINARY (../shared/runtimes/kruntimes-bash-runtime) as
+                                               /bash-runtime on :9091 with /workspace, bash (/bin/bash-static)
+                                               and busybox's applets, USER 65532
 
 Each archive holds one uncompressed layer, the config, the manifest and an index whose manifest carries the
 `io.containerd.image.name` annotation (NAME, fully qualified), so the import names the image.
@@ -137,6 +141,22 @@ def main(argv):
 
         write_image(out, name, layer, {
             "Entrypoint": ["/runtime-server", "--listen", "127.0.0.1:9091"],
+            "Env": ["PATH=/bin"],
+        })
+    elif kind == "bash-runtime":
+        with open(source, "rb") as f:
+            binary = f.read()
+        with open("/bin/bash-static", "rb") as f:
+            bash = f.read()
+
+        def layer(t):
+            _busybox_layer(t, "/bin/busybox")
+            _add_file(t, "bin/bash", bash, 0o755)
+            _add_file(t, "bash-runtime", binary, 0o755)
+
+        write_image(out, name, layer, {
+            "Entrypoint": ["/bash-runtime"],
+            "User": "65532",
             "Env": ["PATH=/bin"],
         })
     else:
