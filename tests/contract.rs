@@ -52,7 +52,35 @@ enum Backend {
     Server,
     /// The Go project's Bash runtime server, built unchanged.
     Bash,
+    /// The Go project's Python runtime server, run unchanged: it gives a task's args to
+    /// Python.
+    Python,
     Child,
+}
+
+impl Backend {
+    /// The args of a task that runs `script` in the shell: `sh -c`, or on the Python server
+    /// Python replacing itself with that shell (so the server's process is the shell's, and
+    /// its cancel and timeout reach the script).
+    fn shell(self, script: &str) -> Vec<String> {
+        match self {
+            Backend::Python => vec![
+                "-c".into(),
+                format!(
+                    "import os; os.execvp('sh', ['sh', '-c', {}])",
+                    serde_json::to_string(script).expect("a string")
+                ),
+            ],
+            Backend::Server | Backend::Bash | Backend::Child => {
+                vec!["sh".into(), "-c".into(), script.into()]
+            }
+        }
+    }
+}
+
+/// `strings` as the `&str`s a builder takes.
+fn strs(strings: &[String]) -> Vec<&str> {
+    strings.iter().map(String::as_str).collect()
 }
 
 impl Scenario {
@@ -65,13 +93,14 @@ impl Scenario {
         let scheduler = SchedulerProcess::start(&ns.name, 4, None, prefix).await;
         let server = match backend {
             Backend::Bash => RuntimeServerProcess::start_bash().await,
+            Backend::Python => RuntimeServerProcess::start_python().await,
             Backend::Server | Backend::Child => RuntimeServerProcess::start().await,
         };
         let probe = support::free_port();
         let bind = format!("127.0.0.1:{probe}");
         let mut args: Vec<&str> = HEARTBEAT.to_vec();
         match backend {
-            Backend::Server | Backend::Bash => {
+            Backend::Server | Backend::Bash | Backend::Python => {
                 args.extend(server.flag());
                 args.extend(["--health-probe-bind-address", bind.as_str()]);
             }
@@ -201,16 +230,13 @@ async fn re_attaches_and_the_run_succeeds_once(prefix: &str, backend: Backend) {
     let hold = pool.gates.hold("long");
     let starts = tempfile::tempdir().unwrap();
     let starts = starts.path().join("starts");
+    let task = backend.shell(&format!(
+        "echo start >> {}; {hold}; echo done; echo result=done > \"$KRUNTIME_OUTPUTS\"",
+        starts.display()
+    ));
     run("long")
         .runtime("pool")
-        .task(&[
-            "sh",
-            "-c",
-            &format!(
-                "echo start >> {}; {hold}; echo done; echo result=done > \"$KRUNTIME_OUTPUTS\"",
-                starts.display()
-            ),
-        ])
+        .task(&strs(&task))
         .create(ns)
         .await;
     ns.wait_runs(Duration::from_secs(60), "the Run to be Running", |runs| {
@@ -274,6 +300,12 @@ async fn a_runtimed_killed_and_started_again_re_attaches_on_the_go_projects_bash
     re_attaches_and_the_run_succeeds_once("contract-restart-bash", Backend::Bash).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtimed_killed_and_started_again_re_attaches_on_the_go_projects_python_runtime_server()
+{
+    re_attaches_and_the_run_succeeds_once("contract-restart-py", Backend::Python).await;
+}
+
 /// What `kubectl kruntimes status` (the scheduler's own accounting, replayed) says the pool
 /// `pool` holds now, per resource: nothing may be left held once every Run has ended.
 fn held_by_status(ns: &TestNs) -> Vec<(String, Option<u64>)> {
@@ -304,7 +336,8 @@ async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
     let pool = Scenario::start_with(prefix, backend).await;
     let ns = &pool.ns;
     let watch = pool.overcommit_watch().await;
-    let long = |name: &str| run(name).runtime("pool").task(&["sh", "-c", "sleep 60"]);
+    let sleep = backend.shell("sleep 60");
+    let long = |name: &str| run(name).runtime("pool").task(&strs(&sleep));
 
     // Running: the Pod full with two long Runs, one of them with a 3 s timeout.
     long("to-cancel").create(ns).await;
@@ -401,7 +434,7 @@ async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
     run("whole-pod")
         .runtime("pool")
         .requests(&[("runs", 2)])
-        .task(&["sh", "-c", "exit 0"])
+        .task(&strs(&backend.shell("exit 0")))
         .create(ns)
         .await;
     ns.wait_phase("whole-pod", RunPhase::Succeeded, Duration::from_secs(60))
@@ -429,6 +462,12 @@ async fn cancel_and_timeout_in_every_phase_free_the_room_at_once_on_the_runtime_
 async fn cancel_and_timeout_in_every_phase_free_the_room_at_once_on_the_go_projects_bash_runtime_server()
  {
     cancel_and_timeout_in_every_phase("contract-cancel-bash", Backend::Bash).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_and_timeout_in_every_phase_free_the_room_at_once_on_the_go_projects_python_runtime_server()
+ {
+    cancel_and_timeout_in_every_phase("contract-cancel-py", Backend::Python).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

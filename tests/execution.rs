@@ -13,6 +13,8 @@
 //! Git source is checked out at its commit from the tests' Git server (Git's own
 //! `http-backend` over https), within runtimed's bounds of size, trust and time.
 
+#[path = "execution/git.rs"]
+mod git;
 mod support;
 
 use std::collections::BTreeMap;
@@ -24,7 +26,6 @@ use kube::ResourceExt;
 use kruntimes::api::status::{self, reasons};
 use kruntimes::api::{Run, RunPhase};
 use kruntimes::testing::run;
-use support::git::GitServer;
 use support::pool::{HEARTBEAT, Pool};
 use support::world::{Create, RuntimeServerProcess, SchedulerProcess, TestNs, eventually};
 
@@ -33,6 +34,8 @@ use support::world::{Create, RuntimeServerProcess, SchedulerProcess, TestNs, eve
 enum Backend {
     /// The Go project's Bash runtime server.
     Bash,
+    /// The Go project's Python runtime server: it runs an inline script with Python.
+    Python,
     /// The tests' runtime server.
     Ours,
     /// runtimed's own child processes.
@@ -65,6 +68,7 @@ impl Scenario {
         let scheduler = SchedulerProcess::start(&ns.name, 2, None, prefix).await;
         let server = match backend {
             Backend::Bash => Some(RuntimeServerProcess::start_bash().await),
+            Backend::Python => Some(RuntimeServerProcess::start_python().await),
             Backend::Ours => Some(RuntimeServerProcess::start().await),
             Backend::Child => None,
         };
@@ -138,36 +142,75 @@ fn outputs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The scripts of [`inline_scripts_report_their_outputs`], in the language `backend` runs an
+/// inline script in: the shell's, or Python on the Python server (where `args` go to Python).
+struct Scripts {
+    /// Prints `hello`; outputs `answer=42` and `dir=` its working directory.
+    answer: &'static str,
+    /// A task of args alone that outputs `x = 1`.
+    args: &'static [&'static str],
+    /// Outputs a line that is not `KEY=VALUE`.
+    invalid: &'static str,
+    /// Outputs 65 keys.
+    too_large: &'static str,
+    /// Says `oops` on stderr and exits 3.
+    fails: &'static str,
+}
+
+impl Scripts {
+    fn of(backend: Backend) -> Self {
+        match backend {
+            Backend::Python => Scripts {
+                answer: "import os\nprint('hello')\nwith open(os.environ['KRUNTIME_OUTPUTS'], 'a') as f:\n    f.write('answer=%d\\n' % (6 * 7))\n    f.write('dir=%s\\n' % os.getcwd())\n",
+                args: &[
+                    "-c",
+                    "import os; open(os.environ['KRUNTIME_OUTPUTS'], 'w').write('x = 1\\n')",
+                ],
+                invalid: "import os\nopen(os.environ['KRUNTIME_OUTPUTS'], 'w').write('not key value\\n')\n",
+                too_large: "import os\nwith open(os.environ['KRUNTIME_OUTPUTS'], 'a') as f:\n    for i in range(1, 66):\n        f.write('k%d=v\\n' % i)\n",
+                fails: "import sys\nprint('oops', file=sys.stderr)\nsys.exit(3)\n",
+            },
+            Backend::Bash | Backend::Ours | Backend::Child => Scripts {
+                answer: "echo hello\necho \"answer=$((6*7))\" >> \"$KRUNTIME_OUTPUTS\"\necho \"dir=$(pwd)\" >> \"$KRUNTIME_OUTPUTS\"\n",
+                args: &["sh", "-c", "echo 'x = 1' > \"$KRUNTIME_OUTPUTS\""],
+                invalid: "echo 'not key value' > \"$KRUNTIME_OUTPUTS\"",
+                too_large: "for i in $(seq 1 65); do echo \"k$i=v\" >> \"$KRUNTIME_OUTPUTS\"; done",
+                fails: "echo oops >&2\nexit 3",
+            },
+        }
+    }
+}
+
 /// Inline scripts and their outputs on `backend`: see the module's doc.
 async fn inline_scripts_report_their_outputs(prefix: &str, backend: Backend) {
     let scenario = Scenario::start(prefix, backend).await;
     let ns = scenario.ns();
-    let script = "echo hello\necho \"answer=$((6*7))\" >> \"$KRUNTIME_OUTPUTS\"\necho \"dir=$(pwd)\" >> \"$KRUNTIME_OUTPUTS\"\n";
+    let scripts = Scripts::of(backend);
     run("answer")
         .runtime("pool")
-        .inline(script)
+        .inline(scripts.answer)
         .create(ns)
         .await;
     run("args")
         .runtime("pool")
-        .task(&["sh", "-c", "echo 'x = 1' > \"$KRUNTIME_OUTPUTS\""])
+        .task(scripts.args)
         .create(ns)
         .await;
     // Retries allowed, and still one attempt: the same script writes the same file again.
     run("invalid")
         .runtime("pool")
-        .inline("echo 'not key value' > \"$KRUNTIME_OUTPUTS\"")
+        .inline(scripts.invalid)
         .retry_policy(3, "1s")
         .create(ns)
         .await;
     run("too-large")
         .runtime("pool")
-        .inline("for i in $(seq 1 65); do echo \"k$i=v\" >> \"$KRUNTIME_OUTPUTS\"; done")
+        .inline(scripts.too_large)
         .create(ns)
         .await;
     run("fails")
         .runtime("pool")
-        .inline("echo oops >&2\nexit 3")
+        .inline(scripts.fails)
         .create(ns)
         .await;
     let ended = scenario
@@ -225,6 +268,11 @@ async fn inline_scripts_report_their_outputs_on_the_go_projects_bash_runtime_ser
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_python_scripts_report_their_outputs_on_the_go_projects_python_runtime_server() {
+    inline_scripts_report_their_outputs("exec-python", Backend::Python).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inline_scripts_report_their_outputs_on_the_tests_runtime_server() {
     inline_scripts_report_their_outputs("exec-ours", Backend::Ours).await;
 }
@@ -234,22 +282,24 @@ async fn inline_scripts_report_their_outputs_as_runtimeds_own_processes() {
     inline_scripts_report_their_outputs("exec-child", Backend::Child).await;
 }
 
-/// A function Run's inline source on the Go project's Bash runtime server: written to its
+/// A function Run's inline source on one of the Go project's runtime servers: written to its
 /// `inlinePath`, registered (attempt and digest), Ready, invoked through runtimed; a runtimed
 /// that crashes and starts again registers it again (the same attempt and digest, so the
 /// server keeps it) and serves it, and removes the directory of a Run that is no longer its
-/// Pod's; cancel unregisters it and its directory goes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_inline_function_registers_on_the_bash_runtime_server_and_again_after_a_restart() {
-    let mut scenario = Scenario::start("exec-function", Backend::Bash).await;
+/// Pod's; cancel unregisters it and its directory goes. `function` is the handler, its file
+/// and its source in the server's language; `says` what it answers to `"world"`, `"again"`.
+async fn an_inline_function_registers_and_again_after_a_restart(
+    prefix: &str,
+    backend: Backend,
+    function: [&str; 3],
+    says: [&str; 2],
+) {
+    let [handler, path, source] = function;
+    let mut scenario = Scenario::start(prefix, backend).await;
     let ns = scenario.ns().clone();
     run("greet")
         .runtime("pool")
-        .inline_function(
-            "lib/hello.greet",
-            "lib/hello.sh",
-            "greet() { echo \"hello $1\"; }\n",
-        )
+        .inline_function(handler, path, source)
         .create(&ns)
         .await;
     let within = Duration::from_secs(60);
@@ -280,7 +330,7 @@ async fn an_inline_function_registers_on_the_bash_runtime_server_and_again_after
         )
         .await
     };
-    assert_eq!(invoke(b"\"world\"").await.trim_end(), "hello \"world\"");
+    assert_eq!(invoke(b"\"world\"").await.trim_end(), says[0]);
 
     let pod = scenario.pool.pod().to_string();
     scenario
@@ -296,7 +346,7 @@ async fn an_inline_function_registers_on_the_bash_runtime_server_and_again_after
         .join("0badc0de-0000-4000-8000-000000000000");
     std::fs::create_dir_all(&stale).unwrap();
     scenario.pool.restart(&pod);
-    assert_eq!(invoke(b"\"again\"").await.trim_end(), "hello \"again\"");
+    assert_eq!(invoke(b"\"again\"").await.trim_end(), says[1]);
     eventually(
         Duration::from_secs(30),
         "the stale directory to go",
@@ -307,10 +357,7 @@ async fn an_inline_function_registers_on_the_bash_runtime_server_and_again_after
     )
     .await;
     let live = scenario.workspace().join(ready.uid().unwrap());
-    assert!(
-        live.join("lib/hello.sh").is_file(),
-        "the Ready Run's source is kept"
-    );
+    assert!(live.join(path).is_file(), "the Ready Run's source is kept");
     let run_now = ns.get_run("greet").await;
     assert_eq!(run_now.phase(), RunPhase::Ready);
     assert_eq!(run_now.status.as_ref().and_then(|s| s.attempt), Some(1));
@@ -319,6 +366,39 @@ async fn an_inline_function_registers_on_the_bash_runtime_server_and_again_after
     let ended = scenario.terminal(&["greet"]).await;
     assert_eq!(ended["greet"].phase(), RunPhase::Cancelled);
     scenario.directories_removed(ended.values()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inline_function_registers_on_the_bash_runtime_server_and_again_after_a_restart() {
+    an_inline_function_registers_and_again_after_a_restart(
+        "exec-function",
+        Backend::Bash,
+        [
+            "lib/hello.greet",
+            "lib/hello.sh",
+            "greet() { echo \"hello $1\"; }\n",
+        ],
+        ["hello \"world\"", "hello \"again\""],
+    )
+    .await;
+}
+
+/// The same Python function on the Python server: a module path as its handler, its JSON
+/// input as the argument, its return value as JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inline_python_function_registers_on_the_python_runtime_server_and_again_after_a_restart()
+ {
+    an_inline_function_registers_and_again_after_a_restart(
+        "exec-function-py",
+        Backend::Python,
+        [
+            "lib.hello.greet",
+            "lib/hello.py",
+            "def greet(name):\n    return 'hello ' + name\n",
+        ],
+        ["\"hello world\"", "\"hello again\""],
+    )
+    .await;
 }
 
 /// Reads from `stream` until what was read contains `want`; returns all of it.
@@ -526,233 +606,4 @@ async fn the_go_projects_e2e_assertions_hold_on_its_bash_runtime_server() {
         .clone()
         .unwrap_or_default();
     assert!(slow.contains("timeout"), "{slow}");
-}
-
-/// A Git source on `backend`: the commit (full or abbreviated ID, or the default branch) is
-/// checked out into `<run dir>/repo`, the working directory of its entrypoint, fetched over
-/// https from the tests' Git server (Git's own `http-backend`) with runtimed trusting its CA;
-/// a commit or repository that is not there, or a URL runtimed does not fetch, ends the Run
-/// `StartFailed` with the field's name.
-async fn a_git_source_is_checked_out_at_its_commit(prefix: &str, backend: Backend) {
-    let git = GitServer::start();
-    let script = |version: &str| {
-        format!(
-            "#!/bin/sh\necho \"version={version}\" >> \"$KRUNTIME_OUTPUTS\"\necho \"dir=$(pwd)\" >> \"$KRUNTIME_OUTPUTS\"\necho \"data=$(cat data/file)\" >> \"$KRUNTIME_OUTPUTS\"\n"
-        )
-    };
-    let (v1, v2) = (script("1"), script("2"));
-    let ids = git.repository(
-        "jobs",
-        &[
-            &[("run.sh", &v1, true), ("data/file", "one", false)],
-            &[("run.sh", &v2, true), ("data/file", "two", false)],
-        ],
-    );
-    let ca = git.ca_file().display().to_string();
-    let scenario =
-        Scenario::start_with(prefix, backend, "pool", &["--git-ca-file", ca.as_str()]).await;
-    let ns = scenario.ns();
-    let url = git.url("jobs");
-    let pinned = ids[0].as_str();
-    for (name, url, commit) in [
-        ("pinned", url.as_str(), Some(pinned)),
-        ("short", url.as_str(), Some(&pinned[..10])),
-        ("head", url.as_str(), None),
-        (
-            "no-commit",
-            url.as_str(),
-            Some("0123456789abcdef0123456789abcdef01234567"),
-        ),
-        ("no-repo", &git.url("missing"), None),
-        ("plain-http", "http://127.0.0.1:1/jobs.git", None),
-    ] {
-        run(name)
-            .runtime("pool")
-            .git(url, commit, "run.sh")
-            .create(ns)
-            .await;
-    }
-    let names = [
-        "pinned",
-        "short",
-        "head",
-        "no-commit",
-        "no-repo",
-        "plain-http",
-    ];
-    let ended = scenario.terminal(&names).await;
-    for (name, version, data) in [
-        ("pinned", "1", "one"),
-        ("short", "1", "one"),
-        ("head", "2", "two"),
-    ] {
-        let r = &ended[name];
-        let s = status_of(r);
-        assert_eq!(r.phase(), RunPhase::Succeeded, "{name}: {s:?}");
-        let dir = scenario.workspace().join(r.uid().unwrap()).join("repo");
-        assert_eq!(
-            s.outputs,
-            outputs(&[
-                ("version", version),
-                ("dir", &dir.display().to_string()),
-                ("data", data)
-            ]),
-            "{name}: its commit's files, run in <run dir>/repo"
-        );
-    }
-    for (name, says) in [
-        ("no-commit", "spec.source.commitSHA \"0123456789abcdef"),
-        ("no-repo", "spec.source.repoURL"),
-        ("plain-http", "must be an https:// or ssh:// URL"),
-    ] {
-        let r = &ended[name];
-        let s = status_of(r);
-        assert_eq!(
-            (r.phase(), s.reason.as_deref()),
-            (RunPhase::Failed, Some(reasons::START_FAILED)),
-            "{name}: {s:?}"
-        );
-        let message = s.message.as_deref().unwrap_or_default();
-        assert!(message.contains(says), "{name}: {message}");
-    }
-    scenario.directories_removed(ended.values()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_git_source_is_checked_out_at_its_commit_as_runtimeds_own_process() {
-    a_git_source_is_checked_out_at_its_commit("git-child", Backend::Child).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_git_source_is_checked_out_at_its_commit_on_the_go_projects_bash_runtime_server() {
-    a_git_source_is_checked_out_at_its_commit("git-bash", Backend::Bash).await;
-}
-
-/// The bounds of a checkout, without a control plane: a checkout larger than `--git-max-bytes`
-/// is refused, a server whose CA runtimed does not trust is not fetched from, and a server
-/// that never answers ends the fetch at `--git-timeout`.
-#[test]
-fn a_checkout_is_bounded_in_size_trust_and_time() {
-    use kruntimes::runtimed::git::{FetchOptions, GitError, GitSource, checkout};
-    use std::sync::{Arc, atomic::AtomicBool};
-    let git = GitServer::start();
-    git.repository("big", &[&[("blob", &"x".repeat(64 * 1024), false)]]);
-    let dest = tempfile::tempdir().unwrap();
-    let source = GitSource {
-        url: git.url("big"),
-        commit: None,
-    };
-    let trusted = FetchOptions {
-        ca_file: Some(git.ca_file()),
-        ..Default::default()
-    };
-    let go = Arc::new(AtomicBool::new(false));
-    let repo = dest.path().join("repo");
-    checkout(&source, &repo, &trusted, &go).expect("within the default bounds");
-    assert!(repo.join("blob").is_file());
-    let small = FetchOptions {
-        max_bytes: 16 * 1024,
-        ..trusted.clone()
-    };
-    let err = checkout(&source, &repo, &small, &go).unwrap_err();
-    assert_eq!(
-        err,
-        GitError::TooLarge {
-            url: source.url.clone(),
-            limit: 16 * 1024
-        }
-    );
-    let err = checkout(&source, &repo, &FetchOptions::default(), &go).unwrap_err();
-    assert!(
-        matches!(&err, GitError::Fetch { error, .. } if error.contains("certificate")),
-        "{err}"
-    );
-    // Accepts connections (the kernel's backlog) and never answers.
-    let stalled = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let silent = GitSource {
-        url: format!("https://{}/r.git", stalled.local_addr().unwrap()),
-        commit: None,
-    };
-    let quick = FetchOptions {
-        timeout: Duration::from_secs(1),
-        ..trusted
-    };
-    let err = checkout(&silent, &repo, &quick, &go).unwrap_err();
-    assert_eq!(
-        err,
-        GitError::TimedOut {
-            url: silent.url.clone(),
-            timeout: Duration::from_secs(1)
-        }
-    );
-    // A redirect to plain HTTP is not followed: the fetch fails and nothing connects to the
-    // plain-HTTP listener it names.
-    let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    plain.set_nonblocking(true).unwrap();
-    let redirected = GitSource {
-        url: git.redirect_to_http_url(plain.local_addr().unwrap().port(), "big"),
-        commit: None,
-    };
-    let err = checkout(&redirected, &repo, &quick, &go).unwrap_err();
-    assert!(matches!(&err, GitError::Fetch { .. }), "{err}");
-    assert!(
-        plain.accept().is_err(),
-        "the fetch followed a redirect to plain HTTP"
-    );
-}
-
-/// `--git-max-bytes` stops a fetch while it downloads, not after: a repository of about
-/// 6 MiB of pack served slowly is fetched whole with the default bound (the baseline, timed),
-/// and with a bound of 512 KiB it ends `TooLarge` in a fraction of that time, measured in the
-/// same run.
-#[test]
-fn a_fetch_is_stopped_at_its_byte_bound_while_it_downloads() {
-    use kruntimes::runtimed::git::{FetchOptions, GitError, GitSource, checkout};
-    use std::sync::{Arc, atomic::AtomicBool};
-    let git = GitServer::start();
-    // Printable noise that zlib cannot shrink much: the pack stays about this large.
-    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-    let noise: String = (0..8 << 20)
-        .map(|_| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            char::from(b'!' + ((seed >> 33) % 94) as u8)
-        })
-        .collect();
-    git.repository("noise", &[&[("noise.txt", &noise, false)]]);
-    let source = GitSource {
-        url: git.slow_url("noise"),
-        commit: None,
-    };
-    let trusted = FetchOptions {
-        ca_file: Some(git.ca_file()),
-        max_bytes: 64 << 20,
-        timeout: Duration::from_secs(120),
-    };
-    let go = Arc::new(AtomicBool::new(false));
-    let dest = tempfile::tempdir().unwrap();
-    let repo = dest.path().join("repo");
-    let started = std::time::Instant::now();
-    checkout(&source, &repo, &trusted, &go).expect("within a bound of 64 MiB");
-    let whole = started.elapsed();
-    let bounded = FetchOptions {
-        max_bytes: 512 << 10,
-        ..trusted
-    };
-    let started = std::time::Instant::now();
-    let err = checkout(&source, &repo, &bounded, &go).unwrap_err();
-    let stopped = started.elapsed();
-    assert_eq!(
-        err,
-        GitError::TooLarge {
-            url: source.url.clone(),
-            limit: 512 << 10
-        }
-    );
-    eprintln!("the whole fetch took {whole:?}; bounded at 512 KiB it stopped after {stopped:?}");
-    assert!(
-        stopped < whole / 2,
-        "stopped after {stopped:?}, the whole fetch took {whole:?}: the bound was applied after the download"
-    );
 }

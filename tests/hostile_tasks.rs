@@ -293,6 +293,50 @@ async fn a_caller_that_never_finishes_its_headers_is_cut_off_and_the_probes_stil
     h.nothing_leaked().await;
 }
 
+/// runtimed's API fails closed: a path it does not serve is 401 to a caller without a token
+/// or with one the API server does not accept, and 404 only to an authenticated one; a
+/// flood of made-up tokens is refused one by one while a real caller is still served, and
+/// the probes stay open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_path_is_404_only_after_authentication_and_made_up_tokens_are_refused() {
+    use support::world::http;
+    let h = Hostile::start("hostile-paths").await;
+    let admin = format!("Bearer {}", support::ADMIN_TOKEN);
+    for path in ["/debug/pprof", "/", "/invoke", "/logs"] {
+        let (code, body) = http(h.probe, "GET", path, b"", None).await.unwrap();
+        assert_eq!(code, 401, "{path}: {body}");
+        let (code, body) = http(h.probe, "GET", path, b"", Some("Bearer made-up"))
+            .await
+            .unwrap();
+        assert_eq!(code, 401, "{path}: {body}");
+        assert!(
+            body.contains("does not accept the caller's token"),
+            "{body}"
+        );
+        let (code, body) = http(h.probe, "GET", path, b"", Some(&admin)).await.unwrap();
+        assert_eq!(code, 404, "{path}: {body}");
+        assert!(body.starts_with("runtimed serves no such path"), "{body}");
+    }
+    let flood = (0..200).map(|n| async move {
+        let token = format!("Bearer made-up-{n}");
+        http(h.probe, "GET", "/logs/someone", b"", Some(&token))
+            .await
+            .unwrap()
+            .0
+    });
+    let codes = futures::future::join_all(flood).await;
+    assert!(codes.iter().all(|c| *c == 401), "{codes:?}");
+    let (code, body) = http(h.probe, "GET", "/logs/nobody", b"", Some(&admin))
+        .await
+        .unwrap();
+    assert_eq!(code, 404, "the real caller reaches the handler: {body}");
+    assert!(body.starts_with("Run nobody has no log"), "{body}");
+    for probe in ["/readyz", "/healthz"] {
+        let (code, body) = http(h.probe, "GET", probe, b"", None).await.unwrap();
+        assert_eq!(code, 200, "{probe}: {body}");
+    }
+}
+
 /// The processes whose parent is `parent`, with their state and command, from `/proc`.
 fn children_of(parent: u32) -> Vec<(u32, char, String)> {
     let Ok(entries) = std::fs::read_dir("/proc") else {

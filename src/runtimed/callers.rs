@@ -14,25 +14,31 @@
 //!   token may impersonate) and answers for the Run's namespace and name. A
 //!   SelfSubjectAccessReview needs no right of runtimed's own: every authenticated user may
 //!   ask it about themselves;
-//! - verdicts are kept for [`TTL`] per token, impersonation, access and Run (at most
-//!   [`MAX_CACHED`]), so a burst of invocations costs one review. Tokens are kept only as a
-//!   digest.
+//! - verdicts are kept for [`TTL`] per token, impersonation, access and Run, so a burst of
+//!   invocations costs one review: the API server's answers (allowed or refused) up to
+//!   [`MAX_CACHED`], the tokens it does not accept apart, up to [`MAX_UNAUTHENTICATED`], so a
+//!   flood of made-up tokens never pushes out a real caller's verdict. Tokens are kept only as
+//!   a digest. Every review goes through one client (one connection pool to the API server)
+//!   with the caller's token set on that request alone, at most [`REVIEWS_AT_ONCE`] at once.
 //!
-//! No token: 401. Refused: 403, with what to grant. The review cannot be asked: 503.
-//! [`guard`] is the axum middleware; [`Gate::verdict`] the one place a decision is made.
+//! No token: 401. Refused: 403, with what to grant. The review cannot be asked: 503. A path
+//! that is not runtimed's API nor a probe is 404, once the caller is authenticated (401
+//! before: an unknown path tells a stranger nothing). [`guard`] is the axum middleware;
+//! [`Gate::verdict`] the one place a decision is made.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::header::AUTHORIZATION;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse as _, Response};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
-use kube::api::{Api, PostParams};
+use kube::api::PostParams;
 use sha2::{Digest as _, Sha256};
 
 use crate::api::{
@@ -42,8 +48,12 @@ use crate::api::{
 
 /// How long a verdict is reused.
 pub const TTL: Duration = Duration::from_secs(10);
-/// The most verdicts kept.
+/// The most verdicts of authenticated callers kept.
 pub const MAX_CACHED: usize = 1024;
+/// The most tokens the API server did not accept kept (the negative cache).
+pub const MAX_UNAUTHENTICATED: usize = 256;
+/// Reviews in flight at once; more callers wait for one to end.
+pub const REVIEWS_AT_ONCE: usize = 16;
 
 /// What a call asks of a Run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -74,7 +84,7 @@ impl Access {
     }
 
     /// The access a request path asks for, and the Run it names (`None` for paths that are
-    /// not runtimed's API). The Run's name is the segment as the handler sees it, percent-
+    /// not runtimed's API: 404 once the caller is authenticated). The Run's name is the segment as the handler sees it, percent-
     /// decoded: `/invoke/%65cho` is authorized as `echo`, the Run it invokes. A segment that
     /// is no Kubernetes object name once decoded names no Run (`Some(Err(..))`): it is
     /// refused before anything is asked or served.
@@ -173,24 +183,62 @@ pub enum Verdict {
 
 type Key = ([u8; 32], Access, Option<String>);
 
+/// The verdicts kept, in two bounded maps: the API server's answers on authenticated callers,
+/// and the tokens it did not accept (which anyone can make up by the thousand). A full map
+/// drops what is stale, else all of itself, never the other map. Pure: the time comes in.
+#[derive(Default)]
+struct Verdicts {
+    answered: HashMap<Key, (Instant, Verdict)>,
+    unauthenticated: HashMap<Key, (Instant, Verdict)>,
+}
+
+impl Verdicts {
+    fn get(&self, key: &Key, now: Instant) -> Option<Verdict> {
+        [&self.answered, &self.unauthenticated]
+            .into_iter()
+            .find_map(|map| map.get(key))
+            .filter(|(at, _)| now.duration_since(*at) < TTL)
+            .map(|(_, verdict)| verdict.clone())
+    }
+
+    fn put(&mut self, key: Key, verdict: Verdict, now: Instant) {
+        let (map, bound) = match verdict {
+            Verdict::Unauthenticated(_) => (&mut self.unauthenticated, MAX_UNAUTHENTICATED),
+            Verdict::Allowed | Verdict::Denied(_) => (&mut self.answered, MAX_CACHED),
+        };
+        if map.len() >= bound {
+            map.retain(|_, (at, _)| now.duration_since(*at) < TTL);
+            if map.len() >= bound {
+                map.clear();
+            }
+        }
+        map.insert(key, (now, verdict));
+    }
+}
+
 /// The checks of one runtimed: its API server and namespace, and the verdicts it keeps.
 #[derive(Clone)]
 pub struct Gate {
-    /// runtimed's own client configuration, without its credentials.
-    config: kube::Config,
+    /// A client of runtimed's API server without any credential of its own: each review
+    /// carries its caller's.
+    client: kube::Client,
     namespace: String,
-    cache: Arc<Mutex<HashMap<Key, (Instant, Verdict)>>>,
+    cache: Arc<Mutex<Verdicts>>,
+    reviews: Arc<tokio::sync::Semaphore>,
 }
 
 impl Gate {
     /// Checks against the API server of `config` for the Runs of `namespace`.
-    pub fn new(mut config: kube::Config, namespace: &str) -> Self {
+    pub fn new(mut config: kube::Config, namespace: &str) -> Result<Self, String> {
         config.auth_info = Default::default();
-        Gate {
-            config,
+        let client = kube::Client::try_from(config)
+            .map_err(|e| format!("cannot build the client of the callers' reviews: {e}"))?;
+        Ok(Gate {
+            client,
             namespace: namespace.to_string(),
             cache: Default::default(),
-        }
+            reviews: Arc::new(tokio::sync::Semaphore::new(REVIEWS_AT_ONCE)),
+        })
     }
 
     /// The verdict on `caller` asking `access` of `run` (a cached one while it is fresh).
@@ -202,37 +250,33 @@ impl Gate {
         run: Option<&str>,
     ) -> Result<Verdict, String> {
         let key = (caller.digest(), access, run.map(str::to_string));
-        if let Some((at, verdict)) = self.cache.lock().expect("verdicts").get(&key)
-            && at.elapsed() < TTL
+        if let Some(verdict) = self
+            .cache
+            .lock()
+            .expect("verdicts")
+            .get(&key, Instant::now())
         {
-            return Ok(verdict.clone());
+            return Ok(verdict);
         }
-        let verdict = self.review(caller, access, run).await?;
-        let mut cache = self.cache.lock().expect("verdicts");
-        if cache.len() >= MAX_CACHED {
-            cache.retain(|_, (at, _)| at.elapsed() < TTL);
-            if cache.len() >= MAX_CACHED {
-                cache.clear();
-            }
-        }
-        cache.insert(key, (Instant::now(), verdict.clone()));
+        let verdict = {
+            let _slot = self.reviews.acquire().await.expect("never closed");
+            self.review(caller, access, run).await?
+        };
+        self.cache
+            .lock()
+            .expect("verdicts")
+            .put(key, verdict.clone(), Instant::now());
         Ok(verdict)
     }
 
-    /// Asks the API server, as `caller`, whether it may do `access` to `run`.
+    /// Asks the API server, as `caller`, whether it may do `access` to `run`: a
+    /// SelfSubjectAccessReview with the caller's token and impersonation on the request.
     async fn review(
         &self,
         caller: &Caller,
         access: Access,
         run: Option<&str>,
     ) -> Result<Verdict, String> {
-        let mut config = self.config.clone();
-        config.auth_info.token = Some(caller.token.clone().into());
-        config.auth_info.impersonate = caller.impersonate_user.clone();
-        config.auth_info.impersonate_groups =
-            (!caller.impersonate_groups.is_empty()).then(|| caller.impersonate_groups.clone());
-        let client = kube::Client::try_from(config)
-            .map_err(|e| format!("cannot build a client for the review: {e}"))?;
         let review = SelfSubjectAccessReview {
             spec: SelfSubjectAccessReviewSpec {
                 resource_attributes: Some(ResourceAttributes {
@@ -248,8 +292,41 @@ impl Gate {
             },
             ..Default::default()
         };
-        let answer = Api::<SelfSubjectAccessReview>::all(client)
-            .create(&PostParams::default(), &review)
+        let body = serde_json::to_vec(&review).map_err(|e| e.to_string())?;
+        let mut request =
+            kube::core::Request::new("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
+                .create(&PostParams::default(), body)
+                .map_err(|e| e.to_string())?;
+        let headers = request.headers_mut();
+        let value = |v: &str| HeaderValue::from_str(v).map_err(|_| v.to_string());
+        let Ok(bearer) = value(&format!("Bearer {}", caller.token)) else {
+            return Ok(Verdict::Unauthenticated(
+                "the bearer token is not a header value".into(),
+            ));
+        };
+        headers.insert(AUTHORIZATION, bearer);
+        let impersonation = || -> Result<Vec<(&str, HeaderValue)>, String> {
+            let user = caller
+                .impersonate_user
+                .iter()
+                .map(|u| ("impersonate-user", u));
+            let groups = caller
+                .impersonate_groups
+                .iter()
+                .map(|g| ("impersonate-group", g));
+            user.chain(groups)
+                .map(|(h, v)| Ok((h, value(v)?)))
+                .collect()
+        };
+        match impersonation() {
+            Ok(pairs) => pairs.into_iter().for_each(|(name, v)| {
+                headers.append(name, v);
+            }),
+            Err(bad) => return Ok(Verdict::Denied(format!("{bad:?} cannot be impersonated"))),
+        }
+        let answer = self
+            .client
+            .request::<SelfSubjectAccessReview>(request)
             .await;
         match answer {
             Ok(r) => {
@@ -311,7 +388,28 @@ impl Gate {
 /// its caller may.
 pub async fn guard(State(gate): State<Gate>, request: Request, next: Next) -> Response {
     let Some((access, run)) = Access::of_path(request.uri().path()) else {
-        return next.run(request).await;
+        // Not runtimed's API (the probes are served beside this guard, not behind it): a
+        // 404, for an authenticated caller only.
+        let Some(caller) = Caller::of(request.headers()) else {
+            return (
+                StatusCode::UNAUTHORIZED,
+                "runtimed needs the caller's bearer token\n",
+            )
+                .into_response();
+        };
+        return match gate.verdict(&caller, Access::Log, None).await {
+            Ok(Verdict::Unauthenticated(why)) => (
+                StatusCode::UNAUTHORIZED,
+                format!("the API server does not accept the caller's token: {why}\n"),
+            )
+                .into_response(),
+            Ok(_) => next.run(request).await,
+            Err(e) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("runtimed cannot ask the API server who the caller is: {e}\n"),
+            )
+                .into_response(),
+        };
     };
     let run = match run.transpose() {
         Ok(run) => run,
@@ -380,6 +478,31 @@ mod tests {
             (Access::Log.verb(), Access::Log.subresource()),
             ("get", "log")
         );
+    }
+
+    #[test]
+    fn made_up_tokens_never_push_out_a_real_callers_verdict_and_both_maps_are_bounded() {
+        let now = Instant::now();
+        let key = |n: usize| -> Key { ([n as u8; 32], Access::Log, Some(format!("run-{n}"))) };
+        let mut verdicts = Verdicts::default();
+        verdicts.put(key(0), Verdict::Allowed, now);
+        for n in 1..=10 * MAX_UNAUTHENTICATED {
+            let bogus = ([0xff; 32], Access::Invoke, Some(format!("r{n}")));
+            verdicts.put(bogus, Verdict::Unauthenticated("no".into()), now);
+        }
+        assert_eq!(verdicts.get(&key(0), now), Some(Verdict::Allowed));
+        assert!(verdicts.unauthenticated.len() <= MAX_UNAUTHENTICATED);
+        // A refusal is kept, and nothing is once it is stale.
+        verdicts.put(key(1), Verdict::Denied("rbac".into()), now);
+        assert_eq!(
+            verdicts.get(&key(1), now),
+            Some(Verdict::Denied("rbac".into()))
+        );
+        assert_eq!(verdicts.get(&key(0), now + TTL), None);
+        for n in 2..=2 * MAX_CACHED {
+            verdicts.put(key(n), Verdict::Allowed, now);
+        }
+        assert!(verdicts.answered.len() <= MAX_CACHED);
     }
 
     #[test]

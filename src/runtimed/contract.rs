@@ -19,9 +19,13 @@ pub fn execution_id(uid: &str, attempt: i32) -> String {
 /// entrypoint script with its arguments), the environment, the working directory and the
 /// Run's timeout in seconds (0: none).
 pub fn execute_request(id: &str, task: &Prepared, timeout_seconds: i64) -> ExecuteRequest {
-    let (entrypoint, args) = match &task.entrypoint {
-        Some(entrypoint) => (entrypoint.clone(), task.args.clone()),
-        None => (
+    let (entrypoint, args) = match (&task.entrypoint, &task.source) {
+        // An inline script is the task, sent as the Go project's runtimed sends it: the
+        // script, no arguments (the server runs it with its own interpreter, Bash or Python;
+        // `args` is how runtimed's own shell would run it, a stray `$1` to a server).
+        (Some(entrypoint), Some(_)) => (entrypoint.clone(), Vec::new()),
+        (Some(entrypoint), None) => (entrypoint.clone(), task.args.clone()),
+        (None, _) => (
             String::new(),
             std::iter::once(task.program.clone())
                 .chain(task.args.iter().cloned())
@@ -151,5 +155,20 @@ mod tests {
         let req = execute_request("uid-a-1", &script, 0);
         assert_eq!((req.entrypoint.as_str(), req.args.len()), ("main.sh", 2));
         assert_eq!(execution_id("uid-a", 2), "uid-a-2");
+        let inline = super::super::executor::prepare(
+            Some(&Default::default()),
+            &[],
+            Some(&crate::api::CodeSource {
+                inline: Some("print('hi')".into()),
+                ..Default::default()
+            }),
+        )
+        .unwrap();
+        let req = execute_request("uid-a-1", &inline, 0);
+        assert_eq!(
+            (req.entrypoint.as_str(), req.args),
+            ("script", Vec::<String>::new()),
+            "an inline script goes alone, as the Go project's runtimed sends it"
+        );
     }
 }

@@ -321,10 +321,18 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
             let namespace = settings.identity.namespace.clone();
             routes = routes.merge(artifact_server::routes(store.clone(), namespace));
         }
-        // Invoke, logs and artifacts answer only callers the API server allows; the probes
-        // (merged after) stay open.
-        let gate = callers::Gate::new(target.config.clone(), &settings.identity.namespace);
-        let routes = routes.layer(axum::middleware::from_fn_with_state(gate, callers::guard));
+        // Invoke, logs and artifacts answer only callers the API server allows, and any other
+        // path is a 404 for an authenticated caller only; the probes (merged after) stay open.
+        let gate = callers::Gate::new(target.config.clone(), &settings.identity.namespace)
+            .map_err(anyhow::Error::msg)?;
+        let routes = routes
+            .fallback(|| async {
+                (
+                    axum::http::StatusCode::NOT_FOUND,
+                    "runtimed serves no such path: its API is /invoke/RUN, /logs/RUN and /artifacts/UID/NAME\n",
+                )
+            })
+            .layer(axum::middleware::from_fn_with_state(gate, callers::guard));
         serve_probes(addr, settings.ready.clone(), routes).await?;
     }
     let registry = prometheus::Registry::new();

@@ -374,6 +374,31 @@ impl RuntimeServerProcess {
         Self::spawn(command, port, workspace).await
     }
 
+    /// Starts the Go project's Python runtime server
+    /// (`../shared/runtimes/kruntimes-python-runtime`, unchanged) with the virtual environment
+    /// of `tests/runtime_server/python.sh` (grpcio and protobuf, cached by version) and waits
+    /// until it answers `Health`. A missing copy fails the test: it is part of the test
+    /// environment.
+    pub async fn start_python() -> Self {
+        let run = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/runtimes/kruntimes-python-runtime/run");
+        assert!(
+            run.is_file(),
+            "{} is missing: the Go project's Python runtime server is part of the test environment (../shared/runtimes)",
+            run.display()
+        );
+        let venv = crate::support::go_tools("tests/runtime_server/python.sh");
+        let port = crate::support::free_port();
+        let workspace = tempfile::tempdir().expect("a workspace for the runtime server");
+        let mut command = Command::new("sh");
+        command
+            .arg(run)
+            .arg(format!("--port={port}"))
+            .arg(format!("--work-dir={}", workspace.path().display()))
+            .env("PYTHON", venv.join("bin/python"));
+        Self::spawn(command, port, workspace).await
+    }
+
     async fn spawn(mut command: Command, port: u16, workspace: tempfile::TempDir) -> Self {
         let child = command
             .stdin(Stdio::null())
