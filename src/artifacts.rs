@@ -114,7 +114,7 @@ async fn download(
         let artifact = r["name"].as_str().unwrap_or_default();
         crate::runtimed::artifacts::check_name(artifact)
             .map_err(|e| anyhow!("run/{name}: status.artifactRefs: {e}"))?;
-        let bytes = fetch(target, &pods, &uid, artifact)
+        let bytes = fetch(target, &pods, &name, &uid, artifact)
             .await
             .with_context(|| format!("run/{name}: downloading artifact {artifact:?}"))?;
         let digest = crate::digest::sha256(&bytes);
@@ -172,12 +172,13 @@ async fn serving_pods(target: &Target, run: &Run) -> anyhow::Result<Vec<String>>
 async fn fetch(
     target: &Target,
     pods: &[String],
+    run: &str,
     uid: &str,
     artifact: &str,
 ) -> anyhow::Result<Vec<u8>> {
     let mut last = None;
     for pod in pods {
-        let path = target.runtimed_path(pod, &format!("artifacts/{uid}/{artifact}"));
+        let path = target.runtimed_path(pod, &format!("artifacts/{run}/{uid}/{artifact}"));
         let request = target
             .as_caller(http::Request::get(path))?
             .body(Vec::new())

@@ -351,6 +351,11 @@ pub struct RuntimedArgs {
         value_name = "DIR"
     )]
     pub workspace_root: PathBuf,
+    /// Where runtimed keeps its own files: the Runs' logs and their end markers, and the
+    /// staged copies of S3 artifacts (default: WORKSPACE_ROOT/.kruntimes). The Runtime
+    /// controller mounts a volume of runtimed's alone here, so that no task writes them.
+    #[arg(long, env = "KRUNTIMES_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
     /// The Pod's runtime server (HOST:PORT of its `runtime` container, gRPC on the Runtime's
     /// spec.port): Runs execute there through the runtime contract instead of as runtimed's
     /// own processes, survive a runtimed restart, and the server's Health is part of

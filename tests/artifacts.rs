@@ -6,7 +6,8 @@
 //! without a retry and leaves nothing stored; a failed execution stores nothing; deleting a
 //! Run removes its artifacts. On runtimed's own processes and on the Go project's Bash runtime
 //! server. A driver runtimed does not write fails a Run that leaves artifacts. The Runtime
-//! controller gives the Pods of a Runtime with a filesystem store its claim.
+//! controller gives the Pods of a Runtime with a filesystem store its claim. An artifact a
+//! task keeps swapping while it is collected is stored as it was hashed.
 
 mod support;
 
@@ -236,14 +237,16 @@ async fn artifacts_are_stored_listed_and_removed_with_their_run(
     assert_eq!(refs[0]["contentType"], "application/gzip");
     // runtimed serves the stored bytes (what `artifacts --download` reads through the Pod
     // proxy), and nothing outside the Run's directory.
-    let served = support::world::http_get(probe, &format!("/artifacts/{uid}/report.txt"))
-        .await
-        .unwrap();
+    let get = async |path: String| support::world::http_get(probe, &path).await.unwrap();
+    let served = get(format!("/artifacts/stores/{uid}/report.txt")).await;
     assert_eq!(served, (200, "report\n".to_string()));
-    let outside = support::world::http_get(probe, &format!("/artifacts/{uid}/..%2F..%2Fx"))
-        .await
-        .unwrap();
+    let outside = get(format!("/artifacts/stores/{uid}/..%2F..%2Fx")).await;
     assert_eq!(outside.0, 404, "{outside:?}");
+    // A caller is allowed the artifacts of a Run by name; the UID must be that Run's, or
+    // being allowed one Run would read every other's.
+    let other = get(format!("/artifacts/kept/{uid}/report.txt")).await;
+    assert_eq!(other.0, 404, "another Run's artifact served: {other:?}");
+    assert!(other.1.starts_with("Run kept (UID"), "{other:?}");
     // `kubectl kruntimes artifacts` lists the refs.
     let out = support::kruntimes()
         .args(["artifacts", "run/stores", "-n", &ns.name])
@@ -341,6 +344,56 @@ async fn artifacts_are_uploaded_to_an_s3_store_from_the_go_projects_bash_runtime
 
 /// A store of a driver runtimed does not write: a Run that leaves artifacts fails saying so
 /// (none is dropped silently), one that leaves none succeeds.
+/// A task that leaves a process behind (in a session of its own, out of its group's reach)
+/// which keeps renaming a new 12 MiB file of random bytes over its artifact while runtimed
+/// stages, hashes and uploads it in parts: the S3 object holds exactly the bytes its ref's
+/// digest and size name (runtimed hashes and uploads the same staged copy, read from one
+/// descriptor; reading the file again by its name for the upload would send another version).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_artifact_swapped_while_it_is_collected_is_stored_as_it_was_hashed() {
+    let ns = TestNs::new("arts-swap").await;
+    let _scheduler = SchedulerProcess::start(&ns.name, 2, None, "arts-swap").await;
+    let store = Store::of(true).await;
+    let store_args = store.args();
+    let mut args: Vec<&str> = HEARTBEAT.to_vec();
+    args.extend(store_args.iter().map(String::as_str));
+    let _pool = Pool::start(&ns, "pool", 1, &[("runs", 2)], &args).await;
+    let seen = tempfile::tempdir().unwrap();
+    let swaps = seen.path().join("swaps");
+    // The swapper stops once the Run's directory is gone (after its terminal write), or
+    // after a minute.
+    let script = format!(
+        r#"run=$(dirname "$KRUNTIME_ARTIFACTS_DIR")
+head -c 12582912 /dev/urandom > "$KRUNTIME_ARTIFACTS_DIR/weights.bin"
+setsid sh -c 'n=0; end=$(($(date +%s) + 60)); while [ -d "$1" ] && [ "$(date +%s)" -lt $end ]; do head -c 12582912 /dev/urandom > "$1/t" 2>/dev/null && mv "$1/t" "$2/weights.bin" 2>/dev/null && n=$((n + 1)) && echo $n > "$3"; done' swapper "$run" "$KRUNTIME_ARTIFACTS_DIR" {swaps} </dev/null >/dev/null 2>&1 &
+while [ ! -s {swaps} ]; do sleep 0.05; done
+"#,
+        swaps = swaps.display()
+    );
+    run("swapped")
+        .runtime("pool")
+        .inline(&script)
+        .create(&ns)
+        .await;
+    let ended = runs_end(&ns, &["swapped"]).await;
+    let status = ended[0].status.as_ref().unwrap();
+    assert_eq!(ended[0].phase(), RunPhase::Succeeded, "{status:?}");
+    let swaps_by_then = std::fs::read_to_string(&swaps).unwrap_or_default();
+    let weights = &status.artifact_refs[0];
+    let bytes = store.read(&weights["location"]).await.unwrap();
+    assert_eq!(weights["sizeBytes"].as_u64(), Some(bytes.len() as u64));
+    let digest = kruntimes::digest::sha256(&bytes);
+    assert_eq!(
+        weights["digest"].as_str(),
+        Some(digest.as_str()),
+        "the stored bytes are not the bytes hashed"
+    );
+    eprintln!(
+        "swapped artifact: {} new versions renamed over it by the Run's end, stored as hashed",
+        swaps_by_then.trim()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn artifacts_for_a_store_runtimed_cannot_write_fail_the_run_saying_so() {
     let ns = TestNs::new("arts-gcs").await;

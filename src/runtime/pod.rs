@@ -41,6 +41,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 mod artifacts;
 mod injected;
+mod state;
 mod template;
 mod workspace;
 
@@ -49,6 +50,7 @@ pub use injected::{
     DEFAULT_LIMITS, DEFAULT_REQUESTS, parse_resource_list, resource_requirements,
     restricted_security_context,
 };
+pub use state::{STATE_MOUNT, STATE_VOLUME, with_state_volume};
 use template::{explicit_probe_port, explicit_shutdown_grace, runs_runtimed, uses_injected_binary};
 pub use workspace::{
     ANNOTATION_WORKSPACE_SIZE_LIMIT, DEFAULT_WORKSPACE_SIZE_LIMIT, WORKSPACE_VOLUME,
@@ -337,6 +339,21 @@ fn add_identity_env(container: &mut Container) {
 }
 
 /// Sets `name` unless the template already sets it.
+/// The index of the container that runs runtimed: the sidecar `runtimed` when there is one
+/// (never the first), else the main container; `None` for a spec without containers.
+fn runtimed_container(spec: &PodSpec) -> Option<usize> {
+    if spec.containers.is_empty() {
+        return None;
+    }
+    Some(
+        spec.containers
+            .iter()
+            .position(|c| c.name == SIDECAR_CONTAINER)
+            .filter(|i| *i > 0)
+            .unwrap_or(0),
+    )
+}
+
 fn set_env(env: &mut Vec<EnvVar>, name: &str, value: &str) {
     if !env.iter().any(|e| e.name == name) {
         env.push(EnvVar {

@@ -1,5 +1,5 @@
 //! Who may call runtimed's API on its probe port: `POST /invoke/<run>`, `GET /logs/<run>` and
-//! `GET /artifacts/<uid>/<name>`. The Pod's address is reachable from other Pods, not only
+//! `GET /artifacts/<run>/<uid>/<name>`. The Pod's address is reachable from other Pods, not only
 //! through the API server's Pod proxy, so runtimed authenticates and authorises every call
 //! itself, as the kubelet does for its own API, with the API server as the judge:
 //!
@@ -62,8 +62,8 @@ pub enum Access {
     Invoke,
     /// `GET /logs/<run>`: `get runs/log`.
     Log,
-    /// `GET /artifacts/<uid>/<name>`: `get runs/artifacts` (in the namespace: the path names
-    /// the Run by UID).
+    /// `GET /artifacts/<run>/<uid>/<name>`: `get runs/artifacts` of the Run (whose UID the
+    /// handler checks).
     Artifacts,
 }
 
@@ -95,7 +95,7 @@ impl Access {
         match first {
             "invoke" => Some((Access::Invoke, name())),
             "logs" => Some((Access::Log, name())),
-            "artifacts" => Some((Access::Artifacts, None)),
+            "artifacts" => Some((Access::Artifacts, name())),
             _ => None,
         }
     }
@@ -465,8 +465,8 @@ mod tests {
             );
         }
         assert_eq!(
-            Access::of_path("/artifacts/uid-1/out.txt"),
-            Some((Access::Artifacts, None))
+            Access::of_path("/artifacts/train/uid-1/out.txt"),
+            Some((Access::Artifacts, Some(Ok("train".into()))))
         );
         assert_eq!(Access::of_path("/readyz"), None);
         assert_eq!(Access::of_path("/healthz"), None);

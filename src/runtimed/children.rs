@@ -142,7 +142,7 @@ impl Children {
             workspace_root: settings.workspace_root.clone(),
             git: settings.git.clone(),
             artifacts: settings.artifacts.any(),
-            logs: RunLogs::new(&settings.workspace_root),
+            logs: RunLogs::new(&settings.state_dir),
             listed: server.is_none().then(HashSet::new),
             server,
             forget: HashMap::new(),

@@ -168,6 +168,13 @@ pub enum Artifacts {
     Unsupported(String),
 }
 
+/// `--state-dir`, else `.kruntimes` of the workspace (a runtimed started by hand).
+fn state_dir(args: &RuntimedArgs) -> std::path::PathBuf {
+    args.state_dir
+        .clone()
+        .unwrap_or_else(|| args.workspace_root.join(".kruntimes"))
+}
+
 impl Artifacts {
     fn from_args(args: &RuntimedArgs) -> Result<Self> {
         let limits = artifacts::Limits {
@@ -214,7 +221,11 @@ impl Artifacts {
                 });
             }
         };
-        Ok(Artifacts::Store(artifacts::Store { backend, limits }))
+        Ok(Artifacts::Store(artifacts::Store {
+            backend,
+            limits,
+            scratch: state_dir(args).join("staging"),
+        }))
     }
 
     /// Whether Runs get `$KRUNTIME_ARTIFACTS_DIR`.
@@ -241,6 +252,8 @@ pub struct Settings {
     pub ready: readiness::Published,
     /// The Pod's workspace volume (`--workspace-root`).
     pub workspace_root: std::path::PathBuf,
+    /// runtimed's own files (`--state-dir`): the Runs' logs, staged S3 artifacts.
+    pub state_dir: std::path::PathBuf,
     /// The Pod's runtime server (`--runtime-server`), when Runs execute there.
     pub runtime_server: Option<remote::RuntimeServer>,
     /// How Git sources are fetched (`--git-*`).
@@ -284,6 +297,7 @@ impl Settings {
             health_probe,
             ready: readiness::unpublished(),
             workspace_root: args.workspace_root.clone(),
+            state_dir: state_dir(args),
             git: git::FetchOptions {
                 timeout: args.git_timeout,
                 max_bytes: args.git_max_bytes,
@@ -313,13 +327,14 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
     let shutdown = crate::signals::shutdown_signal()?;
     let target = kubeclient::connect(global).await?;
     if let Some(addr) = settings.health_probe {
-        let mut routes = runlog::routes(runlog::RunLogs::new(&settings.workspace_root));
+        let mut routes = runlog::routes(runlog::RunLogs::new(&settings.state_dir));
         if let Some(server) = settings.runtime_server.clone() {
             routes = routes.merge(invoke::routes(server, settings.registrations.clone()));
         }
         if let Artifacts::Store(store) = &settings.artifacts {
             let namespace = settings.identity.namespace.clone();
-            routes = routes.merge(artifact_server::routes(store.clone(), namespace));
+            let runs = kube::Api::namespaced(target.client.clone(), &namespace);
+            routes = routes.merge(artifact_server::routes(store.clone(), runs, namespace));
         }
         // Invoke, logs and artifacts answer only callers the API server allows, and any other
         // path is a 404 for an authenticated caller only; the probes (merged after) stay open.
@@ -329,7 +344,7 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
             .fallback(|| async {
                 (
                     axum::http::StatusCode::NOT_FOUND,
-                    "runtimed serves no such path: its API is /invoke/RUN, /logs/RUN and /artifacts/UID/NAME\n",
+                    "runtimed serves no such path: its API is /invoke/RUN, /logs/RUN and /artifacts/RUN/UID/NAME\n",
                 )
             })
             .layer(axum::middleware::from_fn_with_state(gate, callers::guard));

@@ -1,14 +1,16 @@
 //! The execution logs of this Pod's Runs: each Run's stdout and stderr, line by line, in
-//! `<workspace-root>/.kruntimes/logs/<run name>_<run uid>.log` on the Pod's workspace volume, so
-//! they survive a runtimed restart and outlive the Run's own directory while the Pod lives;
+//! `<state-dir>/logs/<run name>_<run uid>.log` on runtimed's own volume (which the Runtime
+//! controller mounts in runtimed's container alone; `<workspace-root>/.kruntimes` for a
+//! runtimed started by hand), so they survive a runtimed restart and outlive the Run's own
+//! directory while the Pod lives;
 //! served by `GET /logs/<run>` on runtimed's probe port, which people reach through the API
 //! server's Pod proxy (`kubectl kruntimes logs run/NAME`); [`super::callers`] lets only callers
 //! the API server allows `get runs/log` on the Run read it.
 //!
 //! Bounded: a log that grows over [`MAX_BYTES`] is rotated once (the older part kept as
 //! `.log.1`), so a Run keeps at most twice that; the logs of at most [`MAX_LOGS`] Runs are
-//! kept, the least recently written removed first. The volume is one tasks can write, so
-//! every file here is opened through [`super::task_files`] (no link followed, a regular file
+//! kept, the least recently written removed first. The directory may be one a task can
+//! write (runtimed's own container, or the workspace), so every file here is opened through [`super::task_files`] (no link followed, a regular file
 //! only), a request reads at most [`MAX_SERVED`] bytes from the end of a log however large a
 //! task made it, by seeking, and never on the event loop. A `.done` file marks a log whose execution
 //! ended, where a follower stops; the next attempt of a retried Run removes it and goes on
@@ -41,7 +43,7 @@ pub const MAX_SERVED: u64 = 2 * MAX_BYTES + 64 * 1024;
 /// The most a follower reads at a time.
 const FOLLOW_CHUNK: u64 = 256 * 1024;
 /// The logs' directory below the workspace volume.
-const LOGS_DIR: &str = ".kruntimes/logs";
+const LOGS_DIR: &str = "logs";
 /// How often a follower looks for more.
 const FOLLOW_EVERY: Duration = Duration::from_millis(200);
 
@@ -57,7 +59,7 @@ pub struct RunLogs {
 pub type SharedWriter = Arc<Mutex<LogWriter>>;
 
 impl RunLogs {
-    /// The logs kept under the workspace volume `root`.
+    /// The logs kept under runtimed's state directory `root` (`--state-dir`).
     pub fn new(root: &Path) -> Self {
         RunLogs {
             root: root.to_path_buf(),

@@ -1,7 +1,8 @@
 //! The Go project's Bash runtime image (`tests/cluster/oci.py bash-runtime`: its server, built
 //! unchanged, with bash, as user 65532) as a runtime-server template on the real cluster, with
 //! runtimed injected as the sidecar: a hostile task there cannot reach the S3 store's keys
-//! runtimed holds by any path it has, and a server that listens late still makes its Pod
+//! runtimed holds by any path it has, nor finds runtimed's own files on the workspace, and a
+//! server that listens late still makes its Pod
 //! Ready, as soon as it listens.
 
 use std::time::Duration;
@@ -50,6 +51,7 @@ env
 cat /var/run/secrets/kruntimes.io/artifact-store/* 2>&1
 find / -xdev -name 'AWS_*' -exec cat {} + 2>/dev/null
 grep -rs '' /workspace 2>/dev/null | head -c 1000000
+test -e /workspace/.kruntimes || echo no-runtimed-files-on-the-workspace
 echo data > "$KRUNTIME_ARTIFACTS_DIR/out.txt"
 echo spy-done
 "#;
@@ -113,6 +115,10 @@ pub async fn a_task_cannot_reach_the_s3_keys(cluster: &Cluster) {
     let log = String::from_utf8_lossy(&out.stdout);
     assert!(log.contains("spy-done"), "the spy ran to its end: {log}");
     assert!(
+        log.contains("no-runtimed-files-on-the-workspace"),
+        "runtimed's logs are on its own volume, not the workspace: {log}"
+    );
+    assert!(
         log.contains("kubectl-kruntimes runtimed"),
         "the spy saw runtimed's process: {log}"
     );
@@ -122,9 +128,17 @@ pub async fn a_task_cannot_reach_the_s3_keys(cluster: &Cluster) {
     );
     let outputs = serde_json::to_string(&run.status.unwrap().outputs).unwrap();
     assert!(!outputs.contains(SECRET_KEY), "{outputs}");
+    // What the task got of runtimed's own process (its environment, its mounts by /proc).
+    let of_runtimed: Vec<&str> = log
+        .lines()
+        .skip_while(|l| !(l.starts_with("== ") && l.contains("kubectl-kruntimes runtimed")))
+        .take_while(|l| !l.starts_with("== /proc/") || l.contains("kubectl-kruntimes runtimed"))
+        .take(12)
+        .collect();
     eprintln!(
-        "bash runtime spy: {} bytes of what the task could read, no key among them",
-        log.len()
+        "bash runtime spy: {} bytes of what the task could read, no key among them; of runtimed's process:\n  {}",
+        log.len(),
+        of_runtimed.join("\n  ")
     );
     delete_runtime(ns, "spy").await;
 }

@@ -308,6 +308,7 @@ pub fn new_pod(
     let (size_limit, wrong) = pod::workspace_size_limit(runtime.annotations());
     let (spec, workspace) =
         pod::with_workspace_volume(spec, runtime.spec.workspace.as_ref(), &size_limit, inject);
+    let spec = pod::with_state_volume(spec, inject);
     for why in workspace.err().into_iter().chain(wrong) {
         warn!(runtime = %runtime.name_any(), namespace = %runtime.namespace().unwrap_or_default(), "{why}");
     }

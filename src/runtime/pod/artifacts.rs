@@ -14,8 +14,6 @@ use k8s_openapi::api::core::v1::{
     VolumeMount,
 };
 
-use super::SIDECAR_CONTAINER;
-
 /// The volume of the filesystem artifact store.
 pub const ARTIFACT_VOLUME: &str = "kruntimes-artifacts";
 /// Where runtimed sees it.
@@ -118,15 +116,9 @@ fn s3(s3: &serde_json::Value) -> Result<ArtifactStore, String> {
 /// Gives the container that runs runtimed (the sidecar `runtimed` when there is one, else the
 /// main container) the artifact store of `store`. Nothing without injection.
 pub fn with_artifact_store(mut spec: PodSpec, store: &ArtifactStore, inject: bool) -> PodSpec {
-    if !inject || spec.containers.is_empty() {
+    let Some(index) = super::runtimed_container(&spec).filter(|_| inject) else {
         return spec;
-    }
-    let index = spec
-        .containers
-        .iter()
-        .position(|c| c.name == SIDECAR_CONTAINER)
-        .filter(|i| *i > 0)
-        .unwrap_or(0);
+    };
     let runtimed: &mut Container = &mut spec.containers[index];
     let env = runtimed.env.get_or_insert_with(Vec::new);
     let mut set = |name: &str, value: &str| {
@@ -197,6 +189,7 @@ pub fn with_artifact_store(mut spec: PodSpec, store: &ArtifactStore, inject: boo
 
 #[cfg(test)]
 mod tests {
+    use super::super::SIDECAR_CONTAINER;
     use super::super::env_value as env;
     use super::*;
     use k8s_openapi::api::core::v1::Container;

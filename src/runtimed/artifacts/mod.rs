@@ -46,6 +46,8 @@ pub struct Limits {
 pub struct Store {
     pub backend: Backend,
     pub limits: Limits,
+    /// Where S3 artifacts are staged: runtimed's own directory, which no task writes.
+    pub scratch: PathBuf,
 }
 
 /// Where the bytes go.
@@ -88,7 +90,7 @@ impl Store {
         staging: &Path,
         run: &RunKey,
     ) -> Result<Vec<serde_json::Value>, ArtifactError> {
-        let scratch = staging.parent().unwrap_or(staging).to_path_buf();
+        let scratch = self.scratch.clone();
         let pinned = {
             let staging = staging.to_path_buf();
             tokio::task::spawn_blocking(move || pin_staging(&staging))
@@ -311,20 +313,22 @@ pub fn stage(source: &Path, out: &Path, name: &str, limit: u64) -> Result<Stored
 
 /// [`stage`] into an anonymous file of runtimed's (no name anyone could open or swap):
 /// returns it rewound, for the upload to read exactly the bytes that were hashed.
-/// The file is made in `scratch` (the Run's directory, on the workspace volume: runtimed's own
-/// root file system may be read-only), without a name (`O_TMPFILE`).
+/// The file is made in `scratch` (runtimed's state directory, on a volume of its own: its
+/// root file system is read-only), without a name (`O_TMPFILE`).
 pub fn stage_anonymous(
     source: &Path,
     scratch: &Path,
     name: &str,
     limit: u64,
 ) -> Result<(Stored, std::fs::File), ArtifactError> {
-    let file = tempfile::tempfile_in(scratch).map_err(|e| {
-        ArtifactError::Store(format!(
-            "artifact {name:?}: cannot create a temporary file in {}: {e}",
-            scratch.display()
-        ))
-    })?;
+    let file = std::fs::create_dir_all(scratch)
+        .and_then(|()| tempfile::tempfile_in(scratch))
+        .map_err(|e| {
+            ArtifactError::Store(format!(
+                "artifact {name:?}: cannot create a temporary file in {}: {e}",
+                scratch.display()
+            ))
+        })?;
     stage_into(source, Budgeted::new(file, None, limit), name)
 }
 

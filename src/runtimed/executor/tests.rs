@@ -361,7 +361,7 @@ async fn run_logged(
     )
     .unwrap();
     let exit = rx.recv().await.unwrap();
-    (exit, root.join(".kruntimes/logs/r_u.log"))
+    (exit, root.join("logs/r_u.log"))
 }
 
 #[tokio::test]
