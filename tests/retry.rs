@@ -281,6 +281,79 @@ async fn cancelling_a_running_run_does_not_retry_it() {
     pool.assert_no_leaked_capacity("probe").await;
 }
 
+/// A Run deleted while runtimed writes its failed attempt leaves no room held: the write is
+/// refused (a ValidatingAdmissionPolicy of this test's own, on this namespace's Runs labelled
+/// for it, refuses the backoff `Running=False`), so runtimed is still writing it when the Run
+/// is deleted and the watch never shows it between attempts; once it is gone, the Pod's whole
+/// capacity runs again (runtimed once kept such a reservation until it restarted).
+#[tokio::test]
+async fn a_run_deleted_while_its_failed_attempt_is_written_leaves_no_room_held() {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    let ns = TestNs::new("retry-deleted").await;
+    let _scheduler = scheduler(&ns).await;
+    let pool = Pool::start(&ns, "sh", 1, &[("runs", 1)], &RUNTIMED_ARGS).await;
+    let label = "kruntimes-test/refuse-failed-attempts";
+    let name = format!("{}-refuse-failed-attempts", ns.name);
+    let refuse: ValidatingAdmissionPolicy = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["kruntimes.io"],
+                "apiVersions": ["*"], "operations": ["UPDATE"], "resources": ["runs/status"]}]},
+            "matchConditions": [{"name": "labelled",
+                "expression": format!("has(object.metadata.labels) && '{label}' in object.metadata.labels")}],
+            "validations": [{
+                "expression": "!(has(object.status.phase) && object.status.phase == 'Running' && has(object.status.conditions) && object.status.conditions.exists(c, c.type == 'Running' && c.status == 'False'))",
+                "message": "this test refuses failed attempts"}],
+        },
+    }))
+    .unwrap();
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels":
+                {"kubernetes.io/metadata.name": ns.name}}}},
+    }))
+    .unwrap();
+    let policies = kube::Api::<ValidatingAdmissionPolicy>::all(ns.client.clone());
+    let bindings = kube::Api::<ValidatingAdmissionPolicyBinding>::all(ns.client.clone());
+    let pp = kube::api::PostParams::default();
+    policies.create(&pp, &refuse).await.unwrap();
+    bindings.create(&pp, &binding).await.unwrap();
+
+    let mut doomed = pool.run("doomed").task(&["sh", "-c", "exit 1"]).build();
+    doomed
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(label.into(), "true".into());
+    doomed.spec.retry_policy = Some(policy(3, "1s", &[]));
+    create_in(&ns, doomed).await;
+    // Refused, and retried: runtimed is writing it still.
+    eventually(
+        Duration::from_secs(60),
+        "runtimed's failed-attempt write to be refused",
+        async || match pool
+            .agent()
+            .log()
+            .contains("this test refuses failed attempts")
+        {
+            true => Ok(()),
+            false => Err(pool.agent().log_tail()),
+        },
+    )
+    .await;
+    ns.runs()
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    pool.assert_no_leaked_capacity("probe").await;
+    let _ = bindings.delete(&name, &Default::default()).await;
+    let _ = policies.delete(&name, &Default::default()).await;
+}
+
 /// Healing that retries (the kruntimes project's `TestStaleRunWithRetry`, stronger): the Pod
 /// of a Running Run is force-deleted and its runtimed killed; the Run goes back to Pending
 /// for attempt 2 in its place in the order (ahead of a later Run), is placed on the other

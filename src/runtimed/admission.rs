@@ -79,6 +79,16 @@ impl AdmissionCache {
         self.reserved.get(uid)
     }
 
+    /// The UIDs holding a reservation that `accounted` does not account for, in no order: what
+    /// a sweep releases.
+    pub fn unaccounted(&self, accounted: impl Fn(&str) -> bool) -> Vec<String> {
+        self.reserved
+            .keys()
+            .filter(|uid| !accounted(uid))
+            .cloned()
+            .collect()
+    }
+
     /// Number of held reservations.
     pub fn len(&self) -> usize {
         self.reserved.len()
@@ -144,6 +154,17 @@ mod tests {
         let mut c = AdmissionCache::new();
         c.set_capacity(Some(res(capacity)));
         c
+    }
+
+    #[test]
+    fn unaccounted_reservations_are_those_nothing_accounts_for() {
+        let mut c = cache(&[(RUNS, 3)]);
+        for uid in ["running", "gone", "writing"] {
+            c.try_reserve(uid, &res(&[(RUNS, 1)])).unwrap();
+        }
+        let accounted = ["running", "writing"];
+        assert_eq!(c.unaccounted(|uid| accounted.contains(&uid)), ["gone"]);
+        assert!(c.unaccounted(|_| true).is_empty());
     }
 
     #[test]

@@ -394,6 +394,20 @@ impl Agent {
             self.children.abandon(&uid);
         }
         let finished = self.writer.finished();
+        // A reservation nothing accounts for any more: its Run is gone from the watch while
+        // this agent neither runs, claims, collects nor still writes it (deleted while its
+        // failed attempt's write was out, or before the watch showed it between attempts).
+        // Nothing else would ever release it: it is released here, with the Run's directory.
+        let seen: HashSet<String> = runs.state().iter().filter_map(|r| r.uid()).collect();
+        for uid in self
+            .cache
+            .unaccounted(|uid| seen.contains(uid) || owned.contains(uid) || finished.contains(uid))
+        {
+            tracing::info!("releasing the reservation of Run {uid}, which is gone");
+            self.cache.release(&uid);
+            self.backing_off.remove(&uid);
+            self.children.forget(&uid);
+        }
         let plan = plan::plan(
             &state,
             &self.me,
@@ -414,7 +428,9 @@ impl Agent {
             if backing_off.contains(&uid) {
                 continue;
             }
-            if owned.contains(&uid) {
+            // A retry whose claim failed is hidden from this plan until it is tried again
+            // (`claimable`): it still holds its room.
+            if owned.contains(&uid) || self.claims.waits_to_retry(&uid) {
                 backing_off.insert(uid);
             } else if !finished.contains(&uid) {
                 self.cache.release(&uid);

@@ -125,6 +125,12 @@ impl Claims {
         self.uncertain.keys().chain(&self.claiming)
     }
 
+    /// Whether a claim of `uid` failed and waits to be tried again (the watch hides the Run
+    /// from the plan meanwhile, see [`Self::claimable`]).
+    pub(super) fn waits_to_retry(&self, uid: &str) -> bool {
+        self.failed.contains_key(uid)
+    }
+
     pub(super) fn is_claiming(&self, uid: &str) -> bool {
         self.claiming.contains(uid)
     }
