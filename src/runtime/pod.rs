@@ -338,7 +338,6 @@ fn add_identity_env(container: &mut Container) {
     }
 }
 
-/// Sets `name` unless the template already sets it.
 /// The index of the container that runs runtimed: the sidecar `runtimed` when there is one
 /// (never the first), else the main container; `None` for a spec without containers.
 fn runtimed_container(spec: &PodSpec) -> Option<usize> {
@@ -354,6 +353,7 @@ fn runtimed_container(spec: &PodSpec) -> Option<usize> {
     )
 }
 
+/// Sets `name` unless the template already sets it.
 fn set_env(env: &mut Vec<EnvVar>, name: &str, value: &str) {
     if !env.iter().any(|e| e.name == name) {
         env.push(EnvVar {
