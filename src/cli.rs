@@ -520,6 +520,15 @@ impl Command {
     /// children log into files and it prints its own progress). One-shot commands log
     /// warnings only and keep the client library quiet: their failures are reported once, as
     /// the command's own error line.
+    /// Whether the command prints and ends (SIGPIPE ends it quietly, see
+    /// [`crate::process::die_on_closed_stdout`]), rather than serving until stopped.
+    pub fn prints_and_ends(&self) -> bool {
+        !matches!(
+            self,
+            Command::Runtimed(_) | Command::Scheduler(_) | Command::Dev(_)
+        )
+    }
+
     pub fn default_log_filter(&self) -> &'static str {
         match self {
             Command::Runtimed(_) | Command::Scheduler(_) => "info",

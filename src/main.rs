@@ -8,6 +8,9 @@ use kruntimes::cli::{Cli, Command, CompletionShell, SchedulerCommand};
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.command.prints_and_ends() {
+        kruntimes::process::die_on_closed_stdout();
+    }
     kruntimes::logging::init(
         cli.global.verbose,
         cli.global.log_format,

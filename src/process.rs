@@ -105,6 +105,19 @@ pub async fn stop(child: &mut tokio::process::Child, grace: Duration) -> io::Res
     }
 }
 
+/// Restores the default action of SIGPIPE (the Rust runtime ignores it, so that a write to a
+/// closed pipe is an error): a command whose output is piped into `head` then ends quietly
+/// when `head` has read enough, as kubectl and coreutils do, instead of panicking in
+/// `println!`. Only for commands that print and end; a server (runtimed, the scheduler,
+/// `dev`) keeps SIGPIPE ignored, so that a closed connection is an error it handles.
+pub fn die_on_closed_stdout() {
+    // SAFETY: signal(2) with SIG_DFL installs no handler and touches no memory of ours; it
+    // only changes what a write to a closed pipe does to this process.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// Puts the child in a process group of its own, so that a Ctrl-C on the terminal reaches
 /// only the parent (which then stops its children in order) and [`signal_group`] reaches
 /// the child's own children.

@@ -132,6 +132,37 @@ async fn install_dry_run_validates_without_persisting() {
     assert_eq!(crd_versions(&client).await, before);
 }
 
+/// `install --print | head -1`, as kubectl's output is used: once `head` has its line and
+/// closes the pipe, the command ends quietly by SIGPIPE (exit 141 in a shell), never a panic
+/// (exit 101, a backtrace on stderr). Its output is larger than a pipe holds, so it does
+/// write to the closed pipe.
+#[test]
+fn install_print_piped_into_head_ends_quietly() {
+    use std::io::BufRead as _;
+    use std::os::unix::process::ExitStatusExt as _;
+    let mut child = binary()
+        .args(["install", "--print"])
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first, "---\n");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}: {stderr}",
+        out.status
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 #[test]
 fn install_print_writes_what_install_applies_and_touches_no_cluster() {
     let (out, stdout, stderr) = output(
