@@ -42,6 +42,8 @@ use super::{Error, Identity, Result, Settings};
 mod admission;
 mod ending;
 mod inbox;
+#[cfg(test)]
+mod tests;
 mod watches;
 use crate::api::lenient::Lenient;
 use crate::api::{Run, RunPhase};

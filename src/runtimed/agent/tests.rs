@@ -1,0 +1,480 @@
+//! The agent shell driven turn by turn, as `Agent::run`'s loop drives it, with no API server:
+//! a fake API behind the agent's `kube::Client` (a tower service that keeps the Runs by name,
+//! gives every status write a new resourceVersion, answers a stale one with 409, fails the
+//! writes a test queues, and takes Events), a reflector store that the test brings up to date
+//! as the watch would, and the tasks as real child processes (`sh`). Each test turns the
+//! loop by hand: the Runs it sees, a plan, then each event a part reports, and asserts what
+//! was written and what the admission cache holds at the end.
+//!
+//! These are the shell's own tests (claim, run, fail, retry, lost writes, deletion); what
+//! crosses a real API server is proven in `tests/`.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::Parser as _;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt as _;
+use kube::runtime::reflector::{self, Store, store::Writer};
+use kube::runtime::watcher;
+
+use super::*;
+use crate::api::resources::RUNS;
+use crate::testing::{NS, pod, run};
+
+/// The fake API server's state.
+#[derive(Default)]
+struct Fake {
+    /// The Runs, by name, as a GET answers them.
+    runs: HashMap<String, Run>,
+    /// The codes the next status writes fail with, in order (before anything is checked).
+    fail_next: VecDeque<u16>,
+    /// Every status write that landed, in order.
+    written: Vec<Run>,
+    /// The last resourceVersion given out.
+    version: u64,
+}
+
+impl Fake {
+    /// Stores `run` as created: a fresh resourceVersion.
+    fn put(&mut self, mut run: Run) -> Run {
+        self.version += 1;
+        run.metadata.resource_version = Some(self.version.to_string());
+        self.runs.insert(run.name_any(), run.clone());
+        run
+    }
+
+    /// A `PUT .../runs/NAME/status` of `sent`.
+    fn write_status(&mut self, name: &str, sent: Run) -> Result<Run, u16> {
+        if let Some(code) = self.fail_next.pop_front() {
+            return Err(code);
+        }
+        let current = self.runs.get(name).ok_or(404u16)?;
+        if sent.resource_version() != current.resource_version() {
+            return Err(409);
+        }
+        let mut stored = current.clone();
+        stored.status = sent.status;
+        let stored = self.put(stored);
+        self.written.push(stored.clone());
+        Ok(stored)
+    }
+}
+
+/// A failure as the API server says it (`reason` is what clients such as `get_opt` read).
+fn status_body(code: u16) -> Vec<u8> {
+    let reason = match code {
+        404 => "NotFound",
+        409 => "Conflict",
+        _ => "InternalError",
+    };
+    serde_json::to_vec(&serde_json::json!({
+        "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason,
+        "message": format!("the fake API answers {code}"), "code": code,
+    }))
+    .expect("json")
+}
+
+/// The agent's client: every request answered by `fake`.
+fn client(fake: Arc<Mutex<Fake>>) -> kube::Client {
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let fake = fake.clone();
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = body.collect_bytes().await.unwrap_or_default();
+            let runs = format!("/apis/kruntimes.io/v1alpha1/namespaces/{NS}/runs/");
+            let path = parts.uri.path();
+            let (code, answer) = match path.strip_prefix(&runs).map(|r| r.split_once('/')) {
+                Some(Some((name, "status"))) if parts.method == http::Method::PUT => {
+                    let sent: Run = serde_json::from_slice(&body).expect("a Run");
+                    match fake.lock().unwrap().write_status(name, sent) {
+                        Ok(stored) => (200, serde_json::to_vec(&stored).expect("json")),
+                        Err(code) => (code, status_body(code)),
+                    }
+                }
+                Some(None) if parts.method == http::Method::GET => {
+                    let name = path.strip_prefix(&runs).unwrap_or_default();
+                    match fake.lock().unwrap().runs.get(name) {
+                        Some(run) => (200, serde_json::to_vec(run).expect("json")),
+                        None => (404, status_body(404)),
+                    }
+                }
+                // Events (and anything else written): taken as sent.
+                _ if parts.method == http::Method::POST => (201, body.to_vec()),
+                _ => (404, status_body(404)),
+            };
+            let response = http::Response::builder()
+                .status(code)
+                .header("content-type", "application/json")
+                .body(kube::client::Body::from(answer))
+                .expect("a response");
+            Ok::<_, std::convert::Infallible>(response)
+        }
+    });
+    kube::Client::new(service, NS)
+}
+
+/// An agent of Pod `pod-1` (capacity `runs`) over the fake API, with the stores its watches
+/// would fill.
+struct Shell {
+    agent: Agent,
+    fake: Arc<Mutex<Fake>>,
+    runs: Store<Run>,
+    watch: Writer<Run>,
+    _workspace: tempfile::TempDir,
+}
+
+impl Shell {
+    fn new(runs: u64) -> Shell {
+        let workspace = tempfile::tempdir().expect("a workspace");
+        let root = workspace.path().display().to_string();
+        let args = crate::cli::Cli::try_parse_from([
+            "k",
+            "runtimed",
+            "--pod-name",
+            "pod-1",
+            "--pod-namespace",
+            NS,
+            "--pod-uid",
+            "pod-uid-1",
+            "--workspace-root",
+            &root,
+            "--shutdown-grace",
+            "2s",
+        ])
+        .expect("runtimed's flags");
+        let crate::cli::Command::Runtimed(args) = args.command else {
+            unreachable!("runtimed parses as runtimed")
+        };
+        let settings = Settings::from_args(&args).expect("settings");
+        let metrics = RuntimedMetrics::register(&prometheus::Registry::new()).expect("metrics");
+        let fake = Arc::new(Mutex::new(Fake::default()));
+        let mut agent = Agent::new(client(fake.clone()), settings, metrics);
+        let (pods, mut pods_watch) = reflector::store::<Pod>();
+        let this = pod("pod-1").uid("pod-uid-1").capacity(&[(RUNS, runs)]);
+        pods_watch.apply_watcher_event(&watcher::Event::Apply(this.build()));
+        agent.refresh_capacity(&pods);
+        agent.readiness.runs_watched = true;
+        agent.readiness.pod_watched = true;
+        let (runs, watch) = reflector::store::<Run>();
+        Shell {
+            agent,
+            fake,
+            runs,
+            watch,
+            _workspace: workspace,
+        }
+    }
+
+    /// Creates `run` in the fake API; the watch shows it.
+    fn create(&mut self, run: Run) {
+        let stored = self.fake.lock().unwrap().put(run);
+        self.watch
+            .apply_watcher_event(&watcher::Event::Apply(stored));
+    }
+
+    /// Deletes Run `name`; the watch shows it gone.
+    fn delete(&mut self, name: &str) {
+        let gone = self.fake.lock().unwrap().runs.remove(name);
+        if let Some(gone) = gone {
+            self.watch
+                .apply_watcher_event(&watcher::Event::Delete(gone));
+        }
+    }
+
+    /// The watch catches up with every Run the fake API holds.
+    fn catch_up(&mut self) {
+        let runs: Vec<Run> = self.fake.lock().unwrap().runs.values().cloned().collect();
+        for run in runs {
+            self.watch.apply_watcher_event(&watcher::Event::Apply(run));
+        }
+    }
+
+    /// Plans, as the loop does after a change.
+    fn plan(&mut self) {
+        self.agent.reconcile(&self.runs);
+    }
+
+    /// The next event a part reports, acted on as the loop does (the watch caught up first,
+    /// and a plan after it when it asks for one).
+    async fn turn(&mut self) -> &'static str {
+        let event = tokio::time::timeout(Duration::from_secs(20), self.agent.inbox.next())
+            .await
+            .expect("a part reports within 20 s")
+            .expect("the channel stays open");
+        let what = match &event {
+            AgentEvent::Child(ChildEvent::Exited(..)) => "exited",
+            AgentEvent::Child(_) => "child",
+            AgentEvent::Claim(_) => "claimed",
+            AgentEvent::Write(WriteEvent::AttemptWritten(..)) => "attempt written",
+            AgentEvent::Write(WriteEvent::LastWritten(_)) => "last written",
+            AgentEvent::Collected(_) => "collected",
+            AgentEvent::ServerHealth(_) => "health",
+        };
+        self.catch_up();
+        if self.agent.on_event(event, &self.runs) {
+            self.plan();
+        }
+        what
+    }
+
+    /// Turns until a part reports `what`.
+    async fn until(&mut self, what: &str) {
+        let mut seen = Vec::new();
+        while seen.len() < 50 {
+            let next = self.turn().await;
+            seen.push(next);
+            if next == what {
+                return;
+            }
+        }
+        panic!("no {what:?} among {seen:?}");
+    }
+
+    /// Plans as the loop's timers would (every 100 ms) until a claim goes out: a backoff or a
+    /// claim's retry time has passed.
+    async fn until_claimed(&mut self) {
+        for _ in 0..50 {
+            self.catch_up();
+            self.plan();
+            if !self.agent.claims.settled() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("no claim went out within 5 s");
+    }
+
+    /// Waits for the earliest task deadline and stops what is past it, as the loop's timer.
+    async fn at_the_timeout(&mut self) {
+        let at = self
+            .agent
+            .children
+            .next_timeout()
+            .expect("a task with a deadline");
+        tokio::time::sleep_until(at).await;
+        self.agent.children.stop_timed_out();
+    }
+
+    /// Changes the stored Run `name` as a user would (a new resourceVersion); the watch
+    /// shows it.
+    fn edit(&mut self, name: &str, change: impl FnOnce(&mut Run)) {
+        let mut fake = self.fake.lock().unwrap();
+        let mut run = fake.runs.get(name).cloned().expect("the Run");
+        change(&mut run);
+        let stored = fake.put(run);
+        drop(fake);
+        self.watch
+            .apply_watcher_event(&watcher::Event::Apply(stored));
+    }
+
+    fn stored(&self, name: &str) -> Option<Run> {
+        self.fake.lock().unwrap().runs.get(name).cloned()
+    }
+
+    /// The phases written for `name`, in order.
+    fn phases_written(&self, name: &str) -> Vec<RunPhase> {
+        let fake = self.fake.lock().unwrap();
+        fake.written
+            .iter()
+            .filter(|r| r.name_any() == name)
+            .map(|r| r.phase())
+            .collect()
+    }
+}
+
+/// A Run Scheduled on `pod-1` whose task is `sh -c script`.
+fn scheduled(name: &str, script: &str) -> Run {
+    run(name)
+        .on("pod-1")
+        .pod_uid("pod-uid-1")
+        .requests(&[(RUNS, 1)])
+        .task(&["sh", "-c", script])
+        .build()
+}
+
+#[tokio::test]
+async fn a_claimed_run_runs_and_ends_with_one_claim_and_one_terminal_write() {
+    let mut shell = Shell::new(1);
+    shell.create(scheduled("ok", "exit 0"));
+    shell.plan();
+    shell.until("last written").await;
+    assert_eq!(
+        shell.phases_written("ok"),
+        [RunPhase::Running, RunPhase::Succeeded]
+    );
+    assert!(shell.agent.cache.is_empty(), "the room is released");
+}
+
+#[tokio::test]
+async fn a_run_that_does_not_fit_waits_unwritten_until_the_room_is_free() {
+    let mut shell = Shell::new(1);
+    shell.create(scheduled("first", "exit 0"));
+    shell.create(scheduled("second", "exit 0"));
+    shell.plan();
+    // One claim only: the second does not fit while the first holds the room.
+    assert_eq!(shell.agent.cache.len(), 1);
+    shell.until("last written").await;
+    shell.until("last written").await;
+    assert_eq!(
+        shell.phases_written("first"),
+        [RunPhase::Running, RunPhase::Succeeded]
+    );
+    assert_eq!(
+        shell.phases_written("second"),
+        [RunPhase::Running, RunPhase::Succeeded]
+    );
+    assert!(shell.agent.cache.is_empty());
+}
+
+#[tokio::test]
+async fn a_lost_claim_write_releases_its_room_and_is_claimed_again_from_the_watch() {
+    let mut shell = Shell::new(1);
+    shell.fake.lock().unwrap().fail_next.push_back(500);
+    shell.create(scheduled("flaky", "exit 0"));
+    shell.plan();
+    shell.until("claimed").await;
+    assert!(
+        shell.agent.cache.is_empty(),
+        "a claim that did not land holds no room"
+    );
+    assert!(shell.phases_written("flaky").is_empty());
+    // Tried again once its retry time has come (the loop's claim timer).
+    shell.until_claimed().await;
+    shell.until("last written").await;
+    assert_eq!(
+        shell.phases_written("flaky"),
+        [RunPhase::Running, RunPhase::Succeeded]
+    );
+    assert!(shell.agent.cache.is_empty());
+}
+
+#[tokio::test]
+async fn a_failed_attempt_keeps_its_room_between_attempts_and_the_retry_succeeds() {
+    let mut shell = Shell::new(1);
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("n").display().to_string();
+    let script = format!(
+        "n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; [ $n -ge 2 ]"
+    );
+    let mut flaky = scheduled("flaky", &script);
+    flaky.spec.retry_policy = Some(crate::api::RetryPolicy {
+        max_attempts: Some(2),
+        backoff: Some("1s".into()),
+        retryable_reasons: Vec::new(),
+    });
+    shell.create(flaky);
+    shell.plan();
+    shell.until("attempt written").await;
+    let between = shell.stored("flaky").unwrap();
+    assert_eq!((between.phase(), between.attempt()), (RunPhase::Running, 2));
+    assert_eq!(
+        shell.agent.cache.len(),
+        1,
+        "the room is held between attempts"
+    );
+    // The backoff passes (the loop's retry timer), and attempt 2 is claimed and succeeds.
+    shell.until_claimed().await;
+    shell.until("last written").await;
+    let ended = shell.stored("flaky").unwrap();
+    assert_eq!((ended.phase(), ended.attempt()), (RunPhase::Succeeded, 2));
+    assert!(shell.agent.cache.is_empty());
+}
+
+#[tokio::test]
+async fn a_cancelled_running_run_is_stopped_and_ends_cancelled_freeing_its_room() {
+    let mut shell = Shell::new(1);
+    shell.create(scheduled("long", "sleep 30"));
+    shell.plan();
+    shell.until("claimed").await;
+    assert_eq!(shell.agent.children.len(), 1, "its task runs");
+    shell.edit("long", |r| r.spec.cancel_requested = true);
+    shell.plan();
+    shell.until("last written").await;
+    let ended = shell.stored("long").unwrap();
+    assert_eq!(ended.phase(), RunPhase::Cancelled, "{:?}", ended.status);
+    assert_eq!(
+        shell.phases_written("long"),
+        [RunPhase::Running, RunPhase::Cancelled]
+    );
+    assert!(shell.agent.cache.is_empty());
+}
+
+#[tokio::test]
+async fn a_running_run_past_its_timeout_is_stopped_and_ends_timeout_freeing_its_room() {
+    let mut shell = Shell::new(1);
+    let mut long = scheduled("long", "sleep 30");
+    long.spec.timeout = Some("1s".into());
+    shell.create(long);
+    shell.plan();
+    shell.until("claimed").await;
+    shell.at_the_timeout().await;
+    shell.until("last written").await;
+    let ended = shell.stored("long").unwrap();
+    assert_eq!(ended.phase(), RunPhase::Timeout, "{:?}", ended.status);
+    assert!(shell.agent.cache.is_empty());
+}
+
+/// A Run between attempts whose retry claim does not land keeps the room it holds while
+/// the claim waits to be tried again (the watch hides it from the plan meanwhile), and its
+/// next attempt then runs.
+#[tokio::test]
+async fn a_retry_whose_claim_fails_keeps_its_room_until_it_is_claimed_again() {
+    let mut shell = Shell::new(1);
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("n").display().to_string();
+    let script = format!(
+        "n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; [ $n -ge 2 ]"
+    );
+    let mut flaky = scheduled("flaky", &script);
+    flaky.spec.retry_policy = Some(crate::api::RetryPolicy {
+        max_attempts: Some(2),
+        backoff: Some("1s".into()),
+        retryable_reasons: Vec::new(),
+    });
+    shell.create(flaky);
+    shell.plan();
+    shell.until("attempt written").await;
+    shell.until_claimed().await;
+    shell.fake.lock().unwrap().fail_next.push_back(500);
+    shell.until("claimed").await;
+    assert_eq!(
+        shell.agent.cache.len(),
+        1,
+        "the retry gave up the room it held between attempts"
+    );
+    shell.until_claimed().await;
+    shell.until("last written").await;
+    let ended = shell.stored("flaky").unwrap();
+    assert_eq!((ended.phase(), ended.attempt()), (RunPhase::Succeeded, 2));
+    assert!(shell.agent.cache.is_empty());
+}
+
+/// The leak `tests/retry.rs` proves on a real API server, here turn by turn: the failed
+/// attempt's write is refused until the Run is deleted; once the watch shows it gone, its
+/// room is released.
+#[tokio::test]
+async fn a_run_deleted_while_its_failed_attempt_is_written_frees_its_room() {
+    let mut shell = Shell::new(1);
+    let mut doomed = scheduled("doomed", "exit 1");
+    doomed.spec.retry_policy = Some(crate::api::RetryPolicy {
+        max_attempts: Some(3),
+        backoff: Some("1s".into()),
+        retryable_reasons: Vec::new(),
+    });
+    shell.create(doomed);
+    // The claim lands; the failed attempt's write meets a 500, and is retried.
+    shell.plan();
+    shell.until("exited").await;
+    shell.fake.lock().unwrap().fail_next.push_back(500);
+    shell.delete("doomed");
+    shell.plan();
+    shell.until("attempt written").await;
+    shell.plan();
+    assert!(
+        shell.agent.cache.is_empty(),
+        "the room of a deleted Run is still held: {:?}",
+        shell.agent.cache.held("uid-doomed")
+    );
+}
