@@ -22,6 +22,9 @@ use kube::runtime::watcher;
 use super::*;
 use crate::api::resources::RUNS;
 use crate::testing::{NS, pod, run};
+use server::FakeServer;
+
+mod server;
 
 /// The fake API server's state.
 #[derive(Default)]
@@ -122,49 +125,44 @@ struct Shell {
     fake: Arc<Mutex<Fake>>,
     runs: Store<Run>,
     watch: Writer<Run>,
+    /// The Pod's capacity in `runs`, and runtimed's flags beyond its identity.
+    capacity: u64,
+    flags: Vec<String>,
     _workspace: tempfile::TempDir,
 }
 
 impl Shell {
-    fn new(runs: u64) -> Shell {
+    /// runtimed's own child processes run the tasks.
+    fn new(capacity: u64) -> Shell {
+        Self::with(capacity, &[])
+    }
+
+    /// With more runtimed `flags` (a runtime server's address).
+    fn with(capacity: u64, flags: &[&str]) -> Shell {
         let workspace = tempfile::tempdir().expect("a workspace");
-        let root = workspace.path().display().to_string();
-        let args = crate::cli::Cli::try_parse_from([
-            "k",
-            "runtimed",
-            "--pod-name",
-            "pod-1",
-            "--pod-namespace",
-            NS,
-            "--pod-uid",
-            "pod-uid-1",
-            "--workspace-root",
-            &root,
-            "--shutdown-grace",
-            "2s",
-        ])
-        .expect("runtimed's flags");
-        let crate::cli::Command::Runtimed(args) = args.command else {
-            unreachable!("runtimed parses as runtimed")
-        };
-        let settings = Settings::from_args(&args).expect("settings");
-        let metrics = RuntimedMetrics::register(&prometheus::Registry::new()).expect("metrics");
+        let mut flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+        flags.extend([
+            "--workspace-root".into(),
+            workspace.path().display().to_string(),
+        ]);
         let fake = Arc::new(Mutex::new(Fake::default()));
-        let mut agent = Agent::new(client(fake.clone()), settings, metrics);
-        let (pods, mut pods_watch) = reflector::store::<Pod>();
-        let this = pod("pod-1").uid("pod-uid-1").capacity(&[(RUNS, runs)]);
-        pods_watch.apply_watcher_event(&watcher::Event::Apply(this.build()));
-        agent.refresh_capacity(&pods);
-        agent.readiness.runs_watched = true;
-        agent.readiness.pod_watched = true;
+        let agent = agent(&fake, capacity, &flags);
         let (runs, watch) = reflector::store::<Run>();
         Shell {
             agent,
             fake,
             runs,
             watch,
+            capacity,
+            flags,
             _workspace: workspace,
         }
+    }
+
+    /// runtimed crashes (no shutdown, no write) and a new one starts over the same API,
+    /// workspace and runtime server.
+    fn restart(&mut self) {
+        self.agent = agent(&self.fake, self.capacity, &self.flags);
     }
 
     /// Creates `run` in the fake API; the watch shows it.
@@ -282,6 +280,40 @@ impl Shell {
             .map(|r| r.phase())
             .collect()
     }
+}
+
+/// An agent of Pod `pod-1` with `runs` of capacity, over `fake`, its watches done.
+fn agent(fake: &Arc<Mutex<Fake>>, runs: u64, flags: &[String]) -> Agent {
+    let identity = [
+        "--pod-name",
+        "pod-1",
+        "--pod-namespace",
+        NS,
+        "--pod-uid",
+        "pod-uid-1",
+        "--shutdown-grace",
+        "2s",
+    ];
+    let words = ["k", "runtimed"]
+        .into_iter()
+        .chain(identity)
+        .chain(flags.iter().map(String::as_str));
+    let crate::cli::Command::Runtimed(args) = crate::cli::Cli::try_parse_from(words)
+        .expect("runtimed's flags")
+        .command
+    else {
+        unreachable!("runtimed parses as runtimed")
+    };
+    let settings = Settings::from_args(&args).expect("settings");
+    let metrics = RuntimedMetrics::register(&prometheus::Registry::new()).expect("metrics");
+    let mut agent = Agent::new(client(fake.clone()), settings, metrics);
+    let (pods, mut pods_watch) = reflector::store::<Pod>();
+    let this = pod("pod-1").uid("pod-uid-1").capacity(&[(RUNS, runs)]);
+    pods_watch.apply_watcher_event(&watcher::Event::Apply(this.build()));
+    agent.refresh_capacity(&pods);
+    agent.readiness.runs_watched = true;
+    agent.readiness.pod_watched = true;
+    agent
 }
 
 /// A Run Scheduled on `pod-1` whose task is `sh -c script`.
@@ -477,4 +509,39 @@ async fn a_run_deleted_while_its_failed_attempt_is_written_frees_its_room() {
         "the room of a deleted Run is still held: {:?}",
         shell.agent.cache.held("uid-doomed")
     );
+}
+
+/// A runtimed that crashes while its Run executes on the runtime server: the next one lists
+/// the server's executions before it plans, holds the Run's room again and follows the same
+/// execution (never a second one, never `RuntimedRestarted`), and writes its end once.
+#[tokio::test]
+async fn a_restarted_runtimed_re_attaches_to_the_execution_and_ends_the_run_once() {
+    let (server, address) = FakeServer::start().await;
+    let mut shell = Shell::with(1, &["--runtime-server", &address]);
+    shell.until("child").await; // the server's executions, listed
+    shell.create(scheduled("long", "sleep 30"));
+    shell.plan();
+    shell.until("claimed").await;
+    // The Execute call goes out from the child's own task.
+    for _ in 0..100 {
+        if !server.ids().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(server.ids(), ["uid-long-1"], "executing on the server");
+
+    shell.restart();
+    shell.until("child").await;
+    assert_eq!(shell.agent.cache.len(), 1, "the room is held again");
+    server.finish("uid-long-1", 0);
+    shell.until("last written").await;
+    let ended = shell.stored("long").unwrap();
+    assert_eq!(ended.phase(), RunPhase::Succeeded, "{:?}", ended.status);
+    assert_eq!(
+        shell.phases_written("long"),
+        [RunPhase::Running, RunPhase::Succeeded]
+    );
+    assert_eq!(server.executed(), 1, "executed once");
+    assert!(shell.agent.cache.is_empty());
 }
