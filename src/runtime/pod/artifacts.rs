@@ -194,25 +194,25 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Container;
 
+    /// A runtime-server template's spec: the `runtime` container and runtimed's sidecar.
+    fn runtime_and_sidecar() -> PodSpec {
+        let named = |name: &str| Container {
+            name: name.into(),
+            ..Default::default()
+        };
+        PodSpec {
+            containers: vec![named("runtime"), named(SIDECAR_CONTAINER)],
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn a_filesystem_store_is_its_claim_mounted_where_runtimed_runs() {
         let store = ArtifactStore::of(
             &serde_json::json!({"driver": "filesystem", "filesystem": {"volumeClaimName": "arts"}}),
         )
         .unwrap();
-        let spec = PodSpec {
-            containers: vec![
-                Container {
-                    name: "runtime".into(),
-                    ..Default::default()
-                },
-                Container {
-                    name: SIDECAR_CONTAINER.into(),
-                    ..Default::default()
-                },
-            ],
-            ..Default::default()
-        };
+        let spec = runtime_and_sidecar();
         let spec = with_artifact_store(spec, &store, true);
         let sidecar = &spec.containers[1];
         assert_eq!(
@@ -243,19 +243,7 @@ mod tests {
             "uploadPartSize": 8388608, "uploadConcurrency": 2,
         }}))
         .unwrap();
-        let spec = PodSpec {
-            containers: vec![
-                Container {
-                    name: "runtime".into(),
-                    ..Default::default()
-                },
-                Container {
-                    name: SIDECAR_CONTAINER.into(),
-                    ..Default::default()
-                },
-            ],
-            ..Default::default()
-        };
+        let spec = runtime_and_sidecar();
         let spec = with_artifact_store(spec, &store, true);
         let runtimed = &spec.containers[1];
         for (name, value) in [

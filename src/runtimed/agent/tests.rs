@@ -317,19 +317,28 @@ fn agent(fake: &Arc<Mutex<Fake>>, runs: u64, flags: &[String]) -> Agent {
 }
 
 /// A Run Scheduled on `pod-1` whose task is `sh -c script`.
-fn scheduled(name: &str, script: &str) -> Run {
+fn scheduled(name: &str, script: &str) -> crate::testing::RunBuilder {
     run(name)
         .on("pod-1")
         .pod_uid("pod-uid-1")
         .requests(&[(RUNS, 1)])
         .task(&["sh", "-c", script])
-        .build()
+}
+
+/// Run `flaky`, whose first attempt fails and second succeeds (counted in `dir`), with two
+/// attempts 1 s apart.
+fn fails_once(dir: &std::path::Path) -> Run {
+    let counter = dir.join("n").display().to_string();
+    let script = format!(
+        "n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; [ $n -ge 2 ]"
+    );
+    scheduled("flaky", &script).retry_policy(2, "1s").build()
 }
 
 #[tokio::test]
 async fn a_claimed_run_runs_and_ends_with_one_claim_and_one_terminal_write() {
     let mut shell = Shell::new(1);
-    shell.create(scheduled("ok", "exit 0"));
+    shell.create(scheduled("ok", "exit 0").build());
     shell.plan();
     shell.until("last written").await;
     assert_eq!(
@@ -342,8 +351,8 @@ async fn a_claimed_run_runs_and_ends_with_one_claim_and_one_terminal_write() {
 #[tokio::test]
 async fn a_run_that_does_not_fit_waits_unwritten_until_the_room_is_free() {
     let mut shell = Shell::new(1);
-    shell.create(scheduled("first", "exit 0"));
-    shell.create(scheduled("second", "exit 0"));
+    shell.create(scheduled("first", "exit 0").build());
+    shell.create(scheduled("second", "exit 0").build());
     shell.plan();
     // One claim only: the second does not fit while the first holds the room.
     assert_eq!(shell.agent.cache.len(), 1);
@@ -364,7 +373,7 @@ async fn a_run_that_does_not_fit_waits_unwritten_until_the_room_is_free() {
 async fn a_lost_claim_write_releases_its_room_and_is_claimed_again_from_the_watch() {
     let mut shell = Shell::new(1);
     shell.fake.lock().unwrap().fail_next.push_back(500);
-    shell.create(scheduled("flaky", "exit 0"));
+    shell.create(scheduled("flaky", "exit 0").build());
     shell.plan();
     shell.until("claimed").await;
     assert!(
@@ -386,17 +395,7 @@ async fn a_lost_claim_write_releases_its_room_and_is_claimed_again_from_the_watc
 async fn a_failed_attempt_keeps_its_room_between_attempts_and_the_retry_succeeds() {
     let mut shell = Shell::new(1);
     let dir = tempfile::tempdir().unwrap();
-    let counter = dir.path().join("n").display().to_string();
-    let script = format!(
-        "n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; [ $n -ge 2 ]"
-    );
-    let mut flaky = scheduled("flaky", &script);
-    flaky.spec.retry_policy = Some(crate::api::RetryPolicy {
-        max_attempts: Some(2),
-        backoff: Some("1s".into()),
-        retryable_reasons: Vec::new(),
-    });
-    shell.create(flaky);
+    shell.create(fails_once(dir.path()));
     shell.plan();
     shell.until("attempt written").await;
     let between = shell.stored("flaky").unwrap();
@@ -417,7 +416,7 @@ async fn a_failed_attempt_keeps_its_room_between_attempts_and_the_retry_succeeds
 #[tokio::test]
 async fn a_cancelled_running_run_is_stopped_and_ends_cancelled_freeing_its_room() {
     let mut shell = Shell::new(1);
-    shell.create(scheduled("long", "sleep 30"));
+    shell.create(scheduled("long", "sleep 30").build());
     shell.plan();
     shell.until("claimed").await;
     assert_eq!(shell.agent.children.len(), 1, "its task runs");
@@ -436,9 +435,7 @@ async fn a_cancelled_running_run_is_stopped_and_ends_cancelled_freeing_its_room(
 #[tokio::test]
 async fn a_running_run_past_its_timeout_is_stopped_and_ends_timeout_freeing_its_room() {
     let mut shell = Shell::new(1);
-    let mut long = scheduled("long", "sleep 30");
-    long.spec.timeout = Some("1s".into());
-    shell.create(long);
+    shell.create(scheduled("long", "sleep 30").timeout("1s").build());
     shell.plan();
     shell.until("claimed").await;
     shell.at_the_timeout().await;
@@ -455,17 +452,7 @@ async fn a_running_run_past_its_timeout_is_stopped_and_ends_timeout_freeing_its_
 async fn a_retry_whose_claim_fails_keeps_its_room_until_it_is_claimed_again() {
     let mut shell = Shell::new(1);
     let dir = tempfile::tempdir().unwrap();
-    let counter = dir.path().join("n").display().to_string();
-    let script = format!(
-        "n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; [ $n -ge 2 ]"
-    );
-    let mut flaky = scheduled("flaky", &script);
-    flaky.spec.retry_policy = Some(crate::api::RetryPolicy {
-        max_attempts: Some(2),
-        backoff: Some("1s".into()),
-        retryable_reasons: Vec::new(),
-    });
-    shell.create(flaky);
+    shell.create(fails_once(dir.path()));
     shell.plan();
     shell.until("attempt written").await;
     shell.until_claimed().await;
@@ -489,13 +476,7 @@ async fn a_retry_whose_claim_fails_keeps_its_room_until_it_is_claimed_again() {
 #[tokio::test]
 async fn a_run_deleted_while_its_failed_attempt_is_written_frees_its_room() {
     let mut shell = Shell::new(1);
-    let mut doomed = scheduled("doomed", "exit 1");
-    doomed.spec.retry_policy = Some(crate::api::RetryPolicy {
-        max_attempts: Some(3),
-        backoff: Some("1s".into()),
-        retryable_reasons: Vec::new(),
-    });
-    shell.create(doomed);
+    shell.create(scheduled("doomed", "exit 1").retry_policy(3, "1s").build());
     // The claim lands; the failed attempt's write meets a 500, and is retried.
     shell.plan();
     shell.until("exited").await;
@@ -519,7 +500,7 @@ async fn a_restarted_runtimed_re_attaches_to_the_execution_and_ends_the_run_once
     let (server, address) = FakeServer::start().await;
     let mut shell = Shell::with(1, &["--runtime-server", &address]);
     shell.until("child").await; // the server's executions, listed
-    shell.create(scheduled("long", "sleep 30"));
+    shell.create(scheduled("long", "sleep 30").build());
     shell.plan();
     shell.until("claimed").await;
     // The Execute call goes out from the child's own task.
