@@ -362,10 +362,13 @@ async fn kubectl_applies_fixtures_and_get_runs_shows_the_printer_columns() {
     let (out, stdout, stderr) = output(support::kubectl().args(["get", "runs", "-n", &ns.name]));
     assert!(out.status.success(), "{stderr}");
     let header: Vec<&str> = stdout.lines().next().unwrap().split_whitespace().collect();
-    // The upstream API's columns.
+    // The upstream API's columns, with Reason and Attempt before Age (what a user looks for
+    // first when a Run failed or was retried).
     assert_eq!(
         header,
-        ["NAME", "PHASE", "ASSIGNED", "POD", "RUNTIME", "AGE"]
+        [
+            "NAME", "PHASE", "ASSIGNED", "POD", "RUNTIME", "REASON", "ATTEMPT", "AGE"
+        ]
     );
     assert!(
         stdout.lines().nth(1).unwrap().starts_with("train-1"),

@@ -4,6 +4,8 @@
 //! ReplicaSet does, and a Warning Event `FailedCreate`), `kubectl kruntimes status` shows it,
 //! and once the cause is gone the Pods are created and the condition goes. The same for a Pod
 //! that was created but cannot run (its image cannot be pulled), with `explain` showing it too.
+//! `kubectl scale` sizes a Runtime through its `/scale` subresource, and `kubectl get runs`
+//! shows the Reason and Attempt columns and selects on `status.phase`.
 
 mod support;
 
@@ -417,4 +419,113 @@ async fn a_changed_template_replaces_the_pods_one_at_a_time_after_their_runs() {
         }
     })
     .await;
+}
+
+/// A Runtime is sized as a Deployment is: `kubectl scale runtime/sized --replicas 3` goes
+/// through its `/scale` subresource (what an HPA and KEDA use), the Runtime controller makes
+/// three Pods, and the scale's status names them by its label selector. A Run's row in
+/// `kubectl get runs` has its Reason and Attempt (more under `-o wide`), and
+/// `--field-selector status.phase=…` selects on the API server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_scales_a_runtime_and_reads_runs_by_phase_with_reason_and_attempt() {
+    let ns = TestNs::new("scale").await;
+    let _scheduler = SchedulerProcess::start(&ns.name, 2, None, "scale").await;
+    create_in(
+        &ns,
+        runtime("sized")
+            .replicas(1)
+            .capacity(&[("runs", 1)])
+            .build(),
+    )
+    .await;
+    let kubectl = |args: &[&str]| {
+        let out = support::kubectl()
+            .args(["-n", &ns.name])
+            .args(args)
+            .output()
+            .unwrap();
+        support::ok(&out, &format!("kubectl {args:?}"))
+    };
+    let scaled = kubectl(&["scale", "runtime/sized", "--replicas", "3"]);
+    assert!(
+        scaled.contains("runtime.kruntimes.io/sized scaled"),
+        "{scaled}"
+    );
+    let selector = format!("{}=sized", kruntimes::api::LABEL_RUNTIME);
+    eventually(
+        Duration::from_secs(60),
+        "three Pods of Runtime sized, and its scale saying so",
+        async || {
+            let pods = ns
+                .api::<k8s_openapi::api::core::v1::Pod>()
+                .list(&kube::api::ListParams::default().labels(&selector))
+                .await
+                .map_err(|e| e.to_string())?;
+            let scale = kubectl(&[
+                "get",
+                "--raw",
+                &format!(
+                    "/apis/kruntimes.io/v1alpha1/namespaces/{}/runtimes/sized/scale",
+                    ns.name
+                ),
+            ]);
+            let scale: serde_json::Value = serde_json::from_str(&scale).unwrap();
+            match (pods.items.len(), &scale["status"]) {
+                (3, status) if status["replicas"] == 3 && status["selector"] == selector => Ok(()),
+                (n, status) => Err(format!("{n} Pods; scale status {status}")),
+            }
+        },
+    )
+    .await;
+
+    // A Runtime whose Pod has a runtimed, for a Run that ends.
+    let pool =
+        support::pool::Pool::start(&ns, "pool", 1, &[("runs", 1)], &support::pool::HEARTBEAT).await;
+    pool.run("failed")
+        .task(&["sh", "-c", "exit 3"])
+        .create(&ns)
+        .await;
+    ns.wait_phase(
+        "failed",
+        kruntimes::api::RunPhase::Failed,
+        Duration::from_secs(60),
+    )
+    .await;
+    let table = kubectl(&["get", "runs", "--field-selector", "status.phase=Failed"]);
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        [
+            "NAME", "PHASE", "ASSIGNED", "POD", "RUNTIME", "REASON", "ATTEMPT", "AGE"
+        ],
+        "{table}"
+    );
+    assert_eq!(rows.len(), 2, "only the Failed Run: {table}");
+    assert_eq!(rows[1][..2], ["failed", "Failed"], "{table}");
+    assert_eq!(rows[1][4..6], ["NonZeroExitCode", "1"], "{table}");
+    let none = support::kubectl()
+        .args([
+            "-n",
+            &ns.name,
+            "get",
+            "runs",
+            "--field-selector",
+            "status.phase=Running",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&none.stderr).contains("No resources found"),
+        "{none:?}"
+    );
+    let wide = kubectl(&["get", "runs", "-o", "wide"]);
+    let header: Vec<&str> = wide.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header[header.len() - 4..],
+        ["PRIORITY", "NOMINATED", "POD", "MESSAGE"],
+        "{wide}"
+    );
 }

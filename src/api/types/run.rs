@@ -31,9 +31,15 @@ use super::schema::{
     printcolumn = r#"{"name": "Phase", "type": "string", "jsonPath": ".status.phase"}"#,
     printcolumn = r#"{"name": "Assigned Pod", "type": "string", "jsonPath": ".status.assignedPod"}"#,
     printcolumn = r#"{"name": "Runtime", "type": "string", "jsonPath": ".spec.runtime"}"#,
+    printcolumn = r#"{"name": "Reason", "type": "string", "jsonPath": ".status.reason"}"#,
+    printcolumn = r#"{"name": "Attempt", "type": "integer", "jsonPath": ".status.attempt"}"#,
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name": "Priority", "type": "integer", "jsonPath": ".status.priority", "priority": 1}"#,
+    printcolumn = r#"{"name": "Nominated Pod", "type": "string", "jsonPath": ".status.nominatedPodName", "priority": 1}"#,
+    printcolumn = r#"{"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1}"#,
     selectable = ".spec.runtime",
-    selectable = ".status.assignedPod"
+    selectable = ".status.assignedPod",
+    selectable = ".status.phase"
 )]
 #[serde(rename_all = "camelCase")]
 // The spec's rules (exactly one mode, paths, sources, immutable inputs, one-way cancel) are
@@ -513,12 +519,16 @@ mod tests {
     }
 
     #[test]
-    fn run_crd_declares_selectable_fields_for_runtime_and_assigned_pod() {
+    fn run_crd_declares_selectable_fields_for_runtime_assigned_pod_and_phase() {
         let crd = serde_json::to_value(Run::crd()).unwrap();
         let fields = &crd["spec"]["versions"][0]["selectableFields"];
         assert_eq!(
             fields,
-            &serde_json::json!([{"jsonPath": ".spec.runtime"}, {"jsonPath": ".status.assignedPod"}])
+            &serde_json::json!([
+                {"jsonPath": ".spec.runtime"},
+                {"jsonPath": ".status.assignedPod"},
+                {"jsonPath": ".status.phase"},
+            ])
         );
     }
 

@@ -29,7 +29,12 @@ pub const DEFAULT_RUNTIME_PORT: i32 = 9091;
     printcolumn = r#"{"name": "Image", "type": "string", "jsonPath": ".spec.template.spec.containers[0].image"}"#,
     printcolumn = r#"{"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"}"#,
     printcolumn = r#"{"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"}"#,
-    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("required" = ["template"]))]
@@ -128,4 +133,8 @@ pub struct RuntimeStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "condition_list")]
     pub conditions: Vec<Condition>,
+    /// kruntimes: the label selector of its Pods, for the `/scale` subresource (what
+    /// `kubectl scale`, a HorizontalPodAutoscaler and KEDA read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
 }

@@ -119,6 +119,7 @@ pub fn plan(
         .collect();
     status.replicas = live.len() as i32;
     status.ready_replicas = live.iter().filter(|p| pod_is_ready(p)).count() as i32;
+    status.selector = Some(format!("{LABEL_RUNTIME}={}", runtime.name_any()));
 
     let capacity = match parse_capacity_spec(runtime.spec.capacity_resources()) {
         Ok(capacity) => capacity,
