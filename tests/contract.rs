@@ -5,8 +5,9 @@
 //! terminal execution is forgotten; a runtimed killed with SIGKILL and started again re-attaches
 //! to the execution that still runs, and the Run succeeds without running twice. Cancellation
 //! and `spec.timeout` in every phase, for every backend (the tests' runtime server, the Go
-//! project's Bash runtime server, runtimed's own child processes): each ends the Run in its
-//! phase and frees its room at once. Re-attach runs on the Bash runtime server too.
+//! project's Bash and Python runtime servers, runtimed's own child processes): each ends the
+//! Run in its phase and frees its room at once. Re-attach runs on the Bash and Python runtime
+//! servers too (on the Python one, a shell task is Python replacing itself with `sh`).
 
 mod support;
 

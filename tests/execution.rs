@@ -1,12 +1,14 @@
 //! The execution contract as the Go project defines it, on every backend runtimed has: that
-//! project's own Bash runtime server (built unchanged, `../shared/runtimes`), the tests'
-//! runtime server and runtimed's own child processes. A Run written for that project (an empty
+//! project's own Bash and Python runtime servers (unchanged, `../shared/runtimes`; the Python
+//! one runs an inline script with Python), the tests' runtime server and runtimed's own child
+//! processes. A Run written for that project (an empty
 //! `mode.task` with `source.inline`) runs its script in its own directory `<workspace>/<uid>`;
 //! the `KEY=VALUE` lines it leaves in `$KRUNTIME_OUTPUTS` become `status.outputs` (never its
 //! stdout); invalid or too large outputs end it Failed with `OutputsInvalid` or
 //! `OutputsTooLarge`, not retried; and its directory is gone once its status is written. A
-//! function Run's inline source registers on the Bash server (with the attempt and digest it
-//! requires), is invoked, and registers again after a runtimed restart. A Run's stdout and
+//! function Run's inline source registers on the Bash server and, as a Python module, on the
+//! Python server (with the attempt and digest each requires), is invoked, and registers again
+//! after a runtimed restart. A Run's stdout and
 //! stderr are its log at runtimed's `/logs/<run>` (what `kubectl kruntimes logs` reads), live
 //! for a child, at the end for a server, and after the Run's directory is gone. The Go
 //! project's own e2e assertions (lifecycle, outputs, timeout, cancel) are ported as ours. A

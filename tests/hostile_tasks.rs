@@ -3,9 +3,10 @@
 //! other Run. One test per attack: `$KRUNTIME_OUTPUTS` as a link to runtimed's own
 //! environment, as a FIFO and as a 10 GiB sparse file; a log made huge; a log's `.done`
 //! marker linked to a file of someone else's; the artifacts directory linked to another Run's
-//! stored artifacts; a caller that never finishes its headers; a canary secret in runtimed's environment that
-//! must reach no task, output or log; orphans left by 50 Runs, adopted and reaped; and a Pod
-//! whose runtime server starts after runtimed, Ready as soon as the server answers.
+//! stored artifacts; a caller that never finishes its headers; a stranger probing unknown paths
+//! and a flood of made-up tokens; a canary secret in runtimed's environment that must reach no
+//! task, output or log; orphans left by 50 Runs, adopted and reaped; and a Pod whose runtime
+//! server starts after runtimed, Ready as soon as the server answers.
 
 mod support;
 

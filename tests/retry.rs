@@ -3,7 +3,8 @@
 //! project's `TestRunRetry` and `TestCancelRunningRunDoesNotRetry` with stronger assertions,
 //! plus the limits (attempts run out, unlisted reasons, cancel during the backoff), the
 //! backoff's timing, and healing that retries: a Running Run whose Pod is lost is placed again
-//! for its next attempt. Every scenario keeps an overcommit watch to its end (no Pod over
+//! for its next attempt; a Run deleted while its failed attempt is written leaves no room
+//! held. Every scenario keeps an overcommit watch to its end (no Pod over
 //! capacity and no attempt of a Run on two Pods at any Run event) and ends with no capacity
 //! left held.
 
