@@ -295,6 +295,7 @@ async fn a_run_deleted_while_its_failed_attempt_is_written_leaves_no_room_held()
     let ns = TestNs::new("retry-deleted").await;
     let _scheduler = scheduler(&ns).await;
     let pool = Pool::start(&ns, "sh", 1, &[("runs", 1)], &RUNTIMED_ARGS).await;
+    let watch = pool.overcommit_watch().await;
     let label = "kruntimes-test/refuse-failed-attempts";
     let name = format!("{}-refuse-failed-attempts", ns.name);
     let refuse: ValidatingAdmissionPolicy = serde_json::from_value(serde_json::json!({
@@ -350,6 +351,7 @@ async fn a_run_deleted_while_its_failed_attempt_is_written_leaves_no_room_held()
         .delete("doomed", &DeleteParams::default())
         .await
         .unwrap();
+    watch.finish().await;
     pool.assert_no_leaked_capacity("probe").await;
     let _ = bindings.delete(&name, &Default::default()).await;
     let _ = policies.delete(&name, &Default::default()).await;
