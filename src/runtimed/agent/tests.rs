@@ -267,6 +267,24 @@ impl Shell {
             .apply_watcher_event(&watcher::Event::Apply(stored));
     }
 
+    /// Asserts that the stored Run `name` ended in `phase` at `attempt` and that no room is
+    /// held any more, once its terminal write has landed.
+    async fn ends(&mut self, name: &str, phase: RunPhase, attempt: i32) {
+        self.until("last written").await;
+        let ended = self.stored(name).expect("the Run");
+        assert_eq!(
+            (ended.phase(), ended.attempt()),
+            (phase, attempt),
+            "{:?}",
+            ended.status
+        );
+        assert!(
+            self.agent.cache.is_empty(),
+            "room still held: {:?}",
+            self.agent.cache.used()
+        );
+    }
+
     fn stored(&self, name: &str) -> Option<Run> {
         self.fake.lock().unwrap().runs.get(name).cloned()
     }
@@ -407,10 +425,7 @@ async fn a_failed_attempt_keeps_its_room_between_attempts_and_the_retry_succeeds
     );
     // The backoff passes (the loop's retry timer), and attempt 2 is claimed and succeeds.
     shell.until_claimed().await;
-    shell.until("last written").await;
-    let ended = shell.stored("flaky").unwrap();
-    assert_eq!((ended.phase(), ended.attempt()), (RunPhase::Succeeded, 2));
-    assert!(shell.agent.cache.is_empty());
+    shell.ends("flaky", RunPhase::Succeeded, 2).await;
 }
 
 #[tokio::test]
@@ -422,14 +437,11 @@ async fn a_cancelled_running_run_is_stopped_and_ends_cancelled_freeing_its_room(
     assert_eq!(shell.agent.children.len(), 1, "its task runs");
     shell.edit("long", |r| r.spec.cancel_requested = true);
     shell.plan();
-    shell.until("last written").await;
-    let ended = shell.stored("long").unwrap();
-    assert_eq!(ended.phase(), RunPhase::Cancelled, "{:?}", ended.status);
+    shell.ends("long", RunPhase::Cancelled, 1).await;
     assert_eq!(
         shell.phases_written("long"),
         [RunPhase::Running, RunPhase::Cancelled]
     );
-    assert!(shell.agent.cache.is_empty());
 }
 
 #[tokio::test]
@@ -439,10 +451,7 @@ async fn a_running_run_past_its_timeout_is_stopped_and_ends_timeout_freeing_its_
     shell.plan();
     shell.until("claimed").await;
     shell.at_the_timeout().await;
-    shell.until("last written").await;
-    let ended = shell.stored("long").unwrap();
-    assert_eq!(ended.phase(), RunPhase::Timeout, "{:?}", ended.status);
-    assert!(shell.agent.cache.is_empty());
+    shell.ends("long", RunPhase::Timeout, 1).await;
 }
 
 /// A Run between attempts whose retry claim does not land keeps the room it holds while
@@ -464,10 +473,7 @@ async fn a_retry_whose_claim_fails_keeps_its_room_until_it_is_claimed_again() {
         "the retry gave up the room it held between attempts"
     );
     shell.until_claimed().await;
-    shell.until("last written").await;
-    let ended = shell.stored("flaky").unwrap();
-    assert_eq!((ended.phase(), ended.attempt()), (RunPhase::Succeeded, 2));
-    assert!(shell.agent.cache.is_empty());
+    shell.ends("flaky", RunPhase::Succeeded, 2).await;
 }
 
 /// The leak `tests/retry.rs` proves on a real API server, here turn by turn: the failed
@@ -516,13 +522,10 @@ async fn a_restarted_runtimed_re_attaches_to_the_execution_and_ends_the_run_once
     shell.until("child").await;
     assert_eq!(shell.agent.cache.len(), 1, "the room is held again");
     server.finish("uid-long-1", 0);
-    shell.until("last written").await;
-    let ended = shell.stored("long").unwrap();
-    assert_eq!(ended.phase(), RunPhase::Succeeded, "{:?}", ended.status);
+    shell.ends("long", RunPhase::Succeeded, 1).await;
     assert_eq!(
         shell.phases_written("long"),
         [RunPhase::Running, RunPhase::Succeeded]
     );
     assert_eq!(server.executed(), 1, "executed once");
-    assert!(shell.agent.cache.is_empty());
 }
