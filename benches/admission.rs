@@ -2,7 +2,6 @@
 //! [`AdmissionCache`], and one [`plan`] pass over a Pod's assigned Runs (what the agent
 //! computes on every Run or Pod event). No API server, no processes.
 
-use std::collections::HashSet;
 use std::hint::black_box;
 use std::sync::Arc;
 
@@ -10,7 +9,7 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use kruntimes::api::{Resources, Run};
 use kruntimes::runtimed::Identity;
 use kruntimes::runtimed::admission::AdmissionCache;
-use kruntimes::runtimed::plan::{Admit, plan};
+use kruntimes::runtimed::plan::{Admit, Records, plan};
 use kruntimes::testing::{NS, run};
 
 fn request() -> Resources {
@@ -89,18 +88,15 @@ fn planning(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::from_parameter(n), &runs, |b, runs| {
             b.iter(|| {
                 // Capacity for 4 of them: the rest are checked and left waiting.
-                let mut cache = AdmissionCache::new();
-                cache.set_capacity(Some(Resources::from_iter([
+                let mut records = Records::new();
+                records.set_capacity(Some(Resources::from_iter([
                     ("runs", 4),
                     ("example.com/gpu", 4),
                 ])));
                 let p = plan(
                     runs,
                     &me,
-                    &HashSet::new(),
-                    &HashSet::new(),
-                    &HashSet::new(),
-                    &mut cache,
+                    &mut records,
                     Admit {
                         claiming: true,
                         functions: false,

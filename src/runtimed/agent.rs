@@ -3,7 +3,8 @@
 //! writes), [`super::children`] (the tasks and their deadlines) and [`super::status_writer`]
 //! (every status write after the claim).
 //!
-//! Decisions come from the pure [`plan::plan`]; the parts perform them. The loop is an event
+//! Where each Run stands is its one record ([`plan::Records`]), which this loop moves as the
+//! parts report. Decisions come from the pure [`plan::plan`]; the parts perform them. The loop is an event
 //! loop: besides the two watches, the shutdown future and its timers, everything comes back
 //! to it as one [`AgentEvent`] on one channel ([`inbox`]): each part reports its own events
 //! through a [`Report`] that maps them there, so no part imports this module. No write is
@@ -12,7 +13,6 @@
 //! a Run. How a claimed Run starts, and what a waiting one is told, is [`admission`]'s; how
 //! an attempt ends (retry, end, artifacts first) is [`ending`]'s.
 
-use std::collections::HashSet;
 use std::pin::pin;
 use std::time::Duration;
 
@@ -26,14 +26,13 @@ use kube::{Client, ResourceExt as _};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::admission::AdmissionCache;
 use super::children::{ChildEvent, Children, StopReason};
 use super::claims::{ClaimEvent, Claims};
 use super::collector::{self, Collected};
 use super::executor::Terminal;
 use super::heartbeat::LeaseRenewer;
 use super::metrics::{self, RuntimedMetrics};
-use super::plan;
+use super::plan::{self, Records};
 use super::readiness::Readiness;
 use super::report::Report;
 use super::status_writer::{StatusWriter, WriteEvent};
@@ -83,7 +82,8 @@ struct Agent {
     settings: Settings,
     runs_api: Api<Run>,
     pods_api: Api<Pod>,
-    cache: AdmissionCache,
+    /// Every Run this agent holds room for or acts on, and the admission cache of that room.
+    records: Records,
     children: Children,
     claims: Claims,
     writer: StatusWriter,
@@ -92,27 +92,14 @@ struct Agent {
     /// Publishes Waiting, Admitted (after a Waiting only) and Started on the Runs of this Pod
     /// (the writer publishes the ends).
     events: RunEvents,
-    /// The Waiting note last published per Run name, while the Run waits: a Run is told once
-    /// per distinct reason, not at every reconcile.
-    waiting_noted: std::collections::HashMap<String, String>,
-    /// The UIDs of the Runs told `Waiting`, until they are claimed or leave Scheduled: only
-    /// those get an `Admitted` Event of their own (for the others the admission is said in
-    /// `Started`, one write fewer per Run).
-    waited: HashSet<String>,
     /// When each Scheduled Run of this Pod was first seen, by UID, until it is claimed or
     /// leaves Scheduled (the admission wait).
     scheduled_seen: std::collections::HashMap<String, Instant>,
     metrics: RuntimedMetrics,
     /// What `/readyz` is made of; published when it changes.
     readiness: Readiness,
-    /// Runs between two attempts on this Pod whose reservation this agent holds for them,
-    /// by UID: released once such a Run leaves this Pod without a next attempt here.
-    backing_off: HashSet<String>,
     /// When the earliest backoff ends: plan again then.
     next_retry: Option<Instant>,
-    /// Successful Runs whose artifacts are being stored, by UID: this agent's until their
-    /// terminal writes (which wait) go out.
-    collecting: HashSet<String>,
     /// Where the artifact collections report.
     collections: Report<Box<Collected>>,
 }
@@ -152,22 +139,18 @@ impl Agent {
                 metrics.clone(),
                 report(&tx, AgentEvent::Write),
             ),
-            collecting: HashSet::new(),
             collections: report(&tx, AgentEvent::Collected),
             inbox: Inbox::new(rx),
             metrics,
             scheduled_seen: Default::default(),
             events,
-            waiting_noted: Default::default(),
-            waited: Default::default(),
             runs_api,
             pods_api: Api::namespaced(client, &me.namespace),
             me,
             settings,
-            cache: AdmissionCache::new(),
+            records: Records::new(),
             draining: false,
             readiness,
-            backing_off: HashSet::new(),
             next_retry: None,
         }
     }
@@ -204,7 +187,7 @@ impl Agent {
 
         loop {
             let mut dirty = false;
-            let claim_retry = self.claims.next_retry();
+            let claim_retry = self.records.next_claim_retry();
             let stop_kill = self.children.next_stop_kill();
             let timeout = self.children.next_timeout();
             let next_retry = self.next_retry;
@@ -282,9 +265,9 @@ impl Agent {
             }
             if self.draining
                 && self.children.is_empty()
-                && self.collecting.is_empty()
+                && !self.records.collecting()
                 && self.writer.in_flight() == 0
-                && self.claims.settled()
+                && !self.records.claiming()
             {
                 tracing::info!("no Run is running any more; runtimed exits");
                 return Ok(());
@@ -297,11 +280,9 @@ impl Agent {
             }
             if dirty {
                 // Every reservation, release and capacity change comes with `dirty`.
-                self.metrics.set_holdings(
-                    self.cache.len(),
-                    self.cache.used(),
-                    self.cache.capacity(),
-                );
+                let cache = self.records.cache();
+                self.metrics
+                    .set_holdings(cache.len(), cache.used(), cache.capacity());
             }
         }
     }
@@ -335,16 +316,20 @@ impl Agent {
                 dirty
             }
             AgentEvent::Claim(ClaimEvent::Resolved(uid, landed)) => {
-                if let Some((claim, written)) =
-                    self.claims
-                        .resolved(&uid, landed.map(|r| *r), &mut self.cache)
-                {
-                    self.spawn_claimed(claim, written, Instant::now());
+                match self.claims.resolved(&uid, landed.map(|r| *r)) {
+                    Some(Ok((claim, written))) => {
+                        self.spawn_claimed(claim, written, Instant::now());
+                    }
+                    Some(Err(not_landed)) => self.claim_failed(not_landed),
+                    None => {}
                 }
                 true
             }
             AgentEvent::Write(WriteEvent::AttemptWritten(uid, landed)) => {
-                self.writer.attempt_written(&uid, landed);
+                self.writer.attempt_written();
+                if !landed {
+                    self.records.attempt_given_up(&uid);
+                }
                 true
             }
             AgentEvent::Collected(collected) => {
@@ -357,7 +342,7 @@ impl Agent {
             }
             AgentEvent::Write(WriteEvent::LastWritten(uid)) => {
                 self.writer.landed();
-                self.cache.release(&uid);
+                self.records.release(&uid);
                 self.children.forget(&uid);
                 true
             }
@@ -379,77 +364,42 @@ impl Agent {
     /// reservation and plans again from there.
     fn reconcile(&mut self, runs: &Store<Run>) {
         let now = Instant::now();
-        let state = self.claims.claimable(runs.state(), now);
-        self.writer.forget_observed_finishes(&state);
+        let all = runs.state();
+        // Forgets what the watch shows done with (and the room of Runs deleted meanwhile).
+        self.records.observe(&all);
+        let state = self.records.claimable(all, now);
         self.note_scheduled(&state, now);
-        let owned: HashSet<String> = self
-            .children
-            .owned()
-            .chain(self.claims.owned())
-            .chain(&self.collecting)
-            .cloned()
-            .collect();
+        // Executions the runtime server held when this agent started, of Runs it has no record
+        // of: the plan attaches them.
         let attachable = self.children.attachable(&state);
+        self.records.found(&state, &attachable);
         // A child of an attempt the Run has moved past (it left this Pod and came back for a
         // later attempt while this agent lost track of it) must not report for that attempt.
         for uid in self.children.outdated(&state) {
             self.children.abandon(&uid);
         }
-        let finished = self.writer.finished();
-        // A reservation nothing accounts for any more: its Run is gone from the watch while
-        // this agent neither runs, claims, collects nor still writes it (deleted while its
-        // failed attempt's write was out, or before the watch showed it between attempts).
-        // Nothing else would ever release it: it is released here, with the Run's directory.
-        let seen: HashSet<String> = runs.state().iter().filter_map(|r| r.uid()).collect();
-        for uid in self
-            .cache
-            .unaccounted(|uid| seen.contains(uid) || owned.contains(uid) || finished.contains(uid))
-        {
-            tracing::info!("releasing the reservation of Run {uid}, which is gone");
-            self.cache.release(&uid);
-            self.backing_off.remove(&uid);
-            self.children.forget(&uid);
-        }
         let plan = plan::plan(
             &state,
             &self.me,
-            &owned,
-            finished,
-            &attachable,
-            &mut self.cache,
+            &mut self.records,
             plan::Admit {
                 claiming: !self.draining,
                 functions: self.children.has_server(),
                 now: jiff::Timestamp::now(),
             },
         );
-        // Reservations held between attempts for Runs that are no longer between attempts
-        // here and that nothing of this agent owns (deleted, healed away): released.
-        let mut backing_off = plan.backing_off;
-        for uid in self.backing_off.drain() {
-            if backing_off.contains(&uid) {
-                continue;
-            }
-            // A retry whose claim failed is hidden from this plan until it is tried again
-            // (`claimable`): it still holds its room.
-            if owned.contains(&uid) || self.claims.waits_to_retry(&uid) {
-                backing_off.insert(uid);
-            } else if !finished.contains(&uid) {
-                self.cache.release(&uid);
-            }
-        }
-        self.backing_off = backing_off;
+        debug_assert_eq!(self.records.check(), Ok(()));
         self.next_retry = plan.next_retry.map(|at| {
             let wait = at.duration_since(jiff::Timestamp::now());
             now + Duration::try_from(wait).unwrap_or(Duration::ZERO)
         });
         for attach in plan.attaches {
-            self.children.attach(attach, &mut self.cache);
+            let uid = attach.run.uid().unwrap_or_default();
+            if !self.children.attach(attach) {
+                self.records.remove(&uid);
+            }
         }
-        for (name, why) in &plan.waiting {
-            tracing::debug!(run = %name, "Run {name} stays Scheduled: {why}");
-        }
-        self.note_waiting(&state, &plan.waiting);
+        self.note_waiting(&plan.waiting);
         for uid in &plan.kills {
             self.children.abandon(uid);
         }

@@ -19,7 +19,6 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::Settings;
-use super::admission::AdmissionCache;
 use super::contract::{execute_request, execution_id};
 use super::executor::{self, ChildExit, ChildHandle, Exit, SpawnError, Terminal};
 use super::git;
@@ -160,11 +159,6 @@ impl Children {
         self.children.len()
     }
 
-    /// The UIDs of the children: this agent's own Runs.
-    pub(super) fn owned(&self) -> impl Iterator<Item = &String> {
-        self.children.keys()
-    }
-
     /// Whether Runs execute on a runtime server (function Runs can only there).
     pub(super) fn has_server(&self) -> bool {
         self.server.is_some()
@@ -213,10 +207,11 @@ impl Children {
     }
 
     /// Follows again the execution of a Run an earlier runtimed started on the runtime
-    /// server (its request is already held again in `cache`; released when it cannot be).
-    pub(super) fn attach(&mut self, attach: Attach, cache: &mut AdmissionCache) {
+    /// server (its request is already held again). Returns whether it is followed (false:
+    /// its room is to be released).
+    pub(super) fn attach(&mut self, attach: Attach) -> bool {
         let Some(server) = &self.server else {
-            return;
+            return false;
         };
         let Attach { run, request } = attach;
         let (name, uid) = (run.name_any(), run.uid().unwrap_or_default());
@@ -258,13 +253,13 @@ impl Children {
             // It was valid when it was claimed, and the spec is immutable.
             Some(Err(e)) => {
                 tracing::warn!(run = %name, "function Run {name} cannot be registered again: {e}");
-                cache.release(&uid);
-                return;
+                return false;
             }
         };
         let deadline = deadline_of(&run);
         let execution = (!registered).then_some(id);
         self.insert(uid, name, handle, (*run).clone(), deadline, execution);
+        true
     }
 
     /// The files of `run`'s execution ([`rundir`]).

@@ -1,14 +1,14 @@
 //! runtimed's claims: the write that takes a planned Run (phase Running, Admitted=True, with
 //! the resourceVersion the decision was made on), the read-back of a claim whose outcome is
-//! unknown, and the bookkeeping of claims in flight, uncertain, or failed and waiting to be
-//! tried again.
+//! unknown, and when a claim that did not land may be tried again ([`NotLanded`]; the Run's
+//! record keeps it, [`plan::State::ClaimFailed`]).
 //!
 //! Each write runs in a task of its own and reports back on the agent's one event channel
 //! ([`ClaimEvent::Written`], [`ClaimEvent::Resolved`]). This module must not decide
 //! which Run to claim ([`super::plan`] does), never starts a task (the agent does once a claim
 //! is known to have landed), and never guesses an outcome it has not read.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +20,6 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use super::Identity;
-use super::admission::AdmissionCache;
 use super::metrics::{self, RuntimedMetrics};
 use super::plan::{self, Claim};
 use super::report::Report;
@@ -51,12 +50,22 @@ pub(super) struct Landed {
     pub(super) at: Instant,
 }
 
+/// A claim that did not land: the same resourceVersion is tried again at `retry_at`, a newer
+/// one at once. A first claim's reservation is to be released, so others may fit now; a
+/// `retry` (the next attempt of a Run between attempts) keeps its room.
+pub(super) struct NotLanded {
+    pub(super) uid: String,
+    pub(super) version: String,
+    pub(super) retry_at: Instant,
+    pub(super) retry: bool,
+}
+
 /// What a returned claim write means for the agent.
 pub(super) enum Claimed {
     /// It landed: start its task.
     Landed(Box<Landed>),
-    /// It did not land: its reservation is released, so others may fit now.
-    Released,
+    /// It did not land.
+    NotLanded(NotLanded),
     /// Its outcome is unknown: the reservation stays held until a read says.
     Uncertain,
 }
@@ -77,18 +86,11 @@ pub(super) struct Claims {
     events: Report<ClaimEvent>,
     /// Bounds the claim writes in flight at once.
     slots: Arc<Semaphore>,
-    /// Claims whose write is in flight, by UID: each holds its reservation and counts as this
-    /// agent's own (the watch may show it Running before the write returns).
-    claiming: HashSet<String>,
     /// Claims whose write outcome is unknown (a transport error or timeout), by UID. The
-    /// reservation stays held and the Run counts as this agent's own until a fresh read says
-    /// whether the claim landed: never guessed, so a Run this agent did claim is never later
-    /// failed as RuntimedRestarted.
+    /// reservation stays held and the Run's record stays [`plan::State::Claiming`] until a
+    /// fresh read says whether the claim landed: never guessed, so a Run this agent did claim
+    /// is never later failed as RuntimedRestarted.
     uncertain: HashMap<String, Claim>,
-    /// Runs whose claim write failed, by UID: the resourceVersion that failed and when to try
-    /// that same version again. A newer version from the watch is tried at once; without this,
-    /// a stale store would be claimed again and again in a tight loop.
-    failed: HashMap<String, (String, Instant)>,
 }
 
 impl Claims {
@@ -104,46 +106,13 @@ impl Claims {
             metrics,
             events,
             slots: Arc::new(Semaphore::new(CLAIM_CONCURRENCY)),
-            claiming: HashSet::new(),
             uncertain: HashMap::new(),
-            failed: HashMap::new(),
         }
-    }
-
-    /// When a Run whose claim failed may be tried again, if any.
-    pub(super) fn next_retry(&self) -> Option<Instant> {
-        self.failed.values().map(|(_, at)| *at).min()
-    }
-
-    /// See [`claimable`].
-    pub(super) fn claimable(&mut self, state: Vec<Arc<Run>>, now: Instant) -> Vec<Arc<Run>> {
-        claimable(&mut self.failed, state, now)
-    }
-
-    /// The UIDs whose claim is in flight or uncertain: this agent's own already.
-    pub(super) fn owned(&self) -> impl Iterator<Item = &String> {
-        self.uncertain.keys().chain(&self.claiming)
-    }
-
-    /// Whether a claim of `uid` failed and waits to be tried again (the watch hides the Run
-    /// from the plan meanwhile, see [`Self::claimable`]).
-    pub(super) fn waits_to_retry(&self, uid: &str) -> bool {
-        self.failed.contains_key(uid)
-    }
-
-    pub(super) fn is_claiming(&self, uid: &str) -> bool {
-        self.claiming.contains(uid)
-    }
-
-    /// No claim in flight and none uncertain.
-    pub(super) fn settled(&self) -> bool {
-        self.uncertain.is_empty() && self.claiming.is_empty()
     }
 
     /// Sends the claim write of a planned claim (which already holds its reservation): it goes
     /// out as a slot frees up, concurrently with the others and with the agent's loop.
     pub(super) fn send(&mut self, claim: Claim) {
-        self.claiming.insert(claim.run.uid().unwrap_or_default());
         let (api, pod, slots, done) = (
             self.api.clone(),
             self.me.pod_name.clone(),
@@ -163,13 +132,12 @@ impl Claims {
         });
     }
 
-    /// A claim write has returned: counts it, and for one that did not land releases its
-    /// reservation in `cache` and notes when the same version may be tried again.
-    pub(super) fn written(&mut self, written: ClaimWritten, cache: &mut AdmissionCache) -> Claimed {
+    /// A claim write has returned: counts it, and says when one that did not land may be
+    /// tried again.
+    pub(super) fn written(&mut self, written: ClaimWritten) -> Claimed {
         let ClaimWritten { claim, result, at } = written;
         let name = claim.run.name_any();
         let uid = claim.run.uid().unwrap_or_default();
-        self.claiming.remove(&uid);
         // (admission result, when the same version may be tried again, whether it will be:
         // a deleted Run is not)
         let (admission, retry_in, retried) = match result {
@@ -211,28 +179,25 @@ impl Claims {
         if retried {
             self.count_retry();
         }
-        self.not_landed(&claim, retry_in, cache);
-        Claimed::Released
+        Claimed::NotLanded(not_landed(&claim, retry_in))
     }
 
     /// A claim of unknown outcome has been read back: the claim and the Run as read when it
-    /// landed; otherwise its reservation is released in `cache` and it is tried again later.
+    /// landed, or when it may be tried again; `None` when `uid` was not uncertain.
     pub(super) fn resolved(
         &mut self,
         uid: &str,
         landed: Option<Run>,
-        cache: &mut AdmissionCache,
-    ) -> Option<(Claim, Run)> {
+    ) -> Option<Result<(Claim, Run), NotLanded>> {
         let claim = self.uncertain.remove(uid)?;
-        match landed {
-            Some(written) => Some((claim, written)),
+        Some(match landed {
+            Some(written) => Ok((claim, written)),
             None => {
                 tracing::info!(run = %claim.run.name_any(), "the claim of Run {} did not land; retrying it", claim.run.name_any());
                 self.count_retry();
-                self.not_landed(&claim, CLAIM_RETRY_ERROR, cache);
-                None
+                Err(not_landed(&claim, CLAIM_RETRY_ERROR))
             }
-        }
+        })
     }
 
     fn count_retry(&self) {
@@ -241,17 +206,17 @@ impl Claims {
             .with_label_values(&[metrics::WRITE_CLAIM])
             .inc();
     }
+}
 
-    /// Releases a claim that did not land; the same version is tried again after `retry_in`.
-    /// The retry of a Run between two attempts keeps its reservation: its room was never
-    /// given up, and the agent releases it once the Run leaves this Pod.
-    fn not_landed(&mut self, claim: &Claim, retry_in: Duration, cache: &mut AdmissionCache) {
-        let uid = claim.run.uid().unwrap_or_default();
-        if claim.retry.is_none() {
-            cache.release(&uid);
-        }
-        let rv = claim.run.resource_version().unwrap_or_default();
-        self.failed.insert(uid, (rv, Instant::now() + retry_in));
+/// A claim that did not land: the same version is tried again after `retry_in`. The retry of
+/// a Run between two attempts keeps its reservation: its room was never given up, and the
+/// plan releases it once the Run leaves this Pod.
+fn not_landed(claim: &Claim, retry_in: Duration) -> NotLanded {
+    NotLanded {
+        uid: claim.run.uid().unwrap_or_default(),
+        version: claim.run.resource_version().unwrap_or_default(),
+        retry_at: Instant::now() + retry_in,
+        retry: claim.retry.is_some(),
     }
 }
 
@@ -305,68 +270,4 @@ async fn read_back_claim(
         && started
         && plan::assigned_to(&run, me);
     ours.then_some(run)
-}
-
-/// The observed Runs minus those whose claim failed at this very resourceVersion and whose
-/// retry time has not come; forgets failures the watch has moved past.
-fn claimable(
-    failed: &mut HashMap<String, (String, Instant)>,
-    state: Vec<Arc<Run>>,
-    now: Instant,
-) -> Vec<Arc<Run>> {
-    let current: HashMap<String, String> = state
-        .iter()
-        .filter_map(|r| Some((r.uid()?, r.resource_version()?)))
-        .collect();
-    failed.retain(|uid, (rv, at)| *at > now && current.get(uid) == Some(rv));
-    state
-        .into_iter()
-        .filter(|r| r.uid().is_none_or(|uid| !failed.contains_key(&uid)))
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::testing::run;
-
-    /// Run `uid` (named after its UID) at resourceVersion `rv`.
-    fn run_at(uid: &str, rv: &str) -> Arc<Run> {
-        Arc::new(run(uid).uid(uid).resource_version(rv).build())
-    }
-
-    #[test]
-    fn a_failed_claim_is_not_retried_at_the_same_version_until_its_retry_time() {
-        let now = Instant::now();
-        let mut failed = HashMap::from([(
-            "a".to_string(),
-            ("1".to_string(), now + Duration::from_secs(5)),
-        )]);
-        let names = |v: Vec<Arc<Run>>| v.iter().map(|r| r.name_any()).collect::<Vec<_>>();
-        // Same version, before the retry time: skipped; others are still claimable.
-        assert_eq!(
-            names(claimable(
-                &mut failed,
-                vec![run_at("a", "1"), run_at("b", "1")],
-                now
-            )),
-            ["b"]
-        );
-        // The watch brought a newer version: claimable at once, the failure is forgotten.
-        assert_eq!(
-            names(claimable(&mut failed, vec![run_at("a", "2")], now)),
-            ["a"]
-        );
-        assert!(failed.is_empty());
-        // Same version again, but after the retry time: claimable.
-        failed.insert("a".into(), ("1".into(), now + Duration::from_secs(1)));
-        assert_eq!(
-            names(claimable(
-                &mut failed,
-                vec![run_at("a", "1")],
-                now + Duration::from_secs(2)
-            )),
-            ["a"]
-        );
-    }
 }

@@ -5,7 +5,8 @@
 //! scheduler's assignment is not an authorization to run. It never picks Pods and never
 //! un-assigns a Run. The parts:
 //! - [`admission`]: the pure capacity/reservation cache;
-//! - [`plan`]: the pure decisions (claim, fail, kill);
+//! - [`plan`]: the pure decisions (claim, fail, kill) over the Runs and the agent's one
+//!   record of each ([`plan::LocalRun`], its state and its reservation);
 //! - [`executor`]: child processes;
 //! - [`heartbeat`]: the Lease;
 //! - [`metrics`]: what `/metrics` exposes;

@@ -2,14 +2,13 @@
 //! [`status::set_terminal`], or its requeue after a preemption) and a function Run's Ready,
 //! each in a task of its own, retried across API outages with [`api_backoff`].
 //!
-//! Owns which Runs this agent has finished (until the watch shows it) and how many last writes
-//! are in flight; a last write reports back with [`WriteEvent::LastWritten`] so the agent
-//! releases the reservation only then. It must not decide what to write (the agent and
+//! Owns how many of its writes are in flight; a last write reports back with
+//! [`WriteEvent::LastWritten`] so the agent releases the reservation only then (the Run's
+//! record, [`plan::State::Writing`], says it is being written meanwhile). It must not decide what to write (the agent and
 //! [`super::plan`] do), never writes a Run that is no longer this Pod's, and never releases a
 //! reservation itself.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable as _};
@@ -75,13 +74,7 @@ pub(super) struct StatusWriter {
     metrics: RuntimedMetrics,
     /// Where a last write reports that it has landed (or been given up).
     done: Report<WriteEvent>,
-    /// Runs this agent wrote (or is writing) a last status or a failed attempt for, until the
-    /// watch shows it.
-    finished: HashSet<String>,
-    /// Those of `finished` whose write is a failed attempt, by UID with the next attempt: done
-    /// once the watch shows them between attempts at it (or the write is given up).
-    failing: HashMap<String, i32>,
-    /// Last writes not completed yet.
+    /// Last writes and failed attempts' writes not completed yet.
     in_flight: usize,
 }
 
@@ -99,16 +92,8 @@ impl StatusWriter {
             events,
             metrics,
             done,
-            finished: HashSet::new(),
-            failing: HashMap::new(),
             in_flight: 0,
         }
-    }
-
-    /// The Runs this agent has finished, or whose failed attempt it has written, and the
-    /// watch does not show so yet: [`plan::plan`] leaves them alone.
-    pub(super) fn finished(&self) -> &HashSet<String> {
-        &self.finished
     }
 
     pub(super) fn in_flight(&self) -> usize {
@@ -120,48 +105,9 @@ impl StatusWriter {
         self.in_flight -= 1;
     }
 
-    /// Drops finished UIDs once the watch shows them terminal or gone.
-    pub(super) fn forget_observed_finishes(&mut self, state: &[Arc<Run>]) {
-        if self.finished.is_empty() {
-            return;
-        }
-        // A Run the watch shows terminal, or back in Pending after a preemption (it may be
-        // placed here again), is done with: only an active one is still being finished.
-        let still_active: HashSet<String> = state
-            .iter()
-            .filter(|r| r.phase().is_active())
-            .filter_map(|r| r.uid())
-            .collect();
-        // A failed attempt is done with once the watch shows the Run between attempts at the
-        // next one: plan holds it from then on.
-        if !self.failing.is_empty() {
-            let between: HashMap<String, i32> = state
-                .iter()
-                .filter(|r| r.status.as_ref().and_then(status::in_backoff).is_some())
-                .filter_map(|r| Some((r.uid()?, r.attempt())))
-                .collect();
-            let finished = &mut self.finished;
-            self.failing.retain(|uid, next| {
-                let seen = between.get(uid) == Some(next);
-                if seen {
-                    finished.remove(uid);
-                }
-                !seen
-            });
-        }
-        self.finished.retain(|uid| still_active.contains(uid));
-        let finished = &self.finished;
-        self.failing.retain(|uid, _| finished.contains(uid));
-    }
-
-    /// A failed attempt's write returned ([`WriteEvent::AttemptWritten`]); one that was
-    /// given up (the Run changed under it, or left this Pod) is planned again from the watch.
-    pub(super) fn attempt_written(&mut self, uid: &str, landed: bool) {
+    /// A failed attempt's write returned ([`WriteEvent::AttemptWritten`]).
+    pub(super) fn attempt_written(&mut self) {
         self.in_flight -= 1;
-        if !landed {
-            self.failing.remove(uid);
-            self.finished.remove(uid);
-        }
     }
 
     /// Writes `terminal` (and the execution's `outputs` in `status.outputs`, its stored
@@ -235,8 +181,6 @@ impl StatusWriter {
     ) {
         let failed = first.attempt();
         let max = first.retry_policy().unwrap_or_default().max_attempts;
-        self.failing.insert(uid.clone(), next);
-        self.finished.insert(uid.clone());
         self.in_flight += 1;
         let note = format!(
             "attempt {failed} of {max} failed ({}: {}); attempt {next} starts in {after:?} on Pod {}",
@@ -329,9 +273,8 @@ impl StatusWriter {
     }
 
     /// This agent's last write of a Run (its end, or its requeue after a preemption), in the
-    /// background through [`write_status`]: the Run counts as finished here from now on, the
-    /// agent is told once the write has landed (or been given up), and `event` is published
-    /// when this call wrote it.
+    /// background through [`write_status`]: the agent is told once the write has landed (or
+    /// been given up), and `event` is published when this call wrote it.
     fn write_last(
         &mut self,
         name: String,
@@ -340,7 +283,6 @@ impl StatusWriter {
         apply: impl Fn(&mut RunStatus, &Time) -> bool + Send + Sync + 'static,
         event: Note,
     ) {
-        self.finished.insert(uid.clone());
         self.in_flight += 1;
         // The fence: only the attempt this write is about, never a later one (a retry placed
         // here again after this agent lost track of the Run).

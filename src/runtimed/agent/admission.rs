@@ -10,28 +10,22 @@ use kube::ResourceExt as _;
 use kube::runtime::events::EventType;
 use tokio::time::Instant;
 
-use super::super::claims::{ClaimWritten, Claimed, Landed};
+use super::super::claims::{ClaimWritten, Claimed, Landed, NotLanded};
 use super::super::metrics;
-use super::super::plan::{self, Claim};
+use super::super::plan::{self, Claim, State};
 use super::Agent;
 use crate::api::{Run, RunPhase};
 use crate::events::reasons as event_reasons;
 
 impl Agent {
-    /// Publishes `Waiting` for a Run that newly waits, or waits for another reason.
-    pub(super) fn note_waiting(&mut self, state: &[Arc<Run>], waiting: &[(String, String)]) {
-        self.waiting_noted
-            .retain(|name, _| waiting.iter().any(|(n, _)| n == name));
-        for (name, why) in waiting {
-            if self.waiting_noted.get(name) == Some(why) {
+    /// Publishes `Waiting` for a Run that newly waits, or waits for another reason (its
+    /// record says which: [`plan::Records::wait`]).
+    pub(super) fn note_waiting(&mut self, waiting: &[plan::Waiting]) {
+        for plan::Waiting { run, why, news } in waiting {
+            let name = run.name_any();
+            tracing::debug!(run = %name, "Run {name} stays Scheduled: {why}");
+            if !news {
                 continue;
-            }
-            let Some(run) = state.iter().find(|r| &r.name_any() == name) else {
-                continue;
-            };
-            self.waiting_noted.insert(name.clone(), why.clone());
-            if let Some(uid) = run.uid() {
-                self.waited.insert(uid);
             }
             self.metrics
                 .admissions
@@ -58,10 +52,10 @@ impl Agent {
             .filter(|r| r.phase() == RunPhase::Scheduled && plan::assigned_to(r, &self.me))
             .filter_map(|r| r.uid())
             .collect();
-        self.scheduled_seen
-            .retain(|uid, _| scheduled.contains(uid) || self.claims.is_claiming(uid));
-        self.waited
-            .retain(|uid| scheduled.contains(uid) || self.claims.is_claiming(uid));
+        let records = &self.records;
+        self.scheduled_seen.retain(|uid, _| {
+            scheduled.contains(uid) || records.state(uid) == Some(&State::Claiming)
+        });
         for uid in scheduled {
             self.scheduled_seen.entry(uid).or_insert(now);
         }
@@ -70,14 +64,30 @@ impl Agent {
     /// Starts the task of a Run whose claim write has returned. Returns whether the
     /// reservation is still held (false: it was or will be released, so others may fit).
     pub(super) fn start(&mut self, written: ClaimWritten) -> bool {
-        match self.claims.written(written, &mut self.cache) {
+        match self.claims.written(written) {
             Claimed::Landed(landed) => {
                 let Landed { claim, written, at } = *landed;
                 self.spawn_claimed(claim, written, at)
             }
-            Claimed::Released => false,
+            Claimed::NotLanded(not_landed) => {
+                let retry = not_landed.retry;
+                self.claim_failed(not_landed);
+                retry
+            }
             Claimed::Uncertain => true,
         }
+    }
+
+    /// A claim did not land: a first claim's room is freed, and the same version is tried
+    /// again at its time (a newer one at once).
+    pub(super) fn claim_failed(&mut self, not_landed: NotLanded) {
+        let NotLanded {
+            uid,
+            version,
+            retry_at,
+            retry,
+        } = not_landed;
+        self.records.claim_failed(&uid, version, retry_at, retry);
     }
 
     /// Spawns the task of a Run this agent has claimed (`written` is the claimed Run, its
@@ -111,7 +121,10 @@ impl Agent {
                 format!("attempt {attempt} of {max} starts on Runtime Pod {pod}"),
             );
             return match self.children.spawn(&name, &uid, &written, &task) {
-                Ok(()) => true,
+                Ok(()) => {
+                    self.records.set(&written, State::Running);
+                    true
+                }
                 Err(e) => {
                     tracing::warn!(run = %name, "Run {name} failed to start: {e}");
                     self.fail_to_start(name, uid, written, e.to_string());
@@ -131,7 +144,7 @@ impl Agent {
         tracing::info!(run = %name, "claimed Run {name} with {request}; starting {:?}", task.program);
         // A Run that was told it waits is told it is admitted; for the others (admitted at
         // once) `Started` says both, and the API server is spared a write.
-        let waited = self.waited.remove(&uid);
+        let waited = self.records.get(&uid).is_some_and(|r| r.waited);
         if waited {
             self.events.emit(
                 &written,
@@ -143,6 +156,7 @@ impl Agent {
         }
         match self.children.spawn(&name, &uid, &written, &task) {
             Ok(()) => {
+                self.records.set(&written, State::Running);
                 self.metrics.dispatch.observe(at.elapsed().as_secs_f64());
                 let note = if waited {
                     format!("started the task on Runtime Pod {pod}")

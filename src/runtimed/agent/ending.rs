@@ -10,6 +10,7 @@ use super::super::children::{AfterExit, Outputs};
 use super::super::collector::{self, Collected, Pending};
 use super::super::executor::{ChildExit, Terminal};
 use super::super::metrics;
+use super::super::plan::State;
 use super::super::status_writer::Results;
 use super::Agent;
 use crate::api::retry;
@@ -42,6 +43,8 @@ impl Agent {
                 .run_retries
                 .with_label_values(&[terminal.reason])
                 .inc();
+            let next_attempt = Some(attempt);
+            self.records.set(&first, State::Writing { next_attempt });
             self.writer
                 .fail_attempt(name, uid, first, terminal, attempt, after);
             return;
@@ -61,6 +64,8 @@ impl Agent {
                 .run_duration
                 .observe(ran.as_secs_f64().max(0.0));
         }
+        self.records
+            .set(&first, State::Writing { next_attempt: None });
         self.writer.finish(name, uid, first, terminal, results);
     }
 
@@ -86,7 +91,11 @@ impl Agent {
     pub(super) fn on_exit(&mut self, exit: ChildExit, outputs: Outputs, runs: &Store<Run>) {
         match self.children.on_exit(exit, outputs, runs) {
             None => {}
-            Some(AfterExit::Requeue { name, uid, first }) => self.writer.requeue(name, uid, first),
+            Some(AfterExit::Requeue { name, uid, first }) => {
+                self.records
+                    .set(&first, State::Writing { next_attempt: None });
+                self.writer.requeue(name, uid, first);
+            }
             Some(AfterExit::Finish {
                 name,
                 uid,
@@ -96,7 +105,7 @@ impl Agent {
             }) => {
                 // A success's artifacts are stored before its terminal write.
                 if terminal.outcome == Outcome::Succeeded && self.settings.artifacts.any() {
-                    self.collecting.insert(uid.clone());
+                    self.records.set(&first, State::Collecting);
                     let staging = self.children.layout(&first).staging();
                     let pending = Pending {
                         name,
@@ -117,7 +126,7 @@ impl Agent {
                 self.end(name, uid, first, terminal, results);
             }
             Some(AfterExit::Gone { uid }) => {
-                self.cache.release(&uid);
+                self.records.remove(&uid);
                 self.children.forget(&uid);
             }
         }
@@ -126,7 +135,6 @@ impl Agent {
     /// A success's artifacts were stored (or break a rule): its terminal write goes out.
     pub(super) fn on_collected(&mut self, collected: Collected) {
         let Collected { pending, stored } = collected;
-        self.collecting.remove(&pending.uid);
         let Pending {
             name,
             uid,

@@ -236,7 +236,7 @@ impl Shell {
         for _ in 0..50 {
             self.catch_up();
             self.plan();
-            if !self.agent.claims.settled() {
+            if self.agent.records.claiming() {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -268,7 +268,8 @@ impl Shell {
     }
 
     /// Asserts that the stored Run `name` ended in `phase` at `attempt` and that no room is
-    /// held any more, once its terminal write has landed.
+    /// held any more, once its terminal write has landed; and, once the watch shows that end,
+    /// that no record of it is left.
     async fn ends(&mut self, name: &str, phase: RunPhase, attempt: i32) {
         self.until("last written").await;
         let ended = self.stored(name).expect("the Run");
@@ -279,9 +280,17 @@ impl Shell {
             ended.status
         );
         assert!(
-            self.agent.cache.is_empty(),
+            self.agent.records.cache().is_empty(),
             "room still held: {:?}",
-            self.agent.cache.used()
+            self.agent.records.cache().used()
+        );
+        self.catch_up();
+        self.plan();
+        let uid = ended.uid().unwrap_or_default();
+        assert_eq!(
+            self.agent.records.get(&uid),
+            None,
+            "a record outlives its Run's end"
         );
     }
 
@@ -363,7 +372,10 @@ async fn a_claimed_run_runs_and_ends_with_one_claim_and_one_terminal_write() {
         shell.phases_written("ok"),
         [RunPhase::Running, RunPhase::Succeeded]
     );
-    assert!(shell.agent.cache.is_empty(), "the room is released");
+    assert!(
+        shell.agent.records.cache().is_empty(),
+        "the room is released"
+    );
 }
 
 #[tokio::test]
@@ -373,7 +385,7 @@ async fn a_run_that_does_not_fit_waits_unwritten_until_the_room_is_free() {
     shell.create(scheduled("second", "exit 0").build());
     shell.plan();
     // One claim only: the second does not fit while the first holds the room.
-    assert_eq!(shell.agent.cache.len(), 1);
+    assert_eq!(shell.agent.records.cache().len(), 1);
     shell.until("last written").await;
     shell.until("last written").await;
     assert_eq!(
@@ -384,7 +396,7 @@ async fn a_run_that_does_not_fit_waits_unwritten_until_the_room_is_free() {
         shell.phases_written("second"),
         [RunPhase::Running, RunPhase::Succeeded]
     );
-    assert!(shell.agent.cache.is_empty());
+    assert!(shell.agent.records.cache().is_empty());
 }
 
 #[tokio::test]
@@ -395,7 +407,7 @@ async fn a_lost_claim_write_releases_its_room_and_is_claimed_again_from_the_watc
     shell.plan();
     shell.until("claimed").await;
     assert!(
-        shell.agent.cache.is_empty(),
+        shell.agent.records.cache().is_empty(),
         "a claim that did not land holds no room"
     );
     assert!(shell.phases_written("flaky").is_empty());
@@ -406,7 +418,7 @@ async fn a_lost_claim_write_releases_its_room_and_is_claimed_again_from_the_watc
         shell.phases_written("flaky"),
         [RunPhase::Running, RunPhase::Succeeded]
     );
-    assert!(shell.agent.cache.is_empty());
+    assert!(shell.agent.records.cache().is_empty());
 }
 
 #[tokio::test]
@@ -419,7 +431,7 @@ async fn a_failed_attempt_keeps_its_room_between_attempts_and_the_retry_succeeds
     let between = shell.stored("flaky").unwrap();
     assert_eq!((between.phase(), between.attempt()), (RunPhase::Running, 2));
     assert_eq!(
-        shell.agent.cache.len(),
+        shell.agent.records.cache().len(),
         1,
         "the room is held between attempts"
     );
@@ -468,7 +480,7 @@ async fn a_retry_whose_claim_fails_keeps_its_room_until_it_is_claimed_again() {
     shell.fake.lock().unwrap().fail_next.push_back(500);
     shell.until("claimed").await;
     assert_eq!(
-        shell.agent.cache.len(),
+        shell.agent.records.cache().len(),
         1,
         "the retry gave up the room it held between attempts"
     );
@@ -492,9 +504,9 @@ async fn a_run_deleted_while_its_failed_attempt_is_written_frees_its_room() {
     shell.until("attempt written").await;
     shell.plan();
     assert!(
-        shell.agent.cache.is_empty(),
+        shell.agent.records.cache().is_empty(),
         "the room of a deleted Run is still held: {:?}",
-        shell.agent.cache.held("uid-doomed")
+        shell.agent.records.cache().held("uid-doomed")
     );
 }
 
@@ -520,7 +532,11 @@ async fn a_restarted_runtimed_re_attaches_to_the_execution_and_ends_the_run_once
 
     shell.restart();
     shell.until("child").await;
-    assert_eq!(shell.agent.cache.len(), 1, "the room is held again");
+    assert_eq!(
+        shell.agent.records.cache().len(),
+        1,
+        "the room is held again"
+    );
     server.finish("uid-long-1", 0);
     shell.ends("long", RunPhase::Succeeded, 1).await;
     assert_eq!(

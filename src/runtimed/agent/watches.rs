@@ -80,8 +80,8 @@ impl Agent {
                 }
             },
         };
-        if self.cache.set_capacity(capacity) {
-            match self.cache.capacity() {
+        if self.records.set_capacity(capacity) {
+            match self.records.cache().capacity() {
                 Some(c) => tracing::info!("capacity of Pod {} is {c}", self.me.pod_name),
                 None => tracing::info!("capacity of Pod {} is unknown", self.me.pod_name),
             }

@@ -6,30 +6,26 @@
 
 use std::sync::Arc;
 
-use kube::ResourceExt as _;
-
-use super::{Admit, Claim, Failure, Plan, prepare};
+use super::{Admit, Claim, Failure, Plan, Records, State, prepare};
 use crate::api::retry;
 use crate::api::status::{Outcome, reasons};
 use crate::api::{Resources, Run};
 use crate::runtimed::Identity;
-use crate::runtimed::admission::AdmissionCache;
 
 /// A Run between two attempts on this Pod: it holds its reservation whatever the capacity
 /// says now (its room was never given up); a cancel ends it at once; once its backoff has
 /// passed ([`retry::retry_due`]), its next attempt is claimed (not while draining: the
-/// scheduler places it again once this Pod is gone).
+/// scheduler places it again once this Pod is gone). Its record is
+/// [`State::BetweenAttempts`] until its retry is claimed ([`State::Claiming`]).
 pub(super) fn between_attempts(
     run: &Arc<Run>,
     request: &Resources,
     me: &Identity,
-    cache: &mut AdmissionCache,
+    records: &mut Records,
     admit: Admit,
     out: &mut Plan,
 ) {
-    let uid = run.uid().unwrap_or_default();
-    cache.hold(&uid, request);
-    out.backing_off.insert(uid);
+    records.hold(run, request, State::BetweenAttempts);
     if run.metadata.deletion_timestamp.is_some() {
         return;
     }
@@ -55,12 +51,15 @@ pub(super) fn between_attempts(
         return;
     }
     match prepare(run, admit.functions) {
-        Ok(task) => out.claims.push(Claim {
-            run: run.clone(),
-            request: request.clone(),
-            task,
-            retry: Some(attempt),
-        }),
+        Ok(task) => {
+            records.set(run, State::Claiming);
+            out.claims.push(Claim {
+                run: run.clone(),
+                request: request.clone(),
+                task,
+                retry: Some(attempt),
+            })
+        }
         Err(message) => out.failures.push(Failure {
             run: run.clone(),
             outcome: Outcome::Failed,
@@ -72,9 +71,9 @@ pub(super) fn between_attempts(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashSet;
+    use kube::ResourceExt as _;
 
-    use super::super::tests::{OnThisPod, admit_at, cache, names, plan_here};
+    use super::super::tests::{OnThisPod, admit_at, names, plan_here, records};
     use super::*;
     use crate::api::resources::RUNS;
     use crate::testing::run;
@@ -93,7 +92,7 @@ mod tests {
             .between_attempts(3, at(100))
             .arc();
         let next = run("next").here().created(5).arc();
-        let mut c = cache(&[(RUNS, 1)]);
+        let mut c = records(&[(RUNS, 1)]);
         let p = plan_here(
             &[waiting.clone(), next.clone()],
             &mut c,
@@ -103,15 +102,20 @@ mod tests {
             p.claims.is_empty(),
             "before its backoff, and no room for next"
         );
-        assert_eq!(p.waiting[0].0, "next", "the held room is not given away");
+        assert_eq!(
+            p.waiting[0].run.name_any(),
+            "next",
+            "the held room is not given away"
+        );
         assert_eq!(p.next_retry, Some(at(103)));
-        assert_eq!(p.backing_off, HashSet::from(["uid-retried".to_string()]));
-        assert_eq!(c.used().get(RUNS), 1);
+        assert_eq!(c.state("uid-retried"), Some(&State::BetweenAttempts));
+        assert_eq!(c.cache().used().get(RUNS), 1);
 
-        let mut c = cache(&[(RUNS, 1)]);
+        let mut c = records(&[(RUNS, 1)]);
         let p = plan_here(&[waiting, next], &mut c, admit_at(at(103), true));
         assert_eq!(names(&p.claims), ["retried"]);
         assert_eq!(p.claims[0].retry, Some(3));
+        assert_eq!(c.state("uid-retried"), Some(&State::Claiming));
         assert_eq!(p.next_retry, None);
         assert!(p.failures.is_empty(), "never failed as RuntimedRestarted");
     }
@@ -124,7 +128,7 @@ mod tests {
             .between_attempts(2, at(100))
             .cancel_requested()
             .arc();
-        let mut c = cache(&[(RUNS, 2)]);
+        let mut c = records(&[(RUNS, 2)]);
         let p = plan_here(&[cancelled], &mut c, admit_at(at(100), true));
         assert_eq!(p.failures.len(), 1);
         assert_eq!(p.failures[0].outcome, Outcome::Cancelled);
@@ -135,16 +139,16 @@ mod tests {
             .retry_policy(3, "1s")
             .between_attempts(2, at(100))
             .arc();
-        let mut c = cache(&[(RUNS, 2)]);
+        let mut c = records(&[(RUNS, 2)]);
         let p = plan_here(&[due], &mut c, admit_at(at(200), false));
         assert!(p.claims.is_empty() && p.failures.is_empty());
-        assert_eq!(c.used().get(RUNS), 1, "still held while draining");
+        assert_eq!(c.cache().used().get(RUNS), 1, "still held while draining");
     }
 
     #[test]
     fn a_bad_retry_policy_fails_the_claim_naming_the_field() {
         let runs = vec![run("bad").here().retry_policy(3, "soon").arc()];
-        let mut c = cache(&[(RUNS, 1)]);
+        let mut c = records(&[(RUNS, 1)]);
         let p = plan_here(&runs, &mut c, admit_at(at(0), true));
         assert_eq!(p.failures[0].reason, reasons::START_FAILED);
         assert!(

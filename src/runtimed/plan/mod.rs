@@ -1,9 +1,11 @@
-//! The agent's decisions, as a pure function of what it has observed: which assigned Runs to
-//! claim (reserving them in the [`AdmissionCache`]), which to fail, which children to kill.
+//! The agent's decisions, as a pure function of the Runs it sees and its own [`Records`] of
+//! them: which assigned Runs to claim (reserving their room), which to fail, which children
+//! to kill.
 //!
 //! No client, no async, no clock: the wall clock a backoff is judged against comes in
 //! [`Admit`]. The agent ([`super::agent`]) performs what [`plan`] returns; this module never
-//! performs anything itself. A Run between two attempts on this Pod is [`between`]'s.
+//! performs anything itself. A Run between two attempts on this Pod is [`between`]'s; where
+//! each Run stands on this agent is [`record`]'s.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -11,13 +13,14 @@ use std::sync::Arc;
 use kube::ResourceExt as _;
 
 use super::Identity;
-use super::admission::AdmissionCache;
 use super::executor;
 use crate::api::status::{self, Outcome, reasons};
 use crate::api::{QueueOrder, Resources, Run, RunPhase};
 use between::between_attempts;
+pub use record::{LocalRun, Records, State};
 
 mod between;
+mod record;
 #[cfg(test)]
 mod tests;
 
@@ -66,13 +69,20 @@ pub struct Plan {
     pub attaches: Vec<Attach>,
     /// In the scheduler's order; each one already holds its reservation.
     pub claims: Vec<Claim>,
-    /// Scheduled Runs left untouched because they do not fit now, with why.
-    pub waiting: Vec<(String, String)>,
-    /// UIDs of Runs between two attempts on this Pod (a failed attempt's backoff): each holds
-    /// its reservation; its retry is in `claims` once the backoff has passed.
-    pub backing_off: HashSet<String>,
+    /// Scheduled Runs left untouched because they do not fit now, in their records as
+    /// [`State::Waiting`].
+    pub waiting: Vec<Waiting>,
     /// When the earliest backoff still running ends: plan again then.
     pub next_retry: Option<jiff::Timestamp>,
+}
+
+/// A Scheduled Run that does not fit now.
+#[derive(Debug, Clone)]
+pub struct Waiting {
+    pub run: Arc<Run>,
+    pub why: String,
+    /// It did not wait before, or waited for another reason: tell it.
+    pub news: bool,
 }
 
 /// What the agent may admit now.
@@ -99,30 +109,27 @@ pub fn assigned_to(run: &Run, me: &Identity) -> bool {
             .is_none_or(|uid| uid == me.pod_uid)
 }
 
-/// Decides what to do about `runs` (every Run the agent currently sees; others' are ignored).
+/// Decides what to do about `runs` (every Run the agent currently sees; others' are ignored)
+/// given where each stands on this agent (`records`, moved as it decides).
 ///
-/// - `owned`: UIDs of Runs whose process this agent runs; `finished`: UIDs it has already
-///   written a terminal status for (the watch may still show them active).
+/// - A Run that a part of this agent acts on ([`LocalRun::is_owned`]) or whose ending write
+///   is out ([`State::Writing`]) is left to it, never claimed again.
 /// - A child whose Run is missing, deleted, reassigned or terminal is killed.
-/// - A Running Run on this Pod that no child owns was left by an earlier runtimed: when its
-///   UID is `attachable` (the runtime server still holds its execution) its request is held
-///   again, whatever the Pod's capacity now says, and it is attached; otherwise it is failed
-///   with [`reasons::RUNTIMED_RESTARTED`]. These come before any claim, so a claim never
-///   takes the room of a Run that still runs.
+/// - A Running Run on this Pod that nothing of this agent owns was left by an earlier
+///   runtimed: when its execution was [`State::Found`] on the runtime server its request is
+///   held again, whatever the Pod's capacity now says, and it is attached; otherwise it is
+///   failed with [`reasons::RUNTIMED_RESTARTED`]. These come before any claim, so a claim
+///   never takes the room of a Run that still runs.
 /// - A child whose Run the scheduler preempts is to be stopped (`stops`).
 /// - When `claiming`, Scheduled Runs are taken in the scheduler's order (priority, creation,
-///   UID; [`QueueOrder`]): an invalid request or task fails the Run; otherwise its complete request is
-///   reserved and the Run is claimed, or, when it does not fit, left untouched. A Run that does not fit does not block
+///   UID; [`QueueOrder`]): an invalid request or task fails the Run; otherwise its complete
+///   request is reserved and the Run is claimed ([`State::Claiming`]), or, when it does not
+///   fit, left untouched ([`State::Waiting`]). A Run that does not fit does not block
 ///   smaller Runs behind it.
-pub fn plan(
-    runs: &[Arc<Run>],
-    me: &Identity,
-    owned: &HashSet<String>,
-    finished: &HashSet<String>,
-    attachable: &HashSet<String>,
-    cache: &mut AdmissionCache,
-    admit: Admit,
-) -> Plan {
+/// - A record this plan no longer finds a use for is let go with its room: a Run no longer
+///   between attempts here, a found execution whose Run is not attached, a Run that no
+///   longer waits.
+pub fn plan(runs: &[Arc<Run>], me: &Identity, records: &mut Records, admit: Admit) -> Plan {
     let Admit {
         claiming,
         functions,
@@ -130,16 +137,29 @@ pub fn plan(
     } = admit;
     let mut out = Plan::default();
     let mine: Vec<&Arc<Run>> = runs.iter().filter(|r| assigned_to(r, me)).collect();
+    let owned = |records: &Records, uid: &str| records.get(uid).is_some_and(LocalRun::is_owned);
+    // The records that must earn their place again in this plan.
+    let idle: Vec<String> = records
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.state,
+                State::BetweenAttempts | State::Found | State::Waiting { .. }
+            )
+        })
+        .map(|r| r.uid.clone())
+        .collect();
+    let mut kept: HashSet<String> = HashSet::new();
 
     let live: HashSet<String> = mine
         .iter()
         .filter(|r| r.metadata.deletion_timestamp.is_none() && !r.phase().is_terminal())
         .filter_map(|r| r.uid())
         .collect();
-    let mut kills: Vec<String> = owned
+    let mut kills: Vec<String> = records
         .iter()
-        .filter(|uid| !live.contains(*uid))
-        .cloned()
+        .filter(|r| r.is_owned() && !live.contains(&r.uid))
+        .map(|r| r.uid.clone())
         .collect();
     kills.sort();
     out.kills = kills;
@@ -147,7 +167,7 @@ pub fn plan(
         .iter()
         .filter(|r| r.status.as_ref().is_some_and(status::disruption_requested))
         .filter_map(|r| r.uid())
-        .filter(|uid| live.contains(uid) && owned.contains(uid))
+        .filter(|uid| live.contains(uid) && owned(records, uid))
         .collect();
     stops.sort();
     out.stops = stops;
@@ -155,7 +175,7 @@ pub fn plan(
         .iter()
         .filter(|r| r.spec.cancel_requested)
         .filter_map(|r| r.uid())
-        .filter(|uid| live.contains(uid) && owned.contains(uid))
+        .filter(|uid| live.contains(uid) && owned(records, uid))
         .collect();
     cancels.sort();
     out.cancels = cancels;
@@ -163,8 +183,11 @@ pub fn plan(
     let mut candidates: Vec<&Arc<Run>> = mine
         .into_iter()
         .filter(|r| {
-            r.uid()
-                .is_some_and(|uid| !owned.contains(&uid) && !finished.contains(&uid))
+            r.uid().is_some_and(|uid| {
+                records
+                    .get(&uid)
+                    .is_none_or(|r| !r.is_owned() && !matches!(r.state, State::Writing { .. }))
+            })
         })
         .collect();
     // The scheduler's order (priority recorded with the Bind, creation, UID): the one
@@ -180,27 +203,32 @@ pub fn plan(
         let request = run.request();
         if let (Some(_), Ok(request)) = (run.status.as_ref().and_then(status::in_backoff), &request)
         {
-            between_attempts(run, request, me, cache, admit, &mut out);
+            kept.insert(uid);
+            between_attempts(run, request, me, records, admit, &mut out);
             continue;
         }
         match request {
-            Ok(request) if attachable.contains(&uid) => {
-                cache.hold(&uid, &request);
+            Ok(request) if records.state(&uid) == Some(&State::Found) => {
+                records.hold(run, &request, State::Running);
                 out.attaches.push(Attach {
                     run: run.clone(),
                     request,
                 });
             }
             // A function Run's registration lived in the runtimed that is gone, too.
-            _ => out.failures.push(Failure {
-                run: run.clone(),
-                outcome: Outcome::Failed,
-                reason: reasons::RUNTIMED_RESTARTED,
-                message: format!(
-                    "runtimed on Pod {} restarted while this Run was running; its process is gone",
-                    me.pod_name
-                ),
-            }),
+            _ => {
+                // Its room (if this agent held one) stays held until its end is written.
+                kept.insert(uid);
+                out.failures.push(Failure {
+                    run: run.clone(),
+                    outcome: Outcome::Failed,
+                    reason: reasons::RUNTIMED_RESTARTED,
+                    message: format!(
+                        "runtimed on Pod {} restarted while this Run was running; its process is gone",
+                        me.pod_name
+                    ),
+                })
+            }
         }
     }
     for run in candidates {
@@ -244,18 +272,37 @@ pub fn plan(
                         continue;
                     }
                 };
-                let uid = run.uid().unwrap_or_default();
-                match cache.try_reserve(&uid, &request) {
+                match records.reserve(run, &request) {
                     Ok(()) => out.claims.push(Claim {
                         run: run.clone(),
                         request,
                         task,
                         retry: None,
                     }),
-                    Err(why) => out.waiting.push((run.name_any(), why.to_string())),
+                    Err(why) => {
+                        let why = why.to_string();
+                        kept.insert(run.uid().unwrap_or_default());
+                        let news = records.wait(run, &why);
+                        out.waiting.push(Waiting {
+                            run: run.clone(),
+                            why,
+                            news,
+                        });
+                    }
                 }
             }
             _ => {}
+        }
+    }
+    for uid in idle {
+        let unchanged = records.get(&uid).is_some_and(|r| {
+            matches!(
+                r.state,
+                State::BetweenAttempts | State::Found | State::Waiting { .. }
+            )
+        });
+        if unchanged && !kept.contains(&uid) {
+            records.remove(&uid);
         }
     }
     out

@@ -1,6 +1,5 @@
 //! `plan`'s tests, and the vocabulary of this agent's Pod they share with [`super::between`]'s.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use kube::ResourceExt as _;
@@ -36,18 +35,23 @@ impl OnThisPod for RunBuilder {
     }
 }
 
-pub(super) fn cache(capacity: &[(&str, u64)]) -> AdmissionCache {
-    let mut c = AdmissionCache::new();
-    c.set_capacity(Some(capacity.iter().map(|&(k, v)| (k, v)).collect()));
-    c
+/// No record yet, on a Pod of `capacity`.
+pub(super) fn records(capacity: &[(&str, u64)]) -> Records {
+    let mut r = Records::new();
+    r.set_capacity(Some(capacity.iter().map(|&(k, v)| (k, v)).collect()));
+    r
+}
+
+/// `records` with each of `runs` in `state`.
+pub(super) fn with(mut records: Records, runs: &[&str], state: State) -> Records {
+    for name in runs {
+        records.set(&run(name).build(), state.clone());
+    }
+    records
 }
 
 pub(super) fn names(claims: &[Claim]) -> Vec<String> {
     claims.iter().map(|c| c.run.name_any()).collect()
-}
-
-pub(super) fn none() -> HashSet<String> {
-    HashSet::new()
 }
 
 /// The admission of a plan at [`T0`] (claiming, or draining: `claiming` false), no functions.
@@ -64,9 +68,17 @@ pub(super) fn admit_at(now: jiff::Timestamp, claiming: bool) -> Admit {
     }
 }
 
-/// `plan` for this agent's Pod, owning, finishing and attaching nothing.
-pub(super) fn plan_here(runs: &[Arc<Run>], cache: &mut AdmissionCache, admit: Admit) -> Plan {
-    plan(runs, &me(), &none(), &none(), &none(), cache, admit)
+/// `plan` for this agent's Pod.
+pub(super) fn plan_here(runs: &[Arc<Run>], records: &mut Records, admit: Admit) -> Plan {
+    plan(runs, &me(), records, admit)
+}
+
+/// What waits, by name and why.
+fn waiting(p: &Plan) -> Vec<(String, String)> {
+    p.waiting
+        .iter()
+        .map(|w| (w.run.name_any(), w.why.clone()))
+        .collect()
 }
 
 #[test]
@@ -76,18 +88,25 @@ fn plan_claims_in_creation_order_up_to_capacity_and_leaves_the_rest_waiting() {
         run("a").here().created(1).arc(),
         run("b").here().created(2).arc(),
     ];
-    let mut c = cache(&[(RUNS, 2)]);
+    let mut c = records(&[(RUNS, 2)]);
     let p = plan_here(&runs, &mut c, admit(true));
     assert_eq!(names(&p.claims), ["a", "b"]);
     assert_eq!(
-        p.waiting,
+        waiting(&p),
         [(
             "c".to_string(),
             "insufficient runs: requested 1, 2 of 2 in use".to_string()
         )]
     );
     assert!(p.failures.is_empty() && p.kills.is_empty());
-    assert_eq!(c.used().get(RUNS), 2, "claims hold their reservations");
+    assert_eq!(
+        c.cache().used().get(RUNS),
+        2,
+        "claims hold their reservations"
+    );
+    assert_eq!(c.state("uid-a"), Some(&State::Claiming));
+    assert!(matches!(c.state("uid-c"), Some(State::Waiting { .. })));
+    c.check().unwrap();
 }
 
 #[test]
@@ -98,7 +117,7 @@ fn plan_breaks_a_creation_tie_by_uid_as_the_scheduler_places() {
         run("a").uid("uid-2").here().created(1).arc(),
         run("b").uid("uid-1").here().created(1).arc(),
     ];
-    let mut c = cache(&[(RUNS, 1)]);
+    let mut c = records(&[(RUNS, 1)]);
     let p = plan_here(&runs, &mut c, admit(true));
     assert_eq!(names(&p.claims), ["b"]);
 }
@@ -109,10 +128,10 @@ fn plan_does_not_let_a_big_run_block_a_smaller_one() {
         run("big").here().created(1).requests(&[(GPU, 2)]).arc(),
         run("small").here().created(2).requests(&[(GPU, 1)]).arc(),
     ];
-    let mut c = cache(&[(RUNS, 4), (GPU, 1)]);
+    let mut c = records(&[(RUNS, 4), (GPU, 1)]);
     let p = plan_here(&runs, &mut c, admit(true));
     assert_eq!(names(&p.claims), ["small"]);
-    assert_eq!(p.waiting[0].0, "big");
+    assert_eq!(p.waiting[0].run.name_any(), "big");
 }
 
 #[test]
@@ -125,18 +144,9 @@ fn plan_ignores_runs_of_other_pods_other_incarnations_and_owned_or_finished_runs
         run("finished").here().running().arc(),
         run("pending").arc(),
     ];
-    let owned = HashSet::from(["uid-owned".to_string()]);
-    let finished = HashSet::from(["uid-finished".to_string()]);
-    let mut c = cache(&[(RUNS, 10)]);
-    let p = plan(
-        &runs,
-        &me(),
-        &owned,
-        &finished,
-        &none(),
-        &mut c,
-        admit(true),
-    );
+    let c = with(records(&[(RUNS, 10)]), &["owned"], State::Running);
+    let mut c = with(c, &["finished"], State::Writing { next_attempt: None });
+    let p = plan_here(&runs, &mut c, admit(true));
     assert_eq!(names(&p.claims), ["no-uid-yet"]);
     assert!(p.failures.is_empty(), "{:?}", p.failures);
     assert!(p.kills.is_empty());
@@ -145,14 +155,14 @@ fn plan_ignores_runs_of_other_pods_other_incarnations_and_owned_or_finished_runs
 #[test]
 fn plan_claims_nothing_while_draining_or_before_capacity_is_known() {
     let runs = vec![run("a").here().arc()];
-    let mut c = cache(&[(RUNS, 1)]);
+    let mut c = records(&[(RUNS, 1)]);
     assert!(plan_here(&runs, &mut c, admit(false),).claims.is_empty());
-    assert!(c.is_empty());
-    let mut unknown = AdmissionCache::new();
+    assert!(c.cache().is_empty());
+    let mut unknown = Records::new();
     let p = plan_here(&runs, &mut unknown, admit(true));
     assert!(p.claims.is_empty());
     assert_eq!(
-        p.waiting[0].1,
+        p.waiting[0].why,
         "the capacity of the Runtime Pod is not known yet"
     );
 }
@@ -163,7 +173,7 @@ fn plan_fails_invalid_requests_and_tasks_without_reserving() {
         run("frac").here().request_strs(&[(GPU, "1.5")]).arc(),
         run("no-task").here().function("main.handler").arc(),
     ];
-    let mut c = cache(&[(RUNS, 4), (GPU, 4)]);
+    let mut c = records(&[(RUNS, 4), (GPU, 4)]);
     let p = plan_here(&runs, &mut c, admit(true));
     let got: Vec<_> = p
         .failures
@@ -185,7 +195,7 @@ fn plan_fails_invalid_requests_and_tasks_without_reserving() {
     assert!(p.failures[1].message.starts_with(
         "spec.mode.function: a function Run needs a Runtime whose Pods serve the runtime contract"
     ));
-    assert!(c.is_empty());
+    assert!(c.cache().is_empty());
 }
 
 #[test]
@@ -194,9 +204,8 @@ fn plan_fails_running_runs_that_no_child_owns() {
         run("left-over").here().running().arc(),
         run("mine").here().running().arc(),
     ];
-    let owned = HashSet::from(["uid-mine".to_string()]);
-    let mut c = cache(&[(RUNS, 4)]);
-    let p = plan(&runs, &me(), &owned, &none(), &none(), &mut c, admit(false));
+    let mut c = with(records(&[(RUNS, 4)]), &["mine"], State::Running);
+    let p = plan_here(&runs, &mut c, admit(false));
     assert_eq!(p.failures.len(), 1);
     assert_eq!(p.failures[0].run.name_any(), "left-over");
     assert_eq!(p.failures[0].reason, reasons::RUNTIMED_RESTARTED);
@@ -210,23 +219,15 @@ fn plan_attaches_running_runs_the_runtime_server_still_runs_before_any_claim() {
         // Earlier in the scheduler's order than the attached Run, and it would fit alone.
         run("next").here().created(10).arc(),
     ];
-    let attachable = HashSet::from(["uid-still-runs".to_string()]);
-    let mut c = cache(&[(RUNS, 1)]);
-    let p = plan(
-        &runs,
-        &me(),
-        &none(),
-        &none(),
-        &attachable,
-        &mut c,
-        admit(true),
-    );
+    let mut c = with(records(&[(RUNS, 1)]), &["still-runs"], State::Found);
+    let p = plan_here(&runs, &mut c, admit(true));
     let attached: Vec<String> = p.attaches.iter().map(|a| a.run.name_any()).collect();
     assert_eq!(attached, ["still-runs"]);
     assert_eq!(
-        c.held("uid-still-runs"),
+        c.reservation("uid-still-runs"),
         Some(&Resources::from_iter([(RUNS, 1)]))
     );
+    assert_eq!(c.state("uid-still-runs"), Some(&State::Running));
     assert_eq!(p.failures.len(), 1);
     assert_eq!(
         (p.failures[0].run.name_any().as_str(), p.failures[0].reason),
@@ -236,18 +237,10 @@ fn plan_attaches_running_runs_the_runtime_server_still_runs_before_any_claim() {
     assert_eq!(p.waiting.len(), 1);
 
     // Held even when the Pod's capacity no longer has room for it.
-    let mut full = cache(&[(RUNS, 0)]);
-    let p = plan(
-        &runs,
-        &me(),
-        &none(),
-        &none(),
-        &attachable,
-        &mut full,
-        admit(false),
-    );
+    let mut full = with(records(&[(RUNS, 0)]), &["still-runs"], State::Found);
+    let p = plan_here(&runs, &mut full, admit(false));
     assert_eq!(p.attaches.len(), 1);
-    assert_eq!(full.used(), &Resources::from_iter([(RUNS, 1)]));
+    assert_eq!(full.cache().used(), &Resources::from_iter([(RUNS, 1)]));
 }
 
 #[test]
@@ -261,10 +254,13 @@ fn plan_cancels_a_scheduled_run_without_claiming_and_stops_a_running_one() {
             .arc(),
         run("bad-timeout").here().timeout("soon").arc(),
     ];
-    let owned = HashSet::from(["uid-cancelled-running".to_string()]);
-    let mut c = cache(&[(RUNS, 4)]);
+    let mut c = with(
+        records(&[(RUNS, 4)]),
+        &["cancelled-running"],
+        State::Running,
+    );
     // Also while draining: a cancel is not a claim.
-    let p = plan(&runs, &me(), &owned, &none(), &none(), &mut c, admit(false));
+    let p = plan_here(&runs, &mut c, admit(false));
     assert_eq!(p.failures.len(), 1);
     let f = &p.failures[0];
     assert_eq!(
@@ -273,10 +269,10 @@ fn plan_cancels_a_scheduled_run_without_claiming_and_stops_a_running_one() {
     );
     assert_eq!(p.cancels, ["uid-cancelled-running"]);
     assert!(p.claims.is_empty());
-    assert_eq!(c.held("uid-cancelled-early"), None);
+    assert_eq!(c.reservation("uid-cancelled-early"), None);
 
     // An invalid spec.timeout fails the claim with the field and the value.
-    let p = plan(&runs, &me(), &owned, &none(), &none(), &mut c, admit(true));
+    let p = plan_here(&runs, &mut c, admit(true));
     let bad = p
         .failures
         .iter()
@@ -299,12 +295,12 @@ fn plan_kills_children_whose_run_is_gone_deleting_reassigned_or_terminal() {
         run("moved").on("pod-2").running().arc(),
         run("done").on("pod-1").failed().arc(),
     ];
-    let owned: HashSet<String> = ["alive", "deleting", "moved", "done", "gone"]
-        .iter()
-        .map(|n| format!("uid-{n}"))
-        .collect();
-    let mut c = cache(&[(RUNS, 4)]);
-    let p = plan(&runs, &me(), &owned, &none(), &none(), &mut c, admit(true));
+    let mut c = with(
+        records(&[(RUNS, 4)]),
+        &["alive", "deleting", "moved", "done", "gone"],
+        State::Running,
+    );
+    let p = plan_here(&runs, &mut c, admit(true));
     assert_eq!(
         p.kills,
         ["uid-deleting", "uid-done", "uid-gone", "uid-moved"]
@@ -314,7 +310,56 @@ fn plan_kills_children_whose_run_is_gone_deleting_reassigned_or_terminal() {
 #[test]
 fn plan_never_claims_a_run_being_deleted() {
     let runs = vec![run("a").here().deleting().arc()];
-    let mut c = cache(&[(RUNS, 1)]);
+    let mut c = records(&[(RUNS, 1)]);
     let p = plan_here(&runs, &mut c, admit(true));
     assert!(p.claims.is_empty() && p.failures.is_empty());
+}
+
+#[test]
+fn plan_lets_go_of_records_it_no_longer_finds_a_use_for_with_their_room() {
+    let one = Resources::from_iter([(RUNS, 1)]);
+    let mut c = records(&[(RUNS, 4)]);
+    // Held between attempts, then healed away (back in Pending): its room is freed.
+    c.hold(&run("healed").build(), &one, State::BetweenAttempts);
+    // Found on the runtime server, but its Run no longer runs here: nothing to attach.
+    c = with(c, &["found"], State::Found);
+    // Waited, and now fits: claimed, and remembered as having waited.
+    assert!(c.wait(&run("now-fits").build(), "full"));
+    let runs = vec![
+        run("healed").pending().arc(),
+        run("found").here().succeeded().arc(),
+        run("now-fits").here().arc(),
+    ];
+    let p = plan_here(&runs, &mut c, admit(true));
+    assert_eq!(names(&p.claims), ["now-fits"]);
+    assert_eq!(c.state("uid-now-fits"), Some(&State::Claiming));
+    assert!(
+        c.get("uid-now-fits").unwrap().waited,
+        "it gets an Admitted Event of its own"
+    );
+    assert_eq!(c.get("uid-healed"), None);
+    assert_eq!(c.get("uid-found"), None);
+    assert_eq!(c.cache().used().get(RUNS), 1, "only the claim holds room");
+    c.check().unwrap();
+}
+
+#[test]
+fn plan_never_claims_a_run_whose_last_write_still_holds_its_room() {
+    // Preempted here and requeued; the scheduler placed it here again before the requeue's
+    // write returned. Claiming it now would count its room twice, then free it with the
+    // write: it waits for the write.
+    let one = Resources::from_iter([(RUNS, 1)]);
+    let mut c = records(&[(RUNS, 2)]);
+    c.hold(
+        &run("again").build(),
+        &one,
+        State::Writing { next_attempt: None },
+    );
+    let p = plan_here(&[run("again").here().arc()], &mut c, admit(true));
+    assert!(p.claims.is_empty() && p.failures.is_empty(), "{p:?}");
+    assert_eq!(c.cache().len(), 1);
+    c.release("uid-again");
+    c.observe(&[run("again").pending().arc()]);
+    let p = plan_here(&[run("again").here().arc()], &mut c, admit(true));
+    assert_eq!(names(&p.claims), ["again"]);
 }
