@@ -97,6 +97,8 @@ pub const FLUSH_AT_EXIT: std::time::Duration = std::time::Duration::from_secs(3)
 
 /// Event writes under way at once, per reporter.
 pub const IN_FLIGHT: usize = 16;
+/// The most distinct notes whose series a reporter remembers (see `RunEvents::recorders`).
+pub const MAX_RECORDERS: usize = 1024;
 
 /// The latest Event of a Run still being written: its generation and its "written" signal.
 type Queued = (u64, oneshot::Receiver<()>);
@@ -122,8 +124,12 @@ type HeldEvents = HashMap<String, Held>;
 pub struct RunEvents {
     client: Client,
     reporter: Reporter,
-    /// Remembers what it published, to fold repeats into a series.
-    recorder: Recorder,
+    /// Remember what they published, to fold repeats into a series: one recorder per note
+    /// (by its digest), since a recorder keys a series on (type, reason, action, reporter,
+    /// regarding) and not on the note, so one recorder would count a different note into an
+    /// older series and show it with that series' note. This keeps `action` what it says
+    /// (`Scheduling`, `End`) for exporters that group by it. At most [`MAX_RECORDERS`].
+    recorders: Arc<Mutex<HashMap<u32, Recorder>>>,
     in_flight: Arc<Semaphore>,
     /// Per Run UID: the generation and the "written" signal of its latest Event still being
     /// written, which the next one of that Run waits for. Removed by the last one.
@@ -164,7 +170,7 @@ impl RunEvents {
             instance,
         };
         RunEvents {
-            recorder: Recorder::new(client.clone(), reporter.clone()),
+            recorders: Default::default(),
             client,
             reporter,
             in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
@@ -192,18 +198,33 @@ impl RunEvents {
     /// Publishes in the background, folding a repeat of an earlier Event (same Run, type,
     /// reason, action and note, in the last minutes) into its series; returns at once.
     pub fn emit(&self, run: &Run, type_: EventType, reason: &str, action: &str, note: String) {
-        self.publish(self.recorder.clone(), run, type_, reason, action, note);
+        self.publish(true, run, type_, reason, action, note);
     }
 
     /// [`RunEvents::emit`] for an Event that happens once per Run (or once per placement):
     /// published without being remembered for a series.
     pub fn emit_once(&self, run: &Run, type_: EventType, reason: &str, action: &str, note: String) {
-        self.publish(self.forgetful(), run, type_, reason, action, note);
+        self.publish(false, run, type_, reason, action, note);
     }
 
     /// A recorder that remembers nothing: for an Event that never repeats.
     fn forgetful(&self) -> Recorder {
         Recorder::new(self.client.clone(), self.reporter.clone())
+    }
+
+    /// The recorder that folds the repeats of `note` into its series. When [`MAX_RECORDERS`]
+    /// notes are remembered, they are all forgotten first: a repeat after that starts a new
+    /// Event instead of counting into its series.
+    fn recorder_for(&self, note: &str) -> Recorder {
+        let key = digest(note);
+        let mut recorders = self.recorders.lock().unwrap();
+        if recorders.len() >= MAX_RECORDERS && !recorders.contains_key(&key) {
+            recorders.clear();
+        }
+        recorders
+            .entry(key)
+            .or_insert_with(|| self.forgetful())
+            .clone()
     }
 
     /// Holds a routine Event (published once, like [`RunEvents::emit_once`]) for the fold
@@ -283,9 +304,10 @@ impl RunEvents {
         }
     }
 
+    /// Publishes, folding repeats of the same note into a series when `remembered`.
     fn publish(
         &self,
-        recorder: Recorder,
+        remembered: bool,
         run: &Run,
         type_: EventType,
         reason: &str,
@@ -300,6 +322,10 @@ impl RunEvents {
         let note = match held.remove(&uid) {
             Some(earlier) => fold(&earlier.note, &note),
             None => note,
+        };
+        let recorder = match remembered {
+            true => self.recorder_for(&note),
+            false => self.forgetful(),
         };
         self.enqueue(&held, recorder, run, event(type_, reason, action, note));
     }
@@ -343,12 +369,12 @@ impl RunEvents {
     }
 }
 
-/// The Event as written: the note bounded, and its digest in the action (see [`action_for`]).
+/// The Event as written: the note bounded.
 fn event(type_: EventType, reason: &str, action: &str, note: String) -> Event {
     Event {
         type_,
         reason: reason.to_string(),
-        action: action_for(action, &note),
+        action: action.to_string(),
         note: Some(note.chars().take(1000).collect()),
         secondary: None,
     }
@@ -366,14 +392,6 @@ fn regarding(run: &Run) -> ObjectReference {
     let mut reference = run.object_ref(&());
     reference.resource_version = None;
     reference
-}
-
-/// The recorder keys a series on (type, reason, action, reporter, regarding), not on the note,
-/// so a different note would be counted into an older series and shown with that series' note.
-/// The note's digest in the action keeps each distinct message its own series, as client-go's
-/// events library (which keys on the note) does.
-fn action_for(action: &str, note: &str) -> String {
-    format!("{action}-{:08x}", digest(note))
 }
 
 /// FNV-1a: a stable digest (no per-process seed, unlike `DefaultHasher`).
@@ -406,13 +424,12 @@ mod tests {
     use crate::testing::run;
 
     #[test]
-    fn events_regard_the_run_without_its_version_and_distinct_notes_get_distinct_actions() {
+    fn events_regard_the_run_without_its_version_and_keep_their_action_as_given() {
         let r = regarding(&run("a").resource_version("7").build());
         assert_eq!(r.kind.as_deref(), Some("Run"));
         assert_eq!(r.name.as_deref(), Some("a"));
         assert_eq!(r.resource_version, None);
-        assert_eq!(action_for("Scheduling", "x"), action_for("Scheduling", "x"));
-        assert_ne!(action_for("Scheduling", "x"), action_for("Scheduling", "y"));
-        assert!(action_for("Scheduling", "x").starts_with("Scheduling-"));
+        let e = event(EventType::Normal, "Scheduled", "Scheduling", "on p1".into());
+        assert_eq!(e.action, "Scheduling", "no digest: exporters group by it");
     }
 }

@@ -377,6 +377,23 @@ async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
             "{type_}"
         );
     }
+    // Finished is True on every end, and every condition the end set names the generation
+    // it was set at: the cancel changed the spec, so 2.
+    let finished = status.conditions.iter().find(|c| c.type_ == "Finished");
+    let finished = finished.unwrap_or_else(|| panic!("no Finished condition: {status:?}"));
+    assert_eq!(
+        (finished.status.as_str(), finished.reason.as_str()),
+        ("True", reasons::CANCELLED)
+    );
+    assert_eq!(pending.metadata.generation, Some(2));
+    for type_ in ["Running", "Completed", "Finished"] {
+        let condition = status.conditions.iter().find(|c| c.type_ == type_).unwrap();
+        assert_eq!(
+            condition.observed_generation,
+            Some(2),
+            "{type_}: {status:?}"
+        );
+    }
 
     // Timeout: stopped after 3 s from its start, the room goes to the Run waiting for it.
     long("after-timeout").create(ns).await;
@@ -440,6 +457,25 @@ async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
         .await;
     ns.wait_phase("whole-pod", RunPhase::Succeeded, Duration::from_secs(60))
         .await;
+    // `kubectl wait` returns on every end, a success and a failure alike, through Finished.
+    for ended in ["whole-pod", "to-time-out", "to-cancel", "pending"] {
+        let out = support::kubectl()
+            .args([
+                "wait",
+                "--for=condition=Finished",
+                "--timeout=10s",
+                "-n",
+                &ns.name,
+            ])
+            .arg(format!("runs.kruntimes.io/{ended}"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl wait for {ended}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     let checked = watch.finish().await;
     assert_eq!(held_by_status(ns), [("runs".to_string(), Some(0))]);
     if backend == Backend::Server {

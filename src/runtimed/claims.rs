@@ -227,7 +227,9 @@ fn not_landed(claim: &Claim, retry_in: Duration) -> NotLanded {
 /// The retry of a Run between two attempts is the same write with [`status::set_retrying`].
 async fn write_claim(api: &Api<Run>, pod: &str, claim: &Claim) -> kube::Result<Run> {
     let mut claimed = (*claim.run).clone();
+    let generation = claimed.metadata.generation;
     let status = claimed.status.get_or_insert_with(Default::default);
+    let before = status.conditions.clone();
     let now = Time(jiff::Timestamp::now());
     match claim.retry {
         Some(attempt) => {
@@ -235,6 +237,7 @@ async fn write_claim(api: &Api<Run>, pod: &str, claim: &Claim) -> kube::Result<R
         }
         None => status::set_admitted(status, pod, &claim.request, &now),
     }
+    status::observe_generation(&before, status, generation);
     api.replace_status(&claim.run.name_any(), &post_params(), &claimed)
         .await
 }

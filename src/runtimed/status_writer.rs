@@ -387,11 +387,14 @@ async fn write_once(
         return Ok(None);
     }
     let mut updated = run;
+    let generation = updated.metadata.generation;
     let status = updated.status.get_or_insert_with(Default::default);
+    let before = status.conditions.clone();
     let now = Time(jiff::Timestamp::now());
     if !apply(status, &now) {
         return Ok(None);
     }
+    status::observe_generation(&before, status, generation);
     match api.replace_status(name, &post_params(), &updated).await {
         Ok(written) => Ok(Some(written)),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),

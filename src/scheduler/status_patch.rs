@@ -10,7 +10,7 @@ use kube::api::Patch;
 use kube::{Client, Resource};
 use serde_json::{Map, Value};
 
-use crate::api::{Run, RunStatus, patch_params};
+use crate::api::{Run, RunStatus, patch_params, status};
 
 /// The RFC 7386 merge patch that turns `old` into `new`: changed or added members as in
 /// `new`, removed members as `null`, nested objects recursively, anything else (arrays
@@ -58,10 +58,14 @@ fn strip_nulls(object: &Map<String, Value>) -> Map<String, Value> {
 }
 
 /// The patch that writes `status` over what `run` (as observed) says, guarded by the
-/// observed resourceVersion. `None` when the status would not change.
+/// observed resourceVersion, each condition it sets or changes stamped with the observed
+/// generation ([`status::observe_generation`]). `None` when the status would not change.
 pub fn status_patch(run: &Run, status: &RunStatus) -> Option<Value> {
-    let old = serde_json::to_value(run.status.clone().unwrap_or_default()).ok()?;
-    let new = serde_json::to_value(status).ok()?;
+    let observed = run.status.clone().unwrap_or_default();
+    let mut status = status.clone();
+    status::observe_generation(&observed.conditions, &mut status, run.metadata.generation);
+    let old = serde_json::to_value(observed).ok()?;
+    let new = serde_json::to_value(&status).ok()?;
     let status = merge_patch(&old, &new)?;
     let mut patch = Map::new();
     if let Some(rv) = &run.metadata.resource_version {

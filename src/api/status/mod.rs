@@ -17,6 +17,10 @@ use super::types::{RunPhase, RunStatus};
 pub const CONDITION_SCHEDULED: &str = "Scheduled";
 pub const CONDITION_ADMITTED: &str = "Admitted";
 pub const CONDITION_COMPLETED: &str = "Completed";
+/// True on every end, with the Run's reason (`Succeeded` for a success): what `kubectl wait
+/// --for=condition=Finished` waits for whatever the outcome, as Kueue's `Finished` on a
+/// Workload. The Go project's `Completed` is False on any end but a success, so it cannot.
+pub const CONDITION_FINISHED: &str = "Finished";
 /// The kruntimes project's condition for an attempt: True (`Claimed`, `Retrying`) while one
 /// runs, False with the failure's reason while a retry waits out its backoff and once the
 /// Run has ended.
@@ -126,8 +130,27 @@ pub fn set_condition(
     }
 }
 
-/// The single terminal transition: phase, reason, message, the `Completed` condition,
-/// `exitCode` and `completionTime`, all at once and exactly once. A Run that is already
+/// Stamps `generation` (the Run's `metadata.generation` as the writer observed it) as the
+/// `observedGeneration` of every condition of `status` that this write sets or changes, that
+/// is, that differs from `before` (the conditions as observed). Conditions the write leaves
+/// alone keep the generation they were set at. Every status write calls it on the status it
+/// sends.
+pub fn observe_generation(before: &[Condition], status: &mut RunStatus, generation: Option<i64>) {
+    for condition in &mut status.conditions {
+        let unchanged = before.iter().any(|b| {
+            b.type_ == condition.type_
+                && b.status == condition.status
+                && b.reason == condition.reason
+                && b.message == condition.message
+        });
+        if !unchanged {
+            condition.observed_generation = generation;
+        }
+    }
+}
+
+/// The single terminal transition: phase, reason, message, the `Completed` and `Finished`
+/// conditions, `exitCode` and `completionTime`, all at once and exactly once. A Run that is already
 /// terminal is left unchanged and `false` is returned.
 pub fn set_terminal(
     status: &mut RunStatus,
@@ -184,6 +207,18 @@ pub fn set_terminal(
         succeeded,
         completed_reason,
         completed_message,
+        now,
+    );
+    let finished_reason = match succeeded {
+        true => reasons::SUCCEEDED,
+        false => reason,
+    };
+    set_condition(
+        &mut status.conditions,
+        CONDITION_FINISHED,
+        true,
+        finished_reason,
+        message,
         now,
     );
     if status.completion_time.is_none() {

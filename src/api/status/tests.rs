@@ -364,3 +364,77 @@ fn a_success_is_completed_true_and_running_false_as_the_go_project_writes_them()
     );
     assert_eq!(status.message.as_deref(), Some("execution completed"));
 }
+
+#[test]
+fn every_end_sets_finished_true_with_the_runs_reason_so_kubectl_wait_returns_on_any_outcome() {
+    for (outcome, reason, want) in [
+        (Outcome::Succeeded, reasons::SUCCEEDED, reasons::SUCCEEDED),
+        (Outcome::Failed, reasons::EXIT_CODE, reasons::EXIT_CODE),
+        (Outcome::Timeout, reasons::TIMEOUT, reasons::TIMEOUT),
+        (Outcome::Cancelled, reasons::CANCELLED, reasons::CANCELLED),
+    ] {
+        let mut status = RunStatus {
+            phase: Some(RunPhase::Running),
+            ..Default::default()
+        };
+        assert!(set_terminal(
+            &mut status,
+            outcome,
+            reason,
+            "why",
+            None,
+            &at(5)
+        ));
+        let finished = condition(&status, CONDITION_FINISHED);
+        assert_eq!(
+            (finished.status.as_str(), finished.reason.as_str()),
+            ("True", want),
+            "{outcome:?}"
+        );
+        assert_eq!(finished.last_transition_time, at(5));
+    }
+}
+
+#[test]
+fn observe_generation_stamps_the_conditions_a_write_sets_and_leaves_the_others_alone() {
+    let mut status = RunStatus {
+        phase: Some(RunPhase::Running),
+        ..Default::default()
+    };
+    set_condition(
+        &mut status.conditions,
+        CONDITION_SCHEDULED,
+        true,
+        reasons::SCHEDULED,
+        "",
+        &at(1),
+    );
+    observe_generation(&[], &mut status, Some(1));
+    assert_eq!(
+        condition(&status, CONDITION_SCHEDULED).observed_generation,
+        Some(1)
+    );
+    // The spec changed (generation 2); the end sets Completed, Finished and Running.
+    let before = status.conditions.clone();
+    set_terminal(
+        &mut status,
+        Outcome::Cancelled,
+        reasons::CANCELLED,
+        "cancelled",
+        None,
+        &at(2),
+    );
+    observe_generation(&before, &mut status, Some(2));
+    for set in [CONDITION_COMPLETED, CONDITION_FINISHED, CONDITION_RUNNING] {
+        assert_eq!(
+            condition(&status, set).observed_generation,
+            Some(2),
+            "{set}"
+        );
+    }
+    assert_eq!(
+        condition(&status, CONDITION_SCHEDULED).observed_generation,
+        Some(1),
+        "a condition this write did not touch keeps its generation"
+    );
+}
