@@ -126,6 +126,18 @@ pub enum Command {
         after_help = "Examples:\n  kubectl kruntimes artifacts run/train-1\n  kubectl kruntimes artifacts run/train-1 -o wide\n  kubectl kruntimes artifacts run/train-1 -n team-a --download ./out"
     )]
     Artifacts(ArtifactsArgs),
+    /// Create a Run (a command, a script or a function on a Runtime) and, with --wait,
+    /// stream its log and exit with its task's exit code.
+    #[command(
+        after_help = "Examples:\n  kubectl kruntimes run --runtime bash -- echo hello\n  kubectl kruntimes run train-1 --runtime python -f train.py --request example.com/gpu=1 --wait\n  kubectl kruntimes run --runtime bash --inline 'exit 3' --retry-attempts 2 --wait; echo $?\n  kubectl kruntimes run --runtime bash -o yaml --dry-run=client -- make test"
+    )]
+    Run(Box<RunArgs>),
+    /// Wait until Runs meet a condition (by default, that they Succeeded); a Run that ended
+    /// without meeting it fails the command at once, with its reason.
+    #[command(
+        after_help = "Examples:\n  kubectl kruntimes wait run/train-1\n  kubectl kruntimes wait run a b --for=condition=Finished --timeout 10m\n  kubectl kruntimes wait run/train-1 --for=phase=Running\n  kubectl kruntimes wait run/old --for=delete"
+    )]
+    Wait(WaitArgs),
     /// Cancel Runs: sets spec.cancelRequested (one way); a Pending Run ends in the scheduler,
     /// a Scheduled or Running one once runtimed has stopped it.
     #[command(
@@ -491,6 +503,103 @@ pub struct CancelArgs {
     pub timeout: Duration,
 }
 
+/// `run`: the Run to create, and whether to wait for it.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// The Run's name (default: generated, `run-` and five characters).
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// The Runtime that runs it (spec.runtime).
+    #[arg(short = 'r', long, value_name = "RUNTIME")]
+    pub runtime: String,
+    /// The script to run (spec.source.inline), from FILE, or `-` for stdin.
+    #[arg(short = 'f', long, value_name = "FILE", conflicts_with_all = ["inline", "repo_url"])]
+    pub file: Option<PathBuf>,
+    /// The script to run itself (spec.source.inline).
+    #[arg(long, value_name = "SCRIPT", conflicts_with = "repo_url")]
+    pub inline: Option<String>,
+    /// Fetch the code from this Git repository (spec.source.repoURL, https).
+    #[arg(long, value_name = "URL")]
+    pub repo_url: Option<String>,
+    /// The commit of --repo-url to check out (spec.source.commitSHA).
+    #[arg(long, value_name = "SHA", requires = "repo_url")]
+    pub commit_sha: Option<String>,
+    /// The file of the source to run (spec.mode.task.entrypoint).
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["file", "inline", "handler"])]
+    pub entrypoint: Option<String>,
+    /// Serve a function instead of running a task (spec.mode.function.handler, e.g.
+    /// main.handler).
+    #[arg(long, value_name = "MODULE.FUNCTION")]
+    pub handler: Option<String>,
+    /// An environment variable of the task, KEY=VALUE (repeatable).
+    #[arg(short = 'e', long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// A resource the Run requests, NAME=QUANTITY (repeatable; default runs=1).
+    #[arg(long = "request", value_name = "NAME=QUANTITY")]
+    pub requests: Vec<String>,
+    /// How long it may run once started (spec.timeout, e.g. 10m).
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+    /// Attempts in all, the first included (spec.retryPolicy.maxAttempts).
+    #[arg(long, value_name = "N")]
+    pub retry_attempts: Option<i32>,
+    /// The wait before the second attempt, doubled for each next one
+    /// (spec.retryPolicy.backoff; default 1s).
+    #[arg(long, value_name = "DURATION", requires = "retry_attempts")]
+    pub retry_backoff: Option<String>,
+    /// spec.priorityClassName.
+    #[arg(long, value_name = "NAME")]
+    pub priority_class: Option<String>,
+    /// Stream its log until it ends, then exit with its task's exit code (1 when it ended
+    /// otherwise than by its task's exit, its reason on stderr).
+    #[arg(short = 'w', long)]
+    pub wait: bool,
+    /// How long --wait waits for the end.
+    #[arg(long, default_value = "24h", value_parser = parse_duration, value_name = "DURATION")]
+    pub wait_timeout: Duration,
+    /// Print the Run: `name`, `yaml` or `json` (default: `run.kruntimes.io/NAME created`).
+    #[arg(short = 'o', long, value_enum, value_name = "FORMAT")]
+    pub output: Option<ObjectFormat>,
+    /// `client`: print it without sending it; `server`: the API server checks it (admission
+    /// policies included) and stores nothing; `none`: create it.
+    #[arg(long, value_enum, default_value_t = DryRun::None, value_name = "MODE")]
+    pub dry_run: DryRun,
+    /// The task's command and its arguments (spec.mode.task.args), after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// How an object the command made is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ObjectFormat {
+    Name,
+    Yaml,
+    Json,
+}
+
+/// `--dry-run`, as kubectl's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DryRun {
+    None,
+    Client,
+    Server,
+}
+
+/// `wait run/NAME…`: which Runs, for what, and how long.
+#[derive(Debug, Clone, Args)]
+pub struct WaitArgs {
+    /// The Runs: `run/NAME…`, or `run NAME…`.
+    #[arg(value_name = "run/NAME", required = true)]
+    pub targets: Vec<String>,
+    /// What to wait for: `phase=PHASE`, `condition=TYPE[=STATUS]` (STATUS defaults to True;
+    /// `condition=Finished` is met by every end) or `delete`.
+    #[arg(long = "for", default_value = "phase=Succeeded", value_parser = crate::wait::parse_for, value_name = "CONDITION")]
+    pub wanted: crate::wait::For,
+    /// How long to wait.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Duration,
+}
+
 /// `version`: how to print it.
 #[derive(Debug, Clone, Args)]
 pub struct VersionArgs {
@@ -539,6 +648,8 @@ impl Command {
             | Command::Logs(_)
             | Command::Artifacts(_)
             | Command::Cancel(_)
+            | Command::Run(_)
+            | Command::Wait(_)
             | Command::Status(_)
             | Command::Completion(_)
             | Command::Version(_)

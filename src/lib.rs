@@ -33,8 +33,10 @@ pub mod runtimed;
 pub mod scheduler;
 pub mod signals;
 pub mod status;
+pub mod submit;
 pub mod submitter_policy;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod version;
+pub mod wait;
 pub mod yaml;

@@ -25,9 +25,21 @@ pub async fn exec(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<()> {
     let target = crate::kubeclient::connect(global).await?;
     let run = target.get_run(&name).await?;
     let pod = pod_of(&run, &name)?;
-    let rest = format!("logs/{name}{}", query(args.follow, args.tail));
+    stream(&target, &name, &pod, args.follow, args.tail).await
+}
+
+/// Streams the log of Run `name` from the runtimed of Pod `pod` to stdout, line by line; with
+/// `follow`, until its execution ends.
+pub async fn stream(
+    target: &crate::kubeclient::Target,
+    name: &str,
+    pod: &str,
+    follow: bool,
+    tail: i64,
+) -> anyhow::Result<()> {
+    let rest = format!("logs/{name}{}", query(follow, tail));
     let request = target
-        .as_caller(http::Request::get(target.runtimed_path(&pod, &rest)))?
+        .as_caller(http::Request::get(target.runtimed_path(pod, &rest)))?
         .body(Vec::new())
         .context("building the log request")?;
     let mut body =
@@ -51,7 +63,7 @@ pub async fn exec(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<()> {
 }
 
 /// The Pod whose runtimed keeps the Run's log, or why there is none yet.
-fn pod_of(run: &Run, name: &str) -> anyhow::Result<String> {
+pub fn pod_of(run: &Run, name: &str) -> anyhow::Result<String> {
     let phase = run.phase();
     let pod = run.status.as_ref().and_then(|s| s.assigned_pod.clone());
     match pod {

@@ -33,6 +33,8 @@ async fn main() -> ExitCode {
             Ok(())
         }
         Command::Cancel(args) => kruntimes::cancel::exec(&cli.global, args).await,
+        Command::Run(args) => kruntimes::submit::exec(&cli.global, args).await,
+        Command::Wait(args) => kruntimes::wait::exec(&cli.global, args).await,
         Command::Version(args) => kruntimes::version::exec(args),
         Command::Gen(args) => kruntimes::generate::exec(args),
         Command::Complete(args) => kruntimes::complete::exec(args).await,
@@ -40,6 +42,14 @@ async fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The exit code of a Run's task (`run --wait`), its reason already said.
+        Err(err) if err.is::<kruntimes::submit::ExitWith>() => {
+            let exit = err
+                .downcast_ref::<kruntimes::submit::ExitWith>()
+                .expect("just checked");
+            eprintln!("{exit}");
+            ExitCode::from(exit.code)
+        }
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::FAILURE

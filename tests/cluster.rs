@@ -460,6 +460,29 @@ async fn runtime_server_sidecar(cluster: &Cluster) {
         String::from_utf8_lossy(&out.stdout),
         format!("42 on {pod}\n")
     );
+    // `run --wait` streams the task's log as it runs and exits with its exit code.
+    let out = cluster.kruntimes(&[
+        "-n",
+        &ns.name,
+        "run",
+        "streamed",
+        "-r",
+        "server",
+        "--wait",
+        "--",
+        "sh",
+        "-c",
+        "echo first; sleep 1; echo second; exit 4",
+    ]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(4), "{stdout}{stderr}");
+    assert_eq!(
+        stdout, "run.kruntimes.io/streamed created\nfirst\nsecond\n",
+        "{stderr}"
+    );
     eprintln!("runtime server sidecar: {checked} Run events checked for overcommit");
 
     // A function Run: Ready, invoked through the API server's Pod proxy, then its Pod is
