@@ -22,11 +22,11 @@ enum Asked {
     Ended(&'static str),
 }
 
-/// The Run names of `cancel`'s arguments: `run/A run/B…`, or `run A B…` (as `kubectl delete`
+/// The Run names of `cancel`'s arguments: `run/A rn/B C…`, or `run A B…` (as `kubectl delete`
 /// takes them), or why they are not Runs.
 pub fn parse_targets(args: &[String]) -> Result<Vec<String>, String> {
     let is_kind = crate::explain::is_run_kind;
-    let valid = |n: &str| !n.is_empty() && !n.contains('/');
+    let valid = crate::api::is_object_name;
     match args {
         [] => Err("cancel needs at least one Run: use run/NAME… or run NAME…".into()),
         [kind, names @ ..] if is_kind(kind) => {
@@ -46,8 +46,9 @@ pub fn parse_targets(args: &[String]) -> Result<Vec<String>, String> {
             .iter()
             .map(|a| match a.split_once('/') {
                 Some((kind, n)) if is_kind(kind) && valid(n) => Ok(n.to_string()),
+                None if valid(a) => Ok(a.clone()),
                 _ => Err(format!(
-                    "{a:?} is not a Run: cancel takes run/NAME (or run NAME…)"
+                    "{a:?} is not a Run: cancel takes NAME, run/NAME or rn/NAME (or run NAME…)"
                 )),
             })
             .collect(),
@@ -156,8 +157,13 @@ mod tests {
         assert!(parse_targets(&args(&["run"])).unwrap_err().contains("NAME"));
         assert_eq!(
             parse_targets(&args(&["pod/a"])).unwrap_err(),
-            "\"pod/a\" is not a Run: cancel takes run/NAME (or run NAME…)"
+            "\"pod/a\" is not a Run: cancel takes NAME, run/NAME or rn/NAME (or run NAME…)"
         );
+        assert_eq!(
+            parse_targets(&args(&["a", "rn/b", "run.kruntimes.io/c"])),
+            Ok(args(&["a", "b", "c"]))
+        );
+        assert!(parse_targets(&args(&["Not_A_Name"])).is_err());
         assert!(parse_targets(&args(&["run", "a/b"])).is_err());
     }
 }

@@ -593,8 +593,8 @@ pub struct WaitArgs {
     pub targets: Vec<String>,
     /// What to wait for: `phase=PHASE`, `condition=TYPE[=STATUS]` (STATUS defaults to True;
     /// `condition=Finished` is met by every end) or `delete`.
-    #[arg(long = "for", default_value = "phase=Succeeded", value_parser = crate::wait::parse_for, value_name = "CONDITION")]
-    pub wanted: crate::wait::For,
+    #[arg(long = "for", default_value = "phase=Succeeded", value_parser = crate::api::wait::parse_for, value_name = "CONDITION")]
+    pub wanted: crate::api::wait::For,
     /// How long to wait.
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Duration,

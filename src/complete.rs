@@ -6,7 +6,7 @@
 //! candidate per line, `value<TAB>description`, then `:<directive>` on the last line.
 //!
 //! [`plan`] decides from the clap definitions alone (subcommands, flags, their values);
-//! only `explain run/<TAB>` reads the cluster: the Runs of the namespace (`-n`, else the
+//! only `explain run/<TAB>` (and the other commands that name a Run) reads the cluster: the Runs of the namespace (`-n`, else the
 //! context's), with a short timeout. No cluster means no candidates and no error: a
 //! completion must never print a failure into the user's command line.
 
@@ -174,10 +174,14 @@ pub fn plan(words: &[String]) -> Plan {
             .collect();
         return static_completion(subs, current, NO_FILE_COMP);
     }
-    // Commands that take Runs: one (explain, invoke) or several (cancel).
-    if matches!(node.get_name(), "explain" | "invoke" | "cancel") {
-        let many = node.get_name() == "cancel";
-        let is_kind = |w: &str| matches!(w, "run" | "runs");
+    // Commands that take Runs: one (explain, invoke, logs, artifacts) or several (cancel,
+    // wait).
+    if matches!(
+        node.get_name(),
+        "explain" | "invoke" | "logs" | "artifacts" | "cancel" | "wait"
+    ) {
+        let many = matches!(node.get_name(), "cancel" | "wait");
+        let is_kind = crate::explain::is_run_kind;
         let positionals: &[&str] = match positionals.as_slice() {
             // run/A run/B …: each next word is another run/NAME.
             all if many && all.iter().all(|w| w.contains('/')) => &[],
@@ -188,7 +192,7 @@ pub fn plan(words: &[String]) -> Plan {
         match positionals {
             [] => {
                 if let Some((kind, partial)) = current.split_once('/')
-                    && matches!(kind, "run" | "runs")
+                    && is_kind(kind)
                 {
                     return Plan::Runs {
                         global: target,
@@ -202,7 +206,7 @@ pub fn plan(words: &[String]) -> Plan {
                 }];
                 return static_completion(kinds, current, NO_SPACE | NO_FILE_COMP);
             }
-            [kind] if matches!(*kind, "run" | "runs") => {
+            [kind] if is_kind(kind) => {
                 return Plan::Runs {
                     global: target,
                     prefix: String::new(),
@@ -439,6 +443,18 @@ mod tests {
             runs(plan(&words(&["invoke", "run/f", "x"]))),
             None,
             "one Run"
+        );
+        // Every command that names a Run completes its name, by any of the kind's names.
+        for command in ["logs", "artifacts", "wait"] {
+            assert_eq!(
+                runs(plan(&words(&[command, "rn/t"]))),
+                Some(("rn/".into(), "t".into())),
+                "{command}"
+            );
+        }
+        assert_eq!(
+            runs(plan(&words(&["wait", "run/a", "run/b"]))),
+            Some(("run/".into(), "b".into()))
         );
     }
 

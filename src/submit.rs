@@ -13,9 +13,10 @@ use kube::ResourceExt as _;
 use kube::api::{Api, PostParams};
 use serde_json::{Map, Value, json};
 
+use crate::api::wait::{For, Verdict};
 use crate::api::{Run, RunPhase};
 use crate::cli::{DryRun, GlobalArgs, ObjectFormat, RunArgs};
-use crate::wait::{self, For, Verdict};
+use crate::wait;
 
 /// `run --wait` of a Run that did not succeed: the process exits with `code`, after saying
 /// `said` on stderr.

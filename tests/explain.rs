@@ -487,7 +487,7 @@ async fn errors_are_one_line_with_a_non_zero_exit() {
     let err = one_line(&explain(&ns.name, "pod/nope", &[]));
     assert_eq!(
         err,
-        "error: \"pod/nope\" is not a Run: explain supports run/NAME, runs/NAME or run NAME\n"
+        "error: \"pod/nope\" is not a Run: explain supports NAME, run/NAME, rn/NAME or run NAME\n"
     );
 
     // An identity without RBAC grants is told who refused and what to do.

@@ -7,6 +7,7 @@ pub mod resources;
 pub mod retry;
 pub mod status;
 pub mod types;
+pub mod wait;
 
 pub use order::QueueOrder;
 pub use resources::{ResourceError, Resources};
@@ -71,6 +72,20 @@ pub fn pod_is_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
 pub const FIELD_MANAGER: &str = "kubectl-kruntimes";
 
 /// Parameters of every create/replace kruntimes makes: its field manager.
+/// Whether `name` is a DNS-1123 subdomain: what Kubernetes takes as an object's name.
+pub fn is_object_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
 pub fn post_params() -> kube::api::PostParams {
     kube::api::PostParams {
         field_manager: Some(FIELD_MANAGER.to_string()),

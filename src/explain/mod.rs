@@ -122,33 +122,34 @@ impl TargetError {
         match self {
             Self::Missing => format!("{command} needs a Run: use run/NAME or run NAME"),
             Self::NotARun(t) => {
-                format!("{t:?} is not a Run: {command} supports run/NAME, runs/NAME or run NAME")
+                format!(
+                    "{t:?} is not a Run: {command} supports NAME, run/NAME, rn/NAME or run NAME"
+                )
             }
             Self::Extra(a) => format!("unexpected argument {a:?} after run/NAME"),
         }
     }
 }
 
-/// Whether `kind` names the Run kind as kubectl spells kinds (`run`, `runs`, or either
-/// qualified with the group): what `run/NAME` and `run NAME` accept.
+/// Whether `kind` names the Run kind as kubectl spells kinds (`run`, `runs`, the short name
+/// `rn`, or any of them qualified with the group): what `run/NAME` and `run NAME` accept.
 pub fn is_run_kind(kind: &str) -> bool {
-    matches!(
-        kind,
-        "run" | "runs" | "run.kruntimes.io" | "runs.kruntimes.io"
-    )
+    let kind = kind.strip_suffix(".kruntimes.io").unwrap_or(kind);
+    matches!(kind, "run" | "runs" | "rn")
 }
 
-/// The Run name from `run/NAME`, `runs/NAME` (also `run.kruntimes.io/NAME`) or `run NAME`.
+/// The Run name from `NAME`, `run/NAME`, `runs/NAME`, `rn/NAME` (also `run.kruntimes.io/NAME`)
+/// or `run NAME`, as kubectl takes a name of a command's own kind.
 pub fn parse_target(target: &str, name: Option<&str>) -> Result<String, TargetError> {
     let is_run = is_run_kind;
+    let is_name = crate::api::is_object_name;
     match (target.split_once('/'), name) {
-        (Some((kind, n)), None) if is_run(kind) && !n.is_empty() && !n.contains('/') => {
-            Ok(n.to_string())
-        }
+        (Some((kind, n)), None) if is_run(kind) && is_name(n) => Ok(n.to_string()),
         (Some((kind, _)), Some(extra)) if is_run(kind) => Err(TargetError::Extra(extra.into())),
         (Some(_), _) => Err(TargetError::NotARun(target.into())),
-        (None, Some(n)) if is_run(target) && !n.is_empty() && !n.contains('/') => Ok(n.to_string()),
+        (None, Some(n)) if is_run(target) && is_name(n) => Ok(n.to_string()),
         (None, None) if is_run(target) => Err(TargetError::Missing),
+        (None, None) if is_name(target) => Ok(target.to_string()),
         (None, _) => Err(TargetError::NotARun(target.into())),
     }
 }
@@ -184,6 +185,10 @@ mod tests {
             ("run.kruntimes.io/train-1", None, "train-1"),
             ("run", Some("train-1"), "train-1"),
             ("runs", Some("train-1"), "train-1"),
+            // The short name, and a bare name, as kubectl takes a name of its command's kind.
+            ("rn/train-1", None, "train-1"),
+            ("rn", Some("train-1"), "train-1"),
+            ("train-1", None, "train-1"),
         ];
         for (target, name, want) in ok {
             assert_eq!(
@@ -196,7 +201,7 @@ mod tests {
             ("run", None, TargetError::Missing),
             ("run/", None, TargetError::NotARun("run/".into())),
             ("pod/x", None, TargetError::NotARun("pod/x".into())),
-            ("train-1", None, TargetError::NotARun("train-1".into())),
+            ("Train_1", None, TargetError::NotARun("Train_1".into())),
             ("run/x", Some("y"), TargetError::Extra("y".into())),
         ];
         for (target, name, want) in bad {

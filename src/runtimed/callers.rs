@@ -107,16 +107,7 @@ fn run_name(segment: &str) -> Result<String, String> {
     let decoded = percent_encoding::percent_decode_str(segment)
         .decode_utf8()
         .map_err(|_| segment.to_string())?;
-    let ok = !decoded.is_empty()
-        && decoded.len() <= 253
-        && decoded.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        });
+    let ok = crate::api::is_object_name(&decoded);
     match ok {
         true => Ok(decoded.into_owned()),
         false => Err(segment.to_string()),
