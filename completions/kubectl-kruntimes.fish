@@ -59,6 +59,9 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a 
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "__complete" -d 'Completion candidates for the words after `kubectl kruntimes` (called by the hook `kubectl_complete-kruntimes`)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "copy-binary" -d 'Copy this executable to a path (the init container of Runtime Pods of any image)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l dry-run -d '`server` (also a bare `--dry-run`): the API server validates the apply and persists nothing; `client`: print what would be applied, as --print, touching no cluster; `none`: apply' -r -f -a "none\t''
+client\t''
+server\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l timeout -d 'How long to wait for the CRDs to become Established (e.g. 60s, 2m)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l context -d 'The kubeconfig context to use' -r
@@ -74,7 +77,6 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand inst
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l print -d 'Write everything install applies as YAML to stdout and touch no cluster'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l dry-run -d 'Ask the API server to validate the apply without persisting anything'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -s y -l yes -d 'Do not ask for confirmation'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
@@ -341,6 +343,7 @@ json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand wait" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand wait" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand wait" -s h -l help -d 'Print help'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -s l -l selector -d 'Every Run whose labels match this selector (`key=value,key!=value,key in (a,b)`, as kubectl\'s), instead of names' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l timeout -d 'How long --wait waits' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l context -d 'The kubeconfig context to use' -r
@@ -355,6 +358,7 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand canc
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -s A -l all-namespaces -d 'With -l: in every namespace (overrides -n)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l wait -d 'Wait until every cancelled Run has ended'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'

@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
-use kube::api::{Api, Patch};
+use kube::ResourceExt as _;
+use kube::api::{Api, ListParams, Patch};
 use kube::runtime::wait::await_condition;
 
 use crate::api::{Run, patch_params};
@@ -59,20 +60,36 @@ pub fn parse_targets(args: &[String]) -> Result<Vec<String>, String> {
 /// tried; the command fails (after all of them) when any could not be cancelled or did not
 /// end in time.
 pub async fn exec(global: &GlobalArgs, args: &CancelArgs) -> anyhow::Result<()> {
-    let names = parse_targets(&args.targets).map_err(|e| anyhow!(e))?;
     let target = crate::kubeclient::connect(global).await?;
-    let runs: Api<Run> = Api::namespaced(target.client.clone(), &target.namespace);
+    // (namespace, name) of each Run named or selected.
+    let names: Vec<(String, String)> = match &args.selector {
+        None => parse_targets(&args.targets)
+            .map_err(|e| anyhow!(e))?
+            .into_iter()
+            .map(|name| (target.namespace.clone(), name))
+            .collect(),
+        Some(selector) => selected(&target, selector, args.all_namespaces).await?,
+    };
+    // With -A the namespace is part of what is said about each Run.
+    let said = |ns: &str, name: &str| match args.all_namespaces {
+        true => format!("{ns}/run.kruntimes.io/{name}"),
+        false => format!("run.kruntimes.io/{name}"),
+    };
     let mut failures = Vec::new();
     let mut requested = Vec::new();
-    for name in &names {
-        match ask(&target, &runs, name).await {
+    for (ns, name) in &names {
+        let runs: Api<Run> = Api::namespaced(target.client.clone(), ns);
+        match ask(&target, &runs, ns, name).await {
             Ok(Asked::Requested { already }) => {
                 let note = if already { " (already)" } else { "" };
-                println!("run.kruntimes.io/{name} cancel requested{note}");
-                requested.push(name.clone());
+                println!("{} cancel requested{note}", said(ns, name));
+                requested.push((ns.clone(), name.clone()));
             }
             Ok(Asked::Ended(phase)) => {
-                println!("run.kruntimes.io/{name} already ended {phase}; nothing to cancel")
+                println!(
+                    "{} already ended {phase}; nothing to cancel",
+                    said(ns, name)
+                )
             }
             Err(e) => {
                 eprintln!("error: {e:#}");
@@ -81,9 +98,10 @@ pub async fn exec(global: &GlobalArgs, args: &CancelArgs) -> anyhow::Result<()> 
         }
     }
     if args.wait {
-        for name in &requested {
+        for (ns, name) in &requested {
+            let runs: Api<Run> = Api::namespaced(target.client.clone(), ns);
             match wait_ended(&runs, name, args.timeout).await {
-                Ok(phase) => println!("run.kruntimes.io/{name} {phase}"),
+                Ok(phase) => println!("{} {phase}", said(ns, name)),
                 Err(e) => {
                     eprintln!("error: {e:#}");
                     failures.push(name.clone());
@@ -102,9 +120,44 @@ pub async fn exec(global: &GlobalArgs, args: &CancelArgs) -> anyhow::Result<()> 
     }
 }
 
-/// Sets `spec.cancelRequested` on `name` unless it has ended or asks already.
-async fn ask(target: &Target, runs: &Api<Run>, name: &str) -> anyhow::Result<Asked> {
-    let run = target.get_run(name).await?;
+/// The Runs `selector` selects, in the namespace or (`all`) every namespace, as (namespace,
+/// name); none is an error that says where it looked, as kubectl's "No resources found".
+async fn selected(
+    target: &Target,
+    selector: &str,
+    all: bool,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let runs: Api<Run> = match all {
+        true => Api::all(target.client.clone()),
+        false => Api::namespaced(target.client.clone(), &target.namespace),
+    };
+    let list = runs
+        .list_metadata(&ListParams::default().labels(selector))
+        .await
+        .map_err(|e| target.explain_error(e, &format!("listing the Runs of -l {selector}")))?;
+    let found: Vec<(String, String)> = list
+        .items
+        .iter()
+        .map(|r| (r.namespace().unwrap_or_default(), r.name_any()))
+        .collect();
+    if found.is_empty() {
+        let place = match all {
+            true => "any namespace".to_string(),
+            false => format!("namespace {}", target.namespace),
+        };
+        bail!("no Run in {place} matches -l {selector}; nothing to cancel");
+    }
+    Ok(found)
+}
+
+/// Sets `spec.cancelRequested` on `name` (of namespace `ns`, which `runs` is scoped to) unless
+/// it has ended or asks already.
+async fn ask(target: &Target, runs: &Api<Run>, ns: &str, name: &str) -> anyhow::Result<Asked> {
+    let run = match runs.get_opt(name).await {
+        Ok(Some(run)) => run,
+        Ok(None) => bail!("run/{name} not found in namespace {ns}"),
+        Err(e) => return Err(target.explain_error(e, &format!("reading run/{name}"))),
+    };
     let phase = run.phase();
     if phase.is_terminal() {
         return Ok(Asked::Ended(phase.as_str()));

@@ -85,7 +85,7 @@ pub enum Command {
     /// Install or update the Runtime and Run CRDs, the user ClusterRoles and the admission
     /// policy that restricts Runtime Pods (server-side apply).
     #[command(
-        after_help = "Examples:\n  kubectl kruntimes install --yes\n  kubectl kruntimes install --dry-run\n  kubectl kruntimes install --print > kruntimes.yaml"
+        after_help = "Examples:\n  kubectl kruntimes install --yes\n  kubectl kruntimes install --dry-run=server\n  kubectl kruntimes install --print > kruntimes.yaml"
     )]
     Install(InstallArgs),
     /// The agent inside a Runtime Pod: heartbeat, local admission, execution of Task Runs.
@@ -141,7 +141,7 @@ pub enum Command {
     /// Cancel Runs: sets spec.cancelRequested (one way); a Pending Run ends in the scheduler,
     /// a Scheduled or Running one once runtimed has stopped it.
     #[command(
-        after_help = "Examples:\n  kubectl kruntimes cancel run/train-1\n  kubectl kruntimes cancel run train-1 train-2 -n team-a --wait --timeout 2m"
+        after_help = "Examples:\n  kubectl kruntimes cancel run/train-1\n  kubectl kruntimes cancel run train-1 train-2 -n team-a --wait --timeout 2m\n  kubectl kruntimes cancel -l sweep=lr-3 -A"
     )]
     Cancel(CancelArgs),
     /// Run the whole system on this machine: etcd and kube-apiserver, the CRDs, the scheduler,
@@ -492,9 +492,16 @@ pub struct RuntimedArgs {
 /// `cancel run/NAME…`: which Runs, and whether to wait for their end.
 #[derive(Debug, Clone, Args)]
 pub struct CancelArgs {
-    /// The Runs: `run/NAME…`, or `run NAME…`.
-    #[arg(value_name = "run/NAME", required = true)]
+    /// The Runs: `run/NAME…`, `NAME…`, or `run NAME…` (or none, with -l).
+    #[arg(value_name = "run/NAME", required_unless_present = "selector")]
     pub targets: Vec<String>,
+    /// Every Run whose labels match this selector (`key=value,key!=value,key in (a,b)`, as
+    /// kubectl's), instead of names.
+    #[arg(short = 'l', long, value_name = "SELECTOR", conflicts_with = "targets")]
+    pub selector: Option<String>,
+    /// With -l: in every namespace (overrides -n).
+    #[arg(short = 'A', long, requires = "selector")]
+    pub all_namespaces: bool,
     /// Wait until every cancelled Run has ended.
     #[arg(long)]
     pub wait: bool,
@@ -665,9 +672,19 @@ pub struct InstallArgs {
     /// Write everything install applies as YAML to stdout and touch no cluster.
     #[arg(long, conflicts_with_all = ["dry_run", "yes"])]
     pub print: bool,
-    /// Ask the API server to validate the apply without persisting anything.
-    #[arg(long)]
-    pub dry_run: bool,
+    /// `server` (also a bare `--dry-run`): the API server validates the apply and persists
+    /// nothing; `client`: print what would be applied, as --print, touching no cluster;
+    /// `none`: apply.
+    #[arg(
+        long,
+        value_enum,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "server",
+        default_value_t = DryRun::None,
+        value_name = "MODE"
+    )]
+    pub dry_run: DryRun,
     /// Do not ask for confirmation.
     #[arg(short = 'y', long)]
     pub yes: bool,

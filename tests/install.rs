@@ -163,6 +163,31 @@ fn install_print_piped_into_head_ends_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// `--dry-run` takes kubectl's modes: `client` prints what `--print` prints and touches no
+/// cluster; a mode it does not know is refused, naming the ones it takes.
+#[test]
+fn install_dry_run_client_prints_without_a_cluster_and_an_unknown_mode_is_named() {
+    let print = |args: &[&str]| {
+        output(
+            binary()
+                .args(args)
+                .env("KUBECONFIG", "/nonexistent/kubeconfig"),
+        )
+    };
+    let (out, printed, stderr) = print(&["install", "--print"]);
+    assert!(out.status.success(), "{stderr}");
+    let (out, client, stderr) = print(&["install", "--dry-run=client"]);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(client, printed);
+    let (out, _, stderr) = print(&["install", "--dry-run=maybe"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("invalid value 'maybe' for '--dry-run[=<MODE>]'")
+            && stderr.contains("[possible values: none, client, server]"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn install_print_writes_what_install_applies_and_touches_no_cluster() {
     let (out, stdout, stderr) = output(

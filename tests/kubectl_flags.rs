@@ -295,6 +295,58 @@ async fn cancel_waits_for_each_end_and_fails_for_a_run_it_cannot_cancel() {
     assert_eq!(ns.get_run("done").await.phase(), RunPhase::Succeeded);
 }
 
+/// `cancel -l` cancels the Runs a label selector picks, in the namespace or with `-A` in
+/// every one, and leaves the others alone; a selector that picks none says so and fails.
+#[tokio::test]
+async fn cancel_by_selector_picks_runs_by_label_in_one_or_every_namespace() {
+    let a = TestNs::new("cancel-sel-a").await;
+    let b = TestNs::new("cancel-sel-b").await;
+    let sweep = [("sweep", "lr-3")];
+    run("one").labels(&sweep).create(&a).await;
+    run("other").labels(&[("sweep", "lr-4")]).create(&a).await;
+    run("two").labels(&sweep).create(&b).await;
+    let cancel = |args: &[&str]| {
+        support::kruntimes()
+            .arg("cancel")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+
+    let out = cancel(&["-l", "sweep=lr-3", "-n", &a.name]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "run.kruntimes.io/one cancel requested\n");
+    assert!(a.get_run("one").await.spec.cancel_requested);
+    assert!(!a.get_run("other").await.spec.cancel_requested);
+    assert!(!b.get_run("two").await.spec.cancel_requested);
+
+    let out = cancel(&["-l", "sweep=lr-3", "-A"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stdout(&out);
+    assert!(
+        said.contains(&format!(
+            "{}/run.kruntimes.io/one cancel requested (already)\n",
+            a.name
+        )) && said.contains(&format!(
+            "{}/run.kruntimes.io/two cancel requested\n",
+            b.name
+        )),
+        "{said}"
+    );
+    assert!(b.get_run("two").await.spec.cancel_requested);
+    assert!(!a.get_run("other").await.spec.cancel_requested);
+
+    let out = cancel(&["-l", "sweep=none", "-n", &a.name]);
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: no Run in namespace {} matches -l sweep=none; nothing to cancel\n",
+            a.name
+        )
+    );
+}
+
 /// An HTTP CONNECT proxy on loopback; counts the tunnels it opened.
 async fn connect_proxy() -> (String, Arc<AtomicUsize>) {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -383,4 +435,68 @@ fn version_says_the_commit_the_compiler_and_the_apis() {
         )),
         "{text}"
     );
+}
+
+/// Every command that prints and ends, its output piped into a reader that has already gone
+/// (as `| head -1` leaves it): each ends quietly, by SIGPIPE or by an error of its own, and
+/// none panics (exit 101 with a backtrace). The list names every such command, so a new one
+/// is added here.
+#[tokio::test]
+async fn every_command_piped_into_a_closed_reader_ends_without_a_panic() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let ns = TestNs::new("pipe").await;
+    run("a").create(&ns).await;
+    let n = ns.name.as_str();
+    let lines: &[&[&str]] = &[
+        &["version"],
+        &["version", "-o", "json"],
+        &["completion", "bash"],
+        &["completion", "zsh"],
+        &["completion", "kubectl"],
+        &["install", "--print"],
+        &["explain", "run/a", "-n", n],
+        &["explain", "a", "-n", n, "-o", "yaml"],
+        &["status", "-n", n],
+        &["status", "-A", "-o", "json"],
+        &[
+            "run",
+            "-r",
+            "x",
+            "--dry-run=client",
+            "-o",
+            "yaml",
+            "--",
+            "true",
+        ],
+        &["wait", "run/a", "--for=phase=Pending", "-n", n],
+        &["artifacts", "run/a", "-n", n, "-o", "yaml"],
+        &["logs", "run/a", "-n", n],
+        &["invoke", "run/a", "-n", n],
+        &["__complete", "explain", "run/"],
+        &["cancel", "run/a", "-n", n],
+        &["run", "b", "-r", "x", "-n", n, "--", "true"],
+    ];
+    for line in lines {
+        let mut child = support::kruntimes()
+            .args(*line)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader is gone before anything is written.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = stderr(&out);
+        assert!(
+            !err.contains("panicked") && out.status.code() != Some(101),
+            "{line:?}: {:?}: {err}",
+            out.status
+        );
+        assert!(
+            out.status.signal().is_none_or(|s| s == libc::SIGPIPE),
+            "{line:?}: {:?}: {err}",
+            out.status
+        );
+    }
 }

@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 
 use crate::admission_policy;
 use crate::api::{FIELD_MANAGER, PersistentWorkspace, Run, Runtime};
-use crate::cli::{GlobalArgs, InstallArgs};
+use crate::cli::{DryRun, GlobalArgs, InstallArgs};
 use crate::kubeclient::{self, Target};
 
 mod coexistence;
@@ -120,30 +120,27 @@ impl Applied {
 }
 
 pub async fn exec(global: &GlobalArgs, args: &InstallArgs) -> anyhow::Result<()> {
-    if args.print {
+    if args.print || args.dry_run == DryRun::Client {
         print!("{}", manifests_yaml()?);
         return Ok(());
     }
+    let dry_run = args.dry_run == DryRun::Server;
     let target = kubeclient::connect(global).await?;
     // Before anything is written: what is already there, and what install would change.
     let notices = coexistence::survey(&target).await?;
     for notice in &notices {
         eprintln!("note: {notice}");
     }
-    if !args.dry_run && !args.yes {
+    if !dry_run && !args.yes {
         confirm(&target)?;
     }
-    let results = apply(&target, args.dry_run).await?;
+    let results = apply(&target, dry_run).await?;
     let mut stdout = std::io::stdout().lock();
-    let suffix = if args.dry_run {
-        " (server dry run)"
-    } else {
-        ""
-    };
+    let suffix = if dry_run { " (server dry run)" } else { "" };
     for (object, applied) in &results {
         writeln!(stdout, "{object} {}{suffix}", applied.as_str())?;
     }
-    if args.dry_run {
+    if dry_run {
         return Ok(());
     }
     wait_established(&target, args.timeout).await?;
