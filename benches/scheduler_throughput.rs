@@ -2,7 +2,9 @@
 //! time) onto 100 ready Runtime Pods of `runs: 20`, with 1 and then 4 queue workers. Reports
 //! Runs/s from the first creation to the last Scheduled, per-Run latency (creation returned →
 //! a watch sees Scheduled) p50/p99, and where the time goes: the scheduler's own cycle time
-//! (from its histogram) against the wall time, the rest being API writes and watch delivery.
+//! (from its histogram) against the wall time, the rest being API writes and watch delivery;
+//! and the scheduler's resident memory per Run (its RSS with every Run placed, less its RSS
+//! with the Pods alone).
 //!
 //! A measurement, not a test: it prints figures and asserts only that every Run was placed.
 //! Run with `cargo bench --bench scheduler_throughput` (optionally `-- RUNS PODS`).
@@ -43,6 +45,10 @@ async fn measure(runs: usize, pods: usize, workers: u16) {
     let identity = format!("bench-{workers}");
     let scheduler = SchedulerProcess::start(&ns.name, workers, None, &identity).await;
     let events = RunEvents::start(&ns).await;
+    // The scheduler's resident memory with its Pods and no Run: the base the Runs add to.
+    let rss =
+        |metrics: &str| world::sample(metrics, "process_resident_memory_bytes").unwrap_or(0.0);
+    let base = rss(&scheduler.metrics().await);
 
     let created_at: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let start = Instant::now();
@@ -81,6 +87,13 @@ async fn measure(runs: usize, pods: usize, workers: u16) {
     let cycle_count = sample("kruntimes_scheduler_scheduling_cycle_duration_seconds_count");
     let queue_sum = sample("kruntimes_scheduler_queue_duration_seconds_sum");
     let attempts = sample("kruntimes_scheduler_schedule_attempts_total{result=\"scheduled\"}");
+    let held = rss(&metrics);
+    println!(
+        "workers={workers}: scheduler resident memory {:.0} MiB with {pods} Pods, {:.0} MiB with {runs} Runs too: {:.1} KiB per Run",
+        base / 1048576.0,
+        held / 1048576.0,
+        (held - base) / runs as f64 / 1024.0
+    );
     println!(
         "workers={workers}: {runs} Runs on {pods} Pods in {:.2}s = {:.0} Runs/s (creating them took {:.2}s); \
          latency p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; {cycle_count:.0} cycles, mean cycle {:.3} ms, \

@@ -450,8 +450,39 @@ pub fn watch_backoff() -> impl kube::runtime::utils::Backoff + 'static {
     )
 }
 
+/// What no kruntimes store reads and every object carries: `managedFields` (often larger than
+/// the rest of a Run) and kubectl's `last-applied-configuration` annotation (a second copy of
+/// the object). Stripped from every watched object before it is stored, as kube-scheduler's
+/// informers do with a transform.
+pub fn slim<K: kube::Resource>(object: &mut K) {
+    let meta = object.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+        if annotations.is_empty() {
+            meta.annotations = None;
+        }
+    }
+}
+
+/// A watch of `api` with [`watch_backoff`], each object [`slim`]med before anyone sees it.
+pub fn slim_watch<K>(
+    api: kube::Api<K>,
+    config: kube::runtime::watcher::Config,
+) -> impl futures::Stream<Item = kube::runtime::watcher::Result<kube::runtime::watcher::Event<K>>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    use kube::runtime::WatchStreamExt as _;
+    kube::runtime::watcher(api, config)
+        .backoff(watch_backoff())
+        .modify(slim::<K>)
+}
+
 /// The watch every kruntimes process runs of one of its own kinds: lenient (an object that does
-/// not decode is reported and skipped, see [`crate::api::lenient`]) and with [`watch_backoff`].
+/// not decode is reported and skipped, see [`crate::api::lenient`]), with [`watch_backoff`],
+/// each object [`slim`]med.
 pub fn lenient_watch<K>(
     api: kube::Api<crate::api::lenient::Lenient<K>>,
     config: kube::runtime::watcher::Config,
@@ -467,6 +498,7 @@ where
 {
     use kube::runtime::WatchStreamExt as _;
     crate::api::lenient::decoded(kube::runtime::watcher(api, config).backoff(watch_backoff()))
+        .modify(slim::<K>)
 }
 
 /// The API of a namespaced kind in `namespace`, or across all namespaces when `None` (the

@@ -350,7 +350,7 @@ impl Scheduler {
 
     async fn watch_pods(self: Arc<Self>) {
         let config = watcher::Config::default().labels(LABEL_RUNTIME);
-        let events = watcher(self.api::<Pod>(), config).backoff(crate::kubeclient::watch_backoff());
+        let events = crate::kubeclient::slim_watch(self.api::<Pod>(), config);
         self.watch_into_index(events, "runtime pod", |s| &s.pods)
             .await;
     }
@@ -364,8 +364,7 @@ impl Scheduler {
 
     async fn watch_leases(self: Arc<Self>) {
         let config = watcher::Config::default().labels(LABEL_RUNTIME_POD);
-        let events =
-            watcher(self.api::<Lease>(), config).backoff(crate::kubeclient::watch_backoff());
+        let events = crate::kubeclient::slim_watch(self.api::<Lease>(), config);
         self.watch_into_index(events, "heartbeat lease", |s| &s.leases)
             .await;
     }
@@ -373,11 +372,10 @@ impl Scheduler {
     /// Watches the cluster's PriorityClasses (cluster-scoped, whatever `--namespace` says): they
     /// give Runs their priority.
     async fn watch_priority_classes(self: Arc<Self>) {
-        let events = watcher(
+        let events = crate::kubeclient::slim_watch(
             Api::<PriorityClass>::all(self.client.clone()),
             watcher::Config::default(),
-        )
-        .backoff(crate::kubeclient::watch_backoff());
+        );
         self.watch_into_index(events, "priorityclass", |s| &s.classes)
             .await;
     }
