@@ -1,7 +1,7 @@
 //! What a Runtime Pod may do: the ValidatingAdmissionPolicy (and its binding) that restricts
 //! the `kubectl-kruntimes-runtimed[-<runtime>]` service accounts to their own Pod's Runs and
-//! heartbeat Lease, and the
-//! check that tells the scheduler whether it is installed.
+//! heartbeat Lease, and the check that tells the scheduler whether it is installed and denies
+//! (without it the Runtime controller creates no Runtime Pod: [`refusal`]).
 //!
 //! The policy itself is `deploy/runtimed-policy.yaml`, embedded here so that `install` applies
 //! and prints exactly the shipped file. This module does not apply anything ([`crate::install`]
@@ -89,15 +89,23 @@ pub async fn presence(client: &Client) -> Presence {
     }
     match bindings.get_opt(NAME).await {
         Ok(Some(binding)) => {
+            let actions = binding.spec.validation_actions;
             let bound = binding.spec.policy_name;
-            if bound == NAME {
-                Presence::Installed
-            } else {
+            if bound != NAME {
                 Presence::Unknown {
                     error: format!(
                         "ValidatingAdmissionPolicyBinding {NAME} binds policy {bound:?}, not {NAME}"
                     ),
                 }
+            } else if !actions.iter().any(|a| a == "Deny") {
+                // Warn or Audit alone lets every refused write through.
+                Presence::Unknown {
+                    error: format!(
+                        "ValidatingAdmissionPolicyBinding {NAME} has validationActions {actions:?}, which do not deny"
+                    ),
+                }
+            } else {
+                Presence::Installed
             }
         }
         Ok(None) => Presence::Missing {
@@ -105,6 +113,20 @@ pub async fn presence(client: &Client) -> Presence {
         },
         Err(e) => unknown("ValidatingAdmissionPolicyBinding", e),
     }
+}
+
+/// Why the Runtime controller creates no Runtime Pod under `presence`, if it may not: a Pod's
+/// token is only safe to hand out while the policy is installed and denies (fail closed: a
+/// policy that cannot be read counts as missing). Said on the Runtime (`ReplicaFailure`).
+pub fn refusal(presence: &Presence) -> Option<String> {
+    let why = match presence {
+        Presence::Installed => return None,
+        Presence::Missing { kind } => format!("{kind} {NAME} is not installed"),
+        Presence::Unknown { error } => error.clone(),
+    };
+    Some(format!(
+        "not creating Runtime Pods: {why}, and without it a task could use its Pod's token to change other Runs' status; run `kubectl kruntimes install` (or apply deploy/runtimed-policy.yaml)"
+    ))
 }
 
 /// The one warning `scheduler run` logs at start for `presence`, if any. `cluster` names the
@@ -125,6 +147,22 @@ pub fn warning(presence: &Presence, cluster: &str) -> Option<String> {
 mod tests {
     use super::*;
     use kube::ResourceExt as _;
+
+    #[test]
+    fn no_runtime_pod_is_made_unless_the_policy_is_installed_and_denies() {
+        assert_eq!(refusal(&Presence::Installed), None);
+        let missing = refusal(&Presence::Missing {
+            kind: "ValidatingAdmissionPolicyBinding",
+        });
+        assert!(missing.unwrap().starts_with(
+            "not creating Runtime Pods: ValidatingAdmissionPolicyBinding kubectl-kruntimes-runtimed is not installed,"
+        ));
+        let unknown = refusal(&Presence::Unknown {
+            error: "reading ValidatingAdmissionPolicy kubectl-kruntimes-runtimed failed: forbidden"
+                .into(),
+        });
+        assert!(unknown.unwrap().contains("failed: forbidden, and without it"));
+    }
 
     #[test]
     fn the_manifest_is_one_policy_and_its_binding_named_alike() {

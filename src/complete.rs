@@ -6,8 +6,8 @@
 //! candidate per line, `value<TAB>description`, then `:<directive>` on the last line.
 //!
 //! [`plan`] decides from the clap definitions alone (subcommands, flags, their values);
-//! only `explain run/<TAB>` (and the other commands that name a Run) reads the cluster: the Runs of the namespace (`-n`, else the
-//! context's), with a short timeout. No cluster means no candidates and no error: a
+//! only a Run's name (`explain run/<TAB>`, and every other command that names a Run) reads
+//! the cluster: the Runs of the namespace (`-n`, else the context's), with a short timeout. No cluster means no candidates and no error: a
 //! completion must never print a failure into the user's command line.
 
 use std::time::Duration;

@@ -1,6 +1,8 @@
-//! Without the admission policy kruntimes still works: `scheduler run` says once, at start, that
-//! Runtime Pods are not restricted (or that it cannot tell), and runtimed with a Pod-bound token
-//! runs its Runs. A test binary of its own because its control plane must never get the policy
+//! Without the admission policy kruntimes fails closed: the Runtime controller creates no
+//! Runtime Pod and the Runtime says why (`ReplicaFailure=True/AdmissionPolicyMissing`);
+//! `scheduler run` says once, at start, that Runtime Pods are not restricted (or that it cannot
+//! tell), and a Runtime Pod made before the policy went still runs its Runs, its token able to
+//! write any Run (what the warning is about). A test binary of its own because its control plane must never get the policy
 //! (every other binary installs it with `install`): only the CRDs are applied here.
 
 mod support;
@@ -9,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -17,7 +19,8 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
 
-use kruntimes::api::{FIELD_MANAGER, Run, RunPhase, RunStatus};
+use kruntimes::api::{FIELD_MANAGER, Run, RunPhase, RunStatus, Runtime};
+use kruntimes::runtime::identity;
 use kruntimes::testing::{pod, run, runtime};
 use support::tokens;
 use support::world::{self, Create, RuntimedProcess, TestNs, create_in, eventually, http_get};
@@ -153,7 +156,7 @@ async fn runtimed_runtime(ns: &TestNs) {
 }
 
 #[tokio::test]
-async fn without_the_policy_kruntimes_works_and_the_scheduler_warns_once_that_pods_are_unrestricted()
+async fn without_the_policy_no_runtime_pod_is_made_and_the_scheduler_warns_once_that_pods_are_unrestricted()
  {
     let admin = support::client().await;
     let ns = namespace(&admin, "no-policy").await;
@@ -166,8 +169,44 @@ async fn without_the_policy_kruntimes_works_and_the_scheduler_warns_once_that_po
     )
     .await;
 
-    // runtimed with its Pod-bound token runs a Run end to end.
-    let pod = ns.runtime_pods("python", 1).await.remove(0);
+    // Fail closed: without the policy the Runtime controller creates no Runtime Pod (whose
+    // token could write any Run), and the Runtime says why.
+    let runtimes: Api<Runtime> = ns.api();
+    let condition = eventually(WAIT, "the Runtime to say why it has no Pod", async || {
+        let python = runtimes.get("python").await.unwrap();
+        let conditions = python.status.map(|s| s.conditions).unwrap_or_default();
+        let failure = conditions.into_iter().find(|c| c.type_ == "ReplicaFailure");
+        failure.ok_or("no ReplicaFailure condition yet")
+    })
+    .await;
+    assert_eq!(condition.reason, "AdmissionPolicyMissing");
+    assert!(
+        condition.message.starts_with(
+            "not creating Runtime Pods: ValidatingAdmissionPolicy kubectl-kruntimes-runtimed is not installed"
+        ),
+        "{}",
+        condition.message
+    );
+    let pods = Api::<Pod>::namespaced(admin.clone(), &ns.name);
+    assert!(
+        pods.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+
+    // What it guards against, with a Runtime Pod made before the policy went (by an earlier
+    // release, or before an uninstall), its account and binding as the controller makes them:
+    // runtimed with its Pod-bound token runs a Run end to end...
+    let python = runtimes.get("python").await.unwrap();
+    let (account, binding) = identity::objects(&python).expect("the Runtime's account");
+    create_in(&ns, account).await;
+    create_in(&ns, binding).await;
+    let mut made = pod("python-0").capacity(&[("runs", 4)]).build();
+    made.spec.as_mut().unwrap().service_account_name = Some(identity::name("python"));
+    create_in(&ns, made).await;
+    let pod = pods.get("python-0").await.unwrap();
     ns.set_ready(&pod.name_any(), true).await;
     let token = tokens::pod_bound_token(&admin, &ns.name, &tokens::account_of(&pod), &pod).await;
     let kubeconfig = tokens::token_kubeconfig(dir.path(), "runtimed", &token, &ns.name);
@@ -187,7 +226,7 @@ async fn without_the_policy_kruntimes_works_and_the_scheduler_warns_once_that_po
         Some(pod.name_any().as_str())
     );
 
-    // What the warning is about: the same token may end a Run that is not its Pod's.
+    // ...and the same token may end a Run that is not its Pod's: what the warning is about.
     run("stranger").create(&ns).await;
     let as_pod = Api::<Run>::namespaced(support::client_for(&kubeconfig).await, &ns.name);
     let what = "the Pod's token to end the Run stranger";

@@ -3,15 +3,15 @@
 //! writes), [`super::children`] (the tasks and their deadlines) and [`super::status_writer`]
 //! (every status write after the claim).
 //!
-//! Where each Run stands is its one record ([`plan::Records`]), which this loop moves as the
-//! parts report. Decisions come from the pure [`plan::plan`]; the parts perform them. The loop is an event
-//! loop: besides the two watches, the shutdown future and its timers, everything comes back
-//! to it as one [`AgentEvent`] on one channel ([`inbox`]): each part reports its own events
-//! through a [`Report`] that maps them there, so no part imports this module. No write is
-//! awaited inside the loop, so one Run's write never delays another Run's admission. A Run
-//! that does not fit is never written to. This module never picks a Pod and never un-assigns
-//! a Run. How a claimed Run starts, and what a waiting one is told, is [`admission`]'s; how
-//! an attempt ends (retry, end, artifacts first) is [`ending`]'s.
+//! Where each Run stands is its one record ([`plan::Records`]), which this loop moves as the parts
+//! report. Decisions come from the pure [`plan::plan`]; the parts perform them. The loop is an
+//! event loop: besides the two watches, the shutdown future and its timers, everything comes back
+//! to it as one [`AgentEvent`] on one channel ([`inbox`]): each part reports its own events through
+//! a [`Report`] that maps them there, so no part imports this module. No write is awaited inside
+//! the loop, so one Run's write never delays another Run's admission. A Run that does not fit is
+//! never written to. This module never picks a Pod and never un-assigns a Run. How a claimed Run
+//! starts, and what a waiting one is told, is [`admission`]'s; how an attempt ends (retry, end,
+//! artifacts first) is [`ending`]'s.
 
 use std::pin::pin;
 use std::time::Duration;

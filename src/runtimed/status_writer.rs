@@ -3,10 +3,10 @@
 //! each in a task of its own, retried across API outages with [`api_backoff`].
 //!
 //! Owns how many of its writes are in flight; a last write reports back with
-//! [`WriteEvent::LastWritten`] so the agent releases the reservation only then (the Run's
-//! record, [`plan::State::Writing`], says it is being written meanwhile). It must not decide what to write (the agent and
-//! [`super::plan`] do), never writes a Run that is no longer this Pod's, and never releases a
-//! reservation itself.
+//! [`WriteEvent::LastWritten`] so the agent releases the reservation only then (the Run's record,
+//! [`plan::State::Writing`], says it is being written meanwhile). It must not decide what to write
+//! (the agent and [`super::plan`] do), never writes a Run that is no longer this Pod's, and never
+//! releases a reservation itself.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -43,7 +43,13 @@ pub mod reasons {
     /// reason (also the Warning Event's).
     pub const REPLICA_FAILURE: &str = crate::api::CONDITION_REPLICA_FAILURE;
     pub const FAILED_CREATE: &str = "FailedCreate";
+    /// No Runtime Pod is created while runtimed's admission policy is missing or does not
+    /// deny ([`crate::admission_policy::refusal`]).
+    pub const ADMISSION_POLICY_MISSING: &str = "AdmissionPolicyMissing";
 }
+
+/// How often a Runtime whose Pods wait for runtimed's admission policy looks for it again.
+const POLICY_RECHECK: Duration = Duration::from_secs(30);
 
 /// The longest pause between two tries of a Runtime whose Pods cannot be created.
 const MAX_CREATE_BACKOFF: Duration = Duration::from_secs(300);
@@ -472,8 +478,8 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
     };
     let now = Time(jiff::Timestamp::now());
     let mut plan = plan(&runtime, &pods, &active_runs, &bound, Some(&revision), &now);
-    // Why the last Pod could not be created, as the API server said it.
-    let mut create_failed: Option<String> = None;
+    // Why the last Pod could not be created (the reason, and the API server's words or ours).
+    let mut create_failed: Option<(&'static str, String)> = None;
 
     if let Some(message) = &plan.invalid_capacity {
         warn!(runtime = %runtime.name_any(), namespace = %ns, "{message}");
@@ -496,6 +502,16 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
                 .await?;
             info!(%pod, namespace = %ns, "projected capacity annotations");
         }
+        // Fail closed: a Pod's token is handed out only while runtimed's policy denies what
+        // it must not do. Read again at every reconcile that would create a Pod.
+        if plan.create > 0
+            && let Some(why) = crate::admission_policy::refusal(
+                &crate::admission_policy::presence(&ctx.client).await,
+            )
+        {
+            create_failed = Some((reasons::ADMISSION_POLICY_MISSING, why));
+            plan.create = 0;
+        }
         if plan.create > 0
             && let Err(message) = ensure_companions(
                 &ctx.client,
@@ -504,7 +520,7 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
             )
             .await
         {
-            create_failed = Some(message);
+            create_failed = Some((reasons::FAILED_CREATE, message));
             plan.create = 0;
         }
         for _ in 0..plan.create {
@@ -520,7 +536,8 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
                 // Refused (quota, Pod Security, a missing service account, a bad template):
                 // said on the Runtime, tried again after a backoff.
                 Err(kube::Error::Api(s)) => {
-                    create_failed = Some(s.message.chars().take(1000).collect());
+                    let message = s.message.chars().take(1000).collect();
+                    create_failed = Some((reasons::FAILED_CREATE, message));
                     break;
                 }
                 Err(e) => return Err(e.into()),
@@ -567,21 +584,28 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
         .filter_map(crate::runtime::stuck::stuck)
         .collect();
     let requeue = match &create_failed {
-        Some(message) => {
+        Some((reason, message)) => {
             warn!(runtime = %runtime.name_any(), namespace = %ns, "cannot create a Runtime Pod: {message}");
-            warn_runtime(
-                &ctx,
-                &runtime,
-                reasons::FAILED_CREATE,
-                "CreatePod",
-                format!("Error creating Runtime Pod: {message}"),
-            )
-            .await;
+            // Said once per reason and message: a Runtime that keeps waiting for its policy
+            // does not write an Event at every look.
+            let said = runtime.status.iter().flat_map(|s| &s.conditions).any(|c| {
+                c.type_ == reasons::REPLICA_FAILURE && c.reason == *reason && c.message == *message
+            });
+            if !said || *reason == reasons::FAILED_CREATE {
+                warn_runtime(
+                    &ctx,
+                    &runtime,
+                    reason,
+                    "CreatePod",
+                    format!("Error creating Runtime Pod: {message}"),
+                )
+                .await;
+            }
             set_condition(
                 &mut plan.status.conditions,
                 reasons::REPLICA_FAILURE,
                 true,
-                reasons::FAILED_CREATE,
+                reason,
                 message,
                 &now,
             );
@@ -592,7 +616,11 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
                 .find(|c| c.type_ == reasons::REPLICA_FAILURE)
                 .map(|c| c.last_transition_time.clone())
                 .unwrap_or_else(|| now.clone());
-            create_backoff(&since, &now)
+            match *reason {
+                // The policy is looked for again soon, whatever the backoff.
+                reasons::ADMISSION_POLICY_MISSING => POLICY_RECHECK,
+                _ => create_backoff(&since, &now),
+            }
         }
         None if !stuck.is_empty() => {
             let (reason, _) = &stuck[0];
