@@ -161,7 +161,11 @@ mod tests {
             error: "reading ValidatingAdmissionPolicy kubectl-kruntimes-runtimed failed: forbidden"
                 .into(),
         });
-        assert!(unknown.unwrap().contains("failed: forbidden, and without it"));
+        assert!(
+            unknown
+                .unwrap()
+                .contains("failed: forbidden, and without it")
+        );
     }
 
     #[test]
