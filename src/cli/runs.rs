@@ -1,0 +1,128 @@
+//! The flags of the commands that make, wait for and cancel Runs: `run`, `wait`, `cancel`, and
+//! the `-o`/`--dry-run` choices of an object a command makes. Definitions only: nothing here
+//! talks to a cluster.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use crate::duration::parse_duration;
+
+/// `cancel run/NAME…`: which Runs, and whether to wait for their end.
+#[derive(Debug, Clone, Args)]
+pub struct CancelArgs {
+    /// The Runs: `run/NAME…`, `NAME…`, or `run NAME…` (or none, with -l).
+    #[arg(value_name = "run/NAME", required_unless_present = "selector")]
+    pub targets: Vec<String>,
+    /// Every Run whose labels match this selector (`key=value,key!=value,key in (a,b)`, as
+    /// kubectl's), instead of names.
+    #[arg(short = 'l', long, value_name = "SELECTOR", conflicts_with = "targets")]
+    pub selector: Option<String>,
+    /// With -l: in every namespace (overrides -n).
+    #[arg(short = 'A', long, requires = "selector")]
+    pub all_namespaces: bool,
+    /// Wait until every cancelled Run has ended.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits.
+    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Duration,
+}
+
+/// `run`: the Run to create, and whether to wait for it.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// The Run's name (default: generated, `run-` and five characters).
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// The Runtime that runs it (spec.runtime).
+    #[arg(short = 'r', long, value_name = "RUNTIME")]
+    pub runtime: String,
+    /// The script to run (spec.source.inline), from FILE, or `-` for stdin.
+    #[arg(short = 'f', long, value_name = "FILE", conflicts_with_all = ["inline", "repo_url"])]
+    pub file: Option<PathBuf>,
+    /// The script to run itself (spec.source.inline).
+    #[arg(long, value_name = "SCRIPT", conflicts_with = "repo_url")]
+    pub inline: Option<String>,
+    /// Fetch the code from this Git repository (spec.source.repoURL, https).
+    #[arg(long, value_name = "URL")]
+    pub repo_url: Option<String>,
+    /// The commit of --repo-url to check out (spec.source.commitSHA).
+    #[arg(long, value_name = "SHA", requires = "repo_url")]
+    pub commit_sha: Option<String>,
+    /// The file of the source to run (spec.mode.task.entrypoint).
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["file", "inline", "handler"])]
+    pub entrypoint: Option<String>,
+    /// Serve a function instead of running a task (spec.mode.function.handler, e.g.
+    /// main.handler).
+    #[arg(long, value_name = "MODULE.FUNCTION")]
+    pub handler: Option<String>,
+    /// An environment variable of the task, KEY=VALUE (repeatable).
+    #[arg(short = 'e', long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// A resource the Run requests, NAME=QUANTITY (repeatable; default runs=1).
+    #[arg(long = "request", value_name = "NAME=QUANTITY")]
+    pub requests: Vec<String>,
+    /// How long it may run once started (spec.timeout, e.g. 10m).
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+    /// Attempts in all, the first included (spec.retryPolicy.maxAttempts).
+    #[arg(long, value_name = "N")]
+    pub retry_attempts: Option<i32>,
+    /// The wait before the second attempt, doubled for each next one
+    /// (spec.retryPolicy.backoff; default 1s).
+    #[arg(long, value_name = "DURATION", requires = "retry_attempts")]
+    pub retry_backoff: Option<String>,
+    /// spec.priorityClassName.
+    #[arg(long, value_name = "NAME")]
+    pub priority_class: Option<String>,
+    /// Stream its log until it ends, then exit with its task's exit code (1 when it ended
+    /// otherwise than by its task's exit, its reason on stderr).
+    #[arg(short = 'w', long)]
+    pub wait: bool,
+    /// How long --wait waits for the end.
+    #[arg(long, default_value = "24h", value_parser = parse_duration, value_name = "DURATION")]
+    pub wait_timeout: Duration,
+    /// Print the Run: `name`, `yaml` or `json` (default: `run.kruntimes.io/NAME created`).
+    #[arg(short = 'o', long, value_enum, value_name = "FORMAT")]
+    pub output: Option<ObjectFormat>,
+    /// `client`: print it without sending it; `server`: the API server checks it (admission
+    /// policies included) and stores nothing; `none`: create it.
+    #[arg(long, value_enum, default_value_t = DryRun::None, value_name = "MODE")]
+    pub dry_run: DryRun,
+    /// The task's command and its arguments (spec.mode.task.args), after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// How an object the command made is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ObjectFormat {
+    Name,
+    Yaml,
+    Json,
+}
+
+/// `--dry-run`, as kubectl's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DryRun {
+    None,
+    Client,
+    Server,
+}
+
+/// `wait run/NAME…`: which Runs, for what, and how long.
+#[derive(Debug, Clone, Args)]
+pub struct WaitArgs {
+    /// The Runs: `run/NAME…`, or `run NAME…`.
+    #[arg(value_name = "run/NAME", required = true)]
+    pub targets: Vec<String>,
+    /// What to wait for: `phase=PHASE`, `condition=TYPE[=STATUS]` (STATUS defaults to True;
+    /// `condition=Finished` is met by every end) or `delete`.
+    #[arg(long = "for", default_value = "phase=Succeeded", value_parser = crate::api::wait::parse_for, value_name = "CONDITION")]
+    pub wanted: crate::api::wait::For,
+    /// How long to wait.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Duration,
+}
