@@ -325,7 +325,7 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -s h -l help -d 'Print help'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand wait" -l for -d 'What to wait for: `phase=PHASE`, `condition=TYPE[=STATUS]` (STATUS defaults to True; `condition=Finished` is met by every end) or `delete`' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand wait" -l for -d 'What to wait for: `phase=PHASE`, `condition=TYPE[=STATUS]` (STATUS defaults to True; `condition=Finished` is met by every end), `ended` (any end, or deleted) or `delete`' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand wait" -l timeout -d 'How long to wait' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand wait" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand wait" -l context -d 'The kubeconfig context to use' -r

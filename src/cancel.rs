@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::{anyhow, bail};
 use kube::ResourceExt as _;
 use kube::api::{Api, ListParams, Patch};
-use kube::runtime::wait::await_condition;
 
+use crate::api::wait::For;
 use crate::api::{Run, patch_params};
 use crate::cli::{CancelArgs, GlobalArgs};
 use crate::kubeclient::Target;
@@ -23,39 +23,6 @@ enum Asked {
     Ended(&'static str),
 }
 
-/// The Run names of `cancel`'s arguments: `run/A rn/B C…`, or `run A B…` (as `kubectl delete`
-/// takes them), or why they are not Runs.
-pub fn parse_targets(args: &[String]) -> Result<Vec<String>, String> {
-    let is_kind = crate::explain::is_run_kind;
-    let valid = crate::api::is_object_name;
-    match args {
-        [] => Err("cancel needs at least one Run: use run/NAME… or run NAME…".into()),
-        [kind, names @ ..] if is_kind(kind) => {
-            if names.is_empty() {
-                return Err(format!("{kind} needs at least one NAME after it"));
-            }
-            names
-                .iter()
-                .map(|n| {
-                    valid(n)
-                        .then(|| n.clone())
-                        .ok_or_else(|| format!("{n:?} is not a Run name"))
-                })
-                .collect()
-        }
-        _ => args
-            .iter()
-            .map(|a| match a.split_once('/') {
-                Some((kind, n)) if is_kind(kind) && valid(n) => Ok(n.to_string()),
-                None if valid(a) => Ok(a.clone()),
-                _ => Err(format!(
-                    "{a:?} is not a Run: cancel takes NAME, run/NAME or rn/NAME (or run NAME…)"
-                )),
-            })
-            .collect(),
-    }
-}
-
 /// Runs the command: request each cancel, then wait for each end with `--wait`. Every Run is
 /// tried; the command fails (after all of them) when any could not be cancelled or did not
 /// end in time.
@@ -63,7 +30,7 @@ pub async fn exec(global: &GlobalArgs, args: &CancelArgs) -> anyhow::Result<()> 
     let target = crate::kubeclient::connect(global).await?;
     // (namespace, name) of each Run named or selected.
     let names: Vec<(String, String)> = match &args.selector {
-        None => parse_targets(&args.targets)
+        None => crate::explain::parse_targets("cancel", &args.targets)
             .map_err(|e| anyhow!(e))?
             .into_iter()
             .map(|name| (target.namespace.clone(), name))
@@ -174,49 +141,9 @@ async fn ask(target: &Target, runs: &Api<Run>, ns: &str, name: &str) -> anyhow::
     Ok(Asked::Requested { already: false })
 }
 
-/// Waits (on a watch) until `name` has ended; its end phase.
+/// Waits (on a watch) until `name` has ended ([`crate::wait::until_decided`]); its end phase,
+/// or `deleted`.
 async fn wait_ended(runs: &Api<Run>, name: &str, timeout: Duration) -> anyhow::Result<String> {
-    let ended = |run: Option<&Run>| run.is_none_or(|r| r.phase().is_terminal());
-    let waited = tokio::time::timeout(timeout, await_condition(runs.clone(), name, ended)).await;
-    match waited {
-        Err(_) => bail!(
-            "run/{name} has not ended within {timeout:?}; see kubectl kruntimes explain run/{name}, or wait longer with --timeout"
-        ),
-        Ok(Err(e)) => bail!("watching run/{name}: {e}"),
-        Ok(Ok(None)) => Ok("deleted".to_string()),
-        Ok(Ok(Some(run))) => Ok(run.phase().as_str().to_string()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn targets_are_run_slash_names_or_a_kind_then_names() {
-        assert_eq!(
-            parse_targets(&args(&["run/a", "runs/b"])),
-            Ok(args(&["a", "b"]))
-        );
-        assert_eq!(
-            parse_targets(&args(&["run", "a", "b"])),
-            Ok(args(&["a", "b"]))
-        );
-        assert!(parse_targets(&[]).unwrap_err().contains("at least one Run"));
-        assert!(parse_targets(&args(&["run"])).unwrap_err().contains("NAME"));
-        assert_eq!(
-            parse_targets(&args(&["pod/a"])).unwrap_err(),
-            "\"pod/a\" is not a Run: cancel takes NAME, run/NAME or rn/NAME (or run NAME…)"
-        );
-        assert_eq!(
-            parse_targets(&args(&["a", "rn/b", "run.kruntimes.io/c"])),
-            Ok(args(&["a", "b", "c"]))
-        );
-        assert!(parse_targets(&args(&["Not_A_Name"])).is_err());
-        assert!(parse_targets(&args(&["run", "a/b"])).is_err());
-    }
+    let (_, run) = crate::wait::until_decided(runs, name, &For::Ended, timeout).await?;
+    Ok(run.map_or_else(|| "deleted".to_string(), |r| r.phase().as_str().to_string()))
 }

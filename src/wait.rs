@@ -28,7 +28,8 @@ pub async fn until_decided(
     let waited = tokio::time::timeout(timeout, await_condition(runs.clone(), name, decided)).await;
     match waited {
         Err(_) => bail!(
-            "run/{name} has not met --for within {timeout:?}; see kubectl kruntimes explain run/{name}, or wait longer with --timeout"
+            "run/{name} has not {} within {timeout:?}; see kubectl kruntimes explain run/{name}, or wait longer with --timeout",
+            wanted.said()
         ),
         Ok(Err(e)) => bail!("watching run/{name}: {e}"),
         Ok(Ok(run)) => Ok((judge(run.as_ref(), wanted), run)),
@@ -38,8 +39,7 @@ pub async fn until_decided(
 /// Runs the command: waits for every Run at once, prints `run.kruntimes.io/NAME condition met`
 /// for each that meets `--for`, and fails (after all of them) naming those that did not.
 pub async fn exec(global: &GlobalArgs, args: &WaitArgs) -> anyhow::Result<()> {
-    let names = crate::cancel::parse_targets(&args.targets)
-        .map_err(|e| anyhow!(e.replace("cancel", "wait")))?;
+    let names = crate::explain::parse_targets("wait", &args.targets).map_err(|e| anyhow!(e))?;
     let target = crate::kubeclient::connect(global).await?;
     let runs: Api<Run> = Api::namespaced(target.client.clone(), &target.namespace);
     if args.wanted != For::Delete {

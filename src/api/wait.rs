@@ -13,6 +13,21 @@ pub enum For {
     Condition { type_: String, status: String },
     /// `delete`: the Run is gone.
     Delete,
+    /// `ended`: the Run has ended, whatever the outcome, or is gone (what `cancel --wait`
+    /// waits for).
+    Ended,
+}
+
+impl For {
+    /// What it waits for, as a sentence goes on after "has not".
+    pub fn said(&self) -> String {
+        match self {
+            For::Phase(p) => format!("reached phase {}", p.as_str()),
+            For::Condition { type_, status } => format!("met condition {type_}={status}"),
+            For::Delete => "been deleted".into(),
+            For::Ended => "ended".into(),
+        }
+    }
 }
 
 impl Default for For {
@@ -23,9 +38,11 @@ impl Default for For {
 
 /// Parses `--for`, naming what it takes when it is not one of them.
 pub fn parse_for(s: &str) -> Result<For, String> {
-    let takes = "use phase=PHASE, condition=TYPE[=STATUS] or delete, e.g. --for=phase=Succeeded or --for=condition=Finished";
-    if s == "delete" {
-        return Ok(For::Delete);
+    let takes = "use phase=PHASE, condition=TYPE[=STATUS], ended or delete, e.g. --for=phase=Succeeded or --for=condition=Finished";
+    match s {
+        "delete" => return Ok(For::Delete),
+        "ended" => return Ok(For::Ended),
+        _ => {}
     }
     if let Some(phase) = s.strip_prefix("phase=") {
         return RunPhase::ALL
@@ -57,7 +74,6 @@ pub fn parse_for(s: &str) -> Result<For, String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     Waiting,
-    /// Met; the Run as it met it, when it still exists.
     Met,
     /// It can never be met any more: why.
     Never(String),
@@ -68,7 +84,7 @@ pub enum Verdict {
 pub fn judge(run: Option<&Run>, wanted: &For) -> Verdict {
     let Some(run) = run else {
         return match wanted {
-            For::Delete => Verdict::Met,
+            For::Delete | For::Ended => Verdict::Met,
             _ => Verdict::Never("it was deleted".into()),
         };
     };
@@ -81,6 +97,7 @@ pub fn judge(run: Option<&Run>, wanted: &For) -> Verdict {
             .flat_map(|s| &s.conditions)
             .any(|c| c.type_ == *type_ && c.status.eq_ignore_ascii_case(status)),
         For::Delete => false,
+        For::Ended => phase.is_terminal(),
     };
     if met {
         Verdict::Met
@@ -168,6 +185,10 @@ mod tests {
         assert_eq!(judge(Some(&running), &finished), Verdict::Waiting);
         assert_eq!(judge(Some(&running), &For::Delete), Verdict::Waiting);
         assert_eq!(judge(None, &For::Delete), Verdict::Met);
+        assert_eq!(judge(Some(&failed), &For::Ended), Verdict::Met);
+        assert_eq!(judge(Some(&running), &For::Ended), Verdict::Waiting);
+        assert_eq!(judge(None, &For::Ended), Verdict::Met);
+        assert_eq!(parse_for("ended"), Ok(For::Ended));
         assert!(matches!(judge(None, &finished), Verdict::Never(_)));
     }
 }

@@ -119,7 +119,7 @@ pub struct WaitArgs {
     #[arg(value_name = "run/NAME", required = true)]
     pub targets: Vec<String>,
     /// What to wait for: `phase=PHASE`, `condition=TYPE[=STATUS]` (STATUS defaults to True;
-    /// `condition=Finished` is met by every end) or `delete`.
+    /// `condition=Finished` is met by every end), `ended` (any end, or deleted) or `delete`.
     #[arg(long = "for", default_value = "phase=Succeeded", value_parser = crate::api::wait::parse_for, value_name = "CONDITION")]
     pub wanted: crate::api::wait::For,
     /// How long to wait.

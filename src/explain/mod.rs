@@ -154,6 +154,41 @@ pub fn parse_target(target: &str, name: Option<&str>) -> Result<String, TargetEr
     }
 }
 
+/// The Run names of the arguments of `command` (`cancel`, `wait`), which takes several:
+/// `run/A rn/B C…`, or `run A B…` (as `kubectl delete` takes them), or why they are not Runs.
+pub fn parse_targets(command: &str, args: &[String]) -> Result<Vec<String>, String> {
+    let is_kind = is_run_kind;
+    let valid = crate::api::is_object_name;
+    match args {
+        [] => Err(format!(
+            "{command} needs at least one Run: use run/NAME… or run NAME…"
+        )),
+        [kind, names @ ..] if is_kind(kind) => {
+            if names.is_empty() {
+                return Err(format!("{kind} needs at least one NAME after it"));
+            }
+            names
+                .iter()
+                .map(|n| {
+                    valid(n)
+                        .then(|| n.clone())
+                        .ok_or_else(|| format!("{n:?} is not a Run name"))
+                })
+                .collect()
+        }
+        _ => args
+            .iter()
+            .map(|a| match a.split_once('/') {
+                Some((kind, n)) if is_kind(kind) && valid(n) => Ok(n.to_string()),
+                None if valid(a) => Ok(a.clone()),
+                _ => Err(format!(
+                    "{a:?} is not a Run: {command} takes NAME, run/NAME or rn/NAME (or run NAME…)"
+                )),
+            })
+            .collect(),
+    }
+}
+
 /// Runs the command: parse, load, replay, print.
 pub async fn exec(global: &GlobalArgs, args: &ExplainArgs) -> anyhow::Result<()> {
     let name = parse_target(&args.target, args.name.as_deref())?;
@@ -207,5 +242,41 @@ mod tests {
         for (target, name, want) in bad {
             assert_eq!(parse_target(target, name), Err(want), "{target} {name:?}");
         }
+    }
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn several_runs_are_run_slash_names_or_a_kind_then_names() {
+        assert_eq!(
+            parse_targets("cancel", &args(&["run/a", "runs/b"])),
+            Ok(args(&["a", "b"]))
+        );
+        assert_eq!(
+            parse_targets("cancel", &args(&["run", "a", "b"])),
+            Ok(args(&["a", "b"]))
+        );
+        assert!(
+            parse_targets("cancel", &[])
+                .unwrap_err()
+                .contains("at least one Run")
+        );
+        assert!(
+            parse_targets("cancel", &args(&["run"]))
+                .unwrap_err()
+                .contains("NAME")
+        );
+        assert_eq!(
+            parse_targets("cancel", &args(&["pod/a"])).unwrap_err(),
+            "\"pod/a\" is not a Run: cancel takes NAME, run/NAME or rn/NAME (or run NAME…)"
+        );
+        assert_eq!(
+            parse_targets("cancel", &args(&["a", "rn/b", "run.kruntimes.io/c"])),
+            Ok(args(&["a", "b", "c"]))
+        );
+        assert!(parse_targets("cancel", &args(&["Not_A_Name"])).is_err());
+        assert!(parse_targets("cancel", &args(&["run", "a/b"])).is_err());
     }
 }
