@@ -64,6 +64,9 @@ _kubectl__kruntimes() {
             kubectl__kruntimes,status)
                 cmd="kubectl__kruntimes__subcmd__status"
                 ;;
+            kubectl__kruntimes,uninstall)
+                cmd="kubectl__kruntimes__subcmd__uninstall"
+                ;;
             kubectl__kruntimes,version)
                 cmd="kubectl__kruntimes__subcmd__version"
                 ;;
@@ -118,6 +121,9 @@ _kubectl__kruntimes() {
             kubectl__kruntimes__subcmd__help,status)
                 cmd="kubectl__kruntimes__subcmd__help__subcmd__status"
                 ;;
+            kubectl__kruntimes__subcmd__help,uninstall)
+                cmd="kubectl__kruntimes__subcmd__help__subcmd__uninstall"
+                ;;
             kubectl__kruntimes__subcmd__help,version)
                 cmd="kubectl__kruntimes__subcmd__help__subcmd__version"
                 ;;
@@ -146,7 +152,7 @@ _kubectl__kruntimes() {
 
     case "${cmd}" in
         kubectl__kruntimes)
-            opts="-n -s -v -h -V --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help --version install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help"
+            opts="-n -s -v -h -V --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help --version install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -204,6 +210,18 @@ _kubectl__kruntimes() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --log-format)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
@@ -216,7 +234,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd____complete)
-            opts="-n -s -v -h --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
+            opts="-n -s -v -h --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -271,6 +289,18 @@ _kubectl__kruntimes() {
                     return 0
                     ;;
                 --request-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -286,7 +316,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__artifacts)
-            opts="-o -n -s -v -h --download --output --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
+            opts="-o -n -s -v -h --download --output --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -297,11 +327,11 @@ _kubectl__kruntimes() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --kubeconfig)
@@ -356,6 +386,18 @@ _kubectl__kruntimes() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --log-format)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
@@ -368,7 +410,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__cancel)
-            opts="-l -A -n -s -v -h --selector --all-namespaces --wait --timeout --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
+            opts="-l -A -n -s -v -h --selector --all-namespaces --wait --timeout --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -438,6 +480,18 @@ _kubectl__kruntimes() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --log-format)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
@@ -450,7 +504,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__completion)
-            opts="-n -s -v -h --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help bash zsh fish elvish powershell kubectl"
+            opts="-n -s -v -h --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help bash zsh fish elvish powershell kubectl"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -505,6 +559,18 @@ _kubectl__kruntimes() {
                     return 0
                     ;;
                 --request-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -520,7 +586,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__copy__subcmd__binary)
-            opts="-n -s -v -h --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
+            opts="-n -s -v -h --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -578,6 +644,18 @@ _kubectl__kruntimes() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --log-format)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
@@ -590,7 +668,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__dev)
-            opts="-n -s -v -h --data-dir --demo --demo-timeout --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
+            opts="-n -s -v -h --data-dir --demo --demo-timeout --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -656,6 +734,18 @@ _kubectl__kruntimes() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --log-format)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
@@ -668,18 +758,18 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__explain)
-            opts="-o -n -s -v -h --output --color --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
+            opts="-o -n -s -v -h --output --color --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --output)
-                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --color)
@@ -738,6 +828,18 @@ _kubectl__kruntimes() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --log-format)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
@@ -750,7 +852,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__gen)
-            opts="-n -s -v -h --out --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
+            opts="-n -s -v -h --out --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -812,6 +914,18 @@ _kubectl__kruntimes() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --log-format)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
@@ -824,7 +938,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__help)
-            opts="install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help"
+            opts="install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1075,6 +1189,20 @@ _kubectl__kruntimes() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        kubectl__subcmd__kruntimes__subcmd__help__subcmd__uninstall)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         kubectl__subcmd__kruntimes__subcmd__help__subcmd__version)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1104,7 +1232,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__install)
-            opts="-y -n -s -v -h --print --dry-run --yes --timeout --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
+            opts="-y -n -s -v -h --print --dry-run --yes --timeout --crds-only --image --wait --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1116,6 +1244,14 @@ _kubectl__kruntimes() {
                     ;;
                 --timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --image)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --wait)
+                    COMPREPLY=($(compgen -W "true false" -- "${cur}"))
                     return 0
                     ;;
                 --kubeconfig)
@@ -1170,6 +1306,18 @@ _kubectl__kruntimes() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --log-format)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
@@ -1182,7 +1330,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__invoke)
-            opts="-d -n -s -v -h --data --content-type --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
+            opts="-d -n -s -v -h --data --content-type --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1252,6 +1400,18 @@ _kubectl__kruntimes() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --log-format)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
@@ -1264,7 +1424,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__logs)
-            opts="-f -n -s -v -h --follow --tail --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
+            opts="-f -n -s -v -h --follow --tail --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1326,6 +1486,18 @@ _kubectl__kruntimes() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --log-format)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
@@ -1338,7 +1510,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__run)
-            opts="-r -f -e -w -o -n -s -v -h --runtime --file --inline --repo-url --commit-sha --entrypoint --handler --env --request --timeout --retry-attempts --retry-backoff --priority-class --wait --wait-timeout --output --dry-run --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
+            opts="-r -f -e -w -o -n -s -v -h --runtime --file --inline --repo-url --commit-sha --entrypoint --handler --env --request --timeout --retry-attempts --retry-backoff --priority-class --wait --wait-timeout --output --dry-run --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1413,11 +1585,11 @@ _kubectl__kruntimes() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "name yaml json" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "name yaml json" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --dry-run)
@@ -1476,6 +1648,18 @@ _kubectl__kruntimes() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --log-format)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
@@ -1488,7 +1672,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__runtimed)
-            opts="-n -s -v -h --pod-name --pod-namespace --pod-uid --heartbeat-interval --routine-events --event-fold-window --heartbeat-duration --shutdown-grace --health-probe-bind-address --metrics-bind-address --workspace-root --state-dir --runtime-server --git-timeout --git-max-bytes --git-ca-file --artifact-root --artifact-volume-claim --artifact-s3-bucket --artifact-s3-prefix --artifact-s3-region --artifact-s3-endpoint --artifact-s3-force-path-style --artifact-s3-credentials-secret --artifact-s3-credentials-dir --artifact-s3-upload-part-size --artifact-s3-upload-concurrency --artifact-driver --artifact-max-bytes --artifacts-max-bytes --artifact-gc-interval --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
+            opts="-n -s -v -h --pod-name --pod-namespace --pod-uid --heartbeat-interval --routine-events --event-fold-window --heartbeat-duration --shutdown-grace --health-probe-bind-address --metrics-bind-address --workspace-root --state-dir --runtime-server --git-timeout --git-max-bytes --git-ca-file --artifact-root --artifact-volume-claim --artifact-s3-bucket --artifact-s3-prefix --artifact-s3-region --artifact-s3-endpoint --artifact-s3-force-path-style --artifact-s3-credentials-secret --artifact-s3-credentials-dir --artifact-s3-upload-part-size --artifact-s3-upload-concurrency --artifact-driver --artifact-max-bytes --artifacts-max-bytes --artifact-gc-interval --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1666,6 +1850,18 @@ _kubectl__kruntimes() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --log-format)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
@@ -1678,7 +1874,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__scheduler)
-            opts="-n -s -v -h --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help run help"
+            opts="-n -s -v -h --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help run help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1736,6 +1932,18 @@ _kubectl__kruntimes() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --log-format)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
@@ -1790,7 +1998,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__scheduler__subcmd__run)
-            opts="-n -s -v -h --workers --watch-namespace --leader-elect --leader-election-namespace --leader-election-identity --leader-election-lease-duration --metrics-bind-address --health-probe-bind-address --pod-lost-grace --starvation-threshold --fair-share-metrics-groups --runtime-image --runtimed-requests --routine-events --event-fold-window --runtimed-limits --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
+            opts="-n -s -v -h --workers --watch-namespace --leader-elect --leader-election-namespace --leader-election-identity --leader-election-lease-duration --metrics-bind-address --health-probe-bind-address --pod-lost-grace --starvation-threshold --fair-share-metrics-groups --runtime-image --runtimed-requests --routine-events --event-fold-window --runtimed-limits --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1912,6 +2120,18 @@ _kubectl__kruntimes() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --log-format)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
@@ -1924,18 +2144,26 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__status)
-            opts="-A -o -w -n -s -v -h --all-namespaces --output --watch --interval --color --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
+            opts="-A -l -o -w -n -s -v -h --all-namespaces --selector --output --watch --interval --color --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --selector)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -l)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --interval)
@@ -1998,6 +2226,18 @@ _kubectl__kruntimes() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --log-format)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
@@ -2009,19 +2249,15 @@ _kubectl__kruntimes() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        kubectl__subcmd__kruntimes__subcmd__version)
-            opts="-o -n -s -v -h --output --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
+        kubectl__subcmd__kruntimes__subcmd__uninstall)
+            opts="-y -n -s -v -h --delete-crds --yes --timeout --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --output)
-                    COMPREPLY=($(compgen -W "text json yaml" -- "${cur}"))
-                    return 0
-                    ;;
-                -o)
-                    COMPREPLY=($(compgen -W "text json yaml" -- "${cur}"))
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --kubeconfig)
@@ -2076,6 +2312,108 @@ _kubectl__kruntimes() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kubectl__subcmd__kruntimes__subcmd__version)
+            opts="-o -n -s -v -h --output --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --user)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --certificate-authority)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --as)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --as-group)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --request-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --log-format)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
@@ -2088,7 +2426,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__wait)
-            opts="-n -s -v -h --for --timeout --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --log-format --help"
+            opts="-n -s -v -h --for --timeout --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2151,6 +2489,18 @@ _kubectl__kruntimes() {
                     return 0
                     ;;
                 --request-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_kubectl_kruntimes_global_optspecs
-    string join \n kubeconfig= context= n/namespace= cluster= user= s/server= token= certificate-authority= insecure-skip-tls-verify as= as-group= request-timeout= v/verbose log-format= h/help V/version
+    string join \n kubeconfig= context= n/namespace= cluster= user= s/server= token= certificate-authority= insecure-skip-tls-verify as= as-group= request-timeout= v/v= log-format= h/help V/version
 end
 
 function __fish_kubectl_kruntimes_needs_command
@@ -35,13 +35,14 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l cer
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -s V -l version -d 'Print version'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "install" -d 'Install or update the Runtime and Run CRDs, the user ClusterRoles and the admission policy that restricts Runtime Pods (server-side apply)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "install" -d 'Install or update kruntimes (server-side apply): the CRDs, the user ClusterRoles, the admission policies and the scheduler Deployment with its image'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "uninstall" -d 'Remove the scheduler and the user ClusterRoles; the CRDs, every Run and the admission policies stay unless --delete-crds'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "runtimed" -d 'The agent inside a Runtime Pod: heartbeat, local admission, execution of Task Runs'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "scheduler" -d 'The scheduler controller manager'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a "explain" -d 'Explain why a Run is or is not placed: replays the scheduler\'s plugins on a live snapshot of its Runtime Pods (reads only)'
@@ -62,7 +63,10 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_needs_command" -f -a 
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l dry-run -d '`server` (also a bare `--dry-run`): the API server validates the apply and persists nothing; `client`: print what would be applied, as --print, touching no cluster; `none`: apply' -r -f -a "none\t''
 client\t''
 server\t''"
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l timeout -d 'How long to wait for the CRDs to become Established (e.g. 60s, 2m)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l timeout -d 'How long to wait for the CRDs to become Established and, with --wait, for the scheduler to roll out (e.g. 60s, 2m)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l image -d 'The image of the scheduler, and of the runtimed that Runtime Pods copy from it' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l wait -d 'Wait until the scheduler has rolled out (`--wait=false`: return once it is applied)' -r -f -a "true\t''
+false\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l context -d 'The kubeconfig context to use' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
@@ -74,13 +78,33 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand inst
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l print -d 'Write everything install applies as YAML to stdout and touch no cluster'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -s y -l yes -d 'Do not ask for confirmation'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l crds-only -d 'Only the cluster-wide part: the CRDs, the user and runtimed ClusterRoles and the admission policies; no scheduler (run it with `scheduler run`, or deploy it with the chart or `kubectl apply -k deploy/`)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand install" -s h -l help -d 'Print help'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand uninstall" -l timeout -d 'How long to wait for the CRDs and their objects to be gone (with --delete-crds)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand uninstall" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand uninstall" -l context -d 'The kubeconfig context to use' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand uninstall" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand uninstall" -l cluster -d 'The kubeconfig cluster to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand uninstall" -l user -d 'The kubeconfig user to use (instead of the context\'s)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand uninstall" -s s -l server -d 'The address of the Kubernetes API server (instead of the kubeconfig\'s; with --token, no kubeconfig is needed)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand uninstall" -l token -d 'Bearer token for authentication to the API server (instead of the kubeconfig user\'s credentials)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand uninstall" -l certificate-authority -d 'Path to a PEM file of the certificate authority that signed the API server\'s certificate' -r -F
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand uninstall" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand uninstall" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand uninstall" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand uninstall" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand uninstall" -l log-format -d 'Log format' -r -f -a "text\t''
+json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand uninstall" -l delete-crds -d 'Also delete the CRDs: every Run, Runtime and PersistentWorkspace in every namespace (with their Runtime Pods), runtimed\'s ClusterRole and the admission policies'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand uninstall" -s y -l yes -d 'Do not ask for confirmation'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand uninstall" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand uninstall" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l pod-name -d 'Name of the Runtime Pod this agent runs in' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l pod-namespace -d 'Namespace of the Runtime Pod' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l pod-uid -d 'UID of the Runtime Pod; the heartbeat Lease is held by it' -r
@@ -123,11 +147,11 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runt
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l artifact-s3-force-path-style -d 'Address the S3 store\'s bucket in the path, not in the host name'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand runtimed" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l context -d 'The kubeconfig context to use' -r
@@ -140,10 +164,10 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand sche
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -f -a "run" -d 'Run the Runtime controller and the scheduler, with leader election and metrics'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and not __fish_seen_subcommand_from run help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -176,17 +200,14 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand sche
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from help" -f -a "run" -d 'Run the Runtime controller and the scheduler, with leader election and metrics'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand scheduler; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -s o -l output -d 'Output format: a table, a table with every advertised resource, or a documented structure for scripts' -r -f -a "table\t''
-wide\t''
-json\t''
-yaml\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -s o -l output -d 'Output format: `table`, `wide` (every advertised resource), `json`, `yaml` (a documented structure for scripts), `name`, `jsonpath=TEMPLATE` or `custom-columns=HEADER:PATH,…` (one row per Run)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l color -d 'When to color the table (auto: only on a terminal and when NO_COLOR is unset)' -r -f -a "auto\t''
 always\t''
 never\t''"
@@ -201,14 +222,13 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand expl
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand explain" -s h -l help -d 'Print help'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -s o -l output -d 'Output format: the pool view, or a documented structure for scripts and dashboards' -r -f -a "table\t''
-json\t''
-yaml\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -s l -l selector -d 'Only the Runtimes this label selector selects (`-l team=a,tier!=batch`, as kubectl)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -s o -l output -d 'Output format: `table` (the pool view; `wide` is the same), `json` or `yaml` (a documented structure for scripts and dashboards), `name` (the Runtimes), `jsonpath=TEMPLATE` or `custom-columns=HEADER:PATH,…` (one row per Runtime)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -l interval -d 'How often --watch refreshes' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -l color -d 'When to color the view (auto: only on a terminal and when NO_COLOR is unset)' -r -f -a "auto\t''
 always\t''
@@ -224,12 +244,12 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand stat
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -s A -l all-namespaces -d 'Every namespace (overrides -n)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -s w -l watch -d 'Print a new view every --interval until Ctrl-C (in place on a terminal)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand status" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -s d -l data -d 'The invocation\'s input: `@FILE`, `-` for stdin, or the text itself (at most 1 MiB; none: empty)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -l content-type -d 'The input\'s media type, passed to the runtime server (the Go project\'s Bash runtime takes only application/json)' -r
@@ -244,10 +264,10 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invo
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand invoke" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand logs" -l tail -d 'Only the last N lines (-1: all)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand logs" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
@@ -261,17 +281,14 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand logs
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand logs" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand logs" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand logs" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand logs" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand logs" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand logs" -s f -l follow -d 'Keep printing what the Run writes until its execution ends'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand logs" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand logs" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand logs" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand artifacts" -l download -d 'Write every artifact into DIR (a directory artifact as NAME.tar.gz), each checked against its digest' -r -F
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand artifacts" -s o -l output -d 'Output format of the list' -r -f -a "table\t''
-wide\t''
-json\t''
-yaml\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand artifacts" -s o -l output -d 'Output format of the list: `table`, `wide`, `json`, `yaml`, `name` (artifact names), `jsonpath=TEMPLATE` or `custom-columns=HEADER:PATH,…` (one row per artifact)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand artifacts" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand artifacts" -l context -d 'The kubeconfig context to use' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand artifacts" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
@@ -283,10 +300,10 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand arti
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand artifacts" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand artifacts" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand artifacts" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand artifacts" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand artifacts" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand artifacts" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand artifacts" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand artifacts" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -s r -l runtime -d 'The Runtime that runs it (spec.runtime)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -s f -l file -d 'The script to run (spec.source.inline), from FILE, or `-` for stdin' -r -F
@@ -302,9 +319,7 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -l retry-backoff -d 'The wait before the second attempt, doubled for each next one (spec.retryPolicy.backoff; default 1s)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -l priority-class -d 'spec.priorityClassName' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -l wait-timeout -d 'How long --wait waits for the end' -r
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -s o -l output -d 'Print the Run: `name`, `yaml` or `json` (default: `run.kruntimes.io/NAME created`)' -r -f -a "name\t''
-yaml\t''
-json\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -s o -l output -d 'Print the Run: `name`, `yaml`, `json`, `jsonpath=TEMPLATE` or `custom-columns=HEADER:PATH,…` (default: `run.kruntimes.io/NAME created`)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -l dry-run -d '`client`: print it without sending it; `server`: the API server checks it (admission policies included) and stores nothing; `none`: create it' -r -f -a "none\t''
 client\t''
 server\t''"
@@ -319,11 +334,11 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -s w -l wait -d 'Stream its log until it ends, then exit with its task\'s exit code (1 when it ended otherwise than by its task\'s exit, its reason on stderr)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand run" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand wait" -l for -d 'What to wait for: `phase=PHASE`, `condition=TYPE[=STATUS]` (STATUS defaults to True; `condition=Finished` is met by every end), `ended` (any end, or deleted) or `delete`' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand wait" -l timeout -d 'How long to wait' -r
@@ -338,10 +353,10 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand wait
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand wait" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand wait" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand wait" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand wait" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand wait" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand wait" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand wait" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand wait" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -s l -l selector -d 'Every Run whose labels match this selector (`key=value,key!=value,key in (a,b)`, as kubectl\'s), instead of names' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l timeout -d 'How long --wait waits' -r
@@ -356,12 +371,12 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand canc
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -s A -l all-namespaces -d 'With -l: in every namespace (overrides -n)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l wait -d 'Wait until every cancelled Run has ended'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand cancel" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l data-dir -d 'Where etcd\'s data, the certificates, the logs and DIR/kubeconfig (context kruntimes-dev) live; starting again on the same DIR keeps every Runtime and Run [default: $XDG_STATE_HOME/kruntimes/dev, else ~/.local/state/kruntimes/dev]' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l demo-timeout -d 'How long --demo waits for its Runs to finish' -r
@@ -376,11 +391,11 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l demo -d 'Apply examples/, show the Runs\' progress until they finish, explain a Run that had to wait, then stop everything and exit'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand dev" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l context -d 'The kubeconfig context to use' -r
@@ -393,14 +408,12 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand comp
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand completion" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -s o -l output -d 'Output format' -r -f -a "text\t''
-json\t''
-yaml\t''"
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -s o -l output -d 'Output format: `text`, `json`, `yaml`, `jsonpath=TEMPLATE` or `custom-columns=HEADER:PATH,…`' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l context -d 'The kubeconfig context to use' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -s n -l namespace -d 'Namespace (default: the context\'s namespace)' -r
@@ -412,10 +425,10 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand vers
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand version" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l out -d 'The repository root to write completions/, man/ and deploy/crds/crds.yaml into' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
@@ -429,10 +442,10 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand gen" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l context -d 'The kubeconfig context to use' -r
@@ -445,10 +458,10 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __co
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand __complete" -s h -l help -d 'Print help'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)' -r -F
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -l context -d 'The kubeconfig context to use' -r
@@ -461,27 +474,28 @@ complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -l as -d 'Username to impersonate for the operation (a user or system:serviceaccount:NS:NAME)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -l as-group -d 'Group to impersonate for the operation; repeat for more groups' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -l request-timeout -d 'How long one request to the API server may take (e.g. 30s, 1m; 0: no limit)' -r
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -s v -l v -l verbose -d 'Log verbosity, as kubectl\'s `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace (`-v` alone: 2; default: the command\'s own, warnings for the CLI)' -r
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -l log-format -d 'Log format' -r -f -a "text\t''
 json\t''"
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -l insecure-skip-tls-verify -d 'Do not verify the API server\'s certificate (insecure: for test clusters only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -s v -l verbose -d 'More log output; repeat for more (-v info, -vv debug, -vvv trace)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand copy-binary" -s h -l help -d 'Print help'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "install" -d 'Install or update the Runtime and Run CRDs, the user ClusterRoles and the admission policy that restricts Runtime Pods (server-side apply)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "runtimed" -d 'The agent inside a Runtime Pod: heartbeat, local admission, execution of Task Runs'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "scheduler" -d 'The scheduler controller manager'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "explain" -d 'Explain why a Run is or is not placed: replays the scheduler\'s plugins on a live snapshot of its Runtime Pods (reads only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "status" -d 'The pool at a glance: per Runtime, Pods available, used/capacity per resource, Runs by phase and the Pending demand by the scheduler\'s reasons (reads only)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "invoke" -d 'Call a Ready function Run once: sends the data to its runtimed through the API server\'s Pod proxy (RBAC on pods/proxy decides who may) and prints the handler\'s output'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "logs" -d 'Print a Run\'s output (stdout and stderr, as its runtimed keeps them on the Pod\'s workspace volume), read through the API server\'s Pod proxy like invoke'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "artifacts" -d 'List a Run\'s stored artifacts (status.artifactRefs), or download them through the API server\'s Pod proxy like logs'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "run" -d 'Create a Run (a command, a script or a function on a Runtime) and, with --wait, stream its log and exit with its task\'s exit code'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "wait" -d 'Wait until Runs meet a condition (by default, that they Succeeded); a Run that ended without meeting it fails the command at once, with its reason'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "cancel" -d 'Cancel Runs: sets spec.cancelRequested (one way); a Pending Run ends in the scheduler, a Scheduled or Running one once runtimed has stopped it'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "dev" -d 'Run the whole system on this machine: etcd and kube-apiserver, the CRDs, the scheduler, and a local Pod host that runs a real runtimed for every Runtime Pod'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "completion" -d 'Print a shell completion script (e.g. `source <(kubectl kruntimes completion bash)`), or with `kubectl` the completion hook for `kubectl kruntimes <TAB>`'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "version" -d 'Print the version: release, git commit and date, Rust version, and the API versions this binary speaks'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "gen" -d 'Regenerate the committed completions/, man/ and deploy/crds/crds.yaml (`cargo xtask gen`)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "__complete" -d 'Completion candidates for the words after `kubectl kruntimes` (called by the hook `kubectl_complete-kruntimes`)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "copy-binary" -d 'Copy this executable to a path (the init container of Runtime Pods of any image)'
-complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "install" -d 'Install or update kruntimes (server-side apply): the CRDs, the user ClusterRoles, the admission policies and the scheduler Deployment with its image'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "uninstall" -d 'Remove the scheduler and the user ClusterRoles; the CRDs, every Run and the admission policies stay unless --delete-crds'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "runtimed" -d 'The agent inside a Runtime Pod: heartbeat, local admission, execution of Task Runs'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "scheduler" -d 'The scheduler controller manager'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "explain" -d 'Explain why a Run is or is not placed: replays the scheduler\'s plugins on a live snapshot of its Runtime Pods (reads only)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "status" -d 'The pool at a glance: per Runtime, Pods available, used/capacity per resource, Runs by phase and the Pending demand by the scheduler\'s reasons (reads only)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "invoke" -d 'Call a Ready function Run once: sends the data to its runtimed through the API server\'s Pod proxy (RBAC on pods/proxy decides who may) and prints the handler\'s output'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "logs" -d 'Print a Run\'s output (stdout and stderr, as its runtimed keeps them on the Pod\'s workspace volume), read through the API server\'s Pod proxy like invoke'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "artifacts" -d 'List a Run\'s stored artifacts (status.artifactRefs), or download them through the API server\'s Pod proxy like logs'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "run" -d 'Create a Run (a command, a script or a function on a Runtime) and, with --wait, stream its log and exit with its task\'s exit code'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "wait" -d 'Wait until Runs meet a condition (by default, that they Succeeded); a Run that ended without meeting it fails the command at once, with its reason'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "cancel" -d 'Cancel Runs: sets spec.cancelRequested (one way); a Pending Run ends in the scheduler, a Scheduled or Running one once runtimed has stopped it'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "dev" -d 'Run the whole system on this machine: etcd and kube-apiserver, the CRDs, the scheduler, and a local Pod host that runs a real runtimed for every Runtime Pod'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "completion" -d 'Print a shell completion script (e.g. `source <(kubectl kruntimes completion bash)`), or with `kubectl` the completion hook for `kubectl kruntimes <TAB>`'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "version" -d 'Print the version: release, git commit and date, Rust version, and the API versions this binary speaks'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "gen" -d 'Regenerate the committed completions/, man/ and deploy/crds/crds.yaml (`cargo xtask gen`)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "__complete" -d 'Completion candidates for the words after `kubectl kruntimes` (called by the hook `kubectl_complete-kruntimes`)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "copy-binary" -d 'Copy this executable to a path (the init container of Runtime Pods of any image)'
+complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and not __fish_seen_subcommand_from install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c kubectl-kruntimes -n "__fish_kubectl_kruntimes_using_subcommand help; and __fish_seen_subcommand_from scheduler" -f -a "run" -d 'Run the Runtime controller and the scheduler, with leader election and metrics'

@@ -13,7 +13,7 @@ use kube::ResourceExt as _;
 use kube::api::{Api, ListParams};
 
 use crate::api::{LABEL_RUNTIME, Run, pod_is_ready};
-use crate::cli::{ArtifactsArgs, GlobalArgs, OutputFormat};
+use crate::cli::{ArtifactsArgs, GlobalArgs};
 use crate::explain::parse_target;
 use crate::kubeclient::{Target, proxy_error};
 use crate::output::{Palette, Table};
@@ -32,13 +32,21 @@ pub async fn exec(global: &GlobalArgs, args: &ArtifactsArgs) -> anyhow::Result<(
     if let Some(dir) = &args.download {
         return download(&target, &run, &refs, dir).await;
     }
-    let text = match args.output {
-        OutputFormat::Json => crate::output::to_json(&refs)?,
-        OutputFormat::Yaml => crate::output::to_yaml(&refs)?,
-        OutputFormat::Table | OutputFormat::Wide => match refs.is_empty() {
-            true => format!("run/{name} has no stored artifacts ({})\n", why_none(&run)),
-            false => table(&refs, args.output == OutputFormat::Wide).render(&Palette::plain()),
-        },
+    let printed = crate::output::Printed {
+        value: &refs,
+        names: refs
+            .iter()
+            .filter_map(|r| r.get("name").and_then(serde_json::Value::as_str))
+            .map(str::to_string)
+            .collect(),
+        rows: "",
+    };
+    let text = match crate::output::render(&args.output, &printed)? {
+        Some(text) => text,
+        None if refs.is_empty() => {
+            format!("run/{name} has no stored artifacts ({})\n", why_none(&run))
+        }
+        None => table(&refs, args.output.is_wide()).render(&Palette::plain()),
     };
     crate::output::write_stdout(&text).context("writing to stdout")
 }

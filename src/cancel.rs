@@ -1,7 +1,8 @@
 //! `kubectl kruntimes cancel run/NAME…`: sets `spec.cancelRequested` on each Run (one way: the
 //! API server refuses setting it back), and with `--wait` waits until each has ended. The
-//! scheduler ends a Pending Run, runtimed a Scheduled or Running one (see the README's Cancel
-//! and timeout). An I/O edge: it decides nothing about how a Run ends.
+//! scheduler ends a Pending Run, runtimed a Scheduled or Running one (see
+//! docs/concepts/retries.md, "Cancel and timeout"). An I/O edge: it decides nothing about how a
+//! Run ends.
 
 use std::time::Duration;
 

@@ -73,6 +73,11 @@ pub enum Plan {
         prefix: String,
         partial: String,
     },
+    /// Names of the Runtimes in the namespace that start with `partial` (`run -r`, `status`).
+    Runtimes {
+        global: CompletionTarget,
+        partial: String,
+    },
 }
 
 /// The cluster flags typed on the command line.
@@ -142,11 +147,39 @@ pub fn plan(words: &[String]) -> Plan {
 
     if let Some(arg) = awaiting {
         let values = possible_values(arg);
-        if values.is_empty() && arg.get_id() == "kubeconfig" {
-            return Plan::Static(Completion {
-                candidates: vec![],
-                directive: DEFAULT,
-            });
+        match arg.get_id().as_str() {
+            "kubeconfig" if values.is_empty() => {
+                return Plan::Static(Completion {
+                    candidates: vec![],
+                    directive: DEFAULT,
+                });
+            }
+            "runtime" => {
+                return Plan::Runtimes {
+                    global: target,
+                    partial: current.to_string(),
+                };
+            }
+            // `-o`'s formats; `jsonpath=` and `custom-columns=` go on with their argument.
+            "output" if values.is_empty() => {
+                let names: &[&str] = match node.get_name() {
+                    "version" => &["text", "json", "yaml", "jsonpath=", "custom-columns="],
+                    _ => crate::output::FORMAT_NAMES,
+                };
+                let formats = names
+                    .iter()
+                    .map(|f| Candidate {
+                        value: f.to_string(),
+                        help: String::new(),
+                    })
+                    .collect();
+                let directive = match current.contains('=') {
+                    true => NO_FILE_COMP,
+                    false => NO_SPACE | NO_FILE_COMP,
+                };
+                return static_completion(formats, current, directive);
+            }
+            _ => {}
         }
         return static_completion(values, current, NO_FILE_COMP);
     }
@@ -220,6 +253,12 @@ pub fn plan(words: &[String]) -> Plan {
         .get_arguments()
         .filter(|a| a.is_positional())
         .nth(positionals.len());
+    if next.is_some_and(|a| a.get_id() == "runtime") {
+        return Plan::Runtimes {
+            global: target,
+            partial: current.to_string(),
+        };
+    }
     let values = next.map(possible_values).unwrap_or_default();
     static_completion(values, current, NO_FILE_COMP)
 }
@@ -270,9 +309,15 @@ fn static_completion(candidates: Vec<Candidate>, current: &str, directive: u32) 
     })
 }
 
-/// The Runs of the namespace whose names start with `partial`, or none when the cluster
-/// cannot answer within [`CLUSTER_TIMEOUT`].
-async fn runs(target: &CompletionTarget, prefix: &str, partial: &str) -> Vec<Candidate> {
+/// The objects of kind `K` in the namespace, or none when the cluster cannot answer within
+/// [`CLUSTER_TIMEOUT`].
+async fn list<K>(target: &CompletionTarget) -> Vec<K>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
     let global = GlobalArgs {
         kubeconfig: target.kubeconfig.clone().map(Into::into),
         context: target.context.clone(),
@@ -285,16 +330,38 @@ async fn runs(target: &CompletionTarget, prefix: &str, partial: &str) -> Vec<Can
         config.connect_timeout = Some(CLUSTER_TIMEOUT);
         config.read_timeout = Some(CLUSTER_TIMEOUT);
         let client = kube::Client::try_from(config).ok()?;
-        let api: Api<crate::api::lenient::Lenient<Run>> =
-            Api::namespaced(client, &target.namespace);
+        let api: Api<crate::api::lenient::Lenient<K>> = Api::namespaced(client, &target.namespace);
         api.list(&ListParams::default())
             .await
             .ok()
             .map(|l| crate::api::lenient::decoded_items(l.items))
     };
-    let Ok(Some(list)) = tokio::time::timeout(CLUSTER_TIMEOUT, list).await else {
-        return Vec::new();
-    };
+    match tokio::time::timeout(CLUSTER_TIMEOUT, list).await {
+        Ok(Some(items)) => items,
+        _ => Vec::new(),
+    }
+}
+
+/// The Runtimes of the namespace whose names start with `partial`.
+async fn runtimes(target: &CompletionTarget, partial: &str) -> Vec<Candidate> {
+    let mut out: Vec<Candidate> = list::<crate::api::Runtime>(target)
+        .await
+        .iter()
+        .filter_map(|rt| {
+            let name = rt.metadata.name.clone()?;
+            name.starts_with(partial).then(|| Candidate {
+                value: name,
+                help: format!("{} replicas", rt.spec.replicas),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.value.cmp(&b.value));
+    out
+}
+
+/// The Runs of the namespace whose names start with `partial`, each written `{prefix}{name}`.
+async fn runs(target: &CompletionTarget, prefix: &str, partial: &str) -> Vec<Candidate> {
+    let list = list::<Run>(target).await;
     let mut out: Vec<Candidate> = list
         .iter()
         .filter_map(|run| {
@@ -319,6 +386,10 @@ pub async fn exec(args: &CompleteArgs) -> anyhow::Result<()> {
             partial,
         } => Completion {
             candidates: runs(&global, &prefix, &partial).await,
+            directive: NO_FILE_COMP,
+        },
+        Plan::Runtimes { global, partial } => Completion {
+            candidates: runtimes(&global, &partial).await,
             directive: NO_FILE_COMP,
         },
     };
@@ -373,11 +444,38 @@ mod tests {
     }
 
     #[test]
+    fn runtime_names_complete_for_run_and_status() {
+        for typed in [
+            &["run", "-r", "py"][..],
+            &["run", "--runtime", "py"][..],
+            &["-n", "team-a", "status", "py"][..],
+        ] {
+            match plan(&words(typed)) {
+                Plan::Runtimes { partial, .. } => assert_eq!(partial, "py", "{typed:?}"),
+                other => panic!("{typed:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn flag_values_complete_from_their_value_enum() {
         assert_eq!(
             values(plan(&words(&["explain", "-o", ""]))),
-            ["table", "wide", "json", "yaml"]
+            [
+                "table",
+                "wide",
+                "json",
+                "yaml",
+                "name",
+                "jsonpath=",
+                "custom-columns="
+            ]
         );
+        assert_eq!(
+            values(plan(&words(&["status", "-o", "j"]))),
+            ["json", "jsonpath="]
+        );
+        assert_eq!(values(plan(&words(&["version", "-o", "t"]))), ["text"]);
         assert_eq!(values(plan(&words(&["completion", "k"]))), ["kubectl"]);
         assert_eq!(
             plan(&words(&["--kubeconfig", ""])),

@@ -1,4 +1,4 @@
-//! Logging setup: `tracing` to stderr, human text or JSON, verbosity from `-v` or `RUST_LOG`.
+//! Logging setup: `tracing` to stderr, human text or JSON, verbosity from kubectl's `-v=N` or `RUST_LOG`.
 
 use tracing_subscriber::EnvFilter;
 
@@ -7,10 +7,11 @@ use crate::cli::LogFormat;
 /// Installs the global subscriber once. `RUST_LOG` wins over `-v`; without either the
 /// command's `default` filter applies (see `Command::default_log_filter`).
 pub fn init(verbose: u8, format: LogFormat, default: &str) {
+    // kubectl's levels: 1-3 informational, 4-5 debug, 6 and more every request.
     let default = match verbose {
         0 => default,
-        1 => "info",
-        2 => "debug",
+        1..=3 => "info",
+        4 | 5 => "debug",
         _ => "trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));

@@ -18,6 +18,7 @@ async fn main() -> ExitCode {
     );
     let result = match &cli.command {
         Command::Install(args) => kruntimes::install::exec(&cli.global, args).await,
+        Command::Uninstall(args) => kruntimes::install::uninstall::exec(&cli.global, args).await,
         Command::Runtimed(args) => kruntimes::runtimed::exec(&cli.global, args).await,
         Command::Explain(args) => kruntimes::explain::exec(&cli.global, args).await,
         Command::Status(args) => kruntimes::status::exec(&cli.global, args).await,

@@ -13,6 +13,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use futures::future::BoxFuture;
+use prometheus::core::Collector;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
 };
@@ -26,32 +27,113 @@ pub fn render(registry: &Registry) -> String {
     String::from_utf8(buf).unwrap_or_default()
 }
 
+/// Where a component registers its metrics: the Prometheus [`Registry`] it serves, or a
+/// [`Catalog`] that only describes them (the generated metrics reference). Each component's
+/// `register` takes a `Sink`, so the reference lists exactly what the code registers.
+pub trait Sink {
+    fn register(&self, collector: Box<dyn Collector>) -> prometheus::Result<()>;
+}
+
+impl Sink for Registry {
+    fn register(&self, collector: Box<dyn Collector>) -> prometheus::Result<()> {
+        Registry::register(self, collector)
+    }
+}
+
+/// One metric as the reference describes it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Described {
+    pub name: String,
+    /// `counter`, `gauge`, `histogram`, …
+    pub kind: String,
+    pub labels: Vec<String>,
+    pub help: String,
+}
+
+/// A [`Sink`] that keeps the description of every metric registered with it.
+#[derive(Default)]
+pub struct Catalog {
+    described: std::sync::Mutex<Vec<Described>>,
+}
+
+impl Catalog {
+    /// What was registered, by name.
+    pub fn into_described(self) -> Vec<Described> {
+        let mut out = self
+            .described
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner());
+        out.sort();
+        out
+    }
+}
+
+impl Sink for Catalog {
+    fn register(&self, collector: Box<dyn Collector>) -> prometheus::Result<()> {
+        // A family's type comes from collecting it (a vector with no series still says it).
+        let kinds: std::collections::BTreeMap<String, String> = collector
+            .collect()
+            .iter()
+            .map(|f| {
+                (
+                    f.name().to_string(),
+                    format!("{:?}", f.get_field_type()).to_lowercase(),
+                )
+            })
+            .collect();
+        let mut described = self.described.lock().unwrap_or_else(|e| e.into_inner());
+        for desc in collector.desc() {
+            let mut labels: Vec<String> = desc
+                .const_label_pairs
+                .iter()
+                .map(|l| l.name().to_string())
+                .collect();
+            labels.extend(desc.variable_labels.iter().cloned());
+            described.push(Described {
+                name: desc.fq_name.clone(),
+                kind: kinds
+                    .get(&desc.fq_name)
+                    .cloned()
+                    .unwrap_or_else(|| "untyped".into()),
+                labels,
+                help: desc.help.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// The process-wide registry: `kruntimes_build_info`, the `process_*` metrics of this process
 /// (CPU, memory, open file descriptors, start time) and the API client's.
 pub fn common() -> &'static Registry {
     static COMMON: LazyLock<Registry> = LazyLock::new(|| {
         let registry = Registry::new();
-        let info = crate::api::build::info();
-        let build = IntGauge::with_opts(
-            Opts::new(
-                "kruntimes_build_info",
-                "Always 1: the version, git commit and Rust version of this binary.",
-            )
-            .const_label("version", info.version)
-            .const_label("git_commit", info.git_commit)
-            .const_label("rust_version", info.rust_version),
-        )
-        .expect("a valid metric");
-        build.set(1);
-        let _ = registry.register(Box::new(build));
-        let _ = registry.register(Box::new(
-            prometheus::process_collector::ProcessCollector::for_self(),
-        ));
-        let _ = registry.register(Box::new(API_REQUESTS.clone()));
-        let _ = registry.register(Box::new(API_DURATION.clone()));
+        register_common(&registry);
         registry
     });
     &COMMON
+}
+
+/// Registers what [`common`] holds with `sink`.
+pub fn register_common(registry: &impl Sink) {
+    let info = crate::api::build::info();
+    let build = IntGauge::with_opts(
+        Opts::new(
+            "kruntimes_build_info",
+            "Always 1: the version, git commit and Rust version of this binary.",
+        )
+        .const_label("version", info.version)
+        .const_label("git_commit", info.git_commit)
+        .const_label("rust_version", info.rust_version),
+    )
+    .expect("a valid metric");
+    build.set(1);
+    let _ = registry.register(Box::new(build));
+    let _ = registry.register(Box::new(
+        prometheus::process_collector::ProcessCollector::for_self(),
+    ));
+    let _ = registry.register(Box::new(API_REQUESTS.clone()));
+    let _ = registry.register(Box::new(API_DURATION.clone()));
 }
 
 static API_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {

@@ -15,7 +15,8 @@ use serde_json::{Map, Value, json};
 
 use crate::api::wait::{For, Verdict};
 use crate::api::{Run, RunPhase};
-use crate::cli::{DryRun, GlobalArgs, ObjectFormat, RunArgs};
+use crate::cli::{DryRun, GlobalArgs, RunArgs};
+use crate::output::{Format, Printed};
 use crate::wait;
 
 /// `run --wait` of a Run that did not succeed: the process exits with `code`, after saying
@@ -157,7 +158,7 @@ pub async fn exec(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<()> {
             // Without a connection the context's namespace is unknown: say none.
             run.metadata.namespace = None;
         }
-        return print(&run, args.output, "created (dry run)");
+        return print(&run, args.output.as_ref(), "created (dry run)");
     }
     let target = crate::kubeclient::connect(global).await?;
     let run = manifest(args, &target.namespace, script).map_err(|e| anyhow!(e))?;
@@ -173,7 +174,7 @@ pub async fn exec(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<()> {
         DryRun::Server => "created (server dry run)",
         _ => "created",
     };
-    print(&created, args.output, said)?;
+    print(&created, args.output.as_ref(), said)?;
     if !args.wait || args.dry_run == DryRun::Server {
         return Ok(());
     }
@@ -181,7 +182,7 @@ pub async fn exec(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<()> {
 }
 
 /// Prints the Run as `-o` asks.
-fn print(run: &Run, format: Option<ObjectFormat>, said: &str) -> anyhow::Result<()> {
+fn print(run: &Run, format: Option<&Format>, said: &str) -> anyhow::Result<()> {
     let name = run
         .metadata
         .name
@@ -193,11 +194,18 @@ fn print(run: &Run, format: Option<ObjectFormat>, said: &str) -> anyhow::Result<
                 .map(|g| format!("{g}<generated>"))
         })
         .unwrap_or_default();
-    let text = match format {
-        None => format!("run.kruntimes.io/{name} {said}\n"),
-        Some(ObjectFormat::Name) => format!("run.kruntimes.io/{name}\n"),
-        Some(ObjectFormat::Json) => format!("{}\n", crate::output::to_json(run)?),
-        Some(ObjectFormat::Yaml) => crate::output::to_yaml(run)?,
+    let printed = Printed {
+        value: run,
+        names: vec![format!("run.kruntimes.io/{name}")],
+        rows: "",
+    };
+    let text = match format
+        .map(|f| crate::output::render(f, &printed))
+        .transpose()?
+    {
+        Some(Some(text)) => text,
+        // `-o` of `run` takes no table (clap's parser refuses one).
+        None | Some(None) => format!("run.kruntimes.io/{name} {said}\n"),
     };
     crate::output::write_stdout(&text).context("writing to stdout")
 }

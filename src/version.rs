@@ -5,7 +5,7 @@
 use anyhow::Context as _;
 
 use crate::api::build::{Info, info};
-use crate::cli::{VersionArgs, VersionFormat};
+use crate::cli::VersionArgs;
 
 /// The text form: the first line as before (`kubectl-kruntimes VERSION`) with the build,
 /// then the APIs.
@@ -24,10 +24,14 @@ pub fn text(info: &Info) -> String {
 
 pub fn exec(args: &VersionArgs) -> anyhow::Result<()> {
     let info = info();
-    let out = match args.output {
-        VersionFormat::Text => text(&info),
-        VersionFormat::Json => crate::output::to_json(&info)?,
-        VersionFormat::Yaml => crate::output::to_yaml(&info)?,
+    let printed = crate::output::Printed {
+        value: &info,
+        names: Vec::new(),
+        rows: "",
+    };
+    let out = match crate::output::render(&args.output, &printed)? {
+        Some(machine) => machine,
+        None => text(&info),
     };
     crate::output::write_stdout(&out).context("writing to stdout")
 }

@@ -8,7 +8,7 @@ mod support;
 
 use kruntimes::process::{self, Signal};
 use std::collections::HashSet;
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
@@ -153,21 +153,17 @@ fn kubectl_ok(data_dir: &Path, args: &[&str]) -> String {
 }
 
 fn kubectl_apply(data_dir: &Path, yaml: &str) {
-    let mut child = Command::new(support::bin_dir().join("kubectl"))
-        .env("KUBECONFIG", data_dir.join("kubeconfig"))
-        .args(["apply", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(yaml.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    kubectl_apply_with(data_dir, &["apply", "-f", "-"], yaml);
+}
+
+/// `kubectl ARGS` with `input` on stdin, against dev's kubeconfig; panics when it fails.
+fn kubectl_apply_with(data_dir: &Path, args: &[&str], input: &str) {
+    let out = support::output_with_stdin(
+        Command::new(support::bin_dir().join("kubectl"))
+            .env("KUBECONFIG", data_dir.join("kubeconfig"))
+            .args(args),
+        input.as_bytes(),
+    );
     assert!(
         out.status.success(),
         "kubectl apply failed: {}",
@@ -192,6 +188,52 @@ fn wait_kubectl(data_dir: &Path, args: &[&str], what: &str, check: impl Fn(&str)
         std::thread::sleep(Duration::from_millis(250));
     }
     panic!("timed out waiting for {what}; last `kubectl {args:?}`: {last}");
+}
+
+/// The README quickstart's second block, as a reader types it: the `kubectl apply … <<'EOF'`
+/// line's words and its heredoc, then the `kubectl get run hello …` line's words and the output
+/// the README shows under it (its `# ` comment).
+struct ReadmeHello {
+    apply: Vec<String>,
+    manifest: String,
+    get: Vec<String>,
+    shown: String,
+}
+
+fn readme_hello() -> ReadmeHello {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let mut lines = readme.lines();
+    let words = |line: &str| -> Vec<String> {
+        let words = shlex::split(line).unwrap_or_else(|| panic!("cannot split {line:?}"));
+        assert_eq!(words[0], "kubectl", "{line}");
+        words[1..].to_vec()
+    };
+    let apply_line = lines
+        .by_ref()
+        .find(|l| l.starts_with("kubectl apply") && l.contains("<<'EOF'"))
+        .expect("the README's quickstart applies a Run from a heredoc");
+    let apply = words(apply_line.split("<<").next().unwrap());
+    let manifest: String = lines
+        .by_ref()
+        .take_while(|l| *l != "EOF")
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let get_line = lines
+        .by_ref()
+        .find(|l| l.starts_with("kubectl get run hello"))
+        .expect("the README's quickstart reads the Run back");
+    let shown = lines
+        .next()
+        .and_then(|l| l.strip_prefix("# "))
+        .expect("the README shows the output under the command")
+        .to_string();
+    ReadmeHello {
+        apply,
+        manifest,
+        get: words(get_line.split(" #").next().unwrap()),
+        shown,
+    }
 }
 
 fn run_yaml(name: &str, script: &str) -> String {
@@ -428,6 +470,14 @@ fn dev_serves_kubectl_keeps_state_across_restarts_refuses_a_second_instance_and_
     wait_three_pods_ready(&data, "3 Runtime Pods Running and Ready");
     kubectl_apply(&data, &run_yaml("quick", "echo hello from quick"));
     kubectl_apply(&data, &run_yaml("long", "sleep 600"));
+    // The README's quickstart, typed as it is written, prints what the README says it prints.
+    let hello = readme_hello();
+    let apply: Vec<&str> = hello.apply.iter().map(String::as_str).collect();
+    kubectl_apply_with(&data, &apply, &hello.manifest);
+    let get: Vec<&str> = hello.get.iter().map(String::as_str).collect();
+    wait_kubectl(&data, &get, "the README's hello Run", |out| {
+        out == hello.shown
+    });
     wait_kubectl(
         &data,
         &[

@@ -8,7 +8,7 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -155,33 +155,85 @@ async fn connection_and_identity_flags_work_without_a_kubeconfig() {
 
 #[tokio::test]
 async fn request_timeout_bounds_a_request_to_a_server_that_never_answers() {
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // A server that takes connections and never says a word, not even TLS.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let server = format!("https://{}", silent.local_addr().unwrap());
     let home = tempfile::tempdir().unwrap();
+    let cancel = |extra: &[&str]| {
+        tokio::process::Command::new(support::binary())
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env("HOME", home.path())
+            .args(["cancel", "run/r", "--server", &server, "--token", "t"])
+            .arg("--insecure-skip-tls-verify")
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap()
+    };
+    // Patience that only fails the test: every step here takes a second or less.
+    let patience = Duration::from_secs(60);
+    let accept = async || {
+        let (conn, _) = tokio::time::timeout(patience, silent.accept())
+            .await
+            .expect("the client never connected")
+            .unwrap();
+        conn.into_std().unwrap()
+    };
+    // The same request without the flag first, its connection held open by the silent
+    // server: what --request-timeout must cut short.
+    let mut unbounded = cancel(&[]);
+    let mut waiting = accept().await;
     let started = Instant::now();
-    let out = bare(
-        home.path(),
-        &[
-            "cancel",
-            "run/r",
-            "--server",
-            &server,
-            "--token",
-            "t",
-            "--insecure-skip-tls-verify",
-            "--request-timeout",
-            "1s",
-        ],
-    );
+    let bounded = cancel(&["--request-timeout", "1s"]);
+    let mut cut = accept().await;
+    let out = tokio::time::timeout(patience, bounded.wait_with_output())
+        .await
+        .expect("--request-timeout 1s never ended the request")
+        .unwrap();
     let took = started.elapsed();
-    drop(silent);
-    assert!(!out.status.success());
+    let said = stderr(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("run/r"), "{said}");
+    // Ended by a timeout (not, say, a refused connection)…
+    assert!(said.contains("deadline has elapsed"), "{said}");
+    // …and by the flag's, not by some default limit: the request without the flag, started
+    // earlier, still runs and still holds its connection, while the cut one closed its own.
     assert!(
-        took < Duration::from_secs(20),
-        "took {took:?}: {}",
-        stderr(&out)
+        unbounded.try_wait().unwrap().is_none(),
+        "the request without --request-timeout ended too"
     );
-    assert!(stderr(&out).contains("run/r"), "{}", stderr(&out));
+    assert!(
+        !closed_by_peer(&mut waiting),
+        "the request without --request-timeout dropped its connection"
+    );
+    assert!(
+        closed_by_peer(&mut cut),
+        "the request cut off by --request-timeout left its connection open"
+    );
+    unbounded.kill().await.unwrap();
+    eprintln!(
+        "--request-timeout 1s: the request ended after {:.1}s",
+        took.as_secs_f64()
+    );
+}
+
+/// Reads what the client sent on `conn` (non-blocking): whether the client has closed it.
+fn closed_by_peer(conn: &mut std::net::TcpStream) -> bool {
+    use std::io::{ErrorKind, Read as _};
+    conn.set_nonblocking(true).unwrap();
+    let mut buf = [0; 4096];
+    loop {
+        match conn.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return true,
+            Err(e) => panic!("reading the client's connection: {e}"),
+        }
+    }
 }
 
 #[tokio::test]
@@ -499,4 +551,137 @@ async fn every_command_piped_into_a_closed_reader_ends_without_a_panic() {
             out.status
         );
     }
+}
+
+/// `-o` takes kubectl's formats wherever it exists, each rendered from the same result as
+/// `-o json`: `name`, `jsonpath=…`, `custom-columns=…`; `status -l` selects Runtimes by label
+/// (the API server parses the selector); a bad format or selector is refused by name.
+#[tokio::test]
+async fn output_formats_and_selectors_work_as_kubectls() {
+    let ns = TestNs::new("formats").await;
+    let n = ns.name.as_str();
+    runtime("python").capacity(&[("runs", 1)]).create(&ns).await;
+    runtime("other").capacity(&[("runs", 1)]).create(&ns).await;
+    run("a").create(&ns).await;
+    let kubectl = |args: &[&str]| {
+        let out = support::kubectl().args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    };
+    kubectl(&["label", "-n", n, "runtime/python", "team=a"]);
+    kubectl(&["label", "-n", n, "runtime/other", "team=b"]);
+    let ours = |args: &[&str]| {
+        support::kruntimes()
+            .args(["-n", n])
+            .args(args)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+    let said = |args: &[&str]| {
+        let out = ours(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        stdout(&out)
+    };
+
+    assert_eq!(
+        said(&["status", "-o", "name"]),
+        "runtime.kruntimes.io/other\nruntime.kruntimes.io/python\n"
+    );
+    assert_eq!(
+        said(&["status", "-l", "team=a", "-o", "name"]),
+        "runtime.kruntimes.io/python\n"
+    );
+    assert_eq!(
+        said(&[
+            "status",
+            "-l",
+            "team in (a,b)",
+            "-o",
+            "jsonpath={.runtimes[*].name}"
+        ]),
+        "other python"
+    );
+    assert_eq!(
+        said(&[
+            "status",
+            "-l",
+            "team=a",
+            "-o",
+            "custom-columns=RUNTIME:.name,WAITING:.pending.runs"
+        ]),
+        "RUNTIME   WAITING\npython    1\n"
+    );
+    let none = said(&["status", "-l", "team=c"]);
+    assert!(
+        none.contains(&format!("No Runtime in namespace {n} matches -l team=c.")),
+        "{none}"
+    );
+    let table = said(&["status", "-l", "team=b"]);
+    assert!(
+        table.contains("other") && !table.contains("python"),
+        "{table}"
+    );
+    assert_eq!(
+        said(&[
+            "explain",
+            "run/a",
+            "-o",
+            "jsonpath={.run.name} {.run.phase} {.runtime.name}"
+        ]),
+        "a Pending python"
+    );
+    assert_eq!(
+        said(&["explain", "rn/a", "-o", "name"]),
+        "run.kruntimes.io/a\n"
+    );
+    assert_eq!(said(&["artifacts", "a", "-o", "name"]), "");
+    assert_eq!(said(&["artifacts", "a", "-o", "jsonpath={.}"]), "[]");
+    assert_eq!(
+        said(&[
+            "run",
+            "-r",
+            "python",
+            "--dry-run=client",
+            "-o",
+            "jsonpath={.spec.runtime}",
+            "--",
+            "true"
+        ]),
+        "python"
+    );
+
+    let out = ours(&["status", "-o", "xml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("unknown output format \"xml\""),
+        "{}",
+        stderr(&out)
+    );
+    let out = ours(&["explain", "a", "-o", "jsonpath={.run"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("unclosed action"), "{}", stderr(&out));
+    let out = ours(&["run", "-r", "python", "-o", "wide", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("for listing commands"),
+        "{}",
+        stderr(&out)
+    );
+    let out = ours(&["status", "-l", "team in (", "-o", "name"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("-l \"team in (\""),
+        "{}",
+        stderr(&out)
+    );
+    // Nothing was created by the refused `run`.
+    assert_eq!(
+        ns.runs()
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
 }

@@ -84,7 +84,10 @@ pub struct SchedulerRunArgs {
 }
 
 /// The kruntimes image of this version (as `Dockerfile` and deploy/ name it).
-pub const DEFAULT_IMAGE: &str = concat!("kubectl-kruntimes:", env!("CARGO_PKG_VERSION"));
+pub const DEFAULT_IMAGE: &str = concat!(
+    "ghcr.io/kruntimes/kubectl-kruntimes:",
+    env!("CARGO_PKG_VERSION")
+);
 
 /// `runtimed`: the Pod identity comes from the downward API (`POD_NAME`, `POD_NAMESPACE`,
 /// `POD_UID`); the flags override it.

@@ -15,7 +15,7 @@ mod daemons;
 mod runs;
 
 pub use daemons::{DEFAULT_IMAGE, RuntimedArgs, SchedulerCommand, SchedulerRunArgs};
-pub use runs::{CancelArgs, DryRun, ObjectFormat, RunArgs, WaitArgs};
+pub use runs::{CancelArgs, DryRun, RunArgs, WaitArgs};
 
 /// kruntimes: schedule Runs onto Runtime Pods by logical capacity.
 #[derive(Debug, Parser)]
@@ -73,8 +73,20 @@ pub struct GlobalArgs {
     /// How long one request to the API server may take (e.g. 30s, 1m; 0: no limit).
     #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
     pub request_timeout: Option<Duration>,
-    /// More log output; repeat for more (-v info, -vv debug, -vvv trace).
-    #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
+    /// Log verbosity, as kubectl's `-v=N` (with `=`): 1-3 info, 4-5 debug, 6 and more trace
+    /// (`-v` alone: 2; default: the command's own, warnings for the CLI).
+    #[arg(
+        short = 'v',
+        long = "v",
+        visible_alias = "verbose",
+        global = true,
+        value_name = "N",
+        num_args = 0..=1,
+        require_equals = true,
+        default_value = "0",
+        default_missing_value = "2",
+        value_parser = clap::value_parser!(u8).range(0..=10)
+    )]
     pub verbose: u8,
     /// Log format.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
@@ -90,12 +102,18 @@ pub enum LogFormat {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Install or update the Runtime and Run CRDs, the user ClusterRoles and the admission
-    /// policy that restricts Runtime Pods (server-side apply).
+    /// Install or update kruntimes (server-side apply): the CRDs, the user ClusterRoles, the
+    /// admission policies and the scheduler Deployment with its image.
     #[command(
-        after_help = "Examples:\n  kubectl kruntimes install --yes\n  kubectl kruntimes install --dry-run=server\n  kubectl kruntimes install --print > kruntimes.yaml"
+        after_help = "Examples:\n  kubectl kruntimes install --yes\n  kubectl kruntimes install --yes --image registry.example/kubectl-kruntimes:0.1.0\n  kubectl kruntimes install --crds-only --yes\n  kubectl kruntimes install --dry-run=server\n  kubectl kruntimes install --print > kruntimes.yaml"
     )]
     Install(InstallArgs),
+    /// Remove the scheduler and the user ClusterRoles; the CRDs, every Run and the admission
+    /// policies stay unless --delete-crds.
+    #[command(
+        after_help = "Examples:\n  kubectl kruntimes uninstall --yes\n  kubectl kruntimes uninstall --delete-crds --yes"
+    )]
+    Uninstall(UninstallArgs),
     /// The agent inside a Runtime Pod: heartbeat, local admission, execution of Task Runs.
     #[command(
         after_help = "Examples:\n  (in a Runtime Pod; the Runtime controller writes this container)\n  kubectl-kruntimes runtimed --heartbeat-interval 5s --runtime-server 127.0.0.1:9091"
@@ -246,16 +264,25 @@ pub struct CompleteArgs {
 /// `version`: how to print it.
 #[derive(Debug, Clone, Args)]
 pub struct VersionArgs {
-    /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value_t = VersionFormat::Text)]
-    pub output: VersionFormat,
+    /// Output format: `text`, `json`, `yaml`, `jsonpath=TEMPLATE` or
+    /// `custom-columns=HEADER:PATH,…`.
+    #[arg(short = 'o', long, default_value = "text", value_parser = version_format, value_name = "FORMAT")]
+    pub output: OutputFormat,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum VersionFormat {
-    Text,
-    Json,
-    Yaml,
+/// `version -o`: `text` (its own form, as `table` elsewhere) or a machine format; it names no
+/// object, so no `name`.
+fn version_format(value: &str) -> Result<OutputFormat, String> {
+    match value {
+        "text" => Ok(OutputFormat::Table),
+        "json" | "yaml" => OutputFormat::parse(value),
+        other if other.starts_with("jsonpath=") || other.starts_with("custom-columns=") => {
+            OutputFormat::parse(other)
+        }
+        other => Err(format!(
+            "unknown output format {other:?} for version; use one of: text, json, yaml, jsonpath=TEMPLATE, custom-columns=HEADER:PATH,…"
+        )),
+    }
 }
 
 /// `copy-binary`: the init container of a Runtime Pod copies this binary into the Pod.
@@ -286,6 +313,7 @@ impl Command {
             Command::Runtimed(_) | Command::Scheduler(_) => "info",
             Command::Dev(_)
             | Command::Install(_)
+            | Command::Uninstall(_)
             | Command::Explain(_)
             | Command::Invoke(_)
             | Command::Logs(_)
@@ -324,8 +352,35 @@ pub struct InstallArgs {
     /// Do not ask for confirmation.
     #[arg(short = 'y', long)]
     pub yes: bool,
-    /// How long to wait for the CRDs to become Established (e.g. 60s, 2m).
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    /// How long to wait for the CRDs to become Established and, with --wait, for the
+    /// scheduler to roll out (e.g. 60s, 2m).
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Only the cluster-wide part: the CRDs, the user and runtimed ClusterRoles and the
+    /// admission policies; no scheduler (run it with `scheduler run`, or deploy it with the
+    /// chart or `kubectl apply -k deploy/`).
+    #[arg(long)]
+    pub crds_only: bool,
+    /// The image of the scheduler, and of the runtimed that Runtime Pods copy from it.
+    #[arg(long, default_value = DEFAULT_IMAGE, value_name = "IMAGE", conflicts_with = "crds_only")]
+    pub image: String,
+    /// Wait until the scheduler has rolled out (`--wait=false`: return once it is applied).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
+    pub wait: bool,
+}
+
+/// `uninstall`: how much to remove.
+#[derive(Debug, Clone, Args)]
+pub struct UninstallArgs {
+    /// Also delete the CRDs: every Run, Runtime and PersistentWorkspace in every namespace
+    /// (with their Runtime Pods), runtimed's ClusterRole and the admission policies.
+    #[arg(long)]
+    pub delete_crds: bool,
+    /// Do not ask for confirmation.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    /// How long to wait for the CRDs and their objects to be gone (with --delete-crds).
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
     pub timeout: Duration,
 }
 
@@ -338,9 +393,10 @@ pub struct ExplainArgs {
     /// The Run's name, when the first argument is `run` or `runs`.
     #[arg(value_name = "NAME")]
     pub name: Option<String>,
-    /// Output format: a table, a table with every advertised resource, or a documented
-    /// structure for scripts.
-    #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+    /// Output format: `table`, `wide` (every advertised resource), `json`, `yaml` (a
+    /// documented structure for scripts), `name`, `jsonpath=TEMPLATE` or
+    /// `custom-columns=HEADER:PATH,…` (one row per Run).
+    #[arg(short = 'o', long, default_value = "table", value_parser = OutputFormat::parse, value_name = "FORMAT")]
     pub output: OutputFormat,
     /// When to color the table (auto: only on a terminal and when NO_COLOR is unset).
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
@@ -396,8 +452,9 @@ pub struct ArtifactsArgs {
     /// against its digest.
     #[arg(long, value_name = "DIR")]
     pub download: Option<PathBuf>,
-    /// Output format of the list.
-    #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+    /// Output format of the list: `table`, `wide`, `json`, `yaml`, `name` (artifact names),
+    /// `jsonpath=TEMPLATE` or `custom-columns=HEADER:PATH,…` (one row per artifact).
+    #[arg(short = 'o', long, default_value = "table", value_parser = OutputFormat::parse, value_name = "FORMAT")]
     pub output: OutputFormat,
 }
 
@@ -410,9 +467,14 @@ pub struct StatusArgs {
     /// Every namespace (overrides -n).
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
-    /// Output format: the pool view, or a documented structure for scripts and dashboards.
-    #[arg(short = 'o', long, value_enum, default_value_t = StatusFormat::Table)]
-    pub output: StatusFormat,
+    /// Only the Runtimes this label selector selects (`-l team=a,tier!=batch`, as kubectl).
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// Output format: `table` (the pool view; `wide` is the same), `json` or `yaml` (a
+    /// documented structure for scripts and dashboards), `name` (the Runtimes),
+    /// `jsonpath=TEMPLATE` or `custom-columns=HEADER:PATH,…` (one row per Runtime).
+    #[arg(short = 'o', long, default_value = "table", value_parser = OutputFormat::parse, value_name = "FORMAT")]
+    pub output: OutputFormat,
     /// Print a new view every --interval until Ctrl-C (in place on a terminal).
     #[arg(short = 'w', long)]
     pub watch: bool,
@@ -424,30 +486,10 @@ pub struct StatusArgs {
     pub color: ColorChoice,
 }
 
-/// `status -o`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StatusFormat {
-    Table,
-    Json,
-    Yaml,
-}
+/// `-o`: how a command prints its result (kubectl's formats).
+pub use crate::output::Format as OutputFormat;
 
-/// `-o`: how a command prints its result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OutputFormat {
-    Table,
-    Wide,
-    Json,
-    Yaml,
-}
-
-/// `--color`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ColorChoice {
-    Auto,
-    Always,
-    Never,
-}
+pub use crate::output::ColorChoice;
 
 #[cfg(test)]
 mod tests {
@@ -488,11 +530,25 @@ mod tests {
             "team-a",
             "--context",
             "c",
-            "-vv",
+            "-v=4",
         ])
         .unwrap();
         assert_eq!(cli.global.namespace.as_deref(), Some("team-a"));
         assert_eq!(cli.global.context.as_deref(), Some("c"));
-        assert_eq!(cli.global.verbose, 2);
+        assert_eq!(cli.global.verbose, 4);
+        for (args, level) in [
+            (&["k", "status", "-v"][..], 2),
+            (&["k", "status", "--v=6"][..], 6),
+            (&["k", "status", "-v", "run/x"][..], 2),
+            (&["k", "status", "--verbose=1"][..], 1),
+            (&["k", "status"][..], 0),
+        ] {
+            let cli = Cli::try_parse_from(args).unwrap();
+            assert_eq!(cli.global.verbose, level, "{args:?}");
+        }
+        let err = Cli::try_parse_from(["k", "status", "-v=11"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("11"), "{err}");
     }
 }

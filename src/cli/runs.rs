@@ -84,9 +84,10 @@ pub struct RunArgs {
     /// How long --wait waits for the end.
     #[arg(long, default_value = "24h", value_parser = parse_duration, value_name = "DURATION")]
     pub wait_timeout: Duration,
-    /// Print the Run: `name`, `yaml` or `json` (default: `run.kruntimes.io/NAME created`).
-    #[arg(short = 'o', long, value_enum, value_name = "FORMAT")]
-    pub output: Option<ObjectFormat>,
+    /// Print the Run: `name`, `yaml`, `json`, `jsonpath=TEMPLATE` or
+    /// `custom-columns=HEADER:PATH,…` (default: `run.kruntimes.io/NAME created`).
+    #[arg(short = 'o', long, value_parser = crate::output::Format::parse_object, value_name = "FORMAT")]
+    pub output: Option<crate::output::Format>,
     /// `client`: print it without sending it; `server`: the API server checks it (admission
     /// policies included) and stores nothing; `none`: create it.
     #[arg(long, value_enum, default_value_t = DryRun::None, value_name = "MODE")]
@@ -94,14 +95,6 @@ pub struct RunArgs {
     /// The task's command and its arguments (spec.mode.task.args), after `--`.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
-}
-
-/// How an object the command made is printed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ObjectFormat {
-    Name,
-    Yaml,
-    Json,
 }
 
 /// `--dry-run`, as kubectl's.

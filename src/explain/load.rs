@@ -1,7 +1,7 @@
 //! The thin I/O edge of `explain`: reads the Run, its Runtime, the Runtime Pods, the
 //! heartbeat Leases, the namespace's Runs and the Run's PersistentWorkspace with the replay's
 //! list helpers ([`crate::replay::load`]), so it reads exactly what the scheduler's watches
-//! select.
+//! select; and the scheduler's leader-election Lease ([`leader_lease`]).
 //!
 //! It only reads (GET and LIST); it must never write, and it must not interpret what it read
 //! beyond turning "not found" into the right one-line error.
@@ -16,7 +16,8 @@ use crate::kubeclient::Target;
 use crate::replay::Objects;
 pub use crate::replay::load::{Error, Result};
 use crate::replay::load::{
-    list_leases, list_priority_classes, list_runs, list_runtime_pods, namespace_missing,
+    leader_lease, list_leases, list_priority_classes, list_runs, list_runtime_pods,
+    namespace_missing,
 };
 
 /// Reads everything `explain run/NAME` needs from `target.namespace`.
@@ -74,8 +75,16 @@ pub async fn load(target: &Target, name: &str) -> Result<Subject> {
         }
     };
     let classes = list_priority_classes(target);
-    let (runtime, pods, leases, runs, workspace, classes) =
-        try_join!(runtime, pods, leases, runs, workspace, classes)?;
+    let scheduler_lease = async { Ok(leader_lease(target, scope).await) };
+    let (runtime, pods, leases, runs, workspace, classes, scheduler_lease) = try_join!(
+        runtime,
+        pods,
+        leases,
+        runs,
+        workspace,
+        classes,
+        scheduler_lease
+    )?;
     let now = jiff::Timestamp::now();
     // Explain the Run as the list has it, so it is consistent with the usage it is judged by.
     let run = runs
@@ -93,6 +102,7 @@ pub async fn load(target: &Target, name: &str) -> Result<Subject> {
             runs,
             workspaces: workspace.into_iter().collect(),
             classes,
+            scheduler_lease,
             now,
         },
     })

@@ -2,8 +2,8 @@
 //! change it.
 //!
 //! Owns the explain command: [`load`] reads a live snapshot (the Run, its Runtime, the Pods
-//! labelled `kruntimes.io/runtime=<spec.runtime>`, the heartbeat Leases and the namespace's
-//! Runs — GET and LIST only, never a write), [`report`] replays the scheduler's own cycle on
+//! labelled `kruntimes.io/runtime=<spec.runtime>`, the heartbeat Leases, the namespace's
+//! Runs and the scheduler's leader-election Lease — GET and LIST only, never a write), [`report`] replays the scheduler's own cycle on
 //! it ([`crate::scheduler::framework::evaluate`] with
 //! [`crate::scheduler::plugins::registry`]) into the [`model`], [`hints`] derives advice from
 //! the model and [`render`] prints it (`report` → `hints` → `render`, one way). It must never
@@ -22,6 +22,9 @@
 //!   requested resource (`-o wide`: every advertised resource), the RunAffinity verdict, the
 //!   first rejecting plugin and reason, and for feasible Pods each score plugin's normalized
 //!   score and the weighted total; `*` in the PICK column marks the Pod the scheduler would pick;
+//! - who leads the scheduler ([`crate::replay::leader`], from its leader-election Lease), or
+//!   that none runs; then a Pending Run that fits has `, but no scheduler is running: nothing
+//!   places it until one runs` added to its verdict line (the plugins' verdict is unchanged);
 //! - what would change the verdict (see [`hints`]).
 //!
 //! `assumed` is always 0: explain reads only the API and cannot see the scheduler's in-memory
@@ -85,10 +88,15 @@
 //!              fairShare: {group, share, weight, rank, groups} when two or more fairness
 //!              groups wait (its group's dominant share of the Runtime, and its turn)
 //! hints:      [string] — what would change the verdict
+//! scheduler:  {state: "Leading"|"Expired"|"None"|"Unknown", holder, version, namespace,
+//!              since, renewed, expires, message} — who leads the scheduler, from its
+//!              leader-election Lease kruntimes-scheduler (looked for in kubectl-kruntimes and
+//!              the Run's namespace, else in any); as in `status -o json` (src/status/mod.rs)
 //! ```
 //!
 //! Errors (one line each, non-zero exit): a malformed argument, no cluster or kubeconfig,
-//! a missing namespace, a missing Run, the CRDs not installed.
+//! a missing namespace, a missing Run, the CRDs not installed. A leader-election Lease that
+//! may not be read is not one: the scheduler's state is then `Unknown`.
 
 pub mod hints;
 pub mod load;
@@ -99,7 +107,7 @@ pub mod report;
 use anyhow::{Context as _, anyhow};
 use thiserror::Error;
 
-use crate::cli::{ExplainArgs, GlobalArgs, OutputFormat};
+use crate::cli::{ExplainArgs, GlobalArgs};
 use crate::output::{self, Palette};
 
 pub use model::{Report, Subject};
@@ -196,14 +204,18 @@ pub async fn exec(global: &GlobalArgs, args: &ExplainArgs) -> anyhow::Result<()>
     let subject = load::load(&target, &name).await?;
     let report = report::build(&subject, &crate::scheduler::plugins::registry())
         .map_err(|e| anyhow!("replaying the scheduler for run {name}: {e}"))?;
-    let text = match args.output {
-        OutputFormat::Table | OutputFormat::Wide => render::text(
+    let printed = output::Printed {
+        value: &report,
+        names: vec![format!("run.kruntimes.io/{name}")],
+        rows: "",
+    };
+    let text = match output::render(&args.output, &printed)? {
+        Some(text) => text,
+        None => render::text(
             &report,
-            args.output == OutputFormat::Wide,
+            args.output.is_wide(),
             &Palette::new(output::color_enabled(args.color)),
         ),
-        OutputFormat::Json => output::to_json(&report)?,
-        OutputFormat::Yaml => output::to_yaml(&report)?,
     };
     output::write_stdout(&text).context("writing to stdout")
 }

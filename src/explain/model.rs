@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::api::resources::Shortfall;
 use crate::api::{PersistentWorkspace, Run, RunPhase, Runtime};
 use crate::replay::Objects;
+pub use crate::replay::leader::{Leader, LeaderState};
 
 /// Version of the JSON/YAML structure; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 2;
@@ -84,6 +85,9 @@ pub struct Report {
     pub workspace: Option<WorkspaceReport>,
     /// What would change the verdict.
     pub hints: Vec<String>,
+    /// Who leads the scheduler, or that none runs (added to schema 2; absent in older output).
+    #[serde(default)]
+    pub scheduler: Leader,
 }
 
 /// The Run's PersistentWorkspace, as PreFilter found it for WorkspacePlacement.

@@ -1,11 +1,13 @@
-//! The human form of a [`Report`]: the verdict line, a table with one row per Runtime Pod and
-//! the hints (`-o table`, and `-o wide` with every advertised resource).
+//! The human form of a [`Report`]: the verdict line (for a Run that fits while no scheduler
+//! runs, with the note that nothing places it), a table with one row per Runtime Pod, who
+//! leads the scheduler and the hints (`-o table`, and `-o wide` with every advertised
+//! resource).
 //!
 //! Owns layout and wording of the text output only; everything it prints is already in the
 //! report. Colors come from the caller's [`Palette`] (decided once in `output`), so the same
 //! report renders identically with colors off. Pure.
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 
 use super::model::{
     DecisionKind, HeartbeatState, PodReport, QueueReport, Report, ResourceUse, WorkspaceReport,
@@ -30,6 +32,9 @@ pub fn text(report: &Report, wide: bool, palette: &Palette) -> String {
         DecisionKind::Unschedulable | DecisionKind::Invalid => Tone::Bad,
     };
     out.push_str(&palette.paint(&report.verdict, tone));
+    if let Some(note) = unplaced_note(report) {
+        out.push_str(&palette.paint(note, Tone::Bad));
+    }
     out.push('\n');
     if let Some(message) = &report.run.message
         && !report.replayed
@@ -63,6 +68,10 @@ pub fn text(report: &Report, wide: bool, palette: &Palette) -> String {
         }
     }
 
+    out.push('\n');
+    out.push_str(&report.scheduler.line(palette));
+    out.push('\n');
+
     if !report.hints.is_empty() {
         out.push('\n');
         out.push_str(&palette.paint("What would change the verdict:", Tone::Strong));
@@ -74,6 +83,25 @@ pub fn text(report: &Report, wide: bool, palette: &Palette) -> String {
         }
     }
     out
+}
+
+/// What the verdict of a Pending Run that fits now leaves out while no scheduler runs: that
+/// it fits changes nothing until one does. (The plugins' verdict itself stays as it is.)
+fn unplaced_note(report: &Report) -> Option<&'static str> {
+    let fits_now = report.decision == DecisionKind::Schedule && !report.replayed;
+    if !fits_now {
+        return None;
+    }
+    match report.scheduler.state {
+        crate::replay::leader::LeaderState::Expired => Some(
+            ", but no scheduler leads: unless one runs without leader election, nothing places it",
+        ),
+        // No Lease at all: none was ever installed, or one runs without leader election.
+        crate::replay::leader::LeaderState::None => Some(
+            ", but no scheduler holds a Lease: unless one runs without leader election, nothing places it",
+        ),
+        _ => None,
+    }
 }
 
 /// "Workspace: ws, Bound to p1." and the like.
@@ -321,20 +349,7 @@ fn resource_cell(u: &ResourceUse) -> String {
     cell
 }
 
-/// kubectl-style ages: `45s`, `3m20s`, `2h5m`, `4d3h`. Negative durations read as `0s`.
-pub fn age(d: SignedDuration) -> String {
-    let secs = d.as_secs().max(0);
-    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
-    match (d, h, m) {
-        (0, 0, 0) => format!("{s}s"),
-        (0, 0, _) if s == 0 => format!("{m}m"),
-        (0, 0, _) => format!("{m}m{s}s"),
-        (0, _, _) if m == 0 => format!("{h}h"),
-        (0, _, _) => format!("{h}h{m}m"),
-        _ if h == 0 => format!("{d}d"),
-        _ => format!("{d}d{h}h"),
-    }
-}
+pub use crate::output::age;
 
 #[cfg(test)]
 mod tests {
@@ -342,6 +357,7 @@ mod tests {
     use crate::explain::model::Report;
     use crate::explain::report::test_report as report;
     use crate::testing::*;
+    use jiff::SignedDuration;
 
     /// Compares `actual` with `tests/golden/<name>`; `UPDATE_GOLDEN=1` rewrites the file.
     fn golden(name: &str, actual: &str) {
@@ -438,6 +454,37 @@ mod tests {
             &run("bad").request_strs(&[("example.com/gpu", "1.5")]),
         );
         golden("explain-invalid.txt", &text(&r, false, &Palette::plain()));
+    }
+
+    #[test]
+    fn a_run_that_fits_while_no_scheduler_runs_says_nothing_places_it() {
+        let none = crate::replay::leader::judge(&Default::default(), None, NOW);
+        let mut fits = gpu_report(run("small"));
+        fits.scheduler = none.clone();
+        let text = text(&fits, false, &Palette::plain());
+        assert_eq!(
+            text.lines().next().unwrap(),
+            "Fits: would be placed on py-d (score 75), but no scheduler holds a Lease: unless one runs without leader election, nothing places it"
+        );
+        assert!(
+            text.contains(&format!(
+                "\nScheduler: none found — {}\n",
+                crate::replay::leader::NEVER_RAN
+            )),
+            "{text}"
+        );
+        // The report keeps the plugins' verdict; only the line says more.
+        assert_eq!(fits.verdict, "Fits: would be placed on py-d (score 75)");
+
+        // A placed Run is only replayed, and one that does not fit waits anyway.
+        for mut r in [
+            gpu_report(run("placed").on("py-d")),
+            gpu_report(run("big").requests(&[("example.com/gpu", 2)])),
+        ] {
+            r.scheduler = none.clone();
+            let first = super::text(&r, false, &Palette::plain());
+            assert!(!first.contains("nothing places it"), "{first}");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 
-use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 
 use crate::api::Resources;
 
@@ -62,7 +62,7 @@ pub fn result_of(outcome: crate::api::status::Outcome) -> &'static str {
 
 impl RuntimedMetrics {
     /// Creates the metrics and registers them with `registry`.
-    pub fn register(registry: &Registry) -> prometheus::Result<Self> {
+    pub fn register(registry: &impl crate::metrics::Sink) -> prometheus::Result<Self> {
         let buckets = vec![
             0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
             60.0, 300.0,
@@ -198,6 +198,7 @@ fn saturating_i64(v: u64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prometheus::Registry;
 
     #[test]
     fn every_series_is_exposed_with_bounded_labels() {

@@ -339,10 +339,22 @@ fn follow(
     path: PathBuf,
     head: Head,
 ) -> impl futures::Stream<Item = std::io::Result<Vec<u8>>> + Send + 'static {
+    follow_waiting(root, path, head, || {})
+}
+
+/// [`follow`], calling `waiting` each time it found nothing new while the execution is not
+/// done, before it looks again (a test awaits that instead of guessing how long it takes).
+fn follow_waiting(
+    root: PathBuf,
+    path: PathBuf,
+    head: Head,
+    waiting: impl Fn() + Clone + Send + Sync + 'static,
+) -> impl futures::Stream<Item = std::io::Result<Vec<u8>>> + Send + 'static {
     futures::stream::unfold(
         (path, Some(head.bytes), head.offset, false),
         move |(path, first, offset, finished)| {
             let root = root.clone();
+            let waiting = waiting.clone();
             async move {
                 if let Some(bytes) = first {
                     return Some((Ok(bytes), (path, None, offset, false)));
@@ -367,7 +379,10 @@ fn follow(
                             return Some((Ok(bytes), (path, None, next, false)));
                         }
                         Ok((true, Ok(_))) => return None,
-                        Ok((false, Ok(_))) => tokio::time::sleep(FOLLOW_EVERY).await,
+                        Ok((false, Ok(_))) => {
+                            waiting();
+                            tokio::time::sleep(FOLLOW_EVERY).await;
+                        }
                         Ok((_, Err(e))) => return Some((Err(e), (path, None, offset, true))),
                         Err(join) => {
                             let e = std::io::Error::other(join);
@@ -480,15 +495,25 @@ mod tests {
         let head = read_head(root.path(), &path, None).unwrap();
         let writer = w.clone();
         let base = root.path().to_path_buf();
+        let waits = Arc::new(tokio::sync::Notify::new());
+        let waited = waits.clone();
         let task = tokio::spawn(async move {
-            follow(base, path, head)
+            follow_waiting(base, path, head, move || waited.notify_one())
                 .map(|chunk| chunk.unwrap())
                 .concat()
                 .await
         });
-        tokio::time::sleep(FOLLOW_EVERY * 2).await;
+        // Appended only once the follower has looked past the head and found nothing: it
+        // gets the line by looking again. (The time limits only fail the test.)
+        let patience = Duration::from_secs(30);
+        tokio::time::timeout(patience, waits.notified())
+            .await
+            .expect("the follower never waited for more");
         writer.lock().unwrap().line("two");
         writer.lock().unwrap().done();
-        assert_eq!(task.await.unwrap(), b"one\ntwo\n");
+        let followed = tokio::time::timeout(patience, task)
+            .await
+            .expect("the follower did not stop once the execution was done");
+        assert_eq!(followed.unwrap(), b"one\ntwo\n");
     }
 }

@@ -11,9 +11,7 @@ use std::time::Instant;
 use crate::scheduler::framework::WakeSource;
 use crate::scheduler::framework::cache::{LEVEL_RUNNING, LEVEL_SCHEDULED};
 
-use prometheus::{
-    GaugeVec, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-};
+use prometheus::{GaugeVec, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 
 /// Stages of `kruntimes_scheduler_reservation_conflicts_total`.
 pub const STAGE_RESERVE: &str = "reserve";
@@ -65,7 +63,7 @@ pub struct SchedulerMetrics {
 
 impl SchedulerMetrics {
     /// Creates the metrics and registers them with `registry`.
-    pub fn register(registry: &Registry) -> prometheus::Result<Self> {
+    pub fn register(registry: &impl crate::metrics::Sink) -> prometheus::Result<Self> {
         let counter = |name: &str, help: &str, labels: &[&str]| {
             IntCounterVec::new(Opts::new(name, help), labels)
         };
@@ -231,6 +229,7 @@ impl Drop for CycleTimer<'_> {
 mod tests {
     use super::*;
     use crate::metrics::render;
+    use prometheus::Registry;
 
     #[test]
     fn every_named_metric_is_exposed() {

@@ -9,6 +9,13 @@
 //! It must never re-implement a scheduling rule: Pod availability, every Pending reason and
 //! message come from the scheduler's plugins.
 //!
+//! First it says who leads the scheduler ([`crate::replay::leader`], from the leader-election
+//! Lease `kruntimes-scheduler`): `Scheduler: X leads in kubectl-kruntimes for 3m, version
+//! 0.1.0 (abc1234)`, or `Scheduler: none leads, Pending Runs wait unless one runs without leader election — …` (a lapsed Lease), or
+//! `Scheduler: none found — …` (no Lease)
+//! (the replay says where a Run would go; without a leader nothing takes it there), or
+//! `Scheduler: unknown — …` when the Lease may not be read (not an error of the command).
+//!
 //! Per Runtime it shows: Pods total / ready / available (RuntimePodAvailability's Pod checks:
 //! not terminating, Ready, heartbeat held and fresh, capacity readable) and why the others are
 //! not; per advertised resource the used/capacity sum over the Pods that are not terminating,
@@ -32,6 +39,17 @@
 //! schemaVersion: 1
 //! now:           RFC 3339 timestamp the snapshot was judged at
 //! namespace:     string|null — null with --all-namespaces
+//! scheduler:     {state: "Leading"|"Expired"|"None"|"Unknown", holder, version, namespace,
+//!                 since, renewed, expires, message}
+//!                  — who leads the scheduler, from its leader-election Lease
+//!                  kruntimes-scheduler: looked for in namespace kubectl-kruntimes and the shown
+//!                  one, else in any (a held one speaks first, then the shown namespace's, the
+//!                  install's, the freshest). Leading: renewed within its duration; Expired:
+//!                  lapsed or released; None: no Lease; Unknown: a look was refused and no held
+//!                  Lease was found. holder (spec.holderIdentity), version (annotation
+//!                  kruntimes.io/scheduler-version, the leader's release), namespace (the
+//!                  Lease's), since (acquireTime), renewed (renewTime), expires (renewTime +
+//!                  leaseDurationSeconds): null when unknown; message: the line status prints
 //! runtimes: [{                   — by namespace, then name; every Runtime that exists or
 //!                                  that a Runtime Pod or Run names
 //!   namespace, name, found: bool, replicas: int|null,
@@ -59,7 +77,8 @@
 //! ```
 //!
 //! Errors (one line each, non-zero exit): no cluster or kubeconfig, a missing namespace, the
-//! CRDs not installed, a named Runtime that nothing in the namespace knows.
+//! CRDs not installed, a named Runtime that nothing in the namespace knows. A leader-election
+//! Lease that may not be read is not one: the scheduler's state is then `Unknown`.
 
 pub mod model;
 pub mod render;
@@ -70,7 +89,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
 
-use crate::cli::{GlobalArgs, StatusArgs, StatusFormat};
+use crate::cli::{GlobalArgs, OutputFormat, StatusArgs};
 use crate::kubeclient::Target;
 use crate::output::{self, Palette};
 
@@ -79,8 +98,7 @@ pub use model::{Pool, Status};
 /// Runs the command: load, replay, print; with `--watch`, again every interval until Ctrl-C.
 pub async fn exec(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<()> {
     let target = crate::kubeclient::connect(global).await?;
-    let palette =
-        Palette::new(args.output == StatusFormat::Table && output::color_enabled(args.color));
+    let palette = Palette::new(args.output.is_table() && output::color_enabled(args.color));
     if !args.watch {
         let text = frame(&target, args, &palette).await?;
         return write_out(&text);
@@ -101,21 +119,21 @@ pub async fn exec(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<()> 
         };
         first = false;
         let mut out = String::new();
-        if tty && args.output == StatusFormat::Table {
+        if tty && args.output.is_table() {
             // Home and clear: redraw in place, as `watch` does.
             out.push_str("\u{1b}[H\u{1b}[2J");
         }
         match args.output {
-            StatusFormat::Table => out.push_str(&format!(
+            OutputFormat::Table | OutputFormat::Wide => out.push_str(&format!(
                 "Every {}: kubectl kruntimes status   {}\n\n",
                 humantime(args.interval),
                 jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ")
             )),
-            StatusFormat::Yaml => out.push_str("---\n"),
-            StatusFormat::Json => {}
+            OutputFormat::Yaml => out.push_str("---\n"),
+            _ => {}
         }
         out.push_str(&text);
-        if !tty && args.output == StatusFormat::Table {
+        if !tty && args.output.is_table() {
             out.push('\n');
         }
         write_out(&out)?;
@@ -134,7 +152,7 @@ async fn frame(target: &Target, args: &StatusArgs, palette: &Palette) -> anyhow:
         runtime: args.runtime.clone(),
         objects: crate::replay::load::load(target, namespace, args.runtime.as_deref()).await?,
     };
-    let status = report::build(&pool, &crate::scheduler::plugins::registry())
+    let mut status = report::build(&pool, &crate::scheduler::plugins::registry())
         .map_err(|e| anyhow!("replaying the scheduler for the Pending Runs: {e}"))?;
     if let Some(rt) = &args.runtime
         && status.runtimes.is_empty()
@@ -147,11 +165,57 @@ async fn frame(target: &Target, args: &StatusArgs, palette: &Palette) -> anyhow:
         };
         bail!("runtime {rt:?} not found {where_}");
     }
-    Ok(match args.output {
-        StatusFormat::Table => render::text(&status, palette),
-        StatusFormat::Json => output::to_json(&status)?,
-        StatusFormat::Yaml => output::to_yaml(&status)?,
+    if let Some(selector) = &args.selector {
+        let chosen = selected_runtimes(target, namespace, selector).await?;
+        status
+            .runtimes
+            .retain(|r| chosen.contains(&(r.namespace.clone(), r.name.clone())));
+        if status.runtimes.is_empty() && args.output.is_table() {
+            let where_ =
+                namespace.map_or("any namespace".to_string(), |ns| format!("namespace {ns}"));
+            let mut out = status.scheduler.line(palette);
+            out.push_str(&format!(
+                "\n\nNo Runtime in {where_} matches -l {selector}.\n"
+            ));
+            return Ok(out);
+        }
+    }
+    let printed = output::Printed {
+        value: &status,
+        names: status
+            .runtimes
+            .iter()
+            .map(|r| format!("runtime.kruntimes.io/{}", r.name))
+            .collect(),
+        rows: "/runtimes",
+    };
+    Ok(match output::render(&args.output, &printed)? {
+        Some(text) => text,
+        None => render::text(&status, palette),
     })
+}
+
+/// The Runtimes `-l` selects, as (namespace, name); the API server parses the selector, so it
+/// means what it means to kubectl.
+async fn selected_runtimes(
+    target: &Target,
+    namespace: Option<&str>,
+    selector: &str,
+) -> anyhow::Result<std::collections::BTreeSet<(String, String)>> {
+    use kube::ResourceExt as _;
+    let api: kube::Api<crate::api::Runtime> = match namespace {
+        Some(ns) => kube::Api::namespaced(target.client.clone(), ns),
+        None => kube::Api::all(target.client.clone()),
+    };
+    let list = api
+        .list(&kube::api::ListParams::default().labels(selector))
+        .await
+        .map_err(|e| anyhow!("listing Runtimes with -l {selector:?}: {e}"))?;
+    Ok(list
+        .items
+        .iter()
+        .map(|r| (r.namespace().unwrap_or_default(), r.name_any()))
+        .collect())
 }
 
 fn humantime(d: Duration) -> String {

@@ -7,6 +7,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::replay::Objects;
+pub use crate::replay::leader::{Leader, LeaderState};
 
 /// Version of the JSON/YAML structure; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -31,6 +32,9 @@ pub struct Status {
     pub now: Timestamp,
     /// `None` with `--all-namespaces`.
     pub namespace: Option<String>,
+    /// Who leads the scheduler, or that none runs (added to schema 1; absent in older output).
+    #[serde(default)]
+    pub scheduler: Leader,
     /// One entry per Runtime, by namespace then name.
     pub runtimes: Vec<RuntimeStatus>,
 }

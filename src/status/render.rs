@@ -1,4 +1,5 @@
-//! Prints the pool view ([`Status`]) as text: one block per Runtime with its Pods, a usage
+//! Prints the pool view ([`Status`]) as text: first who leads the scheduler (or that none
+//! runs, so nothing below will be placed), then one block per Runtime with its Pods, a usage
 //! bar per resource, Runs by phase and the Pending demand by the scheduler's reasons.
 //!
 //! Presentation only: every number arrives decided by [`super::report`].
@@ -9,20 +10,24 @@ use crate::output::{Palette, Table, Tone};
 /// Cells of a usage bar.
 const BAR_WIDTH: u64 = 10;
 
-/// The whole view; `all_namespaces` names the namespaces in the empty case.
+/// The whole view: the scheduler line, then the Runtimes (or where none were found).
 pub fn text(status: &Status, palette: &Palette) -> String {
+    let mut out = status.scheduler.line(palette);
+    out.push_str("\n\n");
     if status.runtimes.is_empty() {
-        return match &status.namespace {
+        out.push_str(&match &status.namespace {
             Some(ns) => format!("No Runtimes, Runtime Pods or Runs in namespace {ns}.\n"),
             None => "No Runtimes, Runtime Pods or Runs in any namespace.\n".to_string(),
-        };
+        });
+        return out;
     }
     let blocks: Vec<String> = status
         .runtimes
         .iter()
         .map(|rt| runtime_block(rt, palette))
         .collect();
-    blocks.join("\n")
+    out.push_str(&blocks.join("\n"));
+    out
 }
 
 fn runtime_block(rt: &RuntimeStatus, palette: &Palette) -> String {
@@ -230,15 +235,9 @@ fn indent(out: &mut String, text: &str) {
     }
 }
 
-/// A wait as kubectl prints ages: `45s`, `2m10s`, `3h5m`, `2d3h`.
+/// A wait in seconds as kubectl prints ages ([`crate::output::age`]).
 pub fn age(seconds: i64) -> String {
-    let s = seconds.max(0);
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m{}s", s / 60, s % 60),
-        3600..86400 => format!("{}h{}m", s / 3600, s % 3600 / 60),
-        _ => format!("{}d{}h", s / 86400, s % 86400 / 3600),
-    }
+    crate::output::age(jiff::SignedDuration::from_secs(seconds))
 }
 
 #[cfg(test)]
@@ -274,11 +273,16 @@ mod tests {
             schema_version: SCHEMA_VERSION,
             now: jiff::Timestamp::UNIX_EPOCH,
             namespace: Some("team-a".into()),
+            scheduler: Leader {
+                state: LeaderState::Leading,
+                message: "sched-1 leads in kubectl-kruntimes".into(),
+                ..Leader::default()
+            },
             runtimes: vec![],
         };
         assert_eq!(
             text(&s, &Palette::plain()),
-            "No Runtimes, Runtime Pods or Runs in namespace team-a.\n"
+            "Scheduler: sched-1 leads in kubectl-kruntimes\n\nNo Runtimes, Runtime Pods or Runs in namespace team-a.\n"
         );
     }
 }

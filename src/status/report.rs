@@ -5,7 +5,8 @@
 //! ([`crate::replay::Objects::cache`], as `explain` builds it), [`evaluate`] with the scheduler's [`Registry`] for each Pending Run
 //! (once per distinct request shape and place among the nominations in a Runtime), the
 //! Pending message from [`crate::scheduler::framework::Unschedulable::message`] and Pod availability from
-//! [`runtime_pod_availability::unavailable`]. It is pure: no client, no clock.
+//! [`runtime_pod_availability::unavailable`]; who leads the scheduler from
+//! [`crate::replay::leader::judge`]. It is pure: no client, no clock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -64,6 +65,11 @@ pub fn build(pool: &Pool, registry: &Registry) -> Result<Status, CycleError> {
         schema_version: SCHEMA_VERSION,
         now: pool.objects.now,
         namespace: pool.namespace.clone(),
+        scheduler: crate::replay::leader::judge(
+            &pool.objects.scheduler_lease,
+            pool.namespace.as_deref(),
+            pool.objects.now,
+        ),
         runtimes,
     })
 }
@@ -351,6 +357,7 @@ mod tests {
                 runs: runs.iter().map(RunBuilder::build).collect(),
                 workspaces: Vec::new(),
                 classes: Vec::new(),
+                scheduler_lease: Default::default(),
                 now: at(0),
             },
         }

@@ -40,7 +40,7 @@ pub const DEFAULT_RUNTIME_PORT: i32 = 9091;
 #[schemars(extend("required" = ["template"]))]
 pub struct RuntimeSpec {
     /// The Runtime Pod template. The Runtime controller adds runtimed to its first container
-    /// (see the README, "Runtime Pods from any image").
+    /// (see docs/operations/runtime-pods.md, "Runtime Pods from any image").
     #[serde(default)]
     #[schemars(schema_with = "preserve_unknown_object", transform = no_default)]
     pub template: k8s_openapi::api::core::v1::PodTemplateSpec,

@@ -5,7 +5,8 @@
 //! must not re-implement a scheduling rule: verdicts, rejections and scores come from
 //! [`evaluate`] with the scheduler's [`Registry`], per-plugin verdicts from the registry's own
 //! filters, shortfalls from RuntimePodAvailability, heartbeat freshness from
-//! [`Heartbeat::is_fresh_at`]. It is pure: no client, no clock (`now` comes with the
+//! [`Heartbeat::is_fresh_at`], who leads the scheduler from [`crate::replay::leader::judge`].
+//! It is pure: no client, no clock (`now` comes with the
 //! [`Subject`]'s objects), and the cache it replays on is the replay's
 //! ([`crate::replay::Objects::cache`]), the same `status` builds.
 
@@ -142,6 +143,11 @@ pub fn build(subject: &Subject, registry: &Registry) -> Result<Report, CycleErro
         queue,
         workspace: workspace_report(run, subject.workspace(), cycle),
         hints: Vec::new(),
+        scheduler: crate::replay::leader::judge(
+            &objects.scheduler_lease,
+            Some(&namespace),
+            objects.now,
+        ),
     };
     report.hints = hints::compute(&report);
     Ok(report)
@@ -396,6 +402,17 @@ pub(crate) fn test_subject(
             runs: runs.iter().map(RunBuilder::build).collect(),
             workspaces: Vec::new(),
             classes: Vec::new(),
+            // The usual case: the shipped scheduler leads.
+            scheduler_lease: crate::replay::leader::LeaseRead {
+                leases: vec![crate::replay::leader::test_lease(
+                    crate::replay::leader::INSTALL_NAMESPACE,
+                    Some("kubectl-kruntimes-scheduler-7d9c-1"),
+                    180,
+                    2,
+                    15,
+                )],
+                unreadable: Vec::new(),
+            },
             now: NOW,
         },
     }

@@ -1,5 +1,6 @@
 //! The files generated from the code and committed to the repository: shell completions and
-//! the kubectl completion hook (completions/), man pages (man/) and the CRDs as
+//! the kubectl completion hook (completions/), man pages (man/), the CLI and metrics
+//! references (docs/reference/, [`reference`]) and the CRDs as
 //! `install --print` writes them (deploy/crds/crds.yaml), and the Helm chart's copies of the CRDs
 //! and of the deploy/ files it renders. The hidden `gen` subcommand (`cargo
 //! xtask gen`) writes them; a test regenerates them into a temporary directory and fails when
@@ -11,6 +12,8 @@ use anyhow::Context as _;
 use clap::CommandFactory as _;
 
 use crate::cli::{Cli, GenArgs};
+
+mod reference;
 
 /// Directories whose whole content is generated (stale files in them are removed).
 pub const GENERATED_DIRS: &[&str] = &["completions", "man"];
@@ -52,6 +55,16 @@ pub fn files() -> anyhow::Result<Vec<(PathBuf, Vec<u8>, bool)>> {
     for (name, page) in man_pages()? {
         out.push((Path::new("man").join(name), page, false));
     }
+    out.push((
+        PathBuf::from("docs/reference/cli.md"),
+        reference::cli().into_bytes(),
+        false,
+    ));
+    out.push((
+        PathBuf::from("docs/reference/metrics.md"),
+        reference::metrics()?.into_bytes(),
+        false,
+    ));
     let crds = crate::install::crds_yaml()?;
     out.push((
         PathBuf::from("deploy/crds/crds.yaml"),
@@ -77,7 +90,10 @@ pub const CHART: &str = "charts/kubectl-kruntimes";
 
 /// The deploy/ files the chart renders, copied into its files/.
 const CHART_FILES: &[(&str, &str)] = &[
-    ("scheduler.yaml", include_str!("../deploy/scheduler.yaml")),
+    (
+        "scheduler.yaml",
+        include_str!("../../deploy/scheduler.yaml"),
+    ),
     ("user-roles.yaml", crate::install::USER_ROLES),
     ("runtimed-policy.yaml", crate::admission_policy::MANIFEST),
     ("run-policy.yaml", crate::run_policy::MANIFEST),

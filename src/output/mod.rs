@@ -1,6 +1,6 @@
 //! Rendering helpers for commands that print: the color decision (made once per command),
 //! kubectl-style borderless tables (tabled) with optional cell colors (owo-colors), and JSON /
-//! YAML of plain `serde` structs.
+//! YAML of plain `serde` structs, and kubectl's other `-o` formats ([`Format`]).
 //!
 //! It owns presentation only: it must not talk to a cluster, read command data types or decide
 //! what a command prints. Color is decided once by [`color_enabled`]: `--color always` forces it
@@ -15,7 +15,19 @@ use tabled::settings::object::Cell;
 use tabled::settings::{Color, Padding, Style as TableStyle};
 use thiserror::Error;
 
-use crate::cli::ColorChoice;
+mod format;
+mod jsonpath;
+
+pub use format::{Column, FORMAT_NAMES, FORMATS, Format, Printed, render};
+pub use jsonpath::Template;
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -169,6 +181,21 @@ impl Table {
             out.push('\n');
         }
         out
+    }
+}
+
+/// kubectl-style ages: `45s`, `3m20s`, `2h5m`, `4d3h`. Negative durations read as `0s`.
+pub fn age(d: jiff::SignedDuration) -> String {
+    let secs = d.as_secs().max(0);
+    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) if s == 0 => format!("{m}m"),
+        (0, 0, _) => format!("{m}m{s}s"),
+        (0, _, _) if m == 0 => format!("{h}h"),
+        (0, _, _) => format!("{h}h{m}m"),
+        _ if h == 0 => format!("{d}d"),
+        _ => format!("{d}d{h}h"),
     }
 }
 
