@@ -2,7 +2,7 @@
 # no shell, no CA bundle needed: it talks only to the API server, with the service account's
 # CA) on an empty base, as a non-root numeric user. The scheduler Deployment runs it
 # (deploy/scheduler.yaml) and Runtime Pods of any image get its binary from it (an init
-# container copies /kubectl-kruntimes into an emptyDir; README, "Runtime Pods from any image").
+# container copies /kubectl-kruntimes into an emptyDir; docs/operations/runtime-pods.md).
 #
 #   docker build -t REGISTRY/kubectl-kruntimes:0.1.0 .
 #

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the release of kubectl-kruntimes: per platform a static (Linux) binary packed as
 # kubectl-kruntimes-<os>-<arch>.tar.gz (binary, completion hook kubectl_complete-kruntimes,
-# LICENSE), then over every archive in OUT_DIR: SHA256SUMS, the SPDX SBOM of the crates the
-# binary is built from (kubectl-kruntimes.spdx.json) and the krew manifest kruntimes.yaml
+# LICENSE), then over every archive in OUT_DIR: SHA256SUMS, per archive the SPDX SBOM of the
+# crates its binary is built from (kubectl-kruntimes-<os>-<arch>.spdx.json) and the krew
+# manifest kruntimes.yaml
 # (krew/kruntimes.yaml with the version, URLs and sha256 of the archives). The release workflow
 # (.github/workflows/release.yml) runs it per platform, then with `--collect` once; the tests
 # run it for the Linux target of this machine.
@@ -138,7 +139,22 @@ for archive in "${archives[@]}"; do
   sums+=("${archive##*/}=$sum")
 done
 
-python3 release/sbom.py "$version" "$repository" >"$out/kubectl-kruntimes.spdx.json"
+# One SBOM per archive: the crates of that target's binary (a Linux binary has no macOS crate).
+sboms=()
+for archive in "${archives[@]}"; do
+  name=${archive##*/}
+  platform=${name#kubectl-kruntimes-}
+  platform=${platform%.tar.gz}
+  case "$platform" in
+    linux-amd64) target=x86_64-unknown-linux-gnu ;;
+    linux-arm64) target=aarch64-unknown-linux-gnu ;;
+    darwin-amd64) target=x86_64-apple-darwin ;;
+    darwin-arm64) target=aarch64-apple-darwin ;;
+    *) echo "error: $name is no release archive (kubectl-kruntimes-OS-ARCH.tar.gz)" >&2; exit 1 ;;
+  esac
+  python3 release/sbom.py "$version" "$repository" "$target" >"$out/kubectl-kruntimes-$platform.spdx.json"
+  sboms+=("kubectl-kruntimes-$platform.spdx.json")
+done
 
 joined=$(IFS=,; echo "${sums[*]}")
 awk -v ver="v$version" -v url="$release_url" -v home="$repository" -v sums="$joined" '
@@ -152,4 +168,4 @@ awk -v ver="v$version" -v url="$release_url" -v home="$repository" -v sums="$joi
   /^      sha256: / { if (current in sum) print "      sha256: \"" sum[current] "\""; else print; next }
   { print }
 ' krew/kruntimes.yaml >"$out/kruntimes.yaml"
-echo "wrote $out/SHA256SUMS, $out/kubectl-kruntimes.spdx.json and $out/kruntimes.yaml (v$version)" >&2
+echo "wrote $out/SHA256SUMS, ${sboms[*]} and $out/kruntimes.yaml (v$version)" >&2

@@ -1,19 +1,20 @@
 #!/usr/bin/env python3
-"""The SPDX 2.3 SBOM (JSON) of kubectl-kruntimes: every crate of Cargo.lock that the binary's
-normal build depends on (`cargo metadata`, no dev or build-only tools of the tests), with its
-version, license and package URL.
+"""The SPDX 2.3 SBOM (JSON) of kubectl-kruntimes for one target: every crate of Cargo.lock that
+the binary's normal build for that target depends on (`cargo metadata --filter-platform`, no dev
+or build-only tools of the tests, no crate of another platform), with its version, license and
+package URL.
 
-    release/sbom.py VERSION REPOSITORY > kubectl-kruntimes.spdx.json
+    release/sbom.py VERSION REPOSITORY TARGET > kubectl-kruntimes-OS-ARCH.spdx.json
 """
 import datetime
 import json
 import subprocess
 import sys
 
-version, repository = sys.argv[1:3]
+version, repository, target = sys.argv[1:4]
 meta = json.loads(
     subprocess.run(
-        ["cargo", "metadata", "--format-version", "1", "--locked"],
+        ["cargo", "metadata", "--format-version", "1", "--locked", "--filter-platform", target],
         check=True,
         capture_output=True,
         text=True,

@@ -106,7 +106,7 @@ async fn installed_over_foreign() -> &'static Installed {
             );
         }
 
-        let out = support::kruntimes().args(["install", "--yes"]).output().unwrap();
+        let out = support::kruntimes().args(["install", "--yes", "--crds-only"]).output().unwrap();
         Installed {
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),

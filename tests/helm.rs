@@ -142,6 +142,7 @@ fn without_helm_labels(mut o: Value) -> Value {
     o
 }
 
+/// `helm template` of the release `r1`, without the `helm test` hooks (deploy/ has none).
 fn template(extra: &[&str]) -> Vec<Value> {
     let chart = chart();
     let mut args = vec![
@@ -150,9 +151,110 @@ fn template(extra: &[&str]) -> Vec<Value> {
         chart.to_str().unwrap(),
         "--namespace",
         "kubectl-kruntimes",
+        "--skip-tests",
     ];
     args.extend(extra);
     objects(&helm(&args, None))
+}
+
+/// values.schema.json refuses a bad value with the field's name, and changes nothing it
+/// accepts; the PodDisruptionBudget goes with two replicas or more, and the `helm test` Pod
+/// runs the release's image as a submitter.
+#[test]
+fn the_schema_refuses_bad_values_and_the_pdb_and_test_follow_the_values() {
+    let chart = chart();
+    let chart = chart.to_str().unwrap();
+    for (set, field) in [
+        ("scheduler.replicas=two", "replicas"),
+        ("scheduler.replicas=0", "replicas"),
+        ("image.pullPolicy=Sometimes", "pullPolicy"),
+        ("scheduler.replicass=2", "replicass"),
+    ] {
+        let out = Command::new(helm_bin())
+            .args(["template", "r1", chart, "--set", set])
+            .env(
+                "HELM_CONFIG_HOME",
+                std::env::temp_dir().join("kruntimes-helm-schema"),
+            )
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "--set {set} rendered");
+        assert!(
+            err.contains("values don't meet the specifications of the schema")
+                && err.contains(field),
+            "--set {set}: {err}"
+        );
+    }
+    // The real floor: MutatingAdmissionPolicy v1 is served from Kubernetes 1.36.
+    let older = Command::new(helm_bin())
+        .args(["template", "r1", chart, "--kube-version", "1.35.4"])
+        .env(
+            "HELM_CONFIG_HOME",
+            std::env::temp_dir().join("kruntimes-helm-schema"),
+        )
+        .output()
+        .unwrap();
+    assert!(
+        !older.status.success(),
+        "the chart rendered for Kubernetes 1.35"
+    );
+    assert!(
+        String::from_utf8_lossy(&older.stderr).contains(">=1.36.0-0"),
+        "{}",
+        String::from_utf8_lossy(&older.stderr)
+    );
+    helm(&["template", "r1", chart, "--kube-version", "1.36.0"], None);
+    let kinds = |objects: &[Value]| -> Vec<String> {
+        objects
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let pdb = template(&[]);
+    let pdb = pdb
+        .iter()
+        .find(|o| o["kind"] == "PodDisruptionBudget")
+        .unwrap();
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    assert_eq!(pdb["metadata"]["namespace"], "kubectl-kruntimes");
+    assert!(
+        !kinds(&template(&["--set", "scheduler.replicas=1"]))
+            .contains(&"PodDisruptionBudget".to_string())
+    );
+    assert!(
+        !kinds(&template(&[
+            "--set",
+            "scheduler.podDisruptionBudget.enabled=false"
+        ]))
+        .contains(&"PodDisruptionBudget".to_string())
+    );
+
+    let with_tests = objects(&helm(
+        &["template", "r1", chart, "--namespace", "ns1"],
+        None,
+    ));
+    let pod = with_tests.iter().find(|o| o["kind"] == "Pod").unwrap();
+    assert_eq!(pod["metadata"]["annotations"]["helm.sh/hook"], "test");
+    let container = &pod["spec"]["containers"][0];
+    assert_eq!(
+        container["image"],
+        format!(
+            "ghcr.io/kruntimes/kubectl-kruntimes:{}",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    assert!(
+        container["args"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("--dry-run=server"))
+    );
+    let without = objects(&helm(
+        &["template", "r1", chart, "--set", "tests.enabled=false"],
+        None,
+    ));
+    assert!(!kinds(&without).contains(&"Pod".to_string()));
 }
 
 #[test]
@@ -279,9 +381,34 @@ async fn install_upgrade_uninstall_keeps_the_crds_and_every_run() {
         "--timeout=60s",
     ]);
     // `install` takes the chart's CRDs for its own (their label says so), not for another
-    // kruntimes installation's.
-    let dry = support::kruntimes()
+    // kruntimes installation's; beside the chart's scheduler it updates the cluster-wide part
+    // only, and refuses to deploy a second scheduler.
+    let full = support::kruntimes()
         .args(["install", "--dry-run"])
+        .output()
+        .unwrap();
+    let refused = String::from_utf8_lossy(&full.stderr);
+    assert!(!full.status.success());
+    assert!(
+        refused.contains(&format!(
+            "the kruntimes scheduler was installed by Helm (deployment {ns}/kubectl-kruntimes-scheduler)"
+        )) && refused.contains("install --crds-only"),
+        "{refused}"
+    );
+    // Nor does uninstall remove what Helm installed.
+    let uninstall = support::kruntimes()
+        .args(["uninstall", "--yes"])
+        .output()
+        .unwrap();
+    let refused = String::from_utf8_lossy(&uninstall.stderr);
+    assert!(!uninstall.status.success());
+    assert!(
+        refused.contains("helm uninstall") && refused.contains("nothing was changed"),
+        "{refused}"
+    );
+    kubectl(&["get", "deploy", "kubectl-kruntimes-scheduler", "-n", &ns]);
+    let dry = support::kruntimes()
+        .args(["install", "--crds-only", "--dry-run"])
         .output()
         .unwrap();
     let said =
@@ -327,7 +454,67 @@ async fn install_upgrade_uninstall_keeps_the_crds_and_every_run() {
     assert_eq!(deployment("{.spec.replicas}"), "3");
     assert_eq!(
         deployment("{.spec.template.spec.containers[0].image}"),
-        "kubectl-kruntimes:v2"
+        "ghcr.io/kruntimes/kubectl-kruntimes:v2"
+    );
+
+    // A release whose CRDs gained a field: Helm never updates crds/, so the upgrade leaves the
+    // API server on the old schema; the documented step (docs/operations/upgrade.md),
+    // `kubectl kruntimes install --crds-only`, brings the field. The old schema is made by
+    // removing a field the new one has (Run's spec.priorityClassName).
+    let field = "{.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.priorityClassName.type}";
+    let remove = r#"[{"op": "remove", "path": "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/priorityClassName"}]"#;
+    kubectl(&[
+        "patch",
+        "crd",
+        "runs.kruntimes.io",
+        "--type=json",
+        "-p",
+        remove,
+    ]);
+    assert_eq!(
+        kubectl(&[
+            "get",
+            "crd",
+            "runs.kruntimes.io",
+            "-o",
+            &format!("jsonpath={field}")
+        ]),
+        ""
+    );
+    helm(
+        &["upgrade", "r1", chart, "--namespace", &ns, "--reuse-values"],
+        Some(kubeconfig),
+    );
+    assert_eq!(
+        kubectl(&[
+            "get",
+            "crd",
+            "runs.kruntimes.io",
+            "-o",
+            &format!("jsonpath={field}")
+        ]),
+        "",
+        "helm upgrade does not touch crds/"
+    );
+    let out = support::kruntimes()
+        .args(["install", "--crds-only", "--yes"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        kubectl(&[
+            "get",
+            "crd",
+            "runs.kruntimes.io",
+            "-o",
+            &format!("jsonpath={field}")
+        ]),
+        "string",
+        "install --crds-only brings the new field"
     );
 
     helm(&["uninstall", "r1", "--namespace", &ns], Some(kubeconfig));

@@ -56,8 +56,15 @@ static CRD_WRITES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 async fn install_creates_established_crds_and_rerunning_changes_nothing() {
     let _crds = CRD_WRITES.lock().await;
     let client = support::client().await;
-    let (first, stdout, stderr) = output(support::kruntimes().args(["install", "--yes"]));
+    // The whole system, the scheduler's Deployment included; nothing runs Pods on this control
+    // plane, so install does not wait for its rollout (the single-node cluster proves that).
+    let full = ["install", "--yes", "--wait=false"];
+    let (first, stdout, stderr) = output(support::kruntimes().args(full));
     assert!(first.status.success(), "install failed: {stderr}");
+    assert!(
+        stdout.contains("deployment.apps/kubectl-kruntimes-scheduler "),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("kruntimes CRDs are established"),
         "{stdout}"
@@ -84,7 +91,7 @@ async fn install_creates_established_crds_and_rerunning_changes_nothing() {
     }
 
     let before = crd_versions(&client).await;
-    let (second, stdout, stderr) = output(support::kruntimes().args(["install", "--yes"]));
+    let (second, stdout, stderr) = output(support::kruntimes().args(full));
     assert!(second.status.success(), "second install failed: {stderr}");
     for object in [
         "customresourcedefinition.apiextensions.k8s.io/runtimes.kruntimes.io",
@@ -101,6 +108,15 @@ async fn install_creates_established_crds_and_rerunning_changes_nothing() {
         "mutatingadmissionpolicybinding.admissionregistration.k8s.io/kubectl-kruntimes-submitter",
         "validatingadmissionpolicy.admissionregistration.k8s.io/kubectl-kruntimes-submitter",
         "validatingadmissionpolicybinding.admissionregistration.k8s.io/kubectl-kruntimes-submitter",
+        "namespace/kubectl-kruntimes",
+        "serviceaccount/kubectl-kruntimes-scheduler",
+        "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-scheduler",
+        "clusterrolebinding.rbac.authorization.k8s.io/kubectl-kruntimes-scheduler",
+        "role.rbac.authorization.k8s.io/kubectl-kruntimes-scheduler-leader-election",
+        "rolebinding.rbac.authorization.k8s.io/kubectl-kruntimes-scheduler-leader-election",
+        "deployment.apps/kubectl-kruntimes-scheduler",
+        "poddisruptionbudget.policy/kubectl-kruntimes-scheduler",
+        "service/kubectl-kruntimes-scheduler-metrics",
     ] {
         assert!(
             stdout.lines().any(|l| l == format!("{object} unchanged")),
@@ -233,6 +249,16 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
             "ValidatingAdmissionPolicyBinding",
             "kubectl-kruntimes-submitter",
         ),
+        // Then the scheduler (deploy/scheduler.yaml).
+        ("Namespace", "kubectl-kruntimes"),
+        ("ServiceAccount", "kubectl-kruntimes-scheduler"),
+        ("ClusterRole", "kubectl-kruntimes-scheduler"),
+        ("ClusterRoleBinding", "kubectl-kruntimes-scheduler"),
+        ("Role", "kubectl-kruntimes-scheduler-leader-election"),
+        ("RoleBinding", "kubectl-kruntimes-scheduler-leader-election"),
+        ("Deployment", "kubectl-kruntimes-scheduler"),
+        ("PodDisruptionBudget", "kubectl-kruntimes-scheduler"),
+        ("Service", "kubectl-kruntimes-scheduler-metrics"),
     ]
     .map(|(k, n)| (k.to_string(), n.to_string()));
     assert_eq!(docs, expected);
@@ -243,6 +269,7 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
         "deploy/runtimed-policy.yaml",
         "deploy/run-policy.yaml",
         "deploy/submitter-policy.yaml",
+        "deploy/scheduler.yaml",
     ] {
         let shipped =
             std::fs::read_to_string(format!("{}/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
@@ -282,7 +309,7 @@ async fn install_print_piped_to_kubectl_apply_is_accepted_by_the_server() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(stdout.lines().count(), 14, "{stdout}");
+    assert_eq!(stdout.lines().count(), 23, "{stdout}");
 }
 
 /// Our own CRDs applied by another tool (`kubectl apply -k deploy/crds/` is client-side apply,
@@ -301,7 +328,8 @@ async fn install_over_deploy_applied_with_kubectl_knows_the_crds_as_its_own() {
             .unwrap(),
         "kubectl apply -f deploy/crds/crds.yaml",
     );
-    let (installed, _, stderr) = output(support::kruntimes().args(["install", "--yes"]));
+    let (installed, _, stderr) =
+        output(support::kruntimes().args(["install", "--yes", "--crds-only"]));
     assert!(installed.status.success(), "{stderr}");
     assert!(
         !stderr.contains("another kruntimes installation"),

@@ -33,6 +33,150 @@ fn validate_manifest(manifest: &Path) {
     );
 }
 
+/// Every image reference of kubectl-kruntimes in the repository (deploy/, the chart, examples/,
+/// the docs and README, `install`'s default) is one the release workflow pushes: the
+/// workflow's image name with a tag its metadata step makes of this version (`X.Y.Z`,
+/// `vX.Y.Z`, `X.Y`), or an obvious placeholder (`REGISTRY/…`, `registry.example…`). The
+/// workflow runs on GitHub runners that exist, builds the image from the release's binaries,
+/// signs it and attests the archives and the image.
+#[test]
+fn every_image_reference_is_one_the_release_workflow_pushes() {
+    let text = std::fs::read_to_string(repo().join(".github/workflows/release.yml")).unwrap();
+    let workflow: serde_json::Value = kruntimes::yaml::from_str(&text).unwrap();
+    let image = workflow["env"]["IMAGE"].as_str().unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    let minor = version.rsplit_once('.').unwrap().0;
+    let tags = workflow["jobs"]["image"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "meta")
+        .unwrap()["with"]["tags"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut pushed = Vec::new();
+    for line in tags.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        pushed.push(match line {
+            "type=semver,pattern={{version}}" => version.to_string(),
+            "type=ref,event=tag" => format!("v{version}"),
+            "type=semver,pattern={{major}}.{{minor}}" => minor.to_string(),
+            other => panic!("a tag rule this test does not know: {other}"),
+        });
+    }
+    assert!(pushed.contains(&version.to_string()), "{pushed:?}");
+
+    // Runners GitHub hosts (macos-13 was retired in 2025).
+    let hosted = [
+        "ubuntu-24.04",
+        "ubuntu-24.04-arm",
+        "macos-15",
+        "macos-15-intel",
+        "macos-14",
+    ];
+    for (name, job) in workflow["jobs"].as_object().unwrap() {
+        let runs_on = job["runs-on"].as_str().unwrap();
+        let runners: Vec<String> = match runs_on {
+            "${{ matrix.os }}" => job["strategy"]["matrix"]["include"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["os"].as_str().unwrap().to_string())
+                .collect(),
+            other => vec![other.to_string()],
+        };
+        for runner in runners {
+            assert!(
+                hosted.contains(&runner.as_str()),
+                "job {name} runs on {runner}"
+            );
+        }
+    }
+    assert!(text.contains("file: release/Dockerfile") && text.contains("context: dist"));
+    assert!(text.contains("cosign sign --yes"));
+    assert_eq!(text.matches("actions/attest-build-provenance").count(), 2);
+    assert!(text.contains("helm push \"dist/kubectl-kruntimes-${GITHUB_REF_NAME#v}.tgz\" oci://ghcr.io/kruntimes/charts"));
+
+    let mut files = vec![
+        repo().join("README.md"),
+        repo().join("charts/kubectl-kruntimes/values.yaml"),
+    ];
+    let mut dirs = vec![
+        repo().join("deploy"),
+        repo().join("examples"),
+        repo().join("docs"),
+    ];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "yaml" || e == "md") {
+                files.push(path);
+            }
+        }
+    }
+    let mut references: Vec<(String, String)> = vec![(
+        "install's default".into(),
+        kruntimes::cli::DEFAULT_IMAGE.to_string(),
+    )];
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let at = file.strip_prefix(repo()).unwrap().display().to_string();
+        let mut from = 0;
+        while let Some(i) = text[from..].find("kubectl-kruntimes:") {
+            let colon = from + i + "kubectl-kruntimes".len();
+            let is_name = |c: char| c.is_ascii_alphanumeric() || "./_-".contains(c);
+            let start = text[..colon]
+                .rfind(|c: char| !is_name(c))
+                .map_or(0, |j| j + 1);
+            let end = text[colon + 1..]
+                .find(|c: char| !(c.is_ascii_alphanumeric() || "._-".contains(c)))
+                .map_or(text.len(), |j| colon + 1 + j);
+            // `system:serviceaccount:kubectl-kruntimes:NAME` and a word ending in a colon
+            // name no image.
+            let account = start > 0 && text[..start].ends_with(':');
+            if !account && end > colon + 1 {
+                references.push((at.clone(), text[start..end].to_string()));
+            }
+            from = end.max(colon + 1);
+        }
+    }
+    let values =
+        std::fs::read_to_string(repo().join("charts/kubectl-kruntimes/values.yaml")).unwrap();
+    assert!(
+        values.contains(&format!("repository: {image}\n")),
+        "the chart's image.repository"
+    );
+    let chart =
+        std::fs::read_to_string(repo().join("charts/kubectl-kruntimes/Chart.yaml")).unwrap();
+    assert!(
+        chart.contains(&format!("appVersion: \"{version}\"")),
+        "the chart's default tag"
+    );
+    assert!(references.len() >= 5, "{references:?}");
+    let bad: Vec<String> = references
+        .iter()
+        .filter(|(_, r)| {
+            let tag = r.rsplit_once(':').map_or("", |(_, t)| t);
+            let placeholder = r.starts_with("REGISTRY/")
+                || r.starts_with("registry.example")
+                || tag == "X.Y.Z"
+                || tag == "TAG";
+            let released = r
+                .strip_prefix(&format!("{image}:"))
+                .is_some_and(|tag| pushed.iter().any(|p| p == tag));
+            !placeholder && !released
+        })
+        .map(|(at, r)| format!("{at}: {r}"))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "image references the release does not push (it pushes {image}:{pushed:?}):\n{}",
+        bad.join("\n")
+    );
+}
+
 /// The release workflow builds every platform of the krew manifest with `release/build.sh`
 /// and collects them once; nothing in the release points at another project's repository.
 #[test]
@@ -162,9 +306,15 @@ fn krew_installs_the_release_archive_and_kubectl_runs_the_plugin() {
     );
     assert_eq!(linux["sha256"], sums.split_whitespace().next().unwrap());
 
-    let sbom: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dist.join("kubectl-kruntimes.spdx.json")).unwrap())
-            .unwrap();
+    // One SBOM per archive, of that target's crates only.
+    let arch = match std::env::consts::ARCH {
+        "aarch64" => "arm64",
+        _ => "amd64",
+    };
+    let sbom: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dist.join(format!("kubectl-kruntimes-linux-{arch}.spdx.json"))).unwrap(),
+    )
+    .unwrap();
     assert_eq!(sbom["spdxVersion"], "SPDX-2.3");
     let names: BTreeSet<&str> = sbom["packages"]
         .as_array()
@@ -174,6 +324,12 @@ fn krew_installs_the_release_archive_and_kubectl_runs_the_plugin() {
         .collect();
     for linked in ["kubectl-kruntimes", "kube", "tokio", "rustls", "gix"] {
         assert!(names.contains(linked), "the SBOM lists {linked}");
+    }
+    for other_platform in ["security-framework", "core-foundation", "windows-sys"] {
+        assert!(
+            !names.contains(other_platform),
+            "the Linux SBOM lists {other_platform}, which only another platform links"
+        );
     }
     for not_linked in ["criterion", "proptest", "protox"] {
         assert!(

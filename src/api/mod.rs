@@ -15,6 +15,8 @@ pub use types::*;
 
 /// Label on Runtime Pods naming their Runtime.
 pub const LABEL_RUNTIME: &str = "kruntimes.io/runtime";
+/// The namespace the shipped scheduler runs in (`deploy/scheduler.yaml`, `install`).
+pub const INSTALL_NAMESPACE: &str = "kubectl-kruntimes";
 /// Label on Runtime Pods naming the Pod itself; the only affinity topology key.
 pub const LABEL_RUNTIME_POD: &str = "kruntimes.io/runtime-pod";
 /// Annotation the Runtime controller puts on a Runtime Pod it has chosen to remove, before

@@ -135,9 +135,12 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
         SchedulerRunArgs {
             workers: 4,
             watch_namespace: None,
-            leader_elect: false,
+            // Nothing competes here (the lock admits one `dev` per data directory), but the
+            // Lease is what `status` and `explain` read to tell that a scheduler runs. A fixed
+            // identity takes it back at once after a crash instead of waiting for it to lapse.
+            leader_elect: true,
             leader_election_namespace: None,
-            leader_election_identity: None,
+            leader_election_identity: Some(CONTEXT.into()),
             leader_election_lease_duration: Duration::from_secs(15),
             metrics_bind_address: format!("127.0.0.1:{metrics_port}"),
             health_probe_bind_address: "0".into(),

@@ -53,7 +53,7 @@ pub async fn survey(target: &Target) -> anyhow::Result<Vec<String>> {
     .await
     {
         Ok(Some(leader)) => notices.push(format!(
-            "{leader}: the kruntimes scheduler will wait as a standby, placing no Run, until it is released; scale the other scheduler down first (README, \"Moving from the Go kruntimes scheduler\")"
+            "{leader}: the kruntimes scheduler will wait as a standby, placing no Run, until it is released; scale the other scheduler down first (docs/operations/migrating-from-go.md)"
         )),
         Ok(None) => {}
         Err(e) => notices.push(format!(

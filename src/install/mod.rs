@@ -1,16 +1,17 @@
 //! `kubectl kruntimes install`: applies the Runtime and Run CRDs, the aggregated user
 //! ClusterRoles, runtimed's ClusterRole, the admission policy that restricts Runtime Pods and
-//! the submitter's, and waits for the CRDs.
+//! the submitter's, waits for the CRDs, then deploys the scheduler ([`system`]) and waits for
+//! its rollout; `--crds-only` stops before the scheduler. [`uninstall`] removes it again.
 //!
 //! Owns the CRD rendering (from the Rust types), the list of cluster-scoped objects kruntimes
 //! ships (`deploy/user-roles.yaml`, `deploy/crds/runtimed-role.yaml`,
 //! `deploy/runtimed-policy.yaml`, `deploy/run-policy.yaml` and `deploy/submitter-policy.yaml`,
 //! embedded as files so that
-//! `--print` shows exactly what is shipped) and their server-side apply. It never touches a
-//! namespaced object.
+//! `--print` shows exactly what is shipped) and their server-side apply; the scheduler's
+//! namespaced objects are [`system`]'s.
 
 use std::fmt::Debug;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 
 use anyhow::{Context, anyhow};
 use k8s_openapi::ClusterResourceScope;
@@ -28,6 +29,9 @@ use crate::cli::{DryRun, GlobalArgs, InstallArgs};
 use crate::kubeclient::{self, Target};
 
 mod coexistence;
+mod progress;
+pub mod system;
+pub mod uninstall;
 
 /// `deploy/user-roles.yaml`, as shipped: ClusterRoles aggregated into view, edit and admin.
 pub const USER_ROLES: &str = include_str!("../../deploy/user-roles.yaml");
@@ -121,40 +125,138 @@ impl Applied {
 
 pub async fn exec(global: &GlobalArgs, args: &InstallArgs) -> anyhow::Result<()> {
     if args.print || args.dry_run == DryRun::Client {
-        print!("{}", manifests_yaml()?);
-        return Ok(());
+        let mut text = manifests_yaml()?;
+        if !args.crds_only {
+            text.push_str("---\n");
+            text.push_str(&system::manifest(&args.image)?);
+        }
+        return crate::output::write_stdout(&text).context("writing to stdout");
     }
     let dry_run = args.dry_run == DryRun::Server;
     let target = kubeclient::connect(global).await?;
+    // Before anything is written: a server without the APIs kruntimes applies would take half
+    // of it and refuse the rest.
+    require_policy_apis(&target).await?;
     // Before anything is written: what is already there, and what install would change.
     let notices = coexistence::survey(&target).await?;
     for notice in &notices {
         eprintln!("note: {notice}");
     }
+    if !args.crds_only {
+        let others = system::other_schedulers(&target).await?;
+        if let Some(release) = others.helm {
+            return Err(anyhow!(
+                "the kruntimes scheduler was installed by Helm (deployment {release}); upgrade it with `helm upgrade` and update the cluster-wide part with `install --crds-only`; nothing was changed"
+            ));
+        }
+        let elsewhere = others.elsewhere;
+        if !elsewhere.is_empty() {
+            return Err(anyhow!(
+                "a kruntimes scheduler already runs as deployment {} (the Helm chart's?); a second would place Runs beside it: update the cluster-wide part with `install --crds-only`, or remove that one first; nothing was changed",
+                elsewhere.join(", ")
+            ));
+        }
+    }
     if !dry_run && !args.yes {
-        confirm(&target)?;
+        confirm(&target, args)?;
     }
-    let results = apply(&target, dry_run).await?;
-    let mut stdout = std::io::stdout().lock();
     let suffix = if dry_run { " (server dry run)" } else { "" };
-    for (object, applied) in &results {
-        writeln!(stdout, "{object} {}{suffix}", applied.as_str())?;
+    // Each object is said as soon as it is applied, so that an install that stops half-way
+    // has listed what it changed.
+    let mut done = 0;
+    let mut said = |object: &str, applied: Applied| {
+        done += 1;
+        println!("{object} {}{suffix}", applied.as_str());
+    };
+    let stopped = |e: anyhow::Error, done: usize| {
+        e.context(format!(
+            "install stopped after applying {done} objects (listed above); run it again to finish"
+        ))
+    };
+    if let Err(e) = apply_each(&target, dry_run, &mut said).await {
+        return Err(stopped(e, done));
     }
-    if dry_run {
+    if !dry_run {
+        wait_established(&target, args.timeout).await?;
+        println!("kruntimes CRDs are established in {}", target.describe());
+    }
+    if args.crds_only {
         return Ok(());
     }
-    wait_established(&target, args.timeout).await?;
-    writeln!(
-        stdout,
-        "kruntimes CRDs are established in {}",
-        target.describe()
-    )?;
+    let unchecked = dry_run && !system::namespace_exists(&target).await?;
+    for object in system::objects(&args.image)? {
+        let namespaced = object.metadata.namespace.is_some();
+        if unchecked && namespaced {
+            println!(
+                "{} not checked (server dry run: namespace {} does not exist yet)",
+                system::describe(&object),
+                system::NAMESPACE
+            );
+            continue;
+        }
+        match system::apply_one(&target, &object, dry_run).await {
+            Ok(applied) => said(&system::describe(&object), applied),
+            Err(e) => return Err(stopped(e, done)),
+        }
+    }
+    if dry_run || !args.wait {
+        return Ok(());
+    }
+    let available = system::wait_rolled_out(&target, &args.image, args.timeout).await?;
+    println!(
+        "the kruntimes scheduler is running: deployment {}/{} has {available} available replicas (image {})",
+        system::NAMESPACE,
+        system::DEPLOYMENT,
+        args.image
+    );
     Ok(())
 }
 
-fn confirm(target: &Target) -> anyhow::Result<()> {
+/// The floor kruntimes installs on: the submitter policy is a `MutatingAdmissionPolicy` of
+/// `admissionregistration.k8s.io/v1`, served from Kubernetes 1.36 (alpha in 1.32, beta in 1.34).
+pub const MIN_KUBERNETES: &str = "1.36";
+
+/// Refuses, changing nothing, a server that does not serve `MutatingAdmissionPolicy` at
+/// `admissionregistration.k8s.io/v1`, naming its version.
+async fn require_policy_apis(target: &Target) -> anyhow::Result<()> {
+    let served = target
+        .client
+        .list_api_group_resources("admissionregistration.k8s.io/v1")
+        .await
+        .map(|list| {
+            list.resources
+                .iter()
+                .any(|r| r.name == "mutatingadmissionpolicies")
+        });
+    match served {
+        Ok(true) => Ok(()),
+        Ok(false) | Err(kube::Error::Api(_)) => {
+            let version = target
+                .client
+                .apiserver_version()
+                .await
+                .map(|v| v.git_version)
+                .unwrap_or_else(|_| "an unknown version".into());
+            Err(anyhow!(
+                "{} runs Kubernetes {version}, which does not serve MutatingAdmissionPolicy at admissionregistration.k8s.io/v1 (the submitter policy kruntimes installs); kruntimes installs on Kubernetes {MIN_KUBERNETES} or newer; nothing was changed",
+                target.describe()
+            ))
+        }
+        Err(e) => Err(target.explain_error(e, "cannot read the admission APIs the server serves")),
+    }
+}
+
+fn confirm(target: &Target, args: &InstallArgs) -> anyhow::Result<()> {
+    let scheduler = match args.crds_only {
+        true => String::new(),
+        false => format!(
+            ", and the scheduler (namespace {}, image {})",
+            system::NAMESPACE,
+            args.image
+        ),
+    };
     let question = format!(
-        "Install the kruntimes CRDs (runtimes.kruntimes.io, runs.kruntimes.io, persistentworkspaces.kruntimes.io), the ClusterRoles kubectl-kruntimes-view and kubectl-kruntimes-edit and the admission policies {} and {} into {}?",
+        "Install the kruntimes CRDs (runtimes.kruntimes.io, runs.kruntimes.io, persistentworkspaces.kruntimes.io), the ClusterRoles kubectl-kruntimes-view and kubectl-kruntimes-edit and the admission policies {} and {}{scheduler} into {}?",
         admission_policy::NAME,
         crate::submitter_policy::NAME,
         target.describe()
@@ -181,29 +283,43 @@ fn confirm(target: &Target) -> anyhow::Result<()> {
 /// the admission policies
 /// and their bindings, in that order, and reports what changed as `kind.group/name`.
 pub async fn apply(target: &Target, dry_run: bool) -> anyhow::Result<Vec<(String, Applied)>> {
+    let mut results = Vec::new();
+    apply_each(target, dry_run, &mut |what: &str, applied| {
+        results.push((what.to_string(), applied))
+    })
+    .await?;
+    Ok(results)
+}
+
+/// [`apply`], telling `said` about each object as soon as it is applied.
+async fn apply_each(
+    target: &Target,
+    dry_run: bool,
+    said: &mut dyn FnMut(&str, Applied),
+) -> anyhow::Result<()> {
     let roles = user_roles()?;
     let (policy, binding) = admission_policy::objects()?;
     let submitter = crate::submitter_policy::objects().map_err(|e| anyhow!(e))?;
-    let mut results = Vec::new();
-    for crd in crds() {
-        results.push(apply_one(target, &crd, dry_run).await?);
-    }
-    for role in &roles {
-        results.push(apply_one(target, role, dry_run).await?);
-    }
+    let (run_policy, run_binding) = crate::run_policy::objects().map_err(|e| anyhow!(e))?;
     let runtimed_role = crate::runtime::identity::cluster_role()
         .map_err(|e| anyhow!("{e}; fix the file and rebuild"))?;
-    results.push(apply_one(target, &runtimed_role, dry_run).await?);
-    results.push(apply_one(target, &policy, dry_run).await?);
-    results.push(apply_one(target, &binding, dry_run).await?);
-    let (run_policy, run_binding) = crate::run_policy::objects().map_err(|e| anyhow!(e))?;
-    results.push(apply_one(target, &run_policy, dry_run).await?);
-    results.push(apply_one(target, &run_binding, dry_run).await?);
-    results.push(apply_one(target, &submitter.mutating, dry_run).await?);
-    results.push(apply_one(target, &submitter.mutating_binding, dry_run).await?);
-    results.push(apply_one(target, &submitter.validating, dry_run).await?);
-    results.push(apply_one(target, &submitter.validating_binding, dry_run).await?);
-    Ok(results)
+    let mut say = |(what, applied): (String, Applied)| said(&what, applied);
+    for crd in crds() {
+        say(apply_one(target, &crd, dry_run).await?);
+    }
+    for role in &roles {
+        say(apply_one(target, role, dry_run).await?);
+    }
+    say(apply_one(target, &runtimed_role, dry_run).await?);
+    say(apply_one(target, &policy, dry_run).await?);
+    say(apply_one(target, &binding, dry_run).await?);
+    say(apply_one(target, &run_policy, dry_run).await?);
+    say(apply_one(target, &run_binding, dry_run).await?);
+    say(apply_one(target, &submitter.mutating, dry_run).await?);
+    say(apply_one(target, &submitter.mutating_binding, dry_run).await?);
+    say(apply_one(target, &submitter.validating, dry_run).await?);
+    say(apply_one(target, &submitter.validating_binding, dry_run).await?);
+    Ok(())
 }
 
 /// Server-side applies one cluster-scoped object with the kruntimes field manager.

@@ -181,13 +181,13 @@ pub async fn gate(
             }
             Ok(Some(leader)) if *active.borrow() => {
                 return anyhow::anyhow!(
-                    "{leader}: stopping so that two schedulers never place Runs at once; scale the other scheduler down first (README, \"Moving from the Go kruntimes scheduler\")"
+                    "{leader}: stopping so that two schedulers never place Runs at once; scale the other scheduler down first (docs/operations/migrating-from-go.md)"
                 );
             }
             Ok(Some(leader)) => {
                 if !said_waiting {
                     warn!(
-                        "{leader}; waiting as a standby and placing no Run until it is released (scale the other scheduler down; README, \"Moving from the Go kruntimes scheduler\")"
+                        "{leader}; waiting as a standby and placing no Run until it is released (scale the other scheduler down; docs/operations/migrating-from-go.md)"
                     );
                     said_waiting = true;
                 }

@@ -1,12 +1,12 @@
 //! The thin I/O edge of the replays: lists Runtimes, Runtime Pods, heartbeat Leases, Runs,
 //! PersistentWorkspaces and PriorityClasses the way the scheduler's watches select them, for
 //! one namespace or all ([`load`], `status`), and the helpers `explain`'s loader reads one
-//! Run's objects with.
+//! Run's objects with; and finds the scheduler's leader-election Lease ([`leader_lease`]).
 //!
 //! It only reads (GET and LIST); it must never write, and it must not interpret what it read
 //! beyond turning "not found" or "forbidden" into the right one-line error.
 
-use futures::try_join;
+use futures::{join, try_join};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -14,9 +14,11 @@ use kube::api::{Api, ListParams};
 use thiserror::Error;
 
 use super::Objects;
+use super::leader::{INSTALL_NAMESPACE, LeaseRead};
 use crate::api::lenient::{self, Lenient};
 use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, PersistentWorkspace, Run, Runtime};
 use crate::kubeclient::Target;
+use crate::manager::LEADER_LEASE;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -46,13 +48,14 @@ pub async fn load(
     namespace: Option<&str>,
     runtime: Option<&str>,
 ) -> Result<Objects> {
-    let (runtimes, pods, leases, runs, workspaces, classes) = try_join!(
+    let (runtimes, pods, leases, runs, workspaces, classes, scheduler_lease) = try_join!(
         list_runtimes(target, namespace),
         list_runtime_pods(target, namespace, runtime),
         list_leases(target, namespace),
         list_runs(target, namespace),
         list_workspaces(target, namespace),
         list_priority_classes(target),
+        async { Ok::<_, Error>(leader_lease(target, namespace).await) },
     )?;
     let now = jiff::Timestamp::now();
     if let Some(ns) = namespace
@@ -72,8 +75,70 @@ pub async fn load(
         runs,
         workspaces,
         classes,
+        scheduler_lease,
         now,
     })
+}
+
+/// The scheduler's leader-election Lease where it usually is: in the shipped install's
+/// namespace and in `namespace` (the one shown; `None`: all), both at once, and only when
+/// neither has it, in every namespace by name. Never an error: a look that fails (a user
+/// without `get` on Leases there) is recorded for [`super::leader::judge`], which says so.
+pub async fn leader_lease(target: &Target, namespace: Option<&str>) -> LeaseRead {
+    let shown = namespace.filter(|ns| *ns != INSTALL_NAMESPACE);
+    let (install, shown) = join!(get_leader_lease(target, INSTALL_NAMESPACE), async {
+        match shown {
+            Some(ns) => get_leader_lease(target, ns).await,
+            None => Ok(None),
+        }
+    });
+    let mut read = LeaseRead::default();
+    for look in [install, shown] {
+        match look {
+            Ok(lease) => read.leases.extend(lease),
+            Err(why) => read.unreadable.push(why),
+        }
+    }
+    // A held Lease here speaks; otherwise (none, or a lapsed one left behind) a scheduler may
+    // lead from another namespace, such as a chart's.
+    let now = jiff::Timestamp::now();
+    if !read.leases.iter().any(|l| super::leader::held(l, now)) {
+        let by_name = ListParams::default().fields(&format!("metadata.name={LEADER_LEASE}"));
+        match Api::<Lease>::all(target.client.clone())
+            .list(&by_name)
+            .await
+        {
+            Ok(list) => read.leases = list.items,
+            Err(e) => read.unreadable.push(unreadable(
+                target,
+                e,
+                &format!("listing the Leases {LEADER_LEASE} in all namespaces"),
+            )),
+        }
+    }
+    read
+}
+
+async fn get_leader_lease(target: &Target, namespace: &str) -> Result<Option<Lease>, String> {
+    Api::<Lease>::namespaced(target.client.clone(), namespace)
+        .get_opt(LEADER_LEASE)
+        .await
+        .map_err(|e| {
+            unreadable(
+                target,
+                e,
+                &format!("reading Lease {namespace}/{LEADER_LEASE}"),
+            )
+        })
+}
+
+/// Why a look at the leader-election Lease failed, in one phrase: the API server's own words
+/// for a refusal (they name the user, the verb and the namespace).
+fn unreadable(target: &Target, e: kube::Error, doing: &str) -> String {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => s.message,
+        e => format!("{:#}", target.explain_error(e, doing)),
+    }
 }
 
 /// Every PriorityClass (cluster-scoped). A user who may not list them (the `view` role does

@@ -4,7 +4,9 @@
 //!
 //! Owns the object set and the reads; it must not decide anything. `explain` and `status`
 //! replay the scheduler's own plugins on the cache this returns, so neither re-derives a rule.
+//! Whether a scheduler runs at all is [`leader`]'s to judge, from the Lease read with them.
 
+pub mod leader;
 pub mod load;
 
 use jiff::Timestamp;
@@ -29,6 +31,8 @@ pub struct Objects {
     pub workspaces: Vec<PersistentWorkspace>,
     /// Every PriorityClass (empty when the user may not list them).
     pub classes: Vec<PriorityClass>,
+    /// The scheduler's leader-election Lease, for [`leader::judge`].
+    pub scheduler_lease: leader::LeaseRead,
     /// When the objects were read; heartbeats and waits are judged at this instant.
     pub now: Timestamp,
 }

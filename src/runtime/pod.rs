@@ -3,7 +3,7 @@
 //! main container's command, the downward-API identity, a readiness probe on runtimed's own
 //! state, and a termination grace period that leaves runtimed time to report. Pure: no client.
 //!
-//! The contract (also in the README, "Runtime Pods from any image"):
+//! The contract (also in docs/operations/runtime-pods.md, "Runtime Pods from any image"):
 //! - the main container is the template's first container. Unless it already runs `runtimed`
 //!   (an element of its `command` or `args` is `runtimed`), its command becomes
 //!   `/kruntimes/kubectl-kruntimes runtimed` and its args are cleared; the rest (image, env,

@@ -1,6 +1,6 @@
 //! The Helm chart on the single-node cluster, after the kustomize install the other scenarios
 //! use: that install removed with `kubectl delete -k deploy/` (a Run keeps running in its
-//! Runtime's namespace), `helm install` runs Runs, `helm upgrade` to
+//! Runtime's namespace), `helm install` runs Runs and passes `helm test`, `helm upgrade` to
 //! a new image rolls the scheduler while Runs keep being created, finish and never overcommit,
 //! and `helm uninstall` leaves the CRDs, the Runtime and every Run. The kustomize install is
 //! applied again at the end.
@@ -23,7 +23,7 @@ use kruntimes::api::RunPhase;
 use kruntimes::api::resources::Resources;
 
 const RELEASE: &str = "kruntimes";
-const IMAGE: &str = "docker.io/library/kubectl-kruntimes:0.1.0";
+const IMAGE: &str = "ghcr.io/kruntimes/kubectl-kruntimes:0.1.0";
 /// The same image under a new tag: the release an upgrade moves to.
 const NEXT_TAG: &str = "0.1.0-next";
 
@@ -64,6 +64,12 @@ pub async fn install_upgrade_uninstall(cluster: &Cluster) {
         "--timeout",
         "3m",
     ]);
+    // `helm test`: a Pod of the release's image, as a submitter, gets a Run admitted.
+    let tested = cluster.helm(&["test", RELEASE, "-n", SYSTEM_NS, "--timeout", "2m"]);
+    assert!(
+        tested.contains("Phase:          Succeeded") || tested.contains("Succeeded"),
+        "{tested}"
+    );
     create_run(ns, "installed", "pool", &[], "true").await;
     wait_phases(
         ns,
@@ -78,7 +84,7 @@ pub async fn install_upgrade_uninstall(cluster: &Cluster) {
     cluster.fault(&[
         "tag-image",
         IMAGE,
-        &format!("docker.io/library/kubectl-kruntimes:{NEXT_TAG}"),
+        &format!("ghcr.io/kruntimes/kubectl-kruntimes:{NEXT_TAG}"),
     ]);
     let during: Vec<String> = (1..=6).map(|i| format!("during-{i}")).collect();
     for name in &during[..3] {
@@ -111,7 +117,10 @@ pub async fn install_upgrade_uninstall(cluster: &Cluster) {
         .and_then(|s| s.template.spec)
         .map(|s| s.containers.into_iter().filter_map(|c| c.image).collect())
         .unwrap_or_default();
-    assert_eq!(images, [format!("kubectl-kruntimes:{NEXT_TAG}")]);
+    assert_eq!(
+        images,
+        [format!("ghcr.io/kruntimes/kubectl-kruntimes:{NEXT_TAG}")]
+    );
     let pods = system
         .api::<Pod>()
         .list(&ListParams::default().labels(SCHEDULER_PODS))
@@ -125,7 +134,7 @@ pub async fn install_upgrade_uninstall(cluster: &Cluster) {
         let image = pod.spec.as_ref().unwrap().containers[0].image.clone();
         assert_eq!(
             image.as_deref(),
-            Some(format!("kubectl-kruntimes:{NEXT_TAG}").as_str()),
+            Some(format!("ghcr.io/kruntimes/kubectl-kruntimes:{NEXT_TAG}").as_str()),
             "scheduler Pod {} after the upgrade",
             pod.name_any()
         );
