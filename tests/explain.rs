@@ -644,11 +644,21 @@ async fn table_yaml_and_color_outputs_agree_with_json() {
         "repelledBy",
         "queue",
         "hints",
+        "scheduler",
     ];
     let mut got = keys.clone();
     got.sort_unstable();
     want.sort_unstable();
     assert_eq!(got, want);
+    // Who leads depends on every test's schedulers (any namespace's Lease may answer): only
+    // the shape is this test's (tests/status.rs asserts the states).
+    let states = ["Leading", "Expired", "None", "Unknown"];
+    assert!(
+        states.contains(&json["scheduler"]["state"].as_str().unwrap()),
+        "{}",
+        json["scheduler"]
+    );
+    assert!(json["scheduler"]["message"].is_string());
     // And it is a Report: scripts in Rust can read it back.
     let typed: kruntimes::explain::Report = serde_json::from_value(json).unwrap();
     assert_eq!(typed.verdict, verdict);

@@ -20,7 +20,7 @@ use kruntimes::api::{ANNOTATION_SUBMITTED_BY, Resources, Run, RunPhase};
 use kruntimes::testing::run;
 use support::policy::{await_allowed, body};
 use support::pool::{HEARTBEAT, Pool};
-use support::world::{OvercommitWatch, SchedulerProcess, TestNs, create_in};
+use support::world::{OvercommitWatch, SchedulerProcess, TestNs, create_in, eventually, sample};
 use support::{roles, tokens};
 
 /// Clients of `users`, each allowed to edit in `ns` (the built-in `edit`, which the user
@@ -113,46 +113,71 @@ async fn a_flood_from_one_user_does_not_hold_another_users_runs_behind_it() {
     let scheduler = SchedulerProcess::start(&ns.name, 2, None, "fair-flood").await;
     let watch =
         OvercommitWatch::start_for_runtime(&ns, "pool", Resources::from_iter([("runs", 4)])).await;
-    let _pool = Pool::start(&ns, "pool", 4, &[("runs", 4)], &HEARTBEAT).await;
+    let pool = Pool::start(&ns, "pool", 4, &[("runs", 4)], &HEARTBEAT).await;
+    // The flood's first Runs hold their slots until the gauges have been read, so that every
+    // group still waits when they are; after, the flood flows as if there were no gate.
+    let flood = format!("{}; sleep {FLOOD_SECONDS}", pool.gates.hold("flood"));
 
-    let create = |api: Api<Run>, name: String| {
+    let create = |api: Api<Run>, name: String, script: String| {
         let ns = ns.clone();
         async move {
-            let object = body(
-                run(&name)
-                    .runtime("pool")
-                    .inline(&format!("sleep {FLOOD_SECONDS}"))
-                    .build(),
-                &ns,
-            );
+            let object = body(run(&name).runtime("pool").inline(&script).build(), &ns);
             api.create(&PostParams::default(), &object)
                 .await
                 .unwrap_or_else(|e| panic!("creating {name}: {e}"));
         }
     };
-    futures::stream::iter((0..1000).map(|i| create(alice.clone(), format!("a-{i:04}"))))
+    let alices = (0..1000).map(|i| create(alice.clone(), format!("a-{i:04}"), flood.clone()));
+    futures::stream::iter(alices)
         .buffer_unordered(16)
         .collect::<Vec<()>>()
         .await;
-    futures::stream::iter((0..10).map(|i| create(bob.clone(), format!("b-{i:02}"))))
-        .buffer_unordered(10)
-        .collect::<Vec<()>>()
+    // The scheduler's gauges (refreshed every second), each group's: its Pending Runs and its
+    // dominant share of the Runtime's 16 slots.
+    let gauges = async |want: &[(&str, f64, f64)]| {
+        let series = |name: &str, group: &str| {
+            format!(
+                "{name}{{group=\"{group}\",namespace=\"{}\",runtime=\"pool\"}}",
+                ns.name
+            )
+        };
+        let what = format!("the fair-share gauges to read {want:?} (group, Pending, share)");
+        eventually(Duration::from_secs(60), &what, async || {
+            let metrics = scheduler.metrics().await;
+            let read: Vec<(&str, Option<f64>, Option<f64>)> = want
+                .iter()
+                .map(|(group, _, _)| {
+                    let pending = series("kruntimes_scheduler_fair_share_pending_runs", group);
+                    let share = series("kruntimes_scheduler_fair_share", group);
+                    (*group, sample(&metrics, &pending), sample(&metrics, &share))
+                })
+                .collect();
+            let expected: Vec<(&str, Option<f64>, Option<f64>)> = want
+                .iter()
+                .map(|(group, pending, share)| (*group, Some(*pending), Some(*share)))
+                .collect();
+            match read == expected {
+                true => Ok(()),
+                false => Err(format!("{read:?}")),
+            }
+        })
         .await;
-    // The scheduler's gauges (refreshed every second) show the flood's group while it waits
-    // (bob's may be placed before a refresh sees them waiting).
-    let series = format!(
-        "kruntimes_scheduler_fair_share_pending_runs{{group=\"alice\",namespace=\"{}\",runtime=\"pool\"}}",
-        ns.name
-    );
-    let mut metrics = String::new();
-    for _ in 0..50 {
-        metrics = scheduler.metrics().await;
-        if metrics.contains(&series) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(metrics.contains(&series), "{metrics}");
+    };
+    // The flood fills all 16 slots and holds them: the rest of it waits.
+    gauges(&[("alice", 984.0, 1.0)]).await;
+    futures::stream::iter((0..10).map(|i| {
+        create(
+            bob.clone(),
+            format!("b-{i:02}"),
+            format!("sleep {FLOOD_SECONDS}"),
+        )
+    }))
+    .buffer_unordered(10)
+    .collect::<Vec<()>>()
+    .await;
+    // Both groups wait, and each has its gauges.
+    gauges(&[("alice", 984.0, 1.0), ("bob", 10.0, 0.0)]).await;
+    pool.open("flood");
     ns.wait_runs(
         Duration::from_secs(120),
         "bob's 10 Runs to succeed",

@@ -375,8 +375,10 @@ async fn scaling_a_runtime_down_under_load_removes_idle_pods_first() {
         .await
         .patience(HEAL);
     let watch = pool.overcommit_watch().await;
-    // One long Run: it lands on one Pod, the other two stay idle.
-    let busy = pool.runs("busy", 1, "sleep 8").await;
+    // One long Run, held until the scale-down is seen: it lands on one Pod, the other two stay
+    // idle.
+    pool.held("busy-00").create(&pool.ns).await;
+    let busy = vec!["busy-00".to_string()];
     let busy_pod = pool
         .until("busy Running", |runs| {
             runs.iter()
@@ -401,6 +403,7 @@ async fn scaling_a_runtime_down_under_load_removes_idle_pods_first() {
         pool.agents.remove(p);
         pool.capacity.remove(p);
     }
+    pool.open("busy-00");
     let done = pool.all_done(&busy).await;
     assert_eq!(done["busy-00"].phase(), RunPhase::Succeeded);
     eprintln!(

@@ -15,7 +15,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use kruntimes::api::status::{CONDITION_DISRUPTION_TARGET, reasons};
+use kruntimes::api::status::{CONDITION_DISRUPTION_TARGET, CONDITION_RUNNING, reasons};
 use kruntimes::api::{Run, RunPhase};
 use kruntimes::process::Signal;
 use kruntimes::testing::{PriorityClassBuilder, RunBuilder, priority_class, run};
@@ -24,6 +24,18 @@ use support::world::{Create, RunEvents, SchedulerProcess, TestNs, eventually};
 
 /// runtimed's grace for a preempted Run (`--shutdown-grace`) in these tests.
 const GRACE: Duration = Duration::from_secs(3);
+
+/// How long after the scheduler's stop request runtimed's answer may be stamped, beyond
+/// [`GRACE`]: one `--heartbeat-interval` of these tests ([`HEARTBEAT`]) for runtimed's watch
+/// to deliver the request and its answer's write to land (runtimed acts on the watch event
+/// itself, it polls nothing; a runtimed that renews its heartbeat every interval gets a write
+/// through within one), and 1 s because both conditions' times are stored in whole seconds.
+fn answer_margin() -> jiff::SignedDuration {
+    let [flag, interval, ..] = HEARTBEAT;
+    assert_eq!(flag, "--heartbeat-interval");
+    let interval = kruntimes::duration::parse_duration(interval).unwrap();
+    jiff::SignedDuration::try_from(interval).unwrap() + jiff::SignedDuration::from_secs(1)
+}
 
 /// A Runtime of one Pod with `runs: 1` and its runtimed ([`Pool`]), the scheduler, and the
 /// PriorityClasses of the test (cluster-scoped, so named after the namespace and deleted at
@@ -404,12 +416,12 @@ async fn a_running_run_of_a_preemptible_class_is_stopped_requeued_and_runs_again
             .map(|_| ())
     })
     .await;
-    let stopped_in = asked.elapsed();
+    let seen_after = asked.elapsed();
     // runtimed's own write, before the scheduler's Pending message replaces its reason.
     events.catch_up().await;
-    let requeued = events
-        .events()
-        .into_iter()
+    let history = events.events();
+    let requeued = history
+        .iter()
         .find(|e| {
             e.run.name_any() == "batch"
                 && e.run.phase() == RunPhase::Pending
@@ -427,9 +439,47 @@ async fn a_running_run_of_a_preemptible_class_is_stopped_requeued_and_runs_again
             .any(|c| c.type_ == CONDITION_DISRUPTION_TARGET),
         "the stop request is answered"
     );
+    // Stopped at the scheduler's request and within its grace, read from the Run's own
+    // conditions: when the scheduler asked (DisruptionTarget=True, which the answer removes,
+    // so from the version before it) and when runtimed answered (Running=False/Preempted).
+    let request = history
+        .iter()
+        .filter(|e| e.run.name_any() == "batch" && !e.deleted)
+        .find_map(|e| {
+            e.run
+                .status
+                .as_ref()?
+                .conditions
+                .iter()
+                .find(|c| c.type_ == CONDITION_DISRUPTION_TARGET && c.status == "True")
+                .cloned()
+        })
+        .expect("a version of batch with the scheduler's stop request (DisruptionTarget=True)");
+    assert_eq!(request.reason, reasons::PREEMPTION_BY_SCHEDULER);
+    let answer = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_RUNNING)
+        .filter(|c| c.status == "False" && c.reason == reasons::PREEMPTED)
+        .unwrap_or_else(|| panic!("runtimed's answer has no Running=False/Preempted: {status:?}"));
+    let answered_in = answer
+        .last_transition_time
+        .0
+        .duration_since(request.last_transition_time.0);
+    let bound = jiff::SignedDuration::try_from(GRACE).unwrap() + answer_margin();
+    eprintln!(
+        "preempted: runtimed answered the stop request {answered_in:#} after it was written (grace {GRACE:?}, bound {bound:#}); the test saw the Run back to Pending {seen_after:?} after it created the urgent one"
+    );
     assert!(
-        stopped_in < GRACE + Duration::from_secs(5),
-        "stopped after {stopped_in:?}, grace {GRACE:?}"
+        !answered_in.is_negative(),
+        "runtimed's answer ({}) is stamped before the scheduler's request ({})",
+        answer.last_transition_time.0,
+        request.last_transition_time.0
+    );
+    assert!(
+        answered_in <= bound,
+        "runtimed answered the stop request {answered_in:#} after it, more than the grace {GRACE:?} + {:#}",
+        answer_margin()
     );
     let done = ns
         .wait_runs(Duration::from_secs(60), "both Succeeded", |runs| {

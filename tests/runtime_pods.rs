@@ -351,10 +351,50 @@ async fn a_changed_template_replaces_the_pods_one_at_a_time_after_their_runs() {
     let run = ns.runs().get("long").await.unwrap();
     assert_eq!(run.phase(), RunPhase::Running, "{:?}", run.status);
 
-    // The controller looks at a draining Pod every 5 s (Runs ending do not wake it), and
-    // nothing it does to a Pod it keeps is observable: give it two looks at the busy Pod
-    // before its Run ends, so that deleting it under the Run would be seen.
-    tokio::time::sleep(Duration::from_secs(11)).await;
+    // Two looks of the controller at the busy Pod before its Run ends, so that deleting it
+    // under the Run would be seen. Nothing it does to a Pod it keeps is observable, so each
+    // look is made so: a change of the Runtime's spec that no Pod's template depends on (one
+    // more advertised resource) bumps its generation, and its status says it saw that
+    // generation (observedGeneration) only at the end of a whole pass over its Pods, after
+    // any deletion that pass made.
+    for look in 1..=2 {
+        let patch = serde_json::json!({"spec": {"capacity": {"resources": {
+            "example.com/look": look.to_string()
+        }}}});
+        let generation = ns
+            .api::<Runtime>()
+            .patch(
+                "roll",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .unwrap()
+            .metadata
+            .generation;
+        let what = format!("the Runtime controller's look {look}");
+        eventually(Duration::from_secs(30), &what, async || {
+            let r = ns
+                .api::<Runtime>()
+                .get("roll")
+                .await
+                .map_err(|e| e.to_string())?;
+            match r.status.and_then(|s| s.observed_generation) {
+                seen if seen == generation => Ok(()),
+                seen => Err(format!(
+                    "observedGeneration {seen:?}, generation {generation:?}"
+                )),
+            }
+        })
+        .await;
+        let kept = pods.get_opt(&busy).await.unwrap();
+        assert!(
+            kept.is_some_and(|p| p.metadata.deletion_timestamp.is_none()),
+            "the busy Pod was deleted under its Run at look {look}"
+        );
+    }
+    let run = ns.runs().get("long").await.unwrap();
+    assert_eq!(run.phase(), RunPhase::Running, "{:?}", run.status);
     // Its Run ends: then it goes, and its replacement comes.
     let opened = std::time::Instant::now();
     pool.open("long");

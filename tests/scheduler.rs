@@ -12,14 +12,19 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams, WatchEvent, WatchParams};
 use serde_json::json;
 
 use kruntimes::api::{Resources, Run, RunPhase, Runtime};
+use kruntimes::manager::LEADER_LEASE;
 use kruntimes::testing::{pod, pods, run, runtime};
 use support::world::{
     self, Create, OvercommitWatch, SchedulerProcess, TestNs, WAIT, eventually, message_of, pod_of,
 };
+
+/// Leader election: failover, and a leader that loses its Lease.
+#[path = "scheduler/leader.rs"]
+mod leader;
 
 const GPU: &str = "example.com/gpu";
 
@@ -425,59 +430,6 @@ async fn a_bind_conflict_releases_the_reservation_requeues_and_counts() {
 }
 
 #[tokio::test]
-async fn failover_the_standby_takes_over_and_nothing_is_overcommitted() {
-    let ns = TestNs::new("failover").await;
-    let mut capacity = HashMap::new();
-    for i in 0..10 {
-        let name = format!("py-{i}");
-        pod(&name).capacity(&[("runs", 10)]).create(&ns).await;
-        capacity.insert(name, Resources::from_iter([("runs", 10)]));
-    }
-    let watch = OvercommitWatch::start(&ns, capacity).await;
-    let mut first = SchedulerProcess::start(&ns.name, 4, Some(&ns.name), "first").await;
-    ns.wait_leader("first", Duration::from_secs(20)).await;
-    let _second = SchedulerProcess::start(&ns.name, 4, Some(&ns.name), "second").await;
-
-    for i in 0..60 {
-        run(&format!("r-{i:03}")).create(&ns).await;
-    }
-    let killed_at = Instant::now();
-    first.kill();
-    // The takeover is timed while the next 60 are created, not after them.
-    let create_more = async {
-        for i in 60..120 {
-            run(&format!("r-{i:03}")).create(&ns).await;
-        }
-    };
-    let takeover = async {
-        ns.wait_leader("second", Duration::from_secs(30)).await;
-        killed_at.elapsed()
-    };
-    let ((), takeover) = tokio::join!(create_more, takeover);
-    // Lease duration 4s, plus one retry period of the standby.
-    assert!(
-        takeover < Duration::from_secs(8),
-        "takeover took {takeover:?}"
-    );
-    let runs = ns
-        .wait_runs(
-            Duration::from_secs(60),
-            "100 scheduled, 20 pending",
-            |runs| {
-                let scheduled = world::count(runs, RunPhase::Scheduled);
-                (scheduled == 100 && world::waiting(runs) == 20).then(|| runs.to_vec())
-            },
-        )
-        .await;
-    watch.finish().await;
-    eprintln!(
-        "failover: standby took over {:.1}s after the leader was killed",
-        takeover.as_secs_f64()
-    );
-    assert_eq!(runs.len(), 120);
-}
-
-#[tokio::test]
 async fn stale_heartbeat_not_ready_and_deleted_pods_are_removed_from_placement() {
     let ns = TestNs::new("availability").await;
     let four = [("runs", 4)];
@@ -731,34 +683,4 @@ async fn the_runtime_controller_keeps_replicas_and_reports_a_malformed_capacity_
         "a Pod was touched despite the malformed capacity"
     );
     assert_eq!(pod.annotations()["kruntimes.io/capacity.runs"], "4");
-}
-
-#[tokio::test]
-async fn a_leader_that_loses_its_lease_while_alive_stops_at_once() {
-    let ns = TestNs::new("leaselost").await;
-    pod("py-a").capacity(&[("runs", 4)]).create(&ns).await;
-    let mut leader = SchedulerProcess::start(&ns.name, 1, Some(&ns.name), "leader").await;
-    ns.wait_leader("leader", Duration::from_secs(20)).await;
-    run("before").create(&ns).await;
-    ns.wait_runs(WAIT, "before scheduled", |runs| {
-        (world::phase_of(runs, "before") == Some(RunPhase::Scheduled)).then_some(())
-    })
-    .await;
-
-    // Another replica takes the Lease over while the leader is alive and connected.
-    let takeover = json!({"spec": {
-        "holderIdentity": "intruder",
-        "leaseDurationSeconds": 300,
-        "renewTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
-    }});
-    let _: Lease = ns.merge("kruntimes-scheduler", takeover).await;
-    let what = "the deposed leader to exit";
-    let status = eventually(Duration::from_secs(10), what, async || {
-        leader.child.try_wait().unwrap().ok_or("still running")
-    })
-    .await;
-    assert!(
-        !status.success(),
-        "a deposed leader must exit non-zero, got {status}"
-    );
 }

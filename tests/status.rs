@@ -2,7 +2,8 @@
 //! demand must be exactly what the running scheduler (the built binary too) writes on the Runs,
 //! its table matches the golden file (colors off), its JSON follows the documented structure,
 //! `--watch` draws a new frame when a Run finishes, redraws in place on a pseudo-terminal and
-//! stops cleanly on Ctrl-C, and `-A` stays fast with 10,000 Runs.
+//! stops cleanly on Ctrl-C, `-A` stays fast with 10,000 Runs, and it names the scheduler that
+//! leads (and its version), or says its Lease lapsed, or that it cannot be read.
 //!
 //! Each test has its own namespace; schedulers watch only that namespace.
 
@@ -68,12 +69,16 @@ fn golden(name: &str, actual: &str) {
     );
 }
 
-/// The status table with what changes from run to run (the namespace, the oldest wait)
-/// replaced by placeholders.
+/// The status table with what changes from run to run (the namespace, the oldest wait, and
+/// the scheduler line: its Lease may be another test's, found in any namespace) replaced by
+/// placeholders.
 fn normalized(ns: &str, table: &str) -> String {
     table
         .lines()
         .map(|line| {
+            if line.starts_with("Scheduler: ") {
+                return "Scheduler: <scheduler>".to_string();
+            }
             let line = line.replace(ns, "<ns>");
             match line.split_once(", the oldest for ") {
                 Some((head, _)) => format!("{head}, the oldest for <age>"),
@@ -272,9 +277,191 @@ async fn errors_are_one_line_with_a_non_zero_exit() {
     let empty = TestNs::new("st-empty").await;
     let out = status(&empty.name, &[]);
     assert!(out.status.success());
+    let said = String::from_utf8(out.stdout).unwrap();
     assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
-        format!("No Runtimes, Runtime Pods or Runs in namespace {empty}.\n")
+        normalized(&empty.name, &said),
+        "Scheduler: <scheduler>\n\nNo Runtimes, Runtime Pods or Runs in namespace <ns>.\n"
+    );
+}
+
+/// `status -o json`'s `scheduler`, which must succeed.
+fn scheduler_json(ns: &str) -> Value {
+    status_json(ns, &[])["scheduler"].clone()
+}
+
+/// The first line of the `status` table.
+fn scheduler_line(ns: &str) -> String {
+    let out = status(ns, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// Who leads, from the scheduler's own Lease in the test namespace: status looks there (and in
+/// the install's namespace) before it lists Leases anywhere, and a held Lease elsewhere could
+/// only speak once this one is not held. So it is deterministic up to the lapse; after it, an
+/// other test's scheduler leading in kubectl-kruntimes may rightly speak instead, and is let
+/// be. "No Lease at all" is not tested here (any test's Lease in any namespace would answer
+/// it): the unit tests of `replay::leader` are.
+#[tokio::test]
+async fn status_names_the_leading_scheduler_and_its_version_then_its_lapsed_lease() {
+    let ns = TestNs::new("st-leader").await;
+    pod("py-a").create(&ns).await;
+    let identity = format!("{}-sched", ns.name);
+    let mut scheduler = SchedulerProcess::start(&ns.name, 1, Some(&ns.name), &identity).await;
+    let version = kruntimes::manager::leader::version_text(&kruntimes::api::build::info());
+    let leading = support::world::eventually(WAIT, "status to name the leader", async || {
+        let s = scheduler_json(&ns.name);
+        // The version is written just after the election: wait for both.
+        if s["state"] == "Leading" && s["holder"] == identity.as_str() && !s["version"].is_null() {
+            Ok(s)
+        } else {
+            Err(s.to_string())
+        }
+    })
+    .await;
+    assert_eq!(leading["namespace"], ns.name.as_str());
+    assert_eq!(leading["version"], version.as_str());
+    for field in ["since", "renewed", "expires"] {
+        assert!(leading[field].is_string(), "{field}: {leading}");
+    }
+    let message = leading["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!("{identity} leads in {ns} for "))
+            && message.ends_with(&format!(", version {version}")),
+        "{message}"
+    );
+    let line = scheduler_line(&ns.name);
+    assert!(
+        line.starts_with(&format!("Scheduler: {identity} leads in {ns} for ")),
+        "{line}"
+    );
+
+    // SIGKILL: nothing releases the Lease; it lapses after its 4 s.
+    scheduler.kill();
+    let after = support::world::eventually(WAIT, "the lease to lapse", async || {
+        let s = scheduler_json(&ns.name);
+        match (s["state"].as_str(), s["holder"] == identity.as_str()) {
+            (Some("Expired"), true) => Ok(s),
+            (Some("Leading"), false) => Ok(s),
+            _ => Err(s.to_string()),
+        }
+    })
+    .await;
+    if after["state"] == "Leading" {
+        eprintln!("another scheduler leads elsewhere: {after}");
+        return;
+    }
+    assert_eq!(after["namespace"], ns.name.as_str());
+    assert_eq!(after["version"], version.as_str());
+    let message = after["message"].as_str().unwrap();
+    let lease = format!("Lease {ns}/kruntimes-scheduler");
+    assert!(
+        message.starts_with(&format!("{lease} expired "))
+            && message.ends_with(&format!(" ago, held by {identity}")),
+        "{message}"
+    );
+    let line = scheduler_line(&ns.name);
+    assert!(
+        line.starts_with(&format!(
+            "Scheduler: none leads, Pending Runs wait unless one runs without leader election — {lease} expired "
+        )),
+        "{line}"
+    );
+    // explain says the same, and that a Run that fits now is placed by nobody.
+    run("fits").create(&ns).await;
+    let out = support::kruntimes()
+        .args(["explain", "run/fits", "-n", &ns.name])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let verdict = text.lines().next().unwrap();
+    assert!(
+        verdict.starts_with("Fits: would be placed on py-a (score ")
+            && verdict
+                .ends_with("), but no scheduler leads: unless one runs without leader election, nothing places it"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "\nScheduler: none leads, Pending Runs wait unless one runs without leader election — {lease} expired "
+        )),
+        "{text}"
+    );
+}
+
+/// A user who may read the namespace's objects, but not the Lease in the install's namespace
+/// nor Leases cluster-wide, gets the pool and `Unknown` with the API server's reason: not an
+/// error of the command.
+#[tokio::test]
+async fn a_user_who_may_not_read_the_schedulers_lease_gets_unknown_and_the_reason() {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let ns = TestNs::new("st-nolease").await;
+    pod("py-a").create(&ns).await;
+    let user = format!("{}-viewer", ns.name);
+    let role: Role = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "status-reader"},
+        "rules": [
+            {"apiGroups": ["kruntimes.io"], "resources": ["runs", "runtimes", "persistentworkspaces"],
+             "verbs": ["get", "list"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list"]},
+        ]
+    }))
+    .unwrap();
+    support::world::create_in(&ns, role).await;
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "status-reader"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "status-reader"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+    }))
+    .unwrap();
+    support::world::create_in(&ns, binding).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = support::tokens::user_kubeconfig(dir.path(), &user, &ns.name);
+
+    // The binding reaches the authorizer's cache soon after it is created.
+    let json = support::world::eventually(WAIT, "status as the viewer", async || {
+        let out = support::kruntimes()
+            .env("KUBECONFIG", &kubeconfig)
+            .args(["status", "-o", "json"])
+            .output()
+            .unwrap();
+        if out.status.success() {
+            Ok(serde_json::from_slice::<Value>(&out.stdout).unwrap())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).to_string())
+        }
+    })
+    .await;
+    assert_eq!(json["runtimes"][0]["pods"]["total"], 1);
+    let scheduler = &json["scheduler"];
+    assert_eq!(scheduler["state"], "Unknown", "{scheduler}");
+    let message = scheduler["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("cannot tell whether a scheduler runs: ")
+            && message.contains(&format!("User \"{user}\" cannot get resource \"leases\""))
+            && message.contains("kubectl-kruntimes"),
+        "{message}"
+    );
+    let out = support::kruntimes()
+        .env("KUBECONFIG", &kubeconfig)
+        .args(["status"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        table.starts_with("Scheduler: unknown — cannot tell whether a scheduler runs: "),
+        "{table}"
     );
 }
 

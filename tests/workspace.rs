@@ -8,10 +8,14 @@
 mod support;
 
 use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt as _;
+use jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use kube::api::DeleteParams;
+use kube::runtime::watcher;
 
 use kruntimes::api::{PersistentWorkspace, Run, RunPhase};
 use kruntimes::testing::{run, runtime, workspace};
@@ -58,6 +62,88 @@ async fn wait_workspace(
         }
     })
     .await
+}
+
+/// Every version of a namespace's PersistentWorkspaces a watch of the test's own delivered,
+/// in the API server's order: a deleted one's last version with them. Stopped on drop.
+struct WorkspaceVersions {
+    seen: Arc<Mutex<Vec<(PersistentWorkspace, bool)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for WorkspaceVersions {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl WorkspaceVersions {
+    /// Starts the watch and returns once its initial list is in.
+    async fn start(ns: &TestNs) -> Self {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (listed, is_listed) = tokio::sync::oneshot::channel();
+        let sink = seen.clone();
+        let api = ns.api::<PersistentWorkspace>();
+        let task = tokio::spawn(async move {
+            let mut listed = Some(listed);
+            let mut stream = watcher(api, watcher::Config::default()).boxed();
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(watcher::Event::Apply(w) | watcher::Event::InitApply(w)) => {
+                        sink.lock().unwrap().push((w, false))
+                    }
+                    Ok(watcher::Event::Delete(w)) => sink.lock().unwrap().push((w, true)),
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(tx) = listed.take() {
+                            let _ = tx.send(());
+                        }
+                    }
+                    Ok(watcher::Event::Init) | Err(_) => {}
+                }
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(30), is_listed)
+            .await
+            .expect("the PersistentWorkspace watch did not list within 30s")
+            .expect("the PersistentWorkspace watch ended before it listed");
+        WorkspaceVersions { seen, task }
+    }
+
+    /// The versions of `name` so far, each with whether it is the one its deletion carried.
+    fn of(&self, name: &str) -> Vec<(PersistentWorkspace, bool)> {
+        let seen = self.seen.lock().unwrap();
+        seen.iter()
+            .filter(|(w, _)| w.name_any() == name)
+            .cloned()
+            .collect()
+    }
+}
+
+/// The workspaces' `ttlSecondsAfterUnused` in the TTL test.
+const TTL_SECONDS: i32 = 2;
+
+fn ttl() -> SignedDuration {
+    SignedDuration::from_secs(TTL_SECONDS.into())
+}
+
+/// When `w` was Released: its `Bound=False/Released` condition, stamped by the scheduler as it
+/// wrote the release (whole seconds).
+fn released_at(w: &PersistentWorkspace) -> Option<Timestamp> {
+    w.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Bound" && c.status == "False" && c.reason == "Released")
+        .map(|c| c.last_transition_time.0)
+}
+
+/// `status.lastUsedTime` of `w`.
+fn last_used(w: &PersistentWorkspace) -> Timestamp {
+    w.status
+        .as_ref()
+        .and_then(|s| s.last_used_time.as_ref())
+        .unwrap_or_else(|| panic!("{} has no lastUsedTime: {:?}", w.name_any(), w.status))
+        .0
 }
 
 async fn wait_phase(ns: &TestNs, name: &str, phase: RunPhase) -> Run {
@@ -273,14 +359,15 @@ async fn an_unused_workspace_is_released_after_its_ttl_and_deleted_unless_retain
     let ns = TestNs::new("ws-ttl").await;
     let _scheduler = SchedulerProcess::start(&ns.name, 4, None, "ws-ttl").await;
     let pool = Pool::start(&ns, RUNTIME, 1, &[("runs", 2)], &HEARTBEAT).await;
+    let versions = WorkspaceVersions::start(&ns).await;
     workspace("scratch")
         .runtime(RUNTIME)
-        .ttl(2)
+        .ttl(TTL_SECONDS)
         .create(&ns)
         .await;
     workspace("kept")
         .runtime(RUNTIME)
-        .ttl(2)
+        .ttl(TTL_SECONDS)
         .cleanup_policy("Retain")
         .create(&ns)
         .await;
@@ -290,12 +377,45 @@ async fn an_unused_workspace_is_released_after_its_ttl_and_deleted_unless_retain
     step("use-kept", "kept", &pool.gates.hold("use-kept"))
         .create(&ns)
         .await;
-    // In use for longer than the TTL: neither is released while its Run runs. What is checked
-    // is an absence over time, so time must pass: both Runs are held Running for twice the
-    // TTL, and then both workspaces are still there and Bound.
+    // In use for longer than the TTL: neither is released while its Run runs. Both are Bound
+    // by their Runs, the binding stamping lastUsedTime, from which an unused TTL would count.
     wait_phase(&ns, "use-scratch", RunPhase::Running).await;
     wait_phase(&ns, "use-kept", RunPhase::Running).await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut bound_at = Vec::new();
+    for name in ["scratch", "kept"] {
+        let w = get_workspace(&ns, name).await;
+        assert_eq!(w.phase(), kruntimes::api::WorkspacePhase::Bound, "{name}");
+        bound_at.push((name, last_used(&w)));
+    }
+    // The absence is awaited, not slept on: the scheduler's own word that it looked after
+    // their TTLs ran out. A third workspace with the same TTL that nothing uses, created now
+    // (after both bindings), is Released by a lifecycle pass at least a TTL after its
+    // creation. Every pass weighs every workspace at one `now`, so that pass would have
+    // released the two in use too, had their use not kept them. (It may write them after
+    // idle: the release times checked below, from the workspaces' own conditions, catch a
+    // release while in use whatever the order.)
+    workspace("idle")
+        .runtime(RUNTIME)
+        .ttl(TTL_SECONDS)
+        .cleanup_policy("Retain")
+        .create(&ns)
+        .await;
+    let idle = wait_workspace(&ns, "idle", "idle Released after its TTL", |w| {
+        w.phase() == kruntimes::api::WorkspacePhase::Released
+    })
+    .await;
+    let idle_created = idle.creation_timestamp().unwrap().0;
+    let pass = released_at(&idle).expect("idle's Released condition");
+    assert!(
+        pass >= idle_created + ttl(),
+        "idle was released at {pass}, before its TTL from its creation at {idle_created}"
+    );
+    for (name, used) in &bound_at {
+        assert!(
+            pass >= *used + ttl(),
+            "the pass that released idle ({pass}) came before {name}'s TTL from its binding ({used}) ran out"
+        );
+    }
     for name in ["scratch", "kept"] {
         let w = get_workspace(&ns, name).await;
         assert_eq!(
@@ -306,16 +426,19 @@ async fn an_unused_workspace_is_released_after_its_ttl_and_deleted_unless_retain
         );
     }
     pool.gates.open("all");
+    // Each was in use past its TTL (from its binding to its Run's end, as stamped), and was
+    // released only once its TTL had passed from the end of that use (lastUsedTime), never
+    // while the Run ran (that Released would be stamped before the Run's end).
     let done = wait_phase(&ns, "use-kept", RunPhase::Succeeded).await;
     let finished = done.status.unwrap().completion_time.unwrap().0;
     let kept = wait_workspace(&ns, "kept", "kept Released after its TTL", |w| {
         w.phase() == kruntimes::api::WorkspacePhase::Released
     })
     .await;
-    let status = kept.status.unwrap();
-    let last_used = status.last_used_time.unwrap().0;
+    let status = kept.status.clone().unwrap();
+    let last_used_time = status.last_used_time.unwrap().0;
     assert_eq!(
-        last_used, finished,
+        last_used_time, finished,
         "lastUsedTime is the end of its last use"
     );
     let api = ns.api::<PersistentWorkspace>();
@@ -328,6 +451,55 @@ async fn an_unused_workspace_is_released_after_its_ttl_and_deleted_unless_retain
         },
     )
     .await;
+    // scratch is gone: its Released version as the watch delivered it.
+    let scratch = eventually(
+        Duration::from_secs(30),
+        "the watch to deliver scratch's deletion",
+        async || {
+            let seen = versions.of("scratch");
+            match seen.iter().any(|(_, deleted)| *deleted) {
+                true => Ok(seen),
+                false => Err(format!("{} versions, none deleted", seen.len())),
+            }
+        },
+    )
+    .await;
+    let scratch = scratch
+        .into_iter()
+        .map(|(w, _)| w)
+        .find(|w| w.phase() == kruntimes::api::WorkspacePhase::Released)
+        .expect("a Released version of scratch before its deletion");
+    let scratch_done = ns.get_run("use-scratch").await;
+    assert_eq!(scratch_done.phase(), RunPhase::Succeeded);
+    let scratch_finished = scratch_done.status.unwrap().completion_time.unwrap().0;
+    assert_eq!(
+        last_used(&scratch),
+        scratch_finished,
+        "scratch's lastUsedTime is the end of its last use"
+    );
+    for (ws, finished, released) in [
+        (&kept, finished, released_at(&kept)),
+        (&scratch, scratch_finished, released_at(&scratch)),
+    ] {
+        let name = ws.name_any();
+        let used = bound_at.iter().find(|(n, _)| *n == name).unwrap().1;
+        let released =
+            released.unwrap_or_else(|| panic!("{name}'s Released condition: {:?}", ws.status));
+        assert!(
+            finished >= used + ttl(),
+            "{name} was in use {:#} from its binding, not past its TTL ({TTL_SECONDS}s)",
+            finished.duration_since(used)
+        );
+        assert!(
+            released >= finished + ttl(),
+            "{name} was released at {released}, less than its TTL ({TTL_SECONDS}s) after its last use ended at {finished}"
+        );
+        eprintln!(
+            "{name}: in use {:#} from its binding (TTL {TTL_SECONDS}s) and not released; released {:#} after its last use ended",
+            finished.duration_since(used),
+            released.duration_since(finished)
+        );
+    }
     // A Run naming the Released workspace fails with the reason and what to do.
     step("late", "kept", "true").create(&ns).await;
     let late = wait_phase(&ns, "late", RunPhase::Failed).await;

@@ -212,6 +212,24 @@ pub fn go_tools(script: &str) -> PathBuf {
 }
 
 /// The real `kubectl` built with the control plane (same version), pointed at it.
+/// Runs `cmd` with `input` on its stdin and returns its output.
+pub fn output_with_stdin(cmd: &mut Command, input: &[u8]) -> Output {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn a command");
+    child
+        .stdin
+        .take()
+        .expect("its stdin")
+        .write_all(input)
+        .expect("write its stdin");
+    child.wait_with_output().expect("wait for it")
+}
+
 pub fn kubectl() -> Command {
     let cp = control_plane();
     let mut cmd = Command::new(cp.bin_dir.join("kubectl"));
@@ -246,7 +264,7 @@ pub fn install_crds() {
 /// their own).
 pub fn install_crds_with(binary: &Path, kubeconfig: &Path) {
     let out = Command::new(binary)
-        .args(["install", "--yes", "--timeout", "60s"])
+        .args(["install", "--yes", "--crds-only", "--timeout", "60s"])
         .env("KUBECONFIG", kubeconfig)
         .env("NO_COLOR", "1")
         .output()
