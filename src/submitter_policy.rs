@@ -3,8 +3,11 @@
 //! written, which the scheduler's fairness groups read, and the ValidatingAdmissionPolicy (and
 //! its binding) that refuses any other value while the mutation cannot run.
 //!
-//! The policy is `deploy/submitter-policy.yaml`, embedded so that `install` applies and
-//! prints exactly the shipped file. This module only parses it ([`crate::install`] applies).
+//! The validating policy is `deploy/submitter-policy.yaml` (GA on every Kubernetes kruntimes
+//! supports), the mutating one `deploy/submitter-mutation/submitter-mutation.yaml` (Kubernetes
+//! 1.36, or 1.34 and 1.35 where enabled: apart, so that `kubectl apply -k deploy/` works on
+//! 1.32), both embedded so that `install` applies and prints exactly the shipped files. This
+//! module only parses them ([`crate::install`] applies, at the version the server serves).
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingAdmissionPolicy,
@@ -15,8 +18,13 @@ use serde::Deserialize as _;
 /// Name of the policy and of its binding.
 pub const NAME: &str = "kubectl-kruntimes-submitter";
 
-/// `deploy/submitter-policy.yaml`, as shipped.
+/// `deploy/submitter-policy.yaml`, as shipped: the ValidatingAdmissionPolicy and its binding.
 pub const MANIFEST: &str = include_str!("../deploy/submitter-policy.yaml");
+
+/// `deploy/submitter-mutation/submitter-mutation.yaml`, as shipped: the
+/// MutatingAdmissionPolicy and its binding.
+pub const MUTATION_MANIFEST: &str =
+    include_str!("../deploy/submitter-mutation/submitter-mutation.yaml");
 
 /// The policies and their bindings, parsed from [`MANIFEST`].
 #[derive(Debug, Clone)]
@@ -27,24 +35,42 @@ pub struct Objects {
     pub validating_binding: ValidatingAdmissionPolicyBinding,
 }
 
-/// [`Objects`] from [`MANIFEST`], or why the embedded file is not them.
+/// [`Objects`] from [`MUTATION_MANIFEST`] and [`MANIFEST`], or why an embedded file is not them.
 pub fn objects() -> Result<Objects, String> {
+    let [m, mb] = pair(
+        "deploy/submitter-mutation/submitter-mutation.yaml",
+        MUTATION_MANIFEST,
+        "a MutatingAdmissionPolicy",
+    )?;
+    let [v, vb] = pair(
+        "deploy/submitter-policy.yaml",
+        MANIFEST,
+        "a ValidatingAdmissionPolicy",
+    )?;
+    let bad = |file: &str, n: usize, e: serde_json::Error| {
+        format!("document {n} of the embedded {file}: {e}; fix the file and rebuild")
+    };
+    let mutation = "deploy/submitter-mutation/submitter-mutation.yaml";
+    let validation = "deploy/submitter-policy.yaml";
+    Ok(Objects {
+        mutating: MutatingAdmissionPolicy::deserialize(m).map_err(|e| bad(mutation, 1, e))?,
+        mutating_binding: MutatingAdmissionPolicyBinding::deserialize(mb)
+            .map_err(|e| bad(mutation, 2, e))?,
+        validating: ValidatingAdmissionPolicy::deserialize(v).map_err(|e| bad(validation, 1, e))?,
+        validating_binding: ValidatingAdmissionPolicyBinding::deserialize(vb)
+            .map_err(|e| bad(validation, 2, e))?,
+    })
+}
+
+/// The two documents of the embedded `file` (`what` and its binding).
+fn pair(file: &str, text: &str, what: &str) -> Result<[serde_json::Value; 2], String> {
     let bad = |why: String| {
         format!(
-            "the embedded deploy/submitter-policy.yaml is not a MutatingAdmissionPolicy, a ValidatingAdmissionPolicy and their bindings: {why}; fix the file and rebuild"
+            "the embedded {file} is not {what} and its binding: {why}; fix the file and rebuild"
         )
     };
-    let docs = crate::yaml::documents(MANIFEST).map_err(bad)?;
-    let [m, mb, v, vb] = <[_; 4]>::try_from(docs)
-        .map_err(|docs| bad(format!("it has {} documents, not 4", docs.len())))?;
-    let doc = |n: usize, e: serde_json::Error| bad(format!("document {n}: {e}"));
-    Ok(Objects {
-        mutating: MutatingAdmissionPolicy::deserialize(m).map_err(|e| doc(1, e))?,
-        mutating_binding: MutatingAdmissionPolicyBinding::deserialize(mb).map_err(|e| doc(2, e))?,
-        validating: ValidatingAdmissionPolicy::deserialize(v).map_err(|e| doc(3, e))?,
-        validating_binding: ValidatingAdmissionPolicyBinding::deserialize(vb)
-            .map_err(|e| doc(4, e))?,
-    })
+    let docs = crate::yaml::documents(text).map_err(bad)?;
+    <[_; 2]>::try_from(docs).map_err(|docs| bad(format!("it has {} documents, not 2", docs.len())))
 }
 
 #[cfg(test)]

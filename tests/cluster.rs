@@ -242,11 +242,17 @@ const RUNTIME_SERVER: &str = "kruntimes-test/runtime-server:1";
 /// The cluster's only node (tests/cluster/cluster.sh).
 const NODE: &str = "kruntimes-node";
 
-/// `kubectl apply -k deploy/crds/` and `kubectl apply -k deploy/` with the image built from this checkout: both replicas run and
+/// `kubectl apply -k deploy/crds/`, `kubectl apply -k deploy/` and `deploy/submitter-mutation/` with the image built from this checkout: both replicas run and
 /// are ready, exactly one leads, and `/metrics` answers through the API server's pod proxy.
 async fn deploy(cluster: &Cluster) {
     cluster.kubectl(&["apply", "-k", &repo().join("deploy/crds").to_string_lossy()]);
     cluster.kubectl(&["apply", "-k", &repo().join("deploy").to_string_lossy()]);
+    // Kubernetes 1.36: the submitter's mutating policy too.
+    cluster.kubectl(&[
+        "apply",
+        "-k",
+        &repo().join("deploy/submitter-mutation").to_string_lossy(),
+    ]);
     cluster.kubectl(&[
         "wait",
         "--for=condition=Established",

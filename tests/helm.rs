@@ -7,47 +7,14 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
+use std::path::Path;
 
 use serde_json::Value;
 
+use support::helm::{chart, helm};
+
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn chart() -> PathBuf {
-    repo().join(kruntimes::generate::CHART)
-}
-
-/// helm, built from helm.sh/helm/v4 by tests/helm/build.sh.
-fn helm_bin() -> PathBuf {
-    support::go_tools("tests/helm/build.sh").join("helm")
-}
-
-/// `helm ARGS` with its own config and cache (never the user's), against the test control
-/// plane when `kubeconfig` is given. Panics with helm's output when it fails.
-fn helm(args: &[&str], kubeconfig: Option<&Path>) -> String {
-    static HOME: OnceLock<tempfile::TempDir> = OnceLock::new();
-    let home = HOME.get_or_init(|| tempfile::tempdir().unwrap()).path();
-    let mut cmd = Command::new(helm_bin());
-    cmd.args(args)
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_DATA_HOME", home.join("data"));
-    match kubeconfig {
-        Some(k) => cmd.env("KUBECONFIG", k),
-        None => cmd.env_remove("KUBECONFIG"),
-    };
-    let out = cmd.output().expect("run helm");
-    assert!(
-        out.status.success(),
-        "helm {args:?}: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Held by each test that writes the chart's cluster-scoped objects (ClusterRoles, the
@@ -152,6 +119,9 @@ fn template(extra: &[&str]) -> Vec<Value> {
         "--namespace",
         "kubectl-kruntimes",
         "--skip-tests",
+        // What Kubernetes 1.36 serves: the mutating policy at v1, as deploy/ has it.
+        "--api-versions",
+        "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy",
     ];
     args.extend(extra);
     objects(&helm(&args, None))
@@ -170,12 +140,8 @@ fn the_schema_refuses_bad_values_and_the_pdb_and_test_follow_the_values() {
         ("image.pullPolicy=Sometimes", "pullPolicy"),
         ("scheduler.replicass=2", "replicass"),
     ] {
-        let out = Command::new(helm_bin())
+        let out = support::helm::command()
             .args(["template", "r1", chart, "--set", set])
-            .env(
-                "HELM_CONFIG_HOME",
-                std::env::temp_dir().join("kruntimes-helm-schema"),
-            )
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -186,25 +152,60 @@ fn the_schema_refuses_bad_values_and_the_pdb_and_test_follow_the_values() {
             "--set {set}: {err}"
         );
     }
-    // The real floor: MutatingAdmissionPolicy v1 is served from Kubernetes 1.36.
-    let older = Command::new(helm_bin())
-        .args(["template", "r1", chart, "--kube-version", "1.35.4"])
-        .env(
-            "HELM_CONFIG_HOME",
-            std::env::temp_dir().join("kruntimes-helm-schema"),
-        )
+    // The floor: Kubernetes 1.32, where everything the chart applies is GA but the mutating
+    // policy, which goes at the version the cluster serves (tests/kubernetes_1_32.rs installs
+    // the chart on one that serves none).
+    let older = support::helm::command()
+        .args(["template", "r1", chart, "--kube-version", "1.31.9"])
         .output()
         .unwrap();
     assert!(
         !older.status.success(),
-        "the chart rendered for Kubernetes 1.35"
+        "the chart rendered for Kubernetes 1.31"
     );
     assert!(
-        String::from_utf8_lossy(&older.stderr).contains(">=1.36.0-0"),
+        String::from_utf8_lossy(&older.stderr).contains(">=1.32.0-0"),
         "{}",
         String::from_utf8_lossy(&older.stderr)
     );
-    helm(&["template", "r1", chart, "--kube-version", "1.36.0"], None);
+    helm(&["template", "r1", chart, "--kube-version", "1.32.0"], None);
+    let mutating = |served: &str| -> Vec<(String, String)> {
+        let rendered = objects(&helm(
+            &[
+                "template",
+                "r1",
+                chart,
+                "--skip-tests",
+                "--api-versions",
+                served,
+            ],
+            None,
+        ));
+        rendered
+            .iter()
+            .filter(|o| o["kind"].as_str().unwrap().starts_with("Mutating"))
+            .map(|o| {
+                (
+                    o["kind"].as_str().unwrap().into(),
+                    o["apiVersion"].as_str().unwrap().into(),
+                )
+            })
+            .collect()
+    };
+    for version in ["v1", "v1beta1"] {
+        let api_version = format!("admissionregistration.k8s.io/{version}");
+        assert_eq!(
+            mutating(&format!("{api_version}/MutatingAdmissionPolicy")),
+            [
+                ("MutatingAdmissionPolicy".to_string(), api_version.clone()),
+                (
+                    "MutatingAdmissionPolicyBinding".to_string(),
+                    api_version.clone()
+                ),
+            ],
+            "the mutating policy where the cluster serves it at {version}"
+        );
+    }
     let kinds = |objects: &[Value]| -> Vec<String> {
         objects
             .iter()
@@ -283,6 +284,7 @@ fn the_chart_lints_and_renders_exactly_deploy_with_default_values() {
     let mut deployed: Vec<(Key, Value)> = kustomize("deploy")
         .into_iter()
         .chain(kustomize("deploy/crds"))
+        .chain(kustomize("deploy/submitter-mutation"))
         .filter(|o| o["kind"] != "Namespace" && o["kind"] != "CustomResourceDefinition")
         .map(|o| (key(&o), o))
         .collect();

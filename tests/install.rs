@@ -239,14 +239,15 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
         ),
         ("ValidatingAdmissionPolicy", "kubectl-kruntimes-run"),
         ("ValidatingAdmissionPolicyBinding", "kubectl-kruntimes-run"),
-        ("MutatingAdmissionPolicy", "kubectl-kruntimes-submitter"),
-        (
-            "MutatingAdmissionPolicyBinding",
-            "kubectl-kruntimes-submitter",
-        ),
         ("ValidatingAdmissionPolicy", "kubectl-kruntimes-submitter"),
         (
             "ValidatingAdmissionPolicyBinding",
+            "kubectl-kruntimes-submitter",
+        ),
+        // deploy/submitter-mutation/, which install applies where the server serves it.
+        ("MutatingAdmissionPolicy", "kubectl-kruntimes-submitter"),
+        (
+            "MutatingAdmissionPolicyBinding",
             "kubectl-kruntimes-submitter",
         ),
         // Then the scheduler (deploy/scheduler.yaml).
@@ -269,6 +270,7 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
         "deploy/runtimed-policy.yaml",
         "deploy/run-policy.yaml",
         "deploy/submitter-policy.yaml",
+        "deploy/submitter-mutation/submitter-mutation.yaml",
         "deploy/scheduler.yaml",
     ] {
         let shipped =

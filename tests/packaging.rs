@@ -106,17 +106,18 @@ fn install_print_is_the_committed_deploy_files() {
     let printed = print(&["--crds-only"]);
     let file = |name: &str| std::fs::read_to_string(repo().join("deploy").join(name)).unwrap();
     let committed = format!(
-        "{}---\n{}---\n{}---\n{}---\n{}---\n{}",
+        "{}---\n{}---\n{}---\n{}---\n{}---\n{}---\n{}",
         file("crds/crds.yaml"),
         file("user-roles.yaml"),
         file("crds/runtimed-role.yaml"),
         file("runtimed-policy.yaml"),
         file("run-policy.yaml"),
-        file("submitter-policy.yaml")
+        file("submitter-policy.yaml"),
+        file("submitter-mutation/submitter-mutation.yaml")
     );
     assert_eq!(
         printed, committed,
-        "install --print --crds-only differs from deploy/crds/crds.yaml + user-roles.yaml + crds/runtimed-role.yaml + runtimed-policy.yaml + run-policy.yaml + submitter-policy.yaml; run `cargo xtask gen`"
+        "install --print --crds-only differs from deploy/crds/crds.yaml + user-roles.yaml + crds/runtimed-role.yaml + runtimed-policy.yaml + run-policy.yaml + submitter-policy.yaml + submitter-mutation/submitter-mutation.yaml; run `cargo xtask gen`"
     );
     // The whole system: the same, then the scheduler with the release's image.
     let scheduler = file("scheduler.yaml");
@@ -208,6 +209,25 @@ fn deploy_kustomization_renders_everything_and_names_one_image() {
             "kubectl kustomize deploy/ lacks {id}: {ids:?}"
         );
     }
+    // deploy/ applies on Kubernetes 1.32: the submitter's MutatingAdmissionPolicy (1.36) is a
+    // kustomization of its own, next to its ValidatingAdmissionPolicy in deploy/.
+    assert!(
+        ids.contains("ValidatingAdmissionPolicy /kubectl-kruntimes-submitter")
+            && !ids.iter().any(|id| id.starts_with("Mutating")),
+        "kubectl kustomize deploy/: {ids:?}"
+    );
+    let mutation: BTreeSet<String> =
+        kinds_and_names(&kustomize(&repo().join("deploy/submitter-mutation")))
+            .into_iter()
+            .map(|(kind, namespace, name)| format!("{kind} {namespace}/{name}"))
+            .collect();
+    assert_eq!(
+        mutation,
+        BTreeSet::from([
+            "MutatingAdmissionPolicy /kubectl-kruntimes-submitter".to_string(),
+            "MutatingAdmissionPolicyBinding /kubectl-kruntimes-submitter".to_string(),
+        ])
+    );
     // `kubectl delete -k deploy/` deletes no namespace that holds Runtimes (the scheduler's
     // is its own): the example is a kustomization of its own.
     let namespaces: Vec<&String> = ids

@@ -99,6 +99,10 @@ const CHART_FILES: &[(&str, &str)] = &[
     ("run-policy.yaml", crate::run_policy::MANIFEST),
     ("submitter-policy.yaml", crate::submitter_policy::MANIFEST),
     (
+        "submitter-mutation.yaml",
+        crate::submitter_policy::MUTATION_MANIFEST,
+    ),
+    (
         "runtimed-role.yaml",
         crate::runtime::identity::CLUSTER_ROLE_MANIFEST,
     ),

@@ -29,6 +29,7 @@ use crate::cli::{DryRun, GlobalArgs, InstallArgs};
 use crate::kubeclient::{self, Target};
 
 mod coexistence;
+mod mutating;
 mod progress;
 pub mod system;
 pub mod uninstall;
@@ -85,8 +86,9 @@ pub fn crds_yaml() -> anyhow::Result<String> {
 
 /// Everything install applies, as one multi-document YAML stream: the CRDs, then the shipped
 /// files verbatim (comments included): `deploy/crds/crds.yaml`, `deploy/user-roles.yaml`,
-/// `deploy/crds/runtimed-role.yaml`, `deploy/runtimed-policy.yaml`, `deploy/run-policy.yaml`
-/// and `deploy/submitter-policy.yaml`, in that order.
+/// `deploy/crds/runtimed-role.yaml`, `deploy/runtimed-policy.yaml`, `deploy/run-policy.yaml`,
+/// `deploy/submitter-policy.yaml` and `deploy/submitter-mutation/submitter-mutation.yaml` (which
+/// `install` applies only where the server serves it), in that order.
 pub fn manifests_yaml() -> anyhow::Result<String> {
     let mut out = crds_yaml()?;
     for file in [
@@ -95,6 +97,7 @@ pub fn manifests_yaml() -> anyhow::Result<String> {
         admission_policy::MANIFEST,
         crate::run_policy::MANIFEST,
         crate::submitter_policy::MANIFEST,
+        crate::submitter_policy::MUTATION_MANIFEST,
     ] {
         out.push_str("---\n");
         out.push_str(file);
@@ -134,9 +137,9 @@ pub async fn exec(global: &GlobalArgs, args: &InstallArgs) -> anyhow::Result<()>
     }
     let dry_run = args.dry_run == DryRun::Server;
     let target = kubeclient::connect(global).await?;
-    // Before anything is written: a server without the APIs kruntimes applies would take half
-    // of it and refuse the rest.
-    require_policy_apis(&target).await?;
+    // Before anything is written: a server older than kruntimes' floor would take half of it
+    // and refuse the rest; one without MutatingAdmissionPolicy gets everything else.
+    let mutating = served_apis(&target).await?;
     // Before anything is written: what is already there, and what install would change.
     let notices = coexistence::survey(&target).await?;
     for notice in &notices {
@@ -173,7 +176,7 @@ pub async fn exec(global: &GlobalArgs, args: &InstallArgs) -> anyhow::Result<()>
             "install stopped after applying {done} objects (listed above); run it again to finish"
         ))
     };
-    if let Err(e) = apply_each(&target, dry_run, &mut said).await {
+    if let Err(e) = apply_each(&target, mutating, dry_run, &mut said).await {
         return Err(stopped(e, done));
     }
     if !dry_run {
@@ -212,38 +215,48 @@ pub async fn exec(global: &GlobalArgs, args: &InstallArgs) -> anyhow::Result<()>
     Ok(())
 }
 
-/// The floor kruntimes installs on: the submitter policy is a `MutatingAdmissionPolicy` of
-/// `admissionregistration.k8s.io/v1`, served from Kubernetes 1.36 (alpha in 1.32, beta in 1.34).
-pub const MIN_KUBERNETES: &str = "1.36";
+/// The oldest Kubernetes minor kruntimes installs on: every API it applies is GA there but
+/// MutatingAdmissionPolicy, which [`mutating`] applies where it is served and otherwise leaves
+/// out with a note.
+pub const MIN_KUBERNETES: (u32, u32) = (1, 32);
 
-/// Refuses, changing nothing, a server that does not serve `MutatingAdmissionPolicy` at
-/// `admissionregistration.k8s.io/v1`, naming its version.
-async fn require_policy_apis(target: &Target) -> anyhow::Result<()> {
-    let served = target
+/// Refuses, changing nothing, a server older than [`MIN_KUBERNETES`], naming its version, and
+/// returns the version MutatingAdmissionPolicy is served at, saying what is left out where it
+/// is not.
+async fn served_apis(target: &Target) -> anyhow::Result<Option<&'static str>> {
+    let info = target
         .client
-        .list_api_group_resources("admissionregistration.k8s.io/v1")
+        .apiserver_version()
         .await
-        .map(|list| {
-            list.resources
-                .iter()
-                .any(|r| r.name == "mutatingadmissionpolicies")
-        });
-    match served {
-        Ok(true) => Ok(()),
-        Ok(false) | Err(kube::Error::Api(_)) => {
-            let version = target
-                .client
-                .apiserver_version()
-                .await
-                .map(|v| v.git_version)
-                .unwrap_or_else(|_| "an unknown version".into());
-            Err(anyhow!(
-                "{} runs Kubernetes {version}, which does not serve MutatingAdmissionPolicy at admissionregistration.k8s.io/v1 (the submitter policy kruntimes installs); kruntimes installs on Kubernetes {MIN_KUBERNETES} or newer; nothing was changed",
-                target.describe()
-            ))
-        }
-        Err(e) => Err(target.explain_error(e, "cannot read the admission APIs the server serves")),
+        .map_err(|e| target.explain_error(e, "cannot read the server's Kubernetes version"))?;
+    if below_floor(&info.major, &info.minor) {
+        let (min_major, min_minor) = MIN_KUBERNETES;
+        return Err(anyhow!(
+            "{} runs Kubernetes {}; kruntimes installs on Kubernetes {min_major}.{min_minor} or newer (its admission policies and the Run's selectable fields need it); nothing was changed",
+            target.describe(),
+            info.git_version
+        ));
     }
+    let served = mutating::served(target).await?;
+    if served.is_none() {
+        eprintln!(
+            "note: {}",
+            mutating::left_out(&target.describe(), &info.git_version)
+        );
+    }
+    Ok(served)
+}
+
+/// Whether the server's `/version` major and minor are below [`MIN_KUBERNETES`]; a version
+/// that does not read as numbers (a fork's) is let through, and the apply says what fails.
+fn below_floor(major: &str, minor: &str) -> bool {
+    // Managed clusters append to the minor ("32+" on EKS).
+    let number = |s: &str| -> Option<u32> {
+        s.trim_end_matches(|c: char| !c.is_ascii_digit())
+            .parse()
+            .ok()
+    };
+    matches!((number(major), number(minor)), (Some(major), Some(minor)) if (major, minor) < MIN_KUBERNETES)
 }
 
 fn confirm(target: &Target, args: &InstallArgs) -> anyhow::Result<()> {
@@ -280,11 +293,12 @@ fn confirm(target: &Target, args: &InstallArgs) -> anyhow::Result<()> {
 }
 
 /// Server-side applies (or dry-runs) the CRDs, the user ClusterRoles, runtimed's ClusterRole,
-/// the admission policies
-/// and their bindings, in that order, and reports what changed as `kind.group/name`.
+/// the admission policies and their bindings (the mutating one where the server serves it), in
+/// that order, and reports what changed as `kind.group/name`.
 pub async fn apply(target: &Target, dry_run: bool) -> anyhow::Result<Vec<(String, Applied)>> {
+    let mutating = served_apis(target).await?;
     let mut results = Vec::new();
-    apply_each(target, dry_run, &mut |what: &str, applied| {
+    apply_each(target, mutating, dry_run, &mut |what: &str, applied| {
         results.push((what.to_string(), applied))
     })
     .await?;
@@ -294,6 +308,7 @@ pub async fn apply(target: &Target, dry_run: bool) -> anyhow::Result<Vec<(String
 /// [`apply`], telling `said` about each object as soon as it is applied.
 async fn apply_each(
     target: &Target,
+    mutating: Option<&str>,
     dry_run: bool,
     said: &mut dyn FnMut(&str, Applied),
 ) -> anyhow::Result<()> {
@@ -315,10 +330,12 @@ async fn apply_each(
     say(apply_one(target, &binding, dry_run).await?);
     say(apply_one(target, &run_policy, dry_run).await?);
     say(apply_one(target, &run_binding, dry_run).await?);
-    say(apply_one(target, &submitter.mutating, dry_run).await?);
-    say(apply_one(target, &submitter.mutating_binding, dry_run).await?);
     say(apply_one(target, &submitter.validating, dry_run).await?);
     say(apply_one(target, &submitter.validating_binding, dry_run).await?);
+    if let Some(version) = mutating {
+        say(mutating::apply(target, version, &submitter.mutating, dry_run).await?);
+        say(mutating::apply(target, version, &submitter.mutating_binding, dry_run).await?);
+    }
     Ok(())
 }
 
@@ -455,6 +472,17 @@ async fn wait_crds_established(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_floor_is_kubernetes_1_32_whatever_a_managed_cluster_appends() {
+        assert!(below_floor("1", "31"));
+        assert!(below_floor("1", "31+"));
+        assert!(!below_floor("1", "32"));
+        assert!(!below_floor("1", "32+"));
+        assert!(!below_floor("1", "36"));
+        assert!(!below_floor("2", "0"));
+        assert!(!below_floor("", ""), "an unreadable version is let through");
+    }
 
     #[test]
     fn the_crds_yaml_reads_back_as_exactly_the_crds() {

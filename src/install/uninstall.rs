@@ -106,18 +106,25 @@ pub async fn exec(global: &GlobalArgs, args: &UninstallArgs) -> anyhow::Result<(
             deleted,
         );
     }
-    let name = submitter.mutating_binding.name_any();
-    let deleted = delete_cluster::<ar::MutatingAdmissionPolicyBinding>(&target, &name).await?;
-    said(
-        &format!("mutatingadmissionpolicybinding.admissionregistration.k8s.io/{name}"),
-        deleted,
-    );
-    let name = submitter.mutating.name_any();
-    let deleted = delete_cluster::<ar::MutatingAdmissionPolicy>(&target, &name).await?;
-    said(
-        &format!("mutatingadmissionpolicy.admissionregistration.k8s.io/{name}"),
-        deleted,
-    );
+    // At whichever version the server serves it; a server that serves none has none.
+    if let Some(version) = super::mutating::served(&target).await? {
+        for (kind, name) in [
+            (
+                "MutatingAdmissionPolicyBinding",
+                submitter.mutating_binding.name_any(),
+            ),
+            ("MutatingAdmissionPolicy", submitter.mutating.name_any()),
+        ] {
+            let deleted = super::mutating::delete(&target, version, kind, &name).await?;
+            said(
+                &format!(
+                    "{}.admissionregistration.k8s.io/{name}",
+                    kind.to_lowercase()
+                ),
+                deleted,
+            );
+        }
+    }
     Ok(())
 }
 

@@ -44,13 +44,15 @@ pub async fn install_upgrade_uninstall(cluster: &Cluster) {
     .await;
 
     // Uninstalled as its README says; the Runtime's namespace, the Runtime and the Run stay.
-    cluster.kubectl(&[
-        "delete",
-        "-k",
-        &repo().join("deploy").to_string_lossy(),
-        "--wait=true",
-        "--timeout=180s",
-    ]);
+    for dir in ["deploy/submitter-mutation", "deploy"] {
+        cluster.kubectl(&[
+            "delete",
+            "-k",
+            &repo().join(dir).to_string_lossy(),
+            "--wait=true",
+            "--timeout=180s",
+        ]);
+    }
     let chart = repo().join("charts/kubectl-kruntimes");
     let chart = chart.to_string_lossy();
     cluster.helm(&[
@@ -170,6 +172,8 @@ pub async fn install_upgrade_uninstall(cluster: &Cluster) {
     cluster.kubectl(&["-n", &ns.name, "get", "runtime", "pool"]);
 
     // Back to the kustomize install, as the other scenarios expect it.
-    cluster.kubectl(&["apply", "-k", &repo().join("deploy").to_string_lossy()]);
+    for dir in ["deploy", "deploy/submitter-mutation"] {
+        cluster.kubectl(&["apply", "-k", &repo().join(dir).to_string_lossy()]);
+    }
     cluster.scheduler_rolled_out();
 }

@@ -13,6 +13,7 @@
 
 pub mod gates;
 pub mod git;
+pub mod helm;
 pub mod measure;
 pub mod policy;
 pub mod pool;
@@ -276,6 +277,44 @@ pub fn install_crds_with(binary: &Path, kubeconfig: &Path) {
     );
 }
 
+/// The oldest Kubernetes kruntimes installs on, whose kube-apiserver
+/// `tests/controlplane/oldest.sh` builds.
+pub const OLDEST_KUBERNETES: &str = "v1.32.13";
+
+/// Whether this test binary's control plane runs the [`OLDEST_KUBERNETES`] kube-apiserver
+/// instead of the current one; see [`use_oldest_kubernetes`].
+static OLDEST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes this test binary's control plane run the [`OLDEST_KUBERNETES`] kube-apiserver (with
+/// the current etcd and kubectl). Call it first in every test of a binary that wants it: it
+/// panics when the control plane already runs another version.
+pub fn use_oldest_kubernetes() {
+    OLDEST.store(true, std::sync::atomic::Ordering::SeqCst);
+    if let Some(Ok(running)) = CONTROL_PLANE.get() {
+        assert_eq!(
+            running.version, OLDEST_KUBERNETES,
+            "this test binary's control plane started before use_oldest_kubernetes"
+        );
+    }
+}
+
+/// The directory of the oldest kube-apiserver (`tests/controlplane/oldest.sh`, which links the
+/// current etcd and kubectl beside it).
+fn oldest_bin_dir() -> Result<PathBuf, String> {
+    let out = Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/controlplane/oldest.sh"))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run tests/controlplane/oldest.sh: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "tests/controlplane/oldest.sh failed ({}); see its output above",
+            out.status
+        ));
+    }
+    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
 fn build() -> Result<PathBuf, String> {
     // Written straight to stderr: libtest captures only the print macros.
     cp::build(&mut |line| {
@@ -315,7 +354,10 @@ fn start() -> Result<ControlPlane, String> {
 /// starts one per measured system.
 pub fn start_owned() -> Result<(cp::ControlPlane, ControlPlane), String> {
     let started = Instant::now();
-    let bin_dir = build()?;
+    let bin_dir = match OLDEST.load(std::sync::atomic::Ordering::SeqCst) {
+        true => oldest_bin_dir()?,
+        false => build()?,
+    };
     let built = started.elapsed();
     let dir = tempfile::Builder::new()
         .prefix("kruntimes-cp-")

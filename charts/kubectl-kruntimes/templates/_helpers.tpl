@@ -29,3 +29,17 @@ empty documents left out. Use: include "kruntimes.objects" (list $ "files/x.yaml
 {{- end -}}
 {{- toYaml $objects -}}
 {{- end -}}
+
+{{/*
+The apiVersion the cluster serves MutatingAdmissionPolicy at (admissionregistration.k8s.io/v1
+from Kubernetes 1.36, v1beta1 where 1.34 or 1.35 enables it), or empty where it serves neither:
+the submitter's mutating policy is then left out (kubectl kruntimes install decides the same by
+discovery). `helm template` answers from --api-versions.
+*/}}
+{{- define "kruntimes.mutatingPolicyVersion" -}}
+{{- if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy" -}}
+admissionregistration.k8s.io/v1
+{{- else if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy" -}}
+admissionregistration.k8s.io/v1beta1
+{{- end -}}
+{{- end -}}
