@@ -24,8 +24,9 @@
 //! at a time (see [`writes`]); it runs last, as it unbinds the admission policies.
 //!
 //! A measurement, not a test: it prints figures and asserts nothing about time. Run with
-//! `cargo bench --bench start_latency [-- SHAPE...|writes] [--no-routine-events] [--go GIT_DIR]`
-//! (the second runs the scheduler and runtimed with `--routine-events=false`).
+//! `cargo bench --bench start_latency [-- SHAPE...|writes] [--routine-events] [--go GIT_DIR]`
+//! (the second runs the scheduler and runtimed with `--routine-events=true`; by default they
+//! publish no routine Event).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -355,10 +356,10 @@ fn ms(d: Duration) -> String {
     format!("{}", d.as_millis())
 }
 
-/// `--no-routine-events`: the scheduler and runtimed run with `--routine-events=false`.
+/// `--routine-events`: the scheduler and runtimed run with `--routine-events=true`.
 fn routine_events() -> &'static [&'static str] {
-    match std::env::args().any(|a| a == "--no-routine-events") {
-        true => &["--routine-events=false"],
+    match std::env::args().any(|a| a == "--routine-events") {
+        true => &["--routine-events=true"],
         false => &[],
     }
 }

@@ -146,8 +146,9 @@ pub struct RunEvents {
 }
 
 /// The Events of a Run's ordinary life, which every Run that goes well gets: `Scheduled`,
-/// `Admitted`, `Started`, `Completed`, `RunSucceeded`. `--routine-events=false` leaves them
-/// out (one API write each per Run saved); every other Event, and every Warning, is kept.
+/// `Admitted`, `Started`, `Completed`, `RunSucceeded`. Published only with `--routine-events`
+/// (off by default: one API write per Run saved, and the Go project writes none); every other
+/// Event, and every Warning, is always published.
 pub const ROUTINE: &[&str] = &[
     reasons::SCHEDULED,
     reasons::ADMITTED,

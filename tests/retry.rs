@@ -25,8 +25,15 @@ use support::world::{
     eventually,
 };
 
-/// runtimed renews every second for 5 s, so a lost agent is noticed within seconds.
-const RUNTIMED_ARGS: [&str; 4] = ["--heartbeat-interval", "1s", "--heartbeat-duration", "5s"];
+/// runtimed renews every second for 5 s, so a lost agent is noticed within seconds; its routine
+/// Events (off by default) too, which the retry stories below end with (`RunSucceeded`).
+const RUNTIMED_ARGS: [&str; 5] = [
+    "--heartbeat-interval",
+    "1s",
+    "--heartbeat-duration",
+    "5s",
+    "--routine-events=true",
+];
 
 async fn scheduler(ns: &TestNs) -> SchedulerProcess {
     let kubeconfig = support::control_plane().kubeconfig.clone();

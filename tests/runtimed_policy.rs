@@ -55,7 +55,9 @@ async fn runtimed_lives_its_whole_life_under_the_policy_with_the_scheduler() {
         "1s",
         "--shutdown-grace",
         "1s",
-        // Every Event on its own, whatever the task's length: the story below is not timing's.
+        // Every Event on its own, whatever the task's length: the story below is not timing's;
+        // the routine ones too (off by default).
+        "--routine-events=true",
         "--event-fold-window",
         "0s",
         "--artifact-root",

@@ -67,10 +67,11 @@ pub struct SchedulerRunArgs {
     #[arg(long, value_name = "LIST", default_value = crate::runtime::pod::DEFAULT_REQUESTS, value_parser = crate::runtime::pod::parse_resource_list)]
     pub runtimed_requests:
         std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
-    /// Publish the Events of a Run's ordinary life (Scheduled, Admitted, Started, Completed,
-    /// RunSucceeded); `--routine-events=false` keeps only the others (every Warning), one API
-    /// write per Event saved. Runtime Pods' runtimed gets the same setting.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    /// Publish the Events of a Run's ordinary life too (Scheduled, Admitted, Started,
+    /// Completed, RunSucceeded): off by default, one API write per Run saved, as the Go project
+    /// writes none; every other Event (every Warning) is always published. Runtime Pods'
+    /// runtimed gets the same setting.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub routine_events: bool,
     /// How long a routine Event waits for the Run's next one to take it in (`Scheduled` is
     /// published only for a Run not started by then; runtimed's `Started` joins a short task's
@@ -105,10 +106,10 @@ pub struct RuntimedArgs {
     /// How often the heartbeat Lease is renewed.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub heartbeat_interval: Duration,
-    /// Publish the Events of a Run's ordinary life (Admitted, Started, Completed,
-    /// RunSucceeded); false keeps only the others (every Warning). The scheduler's
-    /// `--routine-events` sets it in Runtime Pods.
-    #[arg(long, env = "KRUNTIMES_ROUTINE_EVENTS", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    /// Publish the Events of a Run's ordinary life too (Admitted, Started, Completed,
+    /// RunSucceeded): off by default; every other Event (every Warning) is always published.
+    /// The scheduler's `--routine-events` sets it in Runtime Pods.
+    #[arg(long, env = "KRUNTIMES_ROUTINE_EVENTS", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub routine_events: bool,
     /// How long `Started` waits for a short task's end to take it in (one Event, not two);
     /// `0s`: at once. The scheduler's `--event-fold-window` sets it in Runtime Pods.

@@ -87,8 +87,8 @@ pub struct Injection {
     /// Requests and limits of the containers kruntimes adds (the init container and the
     /// runtimed sidecar; `scheduler run --runtimed-requests/--runtimed-limits`).
     pub resources: ResourceRequirements,
-    /// `scheduler run --routine-events`: runtimed gets `KRUNTIMES_ROUTINE_EVENTS=false` when
-    /// false (nothing when true, so that Pods made before do not roll).
+    /// `scheduler run --routine-events`: runtimed gets `KRUNTIMES_ROUTINE_EVENTS=true` when
+    /// true (nothing when false, its default, so that Pods made before do not roll).
     pub routine_events: bool,
     /// `scheduler run --event-fold-window`: runtimed gets `KRUNTIMES_EVENT_FOLD_WINDOW` when
     /// it is not the default (so that Pods made before do not roll).
@@ -102,7 +102,7 @@ impl Injection {
         Injection {
             image: image.into(),
             resources: resource_requirements(parse(DEFAULT_REQUESTS), parse(DEFAULT_LIMITS)),
-            routine_events: true,
+            routine_events: false,
             event_fold_window: crate::events::FOLD_WINDOW,
         }
     }
@@ -247,8 +247,8 @@ pub fn complete(mut spec: PodSpec, injection: &Injection, inject: bool) -> PodSp
 /// runtimed's own settings in the container that runs it: its probes on [`PROBE_PORT`] and,
 /// unless the template passes one, the shutdown grace derived from the Pod's.
 fn set_runtimed_env(env: &mut Vec<EnvVar>, runtimed_grace: Option<i64>, injection: &Injection) {
-    if !injection.routine_events {
-        set_env(env, "KRUNTIMES_ROUTINE_EVENTS", "false");
+    if injection.routine_events {
+        set_env(env, "KRUNTIMES_ROUTINE_EVENTS", "true");
     }
     if injection.event_fold_window != crate::events::FOLD_WINDOW {
         let window = format!("{}s", injection.event_fold_window.as_secs_f64());
@@ -676,17 +676,17 @@ mod tests {
         assert_eq!(main.security_context, None);
         assert_eq!(env_value(sidecar, "KRUNTIMES_ROUTINE_EVENTS"), None);
         assert_eq!(env_value(sidecar, "KRUNTIMES_EVENT_FOLD_WINDOW"), None);
-        let quiet = Injection {
-            routine_events: false,
+        let told = Injection {
+            routine_events: true,
             event_fold_window: std::time::Duration::from_micros(2500),
             ..injection()
         };
-        let quiet = complete_with_server(spec(runtime.clone(), None), &quiet, true, &server);
+        let told = complete_with_server(spec(runtime.clone(), None), &told, true, &server);
         assert_eq!(
-            env_value(&quiet.containers[1], "KRUNTIMES_ROUTINE_EVENTS").as_deref(),
-            Some("false")
+            env_value(&told.containers[1], "KRUNTIMES_ROUTINE_EVENTS").as_deref(),
+            Some("true")
         );
-        let window = env_value(&quiet.containers[1], "KRUNTIMES_EVENT_FOLD_WINDOW").unwrap();
+        let window = env_value(&told.containers[1], "KRUNTIMES_EVENT_FOLD_WINDOW").unwrap();
         assert_eq!(
             crate::duration::parse_duration(&window),
             Ok(std::time::Duration::from_micros(2500))
