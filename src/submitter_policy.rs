@@ -26,7 +26,7 @@ pub const MANIFEST: &str = include_str!("../deploy/submitter-policy.yaml");
 pub const MUTATION_MANIFEST: &str =
     include_str!("../deploy/submitter-mutation/submitter-mutation.yaml");
 
-/// The policies and their bindings, parsed from [`MANIFEST`].
+/// The policies and their bindings, parsed from [`MUTATION_MANIFEST`] and [`MANIFEST`].
 #[derive(Debug, Clone)]
 pub struct Objects {
     pub mutating: MutatingAdmissionPolicy,

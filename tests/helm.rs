@@ -1,6 +1,7 @@
 //! The Helm chart `charts/kubectl-kruntimes` with helm v4 built from Go modules
 //! (`tests/helm/build.sh`): it lints; with default values it renders exactly what
-//! `kubectl apply -k deploy/` applies (in the release's namespace, with Helm's labels), so the
+//! `kubectl apply -k deploy/` and `deploy/submitter-mutation/` apply (in the release's
+//! namespace, with Helm's labels; the mutating policy at the version the cluster serves), so the
 //! two cannot drift; values reach the objects; and on the real API server a release installs
 //! (the CRDs from `crds/`, which `kubectl kruntimes install` recognises as its own), upgrades,
 //! and uninstalls without deleting the CRDs or a Run.

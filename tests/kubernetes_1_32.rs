@@ -31,8 +31,8 @@ fn repo(path: &str) -> String {
     format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))
 }
 
-const MUTATING: &str =
-    "mutatingadmissionpolicy.admissionregistration.k8s.io/kubectl-kruntimes-submitter";
+/// What `install` and `uninstall` print for the mutating policy and for its binding.
+const MUTATING: &str = "mutatingadmissionpolicy";
 
 #[tokio::test]
 async fn kustomize_install_runs_uninstall_and_helm_on_kubernetes_1_32() {

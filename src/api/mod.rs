@@ -29,8 +29,9 @@ pub const ANNOTATION_PREEMPTIBLE: &str = "kruntimes.io/preemptible";
 /// The finalizer a function Run carries while it may hold a registration on a runtime server
 /// (the kruntimes project's name for it): its deletion waits for runtimed to unregister it.
 pub const FINALIZER_FUNCTION_CLEANUP: &str = "kruntimes.io/function-cleanup";
-/// Annotation on a Run naming the identity that created it, written by the admission policy
-/// `deploy/submitter-policy.yaml` (never by its user): its fairness group by default.
+/// Annotation on a Run naming the identity that created it, written by the mutating admission
+/// policy `deploy/submitter-mutation/` where the cluster serves it, and guarded by
+/// `deploy/submitter-policy.yaml` (never written by its user): its fairness group by default.
 pub const ANNOTATION_SUBMITTED_BY: &str = "kruntimes.io/submitted-by";
 /// Annotation on a Runtime naming a Run label whose value is a Run's fairness group instead of
 /// its submitter (our extension; the Go project has no fairness).

@@ -5,8 +5,9 @@
 //!
 //! Owns the CRD rendering (from the Rust types), the list of cluster-scoped objects kruntimes
 //! ships (`deploy/user-roles.yaml`, `deploy/crds/runtimed-role.yaml`,
-//! `deploy/runtimed-policy.yaml`, `deploy/run-policy.yaml` and `deploy/submitter-policy.yaml`,
-//! embedded as files so that
+//! `deploy/runtimed-policy.yaml`, `deploy/run-policy.yaml`, `deploy/submitter-policy.yaml` and
+//! `deploy/submitter-mutation/submitter-mutation.yaml`, the last applied at the version the
+//! server serves it or left out ([`mutating`]), embedded as files so that
 //! `--print` shows exactly what is shipped) and their server-side apply; the scheduler's
 //! namespaced objects are [`system`]'s.
 

@@ -5,7 +5,8 @@
 //! discovery ([`served`]), saying what is lost where there is none ([`left_out`]), and applying
 //! and deleting the policy and its binding at the version found.
 //!
-//! It must not decide what the policy says: that is `deploy/submitter-policy.yaml`, parsed by
+//! It must not decide what the policy says: that is
+//! `deploy/submitter-mutation/submitter-mutation.yaml`, parsed by
 //! [`crate::submitter_policy`]. The two versions' schemas are the same for every field the
 //! policy uses, so one object is applied at either.
 
@@ -36,8 +37,10 @@ pub async fn served(target: &Target) -> anyhow::Result<Option<&'static str>> {
             Ok(list) if list.resources.iter().any(|r| r.name == PLURAL) => {
                 return Ok(Some(version));
             }
-            // A version the server does not serve at all answers 404.
-            Ok(_) | Err(kube::Error::Api(_)) => {}
+            // A version the server does not serve at all answers 404; any other error is not an
+            // answer, and saying "not served" on it would leave the policy out (or in) unsaid.
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => {
                 return Err(
                     target.explain_error(e, "cannot read the admission APIs the server serves")

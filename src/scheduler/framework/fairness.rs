@@ -2,8 +2,9 @@
 //! for fairness, after priority.
 //!
 //! A Run's group is, by default, the identity that created it (the annotation
-//! `kruntimes.io/submitted-by`, which the admission policy `deploy/submitter-policy.yaml`
-//! writes and keeps, so a user can neither forge nor leave it); a Runtime may name a Run label
+//! `kruntimes.io/submitted-by`, which the mutating admission policy of `deploy/submitter-mutation/`
+//! writes and keeps where the cluster serves it, and `deploy/submitter-policy.yaml` guards, so a
+//! user can neither forge nor leave it); a Runtime may name a Run label
 //! instead (`kruntimes.io/fair-share-label`), and give groups weights
 //! (`kruntimes.io/fair-share-weights: alice=2,*=1`). A group's share of a Runtime is its
 //! dominant share: over every resource of the Runtime's capacity, the largest fraction that
