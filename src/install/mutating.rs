@@ -11,12 +11,11 @@
 //! policy uses, so one object is applied at either.
 
 use anyhow::anyhow;
-use kube::ResourceExt as _;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
 use serde::Serialize;
 
 use super::Applied;
-use crate::api::{ANNOTATION_FAIR_SHARE_LABEL, ANNOTATION_SUBMITTED_BY, FIELD_MANAGER};
+use crate::api::{ANNOTATION_FAIR_SHARE_LABEL, ANNOTATION_SUBMITTED_BY};
 use crate::kubeclient::Target;
 
 const GROUP: &str = "admissionregistration.k8s.io";
@@ -75,7 +74,8 @@ fn resource(version: &str, kind: &str) -> ApiResource {
 }
 
 /// Server-side applies (or dry-runs) `object`, a MutatingAdmissionPolicy or its binding as
-/// parsed at `v1`, at `version`, and reports what changed as `kind.group/name`.
+/// parsed at `v1`, at `version` (through [`super::system::apply_one`], as any object of a
+/// kind found by discovery), and reports what changed as `kind.group/name`.
 pub async fn apply<K: Serialize + kube::Resource<DynamicType = ()>>(
     target: &Target,
     version: &str,
@@ -83,31 +83,13 @@ pub async fn apply<K: Serialize + kube::Resource<DynamicType = ()>>(
     dry_run: bool,
 ) -> anyhow::Result<(String, Applied)> {
     let kind = K::kind(&());
-    let resource = resource(version, &kind);
     let mut value =
         serde_json::to_value(object).map_err(|e| anyhow!("cannot render {kind} as JSON: {e}"))?;
-    value["apiVersion"] = resource.api_version.clone().into();
+    value["apiVersion"] = format!("{GROUP}/{version}").into();
     let object: DynamicObject = serde_json::from_value(value)
         .map_err(|e| anyhow!("cannot render {kind} as an object: {e}"))?;
-    let name = object.name_any();
-    let what = format!("{}.{GROUP}/{name}", kind.to_lowercase());
-    let api: Api<DynamicObject> = Api::all_with(target.client.clone(), &resource);
-    let before = api
-        .get_opt(&name)
-        .await
-        .map_err(|e| target.explain_error(e, &format!("cannot read {what}")))?;
-    let mut params = PatchParams::apply(FIELD_MANAGER).force();
-    params.dry_run = dry_run;
-    let after = api
-        .patch(&name, &params, &Patch::Apply(&object))
-        .await
-        .map_err(|e| target.explain_error(e, &format!("cannot apply {what} at {version}")))?;
-    let applied = match before {
-        None => Applied::Created,
-        Some(before) if before.resource_version() == after.resource_version() => Applied::Unchanged,
-        Some(_) => Applied::Configured,
-    };
-    Ok((what, applied))
+    let applied = super::system::apply_one(target, &object, dry_run).await?;
+    Ok((super::system::describe(&object), applied))
 }
 
 /// Deletes the object of `kind` named `name` at `version`; false when it was not there.
