@@ -646,3 +646,34 @@ async fn the_run_policy_refuses_each_invalid_spec_with_its_message() {
     .await
     .unwrap();
 }
+
+/// Without `--yes` and without a terminal to ask on, `install` and `uninstall` refuse, say how
+/// to confirm, and change nothing.
+#[tokio::test]
+async fn install_and_uninstall_without_a_terminal_refuse_and_say_how_to_confirm() {
+    let client = support::client().await;
+    support::install_crds();
+    let before = crd_versions(&client).await;
+    for (args, doing) in [
+        (&["install"][..], "refusing to install into"),
+        (
+            &["uninstall", "--delete-crds"][..],
+            "refusing to uninstall from",
+        ),
+    ] {
+        let (out, _, stderr) = output(
+            support::kruntimes()
+                .args(args)
+                .stdin(std::process::Stdio::null()),
+        );
+        assert!(
+            !out.status.success(),
+            "{args:?} went on without confirmation"
+        );
+        assert!(
+            stderr.contains(doing) && stderr.contains("pass --yes to confirm"),
+            "{args:?}: {stderr}"
+        );
+    }
+    assert_eq!(crd_versions(&client).await, before);
+}

@@ -275,10 +275,19 @@ fn confirm(target: &Target, args: &InstallArgs) -> anyhow::Result<()> {
         crate::submitter_policy::NAME,
         target.describe()
     );
+    ask(
+        &question,
+        &format!("install into {}", target.describe()),
+        "install",
+    )
+}
+
+/// Asks `question` on the terminal, defaulting to no; refuses without one (`--yes` confirms).
+/// `doing` completes "refusing to …", `command` names what a no cancels.
+fn ask(question: &str, doing: &str, command: &str) -> anyhow::Result<()> {
     if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
         return Err(anyhow!(
-            "refusing to install into {} without confirmation: not running on a terminal; pass --yes to confirm",
-            target.describe()
+            "refusing to {doing} without confirmation: not running on a terminal; pass --yes to confirm"
         ));
     }
     let yes = dialoguer::Confirm::new()
@@ -286,10 +295,9 @@ fn confirm(target: &Target, args: &InstallArgs) -> anyhow::Result<()> {
         .default(false)
         .interact()
         .context("cannot read the confirmation")?;
-    if yes {
-        Ok(())
-    } else {
-        Err(anyhow!("install cancelled; nothing was changed"))
+    match yes {
+        true => Ok(()),
+        false => Err(anyhow!("{command} cancelled; nothing was changed")),
     }
 }
 

@@ -9,10 +9,9 @@
 //! still runs to release its finalizers, waits until the API server has removed every object
 //! of them, then the rest, policies last.
 
-use std::io::IsTerminal as _;
 use std::time::Duration;
 
-use anyhow::{Context as _, anyhow, bail};
+use anyhow::{anyhow, bail};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams};
@@ -240,19 +239,9 @@ fn confirm(target: &Target, delete_crds: bool, keep_namespace: Option<&str>) -> 
             target.describe()
         ),
     };
-    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
-        bail!(
-            "refusing to uninstall from {} without confirmation: not running on a terminal; pass --yes to confirm",
-            target.describe()
-        );
-    }
-    let yes = dialoguer::Confirm::new()
-        .with_prompt(question)
-        .default(false)
-        .interact()
-        .context("cannot read the confirmation")?;
-    match yes {
-        true => Ok(()),
-        false => Err(anyhow!("uninstall cancelled; nothing was changed")),
-    }
+    super::ask(
+        &question,
+        &format!("uninstall from {}", target.describe()),
+        "uninstall",
+    )
 }
