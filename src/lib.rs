@@ -2,7 +2,6 @@
 //!
 //! The library holds everything; `main.rs` only parses the command line and dispatches.
 
-pub mod admission_policy;
 pub mod api;
 pub mod artifacts;
 pub mod cancel;
@@ -24,9 +23,9 @@ pub mod logs;
 pub mod manager;
 pub mod metrics;
 pub mod output;
+pub mod policy;
 pub mod process;
 pub mod replay;
-pub mod run_policy;
 pub mod runtime;
 pub mod runtime_server;
 pub mod runtimed;
@@ -34,7 +33,6 @@ pub mod scheduler;
 pub mod signals;
 pub mod status;
 pub mod submit;
-pub mod submitter_policy;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod version;

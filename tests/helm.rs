@@ -527,8 +527,14 @@ async fn install_upgrade_uninstall_keeps_the_crds_and_every_run() {
         .unwrap();
     assert!(!gone.status.success(), "the scheduler outlived the release");
     kubectl(&["get", "crd", "runs.kruntimes.io", "runtimes.kruntimes.io"]);
-    // runtimed's ClusterRole is kept with the CRDs: running Runtime Pods are bound to it.
+    // runtimed's ClusterRole is kept with the CRDs: running Runtime Pods are bound to it; so is
+    // the policy that confines their tokens (fail closed).
     kubectl(&["get", "clusterrole", "kubectl-kruntimes-runtimed"]);
+    kubectl(&[
+        "get",
+        "validatingadmissionpolicy,validatingadmissionpolicybinding",
+        "kubectl-kruntimes-runtimed",
+    ]);
     assert_eq!(
         kubectl(&[
             "get",

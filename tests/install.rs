@@ -98,7 +98,8 @@ async fn install_creates_established_crds_and_rerunning_changes_nothing() {
         "customresourcedefinition.apiextensions.k8s.io/runs.kruntimes.io",
         "customresourcedefinition.apiextensions.k8s.io/persistentworkspaces.kruntimes.io",
         "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-view",
-        "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-edit",
+        "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-submit",
+        "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-runtime-admin",
         "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-runtimed",
         "validatingadmissionpolicy.admissionregistration.k8s.io/kubectl-kruntimes-runtimed",
         "validatingadmissionpolicybinding.admissionregistration.k8s.io/kubectl-kruntimes-runtimed",
@@ -230,7 +231,8 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
             "persistentworkspaces.kruntimes.io",
         ),
         ("ClusterRole", "kubectl-kruntimes-view"),
-        ("ClusterRole", "kubectl-kruntimes-edit"),
+        ("ClusterRole", "kubectl-kruntimes-submit"),
+        ("ClusterRole", "kubectl-kruntimes-runtime-admin"),
         ("ClusterRole", "kubectl-kruntimes-runtimed"),
         ("ValidatingAdmissionPolicy", "kubectl-kruntimes-runtimed"),
         (
@@ -253,6 +255,11 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
         // Then the scheduler (deploy/scheduler.yaml).
         ("Namespace", "kubectl-kruntimes"),
         ("ServiceAccount", "kubectl-kruntimes-scheduler"),
+        ("ValidatingAdmissionPolicy", "kubectl-kruntimes-scheduler"),
+        (
+            "ValidatingAdmissionPolicyBinding",
+            "kubectl-kruntimes-scheduler",
+        ),
         ("ClusterRole", "kubectl-kruntimes-scheduler"),
         ("ClusterRoleBinding", "kubectl-kruntimes-scheduler"),
         ("Role", "kubectl-kruntimes-scheduler-leader-election"),
@@ -267,7 +274,7 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
     for file in [
         "deploy/user-roles.yaml",
         "deploy/crds/runtimed-role.yaml",
-        "deploy/runtimed-policy.yaml",
+        "deploy/crds/runtimed-policy.yaml",
         "deploy/run-policy.yaml",
         "deploy/submitter-policy.yaml",
         "deploy/submitter-mutation/submitter-mutation.yaml",
@@ -311,7 +318,7 @@ async fn install_print_piped_to_kubectl_apply_is_accepted_by_the_server() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(stdout.lines().count(), 23, "{stdout}");
+    assert_eq!(stdout.lines().count(), 26, "{stdout}");
 }
 
 /// Our own CRDs applied by another tool (`kubectl apply -k deploy/crds/` is client-side apply,
@@ -571,7 +578,7 @@ async fn a_fractional_quantity_is_stored_verbatim_and_refused_by_request_validat
 /// The Run spec's rules, which the admission policy `kubectl-kruntimes-run` holds (not the
 /// CRD, whose rules every status write paid for): each invalid spec is refused on create with
 /// the rule's message, and a valid one is admitted. (That status writes never meet it is its
-/// match, `runs` only, checked in `src/run_policy.rs`: an existing Run always has a valid
+/// match, `runs` only, checked in `src/policy/run.rs`: an existing Run always has a valid
 /// spec, so no status write here could tell.)
 #[tokio::test]
 async fn the_run_policy_refuses_each_invalid_spec_with_its_message() {
@@ -633,7 +640,7 @@ async fn the_run_policy_refuses_each_invalid_spec_with_its_message() {
             panic!("{spec} was admitted: {refused:?}")
         };
         assert!(
-            status.message.contains(kruntimes::run_policy::NAME)
+            status.message.contains(kruntimes::policy::run::NAME)
                 && status.message.contains(message),
             "{spec}: {}",
             status.message
@@ -676,4 +683,63 @@ async fn install_and_uninstall_without_a_terminal_refuse_and_say_how_to_confirm(
         );
     }
     assert_eq!(crd_versions(&client).await, before);
+}
+
+/// `kubectl-kruntimes-edit` (earlier releases: Runs and Runtimes in one role) is split into
+/// `kubectl-kruntimes-submit` and `kubectl-kruntimes-runtime-admin`; install deletes the old
+/// role when it is kruntimes' (labelled so) and leaves a role of that name that is not.
+#[tokio::test]
+async fn install_retires_the_old_edit_role_only_when_it_is_kruntimes() {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let client = support::client().await;
+    let _crds = CRD_WRITES.lock().await;
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let role = |labels: serde_json::Value| -> ClusterRole {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "kubectl-kruntimes-edit", "labels": labels},
+            "rules": [{"apiGroups": ["kruntimes.io"], "resources": ["runtimes"], "verbs": ["create"]}]
+        }))
+        .unwrap()
+    };
+    let install = || {
+        output(support::kruntimes().args(["install", "--yes", "--crds-only", "--timeout", "60s"]))
+    };
+    let said = "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-edit deleted";
+
+    roles
+        .create(
+            &Default::default(),
+            &role(serde_json::json!({"team": "theirs"})),
+        )
+        .await
+        .unwrap();
+    let (out, stdout, stderr) = install();
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stdout.contains(said), "{stdout}");
+    assert!(
+        roles
+            .get_opt("kubectl-kruntimes-edit")
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    roles
+        .patch(
+            "kubectl-kruntimes-edit",
+            &Default::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"metadata": {"labels": {"app.kubernetes.io/part-of": "kruntimes"}}})),
+        )
+        .await
+        .unwrap();
+    let (out, stdout, stderr) = install();
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains(said), "{stdout}");
+    assert!(
+        roles
+            .get_opt("kubectl-kruntimes-edit")
+            .await
+            .unwrap()
+            .is_none()
+    );
 }

@@ -110,14 +110,14 @@ fn install_print_is_the_committed_deploy_files() {
         file("crds/crds.yaml"),
         file("user-roles.yaml"),
         file("crds/runtimed-role.yaml"),
-        file("runtimed-policy.yaml"),
+        file("crds/runtimed-policy.yaml"),
         file("run-policy.yaml"),
         file("submitter-policy.yaml"),
         file("submitter-mutation/submitter-mutation.yaml")
     );
     assert_eq!(
         printed, committed,
-        "install --print --crds-only differs from deploy/crds/crds.yaml + user-roles.yaml + crds/runtimed-role.yaml + runtimed-policy.yaml + run-policy.yaml + submitter-policy.yaml + submitter-mutation/submitter-mutation.yaml; run `cargo xtask gen`"
+        "install --print --crds-only differs from deploy/crds/crds.yaml + user-roles.yaml + crds/runtimed-role.yaml + crds/runtimed-policy.yaml + run-policy.yaml + submitter-policy.yaml + submitter-mutation/submitter-mutation.yaml; run `cargo xtask gen`"
     );
     // The whole system: the same, then the scheduler with the release's image.
     let scheduler = file("scheduler.yaml");
@@ -191,13 +191,23 @@ fn deploy_kustomization_renders_everything_and_names_one_image() {
             "CustomResourceDefinition /runs.kruntimes.io".to_string(),
             "CustomResourceDefinition /runtimes.kruntimes.io".to_string(),
             "ClusterRole /kubectl-kruntimes-runtimed".to_string(),
+            "ValidatingAdmissionPolicy /kubectl-kruntimes-runtimed".to_string(),
+            "ValidatingAdmissionPolicyBinding /kubectl-kruntimes-runtimed".to_string(),
         ])
+    );
+    // runtimed's policy goes with runtimed's ClusterRole, never with the scheduler: `kubectl
+    // delete -k deploy/` leaves running Runtime Pods confined (fail closed).
+    assert!(
+        !ids.iter()
+            .any(|id| id.ends_with("/kubectl-kruntimes-runtimed")),
+        "kubectl kustomize deploy/ holds runtimed's role or policy: {ids:?}"
     );
     for id in [
         "ClusterRole /kubectl-kruntimes-view",
-        "ClusterRole /kubectl-kruntimes-edit",
-        "ValidatingAdmissionPolicy /kubectl-kruntimes-runtimed",
-        "ValidatingAdmissionPolicyBinding /kubectl-kruntimes-runtimed",
+        "ClusterRole /kubectl-kruntimes-submit",
+        "ClusterRole /kubectl-kruntimes-runtime-admin",
+        "ValidatingAdmissionPolicy /kubectl-kruntimes-scheduler",
+        "ValidatingAdmissionPolicyBinding /kubectl-kruntimes-scheduler",
         "ValidatingAdmissionPolicy /kubectl-kruntimes-run",
         "ValidatingAdmissionPolicyBinding /kubectl-kruntimes-run",
         "Namespace /kubectl-kruntimes",
@@ -437,13 +447,16 @@ const GO_KRUNTIMES_CRDS: &[&str] = &[
     "workflows.kruntimes.io",
 ];
 
-/// Nothing `kubectl apply -k deploy/` creates is an object the Go project kruntimes creates
+/// Nothing `kubectl apply -k deploy/` (nor `-k deploy/crds/`) creates is an object the Go project kruntimes creates
 /// (it would overwrite it, or its ServiceAccount would fall under our admission policy), except
 /// the CRDs of the shared API; and the admission policy matches only our runtimed service
 /// account, not the Go project's `kruntimes-runtimed`.
 #[test]
 fn deploy_creates_no_object_of_the_go_kruntimes_release() {
-    let objects = kustomize(&repo().join("deploy"));
+    let objects: Vec<_> = kustomize(&repo().join("deploy"))
+        .into_iter()
+        .chain(kustomize(&repo().join("deploy/crds")))
+        .collect();
     let ours = kinds_and_names(&objects);
     let shared: Vec<&(String, String, String)> = ours
         .iter()
@@ -482,7 +495,7 @@ fn deploy_creates_no_object_of_the_go_kruntimes_release() {
         .iter()
         .find(|o| {
             o["kind"] == "ValidatingAdmissionPolicy"
-                && o["metadata"]["name"] == kruntimes::admission_policy::NAME
+                && o["metadata"]["name"] == kruntimes::policy::runtimed::NAME
         })
         .unwrap();
     let conditions = policy["spec"]["matchConditions"].as_array().unwrap();

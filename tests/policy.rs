@@ -565,7 +565,7 @@ async fn a_pod_token_cannot_change_a_runs_spec_or_labels_even_with_edit_rights()
     // Grant the service account edit rights on Runs by mistake: the policy still refuses.
     let binding: RoleBinding = serde_json::from_value(json!({
         "metadata": {"name": "runtimed-edit-by-mistake"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kubectl-kruntimes-edit"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kubectl-kruntimes-submit"},
         "subjects": [{"kind": "ServiceAccount", "name": RUNTIMED, "namespace": ns.name}]
     }))
     .unwrap();
@@ -729,5 +729,17 @@ async fn the_go_projects_runtimed_service_account_is_not_matched() {
     assert_eq!(
         lease.spec.unwrap().holder_identity.as_deref(),
         Some(a.pod_uid.as_str())
+    );
+}
+
+/// The scheduler reads the installed policy as the shipped one: what the API server stores
+/// (with its defaults filled in) has the shipped rules, so the Runtime controller creates
+/// Runtime Pods; an edit that drops a rule is told apart (unit tests of `judge`).
+#[tokio::test]
+async fn the_installed_policy_reads_as_the_shipped_one() {
+    let f = Fixture::new("policy-presence").await;
+    assert_eq!(
+        kruntimes::policy::runtimed::presence(&f.admin).await,
+        kruntimes::policy::runtimed::Presence::Installed
     );
 }

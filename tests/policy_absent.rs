@@ -64,7 +64,7 @@ async fn crds_only(client: &Client) {
         Api::all(client.clone());
     assert!(
         policies
-            .get_opt(kruntimes::admission_policy::NAME)
+            .get_opt(kruntimes::policy::runtimed::NAME)
             .await
             .unwrap()
             .is_none(),

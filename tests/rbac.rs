@@ -269,3 +269,169 @@ async fn people_who_can_edit_create_runs_viewers_explain_and_nobody_writes_statu
     let after = ns.get_run("train").await;
     assert_eq!(after.resource_version(), before.resource_version());
 }
+
+/// How the API server words a refusal by the scheduler's own policy (deploy/scheduler.yaml).
+const SCHEDULER_DENIED: &str = "ValidatingAdmissionPolicy 'kubectl-kruntimes-scheduler' with binding 'kubectl-kruntimes-scheduler' denied request: ";
+
+fn assert_scheduler_refused<T: std::fmt::Debug>(result: kube::Result<T>, says: &str) {
+    match result {
+        Err(kube::Error::Api(s)) => {
+            assert!(
+                s.message.contains(SCHEDULER_DENIED),
+                "not refused by the scheduler's policy: {}",
+                s.message
+            );
+            assert!(
+                s.message.contains(says),
+                "the refusal does not say {says:?}: {}",
+                s.message
+            );
+            assert_eq!(s.code, 403);
+        }
+        other => panic!("expected the scheduler's policy to refuse ({says:?}), got {other:?}"),
+    }
+}
+
+/// A Pod as the Runtime controller makes it for Runtime `runtime` (controller reference, the
+/// Runtime's label, a runtimed account), before `change` edits it.
+fn runtime_pod(
+    name: &str,
+    runtime: &str,
+    change: impl FnOnce(&mut serde_json::Value),
+) -> k8s_openapi::api::core::v1::Pod {
+    let mut pod = json!({
+        "metadata": {
+            "name": name,
+            "labels": {"kruntimes.io/runtime": runtime, "team": "a"},
+            "annotations": {"note": "kept"},
+            "ownerReferences": [{
+                "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime", "name": runtime,
+                "uid": "00000000-0000-0000-0000-000000000001", "controller": true
+            }]
+        },
+        "spec": {
+            "serviceAccountName": format!("kubectl-kruntimes-runtimed-{runtime}"),
+            "containers": [{"name": "runtime", "image": "busybox:1"}]
+        }
+    });
+    change(&mut pod);
+    serde_json::from_value(pod).unwrap()
+}
+
+/// The scheduler's RBAC lets it create, patch and delete Pods in every namespace; its admission
+/// policy holds its token to Runtime Pods: only Pods a Runtime controls, with that Runtime's
+/// label and a runtimed account, outside the system namespaces; changes only to kruntimes.io/
+/// labels and annotations; deletes only of Runtime Pods. The same Pods written by the admin are
+/// not the policy's business.
+#[tokio::test]
+async fn the_schedulers_token_creates_changes_and_deletes_only_runtime_pods() {
+    use k8s_openapi::api::core::v1::Pod;
+    let ns = TestNs::new("rbac-sched-pods").await;
+    let dir = tempfile::tempdir().unwrap();
+    let scheduler = support::client_for(&tokens::scheduler_kubeconfig(dir.path()).await).await;
+    let pods: Api<Pod> = Api::namespaced(scheduler.clone(), &ns.name);
+    let params = PostParams::default();
+
+    // The policy takes effect a moment after it is applied.
+    let orphan = runtime_pod("orphan", "python", |p| {
+        p["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("ownerReferences");
+    });
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    world::eventually(
+        WAIT,
+        "the scheduler's policy to be enforced",
+        async || match pods.create(&dry_run, &orphan).await {
+            Err(kube::Error::Api(s)) if s.message.contains(SCHEDULER_DENIED) => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    )
+    .await;
+
+    // What the Runtime controller makes is allowed.
+    pods.create(&params, &runtime_pod("good", "python", |_| {}))
+        .await
+        .unwrap();
+
+    let controlled_by_runtime = "whose controller is a kruntimes.io Runtime";
+    assert_scheduler_refused(pods.create(&params, &orphan).await, controlled_by_runtime);
+    let by_deployment = runtime_pod("by-rs", "python", |p| {
+        p["metadata"]["ownerReferences"][0]["apiVersion"] = json!("apps/v1");
+        p["metadata"]["ownerReferences"][0]["kind"] = json!("ReplicaSet");
+    });
+    assert_scheduler_refused(
+        pods.create(&params, &by_deployment).await,
+        controlled_by_runtime,
+    );
+    let other_label = runtime_pod("mislabelled", "python", |p| {
+        p["metadata"]["labels"]["kruntimes.io/runtime"] = json!("other");
+    });
+    assert_scheduler_refused(
+        pods.create(&params, &other_label).await,
+        "label kruntimes.io/runtime",
+    );
+    for account in ["default", "admin-sa"] {
+        let as_account = runtime_pod("other-account", "python", |p| {
+            p["spec"]["serviceAccountName"] = json!(account);
+        });
+        assert_scheduler_refused(
+            pods.create(&params, &as_account).await,
+            &format!(
+                "runs as a runtimed account (kubectl-kruntimes-runtimed or kubectl-kruntimes-runtimed-<name>, which the runtimed admission policy confines), not {account}"
+            ),
+        );
+    }
+    let in_system: Api<Pod> = Api::namespaced(scheduler.clone(), "kube-system");
+    assert_scheduler_refused(
+        in_system
+            .create(&params, &runtime_pod("good", "python", |_| {}))
+            .await,
+        "may not create, change or delete Pods in namespace kube-system",
+    );
+
+    // Changes: kruntimes.io/ labels and annotations only.
+    let patch = |body: serde_json::Value| {
+        let pods = pods.clone();
+        async move {
+            pods.patch("good", &PatchParams::default(), &Patch::Merge(&body))
+                .await
+        }
+    };
+    patch(json!({"metadata": {"annotations": {"kruntimes.io/scale-down": "true"}, "labels": {"kruntimes.io/x": "y"}}}))
+        .await
+        .unwrap();
+    let only_ours = "may change only the kruntimes.io/ labels and annotations";
+    assert_scheduler_refused(
+        patch(json!({"metadata": {"labels": {"team": "b"}}})).await,
+        only_ours,
+    );
+    assert_scheduler_refused(
+        patch(json!({"metadata": {"annotations": {"note": null}}})).await,
+        only_ours,
+    );
+    assert_scheduler_refused(
+        patch(json!({"spec": {"containers": [{"name": "runtime", "image": "evil:1"}]}})).await,
+        "not its spec, owners or finalizers",
+    );
+    assert_scheduler_refused(
+        patch(json!({"metadata": {"finalizers": ["example.com/hold"]}})).await,
+        "not its spec, owners or finalizers",
+    );
+
+    // Deletes: a Runtime's Pod, and no other.
+    let admin_pods: Api<Pod> = Api::namespaced(ns.client.clone(), &ns.name);
+    admin_pods.create(&params, &orphan).await.unwrap();
+    assert_scheduler_refused(
+        pods.delete("orphan", &Default::default()).await,
+        controlled_by_runtime,
+    );
+    assert!(admin_pods.get_opt("orphan").await.unwrap().is_some());
+    pods.delete("good", &Default::default()).await.unwrap();
+    let unchanged = admin_pods.get("orphan").await.unwrap();
+    assert_eq!(unchanged.labels()["team"], "a");
+}

@@ -95,12 +95,12 @@ const CHART_FILES: &[(&str, &str)] = &[
         include_str!("../../deploy/scheduler.yaml"),
     ),
     ("user-roles.yaml", crate::install::USER_ROLES),
-    ("runtimed-policy.yaml", crate::admission_policy::MANIFEST),
-    ("run-policy.yaml", crate::run_policy::MANIFEST),
-    ("submitter-policy.yaml", crate::submitter_policy::MANIFEST),
+    ("runtimed-policy.yaml", crate::policy::runtimed::MANIFEST),
+    ("run-policy.yaml", crate::policy::run::MANIFEST),
+    ("submitter-policy.yaml", crate::policy::submitter::MANIFEST),
     (
         "submitter-mutation.yaml",
-        crate::submitter_policy::MUTATION_MANIFEST,
+        crate::policy::submitter::MUTATION_MANIFEST,
     ),
     (
         "runtimed-role.yaml",

@@ -5,7 +5,7 @@
 //!
 //! Owns the CRD rendering (from the Rust types), the list of cluster-scoped objects kruntimes
 //! ships (`deploy/user-roles.yaml`, `deploy/crds/runtimed-role.yaml`,
-//! `deploy/runtimed-policy.yaml`, `deploy/run-policy.yaml`, `deploy/submitter-policy.yaml` and
+//! `deploy/crds/runtimed-policy.yaml`, `deploy/run-policy.yaml`, `deploy/submitter-policy.yaml` and
 //! `deploy/submitter-mutation/submitter-mutation.yaml`, the last applied at the version the
 //! server serves it or left out ([`mutating`]), embedded as files so that
 //! `--print` shows exactly what is shipped) and their server-side apply; the scheduler's
@@ -24,10 +24,10 @@ use kube::{CustomResourceExt, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::admission_policy;
 use crate::api::{FIELD_MANAGER, PersistentWorkspace, Run, Runtime};
 use crate::cli::{DryRun, GlobalArgs, InstallArgs};
 use crate::kubeclient::{self, Target};
+use crate::policy::runtimed as runtimed_policy;
 
 mod coexistence;
 mod mutating;
@@ -37,6 +37,11 @@ pub mod uninstall;
 
 /// `deploy/user-roles.yaml`, as shipped: ClusterRoles aggregated into view, edit and admin.
 pub const USER_ROLES: &str = include_str!("../../deploy/user-roles.yaml");
+
+/// User ClusterRoles of earlier releases, deleted by `install` and `uninstall` when they carry
+/// kruntimes' label: `kubectl-kruntimes-edit` granted Runs and Runtimes together and is now
+/// `kubectl-kruntimes-submit` and `kubectl-kruntimes-runtime-admin`.
+pub const RETIRED_USER_ROLES: &[&str] = &["kubectl-kruntimes-edit"];
 
 /// The CRDs, generated from the Rust types, Runtime first.
 pub fn crds() -> [CustomResourceDefinition; 3] {
@@ -87,7 +92,7 @@ pub fn crds_yaml() -> anyhow::Result<String> {
 
 /// Everything install applies, as one multi-document YAML stream: the CRDs, then the shipped
 /// files verbatim (comments included): `deploy/crds/crds.yaml`, `deploy/user-roles.yaml`,
-/// `deploy/crds/runtimed-role.yaml`, `deploy/runtimed-policy.yaml`, `deploy/run-policy.yaml`,
+/// `deploy/crds/runtimed-role.yaml`, `deploy/crds/runtimed-policy.yaml`, `deploy/run-policy.yaml`,
 /// `deploy/submitter-policy.yaml` and `deploy/submitter-mutation/submitter-mutation.yaml` (which
 /// `install` applies only where the server serves it), in that order.
 pub fn manifests_yaml() -> anyhow::Result<String> {
@@ -95,10 +100,10 @@ pub fn manifests_yaml() -> anyhow::Result<String> {
     for file in [
         USER_ROLES,
         crate::runtime::identity::CLUSTER_ROLE_MANIFEST,
-        admission_policy::MANIFEST,
-        crate::run_policy::MANIFEST,
-        crate::submitter_policy::MANIFEST,
-        crate::submitter_policy::MUTATION_MANIFEST,
+        runtimed_policy::MANIFEST,
+        crate::policy::run::MANIFEST,
+        crate::policy::submitter::MANIFEST,
+        crate::policy::submitter::MUTATION_MANIFEST,
     ] {
         out.push_str("---\n");
         out.push_str(file);
@@ -115,6 +120,8 @@ pub enum Applied {
     Created,
     Configured,
     Unchanged,
+    /// A retired object of an earlier release, removed ([`RETIRED_USER_ROLES`]).
+    Deleted,
 }
 
 impl Applied {
@@ -123,6 +130,7 @@ impl Applied {
             Applied::Created => "created",
             Applied::Configured => "configured",
             Applied::Unchanged => "unchanged",
+            Applied::Deleted => "deleted",
         }
     }
 }
@@ -270,9 +278,9 @@ fn confirm(target: &Target, args: &InstallArgs) -> anyhow::Result<()> {
         ),
     };
     let question = format!(
-        "Install the kruntimes CRDs (runtimes.kruntimes.io, runs.kruntimes.io, persistentworkspaces.kruntimes.io), the ClusterRoles kubectl-kruntimes-view and kubectl-kruntimes-edit and the admission policies {} and {}{scheduler} into {}?",
-        admission_policy::NAME,
-        crate::submitter_policy::NAME,
+        "Install the kruntimes CRDs (runtimes.kruntimes.io, runs.kruntimes.io, persistentworkspaces.kruntimes.io), the ClusterRoles kubectl-kruntimes-view, kubectl-kruntimes-submit and kubectl-kruntimes-runtime-admin and the admission policies {} and {}{scheduler} into {}?",
+        runtimed_policy::NAME,
+        crate::policy::submitter::NAME,
         target.describe()
     );
     ask(
@@ -322,9 +330,9 @@ async fn apply_each(
     said: &mut dyn FnMut(&str, Applied),
 ) -> anyhow::Result<()> {
     let roles = user_roles()?;
-    let (policy, binding) = admission_policy::objects()?;
-    let submitter = crate::submitter_policy::objects().map_err(|e| anyhow!(e))?;
-    let (run_policy, run_binding) = crate::run_policy::objects().map_err(|e| anyhow!(e))?;
+    let (policy, binding) = runtimed_policy::objects()?;
+    let submitter = crate::policy::submitter::objects().map_err(|e| anyhow!(e))?;
+    let (run_policy, run_binding) = crate::policy::run::objects().map_err(|e| anyhow!(e))?;
     let runtimed_role = crate::runtime::identity::cluster_role()
         .map_err(|e| anyhow!("{e}; fix the file and rebuild"))?;
     let mut say = |(what, applied): (String, Applied)| said(&what, applied);
@@ -333,6 +341,14 @@ async fn apply_each(
     }
     for role in &roles {
         say(apply_one(target, role, dry_run).await?);
+    }
+    for name in RETIRED_USER_ROLES {
+        if retire_user_role(target, name, dry_run).await? {
+            say((
+                format!("clusterrole.rbac.authorization.k8s.io/{name}"),
+                Applied::Deleted,
+            ));
+        }
     }
     say(apply_one(target, &runtimed_role, dry_run).await?);
     say(apply_one(target, &policy, dry_run).await?);
@@ -346,6 +362,34 @@ async fn apply_each(
         say(mutating::apply(target, version, &submitter.mutating_binding, dry_run).await?);
     }
     Ok(())
+}
+
+/// Deletes the retired user ClusterRole `name` if it exists and is kruntimes' (labelled
+/// `app.kubernetes.io/part-of: kruntimes`); whether it did.
+pub async fn retire_user_role(target: &Target, name: &str, dry_run: bool) -> anyhow::Result<bool> {
+    let api: Api<ClusterRole> = Api::all(target.client.clone());
+    let found = api
+        .get_opt(name)
+        .await
+        .map_err(|e| target.explain_error(e, &format!("cannot read ClusterRole {name}")))?;
+    let ours = found.is_some_and(|role| {
+        role.labels()
+            .get("app.kubernetes.io/part-of")
+            .map(String::as_str)
+            == Some("kruntimes")
+    });
+    if !ours {
+        return Ok(false);
+    }
+    let params = kube::api::DeleteParams {
+        dry_run,
+        ..Default::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) => Err(target.explain_error(e, &format!("cannot delete ClusterRole {name}"))),
+    }
 }
 
 /// Server-side applies one cluster-scoped object with the kruntimes field manager.
@@ -387,7 +431,7 @@ where
 /// the API server has loaded the Run's schema for it, a few seconds after the CRDs appear; a
 /// server-side dry run of a Run creation is tried until it is not refused so (any other answer
 /// ends that wait: the dry run only has to reach admission); then a dry run of an invalid Run
-/// until [`crate::run_policy`]'s policy refuses it.
+/// until [`crate::policy::run`]'s policy refuses it.
 pub async fn wait_established(target: &Target, timeout: std::time::Duration) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + timeout;
     wait_crds_established(target, timeout).await?;
@@ -422,7 +466,7 @@ pub async fn wait_established(target: &Target, timeout: std::time::Duration) -> 
                     "the API server still refuses Runs after {}s ({}); check `kubectl get mutatingadmissionpolicy {}` or raise --timeout",
                     timeout.as_secs(),
                     s.message,
-                    crate::submitter_policy::NAME
+                    crate::policy::submitter::NAME
                 ));
             }
             _ => break,
@@ -433,7 +477,7 @@ pub async fn wait_established(target: &Target, timeout: std::time::Duration) -> 
     probe.spec.mode.function = Some(Default::default());
     loop {
         let said = match runs.create(&params, &probe).await {
-            Err(kube::Error::Api(s)) if s.message.contains(crate::run_policy::NAME) => {
+            Err(kube::Error::Api(s)) if s.message.contains(crate::policy::run::NAME) => {
                 return Ok(());
             }
             Err(e) => e.to_string(),
@@ -442,9 +486,9 @@ pub async fn wait_established(target: &Target, timeout: std::time::Duration) -> 
         if tokio::time::Instant::now() >= deadline {
             return Err(anyhow!(
                 "the ValidatingAdmissionPolicy {} is not enforced after {}s ({said}); check `kubectl get validatingadmissionpolicy {}` or raise --timeout",
-                crate::run_policy::NAME,
+                crate::policy::run::NAME,
                 timeout.as_secs(),
-                crate::run_policy::NAME
+                crate::policy::run::NAME
             ));
         }
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
@@ -529,13 +573,29 @@ mod tests {
             .iter()
             .find(|r| r.name_any() == "kubectl-kruntimes-view")
             .unwrap();
-        let edit = roles
-            .iter()
-            .find(|r| r.name_any() == "kubectl-kruntimes-edit")
-            .unwrap();
         assert!(["view", "edit", "admin"].iter().all(|to| label(view, to)));
-        assert!(!label(edit, "view"), "viewers must not write Runs");
-        assert!(["edit", "admin"].iter().all(|to| label(edit, to)));
+        let writes = |role: &ClusterRole| -> Vec<String> {
+            role.rules
+                .iter()
+                .flatten()
+                .filter(|r| r.verbs.iter().any(|v| v == "create"))
+                .flat_map(|r| r.resources.clone().unwrap_or_default())
+                .collect()
+        };
+        // Submitting Runs and administering Runtimes (Pod-create equivalent) are apart.
+        for (name, resources) in [
+            ("kubectl-kruntimes-submit", vec!["runs", "runs/invoke"]),
+            (
+                "kubectl-kruntimes-runtime-admin",
+                vec!["runtimes", "persistentworkspaces"],
+            ),
+        ] {
+            let role = roles.iter().find(|r| r.name_any() == name).unwrap();
+            assert!(!label(role, "view"), "viewers must not write {resources:?}");
+            assert!(["edit", "admin"].iter().all(|to| label(role, to)));
+            assert_eq!(writes(role), resources, "{name}");
+        }
+        assert_eq!(roles.len(), 3, "view, submit, runtime-admin");
         // No status and no wildcard; the only subresources are runtimed's API (its log,
         // artifacts and invoke), which runtimed checks against them.
         for role in &roles {

@@ -7,7 +7,7 @@
 //!
 //! It must not decide what the policy says: that is
 //! `deploy/submitter-mutation/submitter-mutation.yaml`, parsed by
-//! [`crate::submitter_policy`]. The two versions' schemas are the same for every field the
+//! [`crate::policy::submitter`]. The two versions' schemas are the same for every field the
 //! policy uses, so one object is applied at either.
 
 use anyhow::anyhow;
@@ -55,7 +55,7 @@ pub async fn served(target: &Target) -> anyhow::Result<Option<&'static str>> {
 pub fn left_out(target: &str, kubernetes: &str) -> String {
     format!(
         "{target} runs Kubernetes {kubernetes}, which serves no MutatingAdmissionPolicy (admissionregistration.k8s.io/v1 from 1.36, v1beta1 where 1.34 or 1.35 enables it): the mutating policy {name} is left out, so new Runs carry no {ANNOTATION_SUBMITTED_BY} and fair sharing groups them by the label a Runtime names in {ANNOTATION_FAIR_SHARE_LABEL}, or all in one group; the validating policy {name} still refuses a forged {ANNOTATION_SUBMITTED_BY}",
-        name = crate::submitter_policy::NAME,
+        name = crate::policy::submitter::NAME,
     )
 }
 

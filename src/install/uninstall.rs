@@ -60,6 +60,14 @@ pub async fn exec(global: &GlobalArgs, args: &UninstallArgs) -> anyhow::Result<(
                 .await?,
         );
     }
+    for name in super::RETIRED_USER_ROLES {
+        if super::retire_user_role(&target, name, false).await? {
+            said(
+                &format!("clusterrole.rbac.authorization.k8s.io/{name}"),
+                true,
+            );
+        }
+    }
     if !args.delete_crds {
         println!(
             "kept: the CRDs with every Run, Runtime and PersistentWorkspace, runtimed's ClusterRole and the admission policies (Runtime Pods that keep running stay confined); `uninstall --delete-crds` removes them"
@@ -79,9 +87,9 @@ pub async fn exec(global: &GlobalArgs, args: &UninstallArgs) -> anyhow::Result<(
         .await?,
     );
     use k8s_openapi::api::admissionregistration::v1 as ar;
-    let (policy, binding) = crate::admission_policy::objects()?;
-    let (run_policy, run_binding) = crate::run_policy::objects().map_err(|e| anyhow!(e))?;
-    let submitter = crate::submitter_policy::objects().map_err(|e| anyhow!(e))?;
+    let (policy, binding) = crate::policy::runtimed::objects()?;
+    let (run_policy, run_binding) = crate::policy::run::objects().map_err(|e| anyhow!(e))?;
+    let submitter = crate::policy::submitter::objects().map_err(|e| anyhow!(e))?;
     for name in [
         binding.name_any(),
         run_binding.name_any(),

@@ -16,10 +16,10 @@ use futures::FutureExt;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::admission_policy;
 use crate::cli::{GlobalArgs, SchedulerRunArgs};
 use crate::http::{parse_bind, probes, serve};
 use crate::kubeclient;
+use crate::policy::runtimed as runtimed_policy;
 use crate::runtime::controller as runtime_controller;
 use crate::scheduler::controller::{self, Options, Scheduler};
 use crate::scheduler::metrics::SchedulerMetrics;
@@ -48,8 +48,8 @@ pub async fn run(
     let args = &args;
     // Informational only: kruntimes works without the policy, Runtime Pods are just not
     // restricted then.
-    let presence = admission_policy::presence(&target.client).await;
-    if let Some(warning) = admission_policy::warning(&presence, &target.describe()) {
+    let presence = runtimed_policy::presence(&target.client).await;
+    if let Some(warning) = runtimed_policy::warning(&presence, &target.describe()) {
         warn!("{warning}");
     }
     let registry = prometheus::Registry::new();

@@ -10,7 +10,7 @@
 //! same rules; and to write a Role the scheduler would have to hold each right it grants (or
 //! `escalate`), lease writes included. With the ClusterRole it needs only `bind` on that one
 //! name. What narrows the rights to one Pod's own Runs and Lease is the admission policy
-//! (`deploy/runtimed-policy.yaml`), which matches these accounts by their name's prefix.
+//! (`deploy/crds/runtimed-policy.yaml`), which matches these accounts by their name's prefix.
 //!
 //! Pure: builds the objects; the Runtime controller applies them.
 

@@ -30,7 +30,7 @@ pub fn machine_lock() -> std::fs::File {
 }
 
 pub struct Cluster {
-    kubeconfig: PathBuf,
+    pub kubeconfig: PathBuf,
     kubectl: PathBuf,
 }
 

@@ -2,8 +2,10 @@
 //! use: that install removed with `kubectl delete -k deploy/` (a Run keeps running in its
 //! Runtime's namespace), `helm install` runs Runs and passes `helm test`, `helm upgrade` to
 //! a new image rolls the scheduler while Runs keep being created, finish and never overcommit,
-//! and `helm uninstall` leaves the CRDs, the Runtime and every Run. The kustomize install is
-//! applied again at the end.
+//! and `helm uninstall` leaves the CRDs, the Runtime and every Run. After each uninstall a
+//! Runtime Pod's own token still cannot write the status of a Run on another Pod: runtimed's
+//! admission policy goes with runtimed's ClusterRole, never with the scheduler (fail closed).
+//! The kustomize install is applied again at the end.
 
 use std::time::Duration;
 
@@ -53,6 +55,7 @@ pub async fn install_upgrade_uninstall(cluster: &Cluster) {
             "--timeout=180s",
         ]);
     }
+    a_pod_token_stays_confined(cluster, ns, "long").await;
     let chart = repo().join("charts/kubectl-kruntimes");
     let chart = chart.to_string_lossy();
     cluster.helm(&[
@@ -158,6 +161,7 @@ pub async fn install_upgrade_uninstall(cluster: &Cluster) {
     for crd in ["runs.kruntimes.io", "runtimes.kruntimes.io"] {
         cluster.kubectl(&["get", "crd", crd]);
     }
+    a_pod_token_stays_confined(cluster, ns, "long").await;
     let left: Vec<String> = ns
         .runs()
         .list(&ListParams::default())
@@ -176,4 +180,56 @@ pub async fn install_upgrade_uninstall(cluster: &Cluster) {
         cluster.kubectl(&["apply", "-k", &repo().join(dir).to_string_lossy()]);
     }
     cluster.scheduler_rolled_out();
+}
+
+/// The token of a Runtime Pod other than the one Run `run` ran on, bound to that Pod as its
+/// kubelet projects it, cannot write the Run's status: runtimed's admission policy refuses it.
+async fn a_pod_token_stays_confined(cluster: &Cluster, ns: &TestNs, run: &str) {
+    use kube::api::{Api, Patch, PatchParams};
+    let ran_on = ns
+        .get_run(run)
+        .await
+        .status
+        .and_then(|s| s.assigned_pod)
+        .unwrap_or_else(|| panic!("run/{run} names no Pod"));
+    let pods: Api<Pod> = ns.api();
+    let other = pods
+        .list(&ListParams::default().labels("kruntimes.io/runtime=pool"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|p| p.name_any() != ran_on)
+        .unwrap_or_else(|| panic!("no Runtime Pod of pool but {ran_on}"));
+    let account = crate::support::tokens::account_of(&other);
+    let token =
+        crate::support::tokens::pod_bound_token(&ns.client, &ns.name, &account, &other).await;
+    let kubeconfig = kube::config::Kubeconfig::read_from(&cluster.kubeconfig).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    config.auth_info = kube::config::AuthInfo {
+        token: Some(token.into()),
+        ..Default::default()
+    };
+    let as_other = kube::Client::try_from(config).unwrap();
+    let runs: Api<kruntimes::api::Run> = Api::namespaced(as_other, &ns.name);
+    let patch = serde_json::json!({"status": {"message": "written by another Pod"}});
+    match runs
+        .patch_status(run, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert!(
+            s.code == 403
+                && s.message
+                    .contains("ValidatingAdmissionPolicy 'kubectl-kruntimes-runtimed'"),
+            "Pod {}'s token was refused, but not by runtimed's policy: {}",
+            other.name_any(),
+            s.message
+        ),
+        other_result => panic!(
+            "Pod {}'s token wrote run/{run}'s status (it ran on {ran_on}): {other_result:?}",
+            other.name_any()
+        ),
+    }
 }

@@ -44,7 +44,8 @@ pub async fn install_alone_runs_runs_and_uninstall_keeps_or_deletes_them(cluster
     for line in [
         "deployment.apps/kubectl-kruntimes-scheduler deleted",
         "namespace/kubectl-kruntimes deleted",
-        "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-edit deleted",
+        "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-submit deleted",
+        "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-runtime-admin deleted",
     ] {
         assert!(stdout.contains(line), "{line}: {stdout}");
     }

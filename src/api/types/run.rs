@@ -44,7 +44,7 @@ use super::schema::{
 #[serde(rename_all = "camelCase")]
 // The spec's rules (exactly one mode, paths, sources, immutable inputs, one-way cancel) are
 // deploy/run-policy.yaml's, not the CRD's: the API server evaluates a CRD's rules on every
-// status write too (see `crate::run_policy`).
+// status write too (see `crate::policy::run`).
 #[schemars(extend("required" = ["runtime"]))]
 pub struct RunSpec {
     /// Name of the Runtime in the same namespace.
@@ -541,7 +541,7 @@ mod tests {
             spec["properties"]["mode"]["default"],
             serde_json::json!({"task": {}})
         );
-        let (policy, _) = crate::run_policy::objects().unwrap();
+        let (policy, _) = crate::policy::run::objects().unwrap();
         let validations = policy.spec.unwrap().validations.unwrap();
         let expressions: Vec<&str> = validations.iter().map(|v| v.expression.as_str()).collect();
         assert!(

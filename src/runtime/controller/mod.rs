@@ -44,7 +44,7 @@ pub mod reasons {
     pub const REPLICA_FAILURE: &str = crate::api::CONDITION_REPLICA_FAILURE;
     pub const FAILED_CREATE: &str = "FailedCreate";
     /// No Runtime Pod is created while runtimed's admission policy is missing or does not
-    /// deny ([`crate::admission_policy::refusal`]).
+    /// deny ([`crate::policy::runtimed::refusal`]).
     pub const ADMISSION_POLICY_MISSING: &str = "AdmissionPolicyMissing";
 }
 
@@ -505,8 +505,8 @@ pub async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Actio
         // Fail closed: a Pod's token is handed out only while runtimed's policy denies what
         // it must not do. Read again at every reconcile that would create a Pod.
         if plan.create > 0
-            && let Some(why) = crate::admission_policy::refusal(
-                &crate::admission_policy::presence(&ctx.client).await,
+            && let Some(why) = crate::policy::runtimed::refusal(
+                &crate::policy::runtimed::presence(&ctx.client).await,
             )
         {
             create_failed = Some((reasons::ADMISSION_POLICY_MISSING, why));

@@ -12,30 +12,16 @@
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
-use serde::Deserialize as _;
 
 /// Name of the policy and of its binding.
 pub const NAME: &str = "kubectl-kruntimes-run";
 
 /// `deploy/run-policy.yaml`, as shipped.
-pub const MANIFEST: &str = include_str!("../deploy/run-policy.yaml");
+pub const MANIFEST: &str = include_str!("../../deploy/run-policy.yaml");
 
 /// The policy and its binding, parsed from [`MANIFEST`], or why the embedded file is not them.
 pub fn objects() -> Result<(ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding), String> {
-    let bad = |why: String| {
-        format!(
-            "the embedded deploy/run-policy.yaml is not a ValidatingAdmissionPolicy and its binding: {why}; fix the file and rebuild"
-        )
-    };
-    let docs = crate::yaml::documents(MANIFEST).map_err(bad)?;
-    let [policy, binding] = <[_; 2]>::try_from(docs)
-        .map_err(|docs| bad(format!("it has {} documents, not 2", docs.len())))?;
-    Ok((
-        ValidatingAdmissionPolicy::deserialize(policy)
-            .map_err(|e| bad(format!("document 1: {e}")))?,
-        ValidatingAdmissionPolicyBinding::deserialize(binding)
-            .map_err(|e| bad(format!("document 2: {e}")))?,
-    ))
+    super::pair("deploy/run-policy.yaml", MANIFEST)
 }
 
 #[cfg(test)]

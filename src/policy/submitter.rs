@@ -19,12 +19,12 @@ use serde::Deserialize as _;
 pub const NAME: &str = "kubectl-kruntimes-submitter";
 
 /// `deploy/submitter-policy.yaml`, as shipped: the ValidatingAdmissionPolicy and its binding.
-pub const MANIFEST: &str = include_str!("../deploy/submitter-policy.yaml");
+pub const MANIFEST: &str = include_str!("../../deploy/submitter-policy.yaml");
 
 /// `deploy/submitter-mutation/submitter-mutation.yaml`, as shipped: the
 /// MutatingAdmissionPolicy and its binding.
 pub const MUTATION_MANIFEST: &str =
-    include_str!("../deploy/submitter-mutation/submitter-mutation.yaml");
+    include_str!("../../deploy/submitter-mutation/submitter-mutation.yaml");
 
 /// The policies and their bindings, parsed from [`MUTATION_MANIFEST`] and [`MANIFEST`].
 #[derive(Debug, Clone)]
