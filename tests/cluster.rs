@@ -65,7 +65,7 @@ type Scenario = for<'a> fn(&'a Cluster) -> Pin<Box<dyn Future<Output = ()> + 'a>
 /// The scenarios, in the order they run, each named once.
 const SCENARIOS: &[(&str, Scenario)] = &[
     (
-        "deploy_runs_two_scheduler_replicas_with_one_leader_and_metrics_through_the_pod_proxy",
+        "deploy_runs_two_scheduler_replicas_with_one_leader_and_metrics_for_authorised_scrapers",
         |c| Box::pin(deploy(c)),
     ),
     ("the_image_binary_is_static_and_uses_rustls", |_| {
@@ -243,7 +243,7 @@ const RUNTIME_SERVER: &str = "kruntimes-test/runtime-server:1";
 const NODE: &str = "kruntimes-node";
 
 /// `kubectl apply -k deploy/crds/`, `kubectl apply -k deploy/` and `deploy/submitter-mutation/` with the image built from this checkout: both replicas run and
-/// are ready, exactly one leads, and `/metrics` answers through the API server's pod proxy.
+/// are ready, exactly one leads, and `/metrics` answers over TLS to a token allowed to read it.
 async fn deploy(cluster: &Cluster) {
     cluster.kubectl(&["apply", "-k", &repo().join("deploy/crds").to_string_lossy()]);
     cluster.kubectl(&["apply", "-k", &repo().join("deploy").to_string_lossy()]);
@@ -290,17 +290,58 @@ async fn deploy(cluster: &Cluster) {
         "the Lease holder is the one that leads"
     );
 
-    for name in &names {
-        let metrics = cluster.kubectl(&[
-            "get",
-            "--raw",
-            &format!("/api/v1/namespaces/{SYSTEM_NS}/pods/{name}:8080/proxy/metrics"),
-        ]);
+    // /metrics is HTTPS for callers allowed to get it: the API server's Pod proxy forwards no
+    // credential, so it gets 401; Prometheus's account, bound to the shipped
+    // kubectl-kruntimes-metrics-reader, reads it from the Pod's address with its token.
+    let (served, through_proxy) = cluster.kubectl_said(&[
+        "get",
+        "--raw",
+        &format!(
+            "/api/v1/namespaces/{SYSTEM_NS}/pods/https:{}:8080/proxy/metrics",
+            names[0]
+        ),
+    ]);
+    assert!(
+        !served && through_proxy.contains("Unauthorized"),
+        "/metrics through the Pod proxy, with no token: {through_proxy}"
+    );
+    let scraper = format!("metrics-scraper-{}", std::process::id());
+    cluster.kubectl(&["-n", SYSTEM_NS, "create", "serviceaccount", &scraper]);
+    cluster.kubectl(&[
+        "create",
+        "clusterrolebinding",
+        &scraper,
+        "--clusterrole=kubectl-kruntimes-metrics-reader",
+        &format!("--serviceaccount={SYSTEM_NS}:{scraper}"),
+    ]);
+    let token = cluster.kubectl(&["-n", SYSTEM_NS, "create", "token", &scraper]);
+    for pod in &replicas {
+        let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap();
+        let metrics = eventually(
+            Duration::from_secs(30),
+            "a scrape with the reader's token",
+            async || match crate::support::world::https_get_from(
+                &ip,
+                8080,
+                "/metrics",
+                Some(token.trim()),
+                None,
+            )
+            .await
+            {
+                Ok((200, body)) => Ok(body),
+                other => Err(format!("{other:?}")),
+            },
+        )
+        .await;
         assert!(
             metrics.contains("kruntimes_scheduler_runtime_pods"),
-            "/metrics of {name} through the pod proxy:\n{metrics}"
+            "/metrics of {} at {ip}:\n{metrics}",
+            pod.name_any()
         );
     }
+    cluster.kubectl(&["delete", "clusterrolebinding", &scraper]);
+    cluster.kubectl(&["-n", SYSTEM_NS, "delete", "serviceaccount", &scraper]);
 }
 
 /// The image's binary (tests/cluster/static.sh, the build the Dockerfile makes) has no

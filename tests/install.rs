@@ -262,6 +262,11 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
         ),
         ("ClusterRole", "kubectl-kruntimes-scheduler"),
         ("ClusterRoleBinding", "kubectl-kruntimes-scheduler"),
+        (
+            "ClusterRoleBinding",
+            "kubectl-kruntimes-scheduler-auth-delegator",
+        ),
+        ("ClusterRole", "kubectl-kruntimes-metrics-reader"),
         ("Role", "kubectl-kruntimes-scheduler-leader-election"),
         ("RoleBinding", "kubectl-kruntimes-scheduler-leader-election"),
         ("Deployment", "kubectl-kruntimes-scheduler"),
@@ -318,7 +323,7 @@ async fn install_print_piped_to_kubectl_apply_is_accepted_by_the_server() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(stdout.lines().count(), 26, "{stdout}");
+    assert_eq!(stdout.lines().count(), 28, "{stdout}");
 }
 
 /// Our own CRDs applied by another tool (`kubectl apply -k deploy/crds/` is client-side apply,

@@ -175,3 +175,84 @@ async fn every_series_passes_prometheus_naming_linter_after_a_workload() {
         assert_eq!(promtool_complaints(&body), "", "{who}'s /metrics");
     }
 }
+
+/// `/metrics` is served over TLS and only to callers the API server authorises to get it, as
+/// controller-runtime's secure metrics: no token is 401, an authenticated user without the
+/// right is 403 (naming them and the role to grant), a service account bound to the shipped
+/// `kubectl-kruntimes-metrics-reader` reads it, and plain HTTP gets no answer.
+#[tokio::test]
+async fn metrics_are_served_over_tls_to_authorised_callers_only() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    use kube::api::{Api, Patch, PatchParams};
+    let ns = support::world::TestNs::new("secure-metrics").await;
+    let scheduler = support::world::SchedulerProcess::start(&ns.name, 1, None, "secure").await;
+    let port = scheduler.metrics_port;
+    let get = |token: Option<&'static str>| support::world::https_get(port, "/metrics", token);
+
+    let (code, body) = get(None).await.unwrap();
+    assert_eq!(code, 401, "{body}");
+    let (code, body) = get(Some("made-up")).await.unwrap();
+    assert_eq!(code, 401, "{body}");
+    let (code, body) = get(Some(support::NOBODY_TOKEN)).await.unwrap();
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body.contains("nobody may not get /metrics")
+            && body.contains("kubectl-kruntimes-metrics-reader"),
+        "{body}"
+    );
+    // Plain HTTP on the TLS port is no way in.
+    assert!(!matches!(
+        support::world::http_get(port, "/metrics").await,
+        Ok((200, _))
+    ));
+
+    // The shipped reader role, bound to a service account, is enough.
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/scheduler.yaml"
+    ))
+    .unwrap();
+    let reader: ClusterRole = kruntimes::yaml::documents(&shipped)
+        .unwrap()
+        .into_iter()
+        .find(|d| {
+            d["kind"] == "ClusterRole"
+                && d["metadata"]["name"] == "kubectl-kruntimes-metrics-reader"
+        })
+        .map(|d| serde_json::from_value(d).unwrap())
+        .unwrap();
+    let params = PatchParams::apply("test").force();
+    Api::<ClusterRole>::all(ns.client.clone())
+        .patch(
+            "kubectl-kruntimes-metrics-reader",
+            &params,
+            &Patch::Apply(&reader),
+        )
+        .await
+        .unwrap();
+    let account: k8s_openapi::api::core::v1::ServiceAccount =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "prometheus"}})).unwrap();
+    support::world::create_in(&ns, account).await;
+    let binding: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("metrics-reader-{}", ns.name)},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kubectl-kruntimes-metrics-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": ns.name}]
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(ns.client.clone())
+        .create(&Default::default(), &binding)
+        .await
+        .unwrap();
+    let token = support::tokens::unbound_token(&ns.client, &ns.name, "prometheus").await;
+    let token: &'static str = Box::leak(token.into_boxed_str());
+    let body = support::world::eventually(
+        std::time::Duration::from_secs(30),
+        "the reader's binding to take effect",
+        async || match get(Some(token)).await {
+            Ok((200, body)) => Ok(body),
+            other => Err(format!("{other:?}")),
+        },
+    )
+    .await;
+    assert!(body.contains("kruntimes_scheduler_leader"), "{body}");
+}

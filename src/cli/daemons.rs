@@ -42,6 +42,15 @@ pub struct SchedulerRunArgs {
     /// Address of the /metrics endpoint (`0` disables it).
     #[arg(long, default_value = ":8080")]
     pub metrics_bind_address: String,
+    /// Serve /metrics over TLS, only to callers whose bearer token the API server accepts and
+    /// authorises to get /metrics (TokenReview and SubjectAccessReview, as controller-runtime's
+    /// secure metrics); `false` serves plain HTTP to anyone.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub metrics_secure: bool,
+    /// Directory holding tls.crt and tls.key for /metrics (a mounted Secret, from cert-manager
+    /// say); without it a self-signed certificate is made at start.
+    #[arg(long, value_name = "DIR")]
+    pub metrics_cert_dir: Option<std::path::PathBuf>,
     /// Address of /healthz and /readyz (`0` disables them).
     #[arg(long, default_value = ":8081")]
     pub health_probe_bind_address: String,

@@ -143,6 +143,9 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
             leader_election_identity: Some(CONTEXT.into()),
             leader_election_lease_duration: Duration::from_secs(15),
             metrics_bind_address: format!("127.0.0.1:{metrics_port}"),
+            // Loopback only, on the developer's machine: plain HTTP, as its printout says.
+            metrics_secure: false,
+            metrics_cert_dir: None,
             health_probe_bind_address: "0".into(),
             pod_lost_grace: Duration::from_secs(40),
             starvation_threshold: Duration::from_secs(30),

@@ -71,7 +71,7 @@ pub async fn run(
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = wait_for(stop_rx).shared();
-    serve_endpoints(args, &registry, &scheduler, stopped.clone()).await?;
+    serve_endpoints(&target, args, &registry, &scheduler, stopped.clone()).await?;
 
     let (elected_tx, elected_rx) = watch::channel(false);
     let election = if args.leader_elect {
@@ -163,19 +163,29 @@ async fn wait_for(mut flag: watch::Receiver<bool>) {
 }
 
 /// `/metrics` and the `/healthz`, `/readyz` probes, each on its own address unless disabled.
+/// `/metrics` is served over TLS to callers the API server authorises (`--metrics-secure`, on by
+/// default: [`crate::http::secure`]), or as plain HTTP to anyone with `--metrics-secure=false`.
 async fn serve_endpoints(
+    target: &kubeclient::Target,
     args: &SchedulerRunArgs,
     registry: &prometheus::Registry,
     scheduler: &Arc<Scheduler>,
     stopped: impl std::future::Future<Output = ()> + Clone + Send + 'static,
 ) -> anyhow::Result<()> {
     if let Some(addr) = parse_bind(&args.metrics_bind_address, "--metrics-bind-address")? {
-        serve(
-            addr,
-            crate::http::metrics(registry.clone()),
-            stopped.clone(),
-        )
-        .await?;
+        let app = crate::http::metrics(registry.clone());
+        if args.metrics_secure {
+            use crate::http::secure;
+            let mut names = vec!["localhost".to_string()];
+            if let Ok(ns) = std::env::var("POD_NAMESPACE") {
+                names.push(format!("kubectl-kruntimes-scheduler-metrics.{ns}.svc"));
+            }
+            let tls = secure::server_config(args.metrics_cert_dir.as_deref(), &names)?;
+            let app = secure::guarded(app, secure::Gate::new(target.client.clone()));
+            secure::serve_tls(addr, app, tls, stopped.clone()).await?;
+        } else {
+            serve(addr, app, stopped.clone()).await?;
+        }
     }
     if let Some(addr) = parse_bind(
         &args.health_probe_bind_address,

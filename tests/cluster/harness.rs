@@ -137,6 +137,20 @@ impl Cluster {
             .unwrap_or_default()
     }
 
+    /// Runs kubectl, failing or not: whether it succeeded, and its stdout and stderr.
+    pub fn kubectl_said(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new(&self.kubectl)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .args(args)
+            .output()
+            .expect("run kubectl");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    }
+
     /// `cluster.sh ARGS` (kill-kubelet, start-kubelet, freeze-pod UID, thaw-pod UID).
     pub fn fault(&self, args: &[&str]) {
         let mut cmd = Command::new("bash");

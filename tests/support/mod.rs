@@ -126,6 +126,22 @@ pub fn control_plane() -> &'static ControlPlane {
     }
 }
 
+/// A directory with `tls.crt` and `tls.key`: the control plane's serving certificate (for
+/// `localhost` and 127.0.0.1, signed by its CA), for servers the tests start over TLS (the
+/// scheduler's `/metrics`), so that clients check them against [`ControlPlane::ca_pem`].
+pub fn serving_cert_dir() -> PathBuf {
+    let cp = control_plane();
+    let dir = cp.dir.join("serving-tls");
+    static MADE: OnceLock<()> = OnceLock::new();
+    MADE.get_or_init(|| {
+        std::fs::create_dir_all(&dir).unwrap();
+        for (from, to) in [("serving.crt", "tls.crt"), ("serving.key", "tls.key")] {
+            std::fs::copy(cp.dir.join("pki").join(from), dir.join(to)).unwrap();
+        }
+    });
+    dir
+}
+
 /// The process IDs of this binary's etcd and kube-apiserver (in that order), for benches that
 /// read their CPU time.
 pub fn control_plane_pids() -> Vec<u32> {

@@ -64,6 +64,10 @@ impl SchedulerProcess {
             .arg(format!("--workers={workers}"))
             .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
             .arg(format!(
+                "--metrics-cert-dir={}",
+                crate::support::serving_cert_dir().display()
+            ))
+            .arg(format!(
                 "--health-probe-bind-address=127.0.0.1:{health_port}"
             ))
             .arg(format!("--leader-election-identity={identity}"))
@@ -100,11 +104,17 @@ impl SchedulerProcess {
         process
     }
 
+    /// `/metrics` over TLS as the control plane's admin (whom the API server allows to get
+    /// it).
     pub async fn metrics(&self) -> String {
-        let (code, body) = http_get(self.metrics_port, "/metrics")
-            .await
-            .expect("scrape /metrics");
-        assert_eq!(code, 200);
+        let (code, body) = https_get(
+            self.metrics_port,
+            "/metrics",
+            Some(crate::support::ADMIN_TOKEN),
+        )
+        .await
+        .expect("scrape /metrics");
+        assert_eq!(code, 200, "{body}");
         body
     }
 
@@ -290,8 +300,119 @@ pub async fn http(
     body: &[u8],
     authorization: Option<&str>,
 ) -> std::io::Result<(u16, String)> {
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    exchange(stream, method, path, body, authorization).await
+}
+
+/// `GET path` over TLS on loopback (the server's certificate checked against the control
+/// plane's CA, for the name `localhost`), with `token` as bearer token if any; the status code
+/// and the body.
+#[allow(dead_code)]
+pub async fn https_get(
+    port: u16,
+    path: &str,
+    token: Option<&str>,
+) -> std::io::Result<(u16, String)> {
+    let ca = crate::support::control_plane().ca_pem.clone();
+    https_get_from("127.0.0.1", port, path, token, Some(&ca)).await
+}
+
+/// `GET path` over TLS from `host:port`, the certificate checked against `ca` (PEM) for the
+/// name `localhost`, or, without `ca`, not checked at all (a self-signed certificate, as a
+/// Prometheus scrape with `insecureSkipVerify`); `token` as bearer token if any.
+#[allow(dead_code)]
+pub async fn https_get_from(
+    host: &str,
+    port: u16,
+    path: &str,
+    token: Option<&str>,
+    ca: Option<&str>,
+) -> std::io::Result<(u16, String)> {
+    use rustls::pki_types::pem::PemObject as _;
+    use std::sync::Arc;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap();
+    let config = match ca {
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
+                roots.add(cert.expect("a PEM CA")).unwrap();
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        }
+        None => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_no_client_auth(),
+    };
+    let tcp = tokio::net::TcpStream::connect((host, port)).await?;
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await?;
+    let authorization = token.map(|t| format!("Bearer {t}"));
+    exchange(tls, "GET", path, &[], authorization.as_deref()).await
+}
+
+/// Accepts any server certificate (its signatures still checked).
+#[derive(Debug)]
+struct AnyCertificate(std::sync::Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &[rustls::pki_types::CertificateDer<'_>],
+        _: &rustls::pki_types::ServerName<'_>,
+        _: &[u8],
+        _: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+async fn exchange<S>(
+    mut stream: S,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    authorization: Option<&str>,
+) -> std::io::Result<(u16, String)>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
     let length = match body {
         [] => String::new(),
         _ => format!("Content-Length: {}\r\n", body.len()),
@@ -303,8 +424,14 @@ pub async fn http(
         format!("{method} {path} HTTP/1.0\r\nHost: localhost\r\n{length}{authorization}\r\n");
     stream.write_all(head.as_bytes()).await?;
     stream.write_all(body).await?;
-    let mut buf = String::new();
-    stream.read_to_string(&mut buf).await?;
+    let mut raw = Vec::new();
+    match stream.read_to_end(&mut raw).await {
+        Ok(_) => {}
+        // A TLS peer that closes without close_notify after the whole answer.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => {}
+        Err(e) => return Err(e),
+    }
+    let buf = String::from_utf8_lossy(&raw);
     let code = buf
         .split_whitespace()
         .nth(1)

@@ -2,6 +2,8 @@
 //! metrics and probes): bind-address flags, the `/healthz` + `/readyz` router, and
 //! serving in the background. Owns no state of its own: readiness is asked of the caller.
 
+pub mod secure;
+
 use std::net::SocketAddr;
 
 use anyhow::{Context, anyhow};
