@@ -21,7 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// `cargo:rustc-env` for `src/version.rs`.
+/// `cargo:rustc-env` for `src/api/build.rs`.
 fn build_facts() {
     println!("cargo:rerun-if-env-changed=KRUNTIMES_GIT_COMMIT");
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");

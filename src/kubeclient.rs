@@ -1,7 +1,8 @@
 //! Connecting to a cluster the way kubectl does, and turning API failures into one clear line.
 //!
 //! This is an I/O edge: it reads kubeconfig files and builds clients. It makes no API calls
-//! besides the ones its callers ask for.
+//! besides the ones its callers ask for. What to connect to comes in as [`ConnectOptions`]
+//! (kubectl's connection flags, which the CLI parses into them): nothing here knows the CLI.
 
 use std::path::PathBuf;
 
@@ -9,7 +10,25 @@ use anyhow::{Context, anyhow};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
-use crate::cli::GlobalArgs;
+/// How to reach the cluster and as whom: kubectl's connection flags (`--kubeconfig`,
+/// `--context`, `-n`, `--cluster`, `--user`, `-s`, `--token`, `--certificate-authority`,
+/// `--insecure-skip-tls-verify`, `--as`, `--as-group`, `--request-timeout`), each `None` (or
+/// empty) when not given.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectOptions {
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+    pub namespace: Option<String>,
+    pub cluster: Option<String>,
+    pub user: Option<String>,
+    pub server: Option<String>,
+    pub token: Option<String>,
+    pub certificate_authority: Option<PathBuf>,
+    pub insecure_skip_tls_verify: bool,
+    pub as_user: Option<String>,
+    pub as_group: Vec<String>,
+    pub request_timeout: Option<std::time::Duration>,
+}
 
 /// A client plus what a user needs to recognise where it points.
 #[derive(Clone)]
@@ -162,7 +181,9 @@ pub fn proxy_error(err: kube::Error, failed: &str) -> anyhow::Error {
 
 /// Loads the kubeconfig (`--kubeconfig`, `$KUBECONFIG`, `~/.kube/config`, then in-cluster
 /// service account) and builds a client for the chosen context.
-pub async fn connect(global: &GlobalArgs) -> anyhow::Result<Target> {
+pub async fn connect(options: impl Into<ConnectOptions>) -> anyhow::Result<Target> {
+    let options = options.into();
+    let global = &options;
     let (config, context) = load_config(global).await?;
     let server = config.cluster_url.to_string();
     let server = server.trim_end_matches('/').to_string();
@@ -190,7 +211,7 @@ pub fn client_for(config: Config) -> kube::Result<Client> {
         .build())
 }
 
-async fn load_config(global: &GlobalArgs) -> anyhow::Result<(Config, String)> {
+async fn load_config(global: &ConnectOptions) -> anyhow::Result<(Config, String)> {
     if !global.as_group.is_empty() && global.as_user.is_none() {
         return Err(anyhow!(
             "--as-group needs --as USER: Kubernetes impersonates groups only together with a user"
@@ -286,7 +307,7 @@ fn flags_only_kubeconfig() -> Kubeconfig {
 fn override_kubeconfig(
     mut kubeconfig: Kubeconfig,
     context: &str,
-    global: &GlobalArgs,
+    global: &ConnectOptions,
 ) -> anyhow::Result<Kubeconfig> {
     let Some(named) = kubeconfig.contexts.iter().find(|c| c.name == context) else {
         return Err(anyhow!(
@@ -347,7 +368,7 @@ fn override_kubeconfig(
 /// kubectl's credential flags applied to the client configuration: `--token` replaces the
 /// user's credentials, `--as`/`--as-group` impersonate, `--insecure-skip-tls-verify` and
 /// `--request-timeout` (0: no limit).
-fn override_credentials(config: &mut Config, global: &GlobalArgs) {
+fn override_credentials(config: &mut Config, global: &ConnectOptions) {
     if let Some(token) = &global.token {
         config.auth_info = kube::config::AuthInfo {
             token: Some(secrecy::SecretString::from(token.clone())),

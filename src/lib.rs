@@ -3,23 +3,17 @@
 //! The library holds everything; `main.rs` only parses the command line and dispatches.
 
 pub mod api;
-pub mod artifacts;
-pub mod cancel;
 pub mod cli;
-pub mod complete;
-pub mod copy_binary;
+pub mod cmd;
 pub mod dev;
 pub mod digest;
 pub mod duration;
 pub mod events;
 pub mod explain;
-pub mod generate;
 pub mod http;
 pub mod install;
-pub mod invoke;
 pub mod kubeclient;
 pub mod logging;
-pub mod logs;
 pub mod manager;
 pub mod metrics;
 pub mod output;
@@ -32,9 +26,6 @@ pub mod runtimed;
 pub mod scheduler;
 pub mod signals;
 pub mod status;
-pub mod submit;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-pub mod version;
-pub mod wait;
 pub mod yaml;

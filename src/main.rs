@@ -22,9 +22,9 @@ async fn main() -> ExitCode {
         Command::Runtimed(args) => kruntimes::runtimed::exec(&cli.global, args).await,
         Command::Explain(args) => kruntimes::explain::exec(&cli.global, args).await,
         Command::Status(args) => kruntimes::status::exec(&cli.global, args).await,
-        Command::Invoke(args) => kruntimes::invoke::exec(&cli.global, args).await,
-        Command::Logs(args) => kruntimes::logs::exec(&cli.global, args).await,
-        Command::Artifacts(args) => kruntimes::artifacts::exec(&cli.global, args).await,
+        Command::Invoke(args) => kruntimes::cmd::invoke::exec(&cli.global, args).await,
+        Command::Logs(args) => kruntimes::cmd::logs::exec(&cli.global, args).await,
+        Command::Artifacts(args) => kruntimes::cmd::artifacts::exec(&cli.global, args).await,
         Command::Scheduler(SchedulerCommand::Run(args)) => {
             kruntimes::manager::exec(&cli.global, args).await
         }
@@ -33,20 +33,20 @@ async fn main() -> ExitCode {
             completion(args.shell);
             Ok(())
         }
-        Command::Cancel(args) => kruntimes::cancel::exec(&cli.global, args).await,
-        Command::Run(args) => kruntimes::submit::exec(&cli.global, args).await,
-        Command::Wait(args) => kruntimes::wait::exec(&cli.global, args).await,
-        Command::Version(args) => kruntimes::version::exec(args),
-        Command::Gen(args) => kruntimes::generate::exec(args),
-        Command::Complete(args) => kruntimes::complete::exec(args).await,
-        Command::CopyBinary(args) => kruntimes::copy_binary::exec(args),
+        Command::Cancel(args) => kruntimes::cmd::cancel::exec(&cli.global, args).await,
+        Command::Run(args) => kruntimes::cmd::submit::exec(&cli.global, args).await,
+        Command::Wait(args) => kruntimes::cmd::wait::exec(&cli.global, args).await,
+        Command::Version(args) => kruntimes::cmd::version::exec(args),
+        Command::Gen(args) => kruntimes::cmd::generate::exec(args),
+        Command::Complete(args) => kruntimes::cmd::complete::exec(args).await,
+        Command::CopyBinary(args) => kruntimes::cmd::copy_binary::exec(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // The exit code of a Run's task (`run --wait`), its reason already said.
-        Err(err) if err.is::<kruntimes::submit::ExitWith>() => {
+        Err(err) if err.is::<kruntimes::cmd::submit::ExitWith>() => {
             let exit = err
-                .downcast_ref::<kruntimes::submit::ExitWith>()
+                .downcast_ref::<kruntimes::cmd::submit::ExitWith>()
                 .expect("just checked");
             eprintln!("{exit}");
             ExitCode::from(exit.code)
@@ -68,8 +68,8 @@ fn completion(shell: CompletionShell) {
         CompletionShell::Powershell => Shell::PowerShell,
         CompletionShell::Kubectl => {
             use std::io::IsTerminal as _;
-            print!("{}", kruntimes::generate::kubectl_hook());
-            let hook = kruntimes::generate::KUBECTL_HOOK_NAME;
+            print!("{}", kruntimes::cmd::generate::kubectl_hook());
+            let hook = kruntimes::cmd::generate::KUBECTL_HOOK_NAME;
             let how = format!(
                 "save this as an executable named {hook} in a directory on your PATH (next to kubectl-kruntimes), e.g.\n  kubectl kruntimes completion kubectl > ~/.local/bin/{hook} && chmod +x ~/.local/bin/{hook}\nthen `kubectl kruntimes <TAB>` completes subcommands, flags and `explain run/<TAB>` (kubectl 1.26 or newer)."
             );

@@ -302,7 +302,9 @@ async fn deploy(cluster: &Cluster) {
         ),
     ]);
     assert!(
-        !served && through_proxy.contains("Unauthorized"),
+        // kubectl's words for the 401 the scheduler answered.
+        !served
+            && through_proxy.contains("the server has asked for the client to provide credentials"),
         "/metrics through the Pod proxy, with no token: {through_proxy}"
     );
     let scraper = format!("metrics-scraper-{}", std::process::id());

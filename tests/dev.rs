@@ -695,3 +695,38 @@ fn wait_three_pods_ready(data: &Path, what: &str) {
         |out| out.lines().filter(|l| *l == "Running/True").count() == 3,
     );
 }
+
+/// The control plane `dev` and the tests run has the aggregation layer on, as a cluster made
+/// by kubeadm has: kube-apiserver publishes its front-proxy CA and the client name aggregated
+/// API servers must accept, in kube-system/extension-apiserver-authentication.
+#[tokio::test]
+async fn the_control_plane_runs_the_aggregation_layer() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let client = support::client().await;
+    let config = support::world::eventually(
+        std::time::Duration::from_secs(30),
+        "kube-apiserver to publish extension-apiserver-authentication",
+        async || {
+            kube::Api::<ConfigMap>::namespaced(client.clone(), "kube-system")
+                .get("extension-apiserver-authentication")
+                .await
+                .map_err(|e| e.to_string())
+        },
+    )
+    .await;
+    let data = config.data.unwrap_or_default();
+    let ca = data
+        .get("requestheader-client-ca-file")
+        .cloned()
+        .unwrap_or_default();
+    assert!(ca.contains("BEGIN CERTIFICATE"), "{data:?}");
+    assert_eq!(
+        data.get("requestheader-allowed-names").map(String::as_str),
+        Some("[\"front-proxy-client\"]")
+    );
+    assert_eq!(
+        data.get("requestheader-username-headers")
+            .map(String::as_str),
+        Some("[\"X-Remote-User\"]")
+    );
+}

@@ -734,12 +734,24 @@ async fn the_go_projects_runtimed_service_account_is_not_matched() {
 
 /// The scheduler reads the installed policy as the shipped one: what the API server stores
 /// (with its defaults filled in) has the shipped rules, so the Runtime controller creates
-/// Runtime Pods; an edit that drops a rule is told apart (unit tests of `judge`).
+/// Runtime Pods, whether `install` applied it or `kubectl apply -k deploy/crds/` (kustomize
+/// re-folds its multi-line expressions); an edit that drops a rule is told apart (unit tests of
+/// `judge`).
 #[tokio::test]
 async fn the_installed_policy_reads_as_the_shipped_one() {
+    use kruntimes::policy::runtimed::{Presence, presence};
     let f = Fixture::new("policy-presence").await;
-    assert_eq!(
-        kruntimes::policy::runtimed::presence(&f.admin).await,
-        kruntimes::policy::runtimed::Presence::Installed
+    assert_eq!(presence(&f.admin).await, Presence::Installed);
+    support::ok(
+        &support::kubectl()
+            .args([
+                "apply",
+                "-k",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crds"),
+            ])
+            .output()
+            .unwrap(),
+        "kubectl apply -k deploy/crds/",
     );
+    assert_eq!(presence(&f.admin).await, Presence::Installed);
 }

@@ -435,3 +435,77 @@ async fn the_schedulers_token_creates_changes_and_deletes_only_runtime_pods() {
     let unchanged = admin_pods.get("orphan").await.unwrap();
     assert_eq!(unchanged.labels()["team"], "a");
 }
+
+/// The commands that send the caller's token to a runtimed (`logs`, `invoke`,
+/// `artifacts --download`) send it only to a Pod the Runtime controller made for the Run's
+/// Runtime (its controller reference names the Runtime's UID), never to one that merely carries
+/// the Runtime's label: they refuse before any request reaches the Pod.
+#[tokio::test]
+async fn the_cli_sends_no_credential_to_a_pod_that_only_carries_a_runtimes_label() {
+    use k8s_openapi::api::core::v1::Pod;
+    let ns = TestNs::new("rogue-pod").await;
+    let python = create_in(&ns, runtime("python").capacity(&[("runs", 1)]).build()).await;
+    // Labelled as the Runtime's, Ready, but made by someone else.
+    let rogue = pod("rogue").runtime("python").ns(&ns.name).build();
+    let rogue: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "rogue", "labels": rogue.metadata.labels},
+        "spec": {"containers": [{"name": "runtime", "image": "evil:1"}]}
+    }))
+    .unwrap();
+    create_in(&ns, rogue).await;
+    ns.set_ready("rogue", true).await;
+    run("r").create(&ns).await;
+    ns.set_phase("r", RunPhase::Running, Some("rogue")).await;
+    let refs = json!({"status": {"artifactRefs": [{"name": "model", "type": "file", "digest": "sha256:00"}]}});
+    ns.runs()
+        .patch_status("r", &PatchParams::default(), &Patch::Merge(&refs))
+        .await
+        .unwrap();
+    let said = |args: &[&str]| {
+        let out = support::kruntimes()
+            .args(args)
+            .args(["-n", &ns.name])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?} succeeded");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let refused =
+        "Pod rogue, which run/r names, was not made by the Runtime controller for Runtime python";
+    let err = said(&["logs", "run/r"]);
+    assert!(err.contains(refused), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let err = said(&[
+        "artifacts",
+        "run/r",
+        "--download",
+        &dir.path().display().to_string(),
+    ]);
+    assert!(
+        err.contains("no Ready Pod the Runtime controller made for Runtime python"),
+        "{err}"
+    );
+
+    // The same Pod with the Runtime as its controller is trusted: the request goes on (and
+    // fails only because no kubelet runs it here).
+    let mut made: Pod = ns.api::<Pod>().get("rogue").await.unwrap();
+    made.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "kruntimes.io/v1alpha1".into(),
+            kind: "Runtime".into(),
+            name: "python".into(),
+            uid: python.metadata.uid.clone().unwrap(),
+            controller: Some(true),
+            ..Default::default()
+        },
+    ]);
+    ns.api::<Pod>()
+        .replace("rogue", &PostParams::default(), &made)
+        .await
+        .unwrap();
+    let err = said(&["logs", "run/r"]);
+    assert!(
+        !err.contains("was not made by the Runtime controller"),
+        "{err}"
+    );
+}

@@ -71,6 +71,20 @@ pub fn pod_is_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+/// Whether `pod` was made by the Runtime controller for the Runtime whose UID is
+/// `runtime_uid`: its controller reference names that Runtime. A label names a Runtime too, but
+/// anyone who may create Pods can write it; only the controller's reference, with the UID of
+/// the Runtime it was made for, says the Pod is one of ours.
+pub fn made_for_runtime(pod: &k8s_openapi::api::core::v1::Pod, runtime_uid: &str) -> bool {
+    !runtime_uid.is_empty()
+        && pod.metadata.owner_references.iter().flatten().any(|r| {
+            r.controller == Some(true)
+                && r.kind == "Runtime"
+                && r.api_version.starts_with("kruntimes.io/")
+                && r.uid == runtime_uid
+        })
+}
+
 /// Field manager for every write kruntimes makes.
 pub const FIELD_MANAGER: &str = "kubectl-kruntimes";
 

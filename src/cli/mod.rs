@@ -93,6 +93,25 @@ pub struct GlobalArgs {
     pub log_format: LogFormat,
 }
 
+impl From<&GlobalArgs> for crate::kubeclient::ConnectOptions {
+    fn from(g: &GlobalArgs) -> Self {
+        crate::kubeclient::ConnectOptions {
+            kubeconfig: g.kubeconfig.clone(),
+            context: g.context.clone(),
+            namespace: g.namespace.clone(),
+            cluster: g.cluster.clone(),
+            user: g.user.clone(),
+            server: g.server.clone(),
+            token: g.token.clone(),
+            certificate_authority: g.certificate_authority.clone(),
+            insecure_skip_tls_verify: g.insecure_skip_tls_verify,
+            as_user: g.as_user.clone(),
+            as_group: g.as_group.clone(),
+            request_timeout: g.request_timeout,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     #[default]

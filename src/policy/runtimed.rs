@@ -144,7 +144,10 @@ pub fn judge(
             }),
         )
     };
-    if rules(spec) != rules(&shipped) {
+    // Compared as JSON with every run of whitespace in a string made one space: kustomize
+    // re-folds the file's multi-line CEL (`kubectl apply -k`), which changes no rule.
+    let comparable = |s| squeeze(serde_json::to_value(rules(s)).unwrap_or_default());
+    if comparable(spec) != comparable(&shipped) {
         return weakened(format!(
             "ValidatingAdmissionPolicy {NAME} is not the one this release ships (its rules, match conditions or failure policy differ)"
         ));
@@ -164,6 +167,19 @@ pub fn judge(
         ));
     }
     Presence::Installed
+}
+
+/// `value` with every string's whitespace runs made single spaces (and trimmed).
+fn squeeze(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => Value::String(s.split_whitespace().collect::<Vec<_>>().join(" ")),
+        Value::Array(items) => Value::Array(items.into_iter().map(squeeze).collect()),
+        Value::Object(map) => {
+            Value::Object(map.into_iter().map(|(k, v)| (k, squeeze(v))).collect())
+        }
+        other => other,
+    }
 }
 
 /// Why the Runtime controller creates no Runtime Pod under `presence`, if it may not: a Pod's
@@ -241,6 +257,19 @@ mod tests {
             rule.scope.get_or_insert_with(|| "*".into());
         }
         assert_eq!(judge(Some(&defaulted), Some(&binding)), Presence::Installed);
+        // Nor does kustomize's re-folding of multi-line expressions (blank lines added).
+        let mut refolded = policy.clone();
+        for v in refolded
+            .spec
+            .as_mut()
+            .unwrap()
+            .validations
+            .as_mut()
+            .unwrap()
+        {
+            v.expression = v.expression.replace('\n', "\n\n ");
+        }
+        assert_eq!(judge(Some(&refolded), Some(&binding)), Presence::Installed);
 
         assert_eq!(
             judge(None, Some(&binding)),

@@ -158,6 +158,15 @@ extendedKeyUsage=serverAuth"
   cert kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "extendedKeyUsage=clientAuth"
   cert kubelet "/CN=$NODE" "subjectAltName=IP:$NODE_IP,DNS:$NODE
 extendedKeyUsage=serverAuth"
+  # The aggregation layer's front proxy: its own CA and the client certificate kube-apiserver
+  # presents to aggregated API servers.
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout front-proxy-ca.key -out front-proxy-ca.crt -days 2 \
+    -subj /CN=kruntimes-cluster-front-proxy-ca 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -keyout front-proxy-client.key -out front-proxy-client.csr \
+    -subj /CN=front-proxy-client 2>/dev/null
+  printf 'extendedKeyUsage=clientAuth\n' >front-proxy-client.ext
+  openssl x509 -req -in front-proxy-client.csr -CA front-proxy-ca.crt -CAkey front-proxy-ca.key \
+    -CAcreateserial -out front-proxy-client.crt -days 2 -extfile front-proxy-client.ext 2>/dev/null
   openssl genrsa -out sa.key 2048 2>/dev/null
   openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
   cat >tokens.csv <<EOF
@@ -268,7 +277,12 @@ EOF
     --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$p/sa.pub" \
     --service-account-signing-key-file="$p/sa.key" \
     --kubelet-client-certificate="$p/kubelet-client.crt" --kubelet-client-key="$p/kubelet-client.key" \
-    --kubelet-certificate-authority="$p/ca.crt" --kubelet-preferred-address-types=InternalIP --v=0
+    --kubelet-certificate-authority="$p/ca.crt" --kubelet-preferred-address-types=InternalIP \
+    --requestheader-client-ca-file="$p/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$p/front-proxy-client.crt" --proxy-client-key-file="$p/front-proxy-client.key" \
+    --enable-aggregator-routing=true --v=0
 
   log "containerd"
   cat >"$DIR/containerd/config.toml" <<EOF

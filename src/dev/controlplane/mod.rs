@@ -31,7 +31,10 @@ use thiserror::Error;
 
 pub use build::{ETCD_VERSION, K8S_VERSION, bin_dir, build, cache_root, is_built};
 pub use kubeconfig::{KubeconfigSpec, client_for, write_kubeconfig};
-pub use pki::{Layout, TokenUser, ensure_pki, random_token, write_private, write_tokens};
+pub use pki::{
+    FRONT_PROXY_CLIENT, Layout, TokenUser, ensure_front_proxy, ensure_pki, random_token,
+    write_private, write_tokens,
+};
 pub use ports::Ports;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -116,9 +119,10 @@ impl ControlPlane {
     /// Starts etcd and kube-apiserver (RBAC authorization, the layout's token file for
     /// authentication, the CA-signed serving certificate) and returns without waiting for
     /// readiness: see [`ControlPlane::wait_ready`]. [`ensure_pki`] and [`write_tokens`] must
-    /// have run. Spawn from a thread that outlives the processes (see the module docs).
+    /// have run; the front-proxy certificates are made here when missing. Spawn from a thread that outlives the processes (see the module docs).
     pub fn start(spec: &Spec) -> Result<Self> {
         let layout = spec.layout.clone();
+        ensure_front_proxy(&layout)?;
         let logs = layout.logs();
         std::fs::create_dir_all(&logs).map_err(io(format!("cannot create {}", logs.display())))?;
         let ca_pem = std::fs::read_to_string(layout.ca_cert())
@@ -172,6 +176,21 @@ impl ControlPlane {
             format!("--service-account-key-file={}", pki("sa.pub")),
             format!("--service-account-signing-key-file={}", pki("sa.key")),
             "--enable-priority-and-fairness=false".into(),
+            // The aggregation layer, for aggregated API servers such as kruntimes' own: the
+            // front-proxy client certificate it presents to them and the CA they check it
+            // with (published in kube-system/extension-apiserver-authentication). No
+            // kube-proxy runs, so it dials an APIService's endpoints directly.
+            format!(
+                "--requestheader-client-ca-file={}",
+                pki("front-proxy-ca.crt")
+            ),
+            format!("--requestheader-allowed-names={FRONT_PROXY_CLIENT}"),
+            "--requestheader-username-headers=X-Remote-User".into(),
+            "--requestheader-group-headers=X-Remote-Group".into(),
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
+            format!("--proxy-client-cert-file={}", pki("front-proxy-client.crt")),
+            format!("--proxy-client-key-file={}", pki("front-proxy-client.key")),
+            "--enable-aggregator-routing=true".into(),
             "--v=0".into(),
         ];
         cp.spawn("kube-apiserver", &apiserver_args)?;

@@ -93,6 +93,52 @@ pub fn ensure_pki(layout: &Layout) -> Result<()> {
     write_private(&dir.join("ca.crt"), &ca.pem())
 }
 
+/// Creates the front-proxy CA and the client certificate kube-apiserver presents to aggregated
+/// API servers (CN [`FRONT_PROXY_CLIENT`], signed by that CA), unless they exist. Apart from
+/// [`ensure_pki`] so that a state directory made before keeps its CA and its kubeconfigs.
+pub fn ensure_front_proxy(layout: &Layout) -> Result<()> {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
+        IsCa, KeyPair, KeyUsagePurpose,
+    };
+    let dir = layout.pki();
+    let files = [
+        "front-proxy-ca.crt",
+        "front-proxy-client.crt",
+        "front-proxy-client.key",
+    ];
+    if files.iter().all(|f| dir.join(f).exists()) {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "kruntimes-local-front-proxy-ca");
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+    let key = KeyPair::generate()?;
+    let mut client = CertificateParams::new(Vec::<String>::new())?;
+    client
+        .distinguished_name
+        .push(DnType::CommonName, FRONT_PROXY_CLIENT);
+    client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = client.signed_by(&key, &ca)?;
+    write_private(&dir.join("front-proxy-client.key"), &key.serialize_pem())?;
+    write_private(&dir.join("front-proxy-client.crt"), &cert.pem())?;
+    // Last: its presence marks the set complete.
+    write_private(&dir.join("front-proxy-ca.crt"), &ca.pem())
+}
+
+/// The common name of kube-apiserver's front-proxy client certificate, the one name aggregated
+/// API servers accept (`--requestheader-allowed-names`).
+pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
+
 /// Writes the static token file for kube-apiserver.
 pub fn write_tokens(layout: &Layout, users: &[TokenUser]) -> Result<()> {
     let body: String = users

@@ -2,7 +2,9 @@
 //! artifacts as its `status.artifactRefs` lists them, and, with `--download`, their bytes as
 //! runtimed serves them (`runtimed::artifact_server`) through the API server's Pod proxy, from
 //! the Run's Runtime Pod or, when that one is gone, any Ready Pod of its Runtime (they share
-//! the store). [`table`] is pure; the rest is an edge.
+//! the store): only Pods the Runtime controller made for it (their controller reference names
+//! the Runtime's UID), never one that only carries its label. [`table`] is pure; the rest is an
+//! edge.
 
 use std::path::Path;
 
@@ -143,8 +145,10 @@ async fn download(
     Ok(())
 }
 
-/// The Run's own Pod first, then every other Ready Pod of its Runtime.
+/// The Run's own Pod first, then every other Ready Pod the Runtime controller made for its
+/// Runtime.
 async fn serving_pods(target: &Target, run: &Run) -> anyhow::Result<Vec<String>> {
+    let runtime_uid = crate::cmd::logs::runtime_uid(target, run).await?;
     let api: Api<Pod> = Api::namespaced(target.client.clone(), &target.namespace);
     let selector = format!("{LABEL_RUNTIME}={}", run.spec.runtime);
     let listed = api
@@ -159,7 +163,11 @@ async fn serving_pods(target: &Target, run: &Run) -> anyhow::Result<Vec<String>>
     let mut pods: Vec<String> = listed
         .items
         .iter()
-        .filter(|p| pod_is_ready(p) && p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            pod_is_ready(p)
+                && p.metadata.deletion_timestamp.is_none()
+                && crate::api::made_for_runtime(p, &runtime_uid)
+        })
         .map(|p| p.name_any())
         .collect();
     if let Some(own) = run.status.as_ref().and_then(|s| s.assigned_pod.clone())
@@ -169,7 +177,7 @@ async fn serving_pods(target: &Target, run: &Run) -> anyhow::Result<Vec<String>>
     }
     if pods.is_empty() {
         bail!(
-            "no Ready Pod of Runtime {} serves its artifact store now; scale it up, or read the store's volume (see status.artifactRefs)",
+            "no Ready Pod the Runtime controller made for Runtime {} serves its artifact store now; scale it up, or read the store's volume (see status.artifactRefs)",
             run.spec.runtime
         );
     }

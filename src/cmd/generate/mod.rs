@@ -92,7 +92,7 @@ pub const CHART: &str = "charts/kubectl-kruntimes";
 const CHART_FILES: &[(&str, &str)] = &[
     (
         "scheduler.yaml",
-        include_str!("../../deploy/scheduler.yaml"),
+        include_str!("../../../deploy/scheduler.yaml"),
     ),
     ("user-roles.yaml", crate::install::USER_ROLES),
     ("runtimed-policy.yaml", crate::policy::runtimed::MANIFEST),

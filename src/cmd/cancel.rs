@@ -142,9 +142,9 @@ async fn ask(target: &Target, runs: &Api<Run>, ns: &str, name: &str) -> anyhow::
     Ok(Asked::Requested { already: false })
 }
 
-/// Waits (on a watch) until `name` has ended ([`crate::wait::until_decided`]); its end phase,
+/// Waits (on a watch) until `name` has ended ([`crate::cmd::wait::until_decided`]); its end phase,
 /// or `deleted`.
 async fn wait_ended(runs: &Api<Run>, name: &str, timeout: Duration) -> anyhow::Result<String> {
-    let (_, run) = crate::wait::until_decided(runs, name, &For::Ended, timeout).await?;
+    let (_, run) = crate::cmd::wait::until_decided(runs, name, &For::Ended, timeout).await?;
     Ok(run.map_or_else(|| "deleted".to_string(), |r| r.phase().as_str().to_string()))
 }

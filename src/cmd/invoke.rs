@@ -23,6 +23,7 @@ pub async fn exec(global: &GlobalArgs, args: &InvokeArgs) -> anyhow::Result<()> 
     let target = crate::kubeclient::connect(global).await?;
     let run = target.get_run(&name).await?;
     let pod = ready_pod(&run, &name)?;
+    crate::cmd::logs::trusted_pod(&target, &run, &pod).await?;
     let path = target.runtimed_path(&pod, &format!("invoke/{name}"));
     let request = target
         .as_caller(http::Request::post(path))?

@@ -16,8 +16,8 @@ use serde_json::{Map, Value, json};
 use crate::api::wait::{For, Verdict};
 use crate::api::{Run, RunPhase};
 use crate::cli::{DryRun, GlobalArgs, RunArgs};
+use crate::cmd::wait;
 use crate::output::{Format, Printed};
-use crate::wait;
 
 /// `run --wait` of a Run that did not succeed: the process exits with `code`, after saying
 /// `said` on stderr.
@@ -224,8 +224,10 @@ async fn follow(
     };
     let (_, run) = wait::until_decided(runs, name, &started, args.wait_timeout).await?;
     // Started (or ended before it could be seen running): its log is on its Pod.
-    if let Some(pod) = run.as_ref().and_then(|r| crate::logs::pod_of(r, name).ok())
-        && let Err(e) = crate::logs::stream(target, name, &pod, true, -1).await
+    if let Some(pod) = run
+        .as_ref()
+        .and_then(|r| crate::cmd::logs::pod_of(r, name).ok())
+        && let Err(e) = crate::cmd::logs::stream(target, name, &pod, true, -1).await
     {
         eprintln!("warning: cannot stream the log of run/{name} ({e:#}); waiting for its end");
     }

@@ -1,0 +1,20 @@
+//! The commands of one file each: `logs`, `invoke`, `artifacts`, `cancel`, `run`
+//! ([`submit`]), `wait`, `version`, `completion`'s dynamic half ([`complete`]), the hidden
+//! `gen` ([`generate`]) and `copy-binary` (what a Runtime Pod's init container runs). Each
+//! takes its parsed arguments, talks to the API server (or nothing), and prints; the rules
+//! they apply live in the core modules they call ([`crate::api`], [`crate::output`]).
+//!
+//! The commands that are whole subsystems keep rooms of their own: `install`/`uninstall`
+//! ([`crate::install`]), `explain` ([`crate::explain`]), `status` ([`crate::status`]), `dev`
+//! ([`crate::dev`]), `scheduler run` ([`crate::manager`]) and `runtimed` ([`crate::runtimed`]).
+
+pub mod artifacts;
+pub mod cancel;
+pub mod complete;
+pub mod copy_binary;
+pub mod generate;
+pub mod invoke;
+pub mod logs;
+pub mod submit;
+pub mod version;
+pub mod wait;
