@@ -67,8 +67,8 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use kruntimes::api::{Run, status};
-use kruntimes::events::RunEvents;
 use kruntimes::scheduler::status_patch;
+use kruntimes::telemetry::events::RunEvents;
 use kruntimes::testing::{percentile, pod, run};
 use support::measure::{api_requests, cpu_seconds};
 use support::world::{Create, TestNs, eventually};
@@ -760,7 +760,11 @@ async fn write_bindings(system: System, client: Client, ns: String, targets: usi
                 .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
                 .collect();
             pods.sort();
-            let events = RunEvents::new(client.clone(), kruntimes::events::SCHEDULER, None);
+            let events = RunEvents::new(
+                client.clone(),
+                kruntimes::telemetry::events::SCHEDULER,
+                None,
+            );
             let (client, ns, pods, events) = (&client, &ns, &pods, &events);
             futures::stream::iter(list.items.into_iter().enumerate())
                 .for_each_concurrent(WRITES_IN_FLIGHT, |(i, run)| async move {
@@ -775,7 +779,7 @@ async fn write_bindings(system: System, client: Client, ns: String, targets: usi
                     events.emit_once(
                         &run,
                         EventType::Normal,
-                        kruntimes::events::reasons::SCHEDULED,
+                        kruntimes::telemetry::events::reasons::SCHEDULED,
                         "Binding",
                         format!("Assigned to Runtime Pod {pod}"),
                     );
@@ -838,7 +842,7 @@ const PPROF_SECONDS: u32 = 2;
 
 fn stop_perf(mut perf: Child) {
     // SIGINT makes perf write its data.
-    let _ = kruntimes::process::signal(perf.id(), kruntimes::process::Signal::Int);
+    let _ = kruntimes::util::process::signal(perf.id(), kruntimes::util::process::Signal::Int);
     let _ = perf.wait();
 }
 

@@ -203,11 +203,11 @@ pub async fn connect(options: impl Into<ConnectOptions>) -> anyhow::Result<Targe
     })
 }
 
-/// A client of `config` whose requests are counted in [`crate::metrics`]'s API client
+/// A client of `config` whose requests are counted in [`crate::telemetry::metrics`]'s API client
 /// metrics: every client kruntimes makes.
 pub fn client_for(config: Config) -> kube::Result<Client> {
     Ok(kube::client::ClientBuilder::try_from(config)?
-        .with_layer(&crate::metrics::ApiClientLayer)
+        .with_layer(&crate::telemetry::metrics::ApiClientLayer)
         .build())
 }
 

@@ -9,26 +9,28 @@ use kruntimes::cli::{Cli, Command, CompletionShell, SchedulerCommand};
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.command.prints_and_ends() {
-        kruntimes::process::die_on_closed_stdout();
+        kruntimes::util::process::die_on_closed_stdout();
     }
-    kruntimes::logging::init(
+    kruntimes::telemetry::logging::init(
         cli.global.verbose,
         cli.global.log_format,
         cli.command.default_log_filter(),
     );
     let result = match &cli.command {
-        Command::Install(args) => kruntimes::install::exec(&cli.global, args).await,
-        Command::Uninstall(args) => kruntimes::install::uninstall::exec(&cli.global, args).await,
+        Command::Install(args) => kruntimes::cmd::install::exec(&cli.global, args).await,
+        Command::Uninstall(args) => {
+            kruntimes::cmd::install::uninstall::exec(&cli.global, args).await
+        }
         Command::Runtimed(args) => kruntimes::runtimed::exec(&cli.global, args).await,
-        Command::Explain(args) => kruntimes::explain::exec(&cli.global, args).await,
-        Command::Status(args) => kruntimes::status::exec(&cli.global, args).await,
+        Command::Explain(args) => kruntimes::cmd::explain::exec(&cli.global, args).await,
+        Command::Status(args) => kruntimes::cmd::status::exec(&cli.global, args).await,
         Command::Invoke(args) => kruntimes::cmd::invoke::exec(&cli.global, args).await,
         Command::Logs(args) => kruntimes::cmd::logs::exec(&cli.global, args).await,
         Command::Artifacts(args) => kruntimes::cmd::artifacts::exec(&cli.global, args).await,
         Command::Scheduler(SchedulerCommand::Run(args)) => {
             kruntimes::manager::exec(&cli.global, args).await
         }
-        Command::Dev(args) => kruntimes::dev::exec(&cli.global, args).await,
+        Command::Dev(args) => kruntimes::cmd::dev::exec(&cli.global, args).await,
         Command::Completion(args) => {
             completion(args.shell);
             Ok(())

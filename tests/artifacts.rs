@@ -229,7 +229,7 @@ async fn artifacts_are_stored_listed_and_removed_with_their_run(
         (
             Some("file"),
             Some(7),
-            Some(kruntimes::digest::sha256(&bytes).as_str())
+            Some(kruntimes::util::digest::sha256(&bytes).as_str())
         )
     );
     assert_eq!(report["contentType"], "text/plain");
@@ -300,7 +300,7 @@ async fn artifacts_are_stored_listed_and_removed_with_their_run(
             (r["sizeBytes"].as_u64(), r["digest"].as_str()),
             (
                 Some(12582912),
-                Some(kruntimes::digest::sha256(&bytes).as_str())
+                Some(kruntimes::util::digest::sha256(&bytes).as_str())
             ),
             "the multipart upload stored every byte in order"
         );
@@ -382,7 +382,7 @@ while [ ! -s {swaps} ]; do sleep 0.05; done
     let weights = &status.artifact_refs[0];
     let bytes = store.read(&weights["location"]).await.unwrap();
     assert_eq!(weights["sizeBytes"].as_u64(), Some(bytes.len() as u64));
-    let digest = kruntimes::digest::sha256(&bytes);
+    let digest = kruntimes::util::digest::sha256(&bytes);
     assert_eq!(
         weights["digest"].as_str(),
         Some(digest.as_str()),

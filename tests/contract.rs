@@ -464,12 +464,12 @@ async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
         Duration::from_secs(30),
     )
     .await;
-    pool.agent().signal(kruntimes::process::Signal::Stop);
+    pool.agent().signal(kruntimes::util::process::Signal::Stop);
     long("scheduled").create(ns).await;
     ns.wait_phase("scheduled", RunPhase::Scheduled, Duration::from_secs(30))
         .await;
     ns.cancel("scheduled").await;
-    pool.agent().signal(kruntimes::process::Signal::Cont);
+    pool.agent().signal(kruntimes::util::process::Signal::Cont);
     let scheduled = ns
         .wait_phase("scheduled", RunPhase::Cancelled, Duration::from_secs(30))
         .await;

@@ -6,7 +6,7 @@
 
 mod support;
 
-use kruntimes::process::{self, Signal};
+use kruntimes::util::process::{self, Signal};
 use std::collections::HashSet;
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};

@@ -310,7 +310,7 @@ async fn every_manifest_in_the_docs_is_accepted_by_the_api_server() {
     );
     let mut failures = Vec::new();
     for (at, text) in &manifests {
-        let docs = match kruntimes::yaml::documents(text) {
+        let docs = match kruntimes::util::yaml::documents(text) {
             Ok(docs) => docs,
             Err(e) => {
                 failures.push(format!("{at}: not YAML: {e}"));

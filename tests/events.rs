@@ -379,7 +379,8 @@ async fn the_scheduler_writes_a_held_scheduled_before_it_exits() {
         SchedulerProcess::start_with(&kubeconfig, &ns.name, 1, None, "ev-sched-exit", &args).await;
     run("unstarted").task(&["true"]).create(&ns).await;
     ns.wait_phase("unstarted", RunPhase::Scheduled, WAIT).await;
-    let status = kruntimes::process::stop_blocking(&mut scheduler.child, Duration::from_secs(30));
+    let status =
+        kruntimes::util::process::stop_blocking(&mut scheduler.child, Duration::from_secs(30));
     assert!(
         status.is_some_and(|s| s.success()),
         "the scheduler exits 0 on SIGTERM: {status:?}"

@@ -596,7 +596,8 @@ async fn table_yaml_and_color_outputs_agree_with_json() {
     assert!(!String::from_utf8(never.stdout).unwrap().contains('\u{1b}'));
 
     let yaml = explain(&ns.name, "run/job", &["-o", "yaml"]);
-    let yaml: Value = kruntimes::yaml::from_str(&String::from_utf8_lossy(&yaml.stdout)).unwrap();
+    let yaml: Value =
+        kruntimes::util::yaml::from_str(&String::from_utf8_lossy(&yaml.stdout)).unwrap();
     let json = explain_json(&ns.name, "job");
     for field in [
         "verdict",
@@ -660,7 +661,7 @@ async fn table_yaml_and_color_outputs_agree_with_json() {
     );
     assert!(json["scheduler"]["message"].is_string());
     // And it is a Report: scripts in Rust can read it back.
-    let typed: kruntimes::explain::Report = serde_json::from_value(json).unwrap();
+    let typed: kruntimes::cmd::explain::Report = serde_json::from_value(json).unwrap();
     assert_eq!(typed.verdict, verdict);
 }
 

@@ -19,8 +19,8 @@ use kube::api::DeleteParams;
 use tokio::sync::RwLock;
 
 use kruntimes::api::{Run, RunPhase, Runtime};
-use kruntimes::process::Signal;
 use kruntimes::testing::{pod, run};
+use kruntimes::util::process::Signal;
 use support::Fault;
 use support::pool::Pool;
 use support::world::{Create, SchedulerProcess, TestNs, count, eventually};

@@ -49,7 +49,7 @@ fn await_runs_admitted(ns: &str, run: &Path) {
 
 /// The objects of a multi-document YAML text.
 fn objects(yaml: &str) -> Vec<Value> {
-    kruntimes::yaml::documents(yaml)
+    kruntimes::util::yaml::documents(yaml)
         .unwrap()
         .into_iter()
         .filter(|d| d.is_object())

@@ -213,7 +213,7 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
             .env("KUBECONFIG", "/nonexistent/kubeconfig"),
     );
     assert!(out.status.success(), "{stderr}");
-    let docs: Vec<(String, String)> = kruntimes::yaml::documents(&stdout)
+    let docs: Vec<(String, String)> = kruntimes::util::yaml::documents(&stdout)
         .unwrap()
         .into_iter()
         .map(|v| {

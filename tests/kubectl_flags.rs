@@ -245,7 +245,7 @@ async fn cluster_and_user_pick_kubeconfig_entries_and_unknown_ones_are_named() {
     let dir = tempfile::tempdir().unwrap();
     // The control plane's kubeconfig plus a user `viewer` that acts as bob.
     let mut kubeconfig: serde_json::Value =
-        kruntimes::yaml::from_str(&std::fs::read_to_string(&cp.kubeconfig).unwrap()).unwrap();
+        kruntimes::util::yaml::from_str(&std::fs::read_to_string(&cp.kubeconfig).unwrap()).unwrap();
     let admin = kubeconfig["users"][0]["user"].clone();
     let mut viewer = admin.clone();
     viewer["as"] = json!("bob");
@@ -254,7 +254,11 @@ async fn cluster_and_user_pick_kubeconfig_entries_and_unknown_ones_are_named() {
         .unwrap()
         .push(json!({"name": "viewer", "user": viewer}));
     let path = dir.path().join("kubeconfig");
-    std::fs::write(&path, kruntimes::yaml::to_string(&kubeconfig).unwrap()).unwrap();
+    std::fs::write(
+        &path,
+        kruntimes::util::yaml::to_string(&kubeconfig).unwrap(),
+    )
+    .unwrap();
     let run_with = |extra: &[&str]| {
         let mut args = vec![
             "cancel",
@@ -439,11 +443,15 @@ async fn a_kubeconfig_clusters_proxy_url_is_used() {
     let (proxy, tunnels) = connect_proxy().await;
     let cp = support::control_plane();
     let mut kubeconfig: serde_json::Value =
-        kruntimes::yaml::from_str(&std::fs::read_to_string(&cp.kubeconfig).unwrap()).unwrap();
+        kruntimes::util::yaml::from_str(&std::fs::read_to_string(&cp.kubeconfig).unwrap()).unwrap();
     kubeconfig["clusters"][0]["cluster"]["proxy-url"] = json!(proxy);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("kubeconfig");
-    std::fs::write(&path, kruntimes::yaml::to_string(&kubeconfig).unwrap()).unwrap();
+    std::fs::write(
+        &path,
+        kruntimes::util::yaml::to_string(&kubeconfig).unwrap(),
+    )
+    .unwrap();
     let out = tokio::process::Command::new(support::binary())
         .args(["cancel", "run/r", "-n", &ns.name, "--kubeconfig"])
         .arg(&path)

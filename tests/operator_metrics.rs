@@ -212,7 +212,7 @@ async fn metrics_are_served_over_tls_to_authorised_callers_only() {
         "/deploy/scheduler.yaml"
     ))
     .unwrap();
-    let reader: ClusterRole = kruntimes::yaml::documents(&shipped)
+    let reader: ClusterRole = kruntimes::util::yaml::documents(&shipped)
         .unwrap()
         .into_iter()
         .find(|d| {

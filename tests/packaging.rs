@@ -141,7 +141,7 @@ fn kustomize(dir: &Path) -> Vec<serde_json::Value> {
         .output()
         .unwrap();
     let rendered = ok(&out, &format!("kubectl kustomize {}", dir.display()));
-    kruntimes::yaml::documents(&rendered).unwrap()
+    kruntimes::util::yaml::documents(&rendered).unwrap()
 }
 
 /// Kind, namespace ("" when cluster-scoped) and name of each object.

@@ -43,7 +43,7 @@ async fn crds_only(client: &Client) {
         .await
         .unwrap_or_else(|e| panic!("apply runtimed's ClusterRole: {e}"));
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in kruntimes::install::crds() {
+    for crd in kruntimes::cmd::install::crds() {
         let name = crd.name_any();
         api.patch(
             &name,
@@ -275,7 +275,7 @@ async fn a_scheduler_that_cannot_read_the_policy_says_so_once_and_schedules_anyw
         "/deploy/scheduler.yaml"
     ))
     .unwrap();
-    let mut role: ClusterRole = kruntimes::yaml::documents(&shipped)
+    let mut role: ClusterRole = kruntimes::util::yaml::documents(&shipped)
         .unwrap()
         .into_iter()
         .find(|v| v["kind"] == "ClusterRole")

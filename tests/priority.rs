@@ -17,8 +17,8 @@ use serde_json::json;
 
 use kruntimes::api::status::{CONDITION_DISRUPTION_TARGET, CONDITION_RUNNING, reasons};
 use kruntimes::api::{Run, RunPhase};
-use kruntimes::process::Signal;
 use kruntimes::testing::{PriorityClassBuilder, RunBuilder, priority_class, run};
+use kruntimes::util::process::Signal;
 use support::pool::{HEARTBEAT, Pool};
 use support::world::{Create, RunEvents, SchedulerProcess, TestNs, eventually};
 
@@ -33,7 +33,7 @@ const GRACE: Duration = Duration::from_secs(3);
 fn answer_margin() -> jiff::SignedDuration {
     let [flag, interval, ..] = HEARTBEAT;
     assert_eq!(flag, "--heartbeat-interval");
-    let interval = kruntimes::duration::parse_duration(interval).unwrap();
+    let interval = kruntimes::util::duration::parse_duration(interval).unwrap();
     jiff::SignedDuration::try_from(interval).unwrap() + jiff::SignedDuration::from_secs(1)
 }
 

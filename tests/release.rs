@@ -42,7 +42,7 @@ fn validate_manifest(manifest: &Path) {
 #[test]
 fn every_image_reference_is_one_the_release_workflow_pushes() {
     let text = std::fs::read_to_string(repo().join(".github/workflows/release.yml")).unwrap();
-    let workflow: serde_json::Value = kruntimes::yaml::from_str(&text).unwrap();
+    let workflow: serde_json::Value = kruntimes::util::yaml::from_str(&text).unwrap();
     let image = workflow["env"]["IMAGE"].as_str().unwrap();
     let version = env!("CARGO_PKG_VERSION");
     let minor = version.rsplit_once('.').unwrap().0;
@@ -182,7 +182,7 @@ fn every_image_reference_is_one_the_release_workflow_pushes() {
 #[test]
 fn the_release_workflow_builds_every_platform_of_the_manifest_with_the_release_script() {
     let text = std::fs::read_to_string(repo().join(".github/workflows/release.yml")).unwrap();
-    let workflow: serde_json::Value = kruntimes::yaml::from_str(&text).unwrap();
+    let workflow: serde_json::Value = kruntimes::util::yaml::from_str(&text).unwrap();
     let targets: Vec<&str> = workflow["jobs"]["binaries"]["strategy"]["matrix"]["include"]
         .as_array()
         .unwrap()
@@ -225,7 +225,7 @@ fn krew_manifest_is_valid_and_carries_the_crate_version() {
     let manifest = repo().join("krew/kruntimes.yaml");
     validate_manifest(&manifest);
     let text = std::fs::read_to_string(&manifest).unwrap();
-    let doc: serde_json::Value = kruntimes::yaml::from_str(&text).unwrap();
+    let doc: serde_json::Value = kruntimes::util::yaml::from_str(&text).unwrap();
     assert_eq!(
         doc["spec"]["version"],
         format!("v{}", env!("CARGO_PKG_VERSION"))
@@ -293,7 +293,7 @@ fn krew_installs_the_release_archive_and_kubectl_runs_the_plugin() {
         "SHA256SUMS holds the archive's sum"
     );
     let text = std::fs::read_to_string(&manifest).unwrap();
-    let doc: serde_json::Value = kruntimes::yaml::from_str(&text).unwrap();
+    let doc: serde_json::Value = kruntimes::util::yaml::from_str(&text).unwrap();
     let home = env!("CARGO_PKG_REPOSITORY");
     assert_eq!(doc["spec"]["homepage"], home);
     let linux = &doc["spec"]["platforms"][0];

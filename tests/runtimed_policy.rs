@@ -11,8 +11,8 @@ use kube::ResourceExt as _;
 
 use kruntimes::api::status::reasons;
 use kruntimes::api::{Run, RunPhase};
-use kruntimes::process::Signal;
 use kruntimes::testing::{run, runtime};
+use kruntimes::util::process::Signal;
 use support::tokens;
 use support::world::{
     self, Create, RuntimedProcess, SchedulerProcess, TestNs, create_in, eventually,

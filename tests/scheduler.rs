@@ -585,7 +585,7 @@ async fn metrics_expose_every_named_metric_with_only_bounded_labels() {
                     }
                     "state" => ["available", "unavailable"].contains(&value),
                     "le" => true,
-                    "method" => kruntimes::metrics::METHODS.contains(&value),
+                    "method" => kruntimes::telemetry::metrics::METHODS.contains(&value),
                     // HTTP status codes, or "error": no response.
                     "code" => {
                         value == "error"

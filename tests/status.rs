@@ -21,8 +21,8 @@ use kube::api::PostParams;
 use serde_json::Value;
 
 use kruntimes::api::RunPhase;
-use kruntimes::process::{self, Signal};
 use kruntimes::testing::{pod, run, runtime};
+use kruntimes::util::process::{self, Signal};
 use support::world::{Create, SchedulerProcess, TestNs, WAIT};
 
 const GPU: &str = "example.com/gpu";
@@ -227,7 +227,7 @@ async fn a_pool_with_used_gpus_a_stale_heartbeat_and_two_pending_reasons() {
     );
     // YAML is the same structure.
     // (How long the oldest Run has waited moves on between the two calls: compare the rest.)
-    let mut yaml: Value = kruntimes::yaml::from_str(&String::from_utf8_lossy(
+    let mut yaml: Value = kruntimes::util::yaml::from_str(&String::from_utf8_lossy(
         &status(&ns.name, &["-o", "yaml"]).stdout,
     ))
     .unwrap();
@@ -237,7 +237,7 @@ async fn a_pool_with_used_gpus_a_stale_heartbeat_and_two_pending_reasons() {
     }
     assert_eq!(yaml["runtimes"], same["runtimes"]);
     // Scripts in Rust can read it back.
-    let typed: kruntimes::status::Status = serde_json::from_value(json.clone()).unwrap();
+    let typed: kruntimes::cmd::status::Status = serde_json::from_value(json.clone()).unwrap();
     assert_eq!(typed.runtimes[0].pending.runs, 3);
 
     let out = status(&ns.name, &[]);

@@ -73,7 +73,7 @@ fn fixture_path(file: &str) -> String {
 /// The manifests of a multi-document YAML fixture, as JSON.
 fn documents(path: &str) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
-    kruntimes::yaml::documents(&text).unwrap_or_else(|e| panic!("parse {path}: {e}"))
+    kruntimes::util::yaml::documents(&text).unwrap_or_else(|e| panic!("parse {path}: {e}"))
 }
 
 /// The plural resource of a kruntimes kind, fully qualified.

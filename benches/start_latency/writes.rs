@@ -175,7 +175,7 @@ async fn column(ns: &TestNs, apiserver: u32, pod_uid: &str) -> Vec<(&'static str
         }
     };
     let reporter = Reporter {
-        controller: kruntimes::events::RUNTIMED.into(),
+        controller: kruntimes::telemetry::events::RUNTIMED.into(),
         instance: Some("rt-0".into()),
     };
     let client = support::client().await;

@@ -1,6 +1,6 @@
 //! What a Run is waited for (`--for` of `wait`, the end `run --wait` follows) and the one
 //! judgement of a Run against it ([`judge`]). Pure: no client, no clock; the commands
-//! (`crate::cmd::wait`, `crate::cmd::submit`) watch, this module only judges what they saw.
+//! (the `wait` and `run` commands) watch, this module only judges what they saw.
 
 use super::{Run, RunPhase};
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use crate::duration::parse_duration;
+use crate::util::duration::parse_duration;
 
 #[derive(Debug, Subcommand)]
 pub enum SchedulerCommand {

@@ -7,9 +7,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::telemetry::logging::LogFormat;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::duration::parse_duration;
+use crate::util::duration::parse_duration;
 
 mod daemons;
 mod runs;
@@ -110,13 +111,6 @@ impl From<&GlobalArgs> for crate::kubeclient::ConnectOptions {
             request_timeout: g.request_timeout,
         }
     }
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    #[default]
-    Text,
-    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -319,7 +313,7 @@ impl Command {
     /// warnings only and keep the client library quiet: their failures are reported once, as
     /// the command's own error line.
     /// Whether the command prints and ends (SIGPIPE ends it quietly, see
-    /// [`crate::process::die_on_closed_stdout`]), rather than serving until stopped.
+    /// [`crate::util::process::die_on_closed_stdout`]), rather than serving until stopped.
     pub fn prints_and_ends(&self) -> bool {
         !matches!(
             self,

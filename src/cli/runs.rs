@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use crate::duration::parse_duration;
+use crate::util::duration::parse_duration;
 
 /// `cancel run/NAME…`: which Runs, and whether to wait for their end.
 #[derive(Debug, Clone, Args)]

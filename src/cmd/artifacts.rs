@@ -16,7 +16,7 @@ use kube::api::{Api, ListParams};
 
 use crate::api::{LABEL_RUNTIME, Run, pod_is_ready};
 use crate::cli::{ArtifactsArgs, GlobalArgs};
-use crate::explain::parse_target;
+use crate::cmd::explain::parse_target;
 use crate::kubeclient::{Target, proxy_error};
 use crate::output::{Palette, Table};
 
@@ -127,7 +127,7 @@ async fn download(
         let bytes = fetch(target, &pods, &name, &uid, artifact)
             .await
             .with_context(|| format!("run/{name}: downloading artifact {artifact:?}"))?;
-        let digest = crate::digest::sha256(&bytes);
+        let digest = crate::util::digest::sha256(&bytes);
         if r["digest"].as_str().is_some_and(|d| d != digest) {
             bail!(
                 "run/{name}: artifact {artifact:?} read back with digest {digest}, not its ref's {}",

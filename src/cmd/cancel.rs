@@ -31,7 +31,7 @@ pub async fn exec(global: &GlobalArgs, args: &CancelArgs) -> anyhow::Result<()> 
     let target = crate::kubeclient::connect(global).await?;
     // (namespace, name) of each Run named or selected.
     let names: Vec<(String, String)> = match &args.selector {
-        None => crate::explain::parse_targets("cancel", &args.targets)
+        None => crate::cmd::explain::parse_targets("cancel", &args.targets)
             .map_err(|e| anyhow!(e))?
             .into_iter()
             .map(|name| (target.namespace.clone(), name))

@@ -214,7 +214,7 @@ pub fn plan(words: &[String]) -> Plan {
         "explain" | "invoke" | "logs" | "artifacts" | "cancel" | "wait"
     ) {
         let many = matches!(node.get_name(), "cancel" | "wait");
-        let is_kind = crate::explain::is_run_kind;
+        let is_kind = crate::cmd::explain::is_run_kind;
         let positionals: &[&str] = match positionals.as_slice() {
             // run/A run/B …: each next word is another run/NAME.
             all if many && all.iter().all(|w| w.contains('/')) => &[],

@@ -11,7 +11,7 @@ use anyhow::{Context as _, anyhow, bail};
 
 use crate::api::{Run, RunPhase};
 use crate::cli::{GlobalArgs, InvokeArgs};
-use crate::explain::parse_target;
+use crate::cmd::explain::parse_target;
 use crate::kubeclient::proxy_error;
 use crate::runtimed::invoke::MAX_INPUT;
 

@@ -13,7 +13,7 @@ use kube::api::Api;
 
 use crate::api::{Run, RunPhase, Runtime, made_for_runtime};
 use crate::cli::{GlobalArgs, LogsArgs};
-use crate::explain::parse_target;
+use crate::cmd::explain::parse_target;
 use crate::kubeclient::proxy_error;
 
 /// Runs the command: parse, find the Run's Pod, stream its log to stdout.

@@ -5,16 +5,20 @@
 //! they apply live in the core modules they call ([`crate::api`], [`crate::output`]).
 //!
 //! The commands that are whole subsystems keep rooms of their own: `install`/`uninstall`
-//! ([`crate::install`]), `explain` ([`crate::explain`]), `status` ([`crate::status`]), `dev`
-//! ([`crate::dev`]), `scheduler run` ([`crate::manager`]) and `runtimed` ([`crate::runtimed`]).
+//! ([`crate::cmd::install`]), `explain` ([`crate::cmd::explain`]), `status` ([`crate::cmd::status`]), `dev`
+//! ([`crate::cmd::dev`]), `scheduler run` ([`crate::manager`]) and `runtimed` ([`crate::runtimed`]).
 
 pub mod artifacts;
 pub mod cancel;
 pub mod complete;
 pub mod copy_binary;
+pub mod dev;
+pub mod explain;
 pub mod generate;
+pub mod install;
 pub mod invoke;
 pub mod logs;
+pub mod status;
 pub mod submit;
 pub mod version;
 pub mod wait;

@@ -107,7 +107,7 @@ pub fn manifest(args: &RunArgs, namespace: &str, script: Option<String>) -> Resu
         spec.insert("resources".into(), json!({ "requests": requests }));
     }
     if let Some(timeout) = &args.timeout {
-        crate::duration::parse_duration(timeout).map_err(|e| format!("--timeout: {e}"))?;
+        crate::util::duration::parse_duration(timeout).map_err(|e| format!("--timeout: {e}"))?;
         spec.insert("timeout".into(), json!(timeout));
     }
     if let Some(attempts) = args.retry_attempts {
@@ -117,7 +117,8 @@ pub fn manifest(args: &RunArgs, namespace: &str, script: Option<String>) -> Resu
             ));
         }
         let backoff = args.retry_backoff.clone().unwrap_or_else(|| "1s".into());
-        crate::duration::parse_duration(&backoff).map_err(|e| format!("--retry-backoff: {e}"))?;
+        crate::util::duration::parse_duration(&backoff)
+            .map_err(|e| format!("--retry-backoff: {e}"))?;
         spec.insert(
             "retryPolicy".into(),
             json!({"maxAttempts": attempts, "backoff": backoff}),

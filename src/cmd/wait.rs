@@ -39,7 +39,8 @@ pub async fn until_decided(
 /// Runs the command: waits for every Run at once, prints `run.kruntimes.io/NAME condition met`
 /// for each that meets `--for`, and fails (after all of them) naming those that did not.
 pub async fn exec(global: &GlobalArgs, args: &WaitArgs) -> anyhow::Result<()> {
-    let names = crate::explain::parse_targets("wait", &args.targets).map_err(|e| anyhow!(e))?;
+    let names =
+        crate::cmd::explain::parse_targets("wait", &args.targets).map_err(|e| anyhow!(e))?;
     let target = crate::kubeclient::connect(global).await?;
     let runs: Api<Run> = Api::namespaced(target.client.clone(), &target.namespace);
     if args.wanted != For::Delete {

@@ -17,13 +17,13 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::cli::{GlobalArgs, SchedulerRunArgs};
-use crate::http::{parse_bind, probes, serve};
 use crate::kubeclient;
 use crate::policy::runtimed as runtimed_policy;
 use crate::runtime::controller as runtime_controller;
 use crate::scheduler::controller::{self, Options, Scheduler};
 use crate::scheduler::metrics::SchedulerMetrics;
-use crate::signals::shutdown_signal;
+use crate::telemetry::http::{parse_bind, probes, serve};
+use crate::util::signals::shutdown_signal;
 use leader::Election;
 pub use leader::LEADER_LEASE;
 
@@ -164,7 +164,7 @@ async fn wait_for(mut flag: watch::Receiver<bool>) {
 
 /// `/metrics` and the `/healthz`, `/readyz` probes, each on its own address unless disabled.
 /// `/metrics` is served over TLS to callers the API server authorises (`--metrics-secure`, on by
-/// default: [`crate::http::secure`]), or as plain HTTP to anyone with `--metrics-secure=false`.
+/// default: [`crate::telemetry::http::secure`]), or as plain HTTP to anyone with `--metrics-secure=false`.
 async fn serve_endpoints(
     target: &kubeclient::Target,
     args: &SchedulerRunArgs,
@@ -173,9 +173,9 @@ async fn serve_endpoints(
     stopped: impl std::future::Future<Output = ()> + Clone + Send + 'static,
 ) -> anyhow::Result<()> {
     if let Some(addr) = parse_bind(&args.metrics_bind_address, "--metrics-bind-address")? {
-        let app = crate::http::metrics(registry.clone());
+        let app = crate::telemetry::http::metrics(registry.clone());
         if args.metrics_secure {
-            use crate::http::secure;
+            use crate::telemetry::http::secure;
             let mut names = vec!["localhost".to_string()];
             if let Ok(ns) = std::env::var("POD_NAMESPACE") {
                 names.push(format!("kubectl-kruntimes-scheduler-metrics.{ns}.svc"));

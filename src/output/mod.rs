@@ -208,7 +208,7 @@ pub fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
 
 /// YAML (one document, ending in a newline).
 pub fn to_yaml<T: serde::Serialize>(value: &T) -> Result<String> {
-    crate::yaml::to_string(value).map_err(Error::Yaml)
+    crate::util::yaml::to_string(value).map_err(Error::Yaml)
 }
 
 /// Writes `text` to stdout; a closed pipe (`| head`) is not an error, there is nothing left

@@ -6,7 +6,7 @@
 //! evaluates a CRD's rules on every write of the object).
 //!
 //! The policy is `deploy/run-policy.yaml`, embedded so that `install` applies and prints
-//! exactly the shipped file. This module only parses it ([`crate::install`] applies it and
+//! exactly the shipped file. This module only parses it (`install` applies it and
 //! waits until it is enforced).
 
 use k8s_openapi::api::admissionregistration::v1::{

@@ -4,7 +4,7 @@
 //! (without it the Runtime controller creates no Runtime Pod: [`refusal`]).
 //!
 //! The policy itself is `deploy/crds/runtimed-policy.yaml`, embedded here so that `install` applies
-//! and prints exactly the shipped file. This module does not apply anything ([`crate::install`]
+//! and prints exactly the shipped file. This module does not apply anything (`install`
 //! does); it only parses the manifest and reads whether the cluster has it.
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -346,7 +346,7 @@ mod tests {
     #[test]
     fn parsing_keeps_every_field_of_the_shipped_file() {
         // What install applies (the typed objects) is exactly what the file says.
-        let raw = crate::yaml::documents(MANIFEST).unwrap();
+        let raw = crate::util::yaml::documents(MANIFEST).unwrap();
         let (policy, binding) = objects().unwrap();
         let typed = vec![
             serde_json::to_value(policy).unwrap(),

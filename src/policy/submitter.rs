@@ -7,7 +7,7 @@
 //! supports), the mutating one `deploy/submitter-mutation/submitter-mutation.yaml` (Kubernetes
 //! 1.36, or 1.34 and 1.35 where enabled: apart, so that `kubectl apply -k deploy/` works on
 //! 1.32), both embedded so that `install` applies and prints exactly the shipped files. This
-//! module only parses them ([`crate::install`] applies, at the version the server serves).
+//! module only parses them (`install` applies them, at the version the server serves).
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingAdmissionPolicy,
@@ -69,7 +69,7 @@ fn pair(file: &str, text: &str, what: &str) -> Result<[serde_json::Value; 2], St
             "the embedded {file} is not {what} and its binding: {why}; fix the file and rebuild"
         )
     };
-    let docs = crate::yaml::documents(text).map_err(bad)?;
+    let docs = crate::util::yaml::documents(text).map_err(bad)?;
     <[_; 2]>::try_from(docs).map_err(|docs| bad(format!("it has {} documents, not 2", docs.len())))
 }
 

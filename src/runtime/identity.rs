@@ -32,7 +32,7 @@ pub const CLUSTER_ROLE_MANIFEST: &str = include_str!("../../deploy/crds/runtimed
 
 /// The ClusterRole of [`CLUSTER_ROLE_MANIFEST`].
 pub fn cluster_role() -> Result<k8s_openapi::api::rbac::v1::ClusterRole, String> {
-    let doc = crate::yaml::documents(CLUSTER_ROLE_MANIFEST)
+    let doc = crate::util::yaml::documents(CLUSTER_ROLE_MANIFEST)
         .map_err(|e| format!("the embedded deploy/crds/runtimed-role.yaml is not YAML: {e}"))?
         .into_iter()
         .find(|d| d.is_object())

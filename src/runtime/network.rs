@@ -2,7 +2,7 @@
 //! reached, so the runtime server's gRPC port (`spec.port`, which has no authentication of
 //! its own and only runtimed on the Pod's loopback needs) and any port the template does not
 //! declare are closed to other Pods. Open: runtimed's probe port (its API checks every caller
-//! against the API server, [`crate::runtimed::callers`]; the kubelet's probes and the API
+//! against the API server, runtimed's `callers`; the kubelet's probes and the API
 //! server's Pod proxy come in there), every port a container of the template declares
 //! (`ports[].containerPort`, the runtime server's excepted), and the ports the probes use.
 //!

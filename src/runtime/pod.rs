@@ -103,7 +103,7 @@ impl Injection {
             image: image.into(),
             resources: resource_requirements(parse(DEFAULT_REQUESTS), parse(DEFAULT_LIMITS)),
             routine_events: false,
-            event_fold_window: crate::events::FOLD_WINDOW,
+            event_fold_window: crate::telemetry::events::FOLD_WINDOW,
         }
     }
 }
@@ -250,7 +250,7 @@ fn set_runtimed_env(env: &mut Vec<EnvVar>, runtimed_grace: Option<i64>, injectio
     if injection.routine_events {
         set_env(env, "KRUNTIMES_ROUTINE_EVENTS", "true");
     }
-    if injection.event_fold_window != crate::events::FOLD_WINDOW {
+    if injection.event_fold_window != crate::telemetry::events::FOLD_WINDOW {
         let window = format!("{}s", injection.event_fold_window.as_secs_f64());
         set_env(env, "KRUNTIMES_EVENT_FOLD_WINDOW", &window);
     }
@@ -688,7 +688,7 @@ mod tests {
         );
         let window = env_value(&told.containers[1], "KRUNTIMES_EVENT_FOLD_WINDOW").unwrap();
         assert_eq!(
-            crate::duration::parse_duration(&window),
+            crate::util::duration::parse_duration(&window),
             Ok(std::time::Duration::from_micros(2500))
         );
         assert_eq!(

@@ -63,7 +63,7 @@ impl Strategy {
             }
         }
         if let Some(v) = annotations.get(ANNOTATION_DRAIN_GRACE) {
-            match crate::duration::parse_duration(v.trim()) {
+            match crate::util::duration::parse_duration(v.trim()) {
                 Ok(d) => strategy.drain_grace = d,
                 Err(e) => wrong.push(format!(
                     "annotation {ANNOTATION_DRAIN_GRACE}={v:?}: {e}; draining for 10m"
@@ -89,7 +89,7 @@ pub fn revision(template: &TemplateMeta, spec: &PodSpec) -> String {
         "spec": spec,
     }))
     .expect("a Pod spec serializes");
-    crate::digest::sha256(&bytes)["sha256:".len()..][..16].to_string()
+    crate::util::digest::sha256(&bytes)["sha256:".len()..][..16].to_string()
 }
 
 /// What one reconcile does for the rollout.

@@ -46,7 +46,7 @@ mod tests;
 mod watches;
 use crate::api::lenient::Lenient;
 use crate::api::{Run, RunPhase};
-use crate::events::RunEvents;
+use crate::telemetry::events::RunEvents;
 use inbox::{AgentEvent, Inbox, report};
 
 /// How long to wait for killed children to be reaped before exiting anyway.
@@ -72,7 +72,7 @@ pub async fn run(
     let result = agent.run(shutdown).await;
     // Before the Lease goes: a held `Started` (of a task left running on the runtime server)
     // and the Events of the last ends are written, not dropped with the process.
-    events.flush(crate::events::FLUSH_AT_EXIT).await;
+    events.flush(crate::telemetry::events::FLUSH_AT_EXIT).await;
     heartbeat.stop().await;
     result
 }
@@ -110,7 +110,7 @@ impl Agent {
         let (tx, rx) = mpsc::unbounded_channel();
         let events = RunEvents::new(
             client.clone(),
-            crate::events::RUNTIMED,
+            crate::telemetry::events::RUNTIMED,
             Some(me.pod_name.clone()),
         )
         .with_routine(settings.routine_events)

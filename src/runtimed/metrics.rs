@@ -62,7 +62,7 @@ pub fn result_of(outcome: crate::api::status::Outcome) -> &'static str {
 
 impl RuntimedMetrics {
     /// Creates the metrics and registers them with `registry`.
-    pub fn register(registry: &impl crate::metrics::Sink) -> prometheus::Result<Self> {
+    pub fn register(registry: &impl crate::telemetry::metrics::Sink) -> prometheus::Result<Self> {
         let buckets = vec![
             0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
             60.0, 300.0,
@@ -210,7 +210,7 @@ mod tests {
         let capacity: Resources = [("runs", 4), ("example.com/gpu", 1)].into_iter().collect();
         let used: Resources = [("runs", 3)].into_iter().collect();
         m.set_holdings(3, &used, Some(&capacity));
-        let text = crate::metrics::render(&registry);
+        let text = crate::telemetry::metrics::render(&registry);
         for line in [
             "kruntimes_runtimed_admissions_total{result=\"admitted\"} 1",
             "kruntimes_runtimed_admissions_total{result=\"waiting\"} 0",
@@ -230,7 +230,7 @@ mod tests {
         }
         // The capacity shrinks: the resource it no longer names leaves the label set.
         m.set_holdings(0, &Resources::new(), Some(&used));
-        let text = crate::metrics::render(&registry);
+        let text = crate::telemetry::metrics::render(&registry);
         assert!(!text.contains("example.com/gpu"), "{text}");
     }
 }

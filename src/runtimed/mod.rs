@@ -282,14 +282,16 @@ impl Settings {
         if duration <= interval {
             return Err(Error::DurationNotAboveInterval { interval, duration });
         }
-        let health_probe = crate::http::parse_bind(
+        let health_probe = crate::telemetry::http::parse_bind(
             &args.health_probe_bind_address,
             "--health-probe-bind-address",
         )
         .map_err(|e| Error::BadAddress(e.to_string()))?;
-        let metrics_address =
-            crate::http::parse_bind(&args.metrics_bind_address, "--metrics-bind-address")
-                .map_err(|e| Error::BadAddress(e.to_string()))?;
+        let metrics_address = crate::telemetry::http::parse_bind(
+            &args.metrics_bind_address,
+            "--metrics-bind-address",
+        )
+        .map_err(|e| Error::BadAddress(e.to_string()))?;
         Ok(Settings {
             metrics_address,
             identity,
@@ -325,7 +327,7 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
     // Before any task starts: its orphans come back to runtimed, which reaps them.
     reaper::start();
     // Listen before connecting so that an early SIGTERM is a clean shutdown, not a kill.
-    let shutdown = crate::signals::shutdown_signal()?;
+    let shutdown = crate::util::signals::shutdown_signal()?;
     let target = kubeclient::connect(global).await?;
     if let Some(addr) = settings.health_probe {
         let mut routes = runlog::routes(runlog::RunLogs::new(&settings.state_dir));
@@ -355,7 +357,12 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
     let metrics = metrics::RuntimedMetrics::register(&registry)
         .context("cannot register runtimed's metrics")?;
     if let Some(addr) = settings.metrics_address {
-        crate::http::serve(addr, crate::http::metrics(registry), std::future::pending()).await?;
+        crate::telemetry::http::serve(
+            addr,
+            crate::telemetry::http::metrics(registry),
+            std::future::pending(),
+        )
+        .await?;
     }
     let me = &settings.identity;
     tracing::info!(
@@ -381,10 +388,12 @@ async fn serve_probes(
     ready: readiness::Published,
     routes: axum::Router,
 ) -> anyhow::Result<()> {
-    let app = crate::http::probes(move || ready.lock().expect("readiness").clone()).merge(routes);
+    let app = crate::telemetry::http::probes(move || ready.lock().expect("readiness").clone())
+        .merge(routes);
     // Other Pods reach this address: a flood of connections, or one that never finishes its
     // headers, must not take the probes and the API down for good.
-    crate::http::serve_bounded(addr, app, crate::http::Bounds::default()).await
+    crate::telemetry::http::serve_bounded(addr, app, crate::telemetry::http::Bounds::default())
+        .await
 }
 
 #[cfg(test)]

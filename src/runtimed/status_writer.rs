@@ -25,7 +25,7 @@ use super::report::Report;
 use crate::api::retry;
 use crate::api::status::{self, Outcome};
 use crate::api::{Run, RunPhase, RunStatus, post_params};
-use crate::events::{RunEvents, reasons as event_reasons};
+use crate::telemetry::events::{RunEvents, reasons as event_reasons};
 
 /// Longest pause between two attempts of a status write or read across an API outage.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);

@@ -4,7 +4,7 @@
 //! sources, results): never a Runtime, Run, Pod, namespace, selector or resource name. It
 //! reads label values from the framework (wake sources, preemption levels, attempt results)
 //! and is read by the controller; nothing in the framework reads it. Rendering is
-//! [`crate::metrics`]'s, shared with runtimed.
+//! [`crate::telemetry::metrics`]'s, shared with runtimed.
 
 use std::time::Instant;
 
@@ -63,7 +63,7 @@ pub struct SchedulerMetrics {
 
 impl SchedulerMetrics {
     /// Creates the metrics and registers them with `registry`.
-    pub fn register(registry: &impl crate::metrics::Sink) -> prometheus::Result<Self> {
+    pub fn register(registry: &impl crate::telemetry::metrics::Sink) -> prometheus::Result<Self> {
         let counter = |name: &str, help: &str, labels: &[&str]| {
             IntCounterVec::new(Opts::new(name, help), labels)
         };
@@ -228,7 +228,7 @@ impl Drop for CycleTimer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::render;
+    use crate::telemetry::metrics::render;
     use prometheus::Registry;
 
     #[test]

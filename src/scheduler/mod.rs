@@ -4,7 +4,7 @@
 //! cache); [`plugins`] holds one file per Filter or Score plugin. Neither talks to the API
 //! server, spawns tasks or reads a clock: the controller feeds watch events in and passes
 //! `now`, and `explain` replays the very same code from listed objects.
-//! [`steps`] and [`workspaces`] map decisions to writes, purely. [`controller`] and [`crate::manager`]
+//! [`steps`] and [`workspaces`] map decisions to writes, purely. [`controller`] and the manager
 //! are the kube wiring around that core: watches, queue, Bind, status writes, leader
 //! election.
 

@@ -25,7 +25,7 @@ pub fn machine_lock() -> std::fs::File {
         .write(true)
         .open("/var/tmp/kruntimes-cluster.lock")
         .expect("open /var/tmp/kruntimes-cluster.lock");
-    kruntimes::dev::lock::flock(&file).expect("flock /var/tmp/kruntimes-cluster.lock");
+    kruntimes::cmd::dev::lock::flock(&file).expect("flock /var/tmp/kruntimes-cluster.lock");
     file
 }
 
@@ -71,7 +71,7 @@ impl Cluster {
     }
 
     pub async fn client(&self) -> Client {
-        kruntimes::dev::controlplane::client_for(&self.kubeconfig)
+        kruntimes::cmd::dev::controlplane::client_for(&self.kubeconfig)
             .await
             .unwrap_or_else(|e| panic!("cluster kubeconfig unusable: {e}"))
     }

@@ -18,8 +18,8 @@ pub type File<'a> = (&'a str, &'a str, bool);
 impl GitServer {
     pub fn start() -> Self {
         let dir = tempfile::tempdir().expect("a directory for the Git server");
-        let pki = kruntimes::dev::controlplane::Layout::new(dir.path().join("tls"));
-        kruntimes::dev::controlplane::ensure_pki(&pki).expect("a CA and serving certificate");
+        let pki = kruntimes::cmd::dev::controlplane::Layout::new(dir.path().join("tls"));
+        kruntimes::cmd::dev::controlplane::ensure_pki(&pki).expect("a CA and serving certificate");
         std::fs::create_dir_all(dir.path().join("repos")).unwrap();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/git/server.py");
         let mut child = Command::new("python3")

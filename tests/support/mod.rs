@@ -1,7 +1,7 @@
 //! The real test control plane: etcd and kube-apiserver built from Go modules
 //! (`tests/controlplane/build.sh`), started once per test binary on free loopback ports, with a
 //! CA-signed serving certificate, token identities and RBAC on. Building, PKI, start,
-//! readiness and kubeconfigs are the crate's own (`kruntimes::dev::controlplane`, which
+//! readiness and kubeconfigs are the crate's own (`kruntimes::cmd::dev::controlplane`, which
 //! `kubectl kruntimes dev` uses too); this module only holds one per test binary.
 //!
 //! There is no fake here: every test that crosses the API talks to this server. When Go or the
@@ -32,7 +32,9 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, PostParams};
 
-use kruntimes::dev::controlplane::{self as cp, KubeconfigSpec, Layout, Ports, Spec, TokenUser};
+use kruntimes::cmd::dev::controlplane::{
+    self as cp, KubeconfigSpec, Layout, Ports, Spec, TokenUser,
+};
 
 /// Bearer token of the admin identity (group `system:masters`).
 pub const ADMIN_TOKEN: &str = "kruntimes-test-admin-token";

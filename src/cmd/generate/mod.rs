@@ -65,7 +65,7 @@ pub fn files() -> anyhow::Result<Vec<(PathBuf, Vec<u8>, bool)>> {
         reference::metrics()?.into_bytes(),
         false,
     ));
-    let crds = crate::install::crds_yaml()?;
+    let crds = crate::cmd::install::crds_yaml()?;
     out.push((
         PathBuf::from("deploy/crds/crds.yaml"),
         crds.clone().into_bytes(),
@@ -94,7 +94,7 @@ const CHART_FILES: &[(&str, &str)] = &[
         "scheduler.yaml",
         include_str!("../../../deploy/scheduler.yaml"),
     ),
-    ("user-roles.yaml", crate::install::USER_ROLES),
+    ("user-roles.yaml", crate::cmd::install::USER_ROLES),
     ("runtimed-policy.yaml", crate::policy::runtimed::MANIFEST),
     ("run-policy.yaml", crate::policy::run::MANIFEST),
     ("submitter-policy.yaml", crate::policy::submitter::MANIFEST),

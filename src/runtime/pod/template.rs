@@ -33,7 +33,7 @@ fn words(container: &Container) -> impl Iterator<Item = &String> {
 /// `KRUNTIMES_SHUTDOWN_GRACE` in the env), in whole seconds rounded up.
 pub(super) fn explicit_shutdown_grace(container: &Container) -> Option<i64> {
     let value = runtimed_setting(container, "--shutdown-grace", "KRUNTIMES_SHUTDOWN_GRACE")?;
-    let d = crate::duration::parse_duration(&value).ok()?;
+    let d = crate::util::duration::parse_duration(&value).ok()?;
     Some(d.as_secs() as i64 + i64::from(d.subsec_nanos() > 0))
 }
 
@@ -46,7 +46,7 @@ pub(super) fn explicit_probe_port(container: &Container) -> Option<Option<i32>> 
         "--health-probe-bind-address",
         "KRUNTIMES_HEALTH_PROBE_BIND_ADDRESS",
     )?;
-    let addr = crate::http::parse_bind(&value, "--health-probe-bind-address").ok()?;
+    let addr = crate::telemetry::http::parse_bind(&value, "--health-probe-bind-address").ok()?;
     Some(addr.map(|a| i32::from(a.port())))
 }
 

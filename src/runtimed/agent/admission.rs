@@ -15,7 +15,7 @@ use super::super::metrics;
 use super::super::plan::{self, Claim, State};
 use super::Agent;
 use crate::api::{Run, RunPhase};
-use crate::events::reasons as event_reasons;
+use crate::telemetry::events::reasons as event_reasons;
 
 impl Agent {
     /// Publishes `Waiting` for a Run that newly waits, or waits for another reason (its

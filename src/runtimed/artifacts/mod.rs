@@ -501,7 +501,11 @@ impl Budgeted {
         self.file.flush()?;
         self.file.sync_all()?;
         self.file.rewind()?;
-        Ok((self.written, crate::digest::finish(self.hash), self.file))
+        Ok((
+            self.written,
+            crate::util::digest::finish(self.hash),
+            self.file,
+        ))
     }
 }
 

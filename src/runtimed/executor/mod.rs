@@ -199,7 +199,7 @@ fn registration_digest(
         "env": env,
         "idleTimeoutSeconds": idle_timeout.map(|d| d.as_secs()),
     });
-    crate::digest::sha256(defined.to_string().as_bytes())
+    crate::util::digest::sha256(defined.to_string().as_bytes())
 }
 
 /// Plain `name`/`value` environment variables (an absent value is the empty string).
@@ -418,7 +418,7 @@ impl ChildHandle {
     /// first); [`Self::kill`] ends it if it does not within its grace.
     pub fn terminate(&self) {
         if let Some(pgid) = self.pid {
-            let _ = crate::process::signal_group(pgid, crate::process::Signal::Term);
+            let _ = crate::util::process::signal_group(pgid, crate::util::process::Signal::Term);
         }
         if let Some(cancel) = &self.cancel {
             let _ = cancel.send(());
@@ -592,7 +592,7 @@ pub fn spawn(
                 // The group is the child's own (see process_group(0) above), so it cannot
                 // reach runtimed itself.
                 if let Some(pgid) = pid {
-                    let _ = crate::process::signal_group(pgid, crate::process::Signal::Kill);
+                    let _ = crate::util::process::signal_group(pgid, crate::util::process::Signal::Kill);
                 }
                 let _ = child.start_kill();
                 (child.wait().await, true)

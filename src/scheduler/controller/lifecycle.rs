@@ -16,9 +16,9 @@ use tracing::{info, warn};
 use super::{Scheduler, now};
 use crate::api::status;
 use crate::api::{Run, retry};
-use crate::events::reasons as event_reasons;
 use crate::scheduler::framework::{LostRun, PodLoss};
 use crate::scheduler::status_patch;
+use crate::telemetry::events::reasons as event_reasons;
 
 /// How often the lifecycle loop looks for Runs of lost Runtime Pods at the least.
 const LIFECYCLE_PERIOD: Duration = Duration::from_secs(1);

@@ -37,11 +37,11 @@ use tracing::{info, warn};
 
 use crate::api::lenient::Lenient;
 use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, PersistentWorkspace, Run, Runtime};
-use crate::events::RunEvents;
 use crate::scheduler::framework::{Indexed, SchedulerCache, ScopeRef, SharedCache};
 use crate::scheduler::metrics::{POD_AVAILABLE, POD_UNAVAILABLE, SchedulerMetrics};
 use crate::scheduler::plugins::{self, runtime_pod_availability};
 use crate::scheduler::watch::{IndexEvent, InitBuffer};
+use crate::telemetry::events::RunEvents;
 
 #[derive(Debug, Error)]
 pub enum Error {
@@ -73,10 +73,10 @@ pub struct Options {
     /// Fairness groups with series of their own in the fair-share gauges (the top N by
     /// Pending Runs).
     pub fair_share_metrics_groups: usize,
-    /// Whether the routine Events (`Scheduled`) are published ([`crate::events::ROUTINE`]).
+    /// Whether the routine Events (`Scheduled`) are published ([`crate::telemetry::events::ROUTINE`]).
     pub routine_events: bool,
     /// How long `Scheduled` waits to be published, for a Run not started by then
-    /// ([`crate::events::RunEvents::hold`]).
+    /// ([`crate::telemetry::events::RunEvents::hold`]).
     pub event_fold_window: Duration,
 }
 
@@ -120,7 +120,7 @@ impl Scheduler {
         Arc::new(Self {
             events: RunEvents::new(
                 client.clone(),
-                crate::events::SCHEDULER,
+                crate::telemetry::events::SCHEDULER,
                 std::env::var("POD_NAME").ok(),
             )
             .with_routine(options.routine_events)
@@ -504,8 +504,11 @@ pub async fn run(
     // still not started), so neither is dropped with the process.
     let all_binds = MAX_BINDS_IN_FLIGHT as u32;
     let landed = scheduler.binds.acquire_many(all_binds);
-    let _ = tokio::time::timeout(crate::events::FLUSH_AT_EXIT, landed).await;
-    scheduler.events.flush(crate::events::FLUSH_AT_EXIT).await;
+    let _ = tokio::time::timeout(crate::telemetry::events::FLUSH_AT_EXIT, landed).await;
+    scheduler
+        .events
+        .flush(crate::telemetry::events::FLUSH_AT_EXIT)
+        .await;
     result
 }
 

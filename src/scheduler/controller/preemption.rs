@@ -22,10 +22,10 @@ use tracing::{debug, info, warn};
 use super::Scheduler;
 use crate::api::status;
 use crate::api::{Run, RunPhase};
-use crate::events::reasons as event_reasons;
 use crate::scheduler::framework::{Preemption, Victim};
 use crate::scheduler::metrics::{PREEMPTION_CONFLICT, PREEMPTION_ERROR, PREEMPTION_SUCCEEDED};
 use crate::scheduler::status_patch;
+use crate::telemetry::events::reasons as event_reasons;
 
 impl Scheduler {
     /// Writes every victim of `preemption` for `preemptor` (of `priority`); a victim that

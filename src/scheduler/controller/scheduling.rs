@@ -20,11 +20,11 @@ use tracing::{debug, info, warn};
 use super::workspaces::Binding;
 use super::{Error, Scheduler};
 use crate::api::Run;
-use crate::events::reasons as event_reasons;
 use crate::scheduler::framework::{ScheduleOutcome, Scheduled};
 use crate::scheduler::metrics::{STAGE_BIND, STAGE_RESERVE};
 use crate::scheduler::status_patch;
 use crate::scheduler::steps::{Step, step, unstarted_note};
+use crate::telemetry::events::reasons as event_reasons;
 
 /// Cycles in a row before the loop lets the watch tasks and writers run.
 const CYCLES_PER_YIELD: u32 = 32;

@@ -6,7 +6,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kruntimes::process::{self, Signal};
+use kruntimes::util::process::{self, Signal};
 use kube::ResourceExt as _;
 
 use super::eventually;

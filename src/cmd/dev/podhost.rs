@@ -339,8 +339,8 @@ impl Host {
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
-        crate::process::own_process_group(&mut cmd);
-        crate::process::kill_with_parent_thread(&mut cmd);
+        crate::util::process::own_process_group(&mut cmd);
+        crate::util::process::kill_with_parent_thread(&mut cmd);
         tokio::process::Command::from(cmd).spawn()
     }
 
@@ -373,7 +373,7 @@ async fn supervise(
 ) {
     let status = tokio::select! {
         status = child.wait() => status,
-        _ = stop => crate::process::stop(&mut child, grace).await,
+        _ = stop => crate::util::process::stop(&mut child, grace).await,
     };
     let status = match status {
         Ok(s) => s.to_string(),

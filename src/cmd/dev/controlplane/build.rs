@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use super::{Error, Result, io};
-use crate::dev::lock::{flock, try_flock};
+use crate::cmd::dev::lock::{flock, try_flock};
 
 /// The Kubernetes release the recipe builds (kube-apiserver and kubectl).
 pub const K8S_VERSION: &str = "v1.36.3";
@@ -18,31 +18,31 @@ pub const ETCD_VERSION: &str = "v3.6.16";
 const RECIPE: &[(&str, &str)] = &[
     (
         "build.sh",
-        include_str!("../../../tests/controlplane/build.sh"),
+        include_str!("../../../../tests/controlplane/build.sh"),
     ),
     (
         "apiserver/go.mod",
-        include_str!("../../../tests/controlplane/apiserver/go.mod"),
+        include_str!("../../../../tests/controlplane/apiserver/go.mod"),
     ),
     (
         "apiserver/go.sum",
-        include_str!("../../../tests/controlplane/apiserver/go.sum"),
+        include_str!("../../../../tests/controlplane/apiserver/go.sum"),
     ),
     (
         "apiserver/tools.go",
-        include_str!("../../../tests/controlplane/apiserver/tools.go"),
+        include_str!("../../../../tests/controlplane/apiserver/tools.go"),
     ),
     (
         "etcd/go.mod",
-        include_str!("../../../tests/controlplane/etcd/go.mod"),
+        include_str!("../../../../tests/controlplane/etcd/go.mod"),
     ),
     (
         "etcd/go.sum",
-        include_str!("../../../tests/controlplane/etcd/go.sum"),
+        include_str!("../../../../tests/controlplane/etcd/go.sum"),
     ),
     (
         "etcd/tools.go",
-        include_str!("../../../tests/controlplane/etcd/tools.go"),
+        include_str!("../../../../tests/controlplane/etcd/tools.go"),
     ),
 ];
 

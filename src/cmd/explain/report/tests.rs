@@ -140,7 +140,7 @@ fn explain_shows_the_runs_fairness_group_its_share_and_its_turn() {
             groups: 2,
         })
     );
-    let text = crate::explain::render::text(&report, false, &crate::output::Palette::plain());
+    let text = crate::cmd::explain::render::text(&report, false, &crate::output::Palette::plain());
     assert!(
         text.contains(
             "Fair share: group alice holds 1.00 of the Runtime (weight 1), 2nd of 2 groups waiting."
@@ -170,7 +170,7 @@ fn explain_shows_the_priority_and_the_scheduler_s_preemption_as_a_dry_run() {
             level: "scheduled".into()
         }]
     );
-    let text = crate::explain::render::text(&report, false, &crate::output::Palette::plain());
+    let text = crate::cmd::explain::render::text(&report, false, &crate::output::Palette::plain());
     assert!(
         text.contains(
             "Priority 1000. Its next cycle preempts on Runtime Pod p1: low (priority 0, scheduled)."

@@ -243,7 +243,7 @@ pub fn age(seconds: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::model::*;
+    use crate::cmd::status::model::*;
 
     #[test]
     fn ages_read_like_kubectl() {

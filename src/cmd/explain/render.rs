@@ -354,8 +354,8 @@ pub use crate::output::age;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explain::model::Report;
-    use crate::explain::report::test_report as report;
+    use crate::cmd::explain::model::Report;
+    use crate::cmd::explain::report::test_report as report;
     use crate::testing::*;
     use jiff::SignedDuration;
 

@@ -15,7 +15,7 @@
 //! Split by concern: [`build`] (the recipe and the binary cache), [`pki`] (the state
 //! directory's layout, certificates, tokens and private files), [`kubeconfig`], [`ports`], and
 //! this module, which starts, watches and stops the processes (signals and graceful stops are
-//! [`crate::process`]'s).
+//! [`crate::util::process`]'s).
 
 mod build;
 mod kubeconfig;
@@ -210,8 +210,8 @@ impl ControlPlane {
             .map_err(io(format!("cannot open {}", log.display())))?;
         let mut cmd = Command::new(&bin);
         cmd.args(args).stdin(Stdio::null()).stdout(file).stderr(err);
-        crate::process::own_process_group(&mut cmd);
-        crate::process::kill_with_parent_thread(&mut cmd);
+        crate::util::process::own_process_group(&mut cmd);
+        crate::util::process::kill_with_parent_thread(&mut cmd);
         let child = cmd
             .spawn()
             .map_err(io(format!("cannot start {}", bin.display())))?;
@@ -235,7 +235,7 @@ impl ControlPlane {
 
     /// Starts `name` again with the arguments it was first started with (same data
     /// directory, ports and certificates), killing it first if it still runs. Call from the
-    /// thread that started the control plane (see [`crate::process::kill_with_parent_thread`]).
+    /// thread that started the control plane (see [`crate::util::process::kill_with_parent_thread`]).
     pub fn restart(&mut self, name: &str) -> Result<()> {
         self.kill(name)?;
         let i = self.position(name)?;
@@ -312,7 +312,7 @@ impl ControlPlane {
     /// Idempotent.
     pub fn stop(&mut self, grace: Duration) {
         while let Some(mut p) = self.processes.pop() {
-            crate::process::stop_blocking(&mut p.child, grace);
+            crate::util::process::stop_blocking(&mut p.child, grace);
         }
     }
 }

@@ -36,7 +36,7 @@ pub mod system;
 pub mod uninstall;
 
 /// `deploy/user-roles.yaml`, as shipped: ClusterRoles aggregated into view, edit and admin.
-pub const USER_ROLES: &str = include_str!("../../deploy/user-roles.yaml");
+pub const USER_ROLES: &str = include_str!("../../../deploy/user-roles.yaml");
 
 /// User ClusterRoles of earlier releases, deleted by `install` and `uninstall` when they carry
 /// kruntimes' label: `kubectl-kruntimes-edit` granted Runs and Runtimes together and is now
@@ -62,7 +62,7 @@ pub const LABEL_OURS: (&str, &str) = ("app.kubernetes.io/name", "kubectl-kruntim
 
 /// The user ClusterRoles of [`USER_ROLES`], in file order.
 pub fn user_roles() -> anyhow::Result<Vec<ClusterRole>> {
-    crate::yaml::documents(USER_ROLES)
+    crate::util::yaml::documents(USER_ROLES)
         .map_err(|e| anyhow!("the embedded deploy/user-roles.yaml is not YAML: {e}; fix the file and rebuild"))?
         .into_iter()
         .enumerate()
@@ -83,7 +83,7 @@ pub fn crds_yaml() -> anyhow::Result<String> {
     for crd in crds() {
         out.push_str("---\n");
         out.push_str(
-            &crate::yaml::to_string(&crd)
+            &crate::util::yaml::to_string(&crd)
                 .map_err(|e| anyhow!("cannot render a CRD as YAML: {e}"))?,
         );
     }
@@ -541,7 +541,7 @@ mod tests {
     fn the_crds_yaml_reads_back_as_exactly_the_crds() {
         // Long descriptions and CEL rules are folded in the YAML: reading it back must give
         // every string exactly, or `kubectl apply -k deploy/crds/` would install other rules.
-        let read = crate::yaml::documents(&crds_yaml().unwrap()).unwrap();
+        let read = crate::util::yaml::documents(&crds_yaml().unwrap()).unwrap();
         let built: Vec<serde_json::Value> = crds()
             .iter()
             .map(|c| serde_json::to_value(c).unwrap())
@@ -551,7 +551,7 @@ mod tests {
 
     #[test]
     fn parsing_the_user_roles_keeps_every_field_of_the_shipped_file() {
-        let raw = crate::yaml::documents(USER_ROLES).unwrap();
+        let raw = crate::util::yaml::documents(USER_ROLES).unwrap();
         let typed: Vec<serde_json::Value> = user_roles()
             .unwrap()
             .into_iter()

@@ -2,7 +2,13 @@
 
 use tracing_subscriber::EnvFilter;
 
-use crate::cli::LogFormat;
+/// The format of the log lines (`--log-format`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
 
 /// Installs the global subscriber once. `RUST_LOG` wins over `-v`; without either the
 /// command's `default` filter applies (see `Command::default_log_filter`).

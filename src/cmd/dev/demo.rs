@@ -29,19 +29,19 @@ pub const NAMESPACE: &str = "kruntimes-demo";
 pub const EXAMPLES: &[(&str, &str)] = &[
     (
         "examples/00-namespace.yaml",
-        include_str!("../../examples/00-namespace.yaml"),
+        include_str!("../../../examples/00-namespace.yaml"),
     ),
     (
         "examples/10-runtime.yaml",
-        include_str!("../../examples/10-runtime.yaml"),
+        include_str!("../../../examples/10-runtime.yaml"),
     ),
     (
         "examples/20-runs.yaml",
-        include_str!("../../examples/20-runs.yaml"),
+        include_str!("../../../examples/20-runs.yaml"),
     ),
     (
         "examples/30-affinity.yaml",
-        include_str!("../../examples/30-affinity.yaml"),
+        include_str!("../../../examples/30-affinity.yaml"),
     ),
 ];
 
@@ -76,7 +76,7 @@ pub fn objects() -> Result<Vec<(&'static str, DynamicObject)>> {
     let mut out = Vec::new();
     for (file, text) in EXAMPLES {
         let docs =
-            crate::yaml::documents(text).map_err(|reason| Error::Example { file, reason })?;
+            crate::util::yaml::documents(text).map_err(|reason| Error::Example { file, reason })?;
         for value in docs {
             if value.is_null() {
                 continue;

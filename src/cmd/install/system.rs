@@ -19,7 +19,7 @@ use crate::api::FIELD_MANAGER;
 use crate::kubeclient::Target;
 
 /// `deploy/scheduler.yaml`, as shipped (with [`crate::cli::DEFAULT_IMAGE`]).
-pub const MANIFEST: &str = include_str!("../../deploy/scheduler.yaml");
+pub const MANIFEST: &str = include_str!("../../../deploy/scheduler.yaml");
 
 /// The namespace the shipped scheduler runs in.
 pub const NAMESPACE: &str = crate::api::INSTALL_NAMESPACE;
@@ -41,7 +41,7 @@ pub fn manifest(image: &str) -> anyhow::Result<String> {
 
 /// The objects of [`manifest`], in file order.
 pub fn objects(image: &str) -> anyhow::Result<Vec<DynamicObject>> {
-    crate::yaml::documents(&manifest(image)?)
+    crate::util::yaml::documents(&manifest(image)?)
         .map_err(|e| anyhow!("the embedded deploy/scheduler.yaml is not YAML: {e}"))?
         .into_iter()
         .filter(|d| !d.is_null())

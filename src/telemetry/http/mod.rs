@@ -52,7 +52,7 @@ pub fn metrics(registry: prometheus::Registry) -> Router {
         "/metrics",
         get(move || {
             let registry = registry.clone();
-            async move { crate::metrics::render(&registry) }
+            async move { crate::telemetry::metrics::render(&registry) }
         }),
     )
 }

@@ -382,7 +382,7 @@ fn names(items: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explain::report::{build, test_report, test_subject};
+    use crate::cmd::explain::report::{build, test_report, test_subject};
     use crate::testing::*;
 
     fn hints(pods: &[PodBuilder], runs: &[RunBuilder], run: &RunBuilder) -> Vec<String> {
@@ -547,7 +547,8 @@ mod tests {
             "{:?}",
             report.hints
         );
-        let text = crate::explain::render::text(&report, false, &crate::output::Palette::plain());
+        let text =
+            crate::cmd::explain::render::text(&report, false, &crate::output::Palette::plain());
         assert!(text.contains("Workspace: nb, bound to p1."), "{text}");
 
         // Not created yet: the Run waits for it, and is told to create it.

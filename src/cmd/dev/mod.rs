@@ -24,7 +24,7 @@ use anyhow::{Context as _, anyhow};
 use tokio::sync::watch;
 
 use crate::cli::{DevArgs, GlobalArgs, SchedulerRunArgs};
-use crate::install;
+use crate::cmd::install;
 use crate::kubeclient;
 use controlplane::{ControlPlane, KubeconfigSpec, Layout, Ports, Spec, TokenUser};
 
@@ -152,7 +152,7 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
             fair_share_metrics_groups: 10,
             runtime_image: crate::cli::DEFAULT_IMAGE.into(),
             routine_events: true,
-            event_fold_window: crate::events::FOLD_WINDOW,
+            event_fold_window: crate::telemetry::events::FOLD_WINDOW,
             runtimed_requests: crate::runtime::pod::parse_resource_list(
                 crate::runtime::pod::DEFAULT_REQUESTS,
             )

@@ -1,0 +1,10 @@
+//! Small helpers every room may use, owning no state and no policy of kruntimes': SHA-256
+//! digests ([`digest`]), Kubernetes-style durations ([`duration`]), YAML documents ([`yaml`]),
+//! child processes and their process groups ([`process`]) and the termination signals
+//! ([`signals`]). Nothing here imports another module of the crate.
+
+pub mod digest;
+pub mod duration;
+pub mod process;
+pub mod signals;
+pub mod yaml;
