@@ -1,5 +1,5 @@
 //! What a Runtime Pod may do, proven on the real control plane with real tokens: the admission
-//! policy `kubectl-kruntimes-runtimed` (deploy/runtimed-policy.yaml, applied by `install`) beside the
+//! policy `kubectl-kruntimes-runtimed` (deploy/crds/runtimed-policy.yaml, applied by `install`) beside the
 //! shipped runtimed RBAC. runtimed's whole life under it is `tests/runtimed_policy.rs`; the
 //! people's ClusterRoles are `tests/rbac.rs`.
 //!
@@ -742,16 +742,30 @@ async fn the_installed_policy_reads_as_the_shipped_one() {
     use kruntimes::policy::runtimed::{Presence, presence};
     let f = Fixture::new("policy-presence").await;
     assert_eq!(presence(&f.admin).await, Presence::Installed);
-    support::ok(
+    // What `kubectl apply -k deploy/crds/` would store (a server-side dry run: the policy the
+    // other tests of this binary rely on is left as it is).
+    let out = support::ok(
         &support::kubectl()
-            .args([
-                "apply",
-                "-k",
-                concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crds"),
-            ])
+            .args(["apply", "--dry-run=server", "-o", "json", "-k"])
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crds"))
             .output()
             .unwrap(),
-        "kubectl apply -k deploy/crds/",
+        "kubectl apply --dry-run=server -k deploy/crds/",
     );
-    assert_eq!(presence(&f.admin).await, Presence::Installed);
+    let list: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let find = |kind: &str| {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == "kubectl-kruntimes-runtimed")
+            .cloned()
+            .unwrap_or_else(|| panic!("no {kind} in the dry run"))
+    };
+    let policy = serde_json::from_value(find("ValidatingAdmissionPolicy")).unwrap();
+    let binding = serde_json::from_value(find("ValidatingAdmissionPolicyBinding")).unwrap();
+    assert_eq!(
+        kruntimes::policy::runtimed::judge(Some(&policy), Some(&binding)),
+        Presence::Installed
+    );
 }

@@ -422,6 +422,25 @@ async fn the_schedulers_token_creates_changes_and_deletes_only_runtime_pods() {
         patch(json!({"metadata": {"finalizers": ["example.com/hold"]}})).await,
         "not its spec, owners or finalizers",
     );
+    assert_scheduler_refused(
+        patch(json!({"metadata": {"labels": {"kruntimes.io/runtime": "other"}}})).await,
+        "may not change which Runtime a Pod belongs to",
+    );
+    // Nothing of the refused changes stuck; the allowed one did.
+    let kept = pods.get("good").await.unwrap();
+    assert_eq!(
+        (
+            kept.labels()["team"].as_str(),
+            kept.labels()["kruntimes.io/runtime"].as_str(),
+            kept.annotations()["note"].as_str(),
+            kept.annotations()["kruntimes.io/scale-down"].as_str(),
+        ),
+        ("a", "python", "kept", "true")
+    );
+    assert_eq!(
+        kept.spec.unwrap().containers[0].image.as_deref(),
+        Some("busybox:1")
+    );
 
     // Deletes: a Runtime's Pod, and no other.
     let admin_pods: Api<Pod> = Api::namespaced(ns.client.clone(), &ns.name);
@@ -432,8 +451,6 @@ async fn the_schedulers_token_creates_changes_and_deletes_only_runtime_pods() {
     );
     assert!(admin_pods.get_opt("orphan").await.unwrap().is_some());
     pods.delete("good", &Default::default()).await.unwrap();
-    let unchanged = admin_pods.get("orphan").await.unwrap();
-    assert_eq!(unchanged.labels()["team"], "a");
 }
 
 /// The commands that send the caller's token to a runtimed (`logs`, `invoke`,
@@ -505,7 +522,18 @@ async fn the_cli_sends_no_credential_to_a_pod_that_only_carries_a_runtimes_label
         .unwrap();
     let err = said(&["logs", "run/r"]);
     assert!(
-        !err.contains("was not made by the Runtime controller"),
+        err.contains("run/r on Pod rogue: cannot read its log"),
+        "the request should have gone on to the Pod proxy: {err}"
+    );
+    // Unless the Run was bound to another Pod of that name (by UID).
+    let other_uid = json!({"status": {"assignedPodUID": "00000000-0000-0000-0000-00000000dead"}});
+    ns.runs()
+        .patch_status("r", &PatchParams::default(), &Patch::Merge(&other_uid))
+        .await
+        .unwrap();
+    let err = said(&["logs", "run/r"]);
+    assert!(
+        err.contains("Pod rogue is not the Pod run/r was bound to (its UID differs from status.assignedPodUID)"),
         "{err}"
     );
 }

@@ -71,10 +71,12 @@ pub fn pod_is_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-/// Whether `pod` was made by the Runtime controller for the Runtime whose UID is
-/// `runtime_uid`: its controller reference names that Runtime. A label names a Runtime too, but
-/// anyone who may create Pods can write it; only the controller's reference, with the UID of
-/// the Runtime it was made for, says the Pod is one of ours.
+/// Whether `pod` claims to be made by the Runtime controller for the Runtime whose UID is
+/// `runtime_uid`: its controller reference names that Runtime. A label is written by anyone
+/// who may create Pods; the reference needs the Runtime's UID too, but the API server does not
+/// check who wrote it, so whoever may create Pods and read the Runtime can copy it. Where a
+/// Run records the UID of its Pod (`status.assignedPodUID`, written only by the scheduler and
+/// that Pod's runtimed), that is the stronger check; this one rules out Pods found by label.
 pub fn made_for_runtime(pod: &k8s_openapi::api::core::v1::Pod, runtime_uid: &str) -> bool {
     !runtime_uid.is_empty()
         && pod.metadata.owner_references.iter().flatten().any(|r| {

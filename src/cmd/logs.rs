@@ -95,9 +95,10 @@ pub async fn runtime_uid(target: &crate::kubeclient::Target, run: &Run) -> anyho
     }
 }
 
-/// Succeeds when Pod `pod` is one the Runtime controller made for the Run's Runtime
-/// ([`made_for_runtime`]); the caller's credentials go to its runtimed, and to no Pod that
-/// only carries the Runtime's label.
+/// Succeeds when Pod `pod` is the one the Run was bound to (its UID is the Run's
+/// `status.assignedPodUID`, where recorded) and one the Runtime controller made for the Run's
+/// Runtime ([`made_for_runtime`]); the caller's credentials go to its runtimed, and to no Pod
+/// that only carries the Runtime's label.
 pub async fn trusted_pod(
     target: &crate::kubeclient::Target,
     run: &Run,
@@ -106,7 +107,20 @@ pub async fn trusted_pod(
     let runtime_uid = runtime_uid(target, run).await?;
     let pods: Api<Pod> = Api::namespaced(target.client.clone(), &target.namespace);
     let name = run.metadata.name.as_deref().unwrap_or_default();
+    // The Pod the scheduler bound the Run to, by UID (a status field only the scheduler and
+    // that Pod's runtimed may write), when the Run records it: a Pod made again under the
+    // same name, even one whose owner reference was copied, is another Pod.
+    let bound_uid = run.status.as_ref().and_then(|s| s.assigned_pod_uid.clone());
     match pods.get_opt(pod).await {
+        Ok(Some(found))
+            if bound_uid
+                .as_deref()
+                .is_some_and(|uid| found.metadata.uid.as_deref() != Some(uid)) =>
+        {
+            bail!(
+                "Pod {pod} is not the Pod run/{name} was bound to (its UID differs from status.assignedPodUID); not sending your credentials to it"
+            )
+        }
         Ok(Some(found)) if made_for_runtime(&found, &runtime_uid) => Ok(()),
         Ok(Some(_)) => bail!(
             "Pod {pod}, which run/{name} names, was not made by the Runtime controller for Runtime {} (it has no controller reference to that Runtime); not sending your credentials to it",

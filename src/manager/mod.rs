@@ -182,7 +182,8 @@ async fn serve_endpoints(
             }
             let tls = secure::server_config(args.metrics_cert_dir.as_deref(), &names)?;
             let app = secure::guarded(app, secure::Gate::new(target.client.clone()));
-            secure::serve_tls(addr, app, tls, stopped.clone()).await?;
+            let bounds = crate::telemetry::http::Bounds::default();
+            secure::serve_tls(addr, app, tls, bounds, stopped.clone()).await?;
         } else {
             serve(addr, app, stopped.clone()).await?;
         }

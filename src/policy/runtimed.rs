@@ -137,9 +137,18 @@ pub fn judge(
                         },
                     )
                 };
+                // What the API server fills in when the file says nothing: match every
+                // namespace and object, equivalent versions.
+                let everything =
+                    |selector: &Option<
+                        k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+                    >| selector.clone().filter(|s| *s != Default::default());
                 (
                     unscoped(&m.resource_rules),
                     unscoped(&m.exclude_resource_rules),
+                    everything(&m.namespace_selector),
+                    everything(&m.object_selector),
+                    m.match_policy.clone().filter(|p| p != "Equivalent"),
                 )
             }),
         )
@@ -307,6 +316,35 @@ mod tests {
             .unwrap()
             .pop();
         assert!(weakened(&fewer, &binding).contains("is not the one this release ships"));
+        // A policy narrowed to match nothing (or less) is not the shipped one; the server's own
+        // defaults (empty selectors, Equivalent) are.
+        let mut server_defaults = policy.clone();
+        let constraints = server_defaults
+            .spec
+            .as_mut()
+            .unwrap()
+            .match_constraints
+            .as_mut()
+            .unwrap();
+        constraints.namespace_selector = Some(Default::default());
+        constraints.object_selector = Some(Default::default());
+        constraints.match_policy = Some("Equivalent".into());
+        assert_eq!(
+            judge(Some(&server_defaults), Some(&binding)),
+            Presence::Installed
+        );
+        let mut narrowed_policy = server_defaults.clone();
+        narrowed_policy
+            .spec
+            .as_mut()
+            .unwrap()
+            .match_constraints
+            .as_mut()
+            .unwrap()
+            .object_selector = Some(
+            serde_json::from_value(serde_json::json!({"matchLabels": {"never": "x"}})).unwrap(),
+        );
+        assert!(weakened(&narrowed_policy, &binding).contains("is not the one this release ships"));
         let mut ignore = policy.clone();
         ignore.spec.as_mut().unwrap().failure_policy = Some("Ignore".into());
         assert!(weakened(&ignore, &binding).contains("is not the one this release ships"));

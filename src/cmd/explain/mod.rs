@@ -91,7 +91,7 @@
 //! scheduler:  {state: "Leading"|"Expired"|"None"|"Unknown", holder, version, namespace,
 //!              since, renewed, expires, message} — who leads the scheduler, from its
 //!              leader-election Lease kruntimes-scheduler (looked for in kubectl-kruntimes and
-//!              the Run's namespace, else in any); as in `status -o json` (src/status/mod.rs)
+//!              the Run's namespace, else in any); as in `status -o json` (src/cmd/status/mod.rs)
 //! ```
 //!
 //! Errors (one line each, non-zero exit): a malformed argument, no cluster or kubeconfig,

@@ -3,7 +3,8 @@
 //!
 //! Without `--delete-crds` it removes the scheduler (its namespace `kubectl-kruntimes`, RBAC,
 //! Deployment and Service) and the user ClusterRoles, and keeps the CRDs (so every Run,
-//! Runtime and PersistentWorkspace), runtimed's ClusterRole and every admission policy: Runtime
+//! Runtime and PersistentWorkspace), runtimed's ClusterRole and every admission policy but the
+//! scheduler's own (part of `deploy/scheduler.yaml`, gone with the scheduler): Runtime
 //! Pods that keep running stay confined by runtimed's policy (uninstalling fails closed), and
 //! Runs stay validated. With `--delete-crds` it deletes the CRDs first, while the scheduler
 //! still runs to release its finalizers, waits until the API server has removed every object
@@ -70,7 +71,7 @@ pub async fn exec(global: &GlobalArgs, args: &UninstallArgs) -> anyhow::Result<(
     }
     if !args.delete_crds {
         println!(
-            "kept: the CRDs with every Run, Runtime and PersistentWorkspace, runtimed's ClusterRole and the admission policies (Runtime Pods that keep running stay confined); `uninstall --delete-crds` removes them"
+            "kept: the CRDs with every Run, Runtime and PersistentWorkspace, runtimed's ClusterRole and the admission policies but the scheduler's (Runtime Pods that keep running stay confined); `uninstall --delete-crds` removes them"
         );
         return Ok(());
     }

@@ -175,6 +175,10 @@ pub async fn guard(State(gate): State<Gate>, request: Request, next: Next) -> Re
             .into_response();
     };
     let path = request.uri().path().to_string();
+    // Only what is served is reviewed: a made-up path costs the API server nothing.
+    if path != "/metrics" {
+        return (StatusCode::NOT_FOUND, "not found\n").into_response();
+    }
     match gate.verdict(&token, &path).await {
         Ok(Verdict::Allowed) => next.run(request).await,
         Ok(Verdict::Unauthenticated) => (
@@ -244,14 +248,18 @@ pub fn server_config(
 }
 
 /// Binds `addr` (failing now if it cannot) and serves `app` over TLS in the background until
-/// `stopped`. A handshake that fails or stalls past 10 s closes only its connection.
+/// `stopped`, within `bounds` (at most so many connections at once; a connection that has not
+/// sent a request's headers in time is closed). A handshake that fails or stalls past 10 s
+/// closes only its connection.
 pub async fn serve_tls(
     addr: SocketAddr,
     app: Router,
     tls: rustls::ServerConfig,
+    bounds: super::Bounds,
     stopped: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    use hyper_util::rt::TokioIo;
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let slots = Arc::new(tokio::sync::Semaphore::new(bounds.connections));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
@@ -260,6 +268,10 @@ pub async fn serve_tls(
     tokio::spawn(async move {
         let accept = async {
             loop {
+                // Never closed: a permit always comes, once a connection ends.
+                let Ok(permit) = slots.clone().acquire_owned().await else {
+                    return;
+                };
                 let stream = match listener.accept().await {
                     Ok((stream, _)) => stream,
                     Err(e) => {
@@ -277,8 +289,11 @@ pub async fn serve_tls(
                     };
                     let service = hyper_util::service::TowerToHyperService::new(app);
                     let _ = hyper::server::conn::http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(bounds.header_read)
                         .serve_connection(TokioIo::new(tls), service)
                         .await;
+                    drop(permit);
                 });
             }
         };
