@@ -52,27 +52,14 @@ pub struct TokenUser {
 /// unless they already exist: a control plane restarted on the same directory keeps its
 /// identity, and kubeconfigs and service-account tokens issued earlier stay valid.
 pub fn ensure_pki(layout: &Layout) -> Result<()> {
-    use rcgen::{
-        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair,
-        KeyUsagePurpose, SanType,
-    };
+    use rcgen::{CertificateParams, DnType, KeyPair, SanType};
     let dir = layout.pki();
     let files = ["ca.crt", "serving.crt", "serving.key", "sa.key", "sa.pub"];
     if files.iter().all(|f| dir.join(f).exists()) {
         return Ok(());
     }
     std::fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "kruntimes-local-ca");
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+    let ca = new_ca("kruntimes-local-ca")?;
 
     let serving_key = KeyPair::generate()?;
     let mut serving = CertificateParams::new(vec!["localhost".to_string()])?;
@@ -97,10 +84,7 @@ pub fn ensure_pki(layout: &Layout) -> Result<()> {
 /// API servers (CN [`FRONT_PROXY_CLIENT`], signed by that CA), unless they exist. Apart from
 /// [`ensure_pki`] so that a state directory made before keeps its CA and its kubeconfigs.
 pub fn ensure_front_proxy(layout: &Layout) -> Result<()> {
-    use rcgen::{
-        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
-        IsCa, KeyPair, KeyUsagePurpose,
-    };
+    use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, KeyPair};
     let dir = layout.pki();
     let files = [
         "front-proxy-ca.crt",
@@ -111,17 +95,7 @@ pub fn ensure_front_proxy(layout: &Layout) -> Result<()> {
         return Ok(());
     }
     std::fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "kruntimes-local-front-proxy-ca");
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+    let ca = new_ca("kruntimes-local-front-proxy-ca")?;
     let key = KeyPair::generate()?;
     let mut client = CertificateParams::new(Vec::<String>::new())?;
     client
@@ -138,6 +112,25 @@ pub fn ensure_front_proxy(layout: &Layout) -> Result<()> {
 /// The common name of kube-apiserver's front-proxy client certificate, the one name aggregated
 /// API servers accept (`--requestheader-allowed-names`).
 pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
+
+/// A new self-signed certificate authority named `common_name`, with its key.
+fn new_ca(common_name: &str) -> Result<rcgen::CertifiedIssuer<'static, rcgen::KeyPair>> {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair,
+        KeyUsagePurpose,
+    };
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    Ok(CertifiedIssuer::self_signed(params, KeyPair::generate()?)?)
+}
 
 /// Writes the static token file for kube-apiserver.
 pub fn write_tokens(layout: &Layout, users: &[TokenUser]) -> Result<()> {
