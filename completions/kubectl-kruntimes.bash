@@ -1672,7 +1672,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__runtimed)
-            opts="-n -s -v -h --pod-name --pod-namespace --pod-uid --heartbeat-interval --routine-events --event-fold-window --heartbeat-duration --shutdown-grace --health-probe-bind-address --metrics-bind-address --workspace-root --state-dir --runtime-server --git-timeout --git-max-bytes --git-ca-file --artifact-root --artifact-volume-claim --artifact-s3-bucket --artifact-s3-prefix --artifact-s3-region --artifact-s3-endpoint --artifact-s3-force-path-style --artifact-s3-credentials-secret --artifact-s3-credentials-dir --artifact-s3-upload-part-size --artifact-s3-upload-concurrency --artifact-driver --artifact-max-bytes --artifacts-max-bytes --artifact-gc-interval --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
+            opts="-n -s -v -h --pod-name --pod-namespace --pod-uid --heartbeat-interval --routine-events --event-fold-window --heartbeat-duration --shutdown-grace --health-probe-bind-address --metrics-bind-address --api-bind-address --gateway-user --workspace-root --state-dir --runtime-server --git-timeout --git-max-bytes --git-ca-file --artifact-root --artifact-volume-claim --artifact-s3-bucket --artifact-s3-prefix --artifact-s3-region --artifact-s3-endpoint --artifact-s3-force-path-style --artifact-s3-credentials-secret --artifact-s3-credentials-dir --artifact-s3-upload-part-size --artifact-s3-upload-concurrency --artifact-driver --artifact-max-bytes --artifacts-max-bytes --artifact-gc-interval --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1715,6 +1715,14 @@ _kubectl__kruntimes() {
                     return 0
                     ;;
                 --metrics-bind-address)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-bind-address)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gateway-user)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1998,7 +2006,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__scheduler__subcmd__run)
-            opts="-n -s -v -h --workers --watch-namespace --leader-elect --leader-election-namespace --leader-election-identity --leader-election-lease-duration --metrics-bind-address --metrics-secure --metrics-cert-dir --health-probe-bind-address --pod-lost-grace --starvation-threshold --fair-share-metrics-groups --runtime-image --runtimed-requests --routine-events --event-fold-window --runtimed-limits --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
+            opts="-n -s -v -h --workers --watch-namespace --leader-elect --leader-election-namespace --leader-election-identity --leader-election-lease-duration --metrics-bind-address --metrics-secure --metrics-cert-dir --health-probe-bind-address --gateway-bind-address --gateway-cert-dir --gateway-service-account --pod-lost-grace --starvation-threshold --fair-share-metrics-groups --runtime-image --runtimed-requests --routine-events --event-fold-window --runtimed-limits --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2041,6 +2049,18 @@ _kubectl__kruntimes() {
                     return 0
                     ;;
                 --health-probe-bind-address)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gateway-bind-address)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gateway-cert-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gateway-service-account)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

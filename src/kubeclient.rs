@@ -70,110 +70,41 @@ impl Target {
         }
     }
 
-    /// The path of `rest` (`invoke/NAME`, `logs/NAME?…`) on the runtimed of Runtime Pod `pod`
-    /// of the namespace (its probe port), through the API server's Pod proxy: whoever RBAC
-    /// lets use `pods/proxy` there may call it.
-    pub fn runtimed_path(&self, pod: &str, rest: &str) -> String {
+    /// The path of subresource `rest` (`log?…`, `invoke`, `artifacts/NAME`) of Run `run` in
+    /// the namespace, in the aggregated API the gateway serves: the API server authenticates
+    /// and authorises the caller, and no credential of theirs goes further.
+    pub fn subresource_path(&self, run: &str, rest: &str) -> String {
+        use crate::api::{SUBRESOURCES_GROUP, SUBRESOURCES_VERSION};
         format!(
-            "/api/v1/namespaces/{}/pods/{pod}:{}/proxy/{rest}",
-            self.namespace,
-            crate::runtime::pod::PROBE_PORT
+            "/apis/{SUBRESOURCES_GROUP}/{SUBRESOURCES_VERSION}/namespaces/{}/runs/{run}/{rest}",
+            self.namespace
         )
     }
 }
 
-impl Target {
-    /// `request` to runtimed's API through the Pod proxy, with the caller's credentials as
-    /// runtimed takes them (`runtimed::callers`): the bearer token in
-    /// `X-Kruntimes-Authorization` (the proxy keeps no `Authorization`), `--as`/`--as-group` as
-    /// `X-Kruntimes-Impersonate-*`. A user without a token (a client certificate) sends none,
-    /// and runtimed's 401 says to pass `--token`.
-    pub fn as_caller(
-        &self,
-        mut request: http::request::Builder,
-    ) -> anyhow::Result<http::request::Builder> {
-        use crate::api::{
-            CALLER_IMPERSONATE_GROUP_HEADER as IMPERSONATE_GROUP_HEADER,
-            CALLER_IMPERSONATE_USER_HEADER as IMPERSONATE_USER_HEADER,
-            CALLER_TOKEN_HEADER as TOKEN_HEADER,
-        };
-        if let Some(token) = self.caller_token()? {
-            request = request.header(TOKEN_HEADER, format!("Bearer {token}"));
-        }
-        let auth = &self.config.auth_info;
-        if let Some(user) = &auth.impersonate {
-            request = request.header(IMPERSONATE_USER_HEADER, user);
-        }
-        for group in auth.impersonate_groups.iter().flatten() {
-            request = request.header(IMPERSONATE_GROUP_HEADER, group);
-        }
-        Ok(request)
-    }
-
-    /// The bearer token this context authenticates with: `--token`, the kubeconfig user's
-    /// `token` or `tokenFile`, or the token its exec plugin prints.
-    fn caller_token(&self) -> anyhow::Result<Option<String>> {
-        use secrecy::ExposeSecret as _;
-        let auth = &self.config.auth_info;
-        if let Some(token) = &auth.token {
-            return Ok(Some(token.expose_secret().to_string()));
-        }
-        if let Some(file) = &auth.token_file {
-            let token = std::fs::read_to_string(file)
-                .with_context(|| format!("reading the kubeconfig user's tokenFile {file}"))?;
-            return Ok(Some(token.trim().to_string()));
-        }
-        match &auth.exec {
-            Some(exec) => exec_token(exec),
-            None => Ok(None),
-        }
-    }
-}
-
-/// Runs a kubeconfig exec credential plugin (as client-go does, not interactively) and takes
-/// the token it prints (`None` when it gives a client certificate instead).
-fn exec_token(exec: &kube::config::ExecConfig) -> anyhow::Result<Option<String>> {
-    let Some(command) = &exec.command else {
-        return Ok(None);
-    };
-    let api_version = exec
-        .api_version
-        .clone()
-        .unwrap_or_else(|| "client.authentication.k8s.io/v1".into());
-    let info = serde_json::json!({
-        "apiVersion": api_version,
-        "kind": "ExecCredential",
-        "spec": {"interactive": false},
-    });
-    let mut cmd = std::process::Command::new(command);
-    cmd.args(exec.args.iter().flatten())
-        .env("KUBERNETES_EXEC_INFO", info.to_string())
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::inherit());
-    for var in exec.env.iter().flatten() {
-        if let (Some(name), Some(value)) = (var.get("name"), var.get("value")) {
-            cmd.env(name, value);
-        }
-    }
-    let out = cmd
-        .output()
-        .with_context(|| format!("running the kubeconfig's exec credential plugin {command}"))?;
-    if !out.status.success() {
-        anyhow::bail!(
-            "the kubeconfig's exec credential plugin {command} failed ({})",
-            out.status
-        );
-    }
-    let credential: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
-        format!("the exec credential plugin {command} did not print an ExecCredential")
-    })?;
-    Ok(credential["status"]["token"].as_str().map(str::to_string))
-}
-
-/// A request through the Pod proxy that failed, as one sentence: `failed` (what failed, and
-/// where), the status code and runtimed's or the API server's message.
-pub fn proxy_error(err: kube::Error, failed: &str) -> anyhow::Error {
+/// A request to a Run's subresource that failed, as one sentence: `failed` (what failed, and
+/// where), the status code and the gateway's or the API server's message.
+pub fn subresource_error(err: kube::Error, failed: &str) -> anyhow::Error {
+    let apiservice = "APIService v1alpha1.subresources.kruntimes.io";
     match err {
+        // The API server's own words when no APIService routes the group, or when the gateway
+        // behind it does not answer: say which object to look at.
+        kube::Error::Api(s)
+            if s.code == 404
+                && s.reason == "NotFound"
+                && s.message.starts_with("the server could not find") =>
+        {
+            anyhow!(
+                "{failed} (404): the API server does not serve subresources.kruntimes.io; install the scheduler with its gateway (kubectl kruntimes install), which registers {apiservice}"
+            )
+        }
+        kube::Error::Api(s)
+            if s.code == 503 && s.message.contains("currently unable to handle") =>
+        {
+            anyhow!(
+                "{failed} (503): the kruntimes gateway does not answer the API server; see kubectl get apiservice v1alpha1.subresources.kruntimes.io and the scheduler's Pods in namespace kubectl-kruntimes"
+            )
+        }
         kube::Error::Api(s) => anyhow!("{failed} ({}): {}", s.code, s.message.trim()),
         other => anyhow!("{failed}: {other}"),
     }
@@ -558,5 +489,47 @@ mod tests {
         );
         assert!(line.contains("ask a cluster admin"), "{line}");
         assert!(!line.contains('\n'));
+    }
+
+    #[test]
+    fn a_missing_or_silent_gateway_names_its_apiservice() {
+        let api = |code: u16, reason: &str, message: &str| {
+            kube::Error::Api(Box::new(
+                kube::core::Status::failure(message, reason).with_code(code),
+            ))
+        };
+        let missing = subresource_error(
+            api(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            ),
+            "run/a: cannot read its log",
+        )
+        .to_string();
+        assert!(
+            missing.contains("registers APIService v1alpha1.subresources.kruntimes.io"),
+            "{missing}"
+        );
+        let silent = subresource_error(
+            api(
+                503,
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request",
+            ),
+            "run/a: cannot read its log",
+        )
+        .to_string();
+        assert!(silent.contains("kubectl get apiservice"), "{silent}");
+        // The gateway's own answers pass through as they are.
+        let gone = subresource_error(
+            api(404, "NotFound", "runs.kruntimes.io \"a\" not found"),
+            "run/a: cannot read its log",
+        )
+        .to_string();
+        assert_eq!(
+            gone,
+            "run/a: cannot read its log (404): runs.kruntimes.io \"a\" not found"
+        );
     }
 }

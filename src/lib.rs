@@ -5,6 +5,7 @@
 pub mod api;
 pub mod cli;
 pub mod cmd;
+pub mod gateway;
 pub mod kubeclient;
 pub mod manager;
 pub mod output;

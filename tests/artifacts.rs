@@ -159,11 +159,13 @@ async fn artifacts_are_stored_listed_and_removed_with_their_run(
         true => Some(RuntimeServerProcess::start_bash().await),
         false => None,
     };
-    let probe = support::free_port();
+    let (probe, api_port) = (support::free_port(), support::free_port());
     let bind = format!("127.0.0.1:{probe}");
+    let api_bind = format!("127.0.0.1:{api_port}");
     let store_args = store.args();
     let mut args: Vec<&str> = HEARTBEAT.to_vec();
     args.extend(["--health-probe-bind-address", bind.as_str()]);
+    args.extend(["--api-bind-address", api_bind.as_str()]);
     args.extend(store_args.iter().map(String::as_str));
     args.extend(["--artifact-gc-interval", "1s"]);
     if let Some(server) = &server {
@@ -235,9 +237,10 @@ async fn artifacts_are_stored_listed_and_removed_with_their_run(
     assert_eq!(report["contentType"], "text/plain");
     assert_eq!(refs[0]["type"], "directory");
     assert_eq!(refs[0]["contentType"], "application/gzip");
-    // runtimed serves the stored bytes (what `artifacts --download` reads through the Pod
-    // proxy), and nothing outside the Run's directory.
-    let get = async |path: String| support::world::http_get(probe, &path).await.unwrap();
+    // runtimed serves the stored bytes to the gateway (what `artifacts --download` reads
+    // through the aggregated API), and nothing outside the Run's directory.
+    let api = support::world::RuntimedApi::of(&_pool.ns, _pool.pod(), api_port).await;
+    let get = async |path: String| api.get(&path).await;
     let served = get(format!("/artifacts/stores/{uid}/report.txt")).await;
     assert_eq!(served, (200, "report\n".to_string()));
     let outside = get(format!("/artifacts/stores/{uid}/..%2F..%2Fx")).await;

@@ -565,38 +565,46 @@ async fn runtime_server_sidecar(cluster: &Cluster) {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "HELLO");
     let fn_pod = assigned_pod(ns, "fn").await;
-    // A Run in another namespace calls that runtimed directly, past the Pod proxy: refused
-    // without a token (401) and with its own Pod's token, whose account is granted nothing in
-    // this namespace (403).
-    let ip = ns
-        .api::<Pod>()
-        .get(&fn_pod)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .pod_ip
-        .unwrap();
+    // Anyone else who calls that runtimed directly, past the gateway, is refused: no token
+    // (401), an account's token for the API server (401), and another namespace's account
+    // with a token for this very Pod's audience (403: it is not the gateway's).
+    let found = ns.api::<Pod>().get(&fn_pod).await.unwrap();
+    let ip = found.status.unwrap().pod_ip.unwrap();
+    let uid = found.metadata.uid.unwrap();
     let outsider = &runtime_namespace(cluster, "outsider").await;
-    create_runtime(outsider, "knock", 1, busybox(), &[("runs", 1)]).await;
-    let url = format!(
-        "http://{ip}:{}/invoke/fn",
-        kruntimes::runtime::pod::PROBE_PORT
+    let intruder: k8s_openapi::api::core::v1::ServiceAccount =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "intruder"}})).unwrap();
+    support::world::create_in(outsider, intruder).await;
+    let (oc, on) = (&outsider.client, outsider.name.as_str());
+    let for_api =
+        support::tokens::audience_token(oc, on, "intruder", "https://kubernetes.default.svc").await;
+    let audience = kruntimes::api::runtimed_audience(&uid);
+    let for_pod = support::tokens::audience_token(oc, on, "intruder", &audience).await;
+    let api = support::world::RuntimedApi {
+        port: kruntimes::runtime::pod::API_PORT as u16,
+        pod_uid: uid.clone(),
+    };
+    let direct = async |token: Option<&str>| {
+        let client = kruntimes::gateway::upstream::http_client().unwrap();
+        let mut request = client
+            .post(format!("https://{ip}:{}/invoke/fn", api.port))
+            .body("x");
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send().await.unwrap().status().as_u16()
+    };
+    assert_eq!(direct(None).await, 401, "no token");
+    assert_eq!(
+        direct(Some(&for_api)).await,
+        401,
+        "a token for the API server"
     );
-    let script = format!(
-        r#"out=$(wget -q -O- --post-data=x {url} 2>&1); echo "$out" | grep -q '401 Unauthorized' || {{ echo "no token: $out"; exit 1; }}
-token=$(cat /var/run/secrets/kubernetes.io/serviceaccount/token)
-out=$(wget -q -O- --header "Authorization: Bearer $token" --post-data=x {url} 2>&1); echo "$out" | grep -q '403 Forbidden' || {{ echo "its token: $out"; exit 1; }}"#
+    assert_eq!(
+        direct(Some(&for_pod)).await,
+        403,
+        "another account's token for this Pod"
     );
-    create_run(outsider, "knock", "knock", &[], &script).await;
-    wait_phases(
-        outsider,
-        &["knock".into()],
-        RunPhase::Succeeded,
-        Duration::from_secs(90),
-    )
-    .await;
-    delete_runtime(outsider, "knock").await;
     ns.api::<Pod>()
         .delete(&fn_pod, &DeleteParams::default())
         .await

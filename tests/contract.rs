@@ -33,8 +33,8 @@ use support::world::{Create, RuntimeServerProcess, SchedulerProcess, TestNs, eve
 struct Scenario {
     pool: Pool,
     server: RuntimeServerProcess,
-    /// runtimed's probe port (also its `/invoke/<run>`).
-    probe: u16,
+    /// runtimed's API (`/invoke/<run>`), as the gateway calls it.
+    api: support::world::RuntimedApi,
     _scheduler: SchedulerProcess,
 }
 
@@ -103,9 +103,11 @@ impl Scenario {
             Backend::Python => RuntimeServerProcess::start_python().await,
             Backend::Server | Backend::Child => RuntimeServerProcess::start().await,
         };
-        let probe = support::free_port();
+        let (probe, api_port) = (support::free_port(), support::free_port());
         let bind = format!("127.0.0.1:{probe}");
+        let api_bind = format!("127.0.0.1:{api_port}");
         let mut args: Vec<&str> = HEARTBEAT.to_vec();
+        args.extend(["--api-bind-address", api_bind.as_str()]);
         match backend {
             Backend::Server | Backend::Bash | Backend::Python => {
                 args.extend(server.flag());
@@ -114,10 +116,11 @@ impl Scenario {
             Backend::Child => args.extend(["--shutdown-grace", "3s"]),
         }
         let pool = Pool::start(&ns, "pool", 1, &[("runs", 2)], &args).await;
+        let api = support::world::RuntimedApi::of(&pool.ns, pool.pod(), api_port).await;
         Scenario {
             pool,
             server,
-            probe,
+            api,
             _scheduler: scheduler,
         }
     }

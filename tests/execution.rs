@@ -29,7 +29,9 @@ use kruntimes::api::status::{self, reasons};
 use kruntimes::api::{Run, RunPhase};
 use kruntimes::testing::run;
 use support::pool::{HEARTBEAT, Pool};
-use support::world::{Create, RuntimeServerProcess, SchedulerProcess, TestNs, eventually};
+use support::world::{
+    Create, RuntimeServerProcess, RuntimedApi, SchedulerProcess, TestNs, eventually,
+};
 
 /// How runtimed executes Runs in a scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,8 +51,8 @@ enum Backend {
 struct Scenario {
     pool: Pool,
     server: Option<RuntimeServerProcess>,
-    /// runtimed's probe port (also its `/invoke/<run>`).
-    probe: u16,
+    /// runtimed's API (`/invoke/<run>`, `/logs/<run>`), as the gateway calls it.
+    api: RuntimedApi,
     _scheduler: SchedulerProcess,
 }
 
@@ -74,20 +76,23 @@ impl Scenario {
             Backend::Ours => Some(RuntimeServerProcess::start().await),
             Backend::Child => None,
         };
-        let probe = support::free_port();
+        let (probe, api_port) = (support::free_port(), support::free_port());
         let bind = format!("127.0.0.1:{probe}");
+        let api_bind = format!("127.0.0.1:{api_port}");
         let mut args: Vec<&str> = HEARTBEAT.to_vec();
         args.extend(["--health-probe-bind-address", bind.as_str()]);
+        args.extend(["--api-bind-address", api_bind.as_str()]);
         if let Some(server) = &server {
             args.extend(server.flag());
         }
         args.extend(extra);
         let pool = Pool::start(&ns, runtime, 1, &[("runs", 2)], &args).await;
         support::world::wait_ready(probe).await;
+        let api = RuntimedApi::of(&pool.ns, pool.pod(), api_port).await;
         Scenario {
             pool,
             server,
-            probe,
+            api,
             _scheduler: scheduler,
         }
     }
@@ -320,13 +325,13 @@ async fn an_inline_function_registers_and_again_after_a_restart(
         ready.status,
         scenario.pool.agent().log_tail()
     );
-    let probe = scenario.probe;
+    let api = scenario.api.clone();
     let invoke = async |input: &'static [u8]| {
         eventually(
             Duration::from_secs(30),
             "runtimed to serve the Ready Run",
-            async || match support::world::http_post(probe, "/invoke/greet", input).await {
-                Ok((200, body)) => Ok(body),
+            async || match api.post("/invoke/greet", input).await {
+                (200, body) => Ok(body),
                 other => Err(format!("{other:?}")),
             },
         )
@@ -404,15 +409,13 @@ async fn an_inline_python_function_registers_on_the_python_runtime_server_and_ag
 }
 
 /// Reads from `stream` until what was read contains `want`; returns all of it.
-async fn read_until_contains(stream: &mut tokio::net::TcpStream, read: &mut Vec<u8>, want: &str) {
-    use tokio::io::AsyncReadExt as _;
-    let mut buf = [0u8; 4096];
+async fn read_until_contains(stream: &mut reqwest::Response, read: &mut Vec<u8>, want: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while !String::from_utf8_lossy(read).contains(want) {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match tokio::time::timeout(left, stream.read(&mut buf)).await {
-            Ok(Ok(0)) => break,
-            Ok(Ok(n)) => read.extend_from_slice(&buf[..n]),
+        match tokio::time::timeout(left, stream.chunk()).await {
+            Ok(Ok(None)) => break,
+            Ok(Ok(Some(bytes))) => read.extend_from_slice(&bytes),
             Ok(Err(e)) => panic!("reading the log: {e}"),
             Err(_) => break,
         }
@@ -430,7 +433,6 @@ async fn read_until_contains(stream: &mut tokio::net::TcpStream, read: &mut Vec<
 /// execution, `tailLines`, and the log of a finished Run still readable after its directory
 /// is gone; an unknown Run is a 404 that says so.
 async fn a_runs_log(prefix: &str, backend: Backend) {
-    use tokio::io::AsyncWriteExt as _;
     let scenario = Scenario::start(prefix, backend).await;
     let ns = scenario.ns();
     let hold = scenario.pool.gates.hold("talk");
@@ -439,54 +441,56 @@ async fn a_runs_log(prefix: &str, backend: Backend) {
         .task(&["sh", "-c", &format!("echo first; {hold}; echo second >&2")])
         .create(ns)
         .await;
-    let probe = scenario.probe;
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", probe))
-        .await
-        .unwrap();
+    let api = scenario.api.clone();
+    let mut follow = None;
     let mut read = Vec::new();
     if backend == Backend::Child {
         // A child's lines are in its log as it writes them: follow gets "first" while it
         // still runs, then "second" once the gate opens, then the end.
-        eventually(Duration::from_secs(30), "talk's first line", async || {
-            match support::world::http_get(probe, "/logs/talk").await {
-                Ok((200, body)) if body == "first\n" => Ok(()),
+        eventually(
+            Duration::from_secs(30),
+            "talk's first line",
+            async || match api.get("/logs/talk").await {
+                (200, body) if body == "first\n" => Ok(()),
                 other => Err(format!("{other:?}")),
-            }
-        })
+            },
+        )
         .await;
-        let request = format!(
-            "GET /logs/talk?follow=true HTTP/1.0\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\r\n",
-            support::ADMIN_TOKEN
+        let token = support::tokens::gateway_token(&api.pod_uid).await;
+        let stream = follow.insert(
+            api.send("GET", "/logs/talk?follow=true", b"", Some(&token))
+                .await,
         );
-        stream.write_all(request.as_bytes()).await.unwrap();
-        read_until_contains(&mut stream, &mut read, "first\n").await;
+        assert_eq!(stream.status().as_u16(), 200);
+        read_until_contains(stream, &mut read, "first\n").await;
         assert!(!String::from_utf8_lossy(&read).contains("second"));
     }
     scenario.pool.open("talk");
     let ended = scenario.terminal(&["talk"]).await;
     assert_eq!(ended["talk"].phase(), RunPhase::Succeeded);
-    if backend == Backend::Child {
-        read_until_contains(&mut stream, &mut read, "first\nsecond\n").await;
-        use tokio::io::AsyncReadExt as _;
-        let mut rest = Vec::new();
-        tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut rest))
-            .await
-            .expect("follow ends with the execution")
-            .unwrap();
-        let body = String::from_utf8_lossy(&read).into_owned() + &String::from_utf8_lossy(&rest);
-        assert!(body.ends_with("\r\n\r\nfirst\nsecond\n"), "{body}");
+    if let Some(stream) = follow.as_mut() {
+        read_until_contains(stream, &mut read, "first\nsecond\n").await;
+        loop {
+            let next = tokio::time::timeout(Duration::from_secs(30), stream.chunk())
+                .await
+                .expect("follow ends with the execution")
+                .unwrap();
+            match next {
+                Some(bytes) => read.extend_from_slice(&bytes),
+                None => break,
+            }
+        }
+        assert_eq!(String::from_utf8_lossy(&read), "first\nsecond\n");
     }
     // After the end, and after the Run's directory is gone.
     scenario.directories_removed(ended.values()).await;
-    let log = support::world::http_get(probe, "/logs/talk").await.unwrap();
+    let log = api.get("/logs/talk").await;
     assert_eq!(log, (200, "first\nsecond\n".to_string()));
-    let tail = support::world::http_get(probe, "/logs/talk?tailLines=1").await;
-    assert_eq!(tail.unwrap(), (200, "second\n".to_string()));
-    let follow_ended = support::world::http_get(probe, "/logs/talk?follow=true").await;
-    assert_eq!(follow_ended.unwrap(), (200, "first\nsecond\n".to_string()));
-    let (code, body) = support::world::http_get(probe, "/logs/nobody")
-        .await
-        .unwrap();
+    let tail = api.get("/logs/talk?tailLines=1").await;
+    assert_eq!(tail, (200, "second\n".to_string()));
+    let follow_ended = api.get("/logs/talk?follow=true").await;
+    assert_eq!(follow_ended, (200, "first\nsecond\n".to_string()));
+    let (code, body) = api.get("/logs/nobody").await;
     assert_eq!(code, 404, "{body}");
     assert!(
         body.starts_with("Run nobody has no log on this Runtime Pod"),
@@ -522,8 +526,8 @@ async fn the_go_projects_minimal_run_applied_unchanged_succeeds_and_logs_its_out
     let s = status_of(hello);
     assert_eq!(hello.phase(), RunPhase::Succeeded, "{s:?}");
     assert_eq!(s.message.as_deref(), Some(status::SUCCESS_MESSAGE));
-    let log = support::world::http_get(scenario.probe, "/logs/hello").await;
-    assert_eq!(log.unwrap(), (200, "hello\n".to_string()));
+    let log = scenario.api.get("/logs/hello").await;
+    assert_eq!(log, (200, "hello\n".to_string()));
 }
 
 /// The status of `run`'s condition `type_`: (status, reason).

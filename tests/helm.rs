@@ -383,6 +383,23 @@ async fn install_upgrade_uninstall_keeps_the_crds_and_every_run() {
         "crd/runs.kruntimes.io",
         "--timeout=60s",
     ]);
+    // Established is not yet discoverable: kubectl maps the kind through the API server's
+    // discovery, which takes the new group in a moment later (and the release's APIService,
+    // whose gateway does not run here, is rediscovered beside it).
+    let discovered = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !support::kubectl()
+        .args(["get", "runs.kruntimes.io", "-n", &ns])
+        .output()
+        .unwrap()
+        .status
+        .success()
+    {
+        assert!(
+            std::time::Instant::now() < discovered,
+            "kubectl never discovered runs.kruntimes.io"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     // `install` takes the chart's CRDs for its own (their label says so), not for another
     // kruntimes installation's; beside the chart's scheduler it updates the cluster-wide part
     // only, and refuses to deploy a second scheduler.
@@ -592,7 +609,10 @@ fn the_rendered_chart_passes_the_api_servers_validation_with_the_optional_object
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), &rendered).unwrap();
     let out = support::kubectl()
-        .args(["apply", "--dry-run=server", "-n", &ns, "-f"])
+        // Every namespaced object names its namespace (the release's, and kube-system for the
+        // RoleBinding that reads the front-proxy settings), so no `-n`: kubectl refuses an
+        // object of another namespace than the one given.
+        .args(["apply", "--dry-run=server", "-f"])
         .arg(file.path())
         .output()
         .unwrap();

@@ -19,7 +19,7 @@ use kruntimes::api::{Run, RunPhase};
 use kruntimes::testing::run;
 use support::pool::{HEARTBEAT, Pool};
 use support::world::{
-    Create, RuntimeServerProcess, SchedulerProcess, TestNs, eventually, wait_ready,
+    Create, RuntimeServerProcess, RuntimedApi, SchedulerProcess, TestNs, eventually, wait_ready,
 };
 
 /// The canary runtimed carries in its environment, where the Runtime controller puts the S3
@@ -31,6 +31,8 @@ const CANARY: &str = "canary-7f3e9a1c-do-not-leak";
 struct Hostile {
     pool: Pool,
     probe: u16,
+    /// runtimed's API, as the gateway calls it.
+    api: RuntimedApi,
     _scheduler: SchedulerProcess,
 }
 
@@ -43,17 +45,21 @@ impl Hostile {
     async fn start_with(prefix: &str, extra: &[&str]) -> Self {
         let ns = TestNs::new(prefix).await;
         let scheduler = SchedulerProcess::start(&ns.name, 2, None, prefix).await;
-        let probe = support::free_port();
+        let (probe, api_port) = (support::free_port(), support::free_port());
         let bind = format!("127.0.0.1:{probe}");
+        let api_bind = format!("127.0.0.1:{api_port}");
         let mut args: Vec<&str> = HEARTBEAT.to_vec();
         args.extend(["--health-probe-bind-address", bind.as_str()]);
+        args.extend(["--api-bind-address", api_bind.as_str()]);
         args.extend(extra);
         let env = [("AWS_SECRET_ACCESS_KEY".to_string(), CANARY.to_string())];
         let pool = Pool::start_with_env(&ns, "pool", 1, &[("runs", 2)], &args, &env).await;
         wait_ready(probe).await;
+        let api = RuntimedApi::of(&pool.ns, pool.pod(), api_port).await;
         Hostile {
             pool,
             probe,
+            api,
             _scheduler: scheduler,
         }
     }
@@ -174,9 +180,7 @@ async fn a_log_made_huge_is_served_from_its_end_and_a_linked_done_marker_writes_
     );
     h.task("huge", &script).await;
     h.phase("huge", RunPhase::Succeeded).await;
-    let (code, body) = support::world::http_get(h.probe, "/logs/huge")
-        .await
-        .unwrap();
+    let (code, body) = h.api.get("/logs/huge").await;
     assert_eq!(code, 200);
     // At most what a Run keeps (two parts of 1 MiB and a line), read from the end.
     assert!(
@@ -186,9 +190,7 @@ async fn a_log_made_huge_is_served_from_its_end_and_a_linked_done_marker_writes_
     );
     // From the end: the first line, 100 GiB before it, is not in it.
     assert!(!body.contains("before"), "served from the start");
-    let (code, _) = support::world::http_get(h.probe, "/logs/huge?tailLines=5")
-        .await
-        .unwrap();
+    let (code, _) = h.api.get("/logs/huge?tailLines=5").await;
     assert_eq!(code, 200);
     assert_eq!(
         std::fs::read_to_string(&victim).unwrap(),
@@ -216,9 +218,7 @@ async fn runtimeds_secret_reaches_no_tasks_environment_log_or_outputs() {
     ]
     .into();
     assert_eq!(outputs, seen, "the task inherited runtimed's own variables");
-    let (code, log) = support::world::http_get(h.probe, "/logs/spy")
-        .await
-        .unwrap();
+    let (code, log) = h.api.get("/logs/spy").await;
     assert_eq!(code, 200);
     assert!(log.contains("KRUNTIME_OUTPUTS="), "{log}");
     assert!(!log.contains(CANARY), "{log}");
@@ -294,43 +294,49 @@ async fn a_caller_that_never_finishes_its_headers_is_cut_off_and_the_probes_stil
     h.nothing_leaked().await;
 }
 
-/// runtimed's API fails closed: a path it does not serve is 401 to a caller without a token
-/// or with one the API server does not accept, and 404 only to an authenticated one; a
-/// flood of made-up tokens is refused one by one while a real caller is still served, and
-/// the probes stay open.
+/// runtimed's API fails closed: it answers the gateway only. No token, a made-up one or a
+/// user's (even the cluster admin's) is 401 on every path, served or not, and an unknown path
+/// is 404 only to the gateway; a flood of made-up tokens is refused one by one while the
+/// gateway is still served, and the probes stay open on their own port.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unknown_path_is_404_only_after_authentication_and_made_up_tokens_are_refused() {
+async fn only_the_gateway_is_answered_and_made_up_tokens_are_refused() {
     use support::world::http;
     let h = Hostile::start("hostile-paths").await;
-    let admin = format!("Bearer {}", support::ADMIN_TOKEN);
-    for path in ["/debug/pprof", "/", "/invoke", "/logs"] {
-        let (code, body) = http(h.probe, "GET", path, b"", None).await.unwrap();
-        assert_eq!(code, 401, "{path}: {body}");
-        let (code, body) = http(h.probe, "GET", path, b"", Some("Bearer made-up"))
-            .await
-            .unwrap();
-        assert_eq!(code, 401, "{path}: {body}");
-        assert!(
-            body.contains("does not accept the caller's token"),
-            "{body}"
+    for path in ["/debug/pprof", "/", "/invoke/x", "/logs/nobody"] {
+        let code = |r: reqwest::Response| r.status().as_u16();
+        let none = code(h.api.send("GET", path, b"", None).await);
+        assert_eq!(none, 401, "{path} without a token");
+        let made_up = h.api.send("GET", path, b"", Some("made-up")).await;
+        assert_eq!(made_up.status().as_u16(), 401, "{path}");
+        let body = made_up.text().await.unwrap();
+        assert!(body.contains("does not vouch for this token"), "{body}");
+        let admin = code(
+            h.api
+                .send("GET", path, b"", Some(support::ADMIN_TOKEN))
+                .await,
         );
-        let (code, body) = http(h.probe, "GET", path, b"", Some(&admin)).await.unwrap();
-        assert_eq!(code, 404, "{path}: {body}");
-        assert!(body.starts_with("runtimed serves no such path"), "{body}");
+        assert_eq!(
+            admin, 401,
+            "{path}: the cluster admin's own token is no gateway's"
+        );
     }
-    let flood = (0..200).map(|n| async move {
-        let token = format!("Bearer made-up-{n}");
-        http(h.probe, "GET", "/logs/someone", b"", Some(&token))
-            .await
-            .unwrap()
-            .0
+    let (code, body) = h.api.get("/debug/pprof").await;
+    assert_eq!(code, 404, "{body}");
+    assert!(body.starts_with("runtimed serves no such path"), "{body}");
+    let flood = (0..200).map(|n| {
+        let api = h.api.clone();
+        async move {
+            let token = format!("made-up-{n}");
+            api.send("GET", "/logs/someone", b"", Some(&token))
+                .await
+                .status()
+                .as_u16()
+        }
     });
     let codes = futures::future::join_all(flood).await;
     assert!(codes.iter().all(|c| *c == 401), "{codes:?}");
-    let (code, body) = http(h.probe, "GET", "/logs/nobody", b"", Some(&admin))
-        .await
-        .unwrap();
-    assert_eq!(code, 404, "the real caller reaches the handler: {body}");
+    let (code, body) = h.api.get("/logs/nobody").await;
+    assert_eq!(code, 404, "the gateway reaches the handler: {body}");
     assert!(body.starts_with("Run nobody has no log"), "{body}");
     for probe in ["/readyz", "/healthz"] {
         let (code, body) = http(h.probe, "GET", probe, b"", None).await.unwrap();

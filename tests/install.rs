@@ -234,6 +234,11 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
         ("ClusterRole", "kubectl-kruntimes-submit"),
         ("ClusterRole", "kubectl-kruntimes-runtime-admin"),
         ("ClusterRole", "kubectl-kruntimes-runtimed"),
+        ("ClusterRole", "kubectl-kruntimes-runtimed-tokenreview"),
+        (
+            "ClusterRoleBinding",
+            "kubectl-kruntimes-runtimed-tokenreview",
+        ),
         ("ValidatingAdmissionPolicy", "kubectl-kruntimes-runtimed"),
         (
             "ValidatingAdmissionPolicyBinding",
@@ -269,9 +274,18 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
         ("ClusterRole", "kubectl-kruntimes-metrics-reader"),
         ("Role", "kubectl-kruntimes-scheduler-leader-election"),
         ("RoleBinding", "kubectl-kruntimes-scheduler-leader-election"),
+        ("Role", "kubectl-kruntimes-gateway"),
+        ("RoleBinding", "kubectl-kruntimes-gateway"),
+        (
+            "RoleBinding",
+            "kubectl-kruntimes-scheduler-authentication-reader",
+        ),
         ("Deployment", "kubectl-kruntimes-scheduler"),
         ("PodDisruptionBudget", "kubectl-kruntimes-scheduler"),
         ("Service", "kubectl-kruntimes-scheduler-metrics"),
+        // The gateway's Service and APIService (subresources.kruntimes.io).
+        ("Service", "kubectl-kruntimes-gateway"),
+        ("APIService", "v1alpha1.subresources.kruntimes.io"),
     ]
     .map(|(k, n)| (k.to_string(), n.to_string()));
     assert_eq!(docs, expected);
@@ -323,7 +337,7 @@ async fn install_print_piped_to_kubectl_apply_is_accepted_by_the_server() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(stdout.lines().count(), 28, "{stdout}");
+    assert_eq!(stdout.lines().count(), 35, "{stdout}");
 }
 
 /// Our own CRDs applied by another tool (`kubectl apply -k deploy/crds/` is client-side apply,

@@ -191,6 +191,8 @@ fn deploy_kustomization_renders_everything_and_names_one_image() {
             "CustomResourceDefinition /runs.kruntimes.io".to_string(),
             "CustomResourceDefinition /runtimes.kruntimes.io".to_string(),
             "ClusterRole /kubectl-kruntimes-runtimed".to_string(),
+            "ClusterRole /kubectl-kruntimes-runtimed-tokenreview".to_string(),
+            "ClusterRoleBinding /kubectl-kruntimes-runtimed-tokenreview".to_string(),
             "ValidatingAdmissionPolicy /kubectl-kruntimes-runtimed".to_string(),
             "ValidatingAdmissionPolicyBinding /kubectl-kruntimes-runtimed".to_string(),
         ])
@@ -471,7 +473,8 @@ fn deploy_creates_no_object_of_the_go_kruntimes_release() {
         "deploy/ creates objects of the Go kruntimes release: {shared:?}"
     );
     for (kind, _, name) in &ours {
-        if kind == "CustomResourceDefinition" {
+        // Kubernetes names these two for their group: `<plural>.<group>`, `<version>.<group>`.
+        if kind == "CustomResourceDefinition" || kind == "APIService" {
             assert!(name.ends_with(".kruntimes.io"), "{name}");
         } else {
             assert!(

@@ -45,13 +45,26 @@ pub const CONDITION_REPLICA_FAILURE: &str = "ReplicaFailure";
 /// The media type of an invocation's input when the caller names none: JSON, the one the Go
 /// project's runtime servers take.
 pub const DEFAULT_INVOKE_CONTENT_TYPE: &str = "application/json";
-/// The header that carries the caller's `Bearer` token to runtimed's API through the API
-/// server's Pod proxy (which removes `Authorization`); see `runtimed::callers`.
-pub const CALLER_TOKEN_HEADER: &str = "x-kruntimes-authorization";
-/// The user a caller of runtimed's API acts as (kubectl's `--as`).
-pub const CALLER_IMPERSONATE_USER_HEADER: &str = "x-kruntimes-impersonate-user";
-/// A group a caller of runtimed's API acts as (`--as-group`; repeated).
-pub const CALLER_IMPERSONATE_GROUP_HEADER: &str = "x-kruntimes-impersonate-group";
+/// The API group of a Run's subresources served through the aggregation layer by the gateway
+/// (`scheduler run --gateway-bind-address`): `runs/log`, `runs/invoke`, `runs/artifacts`.
+pub const SUBRESOURCES_GROUP: &str = "subresources.kruntimes.io";
+/// Its one version.
+pub const SUBRESOURCES_VERSION: &str = "v1alpha1";
+/// The audience of the tokens the gateway presents to runtimed: never the API server's, so a
+/// token runtimed sees opens nothing there. Each token is narrowed to one Pod
+/// ([`runtimed_audience`]).
+pub const RUNTIMED_AUDIENCE: &str = "kruntimes-runtimed";
+/// The audience of a token for the runtimed of the Pod whose UID is `pod_uid`: that runtimed
+/// accepts it, no other does, so a token one Pod sees cannot be replayed against another.
+pub fn runtimed_audience(pod_uid: &str) -> String {
+    format!("{RUNTIMED_AUDIENCE}:{pod_uid}")
+}
+/// The gateway's account as `deploy/` and `install` run it: the user runtimed's API takes by
+/// default (`runtimed --gateway-user`).
+pub const DEFAULT_GATEWAY_USER: &str =
+    "system:serviceaccount:kubectl-kruntimes:kubectl-kruntimes-scheduler";
+/// The name of runtimed's API port (TLS) in a Runtime Pod's container that runs it.
+pub const RUNTIMED_API_PORT_NAME: &str = "kruntimes-api";
 /// Why a Runtime's Pods cannot be created or cannot run: its `ReplicaFailure` condition's
 /// message, while the condition is True.
 pub fn replica_failure(runtime: &Runtime) -> Option<String> {

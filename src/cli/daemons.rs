@@ -14,7 +14,7 @@ pub enum SchedulerCommand {
     #[command(
         after_help = "Examples:\n  kubectl kruntimes scheduler run\n  kubectl kruntimes scheduler run --leader-elect=false --workers 8 --log-format json"
     )]
-    Run(SchedulerRunArgs),
+    Run(Box<SchedulerRunArgs>),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -54,6 +54,22 @@ pub struct SchedulerRunArgs {
     /// Address of /healthz and /readyz (`0` disables them).
     #[arg(long, default_value = ":8081")]
     pub health_probe_bind_address: String,
+    /// Address of the gateway, the aggregated API of Runs' subresources
+    /// (subresources.kruntimes.io: runs/log, runs/invoke, runs/artifacts) through which
+    /// kubectl kruntimes logs, invoke and artifacts reach runtimed; served over TLS to the API
+    /// server's front proxy by every replica; `0` disables it.
+    #[arg(long, default_value = "0", value_name = "ADDR")]
+    pub gateway_bind_address: String,
+    /// Directory holding the gateway's tls.crt and tls.key (cert-manager's, whose CA injector
+    /// fills the APIService's caBundle); without it the gateway keeps a CA and a certificate
+    /// in Secret kubectl-kruntimes-gateway-tls of its namespace, renews them, and writes the
+    /// CA to the APIService.
+    #[arg(long, value_name = "DIR")]
+    pub gateway_cert_dir: Option<PathBuf>,
+    /// The ServiceAccount whose tokens the gateway presents to runtimed (default: the one the
+    /// scheduler runs as).
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub gateway_service_account: Option<String>,
     /// How long a Runtime Pod's runtimed heartbeat may be stale (or its Lease missing) before
     /// the Runs running there are failed with reason RuntimePodLost, as on a lost node.
     #[arg(long, default_value = "40s", value_parser = parse_duration)]
@@ -139,6 +155,18 @@ pub struct RuntimedArgs {
     /// status-write retries); `0` disables it.
     #[arg(long, env = "KRUNTIMES_METRICS_BIND_ADDRESS", default_value = "0")]
     pub metrics_bind_address: String,
+    /// Address of runtimed's API (TLS: /invoke, /logs, /artifacts), which answers only the
+    /// kruntimes gateway; `0` disables it.
+    #[arg(long, env = "KRUNTIMES_API_BIND_ADDRESS", default_value = "0")]
+    pub api_bind_address: String,
+    /// The account whose tokens runtimed's API takes: the gateway's (comma-separated for more).
+    #[arg(
+        long,
+        env = "KRUNTIMES_GATEWAY_USER",
+        value_delimiter = ',',
+        default_value = crate::api::DEFAULT_GATEWAY_USER
+    )]
+    pub gateway_user: Vec<String>,
     /// The Pod's workspace volume: a Run that names a PersistentWorkspace runs in
     /// DIR/persistent/<workspace>, created on first use (its status.path is
     /// /workspace/persistent/<workspace>).

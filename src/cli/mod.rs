@@ -147,20 +147,22 @@ pub enum Command {
         after_help = "Examples:\n  kubectl kruntimes status\n  kubectl kruntimes status python -n team-a --watch\n  kubectl kruntimes status -A -o yaml"
     )]
     Status(StatusArgs),
-    /// Call a Ready function Run once: sends the data to its runtimed through the API
-    /// server's Pod proxy (RBAC on pods/proxy decides who may) and prints the handler's output.
+    /// Call a Ready function Run once: sends the data to its runtimed through the Run's invoke
+    /// subresource (subresources.kruntimes.io; RBAC on runs/invoke decides who may) and prints
+    /// the handler's output.
     #[command(
         after_help = "Examples:\n  kubectl kruntimes invoke run/echo --data hello\n  kubectl kruntimes invoke run/resize -n team-a --data @image.png > out.png\n  echo '{\"x\": 1}' | kubectl kruntimes invoke run/handler --data -"
     )]
     Invoke(InvokeArgs),
     /// Print a Run's output (stdout and stderr, as its runtimed keeps them on the Pod's
-    /// workspace volume), read through the API server's Pod proxy like invoke.
+    /// workspace volume), read through the Run's log subresource (subresources.kruntimes.io)
+    /// like invoke.
     #[command(
         after_help = "Examples:\n  kubectl kruntimes logs run/train-1\n  kubectl kruntimes logs run/train-1 -n team-a -f\n  kubectl kruntimes logs run train-1 --tail 20"
     )]
     Logs(LogsArgs),
-    /// List a Run's stored artifacts (status.artifactRefs), or download them through the API
-    /// server's Pod proxy like logs.
+    /// List a Run's stored artifacts (status.artifactRefs), or download them through the Run's
+    /// artifacts subresource (subresources.kruntimes.io) like logs.
     #[command(
         after_help = "Examples:\n  kubectl kruntimes artifacts run/train-1\n  kubectl kruntimes artifacts run/train-1 -o wide\n  kubectl kruntimes artifacts run/train-1 -n team-a --download ./out"
     )]

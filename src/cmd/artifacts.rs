@@ -1,23 +1,20 @@
 //! `kubectl kruntimes artifacts run/NAME [--download DIR] [-o json|yaml]`: a Run's stored
 //! artifacts as its `status.artifactRefs` lists them, and, with `--download`, their bytes as
-//! runtimed serves them (`runtimed::artifact_server`) through the API server's Pod proxy, from
-//! the Run's Runtime Pod or, when that one is gone, any Ready Pod of its Runtime (they share
-//! the store): only Pods the Runtime controller made for it (their controller reference names
-//! the Runtime's UID), never one that only carries its label. [`table`] is pure; the rest is an
-//! edge.
+//! runtimed serves them (`runtimed::artifact_server`), read through the gateway's aggregated
+//! API (`runs/artifacts/NAME` in `subresources.kruntimes.io`), which asks the Run's Runtime Pod
+//! or, when that one is gone, any Ready Pod the Runtime controller made for its Runtime (they
+//! share the store). [`table`] is pure; the rest is an edge.
 
 use std::path::Path;
 
 use anyhow::{Context as _, anyhow, bail};
 use futures::AsyncReadExt as _;
-use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
-use kube::api::{Api, ListParams};
 
-use crate::api::{LABEL_RUNTIME, Run, pod_is_ready};
+use crate::api::Run;
 use crate::cli::{ArtifactsArgs, GlobalArgs};
 use crate::cmd::explain::parse_target;
-use crate::kubeclient::{Target, proxy_error};
+use crate::kubeclient::{Target, subresource_error};
 use crate::output::{Palette, Table};
 
 /// Runs the command.
@@ -118,13 +115,11 @@ async fn download(
         bail!("run/{name} has no stored artifacts ({})", why_none(run));
     }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let uid = run.uid().unwrap_or_default();
-    let pods = serving_pods(target, run).await?;
     for r in refs {
         let artifact = r["name"].as_str().unwrap_or_default();
         crate::runtimed::artifacts::check_name(artifact)
             .map_err(|e| anyhow!("run/{name}: status.artifactRefs: {e}"))?;
-        let bytes = fetch(target, &pods, &name, &uid, artifact)
+        let bytes = fetch(target, &name, artifact)
             .await
             .with_context(|| format!("run/{name}: downloading artifact {artifact:?}"))?;
         let digest = crate::util::digest::sha256(&bytes);
@@ -145,72 +140,24 @@ async fn download(
     Ok(())
 }
 
-/// The Run's own Pod first, then every other Ready Pod the Runtime controller made for its
-/// Runtime.
-async fn serving_pods(target: &Target, run: &Run) -> anyhow::Result<Vec<String>> {
-    let runtime_uid = crate::cmd::logs::runtime_uid(target, run).await?;
-    let api: Api<Pod> = Api::namespaced(target.client.clone(), &target.namespace);
-    let selector = format!("{LABEL_RUNTIME}={}", run.spec.runtime);
-    let listed = api
-        .list(&ListParams::default().labels(&selector))
+/// The artifact's bytes, through the gateway.
+async fn fetch(target: &Target, run: &str, artifact: &str) -> anyhow::Result<Vec<u8>> {
+    let encoded =
+        percent_encoding::utf8_percent_encode(artifact, percent_encoding::NON_ALPHANUMERIC);
+    let path = target.subresource_path(run, &format!("artifacts/{encoded}"));
+    let request = http::Request::get(path)
+        .body(Vec::new())
+        .context("building the request")?;
+    let mut body = target
+        .client
+        .request_stream(request)
         .await
-        .map_err(|e| {
-            target.explain_error(
-                e,
-                &format!("listing the Pods of Runtime {}", run.spec.runtime),
-            )
-        })?;
-    let mut pods: Vec<String> = listed
-        .items
-        .iter()
-        .filter(|p| {
-            pod_is_ready(p)
-                && p.metadata.deletion_timestamp.is_none()
-                && crate::api::made_for_runtime(p, &runtime_uid)
-        })
-        .map(|p| p.name_any())
-        .collect();
-    if let Some(own) = run.status.as_ref().and_then(|s| s.assigned_pod.clone())
-        && let Some(i) = pods.iter().position(|p| *p == own)
-    {
-        pods.swap(0, i);
-    }
-    if pods.is_empty() {
-        bail!(
-            "no Ready Pod the Runtime controller made for Runtime {} serves its artifact store now; scale it up, or read the store's volume (see status.artifactRefs)",
-            run.spec.runtime
-        );
-    }
-    Ok(pods)
-}
-
-/// The artifact's bytes from the first of `pods` that serves them.
-async fn fetch(
-    target: &Target,
-    pods: &[String],
-    run: &str,
-    uid: &str,
-    artifact: &str,
-) -> anyhow::Result<Vec<u8>> {
-    let mut last = None;
-    for pod in pods {
-        let path = target.runtimed_path(pod, &format!("artifacts/{run}/{uid}/{artifact}"));
-        let request = target
-            .as_caller(http::Request::get(path))?
-            .body(Vec::new())
-            .context("building the request")?;
-        match target.client.request_stream(request).await {
-            Ok(mut body) => {
-                let mut bytes = Vec::new();
-                body.read_to_end(&mut bytes)
-                    .await
-                    .with_context(|| format!("reading it from Pod {pod}"))?;
-                return Ok(bytes);
-            }
-            Err(e) => last = Some(proxy_error(e, &format!("Pod {pod}"))),
-        }
-    }
-    Err(last.unwrap_or_else(|| anyhow!("no Pod to ask")))
+        .map_err(|e| subresource_error(e, "the gateway"))?;
+    let mut bytes = Vec::new();
+    body.read_to_end(&mut bytes)
+        .await
+        .context("reading it from the gateway")?;
+    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
 //! `kubectl kruntimes invoke run/NAME [--data @FILE|-|TEXT]`: one invocation of a Ready
-//! function Run. It reads the Run, checks it is Ready, and posts the data to the owning
-//! runtimed's `/invoke/<run>` through the API server's Pod proxy with the caller's token:
-//! whoever may `create` `pods/proxy` and `runs/invoke` (runtimed asks the API server) may
-//! invoke, and nobody else. The handler's output goes to
-//! stdout as it came. An edge: the invocation itself is runtimed's (`runtimed::invoke`).
+//! function Run. It reads the Run, checks it is Ready, and posts the data to the Run's
+//! `invoke` subresource in the gateway's aggregated API (`subresources.kruntimes.io`): whoever
+//! may `create` `runs/invoke` of the Run in that group may invoke it, and nobody else; no
+//! credential of the caller reaches the Pod. The handler's output goes to stdout as it came.
+//! An edge: the invocation itself is runtimed's (`runtimed::invoke`).
 
 use std::io::Read as _;
 
@@ -12,7 +12,7 @@ use anyhow::{Context as _, anyhow, bail};
 use crate::api::{Run, RunPhase};
 use crate::cli::{GlobalArgs, InvokeArgs};
 use crate::cmd::explain::parse_target;
-use crate::kubeclient::proxy_error;
+use crate::kubeclient::subresource_error;
 use crate::runtimed::invoke::MAX_INPUT;
 
 /// Runs the command: parse, check the Run, invoke, print.
@@ -23,15 +23,13 @@ pub async fn exec(global: &GlobalArgs, args: &InvokeArgs) -> anyhow::Result<()> 
     let target = crate::kubeclient::connect(global).await?;
     let run = target.get_run(&name).await?;
     let pod = ready_pod(&run, &name)?;
-    crate::cmd::logs::trusted_pod(&target, &run, &pod).await?;
-    let path = target.runtimed_path(&pod, &format!("invoke/{name}"));
-    let request = target
-        .as_caller(http::Request::post(path))?
+    let path = target.subresource_path(&name, "invoke");
+    let request = http::Request::post(path)
         .header(http::header::CONTENT_TYPE, &args.content_type)
         .body(input)
         .context("building the invocation request")?;
     let output = target.client.request_text(request).await.map_err(|e| {
-        proxy_error(
+        subresource_error(
             e,
             &format!("run/{name} on Pod {pod}: the invocation failed"),
         )

@@ -225,10 +225,10 @@ async fn follow(
     };
     let (_, run) = wait::until_decided(runs, name, &started, args.wait_timeout).await?;
     // Started (or ended before it could be seen running): its log is on its Pod.
-    if let Some(pod) = run
+    if run
         .as_ref()
-        .and_then(|r| crate::cmd::logs::pod_of(r, name).ok())
-        && let Err(e) = crate::cmd::logs::stream(target, name, &pod, true, -1).await
+        .is_some_and(|r| crate::cmd::logs::pod_of(r, name).is_ok())
+        && let Err(e) = crate::cmd::logs::stream(target, name, true, -1).await
     {
         eprintln!("warning: cannot stream the log of run/{name} ({e:#}); waiting for its end");
     }

@@ -72,6 +72,19 @@ pub async fn run(
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = wait_for(stop_rx).shared();
     serve_endpoints(&target, args, &registry, &scheduler, stopped.clone()).await?;
+    let gateway_user = match parse_bind(&args.gateway_bind_address, "--gateway-bind-address")? {
+        Some(bind) => {
+            let options = crate::gateway::Options {
+                bind,
+                cert_dir: args.gateway_cert_dir.clone(),
+                namespace: leader::namespace(&target, args),
+                service_account: args.gateway_service_account.clone(),
+            };
+            let started = crate::gateway::start(target.client.clone(), options, stopped.clone());
+            Some(started.await.context("cannot start the gateway")?)
+        }
+        None => None,
+    };
 
     let (elected_tx, elected_rx) = watch::channel(false);
     let election = if args.leader_elect {
@@ -108,6 +121,7 @@ pub async fn run(
             image: args.runtime_image.clone(),
             routine_events: args.routine_events,
             event_fold_window: args.event_fold_window,
+            gateway_user,
             resources: crate::runtime::pod::resource_requirements(
                 args.runtimed_requests.clone(),
                 args.runtimed_limits.clone(),
@@ -183,7 +197,8 @@ async fn serve_endpoints(
             let tls = secure::server_config(args.metrics_cert_dir.as_deref(), &names)?;
             let app = secure::guarded(app, secure::Gate::new(target.client.clone()));
             let bounds = crate::telemetry::http::Bounds::default();
-            secure::serve_tls(addr, app, tls, bounds, stopped.clone()).await?;
+            let tls = Arc::new(tls);
+            secure::serve_tls(addr, app, move || tls.clone(), bounds, stopped.clone()).await?;
         } else {
             serve(addr, app, stopped.clone()).await?;
         }

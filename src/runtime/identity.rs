@@ -41,6 +41,35 @@ pub fn cluster_role() -> Result<k8s_openapi::api::rbac::v1::ClusterRole, String>
         format!("the embedded deploy/crds/runtimed-role.yaml is not a ClusterRole: {e}")
     })
 }
+/// The other objects of [`CLUSTER_ROLE_MANIFEST`]: the ClusterRole that lets runtimed ask a
+/// TokenReview (its API answers only the gateway, whose token it reviews) and its binding to
+/// every ServiceAccount, which the per-Runtime RoleBindings cannot grant (cluster-scoped).
+pub fn token_review() -> Result<
+    (
+        k8s_openapi::api::rbac::v1::ClusterRole,
+        k8s_openapi::api::rbac::v1::ClusterRoleBinding,
+    ),
+    String,
+> {
+    let docs = crate::util::yaml::documents(CLUSTER_ROLE_MANIFEST)
+        .map_err(|e| format!("the embedded deploy/crds/runtimed-role.yaml is not YAML: {e}"))?;
+    let of_kind = |kind: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == TOKEN_REVIEW)
+            .cloned()
+            .ok_or(format!(
+                "the embedded deploy/crds/runtimed-role.yaml has no {kind} {TOKEN_REVIEW}"
+            ))
+    };
+    let role = serde_json::from_value(of_kind("ClusterRole")?).map_err(|e| e.to_string())?;
+    let binding =
+        serde_json::from_value(of_kind("ClusterRoleBinding")?).map_err(|e| e.to_string())?;
+    Ok((role, binding))
+}
+
+/// The name of the ClusterRole and ClusterRoleBinding of [`token_review`].
+pub const TOKEN_REVIEW: &str = "kubectl-kruntimes-runtimed-tokenreview";
+
 /// The service accounts the admission policy restricts: this name, or this name followed by
 /// `-<runtime>` (the accounts this module makes).
 pub const SERVICE_ACCOUNT: &str = "kubectl-kruntimes-runtimed";

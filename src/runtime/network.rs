@@ -1,9 +1,9 @@
 //! The NetworkPolicy of a Runtime's Pods: ingress only to the ports that are meant to be
 //! reached, so the runtime server's gRPC port (`spec.port`, which has no authentication of
 //! its own and only runtimed on the Pod's loopback needs) and any port the template does not
-//! declare are closed to other Pods. Open: runtimed's probe port (its API checks every caller
-//! against the API server, runtimed's `callers`; the kubelet's probes and the API
-//! server's Pod proxy come in there), every port a container of the template declares
+//! declare are closed to other Pods. Open: runtimed's probe port (the kubelet's probes),
+//! runtimed's API port (TLS, declared by the Pod builder; it answers the gateway only,
+//! runtimed's `callers`), every port a container of the template declares
 //! (`ports[].containerPort`, the runtime server's excepted), and the ports the probes use.
 //!
 //! Enforced by the cluster's network plugin (Calico, Cilium, …); one without NetworkPolicy

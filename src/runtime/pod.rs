@@ -33,8 +33,8 @@
 //!   identity, probe and grace settings above and the workspace volume at `/workspace` too.
 
 use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector,
-    PodSpec, Probe, ResourceRequirements, Volume, VolumeMount,
+    Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction,
+    ObjectFieldSelector, PodSpec, Probe, ResourceRequirements, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -70,6 +70,8 @@ pub const INIT_CONTAINER: &str = "kruntimes-install";
 pub const IMAGE_BINARY: &str = "/kubectl-kruntimes";
 /// runtimed's `/healthz` and `/readyz` port in a Runtime Pod.
 pub const PROBE_PORT: i32 = 9442;
+/// runtimed's API port (TLS) in a Runtime Pod, named `kruntimes-api`.
+pub const API_PORT: i32 = 9443;
 /// Kubernetes' default `terminationGracePeriodSeconds`.
 pub const DEFAULT_TERMINATION_GRACE: i64 = 30;
 /// The part of the termination grace period kept for runtimed to kill what still runs and
@@ -93,6 +95,9 @@ pub struct Injection {
     /// `scheduler run --event-fold-window`: runtimed gets `KRUNTIMES_EVENT_FOLD_WINDOW` when
     /// it is not the default (so that Pods made before do not roll).
     pub event_fold_window: std::time::Duration,
+    /// The gateway's account (`scheduler run --gateway-*`): runtimed gets
+    /// `KRUNTIMES_GATEWAY_USER` when it is not the default.
+    pub gateway_user: Option<String>,
 }
 
 impl Injection {
@@ -104,6 +109,7 @@ impl Injection {
             resources: resource_requirements(parse(DEFAULT_REQUESTS), parse(DEFAULT_LIMITS)),
             routine_events: false,
             event_fold_window: crate::telemetry::events::FOLD_WINDOW,
+            gateway_user: None,
         }
     }
 }
@@ -166,7 +172,7 @@ pub fn complete_with_server(
         "KRUNTIMES_RUNTIME_SERVER",
         &format!("127.0.0.1:{}", server.port),
     );
-    set_runtimed_env(env, runtimed_grace, injection);
+    set_runtimed(&mut sidecar, runtimed_grace, injection);
     spec.containers.push(sidecar);
     for container in &mut spec.containers {
         add_identity_env(container);
@@ -220,11 +226,7 @@ pub fn complete(mut spec: PodSpec, injection: &Injection, inject: bool) -> PodSp
     }
     // runtimed serves its probes where the template says, else on PROBE_PORT.
     let probe_port = explicit_probe_port(main).unwrap_or(Some(PROBE_PORT));
-    set_runtimed_env(
-        main.env.get_or_insert_with(Vec::new),
-        runtimed_grace,
-        injection,
-    );
+    set_runtimed(main, runtimed_grace, injection);
     if main.readiness_probe.is_none()
         && let Some(port) = probe_port
     {
@@ -244,9 +246,27 @@ pub fn complete(mut spec: PodSpec, injection: &Injection, inject: bool) -> PodSp
     spec
 }
 
-/// runtimed's own settings in the container that runs it: its probes on [`PROBE_PORT`] and,
-/// unless the template passes one, the shutdown grace derived from the Pod's.
-fn set_runtimed_env(env: &mut Vec<EnvVar>, runtimed_grace: Option<i64>, injection: &Injection) {
+/// runtimed's own settings in the container that runs it: its probes on [`PROBE_PORT`], its
+/// API on [`API_PORT`] (declared, named `kruntimes-api`, which the gateway calls), the
+/// gateway's account when it is not the default and, unless the template passes one, the
+/// shutdown grace derived from the Pod's.
+fn set_runtimed(container: &mut Container, runtimed_grace: Option<i64>, injection: &Injection) {
+    let ports = container.ports.get_or_insert_with(Vec::new);
+    if !ports.iter().any(|p| p.container_port == API_PORT) {
+        ports.push(ContainerPort {
+            name: Some(crate::api::RUNTIMED_API_PORT_NAME.into()),
+            container_port: API_PORT,
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        });
+    }
+    let env = container.env.get_or_insert_with(Vec::new);
+    set_env(env, "KRUNTIMES_API_BIND_ADDRESS", &format!(":{API_PORT}"));
+    if let Some(user) = &injection.gateway_user
+        && user != crate::api::DEFAULT_GATEWAY_USER
+    {
+        set_env(env, "KRUNTIMES_GATEWAY_USER", user);
+    }
     if injection.routine_events {
         set_env(env, "KRUNTIMES_ROUTINE_EVENTS", "true");
     }

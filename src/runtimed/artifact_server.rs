@@ -1,10 +1,10 @@
-//! runtimed's `GET /artifacts/<run>/<run uid>/<name>` on its probe port: the bytes of a stored
+//! runtimed's `GET /artifacts/<run>/<run uid>/<name>` on its API port: the bytes of a stored
 //! artifact of a Run of this namespace, from the Runtime's artifact store (any Pod of the
 //! Runtime serves any of its Runs' artifacts: they share the claim or the bucket). What
-//! `kubectl kruntimes artifacts --download` reads through the API server's Pod proxy, like
-//! `logs`, for callers the API server allows `get runs/artifacts` on that Run
-//! ([`super::callers`]). The store keeps a Run's artifacts by UID, so the UID is checked to be
-//! the named Run's (one read of the Run): being allowed one Run's artifacts reads no other's.
+//! `kubectl kruntimes artifacts --download` reads through the gateway, like `logs`
+//! ([`super::callers`] lets only it in). The store keeps a Run's artifacts by UID, so the UID
+//! is checked to be the named Run's (one read of the Run): the gateway's leave for one Run's
+//! artifacts reads no other's.
 //! Reads only; the layout is [`super::artifacts`]'.
 
 use axum::Router;

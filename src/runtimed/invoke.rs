@@ -1,8 +1,8 @@
-//! runtimed's invoke endpoint, `POST /invoke/<run>` on its probe port: one invocation of a
+//! runtimed's invoke endpoint, `POST /invoke/<run>` on its API port: one invocation of a
 //! Ready function Run of this Pod through the runtime server's `InvokeFunction`. People reach
-//! it through the API server's Pod proxy (`kubectl kruntimes invoke run/NAME`) or directly;
-//! either way [`super::callers`] lets only callers the API server allows `create runs/invoke`
-//! on the Run. Bounded: 1 MiB in, the server's answer out.
+//! it through the gateway (`kubectl kruntimes invoke run/NAME`, the Run's `invoke`
+//! subresource), the only caller [`super::callers`] lets in. Bounded: 1 MiB in, the server's
+//! answer out.
 //!
 //! Owns the HTTP mapping only: the registrations are the agent's, the call is
 //! [`super::remote::RuntimeServer::invoke`]'s.

@@ -249,6 +249,10 @@ pub struct Settings {
     pub health_probe: Option<std::net::SocketAddr>,
     /// Where `/metrics` is served, if anywhere.
     pub metrics_address: Option<std::net::SocketAddr>,
+    /// Where the API (`/invoke`, `/logs`, `/artifacts`) is served over TLS, if anywhere.
+    pub api_address: Option<std::net::SocketAddr>,
+    /// The accounts the API takes tokens of (`--gateway-user`).
+    pub gateway_users: Vec<String>,
     /// What `/readyz` reports ([`readiness`]): `None` when ready, else what is missing.
     pub ready: readiness::Published,
     /// The Pod's workspace volume (`--workspace-root`).
@@ -292,8 +296,13 @@ impl Settings {
             "--metrics-bind-address",
         )
         .map_err(|e| Error::BadAddress(e.to_string()))?;
+        let api_address =
+            crate::telemetry::http::parse_bind(&args.api_bind_address, "--api-bind-address")
+                .map_err(|e| Error::BadAddress(e.to_string()))?;
         Ok(Settings {
             metrics_address,
+            api_address,
+            gateway_users: args.gateway_user.clone(),
             identity,
             heartbeat: heartbeat::Config { interval, duration },
             shutdown_grace: args.shutdown_grace,
@@ -330,6 +339,9 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
     let shutdown = crate::util::signals::shutdown_signal()?;
     let target = kubeclient::connect(global).await?;
     if let Some(addr) = settings.health_probe {
+        serve_probes(addr, settings.ready.clone()).await?;
+    }
+    if let Some(addr) = settings.api_address {
         let mut routes = runlog::routes(runlog::RunLogs::new(&settings.state_dir));
         if let Some(server) = settings.runtime_server.clone() {
             routes = routes.merge(invoke::routes(server, settings.registrations.clone()));
@@ -339,10 +351,13 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
             let runs = kube::Api::namespaced(target.client.clone(), &namespace);
             routes = routes.merge(artifact_server::routes(store.clone(), runs, namespace));
         }
-        // Invoke, logs and artifacts answer only callers the API server allows, and any other
-        // path is a 404 for an authenticated caller only; the probes (merged after) stay open.
-        let gate = callers::Gate::new(target.config.clone(), &settings.identity.namespace)
-            .map_err(anyhow::Error::msg)?;
+        // Invoke, logs and artifacts answer only the gateway, and any other path is a 404 for
+        // it only.
+        let gate = callers::Gate::new(
+            target.client.clone(),
+            &settings.identity.pod_uid,
+            settings.gateway_users.clone(),
+        );
         let routes = routes
             .fallback(|| async {
                 (
@@ -351,7 +366,7 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
                 )
             })
             .layer(axum::middleware::from_fn_with_state(gate, callers::guard));
-        serve_probes(addr, settings.ready.clone(), routes).await?;
+        serve_api(addr, &settings.identity, routes).await?;
     }
     let registry = prometheus::Registry::new();
     let metrics = metrics::RuntimedMetrics::register(&registry)
@@ -386,14 +401,35 @@ pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()
 async fn serve_probes(
     addr: std::net::SocketAddr,
     ready: readiness::Published,
-    routes: axum::Router,
 ) -> anyhow::Result<()> {
-    let app = crate::telemetry::http::probes(move || ready.lock().expect("readiness").clone())
-        .merge(routes);
+    let app = crate::telemetry::http::probes(move || ready.lock().expect("readiness").clone());
     // Other Pods reach this address: a flood of connections, or one that never finishes its
-    // headers, must not take the probes and the API down for good.
+    // headers, must not take the probes down for good.
     crate::telemetry::http::serve_bounded(addr, app, crate::telemetry::http::Bounds::default())
         .await
+}
+
+/// The API over TLS, with a certificate made now for the Pod's name (the gateway keys the
+/// connection to it; nothing of it is on disk for a task to read).
+async fn serve_api(
+    addr: std::net::SocketAddr,
+    me: &Identity,
+    routes: axum::Router,
+) -> anyhow::Result<()> {
+    use crate::telemetry::http::secure;
+    let tls = std::sync::Arc::new(secure::server_config(
+        None,
+        std::slice::from_ref(&me.pod_name),
+    )?);
+    let bounds = crate::telemetry::http::Bounds::default();
+    secure::serve_tls(
+        addr,
+        routes,
+        move || tls.clone(),
+        bounds,
+        std::future::pending(),
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -3,9 +3,9 @@
 //! controller mounts in runtimed's container alone; `<workspace-root>/.kruntimes` for a
 //! runtimed started by hand), so they survive a runtimed restart and outlive the Run's own
 //! directory while the Pod lives;
-//! served by `GET /logs/<run>` on runtimed's probe port, which people reach through the API
-//! server's Pod proxy (`kubectl kruntimes logs run/NAME`); [`super::callers`] lets only callers
-//! the API server allows `get runs/log` on the Run read it.
+//! served by `GET /logs/<run>` on runtimed's API port, which people reach through the gateway
+//! (`kubectl kruntimes logs run/NAME`, the Run's `log` subresource), the only caller
+//! [`super::callers`] lets in.
 //!
 //! Bounded: a log that grows over [`MAX_BYTES`] is rotated once (the older part kept as
 //! `.log.1`), so a Run keeps at most twice that; the logs of at most [`MAX_LOGS`] Runs are

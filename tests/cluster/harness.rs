@@ -105,7 +105,8 @@ impl Cluster {
         succeeded(cmd, "helm", args)
     }
 
-    /// Waits until the scheduler Deployment has rolled out (2 minutes at most).
+    /// Waits until the scheduler Deployment has rolled out and the API server reaches its
+    /// gateway (the APIService is Available), 2 minutes at most each.
     pub fn scheduler_rolled_out(&self) {
         self.kubectl(&[
             "-n",
@@ -113,6 +114,12 @@ impl Cluster {
             "rollout",
             "status",
             "deployment/kubectl-kruntimes-scheduler",
+            "--timeout=120s",
+        ]);
+        self.kubectl(&[
+            "wait",
+            "--for=condition=Available",
+            "apiservice/v1alpha1.subresources.kruntimes.io",
             "--timeout=120s",
         ]);
     }

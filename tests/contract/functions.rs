@@ -39,13 +39,9 @@ async fn function_runs_hold_their_room_while_ready_until_cancel_delete_idle_or_t
     );
 
     // Invocations, and invoke's refusal of a Run that is not Ready.
-    let (code, body) = support::world::http_post(pool.probe, "/invoke/echo", b"hello")
-        .await
-        .unwrap();
+    let (code, body) = pool.api.post("/invoke/echo", b"hello").await;
     assert_eq!((code, body.as_str()), (200, "hello"));
-    let (code, body) = support::world::http_post(pool.probe, "/invoke/upper", b"x")
-        .await
-        .unwrap();
+    let (code, body) = pool.api.post("/invoke/upper", b"x").await;
     assert_eq!(code, 404, "{body}");
     let out = support::kruntimes()
         .args(["invoke", "run/upper", "-n", &ns.name, "--data", "x"])
@@ -65,20 +61,18 @@ async fn function_runs_hold_their_room_while_ready_until_cancel_delete_idle_or_t
         Some(reasons::CANCELLED)
     );
     ns.wait_phase("upper", RunPhase::Ready, within).await;
-    let (code, body) = support::world::http_post(pool.probe, "/invoke/upper", b"shout")
-        .await
-        .unwrap();
+    let (code, body) = pool.api.post("/invoke/upper", b"shout").await;
     assert_eq!((code, body.as_str()), (200, "SHOUT"));
 
     // runtimed crashes and starts again: the Ready Run is registered again (same attempt, so
     // the server resumes it), stays Ready and is invoked through the new runtimed.
     pool.crash_and_restart();
-    let probe = pool.probe;
+    let api = pool.api.clone();
     let answer = eventually(
         Duration::from_secs(30),
         "the restarted runtimed to serve the Ready Run",
-        async || match support::world::http_post(probe, "/invoke/upper", b"again").await {
-            Ok((200, body)) => Ok(body),
+        async || match api.post("/invoke/upper", b"again").await {
+            (200, body) => Ok(body),
             other => Err(format!("{other:?}")),
         },
     )
@@ -177,109 +171,4 @@ async fn function_runs_hold_their_room_while_ready_until_cancel_delete_idle_or_t
         "contract-functions: {} Run events checked for overcommit",
         recorded.len()
     );
-}
-
-/// runtimed's API answers only callers the API server allows: no token 401, a token the API
-/// server does not accept 401, a service account without `create runs/invoke` 403 (and one
-/// granted it on this Run only: allowed there, refused the log), the probes open. Real
-/// tokens, real SelfSubjectAccessReviews.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn runtimeds_api_answers_only_callers_the_api_server_allows() {
-    use k8s_openapi::api::core::v1::ServiceAccount;
-    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-    use support::world::{create_in, http};
-
-    let pool = Scenario::start("contract-callers").await;
-    let ns = &pool.ns.clone();
-    run("echo")
-        .runtime("pool")
-        .requests(&[("runs", 1)])
-        .function("echo")
-        .create(ns)
-        .await;
-    ns.wait_phase("echo", RunPhase::Ready, Duration::from_secs(60))
-        .await;
-    let probe = pool.probe;
-    let post = async |token: Option<String>| {
-        http(probe, "POST", "/invoke/echo", b"hi", token.as_deref())
-            .await
-            .unwrap()
-    };
-
-    let (code, body) = post(None).await;
-    assert_eq!(code, 401, "{body}");
-    assert!(
-        body.starts_with(&format!(
-            "runtimed needs the caller's bearer token to create runs/invoke of Run {ns}/echo"
-        )),
-        "{body}"
-    );
-    let (code, body) = post(Some("Bearer not-a-token".into())).await;
-    assert_eq!(code, 401, "{body}");
-    assert!(
-        body.starts_with("the API server does not accept the caller's token"),
-        "{body}"
-    );
-
-    // Two service accounts: one granted `create runs/invoke` on echo only.
-    for name in ["nobody", "caller"] {
-        let account: ServiceAccount =
-            serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
-        create_in(ns, account).await;
-    }
-    let role: Role = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "invoke-echo"},
-        "rules": [{"apiGroups": ["kruntimes.io"], "resources": ["runs/invoke"],
-                   "resourceNames": ["echo"], "verbs": ["create"]}],
-    }))
-    .unwrap();
-    create_in(ns, role).await;
-    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "invoke-echo"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "invoke-echo"},
-        "subjects": [{"kind": "ServiceAccount", "name": "caller", "namespace": ns.name}],
-    }))
-    .unwrap();
-    create_in(ns, binding).await;
-    let bearer = async |sa: &str| {
-        let token = support::tokens::unbound_token(&ns.client, &ns.name, sa).await;
-        format!("Bearer {token}")
-    };
-    let (code, body) = post(Some(bearer("nobody").await)).await;
-    assert_eq!(code, 403, "{body}");
-    assert!(
-        body.starts_with(&format!(
-            "the caller may not create runs/invoke of Run {ns}/echo"
-        )),
-        "{body}"
-    );
-    assert!(
-        body.ends_with(
-            "grant verb create on resource runs/invoke (API group kruntimes.io) with a Role\n"
-        ),
-        "{body}"
-    );
-    let caller = bearer("caller").await;
-    // The API server's RBAC sees the new RoleBinding a moment after it is created (and runtimed
-    // keeps a refusal for its TTL): allowed once it does.
-    eventually(
-        Duration::from_secs(30),
-        "the granted caller invokes echo",
-        async || match post(Some(caller.clone())).await {
-            (200, body) if body == "hi" => Ok(()),
-            other => Err(format!("{other:?}")),
-        },
-    )
-    .await;
-    let (code, body) = http(probe, "GET", "/logs/echo", b"", Some(&caller))
-        .await
-        .unwrap();
-    assert_eq!(code, 403, "{body}");
-    assert!(
-        body.starts_with(&format!("the caller may not get runs/log of Run {ns}/echo")),
-        "{body}"
-    );
-    // The probes stay open.
-    let (code, _) = http(probe, "GET", "/readyz", b"", None).await.unwrap();
-    assert_eq!(code, 200);
 }

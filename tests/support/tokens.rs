@@ -68,11 +68,56 @@ pub async fn unbound_token(client: &Client, ns: &str, sa: &str) -> String {
     request_token(client, ns, sa, None).await
 }
 
+/// The gateway's account, as deploy/scheduler.yaml names it: what runtimed's API takes by
+/// default.
+pub const GATEWAY: (&str, &str) = ("kubectl-kruntimes", "kubectl-kruntimes-scheduler");
+
+/// A token of `ns`/`sa` for `audience` (the API server's, when `None`).
+pub async fn audience_token(client: &Client, ns: &str, sa: &str, audience: &str) -> String {
+    request_token_for(client, ns, sa, None, Some(audience)).await
+}
+
+/// A token of the gateway's account for the runtimed of the Pod whose UID is `pod_uid`, as
+/// the gateway gets it; the account is made when missing.
+pub async fn gateway_token(pod_uid: &str) -> String {
+    let client = super::client().await;
+    let (ns, sa) = GATEWAY;
+    let namespace: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).unwrap();
+    let account: ServiceAccount =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": sa}})).unwrap();
+    let exists = |r: Result<_, kube::Error>, what: &str| match r {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("create {what}: {e}"),
+    };
+    let created = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await;
+    exists(created.map(|_| ()), ns);
+    let created = Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &account)
+        .await;
+    exists(created.map(|_| ()), sa);
+    let audience = kruntimes::api::runtimed_audience(pod_uid);
+    audience_token(&client, ns, sa, &audience).await
+}
+
 async fn request_token(
     client: &Client,
     ns: &str,
     sa: &str,
     bound: Option<BoundObjectReference>,
+) -> String {
+    request_token_for(client, ns, sa, bound, None).await
+}
+
+async fn request_token_for(
+    client: &Client,
+    ns: &str,
+    sa: &str,
+    bound: Option<BoundObjectReference>,
+    audience: Option<&str>,
 ) -> String {
     let what = match &bound {
         Some(b) => format!("a token of {ns}/{sa} bound to Pod {:?}", b.name),
@@ -80,7 +125,7 @@ async fn request_token(
     };
     let request = TokenRequest {
         spec: Some(TokenRequestSpec {
-            audiences: None,
+            audiences: audience.map(|a| vec![a.to_string()]),
             bound_object_ref: bound,
             expiration_seconds: Some(EXPIRATION_SECONDS),
         }),

@@ -31,8 +31,8 @@ use kruntimes::testing::{
 pub use events::{OvercommitWatch, RunEvent, RunEvents, replay};
 #[allow(unused_imports)]
 pub use process::{
-    RuntimeServerProcess, RuntimedProcess, SchedulerProcess, ServerCounts, http, http_get,
-    http_post, https_get, https_get_from, sample, wait_ready,
+    RuntimeServerProcess, RuntimedApi, RuntimedProcess, SchedulerProcess, ServerCounts, http,
+    http_get, https_get, https_get_from, sample, wait_ready,
 };
 
 /// The usual patience of a wait on the control plane.

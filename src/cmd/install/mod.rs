@@ -335,6 +335,8 @@ async fn apply_each(
     let (run_policy, run_binding) = crate::policy::run::objects().map_err(|e| anyhow!(e))?;
     let runtimed_role = crate::runtime::identity::cluster_role()
         .map_err(|e| anyhow!("{e}; fix the file and rebuild"))?;
+    let (review_role, review_binding) = crate::runtime::identity::token_review()
+        .map_err(|e| anyhow!("{e}; fix the file and rebuild"))?;
     let mut say = |(what, applied): (String, Applied)| said(&what, applied);
     for crd in crds() {
         say(apply_one(target, &crd, dry_run).await?);
@@ -351,6 +353,8 @@ async fn apply_each(
         }
     }
     say(apply_one(target, &runtimed_role, dry_run).await?);
+    say(apply_one(target, &review_role, dry_run).await?);
+    say(apply_one(target, &review_binding, dry_run).await?);
     say(apply_one(target, &policy, dry_run).await?);
     say(apply_one(target, &binding, dry_run).await?);
     say(apply_one(target, &run_policy, dry_run).await?);

@@ -87,6 +87,16 @@ pub async fn exec(global: &GlobalArgs, args: &UninstallArgs) -> anyhow::Result<(
         )
         .await?,
     );
+    use crate::runtime::identity::TOKEN_REVIEW;
+    use k8s_openapi::api::rbac::v1 as rbac;
+    said(
+        &format!("clusterrolebinding.rbac.authorization.k8s.io/{TOKEN_REVIEW}"),
+        delete_cluster::<rbac::ClusterRoleBinding>(&target, TOKEN_REVIEW).await?,
+    );
+    said(
+        &format!("clusterrole.rbac.authorization.k8s.io/{TOKEN_REVIEW}"),
+        delete_cluster::<rbac::ClusterRole>(&target, TOKEN_REVIEW).await?,
+    );
     use k8s_openapi::api::admissionregistration::v1 as ar;
     let (policy, binding) = crate::policy::runtimed::objects()?;
     let (run_policy, run_binding) = crate::policy::run::objects().map_err(|e| anyhow!(e))?;

@@ -247,14 +247,20 @@ pub fn server_config(
     Ok(config)
 }
 
+/// The client certificate a connection's peer presented and the TLS layer verified (`None`:
+/// it presented none), in every request's extensions.
+#[derive(Debug, Clone)]
+pub struct PeerCertificate(pub Option<CertificateDer<'static>>);
+
 /// Binds `addr` (failing now if it cannot) and serves `app` over TLS in the background until
 /// `stopped`, within `bounds` (at most so many connections at once; a connection that has not
-/// sent a request's headers in time is closed). A handshake that fails or stalls past 10 s
-/// closes only its connection.
+/// sent a request's headers in time is closed). Each connection takes the settings `tls`
+/// gives then (so they can be renewed while serving) and its requests carry the
+/// [`PeerCertificate`]. A handshake that fails or stalls past 10 s closes only its connection.
 pub async fn serve_tls(
     addr: SocketAddr,
     app: Router,
-    tls: rustls::ServerConfig,
+    tls: impl Fn() -> Arc<rustls::ServerConfig> + Send + Sync + 'static,
     bounds: super::Bounds,
     stopped: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
@@ -263,7 +269,6 @@ pub async fn serve_tls(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
     info!(%addr, "serving over TLS");
     tokio::spawn(async move {
         let accept = async {
@@ -280,13 +285,20 @@ pub async fn serve_tls(
                         continue;
                     }
                 };
-                let (acceptor, app) = (acceptor.clone(), app.clone());
+                let (acceptor, app) = (tokio_rustls::TlsAcceptor::from(tls()), app.clone());
                 tokio::spawn(async move {
                     let handshake =
                         tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream));
                     let Ok(Ok(tls)) = handshake.await else {
                         return;
                     };
+                    let peer = tls
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|chain| chain.first())
+                        .map(|c| c.clone().into_owned());
+                    let app = app.layer(axum::Extension(PeerCertificate(peer)));
                     let service = hyper_util::service::TowerToHyperService::new(app);
                     let _ = hyper::server::conn::http1::Builder::new()
                         .timer(TokioTimer::new())

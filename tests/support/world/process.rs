@@ -274,20 +274,79 @@ pub async fn wait_ready(port: u16) {
 
 /// A minimal HTTP/1.0 GET on loopback, enough for probes and metrics.
 pub async fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
-    http(port, "GET", path, &[], admin_for(path).as_deref()).await
+    http(port, "GET", path, &[], None).await
 }
 
-/// `POST path` with `body` to 127.0.0.1:`port`; the status code and the body.
+/// runtimed's API (TLS on loopback) as the gateway calls it: with a token of the gateway's
+/// account for this Pod alone (`kruntimes-runtimed:<pod uid>`).
+#[derive(Debug, Clone)]
+pub struct RuntimedApi {
+    pub port: u16,
+    pub pod_uid: String,
+}
+
 #[allow(dead_code)]
-pub async fn http_post(port: u16, path: &str, body: &[u8]) -> std::io::Result<(u16, String)> {
-    http(port, "POST", path, body, admin_for(path).as_deref()).await
-}
+impl RuntimedApi {
+    /// The API of the runtimed of Pod `pod` in `ns`, on `port`.
+    pub async fn of(ns: &crate::support::world::TestNs, pod: &str, port: u16) -> Self {
+        use kube::ResourceExt as _;
+        let found: Pod = ns.api::<Pod>().get(pod).await.unwrap();
+        RuntimedApi {
+            port,
+            pod_uid: found.uid().unwrap(),
+        }
+    }
 
-/// runtimed's API (invoke, logs, artifacts) is called as the control plane's admin; probes and
-/// metrics with no credentials.
-fn admin_for(path: &str) -> Option<String> {
-    kruntimes::runtimed::callers::Access::of_path(path)
-        .map(|_| format!("Bearer {}", crate::support::ADMIN_TOKEN))
+    /// `method path` with `body` and `token` (none: no Authorization); the answer, or why
+    /// none came (runtimed not listening).
+    pub async fn try_send(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        token: Option<&str>,
+    ) -> Result<reqwest::Response, reqwest::Error> {
+        let client = kruntimes::gateway::upstream::http_client().unwrap();
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let url = format!("https://127.0.0.1:{}{path}", self.port);
+        let mut request = client.request(method, url).body(body.to_vec());
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send().await
+    }
+
+    /// [`Self::try_send`] to a runtimed that listens.
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        token: Option<&str>,
+    ) -> reqwest::Response {
+        self.try_send(method, path, body, token).await.unwrap()
+    }
+
+    /// `method path` as the gateway; the status code and the body (code 0 and the error when
+    /// runtimed does not answer, for polling across a restart).
+    pub async fn call(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+        let token = crate::support::tokens::gateway_token(&self.pod_uid).await;
+        match self.try_send(method, path, body, Some(&token)).await {
+            Ok(answer) => {
+                let code = answer.status().as_u16();
+                (code, answer.text().await.unwrap_or_default())
+            }
+            Err(e) => (0, e.to_string()),
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        self.call("GET", path, &[]).await
+    }
+
+    pub async fn post(&self, path: &str, body: &[u8]) -> (u16, String) {
+        self.call("POST", path, body).await
+    }
 }
 
 /// One HTTP/1.0 request on loopback with `authorization` (an `Authorization` header's value,

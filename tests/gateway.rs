@@ -1,0 +1,615 @@
+//! The gateway (`subresources.kruntimes.io`) on the real control plane with its aggregation
+//! layer: the API server authenticates and authorises the caller, proxies to the scheduler's
+//! gateway with its front-proxy certificate, and the gateway calls runtimed with a token of its
+//! own for that Pod alone. A spy in front of runtimed (as a proxy in the Runtime Pod would be)
+//! records every request it passes on for `logs`, `logs -f`, `kubectl get --raw`, `invoke` and
+//! `artifacts --download`: no credential of the caller is ever among them.
+//!
+//! One control plane per test binary, one APIService per control plane: the scenarios run in
+//! one test, in order.
+
+mod support;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::response::{IntoResponse as _, Response};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{ContainerPort, Endpoints, Pod, Service, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+use kruntimes::api::{Run, RunPhase, Runtime, runtimed_audience};
+use kruntimes::testing::{pod, run, runtime};
+use kube::ResourceExt as _;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use support::world::{
+    Create as _, RuntimeServerProcess, RuntimedProcess, SchedulerProcess, TestNs, create_in,
+    eventually,
+};
+
+const SYSTEM_NS: &str = "kubectl-kruntimes";
+const GATEWAY_SA: &str = "kubectl-kruntimes-scheduler";
+const WAIT: Duration = Duration::from_secs(60);
+
+/// What the spy saw of one request: method, path, every header and the body.
+#[derive(Debug, Clone)]
+struct Seen {
+    target: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Seen {
+    fn text(&self) -> String {
+        let headers: Vec<String> = self
+            .headers
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect();
+        format!(
+            "{}\n{}\n{}",
+            self.target,
+            headers.join("\n"),
+            String::from_utf8_lossy(&self.body)
+        )
+    }
+}
+
+/// A TLS proxy in front of runtimed's API that records what passes.
+struct Spy {
+    port: u16,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Spy {
+    async fn start(runtimed_port: u16) -> Spy {
+        use kruntimes::telemetry::http::{Bounds, secure};
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let port = support::free_port();
+        let client = kruntimes::gateway::upstream::http_client().unwrap();
+        let recorded = seen.clone();
+        let app = axum::Router::new().fallback(move |request: Request| {
+            let (client, recorded) = (client.clone(), recorded.clone());
+            async move { forward(client, recorded, runtimed_port, request).await }
+        });
+        let tls = Arc::new(secure::server_config(None, &["spy".into()]).unwrap());
+        let addr = SocketAddr::new(IpAddr::from([127, 0, 0, 1]), port);
+        secure::serve_tls(
+            addr,
+            app,
+            move || tls.clone(),
+            Bounds::default(),
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
+        Spy { port, seen }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+async fn forward(
+    client: reqwest::Client,
+    recorded: Arc<Mutex<Vec<Seen>>>,
+    runtimed_port: u16,
+    request: Request,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, 4 << 20).await.unwrap().to_vec();
+    let target = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.to_string())
+        .unwrap_or_default();
+    let headers = parts
+        .headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    recorded.lock().unwrap().push(Seen {
+        target: format!("{} {target}", parts.method),
+        headers,
+        body: body.clone(),
+    });
+    let mut onward = client.request(
+        parts.method,
+        format!("https://127.0.0.1:{runtimed_port}{target}"),
+    );
+    for (k, v) in &parts.headers {
+        if k != http::header::HOST {
+            onward = onward.header(k, v);
+        }
+    }
+    let answer = onward.body(body).send().await.unwrap();
+    let code = answer.status();
+    (code, axum::body::Body::from_stream(answer.bytes_stream())).into_response()
+}
+
+/// The host's first address that is not loopback: the API server's Endpoints may not name a
+/// loopback address, and routes to the gateway through it.
+fn host_ip() -> String {
+    let out = std::process::Command::new("hostname")
+        .arg("-I")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.split_whitespace()
+        .find(|ip| ip.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| !ip.is_loopback()))
+        .unwrap_or_else(|| panic!("this machine has no IPv4 address but loopback ({text:?}): the aggregation layer cannot reach the gateway"))
+        .to_string()
+}
+
+/// The shipped objects the gateway needs here: its namespace, account, APIService and a
+/// Service whose endpoints are this host (no kube-controller-manager fills them).
+async fn register_gateway(client: &kube::Client, port: u16) {
+    let objects = kruntimes::cmd::install::system::objects(kruntimes::cli::DEFAULT_IMAGE).unwrap();
+    let wanted = |kind: &str, name: &str| {
+        objects
+            .iter()
+            .find(|o| o.types.as_ref().is_some_and(|t| t.kind == kind) && o.name_any() == name)
+            .unwrap_or_else(|| panic!("deploy/scheduler.yaml has no {kind} {name}"))
+            .clone()
+    };
+    let apply = PatchParams::apply("gateway-test").force();
+    let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let namespace = wanted("Namespace", SYSTEM_NS);
+    ns.patch(SYSTEM_NS, &apply, &Patch::Apply(&namespace))
+        .await
+        .unwrap();
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), SYSTEM_NS);
+    let sa = wanted("ServiceAccount", GATEWAY_SA);
+    sas.patch(GATEWAY_SA, &apply, &Patch::Apply(&sa))
+        .await
+        .unwrap();
+    let services: Api<APIService> = Api::all(client.clone());
+    let apiservice = wanted("APIService", "v1alpha1.subresources.kruntimes.io");
+    services
+        .patch(
+            "v1alpha1.subresources.kruntimes.io",
+            &apply,
+            &Patch::Apply(&apiservice),
+        )
+        .await
+        .unwrap();
+    let ip = host_ip();
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "kubectl-kruntimes-gateway", "namespace": SYSTEM_NS},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]},
+    }))
+    .unwrap();
+    Api::<Service>::namespaced(client.clone(), SYSTEM_NS)
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap();
+    let endpoints: Endpoints = serde_json::from_value(json!({
+        "metadata": {"name": "kubectl-kruntimes-gateway", "namespace": SYSTEM_NS},
+        "subsets": [{"addresses": [{"ip": ip}], "ports": [{"name": "https", "port": port}]}],
+    }))
+    .unwrap();
+    Api::<Endpoints>::namespaced(client.clone(), SYSTEM_NS)
+        .create(&PostParams::default(), &endpoints)
+        .await
+        .unwrap();
+    let slice: k8s_openapi::api::discovery::v1::EndpointSlice = serde_json::from_value(json!({
+        "metadata": {"name": "kubectl-kruntimes-gateway-1", "namespace": SYSTEM_NS,
+                     "labels": {"kubernetes.io/service-name": "kubectl-kruntimes-gateway"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [ip], "conditions": {"ready": true}}],
+        "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::discovery::v1::EndpointSlice>::namespaced(client.clone(), SYSTEM_NS)
+        .create(&PostParams::default(), &slice)
+        .await
+        .unwrap();
+}
+
+/// A Runtime Pod of `rt` whose runtimed API is on `api_port` of 127.0.0.1: made by the
+/// controller (a controller reference to `owner`) or only labelled alike.
+async fn runtime_pod(
+    ns: &TestNs,
+    name: &str,
+    rt: &str,
+    api_port: u16,
+    owner: Option<&Runtime>,
+) -> Pod {
+    let mut p = pod(name).runtime(rt).ns(&ns.name).no_lease().build();
+    p.status = None;
+    p.spec.as_mut().unwrap().containers[0].ports = Some(vec![ContainerPort {
+        name: Some(kruntimes::api::RUNTIMED_API_PORT_NAME.into()),
+        container_port: i32::from(api_port),
+        ..Default::default()
+    }]);
+    if let Some(owner) = owner {
+        p.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "kruntimes.io/v1alpha1".into(),
+            kind: "Runtime".into(),
+            name: owner.name_any(),
+            uid: owner.uid().unwrap(),
+            controller: Some(true),
+            ..Default::default()
+        }]);
+    }
+    let created = create_in(ns, p).await;
+    let status = json!({"status": {"phase": "Running", "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}],
+        "conditions": [{"type": "Ready", "status": "True"}]}});
+    ns.api::<Pod>()
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    created
+}
+
+/// `kubectl-kruntimes ARGS -n NS --as USER`: (success, stdout, stderr).
+fn kruntimes_as(user: &str, ns: &str, args: &[&str]) -> (bool, String, String) {
+    let out = support::kruntimes()
+        .args(args)
+        .args(["-n", ns, "--as", user])
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `kubectl apply -f -` of `object` in `ns`.
+fn apply(object: &serde_json::Value, ns: &str) {
+    let mut cmd = support::kubectl();
+    cmd.args(["apply", "-n", ns, "-f", "-"]);
+    let out = support::output_with_stdin(&mut cmd, object.to_string().as_bytes());
+    support::ok(&out, "kubectl apply");
+}
+
+/// A token of `account` in `namespace` for `audience`.
+async fn token(client: &kube::Client, namespace: &str, account: &str, audience: &str) -> String {
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            audiences: Some(vec![audience.into()]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    sas.create_token_request(account, &PostParams::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.token)
+        .unwrap()
+}
+
+/// runtimed's answer to a direct call with `token`.
+async fn direct(port: u16, path: &str, token: Option<&str>) -> u16 {
+    let client = kruntimes::gateway::upstream::http_client().unwrap();
+    let mut request = client.get(format!("https://127.0.0.1:{port}{path}"));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
+// Several threads: the spies serve while the test waits on a kubectl-kruntimes process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_go_through_the_aggregated_api_and_no_callers_credential_reaches_the_pod() {
+    support::install_crds();
+    let client = support::client().await;
+    let gateway_port = support::free_port();
+    register_gateway(&client, gateway_port).await;
+    let ns = TestNs::new("gateway").await;
+    let python = create_in(&ns, runtime("python").replicas(0).build()).await;
+
+    // RBAC: alice may read the log of the Run, bob may read the Run only.
+    let role = json!({
+    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+    "metadata": {"name": "log-reader"},
+    "rules": [
+        {"apiGroups": ["kruntimes.io"], "resources": ["runs"], "verbs": ["get"]},
+        {"apiGroups": ["subresources.kruntimes.io"], "resources": ["runs/log", "runs/artifacts"], "verbs": ["get"]},
+        {"apiGroups": ["subresources.kruntimes.io"], "resources": ["runs/invoke"], "verbs": ["create"]},
+    ]});
+    apply(&role, &ns.name);
+    let run_reader = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "run-reader"},
+        "rules": [{"apiGroups": ["kruntimes.io"], "resources": ["runs"], "verbs": ["get"]}]});
+    apply(&run_reader, &ns.name);
+    let reader = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "alice"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "log-reader"},
+         "subjects": [{"kind": "User", "name": "alice"}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "bob"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "run-reader"},
+         "subjects": [{"kind": "User", "name": "bob"}]},
+    ]});
+    apply(&reader, &ns.name);
+
+    // runtimed of a Pod the controller made, behind the spy.
+    let api_port = support::free_port();
+    let spy = Spy::start(api_port).await;
+    let made = runtime_pod(&ns, "made", "python", spy.port, Some(&python)).await;
+    let api_flag = format!("--api-bind-address=127.0.0.1:{api_port}");
+    let server = RuntimeServerProcess::start().await;
+    let store = tempfile::tempdir().unwrap();
+    let store_root = store.path().display().to_string();
+    let mut args = vec!["-v", "--shutdown-grace", "1s", &api_flag];
+    args.extend([
+        "--artifact-root",
+        &store_root,
+        "--artifact-volume-claim",
+        "artifacts",
+    ]);
+    args.extend(server.flag());
+    let _runtimed = RuntimedProcess::start(&made, &args);
+    // It watches another namespace: here the test plays the scheduler and the Runtime
+    // controller, and only its gateway serves.
+    let _scheduler = SchedulerProcess::start_with(
+        &support::control_plane().kubeconfig,
+        "gateway-elsewhere",
+        1,
+        None,
+        "gateway",
+        &[
+            &format!("--gateway-bind-address=0.0.0.0:{gateway_port}"),
+            &format!("--gateway-service-account={SYSTEM_NS}/{GATEWAY_SA}"),
+            &format!("--leader-election-namespace={SYSTEM_NS}"),
+        ],
+    )
+    .await;
+
+    // A Run that prints, on that Pod.
+    run("hello")
+        .runtime("python")
+        .task(&["sh", "-c", "echo hello from the task; echo second line"])
+        .create(&ns)
+        .await;
+    let uid = made.uid().unwrap();
+    let bind =
+        json!({"status": {"phase": "Scheduled", "assignedPod": "made", "assignedPodUID": uid}});
+    ns.runs()
+        .patch_status("hello", &PatchParams::default(), &Patch::Merge(&bind))
+        .await
+        .unwrap();
+    ns.wait_phase("hello", RunPhase::Succeeded, WAIT).await;
+
+    // The APIService turns Available once the API server reaches the gateway.
+    let apiservices: Api<APIService> = Api::all(client.clone());
+    eventually(
+        WAIT,
+        "APIService v1alpha1.subresources.kruntimes.io to be Available",
+        async || {
+            let s = apiservices
+                .get("v1alpha1.subresources.kruntimes.io")
+                .await
+                .map_err(|e| e.to_string())?;
+            let available = s.status.and_then(|s| s.conditions).unwrap_or_default();
+            match available.iter().find(|c| c.type_ == "Available") {
+                Some(c) if c.status == "True" => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+
+    // alice reads it, with and without --follow, and through kubectl get --raw.
+    let (ok, out, err) = kruntimes_as("alice", &ns.name, &["logs", "run/hello"]);
+    assert!(ok, "alice: {err}");
+    assert_eq!(out, "hello from the task\nsecond line\n");
+    let (ok, out, err) = kruntimes_as(
+        "alice",
+        &ns.name,
+        &["logs", "run/hello", "-f", "--tail", "1"],
+    );
+    assert!(ok, "alice -f: {err}");
+    assert_eq!(out, "second line\n");
+    let raw = support::kubectl()
+        .args([
+            "get",
+            "--raw",
+            &format!(
+                "/apis/subresources.kruntimes.io/v1alpha1/namespaces/{}/runs/hello/log",
+                ns.name
+            ),
+            "--as",
+            "alice",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        raw.status.success(),
+        "{}",
+        String::from_utf8_lossy(&raw.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&raw.stdout),
+        "hello from the task\nsecond line\n"
+    );
+    assert_eq!(
+        spy.seen().len(),
+        3,
+        "one request per read: {:#?}",
+        spy.seen()
+    );
+
+    // alice invokes a function Run and downloads a Run's artifact.
+    run("fn")
+        .runtime("python")
+        .function("upper")
+        .create(&ns)
+        .await;
+    let bind =
+        json!({"status": {"phase": "Scheduled", "assignedPod": "made", "assignedPodUID": uid}});
+    ns.runs()
+        .patch_status("fn", &PatchParams::default(), &Patch::Merge(&bind))
+        .await
+        .unwrap();
+    ns.wait_phase("fn", RunPhase::Ready, WAIT).await;
+    let (ok, out, err) = kruntimes_as("alice", &ns.name, &["invoke", "run/fn", "--data", "hello"]);
+    assert!(ok, "alice invokes: {err}");
+    assert_eq!(out, "HELLO");
+    run("art")
+        .runtime("python")
+        .inline("echo model > \"$KRUNTIME_ARTIFACTS_DIR/model.txt\"\n")
+        .create(&ns)
+        .await;
+    ns.runs()
+        .patch_status("art", &PatchParams::default(), &Patch::Merge(&bind))
+        .await
+        .unwrap();
+    ns.wait_phase("art", RunPhase::Succeeded, WAIT).await;
+    let downloads = tempfile::tempdir().unwrap();
+    let into = downloads.path().display().to_string();
+    let (ok, _, err) = kruntimes_as(
+        "alice",
+        &ns.name,
+        &["artifacts", "run/art", "--download", &into],
+    );
+    assert!(ok, "alice downloads: {err}");
+    assert_eq!(
+        std::fs::read_to_string(downloads.path().join("model.txt")).unwrap(),
+        "model\n"
+    );
+    let passed = spy.seen().len();
+    assert_eq!(passed, 5, "one request per call: {:#?}", spy.seen());
+
+    // bob is refused by the API server itself: the gateway never hears of him.
+    let (ok, _, err) = kruntimes_as("bob", &ns.name, &["logs", "run/hello"]);
+    assert!(!ok);
+    assert!(err.contains("(403)") && err.contains("User \"bob\" cannot get resource \"runs/log\" in API group \"subresources.kruntimes.io\""), "{err}");
+    assert!(
+        !err.contains("the gateway"),
+        "refused by the API server, not the gateway: {err}"
+    );
+    assert_eq!(spy.seen().len(), passed);
+
+    // What crossed into the Pod: the gateway's own token, never the caller's.
+    for seen in spy.seen() {
+        let text = seen.text();
+        assert!(
+            !text.contains(support::ADMIN_TOKEN),
+            "the caller's token reached the Pod: {text}"
+        );
+        for word in ["alice", "impersonate", "x-remote", "x-kruntimes"] {
+            assert!(
+                !text.to_lowercase().contains(word),
+                "{word} reached the Pod: {text}"
+            );
+        }
+        let bearer = seen
+            .headers
+            .iter()
+            .find(|(k, _)| k == "authorization")
+            .map(|(_, v)| v.clone());
+        let token = bearer
+            .and_then(|b| b.strip_prefix("Bearer ").map(str::to_string))
+            .expect("a bearer token");
+        let review = kruntimes::api::runtimed_audience(&uid);
+        let reviewed =
+            Api::<k8s_openapi::api::authentication::v1::TokenReview>::all(client.clone())
+                .create(
+                    &PostParams::default(),
+                    &serde_json::from_value(
+                        json!({"spec": {"token": token, "audiences": [review]}}),
+                    )
+                    .unwrap(),
+                )
+                .await
+                .unwrap()
+                .status
+                .unwrap();
+        assert_eq!(
+            reviewed.user.and_then(|u| u.username).as_deref(),
+            Some(format!("system:serviceaccount:{SYSTEM_NS}:{GATEWAY_SA}").as_str()),
+            "the gateway's account, for this Pod's audience"
+        );
+    }
+
+    // runtimed itself refuses anyone but the gateway for its own Pod.
+    let path = "/logs/hello";
+    assert_eq!(direct(api_port, path, None).await, 401, "no token");
+    assert_eq!(
+        direct(api_port, path, Some(support::ADMIN_TOKEN)).await,
+        401,
+        "a user's token"
+    );
+    let elsewhere = token(
+        &client,
+        SYSTEM_NS,
+        GATEWAY_SA,
+        &runtimed_audience("another-pod"),
+    )
+    .await;
+    assert_eq!(
+        direct(api_port, path, Some(&elsewhere)).await,
+        401,
+        "the gateway's token for another Pod"
+    );
+    let api_audience = token(
+        &client,
+        SYSTEM_NS,
+        GATEWAY_SA,
+        "https://kubernetes.default.svc",
+    )
+    .await;
+    assert_eq!(
+        direct(api_port, path, Some(&api_audience)).await,
+        401,
+        "the gateway's token for the API server"
+    );
+    create_in(
+        &ns,
+        ServiceAccount {
+            metadata: kube::api::ObjectMeta {
+                name: Some("intruder".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    )
+    .await;
+    let intruder = token(&client, &ns.name, "intruder", &runtimed_audience(&uid)).await;
+    assert_eq!(
+        direct(api_port, path, Some(&intruder)).await,
+        403,
+        "another account's token for this Pod"
+    );
+    let ours = token(&client, SYSTEM_NS, GATEWAY_SA, &runtimed_audience(&uid)).await;
+    assert_eq!(
+        direct(api_port, path, Some(&ours)).await,
+        200,
+        "the gateway's token for this Pod"
+    );
+
+    // A Pod labelled as the Runtime's but not made by its controller receives nothing.
+    let rogue_spy = Spy::start(api_port).await;
+    runtime_pod(&ns, "rogue", "python", rogue_spy.port, None).await;
+    run("lured")
+        .runtime("python")
+        .task(&["true"])
+        .create(&ns)
+        .await;
+    let lure = json!({"status": {"phase": "Running", "assignedPod": "rogue"}});
+    ns.runs()
+        .patch_status("lured", &PatchParams::default(), &Patch::Merge(&lure))
+        .await
+        .unwrap();
+    let (ok, _, err) = kruntimes_as("alice", &ns.name, &["logs", "run/lured"]);
+    assert!(!ok);
+    assert!(err.contains("Pod rogue, which run/lured names, was not made by the Runtime controller for Runtime python"), "{err}");
+    assert!(rogue_spy.seen().is_empty(), "{:#?}", rogue_spy.seen());
+    let _: Run = ns.get_run("lured").await;
+}
