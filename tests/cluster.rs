@@ -108,7 +108,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         |c| Box::pin(faults::node_lost(c)),
     ),
     (
-        "a_runtimes_artifact_claim_holds_a_runs_artifacts_downloaded_through_the_pod_proxy_until_the_run_is_deleted",
+        "a_runtimes_artifact_claim_holds_a_runs_artifacts_downloaded_through_the_gateway_until_the_run_is_deleted",
         |c| Box::pin(artifacts::stored_on_a_claim_downloaded_and_removed(c)),
     ),
     (
@@ -511,7 +511,7 @@ async fn runtime_server_sidecar(cluster: &Cluster) {
         log.contains("[hello] 42 on"),
         "runtimed logs the execution's output: {log}"
     );
-    // The Run's own log, through the API server's Pod proxy.
+    // The Run's own log, through the aggregated API and the gateway.
     let out = cluster.kruntimes(&["logs", "run/hello", "-n", &ns.name]);
     assert!(
         out.status.success(),
@@ -547,7 +547,7 @@ async fn runtime_server_sidecar(cluster: &Cluster) {
     );
     eprintln!("runtime server sidecar: {checked} Run events checked for overcommit");
 
-    // A function Run: Ready, invoked through the API server's Pod proxy, then its Pod is
+    // A function Run: Ready, invoked through the gateway, then its Pod is
     // deleted under it: it heals as a Running Run does (RuntimePodLost), never left Ready.
     run("fn")
         .runtime("server")

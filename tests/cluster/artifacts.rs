@@ -1,7 +1,7 @@
 //! Artifacts on the single-node cluster: a Runtime whose `spec.artifactStore` names a real
 //! PersistentVolumeClaim (a hostPath PersistentVolume bound by kube-controller-manager) gets it
 //! mounted for runtimed; a Run's artifact lands on that volume, `kubectl kruntimes artifacts
-//! --download` reads it back through the API server's Pod proxy, and deleting the Run removes
+//! --download` reads it back through the gateway's aggregated API, and deleting the Run removes
 //! it from the volume. The same with an S3 store: the tests' S3 server on the node, the
 //! credentials from a Secret.
 
@@ -117,7 +117,7 @@ pub async fn stored_on_a_claim_downloaded_and_removed(cluster: &Cluster) {
     assert_eq!(
         downloaded(cluster, ns, "out.txt"),
         "data\n",
-        "read back through the Pod proxy"
+        "read back through the gateway"
     );
 
     ns.runs()
@@ -153,7 +153,7 @@ pub fn apply_credentials_secret(cluster: &Cluster, ns: &TestNs, server: &S3Serve
 /// A Runtime with an S3 artifact store on the real cluster: the Runtime controller hands
 /// runtimed the store's fields and its credentials Secret (a volume the kubelet mounts in runtimed's container),
 /// runtimed in the image uploads a Run's artifacts to the tests' S3 server on the node's bridge
-/// address, `artifacts --download` reads them back through the Pod proxy (runtimed reading the
+/// address, `artifacts --download` reads them back through the gateway (runtimed reading the
 /// bucket), and deleting the Run removes its objects.
 pub async fn uploaded_to_s3_downloaded_and_removed(cluster: &Cluster) {
     let ns = &runtime_namespace(cluster, "arts-s3").await;
@@ -181,7 +181,7 @@ pub async fn uploaded_to_s3_downloaded_and_removed(cluster: &Cluster) {
     assert_eq!(
         downloaded(cluster, ns, "out.txt"),
         "data\n",
-        "read back from the bucket through the Pod proxy"
+        "read back from the bucket through the gateway"
     );
 
     ns.runs()

@@ -221,6 +221,10 @@ pub async fn exec(global: &GlobalArgs, args: &InstallArgs) -> anyhow::Result<()>
         system::DEPLOYMENT,
         args.image
     );
+    system::wait_gateway_available(&target, args.timeout).await?;
+    println!(
+        "the API server reaches its gateway: kubectl kruntimes logs, invoke and artifacts work"
+    );
     Ok(())
 }
 

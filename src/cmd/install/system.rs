@@ -189,11 +189,19 @@ pub async fn namespace_exists(target: &Target) -> anyhow::Result<bool> {
         .map_err(|e| target.explain_error(e, &format!("cannot read namespace {NAMESPACE}")))
 }
 
-/// Deletes one object (absent already: `false`); the namespace's content goes with it.
+/// Deletes one object (absent already: `false`); the namespace's content goes with it. The
+/// Namespace and the Deployment go in the foreground (their content first); the rest, which
+/// nothing depends on, at once: a foreground deletion waits for the garbage collector, which
+/// pauses while it rediscovers the API (as it does when the gateway's APIService goes).
 pub async fn delete_one(target: &Target, object: &DynamicObject) -> anyhow::Result<bool> {
     let api = api_for(target, object).await?;
     let name = object.metadata.name.clone().unwrap_or_default();
-    match api.delete(&name, &DeleteParams::foreground()).await {
+    let kind = object.types.as_ref().map(|t| t.kind.as_str());
+    let params = match kind {
+        Some("Namespace" | "Deployment") => DeleteParams::foreground(),
+        _ => DeleteParams::background(),
+    };
+    match api.delete(&name, &params).await {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
         Err(e) => Err(target.explain_error(e, &format!("cannot delete {}", describe(object)))),
@@ -298,6 +306,54 @@ pub async fn wait_rolled_out(
     }
 }
 
+/// Whether the API server reaches the gateway: its APIService's `Available` condition, or what
+/// it says instead. Pure.
+pub fn gateway_available(
+    service: &k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+) -> Result<(), String> {
+    let conditions = service.status.as_ref().and_then(|s| s.conditions.as_ref());
+    match conditions.and_then(|cs| cs.iter().find(|c| c.type_ == "Available")) {
+        Some(c) if c.status == "True" => Ok(()),
+        Some(c) => Err(c
+            .message
+            .clone()
+            .unwrap_or_else(|| c.reason.clone().unwrap_or_default())),
+        None => Err("the API server has not checked it yet".into()),
+    }
+}
+
+/// Waits until the API server reaches the gateway (`logs`, `invoke` and `artifacts` work from
+/// then on), showing its progress on stderr.
+pub async fn wait_gateway_available(target: &Target, timeout: Duration) -> anyhow::Result<()> {
+    use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+    let name = crate::gateway::serving::APISERVICE;
+    let api: Api<APIService> = Api::all(target.client.clone());
+    let deadline = tokio::time::Instant::now() + timeout;
+    let progress = super::progress::Spinner::new("waiting for the gateway");
+    loop {
+        let said = match api.get_opt(name).await {
+            Ok(Some(service)) => match gateway_available(&service) {
+                Ok(()) => {
+                    progress.finish();
+                    return Ok(());
+                }
+                Err(why) => why,
+            },
+            Ok(None) => format!("APIService {name} is not there"),
+            Err(e) => e.to_string(),
+        };
+        progress.say(&said);
+        if tokio::time::Instant::now() >= deadline {
+            progress.finish();
+            bail!(
+                "the API server does not reach the gateway after {}s ({said}); see `kubectl get apiservice {name}` and the scheduler's logs, or raise --timeout",
+                timeout.as_secs(),
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,5 +421,29 @@ mod tests {
             let got = format!("{:?}", rollout(&deployment(status.clone())));
             assert!(got.contains(want), "{status}: {got}");
         }
+    }
+
+    #[test]
+    fn the_gateway_is_available_once_the_api_server_says_so() {
+        let service = |status: serde_json::Value| {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "v1alpha1.subresources.kruntimes.io"},
+                "spec": {"groupPriorityMinimum": 1000, "versionPriority": 15},
+                "status": status,
+            }))
+            .unwrap()
+        };
+        assert!(gateway_available(&service(serde_json::json!({}))).is_err());
+        let failing = service(
+            serde_json::json!({"conditions": [{"type": "Available", "status": "False",
+            "reason": "FailedDiscoveryCheck", "message": "failing or missing response"}]}),
+        );
+        assert_eq!(
+            gateway_available(&failing),
+            Err("failing or missing response".to_string())
+        );
+        let up =
+            service(serde_json::json!({"conditions": [{"type": "Available", "status": "True"}]}));
+        assert_eq!(gateway_available(&up), Ok(()));
     }
 }
