@@ -347,6 +347,88 @@ fn values_reach_the_scheduler_the_monitor_and_the_example_runtime() {
     assert_eq!(runtime["spec"]["capacity"]["resources"]["runs"], "4");
 }
 
+/// `gateway.certManager.enabled`: cert-manager issues the gateway's certificate (a self-signed
+/// Issuer of the release, or the issuer named), the scheduler mounts it and serves it
+/// (`--gateway-cert-dir`), and the APIService asks cert-manager's CA injector for its caBundle.
+/// Off by default: none of it is rendered.
+#[test]
+fn cert_manager_can_issue_the_gateways_certificate() {
+    let kinds = |rendered: &[serde_json::Value]| -> Vec<String> {
+        rendered
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let plain = template(&[]);
+    assert!(
+        !kinds(&plain)
+            .iter()
+            .any(|k| k == "Certificate" || k == "Issuer")
+    );
+    let rendered = template(&["--set", "gateway.certManager.enabled=true"]);
+    let find = |kind: &str| {
+        rendered
+            .iter()
+            .find(|o| o["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} rendered"))
+    };
+    let certificate = find("Certificate");
+    let ns = certificate["metadata"]["namespace"].as_str().unwrap();
+    assert_eq!(
+        certificate["spec"]["secretName"],
+        "kubectl-kruntimes-gateway-cert"
+    );
+    assert_eq!(
+        certificate["spec"]["dnsNames"][0],
+        format!("kubectl-kruntimes-gateway.{ns}.svc")
+    );
+    assert_eq!(
+        certificate["spec"]["issuerRef"]["name"],
+        "kubectl-kruntimes-gateway"
+    );
+    assert_eq!(find("Issuer")["spec"]["selfSigned"], serde_json::json!({}));
+    assert_eq!(
+        find("APIService")["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        format!("{ns}/kubectl-kruntimes-gateway")
+    );
+    let pod = &find("Deployment")["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert!(
+        c["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--gateway-cert-dir=/etc/kruntimes/gateway-tls"),
+        "{c}"
+    );
+    assert!(
+        c["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == "gateway-tls" && m["mountPath"] == "/etc/kruntimes/gateway-tls"),
+        "{c}"
+    );
+    assert!(
+        pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["name"] == "gateway-tls"
+                && v["secret"]["secretName"] == "kubectl-kruntimes-gateway-cert"),
+        "{pod}"
+    );
+    // An issuer of the cluster's instead: no Issuer of the release.
+    let named = template(&[
+        "--set",
+        "gateway.certManager.enabled=true,gateway.certManager.issuerRef.name=corp-ca,gateway.certManager.issuerRef.kind=ClusterIssuer",
+    ]);
+    assert!(!kinds(&named).iter().any(|k| k == "Issuer"));
+    let certificate = named.iter().find(|o| o["kind"] == "Certificate").unwrap();
+    assert_eq!(certificate["spec"]["issuerRef"]["name"], "corp-ca");
+    assert_eq!(certificate["spec"]["issuerRef"]["kind"], "ClusterIssuer");
+}
+
 /// The real API server: install (CRDs from crds/), a Run, upgrade, uninstall: the Run and the
 /// CRDs stay.
 #[tokio::test]

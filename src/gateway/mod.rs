@@ -36,21 +36,20 @@ use kube::ResourceExt as _;
 use kube::api::{Api, ListParams, PostParams};
 use tracing::{info, warn};
 
+use crate::api::{LABEL_RUNTIME, Run, SUBRESOURCES_GROUP};
+use crate::telemetry::http::secure::PeerCertificate;
+use frontproxy::{RequestHeader, User};
+use route::{Call, Route, What};
+use upstream::Refusal;
+
 /// A JSON body (axum's `Json` needs a feature this crate does not take).
-#[allow(non_snake_case)]
-fn Json(value: serde_json::Value) -> Response {
+fn json_body(value: serde_json::Value) -> Response {
     (
         [(http::header::CONTENT_TYPE, "application/json")],
         value.to_string(),
     )
         .into_response()
 }
-
-use crate::api::{LABEL_RUNTIME, Run, SUBRESOURCES_GROUP};
-use crate::telemetry::http::secure::PeerCertificate;
-use frontproxy::{RequestHeader, User};
-use route::{Call, Route, What};
-use upstream::Refusal;
 
 /// How often every replica re-reads the front-proxy settings and its serving certificate.
 pub const REFRESH: Duration = Duration::from_secs(300);
@@ -222,13 +221,13 @@ fn status(refusal: &Refusal) -> Response {
         "code": refusal.code,
     });
     let code = StatusCode::from_u16(refusal.code).unwrap_or(StatusCode::BAD_GATEWAY);
-    (code, Json(body)).into_response()
+    (code, json_body(body)).into_response()
 }
 
 async fn handle(State(gw): State<Gateway>, request: Request) -> Response {
     let call = match route::parse(request.method(), request.uri().path()) {
-        Route::Group => return Json(route::group_document()).into_response(),
-        Route::Resources => return Json(route::resources_document()).into_response(),
+        Route::Group => return json_body(route::group_document()).into_response(),
+        Route::Resources => return json_body(route::resources_document()).into_response(),
         Route::NotFound(why) => return status(&Refusal::new(404, "NotFound", why)),
         Route::MethodNotAllowed(takes) => {
             return status(&Refusal::new(
@@ -330,7 +329,7 @@ async fn serve(gw: &Gateway, call: &Call, request: Request) -> Result<Response, 
                 .as_ref()
                 .map(|s| serde_json::to_value(&s.artifact_refs).unwrap_or_default())
                 .unwrap_or_else(|| serde_json::json!([]));
-            Ok(Json(refs).into_response())
+            Ok(json_body(refs).into_response())
         }
         What::Log | What::Invoke => {
             let assigned = run.status.as_ref().and_then(|s| s.assigned_pod.clone());
