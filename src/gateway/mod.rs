@@ -452,16 +452,11 @@ async fn relay(request: reqwest::RequestBuilder, pod: &str) -> Result<Response, 
     let code = answer.status().as_u16();
     if !answer.status().is_success() {
         let text = answer.text().await.unwrap_or_default();
-        let reason = match code {
-            401 | 403 => "Forbidden",
-            404 => "NotFound",
-            _ => "InternalError",
-        };
-        // runtimed refusing the gateway is the gateway's trouble, not the caller's.
-        let code = if code == 401 || code == 403 {
-            502
-        } else {
-            code
+        // runtimed refusing the gateway is the gateway's trouble, not the caller's: a 502.
+        let (code, reason) = match code {
+            401 | 403 => (502, "InternalError"),
+            404 => (404, "NotFound"),
+            other => (other, "InternalError"),
         };
         return Err(Refusal::new(
             code,

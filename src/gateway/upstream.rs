@@ -263,9 +263,10 @@ pub fn http_client() -> anyhow::Result<reqwest::Client> {
 }
 
 /// Accepts runtimed's self-made certificate; still checks the handshake's signatures, so the
-/// connection is keyed to the key that certificate names.
+/// connection is keyed to the key that certificate names. (Tests use it for servers with a
+/// self-signed certificate too, as a Prometheus scrape with `insecureSkipVerify`.)
 #[derive(Debug)]
-struct AnyServer(Arc<rustls::crypto::CryptoProvider>);
+pub struct AnyServer(pub Arc<rustls::crypto::CryptoProvider>);
 
 impl rustls::client::danger::ServerCertVerifier for AnyServer {
     fn verify_server_cert(
