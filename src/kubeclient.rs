@@ -80,6 +80,23 @@ impl Target {
             self.namespace
         )
     }
+
+    /// The body of a GET of subresource `rest` of Run `run` through the gateway, as it comes;
+    /// a refusal becomes [`subresource_error`] with `failed`.
+    pub async fn subresource_stream(
+        &self,
+        run: &str,
+        rest: &str,
+        failed: &str,
+    ) -> anyhow::Result<impl futures::AsyncBufRead + use<>> {
+        let request = http::Request::get(self.subresource_path(run, rest))
+            .body(Vec::new())
+            .context("building the request")?;
+        self.client
+            .request_stream(request)
+            .await
+            .map_err(|e| subresource_error(e, failed))
+    }
 }
 
 /// A request to a Run's subresource that failed, as one sentence: `failed` (what failed, and

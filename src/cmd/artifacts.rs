@@ -14,7 +14,7 @@ use kube::ResourceExt as _;
 use crate::api::Run;
 use crate::cli::{ArtifactsArgs, GlobalArgs};
 use crate::cmd::explain::parse_target;
-use crate::kubeclient::{Target, subresource_error};
+use crate::kubeclient::Target;
 use crate::output::{Palette, Table};
 
 /// Runs the command.
@@ -144,15 +144,9 @@ async fn download(
 async fn fetch(target: &Target, run: &str, artifact: &str) -> anyhow::Result<Vec<u8>> {
     let encoded =
         percent_encoding::utf8_percent_encode(artifact, percent_encoding::NON_ALPHANUMERIC);
-    let path = target.subresource_path(run, &format!("artifacts/{encoded}"));
-    let request = http::Request::get(path)
-        .body(Vec::new())
-        .context("building the request")?;
     let mut body = target
-        .client
-        .request_stream(request)
-        .await
-        .map_err(|e| subresource_error(e, "the gateway"))?;
+        .subresource_stream(run, &format!("artifacts/{encoded}"), "the gateway")
+        .await?;
     let mut bytes = Vec::new();
     body.read_to_end(&mut bytes)
         .await

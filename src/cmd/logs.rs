@@ -10,7 +10,6 @@ use futures::AsyncBufReadExt as _;
 use crate::api::{Run, RunPhase};
 use crate::cli::{GlobalArgs, LogsArgs};
 use crate::cmd::explain::parse_target;
-use crate::kubeclient::subresource_error;
 
 /// Runs the command: parse, check that the Run has run somewhere, stream its log to stdout.
 pub async fn exec(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<()> {
@@ -36,15 +35,13 @@ pub async fn stream(
     follow: bool,
     tail: i64,
 ) -> anyhow::Result<()> {
-    let path = target.subresource_path(name, &format!("log{}", query(follow, tail)));
-    let request = http::Request::get(path)
-        .body(Vec::new())
-        .context("building the log request")?;
     let mut body = target
-        .client
-        .request_stream(request)
-        .await
-        .map_err(|e| subresource_error(e, &format!("run/{name}: cannot read its log")))?;
+        .subresource_stream(
+            name,
+            &format!("log{}", query(follow, tail)),
+            &format!("run/{name}: cannot read its log"),
+        )
+        .await?;
     // Line by line, so that a follower sees each line as it comes.
     let mut line = Vec::new();
     loop {

@@ -15,12 +15,23 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
 
+/// One aggregation at a time in this test binary: two tests aggregating at once would each
+/// write the rules they computed from their own earlier list, and undo each other.
+static AGGREGATING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Aggregates every aggregated ClusterRole until nothing changes (`view` feeds `edit`, which
 /// feeds `admin`).
+///
+/// Like the controller, it writes each role only if it is unchanged since it was read (the
+/// patch carries its `resourceVersion`), so a role that changed meanwhile is read again in the
+/// next round instead of being overwritten with stale rules.
 pub async fn aggregate_cluster_roles(client: &Client) {
+    let _one_at_a_time = AGGREGATING.lock().await;
     let api: Api<ClusterRole> = Api::all(client.clone());
-    // view -> edit -> admin is the longest chain; one more round proves it settled.
-    for _ in 0..5 {
+    // view -> edit -> admin is the longest chain (three rounds, and one more proves it
+    // settled); the rest is for roles other tests install meanwhile, each of which costs at
+    // most that chain again.
+    for _ in 0..12 {
         let mut changed = false;
         let roles = api.list(&ListParams::default()).await.unwrap().items;
         for role in roles {
@@ -45,13 +56,23 @@ pub async fn aggregate_cluster_roles(client: &Client) {
             }
             if role.rules.clone().unwrap_or_default() != rules {
                 changed = true;
-                api.patch(
-                    &role.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"rules": rules})),
-                )
-                .await
-                .unwrap_or_else(|e| panic!("aggregate ClusterRole {}: {e}", role.name_any()));
+                let patch = json!({
+                    "metadata": {"resourceVersion": role.resource_version()},
+                    "rules": rules,
+                });
+                match api
+                    .patch(
+                        &role.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(patch),
+                    )
+                    .await
+                {
+                    Ok(_) => {}
+                    // Changed since the list: the next round reads it again.
+                    Err(kube::Error::Api(e)) if e.code == 409 => {}
+                    Err(e) => panic!("aggregate ClusterRole {}: {e}", role.name_any()),
+                }
             }
         }
         if !changed {

@@ -274,33 +274,71 @@ pub async fn wait_rolled_out(
     timeout: Duration,
 ) -> anyhow::Result<i32> {
     let api: Api<Deployment> = Api::namespaced(target.client.clone(), NAMESPACE);
-    let deadline = tokio::time::Instant::now() + timeout;
-    let progress = super::progress::Spinner::new("waiting for the scheduler");
-    loop {
-        let said = match api.get_opt(DEPLOYMENT).await {
+    let waited = wait_until("waiting for the scheduler", timeout, async || {
+        match api.get_opt(DEPLOYMENT).await {
             Ok(Some(d)) => match rollout(&d) {
-                Rollout::Done { available } => {
-                    progress.finish();
-                    return Ok(available);
-                }
-                Rollout::Failed(why) => {
-                    progress.finish();
-                    bail!(
-                        "deployment {NAMESPACE}/{DEPLOYMENT} cannot roll out: {why}; see `kubectl describe deployment -n {NAMESPACE} {DEPLOYMENT}`"
-                    );
-                }
-                Rollout::Progressing(how) => how,
+                Rollout::Done { available } => Look::Ready(available),
+                Rollout::Failed(why) => Look::Broken(why),
+                Rollout::Progressing(how) => Look::Waiting(how),
             },
-            Ok(None) => "the Deployment is not there yet".into(),
-            Err(e) => e.to_string(),
+            Ok(None) => Look::Waiting("the Deployment is not there yet".into()),
+            Err(e) => Look::Waiting(e.to_string()),
+        }
+    })
+    .await;
+    match waited {
+        Ok(available) => Ok(available),
+        Err(Stuck::Broken(why)) => bail!(
+            "deployment {NAMESPACE}/{DEPLOYMENT} cannot roll out: {why}; see `kubectl describe deployment -n {NAMESPACE} {DEPLOYMENT}`"
+        ),
+        Err(Stuck::TimedOut(said)) => bail!(
+            "the scheduler has not rolled out after {}s ({said}); see `kubectl get pods -n {NAMESPACE}` (can the node pull {image}? set it with --image), or raise --timeout",
+            timeout.as_secs(),
+        ),
+    }
+}
+
+/// What one look at the cluster found while [`wait_until`] waits.
+enum Look<T> {
+    Ready(T),
+    /// It will not get there by waiting.
+    Broken(String),
+    /// Not yet, and why.
+    Waiting(String),
+}
+
+/// Why [`wait_until`] stopped waiting.
+enum Stuck {
+    Broken(String),
+    /// The timeout passed; the last thing the look said.
+    TimedOut(String),
+}
+
+/// Looks every second until `look` is ready or broken or `timeout` passes, showing what it
+/// says on a spinner labelled `label`.
+async fn wait_until<T>(
+    label: &str,
+    timeout: Duration,
+    mut look: impl AsyncFnMut() -> Look<T>,
+) -> Result<T, Stuck> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let progress = super::progress::Spinner::new(label);
+    loop {
+        let said = match look().await {
+            Look::Ready(t) => {
+                progress.finish();
+                return Ok(t);
+            }
+            Look::Broken(why) => {
+                progress.finish();
+                return Err(Stuck::Broken(why));
+            }
+            Look::Waiting(said) => said,
         };
         progress.say(&said);
         if tokio::time::Instant::now() >= deadline {
             progress.finish();
-            bail!(
-                "the scheduler has not rolled out after {}s ({said}); see `kubectl get pods -n {NAMESPACE}` (can the node pull {image}? set it with --image), or raise --timeout",
-                timeout.as_secs(),
-            );
+            return Err(Stuck::TimedOut(said));
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -328,29 +366,23 @@ pub async fn wait_gateway_available(target: &Target, timeout: Duration) -> anyho
     use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
     let name = crate::gateway::serving::APISERVICE;
     let api: Api<APIService> = Api::all(target.client.clone());
-    let deadline = tokio::time::Instant::now() + timeout;
-    let progress = super::progress::Spinner::new("waiting for the gateway");
-    loop {
-        let said = match api.get_opt(name).await {
+    let waited = wait_until("waiting for the gateway", timeout, async || {
+        match api.get_opt(name).await {
             Ok(Some(service)) => match gateway_available(&service) {
-                Ok(()) => {
-                    progress.finish();
-                    return Ok(());
-                }
-                Err(why) => why,
+                Ok(()) => Look::Ready(()),
+                Err(why) => Look::Waiting(why),
             },
-            Ok(None) => format!("APIService {name} is not there"),
-            Err(e) => e.to_string(),
-        };
-        progress.say(&said);
-        if tokio::time::Instant::now() >= deadline {
-            progress.finish();
-            bail!(
-                "the API server does not reach the gateway after {}s ({said}); see `kubectl get apiservice {name}` and the scheduler's logs, or raise --timeout",
-                timeout.as_secs(),
-            );
+            Ok(None) => Look::Waiting(format!("APIService {name} is not there")),
+            Err(e) => Look::Waiting(e.to_string()),
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+    })
+    .await;
+    match waited {
+        Ok(()) => Ok(()),
+        Err(Stuck::Broken(said) | Stuck::TimedOut(said)) => bail!(
+            "the API server does not reach the gateway after {}s ({said}); see `kubectl get apiservice {name}` and the scheduler's logs, or raise --timeout",
+            timeout.as_secs(),
+        ),
     }
 }
 
