@@ -133,10 +133,17 @@ impl Drop for Dev {
     }
 }
 
-/// The real kubectl (the control plane's release), pointed at the dev kubeconfig.
+/// The real kubectl (the control plane's release), pointed at the dev kubeconfig, with this
+/// build of the plugin first on its PATH.
 fn kubectl(data_dir: &Path, args: &[&str]) -> Output {
+    let plugin_dir = Path::new(support::binary()).parent().unwrap().to_path_buf();
+    let path = std::env::join_paths(std::iter::once(plugin_dir).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .unwrap();
     Command::new(support::bin_dir().join("kubectl"))
         .env("KUBECONFIG", data_dir.join("kubeconfig"))
+        .env("PATH", path)
         .args(args)
         .output()
         .expect("run kubectl")
@@ -198,6 +205,9 @@ struct ReadmeHello {
     manifest: String,
     get: Vec<String>,
     shown: String,
+    /// `kruntimes logs run/hello …` and the log the README shows under it.
+    logs: Vec<String>,
+    log: String,
 }
 
 fn readme_hello() -> ReadmeHello {
@@ -228,11 +238,22 @@ fn readme_hello() -> ReadmeHello {
         .and_then(|l| l.strip_prefix("# "))
         .expect("the README shows the output under the command")
         .to_string();
+    let logs_line = lines
+        .by_ref()
+        .find(|l| l.starts_with("kubectl kruntimes logs run/hello"))
+        .expect("the README's quickstart reads the Run's log");
+    let log = lines
+        .next()
+        .and_then(|l| l.strip_prefix("# "))
+        .expect("the README shows the log under the command")
+        .to_string();
     ReadmeHello {
         apply,
         manifest,
         get: words(get_line.split(" #").next().unwrap()),
         shown,
+        logs: words(logs_line),
+        log,
     }
 }
 
@@ -478,6 +499,10 @@ fn dev_serves_kubectl_keeps_state_across_restarts_refuses_a_second_instance_and_
     wait_kubectl(&data, &get, "the README's hello Run", |out| {
         out == hello.shown
     });
+    // Its log, through the API server's aggregation layer and dev's gateway, as the README
+    // types it (kubectl finds this build of the plugin on PATH).
+    let logs: Vec<&str> = hello.logs.iter().map(String::as_str).collect();
+    assert_eq!(kubectl_ok(&data, &logs).trim_end(), hello.log);
     wait_kubectl(
         &data,
         &[
@@ -530,6 +555,30 @@ fn dev_serves_kubectl_keeps_state_across_restarts_refuses_a_second_instance_and_
         .map(|(_, n, u)| (n.clone(), u.clone()))
         .collect();
     assert_eq!(identities, pods, "one runtimed per Pod, with its identity");
+    // Each Pod has an address of its own, where its runtimed serves the gateway.
+    let ips = kubectl_ok(
+        &data,
+        &[
+            "get",
+            "pods",
+            "-n",
+            NS,
+            "-o",
+            r#"jsonpath={range .items[*]}{.status.podIP}{"\n"}{end}"#,
+        ],
+    );
+    let ips: Vec<std::net::Ipv4Addr> = ips.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(ips.len(), pods.len(), "{ips:?}");
+    assert_eq!(
+        ips.iter().collect::<HashSet<_>>().len(),
+        ips.len(),
+        "{ips:?}"
+    );
+    assert!(
+        ips.iter()
+            .all(|ip| ip.is_loopback() && *ip != std::net::Ipv4Addr::LOCALHOST),
+        "{ips:?}"
+    );
 
     // A second dev on the same data dir is refused, naming the first.
     let second = Command::new(support::binary())

@@ -17,7 +17,7 @@ use std::time::Duration;
 use axum::extract::Request;
 use axum::response::{IntoResponse as _, Response};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{ContainerPort, Endpoints, Pod, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ContainerPort, Pod, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kruntimes::api::{Run, RunPhase, Runtime, runtimed_audience};
@@ -136,83 +136,16 @@ async fn forward(
     (code, axum::body::Body::from_stream(answer.bytes_stream())).into_response()
 }
 
-/// The host's first address that is not loopback: the API server's Endpoints may not name a
-/// loopback address, and routes to the gateway through it.
-fn host_ip() -> String {
-    let out = std::process::Command::new("hostname")
-        .arg("-I")
-        .output()
+/// What routes the aggregated API to the gateway on this host: the objects `dev` applies.
+async fn register_gateway(client: &kube::Client, port: u16) {
+    kruntimes::cmd::dev::gateway::register(client, host_ip(), port)
+        .await
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.split_whitespace()
-        .find(|ip| ip.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| !ip.is_loopback()))
-        .unwrap_or_else(|| panic!("this machine has no IPv4 address but loopback ({text:?}): the aggregation layer cannot reach the gateway"))
-        .to_string()
 }
 
-/// The shipped objects the gateway needs here: its namespace, account, APIService and a
-/// Service whose endpoints are this host (no kube-controller-manager fills them).
-async fn register_gateway(client: &kube::Client, port: u16) {
-    let objects = kruntimes::cmd::install::system::objects(kruntimes::cli::DEFAULT_IMAGE).unwrap();
-    let wanted = |kind: &str, name: &str| {
-        objects
-            .iter()
-            .find(|o| o.types.as_ref().is_some_and(|t| t.kind == kind) && o.name_any() == name)
-            .unwrap_or_else(|| panic!("deploy/scheduler.yaml has no {kind} {name}"))
-            .clone()
-    };
-    let apply = PatchParams::apply("gateway-test").force();
-    let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let namespace = wanted("Namespace", SYSTEM_NS);
-    ns.patch(SYSTEM_NS, &apply, &Patch::Apply(&namespace))
-        .await
-        .unwrap();
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), SYSTEM_NS);
-    let sa = wanted("ServiceAccount", GATEWAY_SA);
-    sas.patch(GATEWAY_SA, &apply, &Patch::Apply(&sa))
-        .await
-        .unwrap();
-    let services: Api<APIService> = Api::all(client.clone());
-    let apiservice = wanted("APIService", "v1alpha1.subresources.kruntimes.io");
-    services
-        .patch(
-            "v1alpha1.subresources.kruntimes.io",
-            &apply,
-            &Patch::Apply(&apiservice),
-        )
-        .await
-        .unwrap();
-    let ip = host_ip();
-    let service: Service = serde_json::from_value(json!({
-        "metadata": {"name": "kubectl-kruntimes-gateway", "namespace": SYSTEM_NS},
-        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]},
-    }))
-    .unwrap();
-    Api::<Service>::namespaced(client.clone(), SYSTEM_NS)
-        .create(&PostParams::default(), &service)
-        .await
-        .unwrap();
-    let endpoints: Endpoints = serde_json::from_value(json!({
-        "metadata": {"name": "kubectl-kruntimes-gateway", "namespace": SYSTEM_NS},
-        "subsets": [{"addresses": [{"ip": ip}], "ports": [{"name": "https", "port": port}]}],
-    }))
-    .unwrap();
-    Api::<Endpoints>::namespaced(client.clone(), SYSTEM_NS)
-        .create(&PostParams::default(), &endpoints)
-        .await
-        .unwrap();
-    let slice: k8s_openapi::api::discovery::v1::EndpointSlice = serde_json::from_value(json!({
-        "metadata": {"name": "kubectl-kruntimes-gateway-1", "namespace": SYSTEM_NS,
-                     "labels": {"kubernetes.io/service-name": "kubectl-kruntimes-gateway"}},
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": [ip], "conditions": {"ready": true}}],
-        "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
-    }))
-    .unwrap();
-    Api::<k8s_openapi::api::discovery::v1::EndpointSlice>::namespaced(client.clone(), SYSTEM_NS)
-        .create(&PostParams::default(), &slice)
-        .await
-        .unwrap();
+fn host_ip() -> std::net::Ipv4Addr {
+    kruntimes::cmd::dev::gateway::host_ip()
+        .expect("this machine has no IPv4 route: the aggregation layer cannot reach the gateway")
 }
 
 /// A Runtime Pod of `rt` whose runtimed API is on `api_port` of 127.0.0.1: made by the

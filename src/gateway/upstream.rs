@@ -97,6 +97,18 @@ pub fn bound_pod<'a>(
     Ok(pod)
 }
 
+/// The port of runtimed's API in `pod`: its container port named `kruntimes-api`, else the
+/// default.
+pub fn api_port(pod: &Pod) -> u16 {
+    pod.spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .flat_map(|c| c.ports.iter().flatten())
+        .find(|p| p.name.as_deref() == Some(RUNTIMED_API_PORT_NAME))
+        .and_then(|p| u16::try_from(p.container_port).ok())
+        .unwrap_or(DEFAULT_API_PORT)
+}
+
 /// Where runtimed's API listens in `pod`: its IP and the port named `kruntimes-api`.
 pub fn address(pod: &Pod) -> Result<String, Refusal> {
     let ip = pod
@@ -111,14 +123,7 @@ pub fn address(pod: &Pod) -> Result<String, Refusal> {
                 format!("Pod {} has no IP yet", pod.name_any()),
             )
         })?;
-    let port = pod
-        .spec
-        .iter()
-        .flat_map(|s| &s.containers)
-        .flat_map(|c| c.ports.iter().flatten())
-        .find(|p| p.name.as_deref() == Some(RUNTIMED_API_PORT_NAME))
-        .map(|p| p.container_port as u16)
-        .unwrap_or(DEFAULT_API_PORT);
+    let port = api_port(pod);
     let host = match ip.contains(':') {
         true => format!("[{ip}]"),
         false => ip,

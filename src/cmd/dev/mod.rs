@@ -13,6 +13,7 @@
 
 pub mod controlplane;
 pub mod demo;
+pub mod gateway;
 pub mod lock;
 pub mod podhost;
 
@@ -128,6 +129,8 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
     install::apply(&target, false).await?;
     install::wait_established(&target, Duration::from_secs(60)).await?;
 
+    let gateway_bind = serve_gateway(&target.client).await?;
+
     let (stop_tx, stop_rx) = watch::channel(false);
     let metrics_port = free_port()?;
     let mut scheduler = tokio::spawn(crate::manager::run(
@@ -138,8 +141,9 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
             // Nothing competes here (the lock admits one `dev` per data directory), but the
             // Lease is what `status` and `explain` read to tell that a scheduler runs. A fixed
             // identity takes it back at once after a crash instead of waiting for it to lapse.
+            // The system's namespace, as installed: the gateway keeps its Secret there too.
             leader_elect: true,
-            leader_election_namespace: None,
+            leader_election_namespace: Some(install::system::NAMESPACE.into()),
             leader_election_identity: Some(CONTEXT.into()),
             leader_election_lease_duration: Duration::from_secs(15),
             metrics_bind_address: format!("127.0.0.1:{metrics_port}"),
@@ -147,9 +151,15 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
             metrics_secure: false,
             metrics_cert_dir: None,
             health_probe_bind_address: "0".into(),
-            gateway_bind_address: "0".into(),
+            gateway_bind_address: gateway_bind.clone().unwrap_or_else(|| "0".into()),
             gateway_cert_dir: None,
-            gateway_service_account: None,
+            // The account runtimed lets in by default (the scheduler itself runs as the dev
+            // admin here, which is no ServiceAccount).
+            gateway_service_account: Some(format!(
+                "{}/{}",
+                install::system::NAMESPACE,
+                gateway::SERVICE_ACCOUNT
+            )),
             pod_lost_grace: Duration::from_secs(40),
             starvation_threshold: Duration::from_secs(30),
             fair_share_metrics_groups: 10,
@@ -190,6 +200,7 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
         kubeconfig: &kubeconfig,
         cp: &cp,
         metrics_port,
+        gateway: gateway_bind.as_deref(),
         bin_dir: &bin_dir,
         exe: &exe,
         examples: &examples,
@@ -253,6 +264,24 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
         data_dir.display()
     );
     outcome
+}
+
+/// Registers the gateway at this host's address and a free port, and returns the address it
+/// should listen on; `None` (said on stderr) on a host with no address but loopback, where the
+/// aggregation layer cannot reach it.
+async fn serve_gateway(client: &kube::Client) -> anyhow::Result<Option<String>> {
+    let Some(ip) = gateway::host_ip() else {
+        eprintln!(
+            "warning: this host has no IPv4 address but loopback, and the API server cannot route to a loopback address: `logs`, `invoke` and `artifacts` will not work under this dev"
+        );
+        return Ok(None);
+    };
+    let port = std::net::TcpListener::bind((ip, 0))
+        .and_then(|l| l.local_addr())
+        .with_context(|| format!("cannot find a free port on {ip} for the gateway"))?
+        .port();
+    gateway::register(client, ip, port).await?;
+    Ok(Some(format!("{ip}:{port}")))
 }
 
 /// Writes the embedded examples/ to `DIR/examples/` (so the printed `kubectl apply -f` works
@@ -376,6 +405,8 @@ struct Banner<'a> {
     kubeconfig: &'a Path,
     cp: &'a ControlPlane,
     metrics_port: u16,
+    /// Where the gateway listens, if it runs.
+    gateway: Option<&'a str>,
     bin_dir: &'a Path,
     exe: &'a Path,
     examples: &'a Path,
@@ -403,7 +434,8 @@ fn print_banner(b: &Banner<'_>) {
          \n  API server   {}  (etcd 127.0.0.1:{}, peer 127.0.0.1:{})\
          \n  kubeconfig   {}  (context {CONTEXT})\
          \n  scheduler    in this process, metrics at http://127.0.0.1:{}/metrics\
-         \n  Pod host     a runtimed per Runtime Pod; logs in {}\n",
+         \n  gateway      {}\
+         \n  Pod host     a runtimed per Runtime Pod, each on an address of its own; logs in {}\n",
         b.up_in.as_secs_f64(),
         b.version,
         controlplane::ETCD_VERSION,
@@ -413,6 +445,10 @@ fn print_banner(b: &Banner<'_>) {
         ports.etcd_peer,
         b.kubeconfig.display(),
         b.metrics_port,
+        match b.gateway {
+            Some(at) => format!("in this process at {at}: logs, invoke and artifacts"),
+            None => "off: this host has no address the API server can route to".into(),
+        },
         b.data_dir.join("logs").display(),
     );
     if b.demo {

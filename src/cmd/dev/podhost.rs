@@ -10,9 +10,17 @@
 //! waited for. Each agent writes its log to `DIR/logs/pods/<namespace>_<pod>.log` and runs in
 //! `DIR/pods/<namespace>_<pod>/`.
 //!
-//! [`decide`] is the pure part (what one Pod event means); [`run`] carries it out.
+//! Each Pod gets an IP of its own, as on a node: a loopback address (`127.B.x.y`, all of
+//! 127/8 is this host's on Linux; `B` from the data directory, so two `dev`s apart rarely meet),
+//! reported as its `podIP`. Its runtimed serves its API there on the Pod's own `kruntimes-api`
+//! port, where the gateway calls it, so any number of Pods share this host without a port
+//! each.
+//!
+//! [`decide`] and [`Addresses`] are the pure part (what one Pod event means, which address a
+//! Pod has); [`run`] carries them out.
 
 use std::collections::{HashMap, HashSet};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -77,8 +85,13 @@ pub fn decide(pod: &Pod, agent_running: bool) -> Decision {
     }
 }
 
-/// The status a kubelet would report for a Pod whose containers run and are ready.
-pub fn running_status(pod: &Pod, restarts: u32, now: jiff::Timestamp) -> serde_json::Value {
+/// The status a kubelet would report for a Pod at `ip` whose containers run and are ready.
+pub fn running_status(
+    pod: &Pod,
+    ip: Ipv4Addr,
+    restarts: u32,
+    now: jiff::Timestamp,
+) -> serde_json::Value {
     let now = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     let containers: Vec<serde_json::Value> = pod
         .spec
@@ -103,6 +116,8 @@ pub fn running_status(pod: &Pod, restarts: u32, now: jiff::Timestamp) -> serde_j
     json!({"status": {
         "phase": "Running",
         "startTime": now,
+        "podIP": ip.to_string(),
+        "podIPs": [{"ip": ip.to_string()}],
         "conditions": [
             condition("PodScheduled"),
             condition("Initialized"),
@@ -111,6 +126,63 @@ pub fn running_status(pod: &Pod, restarts: u32, now: jiff::Timestamp) -> serde_j
         ],
         "containerStatuses": containers,
     }})
+}
+
+/// The Pods' addresses: one loopback address per Pod UID, kept while it has an agent. Pure.
+#[derive(Debug)]
+pub struct Addresses {
+    /// The second octet, this data directory's.
+    block: u8,
+    next: u16,
+    given: HashMap<String, Ipv4Addr>,
+}
+
+impl Addresses {
+    /// Addresses in `127.<block>.0.0/16`, `block` derived from the data directory `dir`.
+    pub fn for_dir(dir: &Path) -> Self {
+        use std::hash::{Hash as _, Hasher as _};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        dir.hash(&mut h);
+        // 127.64.0.0 to 127.191.255.255: clear of 127.0.0.1 and of what Debian gives
+        // 127.0.1.1.
+        Addresses {
+            block: 64 + (h.finish() % 128) as u8,
+            next: 0,
+            given: HashMap::new(),
+        }
+    }
+
+    /// The address of Pod `uid`: the one it has, else the next free one for which `free`
+    /// holds (another program may hold an address's port).
+    pub fn of(&mut self, uid: &str, free: impl Fn(Ipv4Addr) -> bool) -> Ipv4Addr {
+        if let Some(ip) = self.given.get(uid) {
+            return *ip;
+        }
+        let taken: HashSet<Ipv4Addr> = self.given.values().copied().collect();
+        // Every address of the block once (no `.0` and `.255` hosts), then give up on `free`.
+        let mut fallback = None;
+        for _ in 0..(256 * 254) {
+            self.next = self.next.wrapping_add(1);
+            let (hi, lo) = ((self.next / 254) as u8, (self.next % 254) as u8 + 1);
+            let ip = Ipv4Addr::new(127, self.block, hi, lo);
+            if taken.contains(&ip) {
+                continue;
+            }
+            fallback.get_or_insert(ip);
+            if free(ip) {
+                fallback = Some(ip);
+                break;
+            }
+        }
+        let ip = fallback.unwrap_or(Ipv4Addr::new(127, self.block, 255, 254));
+        self.given.insert(uid.to_string(), ip);
+        ip
+    }
+
+    /// Pod `uid` has no agent any more: its address may go to another.
+    pub fn release(&mut self, uid: &str) {
+        self.given.remove(uid);
+    }
 }
 
 /// Why an agent exited.
@@ -122,6 +194,7 @@ struct Exit {
 
 struct Agent {
     pod: Pod,
+    ip: Ipv4Addr,
     generation: u64,
     /// Sends SIGTERM to the agent when fired (or dropped).
     stop: Option<oneshot::Sender<()>>,
@@ -148,6 +221,7 @@ pub async fn run(client: Client, settings: Settings, mut shutdown: watch::Receiv
     let mut seen_in_relist: Option<HashSet<String>> = None;
     let mut next_generation = 0u64;
     let mut host = Host {
+        addresses: Addresses::for_dir(&settings.dir),
         client,
         settings,
         exit_tx,
@@ -173,7 +247,7 @@ pub async fn run(client: Client, settings: Settings, mut shutdown: watch::Receiv
                         Decision::ReportReady => {
                             if let Some(a) = agents.get_mut(&uid) {
                                 a.pod = pod;
-                                host.report_ready(&a.pod, a.restarts).await;
+                                host.report_ready(&a.pod, a.ip, a.restarts).await;
                             }
                         }
                         Decision::Stop => {
@@ -231,6 +305,7 @@ pub async fn run(client: Client, settings: Settings, mut shutdown: watch::Receiv
                     });
                 } else {
                     agents.remove(&exit.uid);
+                    host.addresses.release(&exit.uid);
                 }
             }
             Some((uid, generation)) = restart_rx.recv() => {
@@ -270,6 +345,7 @@ struct Host {
     client: Client,
     settings: Settings,
     exit_tx: mpsc::UnboundedSender<Exit>,
+    addresses: Addresses,
 }
 
 impl Host {
@@ -277,8 +353,12 @@ impl Host {
     /// as an exit (and is retried like one).
     async fn start(&mut self, pod: Pod, generation: u64, restarts: u32) -> Agent {
         let uid = pod.uid().unwrap_or_default();
+        let port = crate::gateway::upstream::api_port(&pod);
+        let ip = self
+            .addresses
+            .of(&uid, |ip| std::net::TcpListener::bind((ip, port)).is_ok());
         let (stop_tx, stop_rx) = oneshot::channel();
-        match self.spawn(&pod) {
+        match self.spawn(&pod, ip, port) {
             Ok(child) => {
                 info!(pod = %pod.name_any(), namespace = %pod.namespace().unwrap_or_default(), pid = child.id().unwrap_or_default(), "started runtimed");
                 let grace = self.settings.shutdown_grace + Duration::from_secs(5);
@@ -290,7 +370,7 @@ impl Host {
                     uid.clone(),
                     generation,
                 ));
-                self.report_ready(&pod, restarts).await;
+                self.report_ready(&pod, ip, restarts).await;
             }
             Err(e) => {
                 warn!(pod = %pod.name_any(), "cannot start runtimed: {e}");
@@ -303,6 +383,7 @@ impl Host {
         }
         Agent {
             pod,
+            ip,
             generation,
             stop: Some(stop_tx),
             restarts,
@@ -311,7 +392,7 @@ impl Host {
         }
     }
 
-    fn spawn(&self, pod: &Pod) -> std::io::Result<tokio::process::Child> {
+    fn spawn(&self, pod: &Pod, ip: Ipv4Addr, port: u16) -> std::io::Result<tokio::process::Child> {
         let (ns, name, uid) = (
             pod.namespace().unwrap_or_default(),
             pod.name_any(),
@@ -329,6 +410,8 @@ impl Host {
         cmd.arg("runtimed")
             .arg("--shutdown-grace")
             .arg(format!("{}s", self.settings.shutdown_grace.as_secs()))
+            .arg("--api-bind-address")
+            .arg(format!("{ip}:{port}"))
             .env("POD_NAME", &name)
             .env("POD_NAMESPACE", &ns)
             .env("POD_UID", &uid)
@@ -344,10 +427,10 @@ impl Host {
         tokio::process::Command::from(cmd).spawn()
     }
 
-    async fn report_ready(&self, pod: &Pod, restarts: u32) {
+    async fn report_ready(&self, pod: &Pod, ip: Ipv4Addr, restarts: u32) {
         let api: Api<Pod> =
             Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
-        let status = running_status(pod, restarts, jiff::Timestamp::now());
+        let status = running_status(pod, ip, restarts, jiff::Timestamp::now());
         if let Err(e) = api
             .patch_status(
                 &pod.name_any(),
@@ -444,7 +527,8 @@ mod tests {
     #[test]
     fn running_status_is_ready_with_one_status_per_container() {
         let p = pod(None, false, false);
-        let status = running_status(&p, 2, jiff::Timestamp::from_second(0).unwrap());
+        let ip = Ipv4Addr::new(127, 64, 0, 1);
+        let status = running_status(&p, ip, 2, jiff::Timestamp::from_second(0).unwrap());
         let mut patched = p.clone();
         patched.status = serde_json::from_value(status["status"].clone()).unwrap();
         assert!(pod_is_ready(&patched));
@@ -452,5 +536,38 @@ mod tests {
         assert_eq!(cs[0]["name"], "runtimed");
         assert_eq!(cs[0]["restartCount"], 2);
         assert_eq!(status["status"]["phase"], "Running");
+        assert_eq!(
+            patched.status.unwrap().pod_ip.as_deref(),
+            Some("127.64.0.1")
+        );
+    }
+
+    #[test]
+    fn each_pod_keeps_an_address_of_its_own_until_released() {
+        let mut a = Addresses::for_dir(Path::new("/tmp/dev"));
+        let block = a.block;
+        assert!((64..192).contains(&block));
+        let first = a.of("u1", |_| true);
+        assert_eq!(first, Ipv4Addr::new(127, block, 0, 2));
+        assert_eq!(
+            a.of("u1", |_| true),
+            first,
+            "a restarted agent keeps its Pod's IP"
+        );
+        let held = Ipv4Addr::new(127, block, 0, 3);
+        let second = a.of("u2", |ip| ip != held);
+        assert_eq!(
+            second,
+            Ipv4Addr::new(127, block, 0, 4),
+            "an address in use is skipped"
+        );
+        a.release("u1");
+        let third = a.of("u3", |_| true);
+        assert_ne!(third, second);
+        assert_eq!(
+            Addresses::for_dir(Path::new("/tmp/dev")).block,
+            block,
+            "the same directory, the same block"
+        );
     }
 }
