@@ -10,21 +10,16 @@
 
 mod support;
 
-use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::Request;
-use axum::response::{IntoResponse as _, Response};
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{ContainerPort, Pod, ServiceAccount};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
-use kruntimes::api::{Run, RunPhase, Runtime, runtimed_audience};
-use kruntimes::testing::{pod, run, runtime};
+use kruntimes::api::{Run, RunPhase, runtimed_audience};
+use kruntimes::testing::{run, runtime};
 use kube::ResourceExt as _;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
+use support::gateway::{register_gateway, runtime_pod, token};
 use support::world::{
     Create as _, RuntimeServerProcess, RuntimedProcess, SchedulerProcess, TestNs, create_in,
     eventually,
@@ -33,156 +28,6 @@ use support::world::{
 const SYSTEM_NS: &str = "kubectl-kruntimes";
 const GATEWAY_SA: &str = "kubectl-kruntimes-scheduler";
 const WAIT: Duration = Duration::from_secs(60);
-
-/// What the spy saw of one request: method, path, every header and the body.
-#[derive(Debug, Clone)]
-struct Seen {
-    target: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Seen {
-    fn text(&self) -> String {
-        let headers: Vec<String> = self
-            .headers
-            .iter()
-            .map(|(k, v)| format!("{k}: {v}"))
-            .collect();
-        format!(
-            "{}\n{}\n{}",
-            self.target,
-            headers.join("\n"),
-            String::from_utf8_lossy(&self.body)
-        )
-    }
-}
-
-/// A TLS proxy in front of runtimed's API that records what passes.
-struct Spy {
-    port: u16,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-impl Spy {
-    async fn start(runtimed_port: u16) -> Spy {
-        use kruntimes::telemetry::http::{Bounds, secure};
-        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-        let port = support::free_port();
-        let client = kruntimes::gateway::upstream::http_client().unwrap();
-        let recorded = seen.clone();
-        let app = axum::Router::new().fallback(move |request: Request| {
-            let (client, recorded) = (client.clone(), recorded.clone());
-            async move { forward(client, recorded, runtimed_port, request).await }
-        });
-        let tls = Arc::new(secure::server_config(None, &["spy".into()]).unwrap());
-        let addr = SocketAddr::new(IpAddr::from([127, 0, 0, 1]), port);
-        secure::serve_tls(
-            addr,
-            app,
-            move || tls.clone(),
-            Bounds::default(),
-            std::future::pending(),
-        )
-        .await
-        .unwrap();
-        Spy { port, seen }
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-async fn forward(
-    client: reqwest::Client,
-    recorded: Arc<Mutex<Vec<Seen>>>,
-    runtimed_port: u16,
-    request: Request,
-) -> Response {
-    let (parts, body) = request.into_parts();
-    let body = axum::body::to_bytes(body, 4 << 20).await.unwrap().to_vec();
-    let target = parts
-        .uri
-        .path_and_query()
-        .map(|p| p.to_string())
-        .unwrap_or_default();
-    let headers = parts
-        .headers
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.to_string(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
-        .collect();
-    recorded.lock().unwrap().push(Seen {
-        target: format!("{} {target}", parts.method),
-        headers,
-        body: body.clone(),
-    });
-    let mut onward = client.request(
-        parts.method,
-        format!("https://127.0.0.1:{runtimed_port}{target}"),
-    );
-    for (k, v) in &parts.headers {
-        if k != http::header::HOST {
-            onward = onward.header(k, v);
-        }
-    }
-    let answer = onward.body(body).send().await.unwrap();
-    let code = answer.status();
-    (code, axum::body::Body::from_stream(answer.bytes_stream())).into_response()
-}
-
-/// What routes the aggregated API to the gateway on this host: the objects `dev` applies.
-async fn register_gateway(client: &kube::Client, port: u16) {
-    kruntimes::cmd::dev::gateway::register(client, host_ip(), port)
-        .await
-        .unwrap();
-}
-
-fn host_ip() -> std::net::Ipv4Addr {
-    kruntimes::cmd::dev::gateway::host_ip()
-        .expect("this machine has no IPv4 route: the aggregation layer cannot reach the gateway")
-}
-
-/// A Runtime Pod of `rt` whose runtimed API is on `api_port` of 127.0.0.1: made by the
-/// controller (a controller reference to `owner`) or only labelled alike.
-async fn runtime_pod(
-    ns: &TestNs,
-    name: &str,
-    rt: &str,
-    api_port: u16,
-    owner: Option<&Runtime>,
-) -> Pod {
-    let mut p = pod(name).runtime(rt).ns(&ns.name).no_lease().build();
-    p.status = None;
-    p.spec.as_mut().unwrap().containers[0].ports = Some(vec![ContainerPort {
-        name: Some(kruntimes::api::RUNTIMED_API_PORT_NAME.into()),
-        container_port: i32::from(api_port),
-        ..Default::default()
-    }]);
-    if let Some(owner) = owner {
-        p.metadata.owner_references = Some(vec![OwnerReference {
-            api_version: "kruntimes.io/v1alpha1".into(),
-            kind: "Runtime".into(),
-            name: owner.name_any(),
-            uid: owner.uid().unwrap(),
-            controller: Some(true),
-            ..Default::default()
-        }]);
-    }
-    let created = create_in(ns, p).await;
-    let status = json!({"status": {"phase": "Running", "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}],
-        "conditions": [{"type": "Ready", "status": "True"}]}});
-    ns.api::<Pod>()
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .unwrap();
-    created
-}
 
 /// `kubectl-kruntimes ARGS -n NS --as USER`: (success, stdout, stderr).
 fn kruntimes_as(user: &str, ns: &str, args: &[&str]) -> (bool, String, String) {
@@ -204,24 +49,6 @@ fn apply(object: &serde_json::Value, ns: &str) {
     cmd.args(["apply", "-n", ns, "-f", "-"]);
     let out = support::output_with_stdin(&mut cmd, object.to_string().as_bytes());
     support::ok(&out, "kubectl apply");
-}
-
-/// A token of `account` in `namespace` for `audience`.
-async fn token(client: &kube::Client, namespace: &str, account: &str, audience: &str) -> String {
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            audiences: Some(vec![audience.into()]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    sas.create_token_request(account, &PostParams::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .and_then(|s| s.token)
-        .unwrap()
 }
 
 /// runtimed's answer to a direct call with `token`.
@@ -273,8 +100,8 @@ async fn logs_go_through_the_aggregated_api_and_no_callers_credential_reaches_th
 
     // runtimed of a Pod the controller made, behind the spy.
     let api_port = support::free_port();
-    let spy = Spy::start(api_port).await;
-    let made = runtime_pod(&ns, "made", "python", spy.port, Some(&python)).await;
+    let spy = support::gateway::spy(api_port, None).await;
+    let made = runtime_pod(&ns, "made", "python", "127.0.0.1", spy.port, Some(&python)).await;
     let api_flag = format!("--api-bind-address=127.0.0.1:{api_port}");
     let server = RuntimeServerProcess::start().await;
     let store = tempfile::tempdir().unwrap();
@@ -442,14 +269,7 @@ async fn logs_go_through_the_aggregated_api_and_no_callers_credential_reaches_th
                 "{word} reached the Pod: {text}"
             );
         }
-        let bearer = seen
-            .headers
-            .iter()
-            .find(|(k, _)| k == "authorization")
-            .map(|(_, v)| v.clone());
-        let token = bearer
-            .and_then(|b| b.strip_prefix("Bearer ").map(str::to_string))
-            .expect("a bearer token");
+        let token = seen.bearer().expect("a bearer token").to_string();
         let review = kruntimes::api::runtimed_audience(&uid);
         let reviewed =
             Api::<k8s_openapi::api::authentication::v1::TokenReview>::all(client.clone())
@@ -528,8 +348,8 @@ async fn logs_go_through_the_aggregated_api_and_no_callers_credential_reaches_th
     );
 
     // A Pod labelled as the Runtime's but not made by its controller receives nothing.
-    let rogue_spy = Spy::start(api_port).await;
-    runtime_pod(&ns, "rogue", "python", rogue_spy.port, None).await;
+    let rogue_spy = support::gateway::spy(api_port, None).await;
+    runtime_pod(&ns, "rogue", "python", "127.0.0.1", rogue_spy.port, None).await;
     run("lured")
         .runtime("python")
         .task(&["true"])

@@ -12,6 +12,7 @@
 //! [`route`]'s, the certificate [`serving`]'s. Not leader-gated: it reads and never writes a
 //! Run.
 
+pub mod authorize;
 pub mod frontproxy;
 pub mod route;
 pub mod serving;
@@ -19,7 +20,7 @@ pub mod upstream;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
@@ -28,9 +29,6 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse as _, Response};
 use http::{HeaderValue, StatusCode};
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::ResourceExt as _;
 use kube::api::{Api, ListParams, PostParams};
@@ -38,7 +36,7 @@ use tracing::{info, warn};
 
 use crate::api::{LABEL_RUNTIME, Run, SUBRESOURCES_GROUP};
 use crate::telemetry::http::secure::PeerCertificate;
-use frontproxy::{RequestHeader, User};
+use frontproxy::RequestHeader;
 use route::{Call, Route, What};
 use upstream::Refusal;
 
@@ -156,6 +154,7 @@ async fn tls(
 struct Gateway {
     client: kube::Client,
     header: Arc<RwLock<RequestHeader>>,
+    decisions: Arc<Mutex<authorize::Decisions>>,
     tokens: upstream::Tokens,
     http: reqwest::Client,
 }
@@ -191,6 +190,7 @@ pub async fn start(
     let gateway = Gateway {
         client: client.clone(),
         header,
+        decisions: Arc::default(),
         tokens: upstream::Tokens::new(client.clone(), &sa_ns, &sa_name),
         http: upstream::http_client()?,
     };
@@ -251,77 +251,49 @@ async fn handle(State(gw): State<Gateway>, request: Request) -> Response {
         Ok(user) => user,
         Err(why) => return status(&Refusal::new(401, "Unauthorized", why)),
     };
-    if let Err(refusal) = authorize(&gw.client, &user, &call).await {
-        return status(&refusal);
-    }
-    match serve(&gw, &call, request).await {
-        Ok(response) => response,
-        Err(refusal) => status(&refusal),
-    }
+    // The review and the Run's read at once; the refusal goes first, whatever the read found.
+    let (allowed, run) = tokio::join!(
+        authorize::authorize(&gw.client, &gw.decisions, &user, &call),
+        read_run(&gw.client, &call)
+    );
+    let served = match (allowed, run) {
+        (Err(refusal), _) | (Ok(()), Err(refusal)) => Err(refusal),
+        (Ok(()), Ok(run)) => serve(&gw, &call, run, request).await,
+    };
+    served.unwrap_or_else(|refusal| status(&refusal))
 }
 
-/// A SubjectAccessReview of the user on the call's subresource.
-async fn authorize(client: &kube::Client, user: &User, call: &Call) -> Result<(), Refusal> {
-    let review = SubjectAccessReview {
-        spec: SubjectAccessReviewSpec {
-            user: Some(user.name.clone()),
-            uid: user.uid.clone(),
-            groups: Some(user.groups.clone()),
-            extra: Some(user.extra.clone()),
-            resource_attributes: Some(ResourceAttributes {
-                namespace: Some(call.namespace.clone()),
-                verb: Some(call.what.verb().into()),
-                group: Some(SUBRESOURCES_GROUP.into()),
-                resource: Some("runs".into()),
-                subresource: Some(call.what.subresource().into()),
-                name: Some(call.run.clone()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let answer = Api::<SubjectAccessReview>::all(client.clone())
-        .create(&PostParams::default(), &review)
-        .await
-        .map_err(upstream::api_unavailable)?
-        .status
-        .unwrap_or_default();
-    match answer.allowed && answer.denied != Some(true) {
-        true => Ok(()),
-        false => Err(Refusal::new(
-            403,
-            "Forbidden",
-            format!(
-                "the gateway's SubjectAccessReview: User {:?} cannot {} resource \"runs/{}\" of Run {:?} in API group {SUBRESOURCES_GROUP:?} in the namespace {:?}",
-                user.name,
-                call.what.verb(),
-                call.what.subresource(),
-                call.run,
-                call.namespace
-            ),
+/// The Run the call names.
+async fn read_run(client: &kube::Client, call: &Call) -> Result<Run, Refusal> {
+    let runs: Api<Run> = Api::namespaced(client.clone(), &call.namespace);
+    match upstream::read(&runs, &call.run).await {
+        Ok(Some(run)) => Ok(run),
+        Ok(None) => Err(Refusal::new(
+            404,
+            "NotFound",
+            format!("runs.kruntimes.io {:?} not found", call.run),
         )),
+        Err(e) => Err(upstream::api_unavailable(e)),
     }
 }
 
 /// The call, once authorised: to the Run's runtimed, or (the artifact list) from the Run.
-async fn serve(gw: &Gateway, call: &Call, request: Request) -> Result<Response, Refusal> {
-    let runs: Api<Run> = Api::namespaced(gw.client.clone(), &call.namespace);
-    let run = match runs.get_opt(&call.run).await {
-        Ok(Some(run)) => run,
-        Ok(None) => {
-            return Err(Refusal::new(
-                404,
-                "NotFound",
-                format!("runs.kruntimes.io {:?} not found", call.run),
-            ));
-        }
-        Err(e) => return Err(upstream::api_unavailable(e)),
-    };
+async fn serve(gw: &Gateway, call: &Call, run: Run, request: Request) -> Result<Response, Refusal> {
     let pods: Api<Pod> = Api::namespaced(gw.client.clone(), &call.namespace);
-    let runtime_uid = upstream::runtime_uid(&gw.client, &run).await?;
     let run_path =
         percent_encoding::utf8_percent_encode(&call.run, percent_encoding::NON_ALPHANUMERIC);
+    let assigned = run.status.as_ref().and_then(|s| s.assigned_pod.clone());
+    // The Runtime and the bound Pod at once: neither read needs the other.
+    let bound = async {
+        match (&call.what, &assigned) {
+            (What::Log | What::Invoke, Some(name)) => upstream::read(&pods, name)
+                .await
+                .map_err(upstream::api_unavailable),
+            _ => Ok(None),
+        }
+    };
+    let (runtime_uid, bound) = tokio::join!(upstream::runtime_uid(&gw.client, &run), bound);
+    let runtime_uid = runtime_uid?;
     match &call.what {
         What::ArtifactList => {
             let refs = run
@@ -332,14 +304,7 @@ async fn serve(gw: &Gateway, call: &Call, request: Request) -> Result<Response, 
             Ok(json_body(refs).into_response())
         }
         What::Log | What::Invoke => {
-            let assigned = run.status.as_ref().and_then(|s| s.assigned_pod.clone());
-            let pod = match &assigned {
-                Some(name) => pods
-                    .get_opt(name)
-                    .await
-                    .map_err(upstream::api_unavailable)?,
-                None => None,
-            };
+            let pod = bound?;
             let pod = upstream::bound_pod(&run, pod.as_ref(), &runtime_uid)?;
             let base = upstream::address(pod)?;
             let token = gw

@@ -12,6 +12,7 @@
 #![allow(dead_code)]
 
 pub mod gates;
+pub mod gateway;
 pub mod git;
 pub mod helm;
 pub mod measure;
@@ -19,6 +20,7 @@ pub mod policy;
 pub mod pool;
 pub mod roles;
 pub mod s3;
+pub mod spy;
 pub mod tokens;
 pub mod world;
 

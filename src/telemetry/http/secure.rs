@@ -278,7 +278,13 @@ pub async fn serve_tls(
                     return;
                 };
                 let stream = match listener.accept().await {
-                    Ok((stream, _)) => stream,
+                    Ok((stream, _)) => {
+                        // As Go sets on every connection: a response written in parts (headers,
+                        // then body) must not wait out the peer's delayed ACK (Nagle's algorithm,
+                        // 40 ms a call through the aggregation layer).
+                        let _ = stream.set_nodelay(true);
+                        stream
+                    }
                     Err(e) => {
                         error!("https server on {addr}: cannot accept a connection: {e}");
                         tokio::time::sleep(Duration::from_millis(100)).await;
