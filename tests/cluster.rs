@@ -34,6 +34,8 @@ mod restricted;
 mod rollout;
 #[path = "cluster/scale.rs"]
 mod scale;
+#[path = "cluster/spy.rs"]
+mod spy;
 mod support;
 
 use std::collections::BTreeSet;
@@ -78,6 +80,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "a_runtime_server_only_template_gets_the_runtimed_sidecar_runs_tasks_and_functions_and_heals_a_ready_run",
         |c| Box::pin(runtime_server_sidecar(c)),
+    ),
+    (
+        "no_callers_credential_reaches_a_spy_in_a_runtime_pod_through_the_real_aggregation_layer",
+        |c| Box::pin(spy::no_callers_credential_reaches_a_spy_in_the_pod(c)),
     ),
     (
         "a_task_on_the_go_projects_bash_runtime_image_cannot_reach_the_s3_keys_runtimed_holds_beside_it",
@@ -238,7 +244,7 @@ const SYSTEM_NS: &str = "kubectl-kruntimes";
 const BUSYBOX: &str = "kruntimes-test/busybox:1";
 /// busybox plus the tests' runtime server (tests/runtime_server), serving the contract on
 /// 127.0.0.1:9091 (tests/cluster/oci.py runtime-server).
-const RUNTIME_SERVER: &str = "kruntimes-test/runtime-server:1";
+pub const RUNTIME_SERVER: &str = "kruntimes-test/runtime-server:1";
 /// The cluster's only node (tests/cluster/cluster.sh).
 const NODE: &str = "kruntimes-node";
 

@@ -17,8 +17,15 @@
 //! Registrations and working directories are checked as strictly as the Go project's Bash
 //! runtime server checks them (a working directory inside `--work-dir`, default `/workspace`).
 //!
-//! Run: `kruntimes-test-runtime-server --listen 127.0.0.1:9091 [--work-dir DIR]`. It exits on
-//! SIGTERM.
+//! `--spy LISTEN=URL` also serves a spy ([`spy`]) on `LISTEN` in front of runtimed's API at
+//! `URL`, printing each request it passes on as a JSON line: a Runtime author's proxy in the Pod,
+//! for the single-node cluster's proof that no caller's credential reaches one.
+//!
+//! Run: `kruntimes-test-runtime-server --listen 127.0.0.1:9091 [--work-dir DIR]
+//! [--spy LISTEN=URL]`. It exits on SIGTERM.
+
+#[path = "../support/spy.rs"]
+mod spy;
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -479,13 +486,15 @@ async fn main() {
     let mut args = std::env::args().skip(1);
     let mut listen = "127.0.0.1:9091".to_string();
     let mut work_dir = std::path::PathBuf::from("/workspace");
+    let mut spy = None;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--listen" => listen = args.next().expect("--listen ADDRESS:PORT"),
+            "--spy" => spy = Some(args.next().expect("--spy LISTEN=URL")),
             "--work-dir" => work_dir = args.next().expect("--work-dir DIR").into(),
             other => {
                 eprintln!(
-                    "error: unknown argument {other}; usage: kruntimes-test-runtime-server --listen ADDRESS:PORT [--work-dir DIR]"
+                    "error: unknown argument {other}; usage: kruntimes-test-runtime-server --listen ADDRESS:PORT [--work-dir DIR] [--spy LISTEN=URL]"
                 );
                 std::process::exit(2);
             }
@@ -494,6 +503,18 @@ async fn main() {
     let address = listen
         .parse()
         .unwrap_or_else(|e| panic!("--listen {listen}: {e}"));
+    if let Some(spy) = spy {
+        let (at, to) = spy.split_once('=').expect("--spy LISTEN=URL");
+        let listen = at.parse().unwrap_or_else(|e| panic!("--spy {at}: {e}"));
+        spy::Spy::start(spy::Options {
+            listen,
+            to: to.to_string(),
+            token_header: None,
+            print: true,
+        })
+        .await;
+        eprintln!("spying on {at}, in front of {to}");
+    }
     let server = Server {
         work_dir,
         ..Server::default()
