@@ -28,16 +28,14 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kruntimes::api::{RunPhase, runtimed_audience};
 use kruntimes::testing::{percentile, run, runtime};
 use kube::ResourceExt as _;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
-use support::gateway::{host_ip, register_gateway, runtime_pod, spy, token};
+use support::gateway::{await_available, host_ip, register_gateway, runtime_pod, spy};
 use support::world::{
     Create as _, RuntimeServerProcess, RuntimedProcess, SchedulerProcess, TestNs, create_in,
-    eventually,
 };
 
 const SYSTEM_NS: &str = "kubectl-kruntimes";
@@ -118,19 +116,7 @@ async fn main() {
         .unwrap();
     ns.wait_phase("hello", RunPhase::Succeeded, WAIT).await;
     ns.wait_phase("fn", RunPhase::Ready, WAIT).await;
-    let apiservices: Api<APIService> = Api::all(client.clone());
-    eventually(WAIT, "the APIService to be Available", async || {
-        let s = apiservices
-            .get("v1alpha1.subresources.kruntimes.io")
-            .await
-            .map_err(|e| e.to_string())?;
-        let conditions = s.status.and_then(|s| s.conditions).unwrap_or_default();
-        match conditions.iter().find(|c| c.type_ == "Available") {
-            Some(c) if c.status == "True" => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
-    })
-    .await;
+    await_available(&client).await;
 
     // What runtimed receives from the gateway, replayed on the other paths.
     let subresources = format!(
@@ -152,7 +138,9 @@ async fn main() {
         "/api/v1/namespaces/{}/pods/https:made:{}/proxy",
         ns.name, spy.port
     );
-    let gateway_token = token(&client, SYSTEM_NS, GATEWAY_SA, &runtimed_audience(&uid)).await;
+    let gateway_token =
+        support::tokens::audience_token(&client, SYSTEM_NS, GATEWAY_SA, &runtimed_audience(&uid))
+            .await;
     let header = Some((TOKEN_HEADER, format!("Bearer {gateway_token}")));
     let direct = kruntimes::gateway::upstream::http_client().unwrap();
     let direct_base = format!("https://127.0.0.1:{}", spy.port);

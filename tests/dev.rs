@@ -229,24 +229,20 @@ fn readme_hello() -> ReadmeHello {
         .take_while(|l| *l != "EOF")
         .map(|l| format!("{l}\n"))
         .collect();
-    let get_line = lines
-        .by_ref()
-        .find(|l| l.starts_with("kubectl get run hello"))
-        .expect("the README's quickstart reads the Run back");
-    let shown = lines
-        .next()
-        .and_then(|l| l.strip_prefix("# "))
-        .expect("the README shows the output under the command")
-        .to_string();
-    let logs_line = lines
-        .by_ref()
-        .find(|l| l.starts_with("kubectl kruntimes logs run/hello"))
-        .expect("the README's quickstart reads the Run's log");
-    let log = lines
-        .next()
-        .and_then(|l| l.strip_prefix("# "))
-        .expect("the README shows the log under the command")
-        .to_string();
+    // The next line starting with `prefix`, and the output the README shows under it.
+    let mut shown_under = |prefix: &str| {
+        let line = lines
+            .by_ref()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("the README's quickstart has no line {prefix:?}"));
+        let shown = lines
+            .next()
+            .and_then(|l| l.strip_prefix("# "))
+            .unwrap_or_else(|| panic!("the README shows no output under {line:?}"));
+        (line, shown.to_string())
+    };
+    let (get_line, shown) = shown_under("kubectl get run hello");
+    let (logs_line, log) = shown_under("kubectl kruntimes logs run/hello");
     ReadmeHello {
         apply,
         manifest,

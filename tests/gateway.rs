@@ -13,16 +13,15 @@ mod support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kruntimes::api::{Run, RunPhase, runtimed_audience};
 use kruntimes::testing::{run, runtime};
 use kube::ResourceExt as _;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
-use support::gateway::{register_gateway, runtime_pod, token};
+use support::gateway::{await_available, register_gateway, runtime_pod};
+use support::tokens::{audience_token, reviewed_user};
 use support::world::{
     Create as _, RuntimeServerProcess, RuntimedProcess, SchedulerProcess, TestNs, create_in,
-    eventually,
 };
 
 const SYSTEM_NS: &str = "kubectl-kruntimes";
@@ -147,23 +146,7 @@ async fn logs_go_through_the_aggregated_api_and_no_callers_credential_reaches_th
     ns.wait_phase("hello", RunPhase::Succeeded, WAIT).await;
 
     // The APIService turns Available once the API server reaches the gateway.
-    let apiservices: Api<APIService> = Api::all(client.clone());
-    eventually(
-        WAIT,
-        "APIService v1alpha1.subresources.kruntimes.io to be Available",
-        async || {
-            let s = apiservices
-                .get("v1alpha1.subresources.kruntimes.io")
-                .await
-                .map_err(|e| e.to_string())?;
-            let available = s.status.and_then(|s| s.conditions).unwrap_or_default();
-            match available.iter().find(|c| c.type_ == "Available") {
-                Some(c) if c.status == "True" => Ok(()),
-                other => Err(format!("{other:?}")),
-            }
-        },
-    )
-    .await;
+    await_available(&client).await;
 
     // alice reads it, with and without --follow, and through kubectl get --raw.
     let (ok, out, err) = kruntimes_as("alice", &ns.name, &["logs", "run/hello"]);
@@ -270,22 +253,9 @@ async fn logs_go_through_the_aggregated_api_and_no_callers_credential_reaches_th
             );
         }
         let token = seen.bearer().expect("a bearer token").to_string();
-        let review = kruntimes::api::runtimed_audience(&uid);
-        let reviewed =
-            Api::<k8s_openapi::api::authentication::v1::TokenReview>::all(client.clone())
-                .create(
-                    &PostParams::default(),
-                    &serde_json::from_value(
-                        json!({"spec": {"token": token, "audiences": [review]}}),
-                    )
-                    .unwrap(),
-                )
-                .await
-                .unwrap()
-                .status
-                .unwrap();
+        let audience = kruntimes::api::runtimed_audience(&uid);
         assert_eq!(
-            reviewed.user.and_then(|u| u.username).as_deref(),
+            reviewed_user(&client, &token, &audience).await.as_deref(),
             Some(format!("system:serviceaccount:{SYSTEM_NS}:{GATEWAY_SA}").as_str()),
             "the gateway's account, for this Pod's audience"
         );
@@ -299,7 +269,7 @@ async fn logs_go_through_the_aggregated_api_and_no_callers_credential_reaches_th
         401,
         "a user's token"
     );
-    let elsewhere = token(
+    let elsewhere = audience_token(
         &client,
         SYSTEM_NS,
         GATEWAY_SA,
@@ -311,7 +281,7 @@ async fn logs_go_through_the_aggregated_api_and_no_callers_credential_reaches_th
         401,
         "the gateway's token for another Pod"
     );
-    let api_audience = token(
+    let api_audience = audience_token(
         &client,
         SYSTEM_NS,
         GATEWAY_SA,
@@ -334,13 +304,13 @@ async fn logs_go_through_the_aggregated_api_and_no_callers_credential_reaches_th
         },
     )
     .await;
-    let intruder = token(&client, &ns.name, "intruder", &runtimed_audience(&uid)).await;
+    let intruder = audience_token(&client, &ns.name, "intruder", &runtimed_audience(&uid)).await;
     assert_eq!(
         direct(api_port, path, Some(&intruder)).await,
         403,
         "another account's token for this Pod"
     );
-    let ours = token(&client, SYSTEM_NS, GATEWAY_SA, &runtimed_audience(&uid)).await;
+    let ours = audience_token(&client, SYSTEM_NS, GATEWAY_SA, &runtimed_audience(&uid)).await;
     assert_eq!(
         direct(api_port, path, Some(&ours)).await,
         200,

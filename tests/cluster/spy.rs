@@ -6,17 +6,15 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::authentication::v1::TokenReview;
 use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec};
 use kube::ResourceExt as _;
-use kube::api::{Api, PostParams};
-use serde_json::json;
 
 use crate::harness::Cluster;
 use crate::objects::{
     create_run, create_runtime, delete_runtime, runtime_namespace, wait_phases, wait_runtime_ready,
 };
 use crate::support::spy::Seen;
+use crate::support::tokens::reviewed_user;
 use crate::support::world::Create as _;
 use kruntimes::api::{RUNTIMED_API_PORT_NAME, RunPhase};
 use kruntimes::testing::run;
@@ -121,19 +119,9 @@ pub async fn no_callers_credential_reaches_a_spy_in_the_pod(cluster: &Cluster) {
             );
         }
         let token = request.bearer().expect("a bearer token");
-        let review: TokenReview = serde_json::from_value(json!({"spec": {
-            "token": token,
-            "audiences": [kruntimes::api::runtimed_audience(&uid)],
-        }}))
-        .unwrap();
-        let reviewed = Api::<TokenReview>::all(client.clone())
-            .create(&PostParams::default(), &review)
-            .await
-            .unwrap()
-            .status
-            .unwrap();
+        let audience = kruntimes::api::runtimed_audience(&uid);
         assert_eq!(
-            reviewed.user.and_then(|u| u.username).as_deref(),
+            reviewed_user(&client, token, &audience).await.as_deref(),
             Some(kruntimes::api::DEFAULT_GATEWAY_USER),
             "the gateway's account, for this Pod's audience alone: {text}"
         );

@@ -4,17 +4,16 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{ContainerPort, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{ContainerPort, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kruntimes::api::Runtime;
 use kruntimes::testing::pod;
 use kube::ResourceExt as _;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 pub use super::spy::{Options as SpyOptions, Spy};
-use super::world::{TestNs, create_in};
+use super::world::{TestNs, create_in, eventually};
 
 /// A spy on a free port of every address of this host, in front of runtimed's API on
 /// `runtimed_port` of 127.0.0.1, moving `token_header` into `Authorization` if given.
@@ -77,25 +76,19 @@ pub async fn runtime_pod(
     created
 }
 
-/// A token of `account` in `namespace` for `audience`.
-pub async fn token(
-    client: &kube::Client,
-    namespace: &str,
-    account: &str,
-    audience: &str,
-) -> String {
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            audiences: Some(vec![audience.into()]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    sas.create_token_request(account, &PostParams::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .and_then(|s| s.token)
-        .unwrap()
+/// Waits until the API server reaches the gateway: the APIService Available, as `install`
+/// judges it.
+pub async fn await_available(client: &kube::Client) {
+    use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+    let apiservices: Api<APIService> = Api::all(client.clone());
+    let name = kruntimes::gateway::serving::APISERVICE;
+    eventually(
+        std::time::Duration::from_secs(60),
+        "the gateway's APIService to be Available",
+        async || {
+            let s = apiservices.get(name).await.map_err(|e| e.to_string())?;
+            kruntimes::cmd::install::system::gateway_available(&s)
+        },
+    )
+    .await;
 }

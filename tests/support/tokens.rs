@@ -77,6 +77,23 @@ pub async fn audience_token(client: &Client, ns: &str, sa: &str, audience: &str)
     request_token_for(client, ns, sa, None, Some(audience)).await
 }
 
+/// Whose `token` is for `audience`, by the API server's TokenReview (`None`: not one it takes).
+pub async fn reviewed_user(client: &Client, token: &str, audience: &str) -> Option<String> {
+    use k8s_openapi::api::authentication::v1::TokenReview;
+    let review: TokenReview = serde_json::from_value(
+        serde_json::json!({"spec": {"token": token, "audiences": [audience]}}),
+    )
+    .unwrap();
+    kube::Api::<TokenReview>::all(client.clone())
+        .create(&Default::default(), &review)
+        .await
+        .unwrap()
+        .status
+        .filter(|s| s.authenticated == Some(true))
+        .and_then(|s| s.user)
+        .and_then(|u| u.username)
+}
+
 /// A token of the gateway's account for the runtimed of the Pod whose UID is `pod_uid`, as
 /// the gateway gets it; the account is made when missing.
 pub async fn gateway_token(pod_uid: &str) -> String {
