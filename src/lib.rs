@@ -3,6 +3,7 @@
 //! The library holds everything; `main.rs` only parses the command line and dispatches.
 
 pub mod api;
+pub mod cleanup;
 pub mod cli;
 pub mod cmd;
 pub mod gateway;

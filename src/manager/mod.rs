@@ -1,5 +1,6 @@
 //! `kubectl kruntimes scheduler run`: the controller manager. Wires the Runtime controller,
-//! the scheduler controller, Lease leader election ([`leader`]), `/metrics`, `/healthz` and
+//! the scheduler controller, the cleanup controller (on the scheduler's store of Runs), Lease
+//! leader election ([`leader`]), `/metrics`, `/healthz` and
 //! `/readyz`, supervises every long-lived task, and shuts down on SIGTERM or SIGINT. It
 //! decides nothing itself. It acts only while it leads and no foreign (Go kruntimes)
 //! scheduler holds its Lease ([`foreign`]). At start it warns once when Runtime Pods are not
@@ -16,6 +17,7 @@ use futures::FutureExt;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::cleanup::Cleanup;
 use crate::cli::{GlobalArgs, SchedulerRunArgs};
 use crate::kubeclient;
 use crate::policy::runtimed as runtimed_policy;
@@ -133,8 +135,21 @@ pub async fn run(
             runtime_controller::run(client, namespace, injection, stopped).await;
         })
     };
+    // One store of Runs in the process: the scheduler's watch fills it, cleanup reads it.
+    let (runs, runs_writer) = kube::runtime::reflector::store();
+    let mut cleanup = {
+        let (cleanup, leading) = (
+            Cleanup::new(target.client.clone()),
+            wait_for(leading_rx.clone()),
+        );
+        tokio::spawn(async move {
+            leading.await;
+            cleanup.run(runs).await;
+        })
+    };
     let mut scheduling = tokio::spawn(controller::run(
         scheduler,
+        runs_writer,
         wait_for(leading_rx),
         stopped.clone(),
     ));
@@ -154,6 +169,10 @@ pub async fn run(
             Ok(()) => anyhow!("the Runtime controller stopped unexpectedly"),
             Err(e) => anyhow!("the Runtime controller task failed: {e}"),
         }),
+        ended = &mut cleanup => Some(match ended {
+            Ok(()) => anyhow!("the cleanup controller stopped unexpectedly"),
+            Err(e) => anyhow!("the cleanup controller task failed: {e}"),
+        }),
     };
     info!("shutting down");
     let _ = stop_tx.send(true);
@@ -161,6 +180,7 @@ pub async fn run(
         let _ = tokio::time::timeout(Duration::from_secs(10), scheduling).await;
     }
     runtime_controller.abort();
+    cleanup.abort();
     foreign_gate.abort();
     if let Some(election) = election {
         election.release().await;

@@ -12,10 +12,8 @@ pub mod framework;
 pub mod plugins;
 
 pub mod controller;
-pub mod finalizer;
 pub mod metrics;
 pub mod status_patch;
 pub mod steps;
-pub mod ttl;
 pub mod watch;
 pub mod workspaces;

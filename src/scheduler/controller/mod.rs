@@ -13,7 +13,6 @@
 mod lifecycle;
 mod preemption;
 mod scheduling;
-mod ttl;
 mod workspaces;
 
 use std::future::Future;
@@ -399,8 +398,7 @@ impl Scheduler {
     }
 
     /// The leader's work for as long as this task lives (it is aborted on shutdown): the
-    /// scheduling loop, the lifecycle loop, the TTL loop and the workspace loop, once every
-    /// cache has listed.
+    /// scheduling loop, the lifecycle loop and the workspace loop, once every cache has listed.
     async fn lead(self: Arc<Self>, store: Store<Run>) {
         self.leading.store(true, Ordering::Release);
         let _ = store.wait_until_ready().await;
@@ -412,8 +410,7 @@ impl Scheduler {
         // Neither ends on its own; whichever does ends the leader's work.
         tokio::select! {
             () = self.clone().schedule_loop(store.clone()) => {}
-            () = self.clone().heal(store.clone()) => {}
-            () = self.clone().expire_finished(store) => {}
+            () = self.clone().heal(store) => {}
             () = self.clone().tend_workspaces() => {}
         }
     }
@@ -460,14 +457,16 @@ fn now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
 const MAX_BINDS_IN_FLIGHT: usize = 64;
 
 /// Starts the watches now and the queue whenever `leading` resolves; runs until `shutdown`.
+/// The Run watch fills `runs`, the process's one store of Runs, which the caller may read too.
 /// Returns an error when any of its tasks stops on its own (a panic included): a scheduler
 /// with a dead watch or queue must not keep holding the leader Lease.
 pub async fn run(
     scheduler: Arc<Scheduler>,
+    runs: reflector::store::Writer<Run>,
     leading: impl Future<Output = ()> + Send + 'static,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
-    let (reader, writer) = reflector::store();
+    let (reader, writer) = (runs.as_reader(), runs);
     let mut runs = tokio::spawn(scheduler.clone().watch_runs(writer));
     let mut workspaces = tokio::spawn(scheduler.clone().watch_workspaces());
     let mut runtimes = tokio::spawn(scheduler.clone().watch_runtimes());

@@ -1,9 +1,16 @@
-//! The leader's TTL loop: deletes terminal Runs once `ttlSecondsAfterFinished` has passed since
-//! their `completionTime` (which Runs are due is [`crate::scheduler::ttl`]'s pure decision).
-//! Each delete is guarded by the Run's UID, so a Run recreated under the same name is never
-//! deleted for its predecessor's TTL. The same pass keeps the function-cleanup finalizer
-//! ([`crate::scheduler::finalizer`] decides), each write guarded by the Run's
-//! resourceVersion.
+//! What becomes of a Run at its end, beside the scheduler and under its Lease, as Kubernetes'
+//! TTL-after-finished controller runs in kube-controller-manager beside kube-scheduler:
+//! terminal Runs are deleted once `ttlSecondsAfterFinished` has passed since their
+//! `completionTime` ([`ttl`] decides which), each delete guarded by the Run's UID so that a Run
+//! recreated under the same name is never deleted for its predecessor's TTL; and function Runs
+//! carry the function-cleanup finalizer while they may hold a registration ([`finalizer`]
+//! decides), each write guarded by the Run's resourceVersion.
+//!
+//! It reads the scheduler's own Run store (one copy of every Run in the process) and must not
+//! place, bind or heal a Run.
+
+pub mod finalizer;
+pub mod ttl;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,16 +20,26 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use tracing::{info, warn};
 
-use super::Scheduler;
 use crate::api::Run;
-use crate::scheduler::{finalizer, ttl};
 
 /// The longest the loop sleeps: a Run that finishes with a TTL, or a function Run that needs
 /// its finalizer, is seen within this.
 const TTL_PERIOD: Duration = Duration::from_millis(500);
 
-impl Scheduler {
-    pub(super) async fn expire_finished(self: Arc<Self>, store: Store<Run>) {
+/// The cleanup controller: its writes are the leader's.
+pub struct Cleanup {
+    client: kube::Client,
+}
+
+impl Cleanup {
+    pub fn new(client: kube::Client) -> Arc<Self> {
+        Arc::new(Cleanup { client })
+    }
+
+    /// Passes over `store` until the task is dropped: once it has listed, at least every
+    /// [`TTL_PERIOD`] and at the next TTL deadline.
+    pub async fn run(self: Arc<Self>, store: Store<Run>) {
+        let _ = store.wait_until_ready().await;
         loop {
             let runs = store.state();
             for run in &runs {

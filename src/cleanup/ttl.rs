@@ -1,6 +1,6 @@
 //! `spec.ttlSecondsAfterFinished`: which terminal Runs are due for deletion, and when the next
 //! one is, as Kubernetes' TTL-after-finished controller decides it for Jobs. Pure: the leader's
-//! loop (`controller::ttl`) deletes what this returns, guarded by each Run's UID.
+//! loop ([`super::Cleanup`]) deletes what this returns, guarded by each Run's UID.
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! names it): a function Run carries it while it may hold a registration on a runtime server,
 //! so deleting a Ready Run waits until runtimed has unregistered it and written its end, and
 //! its room is held until then. Pure: which Run needs the finalizer added or removed; the
-//! leader's loop (`controller::ttl`) writes it.
+//! leader's loop ([`super::Cleanup`]) writes it.
 
 use crate::api::Run;
 
