@@ -1,6 +1,8 @@
 //! The Runtime controller's plan, Pod and backoff, as pure functions.
 
 use super::*;
+use crate::api::LABEL_RUNTIME_POD;
+use crate::api::resources::Resources;
 
 #[test]
 fn a_failing_creation_waits_as_long_as_it_has_failed_between_5_seconds_and_5_minutes() {
