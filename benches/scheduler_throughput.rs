@@ -7,7 +7,8 @@
 //! with the Pods alone).
 //!
 //! A measurement, not a test: it prints figures and asserts only that every Run was placed.
-//! Run with `cargo bench --bench scheduler_throughput` (optionally `-- RUNS PODS`).
+//! Run with `cargo bench --bench scheduler_throughput` (optionally `-- RUNS PODS [WORKERS]`:
+//! with WORKERS, that many queue workers only).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -30,7 +31,11 @@ async fn main() {
         .collect();
     let runs = args.first().copied().unwrap_or(2000);
     let pods = args.get(1).copied().unwrap_or(100);
-    for workers in [1u16, 4] {
+    let workers: Vec<u16> = match args.get(2) {
+        Some(&w) => vec![u16::try_from(w).expect("WORKERS fits in 16 bits")],
+        None => vec![1, 4],
+    };
+    for workers in workers {
         measure(runs, pods, workers).await;
     }
 }

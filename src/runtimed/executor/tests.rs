@@ -1,5 +1,8 @@
 use super::*;
+use crate::api::{CodeSource, TaskMode};
+use crate::runtimed::git::GitSource;
 use crate::testing::{env_var, task_mode as task};
+use k8s_openapi::api::core::v1::EnvVar;
 use k8s_openapi::api::core::v1::{EnvVarSource, ObjectFieldSelector};
 
 #[test]
