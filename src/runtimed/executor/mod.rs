@@ -1,9 +1,10 @@
 //! The executor: turns a Run's `mode.task` into a child process, streams its output to the
 //! agent's log and reports how it ended.
 //!
-//! [`prepare()`] (its own file) and [`ExitStatus::terminal`] are pure (validation and the outcome mapping);
-//! [`spawn`] is the only place that starts processes. This module never talks to the API
-//! server and never decides whether a Run may start: admission is the agent's job.
+//! [`prepare()`] (its own file) and [`ExitStatus::terminal`] are pure (validation and the
+//! outcome mapping); [`spawn`] is the only place that starts processes. This module never
+//! talks to the API server and never decides whether a Run may start: admission is the
+//! agent's job.
 
 use std::os::unix::process::ExitStatusExt as _;
 use std::process::Stdio;
