@@ -1,4 +1,5 @@
 use super::*;
+use crate::api::status::reasons::INVALID_AFFINITY;
 use crate::testing::*;
 
 fn decide(world: &World, r: &RunBuilder) -> Decision {
