@@ -5,7 +5,8 @@
 //! authenticates and authorises the user; the gateway believes who it names only on the API
 //! server's front-proxy connection ([`frontproxy`]), asks a SubjectAccessReview on the Run's
 //! subresource itself (verb `get` on `runs/log` and `runs/artifacts`, `create` on
-//! `runs/invoke`), and calls the Run's runtimed with its own token ([`upstream`]). No caller's
+//! `runs/invoke`; [`authorize`], each decision kept 10 s as aggregated servers keep theirs),
+//! and calls the Run's runtimed with its own token ([`upstream`]). No caller's
 //! credential ever reaches a Runtime Pod.
 //!
 //! Owns the listener, the refresh of its TLS settings and the handler; the path is
