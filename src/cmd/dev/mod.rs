@@ -1,8 +1,8 @@
 //! `kubectl kruntimes dev`: the whole system on one machine, in the foreground, with real
 //! parts — etcd and kube-apiserver ([`controlplane`], the same code the integration tests
-//! start), the CRDs, the scheduler and the Runtime controller in this process
-//! ([`crate::manager::run`]), and a local Pod host ([`podhost`]) that runs a real
-//! runtimed for every Runtime Pod. `--demo` ([`demo`]) applies examples/ and follows it to
+//! start), the CRDs, the scheduler, its gateway and the Runtime controller in this process
+//! ([`crate::manager::run`]; the gateway registered at this host's address by [`gateway`]),
+//! and a local Pod host ([`podhost`]) that runs a real runtimed for every Runtime Pod. `--demo` ([`demo`]) applies examples/ and follows it to
 //! the end.
 //!
 //! Everything lives in one data directory ([`DevArgs::data_dir`]): etcd's data, the PKI,
