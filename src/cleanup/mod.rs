@@ -36,10 +36,15 @@ impl Cleanup {
         Arc::new(Cleanup { client })
     }
 
-    /// Passes over `store` until the task is dropped: once it has listed, at least every
-    /// [`TTL_PERIOD`] and at the next TTL deadline.
+    /// Passes over `store` until the task is dropped: at least every [`TTL_PERIOD`] and at the
+    /// next TTL deadline.
+    ///
+    /// It does not await the store's first list: the store shows nothing until that list is
+    /// complete, so a pass before it does nothing. And it must not: the scheduler awaits that
+    /// readiness, and kube-runtime wakes only one waiter of a store's readiness (its
+    /// `DelayedInit` polls one oneshot receiver, which keeps the last waker only), so a second
+    /// waiter could leave the scheduling loop asleep for good.
     pub async fn run(self: Arc<Self>, store: Store<Run>) {
-        let _ = store.wait_until_ready().await;
         loop {
             let runs = store.state();
             for run in &runs {
@@ -90,5 +95,37 @@ impl Cleanup {
                 warn!(run = %name, namespace = %namespace, "cannot write the {} finalizer ({step:?}): {e}; retrying", finalizer::FUNCTION_CLEANUP)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+
+    /// Why [`super::Cleanup::run`] does not await the store's readiness: kube-runtime wakes
+    /// only the last task that began to wait for it. Should kube-runtime wake them all one day,
+    /// this fails, and the wait may come back.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_stores_readiness_wakes_only_its_last_waiter() {
+        let (store, mut writer) = reflector::store::<ConfigMap>();
+        let wait = |store: reflector::Store<ConfigMap>| async move {
+            let _ = store.wait_until_ready().await;
+        };
+        let first = tokio::spawn(wait(store.clone()));
+        tokio::task::yield_now().await;
+        let second = tokio::spawn(wait(store.clone()));
+        tokio::task::yield_now().await;
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitDone);
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(second.is_finished(), "the last waiter is woken");
+        assert!(!first.is_finished(), "the first one sleeps on");
+        first.abort();
+        // A waiter that comes after the list is ready at once.
+        store.wait_until_ready().await.unwrap();
     }
 }
