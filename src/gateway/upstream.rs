@@ -235,14 +235,16 @@ pub async fn runtime_uid(client: &kube::Client, run: &Run) -> Result<String, Ref
 
 /// Object `name`, or `None` if there is none, read from the API server's watch cache
 /// (`resourceVersion=0`), as an informer lists: no quorum read of etcd on every call. It is as
-/// fresh as what the caller's own watch of the same API server saw.
+/// fresh as what the caller's own watch of the same API server saw. A miss is read again from
+/// etcd: an object created a moment ago may not be in the cache yet, and "not found" must
+/// be true.
 pub async fn read<K>(api: &Api<K>, name: &str) -> Result<Option<K>, kube::Error>
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     match api.get_with(name, &kube::api::GetParams::any()).await {
         Ok(object) => Ok(Some(object)),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        Err(kube::Error::Api(s)) if s.code == 404 => api.get_opt(name).await,
         Err(e) => Err(e),
     }
 }
