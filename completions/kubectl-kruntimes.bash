@@ -1672,7 +1672,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__runtimed)
-            opts="-n -s -v -h --pod-name --pod-namespace --pod-uid --heartbeat-interval --routine-events --event-fold-window --heartbeat-duration --shutdown-grace --health-probe-bind-address --metrics-bind-address --api-bind-address --gateway-user --workspace-root --state-dir --runtime-server --git-timeout --git-max-bytes --git-ca-file --artifact-root --artifact-volume-claim --artifact-s3-bucket --artifact-s3-prefix --artifact-s3-region --artifact-s3-endpoint --artifact-s3-force-path-style --artifact-s3-credentials-secret --artifact-s3-credentials-dir --artifact-s3-upload-part-size --artifact-s3-upload-concurrency --artifact-driver --artifact-max-bytes --artifacts-max-bytes --artifact-gc-interval --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
+            opts="-n -s -v -h --pod-name --pod-namespace --pod-uid --heartbeat-interval --routine-events --event-fold-window --claim-delay --heartbeat-duration --shutdown-grace --health-probe-bind-address --metrics-bind-address --api-bind-address --gateway-user --workspace-root --state-dir --runtime-server --git-timeout --git-max-bytes --git-ca-file --artifact-root --artifact-volume-claim --artifact-s3-bucket --artifact-s3-prefix --artifact-s3-region --artifact-s3-endpoint --artifact-s3-force-path-style --artifact-s3-credentials-secret --artifact-s3-credentials-dir --artifact-s3-upload-part-size --artifact-s3-upload-concurrency --artifact-driver --artifact-max-bytes --artifacts-max-bytes --artifact-gc-interval --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1699,6 +1699,10 @@ _kubectl__kruntimes() {
                     return 0
                     ;;
                 --event-fold-window)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --claim-delay)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -61,6 +61,20 @@ async fn every_write_runtimed_makes_is_allowed_with_its_pod_token() {
         Some("42")
     );
 
+    // A short task's one write (runtimed's --claim-delay): Scheduled -> Succeeded with the
+    // claim's startTime, attempt and Admitted=True in the same write.
+    let run = f.create(f.on("short", &f.pod_a)).await;
+    let done = f
+        .write_status(&f.as_a, &run, |status| {
+            claim(status);
+            status.attempt = Some(1);
+            end(Outcome::Succeeded, reasons::SUCCEEDED, Some(0))(status)
+        })
+        .await
+        .unwrap();
+    assert_eq!(done.phase(), RunPhase::Succeeded);
+    assert!(done.status.as_ref().unwrap().start_time.is_some());
+
     // A Scheduled Run that cannot start ends without running (invalid task or request).
     let run = f.create(f.on("no-task", &f.pod_a)).await;
     let failed = f
@@ -449,6 +463,30 @@ async fn a_pod_token_cannot_write_other_pods_runs_nor_make_transitions_runtimed_
         &format!("may not change Run {ns}/mine from phase Scheduled to Running this way"),
     );
     f.assert_run_unchanged(&mine).await;
+
+    // Nor does a claim taken in by the end: it may not skip an attempt.
+    assert_refused(
+        f.write_status(&f.as_a, &mine, |s| {
+            claim(s);
+            s.attempt = Some(2);
+            end(Outcome::Succeeded, reasons::SUCCEEDED, Some(0))(s)
+        })
+        .await,
+        &format!("may not change Run {ns}/mine from phase Scheduled to Succeeded this way"),
+    );
+    f.assert_run_unchanged(&mine).await;
+    // The claim's fields come with an end only from Scheduled: a Running Run's end keeps its
+    // startTime.
+    let started = f.create(f.on("started", &f.pod_a).running()).await;
+    assert_refused(
+        f.write_status(&f.as_a, &started, |s| {
+            s.start_time = Some(now());
+            end(Outcome::Succeeded, reasons::SUCCEEDED, Some(0))(s)
+        })
+        .await,
+        &format!("may not change Run {ns}/started from phase Running to Succeeded this way"),
+    );
+    f.assert_run_unchanged(&started).await;
 
     // Claimed (allowed), a Running Run never goes back to Scheduled or Pending.
     let running = f.write_status(&f.as_a, &mine, claim).await.unwrap();

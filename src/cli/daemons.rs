@@ -140,6 +140,14 @@ pub struct RuntimedArgs {
     /// `0s`: at once. The scheduler's `--event-fold-window` sets it in Runtime Pods.
     #[arg(long, env = "KRUNTIMES_EVENT_FOLD_WINDOW", default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
     pub event_fold_window: Duration,
+    /// How long the claim of a started task waits before it is written (phase Running,
+    /// startTime, Admitted=True): a task that ends within it is written once, claim and end
+    /// together, as the kubelet writes a container that starts and ends within one sync.
+    /// `0s`: each claim is written before its task starts. A runtimed that dies inside the
+    /// window leaves its Run Scheduled: a process runs again (at least once); an execution its
+    /// runtime server still holds is re-attached. Function Runs and retries always claim first.
+    #[arg(long, env = "KRUNTIMES_CLAIM_DELAY", default_value = "500ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub claim_delay: Duration,
     /// How long one renewal holds (the Lease's leaseDurationSeconds).
     #[arg(long, default_value = "40s", value_parser = parse_duration)]
     pub heartbeat_duration: Duration,

@@ -19,6 +19,7 @@ use std::time::Duration;
 use futures::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -35,7 +36,7 @@ use super::metrics::{self, RuntimedMetrics};
 use super::plan::{self, Records};
 use super::readiness::Readiness;
 use super::report::Report;
-use super::status_writer::{StatusWriter, WriteEvent};
+use super::status_writer::{Started, StatusWriter, WriteEvent};
 use super::{Error, Identity, Result, Settings};
 
 mod admission;
@@ -188,6 +189,7 @@ impl Agent {
         loop {
             let mut dirty = false;
             let claim_retry = self.records.next_claim_retry();
+            let claim_due = self.claims.next_due();
             let stop_kill = self.children.next_stop_kill();
             let timeout = self.children.next_timeout();
             let next_retry = self.next_retry;
@@ -232,6 +234,9 @@ impl Agent {
                 }
                 signal = &mut shutdown, if !self.draining => {
                     self.draining = true;
+                    // What still runs is claimed now: a task left on the runtime server keeps
+                    // its Run Running for the next runtimed.
+                    self.claims.all_due(Instant::now());
                     self.children.leave_remote(signal);
                     let grace = self.settings.shutdown_grace;
                     tracing::warn!(
@@ -248,6 +253,7 @@ impl Agent {
                 _ = sleep_until(claim_retry) => {
                     dirty = true;
                 }
+                _ = sleep_until(claim_due) => self.write_held_claims(Instant::now()),
                 _ = sleep_until(next_retry) => {
                     self.next_retry = None;
                     dirty = true;
@@ -325,6 +331,14 @@ impl Agent {
                 }
                 true
             }
+            AgentEvent::Write(WriteEvent::Claimed(uid, written)) => {
+                self.writer.claim_written();
+                self.claims.settle(&uid);
+                if let Some(written) = written {
+                    self.children.claimed(&uid, *written);
+                }
+                false
+            }
             AgentEvent::Write(WriteEvent::AttemptWritten(uid, landed)) => {
                 self.writer.attempt_written();
                 if !landed {
@@ -395,8 +409,18 @@ impl Agent {
         });
         for attach in plan.attaches {
             let uid = attach.run.uid().unwrap_or_default();
+            // Found before its claim was written: the claim is held from now on, as for a
+            // task started now (its first start died with the runtimed that made it).
+            let unclaimed = (attach.run.phase() == RunPhase::Scheduled).then(|| Started {
+                attempt: attach.run.attempt(),
+                request: attach.request.clone(),
+                at: Time(jiff::Timestamp::now()),
+            });
             if !self.children.attach(attach) {
                 self.records.remove(&uid);
+            } else if let Some(started) = unclaimed {
+                let due = now + self.settings.claim_delay;
+                self.claims.hold(uid, started, due);
             }
         }
         self.note_waiting(&plan.waiting);
@@ -433,10 +457,16 @@ impl Agent {
                 Default::default(),
             );
         }
-        // Each claim already holds its reservation; its write goes out in creation order
-        // as a slot frees up, concurrently with the others and with this loop.
+        // Each claim already holds its reservation. A task's first claim is held back and the
+        // task starts now; any other claim's write goes out in creation order as a slot frees
+        // up, concurrently with the others and with this loop, and its task starts once it
+        // has landed.
         for claim in plan.claims {
-            self.claims.send(claim);
+            if self.holds_back(&claim) {
+                self.start_held(claim);
+            } else {
+                self.claims.send(claim);
+            }
         }
     }
 }

@@ -174,19 +174,25 @@ impl Children {
     }
 
     /// Running Runs of this Pod whose execution (of their current attempt) the runtime server
-    /// held at start, and, with a server, every admitted function Run: registering is
-    /// idempotent per Run UID and attempt, so registering again resumes the registration it
-    /// has. Only once listed.
+    /// held at start, Scheduled ones too (an earlier runtimed started them and died before
+    /// their held claim was written), and, with a server, every admitted function Run:
+    /// registering is idempotent per Run UID and attempt, so registering again resumes the
+    /// registration it has. Only once listed.
     pub(super) fn attachable(&self, state: &[Arc<Run>]) -> HashSet<String> {
         let listed = self.listed.as_ref().expect("planned only once listed");
         let functions = self.server.is_some();
         state
             .iter()
-            .filter(|r| r.phase().is_admitted())
             .filter_map(|r| {
                 let uid = r.uid()?;
-                let function = functions && r.spec.mode.function.is_some();
-                (function || listed.contains(&execution_id(&uid, r.attempt()))).then_some(uid)
+                let function = r.spec.mode.function.is_some();
+                let executing = !function && listed.contains(&execution_id(&uid, r.attempt()));
+                let attachable = match r.phase() {
+                    phase if phase.is_admitted() => executing || (functions && function),
+                    crate::api::RunPhase::Scheduled => executing,
+                    _ => false,
+                };
+                attachable.then_some(uid)
             })
             .collect()
     }
@@ -508,6 +514,22 @@ impl Children {
         Some((name, child.last_written.clone()))
     }
 
+    /// The name of `uid`'s child and its Run as last written by this agent (as Scheduled,
+    /// while its claim is held back).
+    pub(super) fn last_written(&self, uid: &str) -> Option<(String, Run)> {
+        let child = self.children.get(uid)?;
+        Some((child.name.clone(), child.last_written.clone()))
+    }
+
+    /// The held claim of `uid`'s child landed: `written` is the first guess of its next write.
+    pub(super) fn claimed(&mut self, uid: &str, written: Run) {
+        if let Some(child) = self.children.get_mut(uid)
+            && written.attempt() == child.last_written.attempt()
+        {
+            child.last_written = written;
+        }
+    }
+
     /// `Forget`s the execution of `uid`'s Run, if one waits for it, and removes its directory:
     /// its last write has landed (or none follows).
     pub(super) fn forget(&mut self, uid: &str) {
@@ -730,12 +752,18 @@ async fn forward<T>(
     }
 }
 
-/// When `spec.timeout` of `run` runs out, counted from its `startTime` (an invalid timeout
+/// When `spec.timeout` of `run` runs out, counted from its `startTime`, or from now for a
+/// task that starts (or is followed again) before its claim is written (an invalid timeout
 /// never gets this far: the claim refuses it).
 fn deadline_of(run: &Run) -> Option<Instant> {
     let timeout = run.timeout().ok()??;
-    let started = run.status.as_ref()?.start_time.as_ref()?.0;
-    let ran = jiff::Timestamp::now().duration_since(started);
+    let now = jiff::Timestamp::now();
+    let started = run
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .map_or(now, |t| t.0);
+    let ran = now.duration_since(started);
     let ran = Duration::try_from(ran).unwrap_or(Duration::ZERO);
     Some(Instant::now() + timeout.saturating_sub(ran))
 }

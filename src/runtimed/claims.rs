@@ -1,12 +1,17 @@
 //! runtimed's claims: the write that takes a planned Run (phase Running, Admitted=True, with
 //! the resourceVersion the decision was made on), the read-back of a claim whose outcome is
 //! unknown, and when a claim that did not land may be tried again ([`NotLanded`]; the Run's
-//! record keeps it, [`plan::State::ClaimFailed`]).
+//! record keeps it, [`plan::State::ClaimFailed`]); and the claims held back ([`Held`]): a
+//! task started on its local reservation whose claim waits `--claim-delay`, so that a task
+//! that ends within it is written once, claim and end together, as the kubelet's status
+//! manager writes a container that starts and ends between two syncs.
 //!
 //! Each write runs in a task of its own and reports back on the agent's one event channel
 //! ([`ClaimEvent::Written`], [`ClaimEvent::Resolved`]). This module must not decide
-//! which Run to claim ([`super::plan`] does), never starts a task (the agent does once a claim
-//! is known to have landed), and never guesses an outcome it has not read.
+//! which Run to claim ([`super::plan`] does), never starts a task (the agent does, once a claim
+//! is known to have landed or, for a held claim, once its room is reserved), and never
+//! guesses an outcome it has not read. A held claim's own write, when its window passes
+//! first, is [`super::status_writer`]'s, as every write after a task has started.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,7 +28,7 @@ use super::Identity;
 use super::metrics::{self, RuntimedMetrics};
 use super::plan::{self, Claim};
 use super::report::Report;
-use super::status_writer::api_backoff;
+use super::status_writer::{Started, api_backoff};
 use crate::api::status;
 use crate::api::{Run, RunPhase, post_params};
 
@@ -91,6 +96,18 @@ pub(super) struct Claims {
     /// fresh read says whether the claim landed: never guessed, so a Run this agent did claim
     /// is never later failed as RuntimedRestarted.
     uncertain: HashMap<String, Claim>,
+    /// The claims held back, by UID: their tasks run, their Runs are still Scheduled.
+    held: HashMap<String, Held>,
+}
+
+/// A claim held back: what it writes (the task's start), and when it goes out alone if the
+/// task's end has not taken it in by then.
+#[derive(Debug, Clone)]
+struct Held {
+    started: Started,
+    due: Instant,
+    /// Its own write is out: it is not sent again.
+    writing: bool,
 }
 
 impl Claims {
@@ -107,7 +124,59 @@ impl Claims {
             events,
             slots: Arc::new(Semaphore::new(CLAIM_CONCURRENCY)),
             uncertain: HashMap::new(),
+            held: HashMap::new(),
         }
+    }
+
+    /// Holds back the claim of `uid`, whose task started as `started` says: it is written
+    /// alone from `due` on ([`Self::take_due`]), unless the task's end takes it in first
+    /// ([`Self::settle`]).
+    pub(super) fn hold(&mut self, uid: String, started: Started, due: Instant) {
+        let held = Held {
+            started,
+            due,
+            writing: false,
+        };
+        self.held.insert(uid, held);
+    }
+
+    /// When the earliest held claim not yet written is due.
+    pub(super) fn next_due(&self) -> Option<Instant> {
+        self.held
+            .values()
+            .filter(|h| !h.writing)
+            .map(|h| h.due)
+            .min()
+    }
+
+    /// The held claims due at `now` and not yet written, by UID, each marked as being written.
+    pub(super) fn take_due(&mut self, now: Instant) -> Vec<(String, Started)> {
+        let mut due: Vec<(String, Started)> = self
+            .held
+            .iter_mut()
+            .filter(|(_, h)| !h.writing && h.due <= now)
+            .map(|(uid, h)| {
+                h.writing = true;
+                (uid.clone(), h.started.clone())
+            })
+            .collect();
+        due.sort_by(|a, b| a.0.cmp(&b.0));
+        due
+    }
+
+    /// Every held claim is due now (runtimed drains: a task it leaves on the runtime server
+    /// keeps its Run Running for the next runtimed).
+    pub(super) fn all_due(&mut self, now: Instant) {
+        for held in self.held.values_mut() {
+            held.due = held.due.min(now);
+        }
+    }
+
+    /// Ends the holding of `uid`'s claim (its own write returned, or the attempt's last write
+    /// takes it in): what it would have written, when it was held. A write that ends the
+    /// attempt of a held claim writes the claim with it ([`crate::api::status::claim_started`]).
+    pub(super) fn settle(&mut self, uid: &str) -> Option<Started> {
+        self.held.remove(uid).map(|h| h.started)
     }
 
     /// Sends the claim write of a planned claim (which already holds its reservation): it goes

@@ -243,6 +243,8 @@ pub struct Settings {
     pub routine_events: bool,
     /// `--event-fold-window`: how long `Started` waits for the task's end to take it in.
     pub event_fold_window: Duration,
+    /// `--claim-delay`: how long the claim of a started task waits to be written.
+    pub claim_delay: Duration,
     pub heartbeat: heartbeat::Config,
     pub shutdown_grace: Duration,
     /// Where `/healthz` and `/readyz` are served, if anywhere.
@@ -326,6 +328,7 @@ impl Settings {
             registrations: Default::default(),
             routine_events: args.routine_events,
             event_fold_window: args.event_fold_window,
+            claim_delay: args.claim_delay,
         })
     }
 }

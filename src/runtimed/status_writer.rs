@@ -1,6 +1,8 @@
-//! runtimed's status writes after the claim: a Run's last write (its end through
-//! [`status::set_terminal`], or its requeue after a preemption) and a function Run's Ready,
-//! each in a task of its own, retried across API outages with [`api_backoff`].
+//! runtimed's status writes once a task has started: a held claim whose window has passed
+//! ([`Started`], [`status::claim_started`]), a Run's last write (its end through
+//! [`status::set_terminal`], with a held claim taken in, or its requeue after a preemption) and
+//! a function Run's Ready, each in a task of its own, retried across API outages with
+//! [`api_backoff`].
 //!
 //! Owns how many of its writes are in flight; a last write reports back with
 //! [`WriteEvent::LastWritten`] so the agent releases the reservation only then (the Run's record,
@@ -24,7 +26,7 @@ use super::plan;
 use super::report::Report;
 use crate::api::retry;
 use crate::api::status::{self, Outcome};
-use crate::api::{Run, RunPhase, RunStatus, post_params};
+use crate::api::{Resources, Run, RunPhase, RunStatus, post_params};
 use crate::telemetry::events::{RunEvents, reasons as event_reasons};
 
 /// Longest pause between two attempts of a status write or read across an API outage.
@@ -57,8 +59,30 @@ pub(super) struct Results {
     pub artifact_store: Option<serde_json::Value>,
 }
 
+/// A task started before its claim was written (a held claim): what that claim writes.
+#[derive(Debug, Clone)]
+pub(super) struct Started {
+    /// The attempt it runs.
+    pub attempt: i32,
+    /// What runtimed reserved for it.
+    pub request: Resources,
+    /// When the task started: the claim's `startTime`.
+    pub at: Time,
+}
+
+impl Started {
+    /// The claim, applied to `status` while the Run is still Scheduled at this attempt
+    /// ([`status::claim_started`]); returns whether anything changed.
+    fn claim(&self, status: &mut RunStatus, pod: &str) -> bool {
+        status::claim_started(status, self.attempt, pod, &self.request, &self.at)
+    }
+}
+
 /// What the status writer reports back to the agent.
 pub(super) enum WriteEvent {
+    /// A held claim's own write returned, by UID: the Run as written, when it was (not when
+    /// the Run had been claimed, had moved on or was gone).
+    Claimed(String, Option<Box<Run>>),
     /// A last write (terminal, or the requeue after a preemption) landed or was given up, by
     /// UID: its reservation is released.
     LastWritten(String),
@@ -110,15 +134,41 @@ impl StatusWriter {
         self.in_flight -= 1;
     }
 
+    /// A held claim's write returned ([`WriteEvent::Claimed`]).
+    pub(super) fn claim_written(&mut self) {
+        self.in_flight -= 1;
+    }
+
+    /// Writes a held claim whose window has passed while its task runs, in the background:
+    /// phase Running with the task's start ([`status::claim_started`]) over `first` (the Run
+    /// as Scheduled) and, after a conflict, over the Run as read again; nothing once the Run
+    /// is claimed, has moved on or is no longer this Pod's. Reports [`WriteEvent::Claimed`].
+    pub(super) fn claim(&mut self, name: String, uid: String, first: Run, started: Started) {
+        self.in_flight += 1;
+        let (api, me, done) = (self.api.clone(), self.me.clone(), self.done.clone());
+        let retries = self
+            .metrics
+            .status_write_retries
+            .with_label_values(&[metrics::WRITE_CLAIM]);
+        tokio::spawn(async move {
+            let pod = me.pod_name.clone();
+            let apply = move |status: &mut RunStatus, _: &Time| started.claim(status, &pod);
+            let written = write_status(&api, &me, &name, &uid, Some(first), apply, &retries).await;
+            done.send(WriteEvent::Claimed(uid, written.map(Box::new)));
+        });
+    }
+
     /// Writes `terminal` (and the execution's `outputs` in `status.outputs`, its stored
     /// artifacts in `status.artifactRefs` with the store in `status.artifactStore`) in the
-    /// background; the reservation of `uid` is released once the write has landed (or been
-    /// given up), never before.
+    /// background, with the claim `held` back for it, if any (one write for the claim and the
+    /// end); the reservation of `uid` is released once the write has landed (or been given
+    /// up), never before.
     pub(super) fn finish(
         &mut self,
         name: String,
         uid: String,
         first: Run,
+        held: Option<Started>,
         terminal: Terminal,
         results: Results,
     ) {
@@ -163,18 +213,22 @@ impl StatusWriter {
                 now,
             )
         };
-        self.write_last(name, uid, first, apply, (type_, reason, "End", note));
+        self.write_last(name, uid, first, held, apply, (type_, reason, "End", note));
     }
 
     /// Writes a failed attempt that the Run's retry policy retries
     /// ([`status::set_attempt_failed`]) in the background: the Run stays Running on this Pod
     /// and keeps its reservation (this is not a last write); from the watch's next view of it
-    /// [`plan::plan`] holds it between attempts and claims attempt `next` after `after`.
+    /// [`plan::plan`] holds it between attempts and claims attempt `next` after `after`. A
+    /// claim `held` back for the attempt is written first, on its own: only a Running Run's
+    /// attempt fails (the admission policy's rule), and retries are rare.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn fail_attempt(
         &mut self,
         name: String,
         uid: String,
         first: Run,
+        held: Option<Started>,
         terminal: Terminal,
         next: i32,
         after: Duration,
@@ -208,7 +262,17 @@ impl StatusWriter {
                     now,
                 )
             };
-            let written = write_status(&api, &me, &name, &uid, Some(first), apply, &retries).await;
+            let first = match held {
+                None => Some(first),
+                // Claimed now, or (by the held claim's own write, or never) before: the
+                // attempt's write then reads the Run again.
+                Some(started) => {
+                    let pod = me.pod_name.clone();
+                    let claim = move |status: &mut RunStatus, _: &Time| started.claim(status, &pod);
+                    write_status(&api, &me, &name, &uid, Some(first), claim, &retries).await
+                }
+            };
+            let written = write_status(&api, &me, &name, &uid, first, apply, &retries).await;
             if let Some(written) = &written {
                 events.emit(
                     written,
@@ -239,7 +303,8 @@ impl StatusWriter {
             "Preemption",
             note,
         );
-        self.write_last(name, uid, first, apply, event);
+        // Only a Run the scheduler saw Running is preempted this way: claimed.
+        self.write_last(name, uid, first, None, apply, event);
     }
 
     /// A function Run's registration is ready: the Run becomes Ready (still active, holding
@@ -273,13 +338,15 @@ impl StatusWriter {
     }
 
     /// This agent's last write of a Run (its end, or its requeue after a preemption), in the
-    /// background through [`write_status`]: the agent is told once the write has landed (or
-    /// been given up), and `event` is published when this call wrote it.
+    /// background through [`write_status`], with the claim `held` back for it, if any: the
+    /// agent is told once the write has landed (or been given up), and `event` is published
+    /// when this call wrote it.
     fn write_last(
         &mut self,
         name: String,
         uid: String,
         first: Run,
+        held: Option<Started>,
         apply: impl Fn(&mut RunStatus, &Time) -> bool + Send + Sync + 'static,
         event: Note,
     ) {
@@ -287,8 +354,16 @@ impl StatusWriter {
         // The fence: only the attempt this write is about, never a later one (a retry placed
         // here again after this agent lost track of the Run).
         let attempt = first.attempt();
+        let pod = self.me.pod_name.clone();
         let apply = move |status: &mut RunStatus, now: &Time| {
-            status.attempt.unwrap_or(1).max(1) == attempt && apply(status, now)
+            if status.attempt.unwrap_or(1).max(1) != attempt {
+                return false;
+            }
+            // Still Scheduled: the claim goes in the same write (a no-op once it landed).
+            if let Some(started) = &held {
+                started.claim(status, &pod);
+            }
+            apply(status, now)
         };
         let (api, me, done, events) = (
             self.api.clone(),

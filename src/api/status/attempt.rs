@@ -62,6 +62,25 @@ pub fn set_admitted(status: &mut RunStatus, pod: &str, reserved: &Resources, now
     );
 }
 
+/// runtimed's claim of a Run whose task it has already started (the claim held for its
+/// window, [`crate::runtimed`]'s `--claim-delay`): what [`set_admitted`] sets, with the time
+/// the task started, when the Run is still Scheduled at `attempt`. Written alone once the
+/// window has passed, or in the one write of a short task's end. Returns whether anything
+/// changed (nothing once the claim has landed, or on a Run that moved on).
+pub fn claim_started(
+    status: &mut RunStatus,
+    attempt: i32,
+    pod: &str,
+    reserved: &Resources,
+    started: &Time,
+) -> bool {
+    if status.phase != Some(RunPhase::Scheduled) || status.attempt.unwrap_or(1) != attempt {
+        return false;
+    }
+    set_admitted(status, pod, reserved, started);
+    true
+}
+
 /// An attempt failed and the Run's retry policy allows `next`: the Run stays Running on its
 /// Pod (it keeps its reservation), `Running=False` with the failure's reason and message
 /// marks the backoff from now, `attempt` is the next one, and the reason, message and exit

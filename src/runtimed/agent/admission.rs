@@ -1,11 +1,14 @@
 //! The agent's admission edge: what it tells a Scheduled Run of this Pod while it waits
-//! (`Waiting`, once per reason) and when it was first seen, and how a Run whose claim landed
-//! gets its task started (`Admitted`, `Started`, `Retrying`; a start that fails ends the Run
-//! `StartFailed`). The decisions are [`plan::plan`]'s and the claims' ([`super::super::claims`]).
+//! (`Waiting`, once per reason) and when it was first seen, and how a Run gets its task
+//! started (`Admitted`, `Started`, `Retrying`; a start that fails ends the Run `StartFailed`):
+//! once its claim landed, or at once with its claim held back for `--claim-delay` (a task's
+//! first claim), and that held claim's own write when its window passes first. The decisions
+//! are [`plan::plan`]'s and the claims' ([`super::super::claims`]).
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt as _;
 use kube::runtime::events::EventType;
 use tokio::time::Instant;
@@ -13,6 +16,7 @@ use tokio::time::Instant;
 use super::super::claims::{ClaimWritten, Claimed, Landed, NotLanded};
 use super::super::metrics;
 use super::super::plan::{self, Claim, State};
+use super::super::status_writer::Started;
 use super::Agent;
 use crate::api::{Run, RunPhase};
 use crate::telemetry::events::reasons as event_reasons;
@@ -78,6 +82,45 @@ impl Agent {
         }
     }
 
+    /// Whether `claim`'s write is held back and its task started at once: a task's first
+    /// claim, when `--claim-delay` is not zero. A function Run's registration and a retry
+    /// claim first.
+    pub(super) fn holds_back(&self, claim: &Claim) -> bool {
+        claim.retry.is_none()
+            && claim.task.function.is_none()
+            && !self.settings.claim_delay.is_zero()
+    }
+
+    /// Starts the task of `claim` on its reservation alone, its claim held back for
+    /// `--claim-delay`: the task's end writes it if it comes first (one write), else it is
+    /// written on its own ([`Self::write_held_claims`]).
+    pub(super) fn start_held(&mut self, claim: Claim) {
+        let now = Instant::now();
+        let uid = claim.run.uid().unwrap_or_default();
+        let started = Started {
+            attempt: claim.run.attempt(),
+            request: claim.request.clone(),
+            at: Time(jiff::Timestamp::now()),
+        };
+        self.claims
+            .hold(uid, started, now + self.settings.claim_delay);
+        let scheduled = (*claim.run).clone();
+        self.spawn_claimed(claim, scheduled, now);
+    }
+
+    /// Writes the held claims whose window has passed with their task still running.
+    pub(super) fn write_held_claims(&mut self, now: Instant) {
+        for (uid, started) in self.claims.take_due(now) {
+            match self.children.last_written(&uid) {
+                Some((name, first)) => self.writer.claim(name, uid, first, started),
+                // Ended meanwhile: its end took the claim in.
+                None => {
+                    self.claims.settle(&uid);
+                }
+            }
+        }
+    }
+
     /// A claim did not land: a first claim's room is freed, and the same version is tried
     /// again at its time (a newer one at once).
     pub(super) fn claim_failed(&mut self, not_landed: NotLanded) {
@@ -91,7 +134,8 @@ impl Agent {
     }
 
     /// Spawns the task of a Run this agent has claimed (`written` is the claimed Run, its
-    /// claim known to have landed `at`). Returns whether the reservation is still held.
+    /// claim known to have landed `at`; or the Run as Scheduled, its claim held back from
+    /// `at`). Returns whether the reservation is still held.
     pub(super) fn spawn_claimed(&mut self, claim: Claim, written: Run, at: Instant) -> bool {
         let Claim {
             run,

@@ -31,9 +31,12 @@ impl Agent {
         terminal: Terminal,
         results: Results,
     ) {
+        // The claim held back for this attempt, if any: taken in by the write that follows.
+        let held = self.claims.settle(&uid);
         // Running: a task, or a function Run whose registration is not ready (a Ready
-        // function's end is its release, never a failed attempt).
-        let attempted = first.phase() == RunPhase::Running;
+        // function's end is its release, never a failed attempt); or a task started with its
+        // claim held back.
+        let attempted = first.phase() == RunPhase::Running || held.is_some();
         if attempted
             && matches!(terminal.outcome, Outcome::Failed | Outcome::Timeout)
             && let retry::Decision::Retry { attempt, after } = first.retry_decision(terminal.reason)
@@ -46,7 +49,7 @@ impl Agent {
             let next_attempt = Some(attempt);
             self.records.set(&first, State::Writing { next_attempt });
             self.writer
-                .fail_attempt(name, uid, first, terminal, attempt, after);
+                .fail_attempt(name, uid, first, held, terminal, attempt, after);
             return;
         }
         // Reasons are the API's constants: a bounded label.
@@ -58,7 +61,8 @@ impl Agent {
                 .with_label_values(&[result, terminal.reason])
                 .inc();
         }
-        if let Some(started) = first.status.as_ref().and_then(|s| s.start_time.as_ref()) {
+        let started = first.status.as_ref().and_then(|s| s.start_time.as_ref());
+        if let Some(started) = held.as_ref().map(|h| &h.at).or(started) {
             let ran = jiff::Timestamp::now().duration_since(started.0);
             self.metrics
                 .run_duration
@@ -66,7 +70,8 @@ impl Agent {
         }
         self.records
             .set(&first, State::Writing { next_attempt: None });
-        self.writer.finish(name, uid, first, terminal, results);
+        self.writer
+            .finish(name, uid, first, held, terminal, results);
     }
 
     /// A claimed Run whose task could not start: the attempt failed with StartFailed.
@@ -92,6 +97,8 @@ impl Agent {
         match self.children.on_exit(exit, outputs, runs) {
             None => {}
             Some(AfterExit::Requeue { name, uid, first }) => {
+                // Preempted this way only once the scheduler saw it Running: claimed.
+                self.claims.settle(&uid);
                 self.records
                     .set(&first, State::Writing { next_attempt: None });
                 self.writer.requeue(name, uid, first);
@@ -126,6 +133,7 @@ impl Agent {
                 self.end(name, uid, first, terminal, results);
             }
             Some(AfterExit::Gone { uid }) => {
+                self.claims.settle(&uid);
                 self.records.remove(&uid);
                 self.children.forget(&uid);
             }

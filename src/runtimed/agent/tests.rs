@@ -132,13 +132,32 @@ struct Shell {
 }
 
 impl Shell {
-    /// runtimed's own child processes run the tasks.
+    /// runtimed's own child processes run the tasks; every claim is written before its task
+    /// starts (`--claim-delay 0s`).
     fn new(capacity: u64) -> Shell {
         Self::with(capacity, &[])
     }
 
-    /// With more runtimed `flags` (a runtime server's address).
+    /// With more runtimed `flags` (a runtime server's address); every claim is written before
+    /// its task starts.
     fn with(capacity: u64, flags: &[&str]) -> Shell {
+        let flags: Vec<&str> = ["--claim-delay", "0s"]
+            .into_iter()
+            .chain(flags.iter().copied())
+            .collect();
+        Self::started(capacity, &flags)
+    }
+
+    /// A task's first claim held back for `delay` (`--claim-delay`), with more `flags`.
+    fn holding(capacity: u64, delay: &str, flags: &[&str]) -> Shell {
+        let flags: Vec<&str> = ["--claim-delay", delay]
+            .into_iter()
+            .chain(flags.iter().copied())
+            .collect();
+        Self::started(capacity, &flags)
+    }
+
+    fn started(capacity: u64, flags: &[&str]) -> Shell {
         let workspace = tempfile::tempdir().expect("a workspace");
         let mut flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
         flags.extend([
@@ -206,6 +225,7 @@ impl Shell {
             AgentEvent::Child(_) => "child",
             AgentEvent::Claim(_) => "claimed",
             AgentEvent::Write(WriteEvent::AttemptWritten(..)) => "attempt written",
+            AgentEvent::Write(WriteEvent::Claimed(..)) => "claim written",
             AgentEvent::Write(WriteEvent::LastWritten(_)) => "last written",
             AgentEvent::Collected(_) => "collected",
             AgentEvent::ServerHealth(_) => "health",
@@ -242,6 +262,14 @@ impl Shell {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         panic!("no claim went out within 5 s");
+    }
+
+    /// Waits for the earliest held claim's window to pass and writes what is due, as the
+    /// loop's timer.
+    async fn at_the_claim_delay(&mut self) {
+        let at = self.agent.claims.next_due().expect("a held claim");
+        tokio::time::sleep_until(at).await;
+        self.agent.write_held_claims(tokio::time::Instant::now());
     }
 
     /// Waits for the earliest task deadline and stops what is past it, as the loop's timer.
@@ -543,5 +571,154 @@ async fn a_restarted_runtimed_re_attaches_to_the_execution_and_ends_the_run_once
         shell.phases_written("long"),
         [RunPhase::Running, RunPhase::Succeeded]
     );
+    assert_eq!(server.executed(), 1, "executed once");
+}
+
+/// A task that ends within the claim's window is written once: claim and end together, the
+/// claim's fields (startTime, attempt, Admitted=True) in that one write.
+#[tokio::test]
+async fn a_short_task_is_written_once_with_its_claim_and_end_together() {
+    let mut shell = Shell::holding(1, "1h", &[]);
+    shell.create(scheduled("ok", "exit 0").build());
+    shell.plan();
+    assert!(shell.phases_written("ok").is_empty(), "nothing written yet");
+    assert_eq!(
+        shell.agent.children.len(),
+        1,
+        "its task runs on its reservation"
+    );
+    shell.ends("ok", RunPhase::Succeeded, 1).await;
+    assert_eq!(shell.phases_written("ok"), [RunPhase::Succeeded]);
+    let ended = shell.stored("ok").unwrap();
+    let status = ended.status.as_ref().unwrap();
+    assert!(
+        status.start_time.is_some(),
+        "the claim's startTime: {status:?}"
+    );
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == crate::api::status::CONDITION_ADMITTED && c.status == "True"),
+        "Admitted=True: {status:?}"
+    );
+    assert_eq!(status.attempt, Some(1));
+    assert!(
+        shell.agent.claims.next_due().is_none(),
+        "no claim left held"
+    );
+}
+
+/// A task still running when its window passes is claimed on its own, and its end is a
+/// second write; its timeout counts from its start.
+#[tokio::test]
+async fn a_task_still_running_when_its_window_passes_is_claimed_then_ends() {
+    let mut shell = Shell::holding(1, "200ms", &[]);
+    shell.create(scheduled("long", "sleep 30").build());
+    shell.plan();
+    shell.at_the_claim_delay().await;
+    shell.until("claim written").await;
+    assert_eq!(shell.phases_written("long"), [RunPhase::Running]);
+    shell.edit("long", |r| r.spec.cancel_requested = true);
+    shell.plan();
+    shell.ends("long", RunPhase::Cancelled, 1).await;
+    assert_eq!(
+        shell.phases_written("long"),
+        [RunPhase::Running, RunPhase::Cancelled]
+    );
+}
+
+/// A failed attempt of a task whose claim is held back, retried by its policy: the claim is
+/// written first (only a Running Run's attempt fails), then the failed attempt, then the
+/// retry's claim and its end.
+#[tokio::test]
+async fn a_failed_attempt_under_a_held_claim_is_claimed_first_then_retried() {
+    let mut shell = Shell::holding(1, "1h", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    shell.create(fails_once(dir.path()));
+    shell.plan();
+    shell.until("attempt written").await;
+    let between = shell.stored("flaky").unwrap();
+    assert_eq!((between.phase(), between.attempt()), (RunPhase::Running, 2));
+    shell.until_claimed().await;
+    shell.ends("flaky", RunPhase::Succeeded, 2).await;
+    assert_eq!(
+        shell.phases_written("flaky"),
+        [
+            RunPhase::Running,
+            RunPhase::Running,
+            RunPhase::Running,
+            RunPhase::Succeeded
+        ]
+    );
+}
+
+/// A runtimed that dies inside a claim's window leaves the Run Scheduled. Its process died
+/// with it: the next runtimed starts the task again (at least once) and writes one end.
+#[tokio::test]
+async fn a_runtimed_that_dies_inside_the_window_runs_the_process_again_and_ends_it_once() {
+    let mut shell = Shell::holding(1, "1h", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("n").display().to_string();
+    let script =
+        format!("n=$(cat {counter} 2>/dev/null || echo 0); echo $((n+1)) > {counter}; sleep 0.5");
+    shell.create(scheduled("again", &script).build());
+    shell.plan();
+    assert_eq!(shell.agent.children.len(), 1);
+    // Started: its first run has counted itself.
+    for _ in 0..100 {
+        if std::path::Path::new(&counter).exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    shell.restart();
+    assert!(
+        shell.phases_written("again").is_empty(),
+        "it died before any write"
+    );
+    shell.plan();
+    assert_eq!(shell.agent.records.cache().len(), 1, "claimed again");
+    shell.until("exited").await;
+    shell.ends("again", RunPhase::Succeeded, 1).await;
+    assert_eq!(shell.phases_written("again"), [RunPhase::Succeeded]);
+    let starts: u32 = std::fs::read_to_string(&counter)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(starts, 2, "the attempt ran again");
+}
+
+/// A runtimed that dies inside a claim's window while the runtime server executes the task:
+/// the next one finds the execution, holds the room again and follows it (never a second
+/// execution), and writes the claim with the end once.
+#[tokio::test]
+async fn a_runtimed_that_dies_inside_the_window_re_attaches_to_the_execution() {
+    let (server, address) = FakeServer::start().await;
+    let mut shell = Shell::holding(1, "1h", &["--runtime-server", &address]);
+    shell.until("child").await; // the server's executions, listed
+    shell.create(scheduled("long", "sleep 30").build());
+    shell.plan();
+    for _ in 0..100 {
+        if !server.ids().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(server.ids(), ["uid-long-1"], "executing on the server");
+    assert!(shell.phases_written("long").is_empty(), "its claim is held");
+
+    shell.restart();
+    shell.until("child").await;
+    assert_eq!(
+        shell.agent.records.cache().len(),
+        1,
+        "the room is held again"
+    );
+    assert_eq!(shell.agent.children.len(), 1, "followed again");
+    server.finish("uid-long-1", 0);
+    shell.ends("long", RunPhase::Succeeded, 1).await;
+    assert_eq!(shell.phases_written("long"), [RunPhase::Succeeded]);
     assert_eq!(server.executed(), 1, "executed once");
 }

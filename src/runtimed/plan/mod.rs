@@ -36,8 +36,9 @@ pub struct Claim {
     pub retry: Option<i32>,
 }
 
-/// A Run left Running by an earlier runtimed whose execution the runtime server still holds:
-/// its request is held again and the agent follows the execution instead of failing it.
+/// A Run left by an earlier runtimed whose execution the runtime server still holds (Running,
+/// or still Scheduled when that runtimed died inside its claim's window): its request is held
+/// again and the agent follows the execution instead of failing it or starting it again.
 #[derive(Debug, Clone)]
 pub struct Attach {
     pub run: Arc<Run>,
@@ -118,8 +119,10 @@ pub fn assigned_to(run: &Run, me: &Identity) -> bool {
 /// - A Running Run on this Pod that nothing of this agent owns was left by an earlier
 ///   runtimed: when its execution was [`State::Found`] on the runtime server its request is
 ///   held again, whatever the Pod's capacity now says, and it is attached; otherwise it is
-///   failed with [`reasons::RUNTIMED_RESTARTED`]. These come before any claim, so a claim
-///   never takes the room of a Run that still runs.
+///   failed with [`reasons::RUNTIMED_RESTARTED`]. A Scheduled Run whose execution was found
+///   (started by a runtimed that died before its held claim was written) is attached the same
+///   way; one whose execution was not found is claimed again, as if it never ran. These come
+///   before any claim, so a claim never takes the room of a Run that still runs.
 /// - A child whose Run the scheduler preempts is to be stopped (`stops`).
 /// - When `claiming`, Scheduled Runs are taken in the scheduler's order (priority, creation,
 ///   UID; [`QueueOrder`]): an invalid request or task fails the Run; otherwise its complete
@@ -194,6 +197,25 @@ pub fn plan(runs: &[Arc<Run>], me: &Identity, records: &mut Records, admit: Admi
     // comparator both use, so a tie is broken the same way on both sides.
     candidates.sort_by_cached_key(|r| QueueOrder::recorded(r));
 
+    let found = |records: &Records, run: &Run| {
+        run.uid()
+            .is_some_and(|uid| records.state(&uid) == Some(&State::Found))
+    };
+    // Found while still Scheduled: followed again, never started a second time.
+    let found_scheduled: Vec<&Arc<Run>> = candidates
+        .iter()
+        .copied()
+        .filter(|r| r.phase() == RunPhase::Scheduled && found(records, r))
+        .collect();
+    for run in found_scheduled {
+        if let Ok(request) = run.request() {
+            records.hold(run, &request, State::Running);
+            out.attaches.push(Attach {
+                run: run.clone(),
+                request,
+            });
+        }
+    }
     for run in candidates
         .iter()
         .copied()
@@ -232,6 +254,10 @@ pub fn plan(runs: &[Arc<Run>], me: &Identity, records: &mut Records, admit: Admi
         }
     }
     for run in candidates {
+        if owned(records, &run.uid().unwrap_or_default()) {
+            // Attached above.
+            continue;
+        }
         match run.phase() {
             // Cancelled before it started: ended here, never claimed (also while draining).
             RunPhase::Scheduled

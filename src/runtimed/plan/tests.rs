@@ -243,6 +243,26 @@ fn plan_attaches_running_runs_the_runtime_server_still_runs_before_any_claim() {
     assert_eq!(full.cache().used(), &Resources::from_iter([(RUNS, 1)]));
 }
 
+/// An earlier runtimed started `started-here` and died before its held claim was written:
+/// the Run is still Scheduled, and its execution is followed again, never claimed and started
+/// a second time, ahead of a Run earlier in the order.
+#[test]
+fn plan_attaches_a_scheduled_run_whose_execution_was_found_and_never_claims_it_again() {
+    let runs = vec![
+        run("started-here").here().created(20).arc(),
+        run("next").here().created(10).arc(),
+    ];
+    let mut c = with(records(&[(RUNS, 1)]), &["started-here"], State::Found);
+    let p = plan_here(&runs, &mut c, admit(true));
+    let attached: Vec<String> = p.attaches.iter().map(|a| a.run.name_any()).collect();
+    assert_eq!(attached, ["started-here"]);
+    assert_eq!(c.state("uid-started-here"), Some(&State::Running));
+    assert!(p.claims.is_empty(), "neither claimed again nor given its room");
+    assert_eq!(p.waiting.len(), 1);
+    assert!(p.failures.is_empty(), "never failed as RuntimedRestarted");
+    c.check().unwrap();
+}
+
 #[test]
 fn plan_cancels_a_scheduled_run_without_claiming_and_stops_a_running_one() {
     let runs = vec![
