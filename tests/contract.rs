@@ -96,6 +96,11 @@ impl Scenario {
     }
 
     async fn start_with(prefix: &str, backend: Backend) -> Self {
+        Self::start_with_args(prefix, backend, &[]).await
+    }
+
+    /// With more runtimed `flags`.
+    async fn start_with_args(prefix: &str, backend: Backend, flags: &[&str]) -> Self {
         let ns = TestNs::new(prefix).await;
         let scheduler = SchedulerProcess::start(&ns.name, 4, None, prefix).await;
         let server = match backend {
@@ -115,6 +120,7 @@ impl Scenario {
             }
             Backend::Child => args.extend(["--shutdown-grace", "3s"]),
         }
+        args.extend(flags);
         let pool = Pool::start(&ns, "pool", 1, &[("runs", 2)], &args).await;
         let api = support::world::RuntimedApi::of(&pool.ns, pool.pod(), api_port).await;
         Scenario {
@@ -325,6 +331,118 @@ async fn re_attaches_and_the_run_succeeds_once(prefix: &str, backend: Backend) {
         let counts = pool.server.counts().await.unwrap();
         assert_eq!(counts.started, 1, "the Run executed twice: {counts:?}");
     }
+}
+
+/// A runtimed killed with SIGKILL inside a claim's window (`--claim-delay 1h`: the task
+/// runs, its Run is still Scheduled) and started again: an execution that still runs at
+/// `backend`'s server is re-attached, never started twice; a process died with runtimed in a
+/// real Pod (here it is left running as an orphan, outside any runtimed), so its attempt runs
+/// again, at least once. Either way the Run ends Succeeded once at attempt 1, its claim
+/// (startTime) in that end, and no watch event shows the Pod over its `runs: 2`.
+async fn a_crash_inside_the_claims_window(prefix: &str, backend: Backend) {
+    let mut pool = Scenario::start_with_args(prefix, backend, &["--claim-delay", "1h"]).await;
+    let ns = pool.ns.clone();
+    let ns = &ns;
+    let watch = pool.overcommit_watch().await;
+    let hold = pool.gates.hold("held");
+    let starts = tempfile::tempdir().unwrap();
+    let starts = starts.path().join("starts");
+    let task = backend.shell(&format!(
+        "echo start >> {}; {hold}; echo result=done > \"$KRUNTIME_OUTPUTS\"",
+        starts.display()
+    ));
+    run("held")
+        .runtime("pool")
+        .task(&strs(&task))
+        .create(ns)
+        .await;
+    eventually(
+        Duration::from_secs(60),
+        "the task to start",
+        async || match starts.exists() {
+            true => Ok(()),
+            false => Err(format!("{} does not exist yet", starts.display())),
+        },
+    )
+    .await;
+    assert_eq!(
+        ns.get_run("held").await.phase(),
+        RunPhase::Scheduled,
+        "its claim is held: nothing written yet"
+    );
+
+    pool.crash_and_restart();
+    let again = backend == Backend::Child;
+    if again {
+        eventually(
+            Duration::from_secs(60),
+            "the new runtimed to start the task again",
+            async || match std::fs::read_to_string(&starts).unwrap().lines().count() {
+                2 => Ok(()),
+                n => Err(format!("{n} start(s)\n{}", pool.agent().log_tail())),
+            },
+        )
+        .await;
+    } else {
+        eventually(
+            Duration::from_secs(30),
+            "the new runtimed to re-attach to the execution",
+            async || match pool.agent().log().contains("re-attached to execution") {
+                true => Ok(()),
+                false => Err(pool.agent().log_tail()),
+            },
+        )
+        .await;
+    }
+    assert_eq!(
+        ns.get_run("held").await.phase(),
+        RunPhase::Scheduled,
+        "the new runtimed holds the claim again"
+    );
+    pool.open("held");
+
+    let ended = pool.terminal(&["held"]).await;
+    let held = find(&ended, "held");
+    let status = held.status.as_ref().unwrap();
+    assert_eq!(
+        (held.phase(), held.attempt()),
+        (RunPhase::Succeeded, 1),
+        "{status:?}\n{}",
+        pool.agent().log_tail()
+    );
+    assert!(
+        status.start_time.is_some(),
+        "the claim came with the end: {status:?}"
+    );
+    assert_eq!(
+        status.outputs.get("result").map(String::as_str),
+        Some("done")
+    );
+    let started = std::fs::read_to_string(&starts).unwrap();
+    let expected = if again { "start\nstart\n" } else { "start\n" };
+    assert_eq!(started, expected, "how many times the task started");
+    if backend == Backend::Server {
+        let counts = pool.server.counts().await.unwrap();
+        assert_eq!(counts.started, 1, "the Run executed twice: {counts:?}");
+    }
+    let checked = watch.finish().await;
+    eprintln!("{prefix}: {checked} Run events checked for overcommit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtimed_killed_inside_a_claims_window_re_attaches_and_the_run_succeeds_once() {
+    a_crash_inside_the_claims_window("contract-window", Backend::Server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtimed_killed_inside_a_claims_window_re_attaches_on_the_go_projects_bash_runtime_server()
+ {
+    a_crash_inside_the_claims_window("contract-window-bash", Backend::Bash).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtimed_killed_inside_a_claims_window_runs_a_process_again_and_the_run_succeeds_once() {
+    a_crash_inside_the_claims_window("contract-window-child", Backend::Child).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -257,7 +257,10 @@ fn plan_attaches_a_scheduled_run_whose_execution_was_found_and_never_claims_it_a
     let attached: Vec<String> = p.attaches.iter().map(|a| a.run.name_any()).collect();
     assert_eq!(attached, ["started-here"]);
     assert_eq!(c.state("uid-started-here"), Some(&State::Running));
-    assert!(p.claims.is_empty(), "neither claimed again nor given its room");
+    assert!(
+        p.claims.is_empty(),
+        "neither claimed again nor given its room"
+    );
     assert_eq!(p.waiting.len(), 1);
     assert!(p.failures.is_empty(), "never failed as RuntimedRestarted");
     c.check().unwrap();
