@@ -488,7 +488,11 @@ fn held_by_status(ns: &TestNs) -> Vec<(String, Option<u64>)> {
 /// Timeout. Each frees its room at once: the Run waiting behind it is placed, and at the end
 /// a Run of the Pod's whole capacity runs, with no overcommit at any event.
 async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
-    let pool = Scenario::start_with(prefix, backend).await;
+    // Each claim written before its task starts: "Scheduled, not started" is a phase of its
+    // own only then (a claim held back starts the task on the version runtimed sees, and the
+    // thawed runtimed below sees the Scheduled one before the cancel). A held claim's cancel
+    // is `a_task_cancelled_inside_its_claims_window_is_stopped_and_ends_cancelled_once`.
+    let pool = Scenario::start_with_args(prefix, backend, &["--claim-delay", "0s"]).await;
     let ns = &pool.ns;
     let watch = pool.overcommit_watch().await;
     let sleep = backend.shell("sleep 60");
@@ -642,6 +646,55 @@ async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
         );
     }
     eprintln!("{prefix}: {checked} Run events checked for overcommit");
+}
+
+/// A task that runs while its claim is held back (its Run still Scheduled), cancelled: stopped
+/// at the server, it ends Cancelled with its claim in that one write (startTime, Admitted),
+/// executed once, and its room is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_cancelled_inside_its_claims_window_is_stopped_and_ends_cancelled_once() {
+    let pool = Scenario::start_with_args(
+        "contract-window-cancel",
+        Backend::Server,
+        &["--claim-delay", "1h"],
+    )
+    .await;
+    let ns = &pool.ns;
+    let watch = pool.overcommit_watch().await;
+    run("long")
+        .runtime("pool")
+        .task(&strs(&Backend::Server.shell("sleep 60")))
+        .create(ns)
+        .await;
+    eventually(
+        Duration::from_secs(60),
+        "the task to execute at the server",
+        async || match pool.server.counts().await {
+            Ok(counts) if counts.running == 1 => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    )
+    .await;
+    assert_eq!(ns.get_run("long").await.phase(), RunPhase::Scheduled);
+    ns.cancel("long").await;
+    let cancelled = ns
+        .wait_phase("long", RunPhase::Cancelled, Duration::from_secs(30))
+        .await;
+    let status = cancelled.status.as_ref().unwrap();
+    assert_eq!(
+        status.reason.as_deref(),
+        Some(reasons::CANCELLED),
+        "{status:?}"
+    );
+    assert!(
+        status.start_time.is_some(),
+        "its claim came with the end: {status:?}"
+    );
+    let checked = watch.finish().await;
+    assert_eq!(held_by_status(ns), [("runs".to_string(), Some(0))]);
+    let counts = pool.server.counts().await.unwrap();
+    assert_eq!((counts.started, counts.running), (1, 0), "{counts:?}");
+    eprintln!("contract-window-cancel: {checked} Run events checked for overcommit");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
