@@ -2010,7 +2010,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__scheduler__subcmd__run)
-            opts="-n -s -v -h --workers --watch-namespace --leader-elect --leader-election-namespace --leader-election-identity --leader-election-lease-duration --metrics-bind-address --metrics-secure --metrics-cert-dir --health-probe-bind-address --gateway-bind-address --gateway-cert-dir --gateway-service-account --pod-lost-grace --starvation-threshold --fair-share-metrics-groups --runtime-image --runtimed-requests --routine-events --event-fold-window --runtimed-limits --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
+            opts="-n -s -v -h --workers --watch-namespace --leader-elect --leader-election-namespace --leader-election-identity --leader-election-lease-duration --metrics-bind-address --metrics-secure --metrics-cert-dir --health-probe-bind-address --gateway-bind-address --gateway-cert-dir --gateway-service-account --pod-lost-grace --starvation-threshold --fair-share-metrics-groups --runtime-image --runtimed-requests --routine-events --event-fold-window --claim-delay --runtimed-limits --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2093,6 +2093,10 @@ _kubectl__kruntimes() {
                     return 0
                     ;;
                 --event-fold-window)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --claim-delay)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

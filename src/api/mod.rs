@@ -63,6 +63,10 @@ pub fn runtimed_audience(pod_uid: &str) -> String {
 /// default (`runtimed --gateway-user`).
 pub const DEFAULT_GATEWAY_USER: &str =
     "system:serviceaccount:kubectl-kruntimes:kubectl-kruntimes-scheduler";
+/// How long runtimed holds a started task's claim by default (`runtimed --claim-delay`, which
+/// `scheduler run --claim-delay` sets in Runtime Pods): "a few hundred milliseconds", below the
+/// scheduler's 1 s Event fold window, so a Run started within it is never told "not started".
+pub const DEFAULT_CLAIM_DELAY: &str = "500ms";
 /// The name of runtimed's API port (TLS) in a Runtime Pod's container that runs it.
 pub const RUNTIMED_API_PORT_NAME: &str = "kruntimes-api";
 /// Why a Runtime's Pods cannot be created or cannot run: its `ReplicaFailure` condition's

@@ -103,6 +103,11 @@ pub struct SchedulerRunArgs {
     /// end); `0s`: each is published at once. Runtime Pods' runtimed gets the same setting.
     #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
     pub event_fold_window: Duration,
+    /// How long runtimed in Runtime Pods holds a started task's claim (its `--claim-delay`): a
+    /// task that ends within it costs one status write, not two; `0s`: claims are written
+    /// before tasks start.
+    #[arg(long, default_value = crate::api::DEFAULT_CLAIM_DELAY, value_parser = parse_duration, value_name = "DURATION")]
+    pub claim_delay: Duration,
     /// Their limits (a compute ResourceQuota requires both); `""`: none.
     #[arg(long, value_name = "LIST", default_value = crate::runtime::pod::DEFAULT_LIMITS, value_parser = crate::runtime::pod::parse_resource_list)]
     pub runtimed_limits:
@@ -146,7 +151,7 @@ pub struct RuntimedArgs {
     /// `0s`: each claim is written before its task starts. A runtimed that dies inside the
     /// window leaves its Run Scheduled: a process runs again (at least once); an execution its
     /// runtime server still holds is re-attached. Function Runs and retries always claim first.
-    #[arg(long, env = "KRUNTIMES_CLAIM_DELAY", default_value = "500ms", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, env = "KRUNTIMES_CLAIM_DELAY", default_value = crate::api::DEFAULT_CLAIM_DELAY, value_parser = parse_duration, value_name = "DURATION")]
     pub claim_delay: Duration,
     /// How long one renewal holds (the Lease's leaseDurationSeconds).
     #[arg(long, default_value = "40s", value_parser = parse_duration)]

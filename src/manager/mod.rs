@@ -123,6 +123,7 @@ pub async fn run(
             image: args.runtime_image.clone(),
             routine_events: args.routine_events,
             event_fold_window: args.event_fold_window,
+            claim_delay: args.claim_delay,
             gateway_user,
             resources: crate::runtime::pod::resource_requirements(
                 args.runtimed_requests.clone(),

@@ -95,6 +95,9 @@ pub struct Injection {
     /// `scheduler run --event-fold-window`: runtimed gets `KRUNTIMES_EVENT_FOLD_WINDOW` when
     /// it is not the default (so that Pods made before do not roll).
     pub event_fold_window: std::time::Duration,
+    /// `scheduler run --claim-delay`: runtimed gets `KRUNTIMES_CLAIM_DELAY` when it is not the
+    /// default (so that Pods made before do not roll).
+    pub claim_delay: std::time::Duration,
     /// The gateway's account (`scheduler run --gateway-*`): runtimed gets
     /// `KRUNTIMES_GATEWAY_USER` when it is not the default.
     pub gateway_user: Option<String>,
@@ -109,6 +112,7 @@ impl Injection {
             resources: resource_requirements(parse(DEFAULT_REQUESTS), parse(DEFAULT_LIMITS)),
             routine_events: false,
             event_fold_window: crate::telemetry::events::FOLD_WINDOW,
+            claim_delay: default_claim_delay(),
             gateway_user: None,
         }
     }
@@ -274,6 +278,10 @@ fn set_runtimed(container: &mut Container, runtimed_grace: Option<i64>, injectio
         let window = format!("{}s", injection.event_fold_window.as_secs_f64());
         set_env(env, "KRUNTIMES_EVENT_FOLD_WINDOW", &window);
     }
+    if injection.claim_delay != default_claim_delay() {
+        let delay = format!("{}s", injection.claim_delay.as_secs_f64());
+        set_env(env, "KRUNTIMES_CLAIM_DELAY", &delay);
+    }
     set_env(
         env,
         "KRUNTIMES_HEALTH_PROBE_BIND_ADDRESS",
@@ -397,3 +405,9 @@ fn env_value(c: &Container, name: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests;
+
+/// [`crate::api::DEFAULT_CLAIM_DELAY`], parsed.
+pub fn default_claim_delay() -> std::time::Duration {
+    crate::util::duration::parse_duration(crate::api::DEFAULT_CLAIM_DELAY)
+        .expect("the default parses")
+}

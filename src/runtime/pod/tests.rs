@@ -296,15 +296,22 @@ fn a_runtime_server_template_keeps_its_container_and_gets_runtimed_as_a_sidecar(
     assert_eq!(main.security_context, None);
     assert_eq!(env_value(sidecar, "KRUNTIMES_ROUTINE_EVENTS"), None);
     assert_eq!(env_value(sidecar, "KRUNTIMES_EVENT_FOLD_WINDOW"), None);
+    assert_eq!(env_value(sidecar, "KRUNTIMES_CLAIM_DELAY"), None);
     let told = Injection {
         routine_events: true,
         event_fold_window: std::time::Duration::from_micros(2500),
+        claim_delay: std::time::Duration::ZERO,
         ..injection()
     };
     let told = complete_with_server(spec(runtime.clone(), None), &told, true, &server);
     assert_eq!(
         env_value(&told.containers[1], "KRUNTIMES_ROUTINE_EVENTS").as_deref(),
         Some("true")
+    );
+    let delay = env_value(&told.containers[1], "KRUNTIMES_CLAIM_DELAY").unwrap();
+    assert_eq!(
+        crate::util::duration::parse_duration(&delay),
+        Ok(std::time::Duration::ZERO)
     );
     let window = env_value(&told.containers[1], "KRUNTIMES_EVENT_FOLD_WINDOW").unwrap();
     assert_eq!(
