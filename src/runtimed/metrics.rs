@@ -80,11 +80,11 @@ impl RuntimedMetrics {
             )?,
             admission_wait: histogram(
                 "kruntimes_runtimed_admission_wait_seconds",
-                "From when runtimed first sees a Run Scheduled on its Pod until its claim (Running) is written.",
+                "From when runtimed first sees a Run Scheduled on its Pod until it is admitted: its claim (Running) written, or its task started with the claim held back (`--claim-delay`).",
             )?,
             dispatch: histogram(
                 "kruntimes_runtimed_dispatch_seconds",
-                "From the claim written until the Run's execution has started.",
+                "From the admission until the Run's execution has started (zero with the claim held back: the task starts at once).",
             )?,
             active_runs: IntGauge::new(
                 "kruntimes_runtimed_active_runs",
