@@ -21,7 +21,8 @@
 //! its.
 //!
 //! `writes` (as a shape name) then measures kube-apiserver's CPU per kind of write, one write
-//! at a time (see [`writes`]); it runs last, as it unbinds the admission policies.
+//! at a time (see [`writes`]); it runs last, as it unbinds the admission policies, and starts
+//! the control plane with the `CBORServingAndStorage` gate on (for its CBOR rows).
 //!
 //! A measurement, not a test: it prints figures and asserts nothing about time. Run with
 //! `cargo bench --bench start_latency [-- SHAPE...|writes] [--routine-events] [--go GIT_DIR]`
@@ -417,6 +418,10 @@ fn main() {
         .iter()
         .filter(|s| wanted.is_empty() || wanted.iter().any(|w| w == s.name))
         .collect();
+    if wanted.iter().any(|w| w == "writes") {
+        // The CBOR rows (KEP-4222, alpha in kube-apiserver 1.36): JSON stays the default.
+        support::with_feature_gates(&["CBORServingAndStorage=true"]);
+    }
     support::control_plane();
     support::install_crds();
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -103,6 +103,9 @@ struct Agent {
     next_retry: Option<Instant>,
     /// Where the artifact collections report.
     collections: Report<Box<Collected>>,
+    /// Attempts that ended while their held claim was being written, by UID: each one's end is
+    /// written once the claim has returned, over the claimed version.
+    ends_after_claim: std::collections::HashMap<String, Box<ending::Ended>>,
 }
 
 impl Agent {
@@ -153,6 +156,7 @@ impl Agent {
             draining: false,
             readiness,
             next_retry: None,
+            ends_after_claim: Default::default(),
         }
     }
 
@@ -334,7 +338,16 @@ impl Agent {
             AgentEvent::Write(WriteEvent::Claimed(uid, written)) => {
                 self.writer.claim_written();
                 self.claims.settle(&uid);
-                if let Some(written) = written {
+                if let Some(ended) = self.ends_after_claim.remove(&uid) {
+                    let ending::Ended {
+                        name,
+                        first,
+                        terminal,
+                        results,
+                    } = *ended;
+                    let first = written.map_or(first, |w| *w);
+                    self.end(name, uid, first, terminal, results);
+                } else if let Some(written) = written {
                     self.children.claimed(&uid, *written);
                 }
                 false

@@ -172,6 +172,12 @@ impl Claims {
         }
     }
 
+    /// Whether `uid`'s held claim is being written on its own: a write that ends its attempt
+    /// waits for it, so that it goes over the claimed version instead of meeting a conflict.
+    pub(super) fn writing(&self, uid: &str) -> bool {
+        self.held.get(uid).is_some_and(|h| h.writing)
+    }
+
     /// Ends the holding of `uid`'s claim (its own write returned, or the attempt's last write
     /// takes it in): what it would have written, when it was held. A write that ends the
     /// attempt of a held claim writes the claim with it ([`crate::api::status::claim_started`]).

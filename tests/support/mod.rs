@@ -305,6 +305,20 @@ pub const OLDEST_KUBERNETES: &str = "v1.32.13";
 /// instead of the current one; see [`use_oldest_kubernetes`].
 static OLDEST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// kube-apiserver feature gates of this binary's control plane ([`with_feature_gates`]).
+static FEATURE_GATES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Starts this binary's control plane (and every one [`start_owned`] starts after) with
+/// kube-apiserver's `--feature-gates` set to `gates` (`Name=true`). Call it before anything
+/// uses the control plane: it panics when it already runs.
+pub fn with_feature_gates(gates: &[&str]) {
+    assert!(
+        CONTROL_PLANE.get().is_none(),
+        "this binary's control plane started before with_feature_gates"
+    );
+    *FEATURE_GATES.lock().unwrap() = gates.iter().map(|g| g.to_string()).collect();
+}
+
 /// Makes this test binary's control plane run the [`OLDEST_KUBERNETES`] kube-apiserver (with
 /// the current etcd and kubectl). Call it first in every test of a binary that wants it: it
 /// panics when the control plane already runs another version.
@@ -409,6 +423,7 @@ pub fn start_owned() -> Result<(cp::ControlPlane, ControlPlane), String> {
         bin_dir: bin_dir.clone(),
         ports: Ports::pick().map_err(|e| e.to_string())?,
         durable: false,
+        feature_gates: FEATURE_GATES.lock().unwrap().clone(),
     };
     let mut running = cp::ControlPlane::start(&spec).map_err(|e| e.to_string())?;
     let server = running.server.clone();

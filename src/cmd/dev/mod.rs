@@ -96,6 +96,7 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
         bin_dir: bin_dir.clone(),
         ports,
         durable: true,
+        feature_gates: Vec::new(),
     })?;
     let kubeconfig = data_dir.join("kubeconfig");
     controlplane::write_kubeconfig(

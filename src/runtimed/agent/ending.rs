@@ -17,6 +17,15 @@ use crate::api::retry;
 use crate::api::status::{Outcome, reasons};
 use crate::api::{Run, RunPhase};
 
+/// An attempt's end waiting for its held claim's own write to return
+/// ([`Agent::ends_after_claim`]).
+pub(super) struct Ended {
+    pub(super) name: String,
+    pub(super) first: Run,
+    pub(super) terminal: Terminal,
+    pub(super) results: Results,
+}
+
 impl Agent {
     /// An attempt of `first` (as last seen) ended with `terminal`: a failed or timed-out task,
     /// or a function Run whose registration failed, whose retry policy allows another attempt
@@ -31,6 +40,17 @@ impl Agent {
         terminal: Terminal,
         results: Results,
     ) {
+        if self.claims.writing(&uid) {
+            // Written once the claim has returned, over what it wrote.
+            let ended = Ended {
+                name,
+                first,
+                terminal,
+                results,
+            };
+            self.ends_after_claim.insert(uid, Box::new(ended));
+            return;
+        }
         // The claim held back for this attempt, if any: taken in by the write that follows.
         let held = self.claims.settle(&uid);
         // Running: a task, or a function Run whose registration is not ready (a Ready

@@ -53,6 +53,12 @@ impl Inbox {
         }
     }
 
+    /// How many events wait to be taken.
+    #[cfg(test)]
+    pub(super) fn queued(&self) -> usize {
+        self.rx.len() + usize::from(self.held.is_some())
+    }
+
     /// The next claim result, when it is the next event and already queued.
     pub(super) fn next_claim_written(&mut self) -> Option<ClaimWritten> {
         if self.held.is_some() {

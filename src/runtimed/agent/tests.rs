@@ -37,6 +37,8 @@ struct Fake {
     written: Vec<Run>,
     /// The last resourceVersion given out.
     version: u64,
+    /// Status writes answered 409 (a stale resourceVersion).
+    conflicts: u32,
 }
 
 impl Fake {
@@ -55,6 +57,7 @@ impl Fake {
         }
         let current = self.runs.get(name).ok_or(404u16)?;
         if sent.resource_version() != current.resource_version() {
+            self.conflicts += 1;
             return Err(409);
         }
         let mut stored = current.clone();
@@ -625,6 +628,36 @@ async fn a_task_still_running_when_its_window_passes_is_claimed_then_ends() {
     assert_eq!(
         shell.phases_written("long"),
         [RunPhase::Running, RunPhase::Cancelled]
+    );
+}
+
+/// A task that ends while its held claim's own write is out: its end waits for the claim to
+/// return and goes over the claimed version, never meeting a conflict (a read and a write more).
+#[tokio::test]
+async fn an_end_that_meets_its_claims_own_write_waits_for_it_and_never_conflicts() {
+    let mut shell = Shell::holding(1, "1h", &[]);
+    shell.create(scheduled("ok", "exit 0").build());
+    shell.plan();
+    // The task ends; its exit waits in the inbox, not acted on yet.
+    for _ in 0..200 {
+        if shell.agent.inbox.queued() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(shell.agent.inbox.queued(), 1, "the exit is queued");
+    // Its window passes now: the claim's own write goes out before the exit is taken.
+    let later = tokio::time::Instant::now() + Duration::from_secs(7200);
+    shell.agent.write_held_claims(later);
+    shell.ends("ok", RunPhase::Succeeded, 1).await;
+    assert_eq!(
+        shell.phases_written("ok"),
+        [RunPhase::Running, RunPhase::Succeeded]
+    );
+    assert_eq!(
+        shell.fake.lock().unwrap().conflicts,
+        0,
+        "a write met a conflict"
     );
 }
 

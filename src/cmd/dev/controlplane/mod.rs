@@ -93,6 +93,9 @@ pub struct Spec {
     /// fsync etcd's writes. Tests turn it off (`--unsafe-no-fsync`) for speed; `dev` keeps
     /// it so a machine crash does not corrupt its data.
     pub durable: bool,
+    /// kube-apiserver's `--feature-gates` (`Name=true`), none by default; the API cost
+    /// benchmark turns alpha serving features on with it.
+    pub feature_gates: Vec<String>,
 }
 
 struct Process {
@@ -158,7 +161,7 @@ impl ControlPlane {
         cp.spawn("etcd", &etcd_args)?;
 
         let pki = |f: &str| layout.pki().join(f).display().to_string();
-        let apiserver_args = [
+        let mut apiserver_args = vec![
             format!("--etcd-servers={etcd_url}"),
             "--bind-address=127.0.0.1".into(),
             format!("--secure-port={apiserver}"),
@@ -193,6 +196,9 @@ impl ControlPlane {
             "--enable-aggregator-routing=true".into(),
             "--v=0".into(),
         ];
+        if !spec.feature_gates.is_empty() {
+            apiserver_args.push(format!("--feature-gates={}", spec.feature_gates.join(",")));
+        }
         cp.spawn("kube-apiserver", &apiserver_args)?;
         Ok(cp)
     }
