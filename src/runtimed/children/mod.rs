@@ -1,7 +1,7 @@
 //! runtimed's children: the task of every claimed Run — a process of runtimed's, an execution
 //! on the runtime server, or a function registration there — with its stop, timeout and kill
-//! deadlines, the executions the runtime server held at start (to re-attach to), and what a
-//! child's end means ([`Children::on_exit`]).
+//! deadlines; the runtime server's side ([`server`]: the executions it held at start, to
+//! re-attach to) and what a child's end means ([`exit`], [`Children::on_exit`]).
 //!
 //! Ends reach the agent as [`ChildEvent::Exited`] and registrations as
 //! [`ChildEvent::FunctionReady`] on a [`Report`]. This module must not talk to the
@@ -12,26 +12,25 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use backon::Retryable as _;
 use kube::ResourceExt as _;
-use kube::runtime::reflector::Store;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::Settings;
 use super::contract::{execute_request, execution_id};
-use super::executor::{self, ChildExit, ChildHandle, Exit, SpawnError, Terminal};
+use super::executor::{self, ChildExit, ChildHandle, SpawnError, Terminal};
 use super::git;
 use super::outputs::OutputsError;
-use super::plan::Attach;
 use super::remote::RuntimeServer;
 use super::report::Report;
 use super::rundir::{self, Layout};
 use super::runlog::RunLogs;
-use super::status_writer::api_backoff;
 use crate::api::Run;
-use crate::api::status::{Outcome, reasons};
-use crate::runtime_server::proto::{FunctionRegistration, RegisterFunctionRequest};
+use crate::runtime_server::proto::FunctionRegistration;
+
+mod exit;
+mod server;
+use server::{list_executions, register_request};
 
 /// A child and what the agent knows about it.
 struct Child {
@@ -164,39 +163,6 @@ impl Children {
         self.server.is_some()
     }
 
-    /// Whether the runtime server's executions are known (always, without a server).
-    pub(super) fn is_listed(&self) -> bool {
-        self.listed.is_some()
-    }
-
-    pub(super) fn on_listed(&mut self, ids: HashSet<String>) {
-        self.listed = Some(ids);
-    }
-
-    /// Running Runs of this Pod whose execution (of their current attempt) the runtime server
-    /// held at start, Scheduled ones too (an earlier runtimed started them and died before
-    /// their held claim was written), and, with a server, every admitted function Run:
-    /// registering is idempotent per Run UID and attempt, so registering again resumes the
-    /// registration it has. Only once listed.
-    pub(super) fn attachable(&self, state: &[Arc<Run>]) -> HashSet<String> {
-        let listed = self.listed.as_ref().expect("planned only once listed");
-        let functions = self.server.is_some();
-        state
-            .iter()
-            .filter_map(|r| {
-                let uid = r.uid()?;
-                let function = r.spec.mode.function.is_some();
-                let executing = !function && listed.contains(&execution_id(&uid, r.attempt()));
-                let attachable = match r.phase() {
-                    phase if phase.is_admitted() => executing || (functions && function),
-                    crate::api::RunPhase::Scheduled => executing,
-                    _ => false,
-                };
-                attachable.then_some(uid)
-            })
-            .collect()
-    }
-
     /// The children whose Run the watch shows at another attempt than theirs: the Run was
     /// sent back to Pending (healed, preempted) and, perhaps, placed here again; the child's
     /// result belongs to an attempt that is over.
@@ -210,62 +176,6 @@ impl Children {
                     .then_some(uid)
             })
             .collect()
-    }
-
-    /// Follows again the execution of a Run an earlier runtimed started on the runtime
-    /// server (its request is already held again). Returns whether it is followed (false:
-    /// its room is to be released).
-    pub(super) fn attach(&mut self, attach: Attach) -> bool {
-        let Some(server) = &self.server else {
-            return false;
-        };
-        let Attach { run, request } = attach;
-        let (name, uid) = (run.name_any(), run.uid().unwrap_or_default());
-        let id = execution_id(&uid, run.attempt());
-        if let Some(listed) = self.listed.as_mut() {
-            listed.remove(&id);
-        }
-        let function = run
-            .spec
-            .mode
-            .function
-            .as_ref()
-            .map(|f| executor::prepare_function(f, &run.spec.env, run.spec.source.as_ref()))
-            .map(|task| task.map(|task| self.layout(&run).apply(task)));
-        let registered = function.is_some();
-        let handle = match function {
-            None => {
-                tracing::info!(run = %name, "re-attached to execution {id} of Run {name} on the runtime server, holding {request}");
-                server.follow(
-                    None,
-                    id.clone(),
-                    uid.clone(),
-                    name.clone(),
-                    Some(self.logs.writer(&name, &uid)),
-                    self.exits.clone(),
-                )
-            }
-            Some(Ok(task)) => {
-                tracing::info!(run = %name, "registering function Run {name} again on the runtime server (same attempt: it resumes), holding {request}");
-                let idle = task.function.as_ref().and_then(|f| f.idle_timeout);
-                server.serve_function(
-                    register_request(&uid, run.attempt(), &task),
-                    idle,
-                    uid.clone(),
-                    self.ready.clone(),
-                    self.exits.clone(),
-                )
-            }
-            // It was valid when it was claimed, and the spec is immutable.
-            Some(Err(e)) => {
-                tracing::warn!(run = %name, "function Run {name} cannot be registered again: {e}");
-                return false;
-            }
-        };
-        let deadline = deadline_of(&run);
-        let execution = (!registered).then_some(id);
-        self.insert(uid, name, handle, (*run).clone(), deadline, execution);
-        true
     }
 
     /// The files of `run`'s execution ([`rundir`]).
@@ -497,23 +407,6 @@ impl Children {
         }
     }
 
-    /// A function Run's registration is ready: `invoke` may reach it from now on. Returns its
-    /// name and the Run as last written, for the Ready write; `None` when it is no child.
-    pub(super) fn on_function_ready(
-        &mut self,
-        uid: &str,
-        registration: FunctionRegistration,
-    ) -> Option<(String, Run)> {
-        let child = self.children.get(uid)?;
-        let name = child.name.clone();
-        tracing::info!(run = %name, "function of Run {name} registered ({}); Ready", registration.registration_id);
-        self.registrations
-            .lock()
-            .expect("registrations")
-            .insert(name.clone(), registration);
-        Some((name, child.last_written.clone()))
-    }
-
     /// The name of `uid`'s child and its Run as last written by this agent (as Scheduled,
     /// while its claim is held back).
     pub(super) fn last_written(&self, uid: &str) -> Option<(String, Run)> {
@@ -529,179 +422,6 @@ impl Children {
             child.last_written = written;
         }
     }
-
-    /// `Forget`s the execution of `uid`'s Run, if one waits for it, and removes its directory:
-    /// its last write has landed (or none follows).
-    pub(super) fn forget(&mut self, uid: &str) {
-        rundir::remove(&self.workspace_root, uid);
-        if let (Some(id), Some(server)) = (self.forget.remove(uid), &self.server) {
-            let server = server.clone();
-            tokio::spawn(async move { server.forget(&id).await });
-        }
-    }
-
-    /// A child ended: what its Run's status becomes (`None` when it was no child). `runs` is
-    /// the watch's view, preferred over the claim when it has caught up past it.
-    /// `outputs` is what [`forward_exits`] read of a successful execution's
-    /// `$KRUNTIME_OUTPUTS` off the loop.
-    pub(super) fn on_exit(
-        &mut self,
-        exit: ChildExit,
-        outputs: Outputs,
-        runs: &Store<Run>,
-    ) -> Option<AfterExit> {
-        let child = self.children.remove(&exit.uid)?;
-        self.registrations
-            .lock()
-            .expect("registrations")
-            .remove(&child.name);
-        if let Some(id) = &child.execution {
-            if let Some(listed) = self.listed.as_mut() {
-                listed.remove(id);
-            }
-            // Forgotten once the Run's status records it (after the write that follows), or
-            // at once when no write follows.
-            self.forget.insert(exit.uid.clone(), id.clone());
-        }
-        // The watch's copy when it has caught up past the claim.
-        let observed = |uid: &str| {
-            runs.state()
-                .into_iter()
-                .find(|r| r.uid().as_deref() == Some(uid) && r.phase().is_admitted())
-                .map(|r| (*r).clone())
-        };
-        let stopped = child.stopping.map(|s| s.why).filter(|_| !child.abandoned);
-        if stopped == Some(StopReason::Preempted) {
-            tracing::info!(run = %child.name, "Run {} stopped for a preemption; back to Pending", child.name);
-            let first = observed(&exit.uid).unwrap_or(child.last_written);
-            let (name, uid) = (child.name, exit.uid);
-            return Some(AfterExit::Requeue { name, uid, first });
-        }
-        let read = outputs;
-        let mut outputs = BTreeMap::new();
-        let terminal = if let Some(why) = stopped {
-            Some(stopped_terminal(why, &child.last_written))
-        } else if child.terminated_for_shutdown && exit.killed {
-            Some(Terminal {
-                outcome: Outcome::Failed,
-                reason: reasons::RUNTIME_POD_TERMINATED,
-                message: format!(
-                    "runtimed on Pod {} was shutting down and killed the process after the {:?} grace period",
-                    self.pod_name, self.shutdown_grace
-                ),
-                exit_code: None,
-            })
-        } else if child.abandoned {
-            // A function Run deleted while Ready waits on its cleanup finalizer for this end:
-            // it is unregistered now.
-            runs.state()
-                .into_iter()
-                .find(|r| r.uid().as_deref() == Some(exit.uid.as_str()))
-                .filter(|r| {
-                    r.metadata.deletion_timestamp.is_some()
-                        && r.phase().is_admitted()
-                        && r.finalizers()
-                            .iter()
-                            .any(|f| f == crate::api::FINALIZER_FUNCTION_CLEANUP)
-                })
-                .map(|_| Terminal {
-                    outcome: Outcome::Cancelled,
-                    reason: reasons::CANCELLED,
-                    message: "deleted; runtimed unregistered the function".to_string(),
-                    exit_code: None,
-                })
-        } else {
-            Some(match exit.status {
-                Ok(Exit::Process(status)) => status.terminal(),
-                Ok(Exit::Server(terminal)) => terminal,
-                Err(e) => Terminal {
-                    outcome: Outcome::Failed,
-                    reason: reasons::FAILED,
-                    message: format!("runtimed lost track of the process: {e}"),
-                    exit_code: None,
-                },
-            })
-        };
-        let Some(mut terminal) = terminal else {
-            tracing::info!(run = %child.name, "process of Run {} is gone", child.name);
-            return Some(AfterExit::Gone { uid: exit.uid });
-        };
-        // A successful execution's outputs are what it left in `$KRUNTIME_OUTPUTS`.
-        if terminal.outcome == Outcome::Succeeded {
-            match read {
-                Ok(written) => outputs = written,
-                Err(e) => {
-                    terminal = Terminal {
-                        outcome: Outcome::Failed,
-                        reason: e.reason(),
-                        message: e.to_string(),
-                        exit_code: terminal.exit_code,
-                    }
-                }
-            }
-        }
-        tracing::info!(run = %child.name, "Run {} ended: {}", child.name, terminal.message);
-        let first = observed(&exit.uid).unwrap_or(child.last_written);
-        Some(AfterExit::Finish {
-            name: child.name,
-            uid: exit.uid,
-            first,
-            terminal,
-            outputs,
-        })
-    }
-}
-
-/// How a child stopped by runtimed (cancelled or timed out) ends, whatever its exit.
-fn stopped_terminal(why: StopReason, run: &Run) -> Terminal {
-    let (outcome, reason, message) = match why {
-        StopReason::Cancelled => (
-            Outcome::Cancelled,
-            reasons::CANCELLED,
-            "cancelled (spec.cancelRequested); runtimed stopped the task".to_string(),
-        ),
-        _ => (
-            Outcome::Timeout,
-            reasons::TIMEOUT,
-            format!(
-                "ran longer than spec.timeout {}; runtimed stopped the task",
-                run.spec.timeout.as_deref().unwrap_or_default()
-            ),
-        ),
-    };
-    Terminal {
-        outcome,
-        reason,
-        message,
-        exit_code: None,
-    }
-}
-
-/// Lists the runtime server's executions in the background, retried with [`api_backoff`]
-/// until it answers (no Run is planned before), and reports them as [`ChildEvent::Listed`].
-fn list_executions(server: RuntimeServer, events: Report<ChildEvent>) {
-    tokio::spawn(async move {
-        let list = || server.list();
-        let listed = list
-            .retry(api_backoff())
-            .notify(|e, _| {
-                tracing::warn!(
-                    "listing the executions of runtime server {}: {}; retrying (no Run is admitted until it answers)",
-                    server.address(),
-                    e.message()
-                );
-            })
-            .await;
-        // The attempts never run out: an error never comes back.
-        if let Ok(ids) = listed {
-            tracing::info!(
-                "runtime server {} holds {} execution(s)",
-                server.address(),
-                ids.len()
-            );
-            events.send(ChildEvent::Listed(ids));
-        }
-    });
 }
 
 /// What the children report back to the agent.
@@ -766,20 +486,4 @@ fn deadline_of(run: &Run) -> Option<Instant> {
     let ran = now.duration_since(started);
     let ran = Duration::try_from(ran).unwrap_or(Duration::ZERO);
     Some(Instant::now() + timeout.saturating_sub(ran))
-}
-
-/// The `RegisterFunction` call of a function Run's attempt.
-fn register_request(uid: &str, attempt: i32, task: &executor::Prepared) -> RegisterFunctionRequest {
-    let function = task.function.as_ref();
-    RegisterFunctionRequest {
-        run_uid: uid.to_string(),
-        registration_attempt: attempt,
-        working_dir: task.working_dir.clone().unwrap_or_default(),
-        handler: function.map(|f| f.handler.clone()).unwrap_or_default(),
-        env: task.env.iter().cloned().collect(),
-        idle_timeout_seconds: function
-            .and_then(|f| f.idle_timeout)
-            .map_or(0, |d| d.as_secs() as i64),
-        registration_digest: function.map(|f| f.digest.clone()).unwrap_or_default(),
-    }
 }
