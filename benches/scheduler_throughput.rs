@@ -1,14 +1,18 @@
 //! End-to-end scheduler throughput on the real control plane: 2,000 Runs created (16 at a
-//! time) onto 100 ready Runtime Pods of `runs: 20`, with 1 and then 4 queue workers. Reports
-//! Runs/s from the first creation to the last Scheduled, per-Run latency (creation returned →
-//! a watch sees Scheduled) p50/p99, and where the time goes: the scheduler's own cycle time
-//! (from its histogram) against the wall time, the rest being API writes and watch delivery;
-//! and the scheduler's resident memory per Run (its RSS with every Run placed, less its RSS
-//! with the Pods alone).
+//! time) onto 100 ready Runtime Pods of `runs: 21` (room for every Run and one more), with 1
+//! and then 4 queue workers. Reports Runs/s from the first creation to the last Scheduled,
+//! per-Run latency (creation returned → a watch sees Scheduled) p50/p99, and where the time
+//! goes: the scheduler's own cycle time (from its histogram) against the wall time, the rest
+//! being API writes and watch delivery; and the scheduler's resident memory per Run (its RSS
+//! with every Run placed, less its RSS with the Pods alone).
 //!
-//! A measurement, not a test: it prints figures and asserts only that every Run was placed.
-//! Run with `cargo bench --bench scheduler_throughput` (optionally `-- RUNS PODS [WORKERS]`:
-//! with WORKERS, that many queue workers only).
+//! Then, at that size, how long the commands and a failover take: `status -A`, `explain` of one
+//! Run, and a new scheduler started after the old one is killed (as a standby takes over once
+//! the Lease is free) until a Run created meanwhile is Scheduled: its lists and caches rebuilt.
+//!
+//! A measurement, not a test: it prints figures and asserts only that every Run was placed and
+//! each command succeeded. Run with `cargo bench --bench scheduler_throughput` (optionally
+//! `-- RUNS PODS [WORKERS]`: with WORKERS, that many queue workers only).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -42,13 +46,14 @@ async fn main() {
 
 async fn measure(runs: usize, pods: usize, workers: u16) {
     let ns = TestNs::new(&format!("bench-w{workers}")).await;
-    let per_pod = runs.div_ceil(pods) as u64;
+    // Room for every Run, and one more per Pod for the Run created during the failover.
+    let per_pod = runs.div_ceil(pods) as u64 + 1;
     for i in 0..pods {
         let p = pod(&format!("py-{i:03}")).capacity(&[("runs", per_pod)]);
         p.create(&ns).await;
     }
     let identity = format!("bench-{workers}");
-    let scheduler = SchedulerProcess::start(&ns.name, workers, None, &identity).await;
+    let mut scheduler = SchedulerProcess::start(&ns.name, workers, None, &identity).await;
     let events = RunEvents::start(&ns).await;
     // The scheduler's resident memory with its Pods and no Run: the base the Runs add to.
     let rss =
@@ -114,5 +119,58 @@ async fn measure(runs: usize, pods: usize, workers: u16) {
         wall.as_secs_f64(),
         cycle_sum / wall.as_secs_f64() * 100.0,
         queue_sum / cycle_count.max(1.0) * 1e3,
+    );
+    at_scale(ns, &mut scheduler, workers, runs, pods).await;
+}
+
+/// How long `status -A`, `explain` and a failover take with every Run placed.
+async fn at_scale(
+    ns: &TestNs,
+    scheduler: &mut SchedulerProcess,
+    workers: u16,
+    runs: usize,
+    pods: usize,
+) {
+    let timed = |args: &[&str]| {
+        let started = Instant::now();
+        let out = support::kruntimes()
+            .args(args)
+            .output()
+            .expect("run kubectl-kruntimes");
+        assert!(
+            out.status.success(),
+            "kubectl-kruntimes {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (started.elapsed(), out.stdout.len())
+    };
+    let (status, status_bytes) = timed(&["status", "-A"]);
+    let (explain, _) = timed(&["explain", "run/r-00000", "-n", &ns.name]);
+    // The old scheduler killed; a new one lists every Run and Pod again before it places the
+    // Run created meanwhile.
+    scheduler.kill();
+    run("after-failover").create(ns).await;
+    let started = Instant::now();
+    let identity = format!("bench-{workers}-new");
+    let _new = SchedulerProcess::start(&ns.name, workers, None, &identity).await;
+    let ready = started.elapsed();
+    eventually(
+        Duration::from_secs(300),
+        "the Run created during the failover to be Scheduled",
+        async || match ns.get_run("after-failover").await.phase() {
+            RunPhase::Scheduled => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    )
+    .await;
+    let failover = started.elapsed();
+    println!(
+        "workers={workers}: with {runs} Runs on {pods} Pods: status -A {:.2}s ({status_bytes} bytes), \
+         explain {:.2}s; a new scheduler ready in {:.2}s and placing a new Run {:.2}s after its start",
+        status.as_secs_f64(),
+        explain.as_secs_f64(),
+        ready.as_secs_f64(),
+        failover.as_secs_f64(),
     );
 }
