@@ -84,11 +84,23 @@ impl Agent {
 
     /// Whether `claim`'s write is held back and its task started at once: a task's first
     /// claim, when `--claim-delay` is not zero. A function Run's registration and a retry
-    /// claim first.
+    /// claim first, and so does a task an earlier runtimed started and died under before its
+    /// claim was written: it runs again (at least once), but claimed, so that a task that
+    /// kills runtimed (its memory, say) ends `RuntimedRestarted` at the next restart instead
+    /// of holding its Pod in a crash loop.
     pub(super) fn holds_back(&self, claim: &Claim) -> bool {
-        claim.retry.is_none()
-            && claim.task.function.is_none()
-            && !self.settings.claim_delay.is_zero()
+        if claim.retry.is_some()
+            || claim.task.function.is_some()
+            || self.settings.claim_delay.is_zero()
+        {
+            return false;
+        }
+        if self.children.started_before(&claim.run) {
+            let name = claim.run.name_any();
+            tracing::warn!(run = %name, "Run {name} was started by an earlier runtimed that stopped before its claim was written; claiming it before it starts again");
+            return false;
+        }
+        true
     }
 
     /// Starts the task of `claim` on its reservation alone, its claim held back for

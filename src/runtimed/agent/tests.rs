@@ -687,7 +687,8 @@ async fn a_failed_attempt_under_a_held_claim_is_claimed_first_then_retried() {
 }
 
 /// A runtimed that dies inside a claim's window leaves the Run Scheduled. Its process died
-/// with it: the next runtimed starts the task again (at least once) and writes one end.
+/// with it: the next runtimed starts the task again (at least once), claimed first since it
+/// finds the Run's directory, and writes one end.
 #[tokio::test]
 async fn a_runtimed_that_dies_inside_the_window_runs_the_process_again_and_ends_it_once() {
     let mut shell = Shell::holding(1, "1h", &[]);
@@ -714,13 +715,65 @@ async fn a_runtimed_that_dies_inside_the_window_runs_the_process_again_and_ends_
     assert_eq!(shell.agent.records.cache().len(), 1, "claimed again");
     shell.until("exited").await;
     shell.ends("again", RunPhase::Succeeded, 1).await;
-    assert_eq!(shell.phases_written("again"), [RunPhase::Succeeded]);
+    assert_eq!(
+        shell.phases_written("again"),
+        [RunPhase::Running, RunPhase::Succeeded],
+        "started again only once its claim landed"
+    );
     let starts: u32 = std::fs::read_to_string(&counter)
         .unwrap()
         .trim()
         .parse()
         .unwrap();
     assert_eq!(starts, 2, "the attempt ran again");
+}
+
+/// A task that kills runtimed (its memory, say) inside the window: the next runtimed starts
+/// it again claimed first, and when that one dies too, the one after ends the Run
+/// `RuntimedRestarted` instead of starting it a third time: no crash loop.
+#[tokio::test]
+async fn a_task_whose_runtimed_dies_twice_ends_runtimed_restarted_not_in_a_crash_loop() {
+    let mut shell = Shell::holding(1, "1h", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("n").display().to_string();
+    let script =
+        format!("n=$(cat {counter} 2>/dev/null || echo 0); echo $((n+1)) > {counter}; sleep 30");
+    let counted = |n: u32| {
+        let counter = counter.clone();
+        async move {
+            for _ in 0..200 {
+                let read = std::fs::read_to_string(&counter).unwrap_or_default();
+                if read.trim().parse::<u32>().ok() == Some(n) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            panic!("the task did not start {n} time(s)");
+        }
+    };
+    shell.create(scheduled("killer", &script).build());
+    shell.plan();
+    counted(1).await;
+    shell.restart();
+    shell.plan();
+    shell.until("claimed").await;
+    counted(2).await;
+    assert_eq!(shell.phases_written("killer"), [RunPhase::Running]);
+    shell.restart();
+    shell.catch_up();
+    shell.plan();
+    shell.ends("killer", RunPhase::Failed, 1).await;
+    let ended = shell.stored("killer").unwrap();
+    assert_eq!(
+        ended.status.as_ref().unwrap().reason.as_deref(),
+        Some(crate::api::status::reasons::RUNTIMED_RESTARTED)
+    );
+    let starts: u32 = std::fs::read_to_string(&counter)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(starts, 2, "never started a third time");
 }
 
 /// A runtimed that dies inside a claim's window while the runtime server executes the task:

@@ -407,6 +407,15 @@ impl Children {
         }
     }
 
+    /// Whether an earlier runtimed started `run` here: its directory exists though nothing of
+    /// this agent runs it (it is removed once a Run's last write has landed, or the Run left
+    /// this Pod). A Scheduled Run found so died with that runtimed before its held claim was
+    /// written.
+    pub(super) fn started_before(&self, run: &Run) -> bool {
+        let uid = run.uid().unwrap_or_default();
+        !self.children.contains_key(&uid) && self.layout(run).run_dir.exists()
+    }
+
     /// The name of `uid`'s child and its Run as last written by this agent (as Scheduled,
     /// while its claim is held back).
     pub(super) fn last_written(&self, uid: &str) -> Option<(String, Run)> {
