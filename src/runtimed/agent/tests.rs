@@ -325,6 +325,18 @@ impl Shell {
         );
     }
 
+    /// Cancels the Running Run `name` as a user would, and asserts it ends Cancelled, its
+    /// claim and its end written.
+    async fn cancels_running(&mut self, name: &str) {
+        self.edit(name, |r| r.spec.cancel_requested = true);
+        self.plan();
+        self.ends(name, RunPhase::Cancelled, 1).await;
+        assert_eq!(
+            self.phases_written(name),
+            [RunPhase::Running, RunPhase::Cancelled]
+        );
+    }
+
     fn stored(&self, name: &str) -> Option<Run> {
         self.fake.lock().unwrap().runs.get(name).cloned()
     }
@@ -478,13 +490,7 @@ async fn a_cancelled_running_run_is_stopped_and_ends_cancelled_freeing_its_room(
     shell.plan();
     shell.until("claimed").await;
     assert_eq!(shell.agent.children.len(), 1, "its task runs");
-    shell.edit("long", |r| r.spec.cancel_requested = true);
-    shell.plan();
-    shell.ends("long", RunPhase::Cancelled, 1).await;
-    assert_eq!(
-        shell.phases_written("long"),
-        [RunPhase::Running, RunPhase::Cancelled]
-    );
+    shell.cancels_running("long").await;
 }
 
 #[tokio::test]
@@ -622,13 +628,7 @@ async fn a_task_still_running_when_its_window_passes_is_claimed_then_ends() {
     shell.at_the_claim_delay().await;
     shell.until("claim written").await;
     assert_eq!(shell.phases_written("long"), [RunPhase::Running]);
-    shell.edit("long", |r| r.spec.cancel_requested = true);
-    shell.plan();
-    shell.ends("long", RunPhase::Cancelled, 1).await;
-    assert_eq!(
-        shell.phases_written("long"),
-        [RunPhase::Running, RunPhase::Cancelled]
-    );
+    shell.cancels_running("long").await;
 }
 
 /// A task that ends while its held claim's own write is out: its end waits for the claim to
