@@ -1,5 +1,6 @@
 //! The upstream project's documented API against our CRDs on the real control plane: every
-//! field and form that the Run, Runtime and PersistentWorkspace manifests of
+//! field and form that the Run, Runtime, PersistentWorkspace (and, in `upstream_api/workflows.rs`,
+//! Workflow, WorkflowRun and Action) manifests of
 //! github.com/kruntimes/kruntimes's docs show (commit cad3923), written as our own manifests in
 //! `tests/fixtures/upstream-api/`, is accepted by `kubectl apply --server-side
 //! --validate=strict` and stored without pruning; and the CEL rules upstream's API declares
@@ -10,6 +11,9 @@
 //! for it here.
 
 mod support;
+
+#[path = "upstream_api/workflows.rs"]
+mod workflows;
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
@@ -82,6 +86,9 @@ fn resource(kind: &str) -> &'static str {
         "Run" => "runs.kruntimes.io",
         "Runtime" => "runtimes.kruntimes.io",
         "PersistentWorkspace" => "persistentworkspaces.kruntimes.io",
+        "Workflow" => "workflows.kruntimes.io",
+        "WorkflowRun" => "workflowruns.kruntimes.io",
+        "Action" => "actions.kruntimes.io",
         other => panic!("not a kruntimes kind: {other}"),
     }
 }

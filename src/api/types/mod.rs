@@ -1,5 +1,5 @@
-//! The `Run`, `Runtime` and `PersistentWorkspace` custom resources (`kruntimes.io/v1alpha1`)
-//! and their CRDs.
+//! The `Run`, `Runtime`, `PersistentWorkspace`, `Workflow`, `WorkflowRun` and `Action` custom
+//! resources (`kruntimes.io/v1alpha1`) and their CRDs.
 //!
 //! The shapes are the kruntimes project's public `v1alpha1` API (`kruntimes/kruntimes`,
 //! `api/v1alpha1/`), field for field: the same names, types, defaults, enums and CEL rules, so
@@ -11,14 +11,21 @@
 //! [`super::resources`], status transitions in [`super::status`].
 //!
 //! One file per kind: `runtime.rs` (`Runtime`), `run.rs` (`Run`), `workspace.rs`
-//! (`PersistentWorkspace`); `schema.rs` holds the CRD schema pieces they share. Everything is
+//! (`PersistentWorkspace`), `workflow.rs` (`Workflow`, and the job and step shapes),
+//! `workflow_run.rs` (`WorkflowRun`), `action.rs` (`Action`); `schema.rs` holds the CRD schema pieces they share. Everything is
 //! re-exported here, so `crate::api::types::X` (and `crate::api::X`) names any of them.
 
+mod action;
 mod run;
 mod runtime;
 mod schema;
+mod workflow;
+mod workflow_run;
 mod workspace;
 
+pub use action::*;
 pub use run::*;
 pub use runtime::*;
+pub use workflow::*;
+pub use workflow_run::*;
 pub use workspace::*;

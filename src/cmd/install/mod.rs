@@ -24,7 +24,7 @@ use kube::{CustomResourceExt, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::api::{FIELD_MANAGER, PersistentWorkspace, Run, Runtime};
+use crate::api::{Action, FIELD_MANAGER, PersistentWorkspace, Run, Runtime, Workflow, WorkflowRun};
 use crate::cli::{DryRun, GlobalArgs, InstallArgs};
 use crate::kubeclient::{self, Target};
 use crate::policy::runtimed as runtimed_policy;
@@ -44,8 +44,16 @@ pub const USER_ROLES: &str = include_str!("../../../deploy/user-roles.yaml");
 pub const RETIRED_USER_ROLES: &[&str] = &["kubectl-kruntimes-edit"];
 
 /// The CRDs, generated from the Rust types, Runtime first.
-pub fn crds() -> [CustomResourceDefinition; 3] {
-    [Runtime::crd(), Run::crd(), PersistentWorkspace::crd()].map(|mut crd| {
+pub fn crds() -> [CustomResourceDefinition; 6] {
+    [
+        Runtime::crd(),
+        Run::crd(),
+        PersistentWorkspace::crd(),
+        Workflow::crd(),
+        WorkflowRun::crd(),
+        Action::crd(),
+    ]
+    .map(|mut crd| {
         let (key, value) = LABEL_OURS;
         crd.metadata
             .labels
@@ -282,7 +290,7 @@ fn confirm(target: &Target, args: &InstallArgs) -> anyhow::Result<()> {
         ),
     };
     let question = format!(
-        "Install the kruntimes CRDs (runtimes.kruntimes.io, runs.kruntimes.io, persistentworkspaces.kruntimes.io), the ClusterRoles kubectl-kruntimes-view, kubectl-kruntimes-submit and kubectl-kruntimes-runtime-admin and the admission policies {} and {}{scheduler} into {}?",
+        "Install the kruntimes CRDs (runtimes, runs, persistentworkspaces, workflows, workflowruns and actions.kruntimes.io), the ClusterRoles kubectl-kruntimes-view, kubectl-kruntimes-submit and kubectl-kruntimes-runtime-admin and the admission policies {} and {}{scheduler} into {}?",
         runtimed_policy::NAME,
         crate::policy::submitter::NAME,
         target.describe()
