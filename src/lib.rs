@@ -20,3 +20,4 @@ pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod util;
+pub mod workflow;

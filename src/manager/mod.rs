@@ -1,5 +1,6 @@
 //! `kubectl kruntimes scheduler run`: the controller manager. Wires the Runtime controller,
-//! the scheduler controller, the cleanup controller (on the scheduler's store of Runs), Lease
+//! the scheduler controller, the cleanup controller (on the scheduler's store of Runs), the
+//! workflow controller (WorkflowRuns into Runs; [`crate::workflow`]), Lease
 //! leader election ([`leader`]), `/metrics`, `/healthz` and
 //! `/readyz`, supervises every long-lived task, and shuts down on SIGTERM or SIGINT. It
 //! decides nothing itself. It acts only while it leads and no foreign (Go kruntimes)
@@ -148,6 +149,24 @@ pub async fn run(
             cleanup.run(runs).await;
         })
     };
+    // Workflows: WorkflowRuns become Runs, which the scheduler then places like any other.
+    let mut workflows = {
+        let (client, namespace) = (target.client.clone(), args.watch_namespace.clone());
+        let (leading, stopped) = (wait_for(leading_rx.clone()), stopped.clone());
+        tokio::spawn(async move {
+            leading.await;
+            use crate::workflow::{controller as workflow_runs, definitions};
+            tokio::join!(
+                workflow_runs::run(client.clone(), namespace.clone(), stopped.clone()),
+                definitions::run::<crate::api::Workflow>(
+                    client.clone(),
+                    namespace.clone(),
+                    stopped.clone()
+                ),
+                definitions::run::<crate::api::Action>(client, namespace, stopped),
+            );
+        })
+    };
     let mut scheduling = tokio::spawn(controller::run(
         scheduler,
         runs_writer,
@@ -174,6 +193,10 @@ pub async fn run(
             Ok(()) => anyhow!("the cleanup controller stopped unexpectedly"),
             Err(e) => anyhow!("the cleanup controller task failed: {e}"),
         }),
+        ended = &mut workflows => Some(match ended {
+            Ok(()) => anyhow!("the workflow controller stopped unexpectedly"),
+            Err(e) => anyhow!("the workflow controller task failed: {e}"),
+        }),
     };
     info!("shutting down");
     let _ = stop_tx.send(true);
@@ -182,6 +205,7 @@ pub async fn run(
     }
     runtime_controller.abort();
     cleanup.abort();
+    workflows.abort();
     foreign_gate.abort();
     if let Some(election) = election {
         election.release().await;

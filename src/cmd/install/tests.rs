@@ -56,9 +56,19 @@ fn user_roles_aggregate_into_the_built_in_roles_and_never_grant_status() {
             .flat_map(|r| r.resources.clone().unwrap_or_default())
             .collect()
     };
-    // Submitting Runs and administering Runtimes (Pod-create equivalent) are apart.
+    // Submitting Runs (and WorkflowRuns, which become Runs) and administering Runtimes
+    // (Pod-create equivalent) are apart.
     for (name, resources) in [
-        ("kubectl-kruntimes-submit", vec!["runs", "runs/invoke"]),
+        (
+            "kubectl-kruntimes-submit",
+            vec![
+                "runs",
+                "workflowruns",
+                "workflows",
+                "actions",
+                "runs/invoke",
+            ],
+        ),
         (
             "kubectl-kruntimes-runtime-admin",
             vec!["runtimes", "persistentworkspaces"],

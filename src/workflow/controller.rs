@@ -1,0 +1,517 @@
+//! The WorkflowRun controller's effects: it reads a WorkflowRun, its snapshot and its
+//! children, asks [`super::plan`] what its status is and what to do, does that (freeze the
+//! snapshot, create Runs and child WorkflowRuns, ask children to cancel) and writes the status
+//! back. Decides nothing itself.
+//!
+//! Everything that matters is in the objects: a restarted controller finds each step's Run by
+//! its labels and each call by its name, and starts nothing twice (the names are derived, a
+//! create that finds its object there already takes it). The status is written with the
+//! resourceVersion it was derived from, so a stale read costs a retry, never a lost update.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use kube::api::{Api, ListParams, Patch, PostParams};
+use kube::runtime::controller::{Action as Requeue, Controller};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+use thiserror::Error;
+use tracing::{info, warn};
+
+use crate::api::{
+    Action, LABEL_WORKFLOW_RUN_UID, Run, RunSpec, RunStatus, Workflow, WorkflowRun,
+    WorkflowRunStatus, patch_params, post_params,
+};
+use crate::kubeclient::{lenient_watch, scoped_api};
+
+use super::plan::{self, Children, Plan, StepRun, Target};
+use super::snapshot::{self, FrozenAction, Snapshot};
+use super::template;
+
+/// The reason of `Accepted=False` when a WorkflowRun is refused.
+pub const REASON_REFUSED: &str = "WorkflowValidationFailed";
+
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    #[error("{0}")]
+    Snapshot(String),
+}
+
+struct Context {
+    client: Client,
+    /// The Runs that WorkflowRuns own, each kept only as far as the planner reads it.
+    runs: Store<Run>,
+}
+
+/// Runs the WorkflowRun controller until `shutdown` resolves, over one namespace or all.
+pub async fn run(
+    client: Client,
+    namespace: Option<String>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let scope = namespace.as_deref();
+    let owned = watcher::Config::default().labels(LABEL_WORKFLOW_RUN_UID);
+    let (runs, runs_writer) = reflector::store();
+    let child_runs = lenient_watch(scoped_api(&client, scope), owned.clone())
+        .modify(keep_what_the_planner_reads)
+        .reflect(runs_writer)
+        .touched_objects();
+    let (workflow_runs, writer) = reflector::store();
+    let workflow_run_stream = lenient_watch(scoped_api(&client, scope), Default::default())
+        .reflect(writer)
+        .applied_objects();
+    let child_calls =
+        lenient_watch::<WorkflowRun>(scoped_api(&client, scope), owned).touched_objects();
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        runs,
+    });
+    Controller::for_stream(workflow_run_stream, workflow_runs)
+        .owns_stream(child_runs)
+        .owns_stream(child_calls)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+/// A child Run as the planner reads it: its identity, labels, cancel request, phase and outputs.
+/// The scheduler keeps the whole Run; this copy is small.
+fn keep_what_the_planner_reads(run: &mut Run) {
+    run.spec = RunSpec {
+        cancel_requested: run.spec.cancel_requested,
+        ..RunSpec::default()
+    };
+    run.status = run.status.take().map(|s| RunStatus {
+        phase: s.phase,
+        outputs: s.outputs,
+        ..RunStatus::default()
+    });
+    run.metadata.annotations = None;
+}
+
+fn error_policy(workflow_run: Arc<WorkflowRun>, err: &Error, _: Arc<Context>) -> Requeue {
+    let conflict = matches!(err, Error::Api(kube::Error::Api(s)) if s.code == 409);
+    if !conflict {
+        warn!(
+            "reconciling WorkflowRun {}/{} failed: {err}; retrying",
+            workflow_run.namespace().unwrap_or_default(),
+            workflow_run.name_any()
+        );
+    }
+    Requeue::requeue(Duration::from_secs(if conflict { 1 } else { 5 }))
+}
+
+async fn reconcile(workflow_run: Arc<WorkflowRun>, ctx: Arc<Context>) -> Result<Requeue, Error> {
+    if workflow_run.meta().deletion_timestamp.is_some() {
+        return Ok(Requeue::await_change());
+    }
+    let ns = workflow_run.namespace().unwrap_or_default();
+    let uid = workflow_run.uid().unwrap_or_default();
+    let before = workflow_run.status.clone().unwrap_or_default();
+    let snapshot = if before.phase.is_terminal() {
+        None
+    } else {
+        load_snapshot(&ctx.client, &workflow_run, &before).await?
+    };
+    if snapshot.is_none() && before.jobs.is_some() && !before.phase.is_terminal() {
+        return Err(Error::Snapshot(format!(
+            "WorkflowRun {ns}/{} has jobs but its snapshot {} is gone",
+            workflow_run.name_any(),
+            before.snapshot_name
+        )));
+    }
+    let runs: Vec<Arc<Run>> = ctx
+        .runs
+        .state()
+        .into_iter()
+        .filter(|r| r.namespace().as_deref() == Some(&ns))
+        .filter(|r| r.labels().get(LABEL_WORKFLOW_RUN_UID) == Some(&uid))
+        .collect();
+    let calls = child_calls(&ctx.client, &workflow_run, snapshot.as_ref()).await?;
+    let children = Children::new(runs.iter().map(|r| r.as_ref()), calls.iter().collect());
+
+    let mut status = before.clone();
+    plan::derive(
+        &workflow_run.spec,
+        &mut status,
+        snapshot.as_ref(),
+        &children,
+    );
+    match plan::plan(&workflow_run.spec, &status, snapshot.as_ref(), &children) {
+        Plan::Wait => {}
+        Plan::Accept => accept(&ctx.client, &workflow_run, &mut status).await?,
+        Plan::Start(targets) => {
+            // `Start` comes only with a snapshot.
+            if let Some(snapshot) = &snapshot {
+                start(
+                    &ctx.client,
+                    &workflow_run,
+                    &mut status,
+                    snapshot,
+                    &children,
+                    targets,
+                )
+                .await?;
+            }
+        }
+        Plan::CancelChildren => cancel_children(&ctx.client, &ns, &children).await?,
+    }
+    if status != before {
+        write_status(&ctx.client, &workflow_run, status).await?;
+    }
+    Ok(Requeue::await_change())
+}
+
+/// The WorkflowRun's frozen snapshot, once it was accepted (or its snapshot written before a
+/// crash let the acceptance be written).
+async fn load_snapshot(
+    client: &Client,
+    workflow_run: &WorkflowRun,
+    status: &WorkflowRunStatus,
+) -> Result<Option<Snapshot>, Error> {
+    let ns = workflow_run.namespace().unwrap_or_default();
+    let name = if status.snapshot_name.is_empty() {
+        snapshot::snapshot_name(
+            &workflow_run.name_any(),
+            &workflow_run.uid().unwrap_or_default(),
+        )
+    } else {
+        status.snapshot_name.clone()
+    };
+    let api: Api<ControllerRevision> = Api::namespaced(client.clone(), &ns);
+    let Some(revision) = api.get_opt(&name).await? else {
+        return Ok(None);
+    };
+    decode_revision(workflow_run, &revision).map(Some)
+}
+
+fn decode_revision(
+    workflow_run: &WorkflowRun,
+    revision: &ControllerRevision,
+) -> Result<Snapshot, Error> {
+    let ns = workflow_run.namespace().unwrap_or_default();
+    let name = revision.name_any();
+    if revision.labels().get(LABEL_WORKFLOW_RUN_UID) != workflow_run.uid().as_ref() {
+        return Err(Error::Snapshot(format!(
+            "the snapshot {ns}/{name} belongs to another WorkflowRun"
+        )));
+    }
+    let raw = revision
+        .data
+        .as_ref()
+        .map(|d| &d.0)
+        .cloned()
+        .unwrap_or_default();
+    Snapshot::decode(&raw).map_err(|e| Error::Snapshot(format!("snapshot {ns}/{name}: {e}")))
+}
+
+/// The child WorkflowRuns of the reusable calls, read from the API (the watch only wakes us),
+/// so a call's end is never missed for a cache that lags. None when no job calls one.
+async fn child_calls(
+    client: &Client,
+    workflow_run: &WorkflowRun,
+    snapshot: Option<&Snapshot>,
+) -> Result<Vec<WorkflowRun>, Error> {
+    let calls_any = match snapshot {
+        Some(s) => s.spec.jobs.values().any(|j| j.calls_workflow()),
+        None => workflow_run.spec.jobs.values().any(|j| j.calls_workflow()),
+    };
+    if !calls_any {
+        return Ok(Vec::new());
+    }
+    let ns = workflow_run.namespace().unwrap_or_default();
+    let uid = workflow_run.uid().unwrap_or_default();
+    let api: Api<WorkflowRun> = Api::namespaced(client.clone(), &ns);
+    let listed = api
+        .list(&ListParams::default().labels(&format!("{LABEL_WORKFLOW_RUN_UID}={uid}")))
+        .await?;
+    // Only those it controls: the label alone can be copied.
+    Ok(listed
+        .items
+        .into_iter()
+        .filter(|c| {
+            c.owner_references()
+                .iter()
+                .any(|o| o.controller == Some(true) && o.uid == uid)
+        })
+        .collect())
+}
+
+/// Accepts the WorkflowRun, or refuses it with why: its jobs checked, the Actions its steps
+/// call read and checked, the snapshot of both frozen as a ControllerRevision it owns.
+async fn accept(
+    client: &Client,
+    workflow_run: &WorkflowRun,
+    status: &mut WorkflowRunStatus,
+) -> Result<(), Error> {
+    let now = Time(jiff::Timestamp::now());
+    let generation = workflow_run.meta().generation;
+    let refuse = |status: &mut WorkflowRunStatus, why: &str| {
+        plan::refuse(status, REASON_REFUSED, why, generation, &now);
+    };
+    let ns = workflow_run.namespace().unwrap_or_default();
+    let name = snapshot::snapshot_name(
+        &workflow_run.name_any(),
+        &workflow_run.uid().unwrap_or_default(),
+    );
+    let api: Api<ControllerRevision> = Api::namespaced(client.clone(), &ns);
+    let snapshot = match api.get_opt(&name).await? {
+        Some(revision) => decode_revision(workflow_run, &revision)?,
+        None => {
+            let mut snapshot = Snapshot {
+                spec: workflow_run.spec.clone(),
+                ..Snapshot::default()
+            };
+            if let Err(why) = plan::check_jobs(&snapshot.spec.jobs) {
+                refuse(status, &why);
+                return Ok(());
+            }
+            match read_actions(client, &ns, &snapshot).await? {
+                Ok(actions) => snapshot.actions = actions,
+                Err(why) => {
+                    refuse(status, &why);
+                    return Ok(());
+                }
+            }
+            let raw = match snapshot.encode() {
+                Ok(raw) => raw,
+                Err(why) => {
+                    refuse(status, &why);
+                    return Ok(());
+                }
+            };
+            let revision = ControllerRevision {
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    namespace: Some(ns.clone()),
+                    labels: Some(BTreeMap::from([(
+                        LABEL_WORKFLOW_RUN_UID.to_string(),
+                        workflow_run.uid().unwrap_or_default(),
+                    )])),
+                    owner_references: workflow_run.controller_owner_ref(&()).map(|o| vec![o]),
+                    ..ObjectMeta::default()
+                },
+                revision: 1,
+                data: Some(RawExtension(
+                    serde_json::from_slice(&raw).map_err(|e| Error::Snapshot(e.to_string()))?,
+                )),
+            };
+            match api.create(&post_params(), &revision).await {
+                Ok(_) => snapshot,
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    decode_revision(workflow_run, &api.get(&name).await?)?
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    };
+    plan::accept(status, &snapshot, &name, generation, &now);
+    info!("WorkflowRun {ns}/{} accepted", workflow_run.name_any());
+    Ok(())
+}
+
+/// The Actions the steps of `snapshot` call, read now to be frozen, or why one cannot be.
+async fn read_actions(
+    client: &Client,
+    ns: &str,
+    snapshot: &Snapshot,
+) -> Result<Result<BTreeMap<String, FrozenAction>, String>, Error> {
+    let api: Api<Action> = Api::namespaced(client.clone(), ns);
+    let mut actions = BTreeMap::new();
+    for (job, spec) in &snapshot.spec.jobs {
+        for step in spec.steps.iter().filter(|s| s.calls_action()) {
+            let Some(action) = api.get_opt(&step.uses).await? else {
+                return Ok(Err(format!(
+                    "Action {:?} for step {:?} in job {job:?} does not exist",
+                    step.uses, step.name
+                )));
+            };
+            if let Err(why) = plan::check_action(&action.spec) {
+                return Ok(Err(format!(
+                    "Action {:?} for step {:?} in job {job:?}: {why}",
+                    step.uses, step.name
+                )));
+            }
+            let frozen = FrozenAction {
+                name: action.name_any(),
+                spec: action.spec,
+            };
+            actions.insert(snapshot::action_key(job, &step.name), frozen);
+        }
+    }
+    Ok(Ok(actions))
+}
+
+/// Starts each target: a step's Run, or a call's child WorkflowRun, recorded in `status`.
+async fn start(
+    client: &Client,
+    workflow_run: &WorkflowRun,
+    status: &mut WorkflowRunStatus,
+    snapshot: &Snapshot,
+    children: &Children<'_>,
+    targets: Vec<Target>,
+) -> Result<(), Error> {
+    let ns = workflow_run.namespace().unwrap_or_default();
+    for target in targets {
+        match target {
+            Target::Step {
+                job,
+                step,
+                action_step,
+            } => {
+                let made = plan::step_run(
+                    workflow_run,
+                    status,
+                    snapshot,
+                    children,
+                    &job,
+                    step,
+                    action_step,
+                );
+                let name = match made {
+                    Err(why) => {
+                        plan::failed_step(status, &job, step, &why);
+                        continue;
+                    }
+                    Ok(StepRun::Exists(name)) => name,
+                    Ok(StepRun::Create(run)) => {
+                        let api: Api<Run> = Api::namespaced(client.clone(), &ns);
+                        create(&api, &run).await?
+                    }
+                };
+                plan::started_step(status, &job, step, action_step, &name);
+            }
+            Target::Call { job } => {
+                let spec = &snapshot.spec.jobs[&job];
+                let workflows: Api<Workflow> = Api::namespaced(client.clone(), &ns);
+                let Some(workflow) = workflows.get_opt(&spec.uses).await? else {
+                    let why = format!(
+                        "reusable Workflow {:?} for job {job:?} does not exist",
+                        spec.uses
+                    );
+                    plan::failed_call(status, &job, &why);
+                    continue;
+                };
+                if let Err(why) = check_calls(&workflows, &spec.uses).await {
+                    let why = format!(
+                        "validate reusable Workflow {:?} for job {job:?}: {why}",
+                        spec.uses
+                    );
+                    plan::failed_call(status, &job, &why);
+                    continue;
+                }
+                match plan::call_run(workflow_run, status, &job, spec, &workflow.spec) {
+                    Err(why) => plan::failed_call(status, &job, &why),
+                    Ok(child) => {
+                        let api: Api<WorkflowRun> = Api::namespaced(client.clone(), &ns);
+                        let name = create(&api, &child).await?;
+                        plan::started_call(status, &job, &name);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// [`template::check_calls`] over the Workflows as they are in the API now.
+async fn check_calls(workflows: &Api<Workflow>, root: &str) -> Result<(), String> {
+    // The lookup is synchronous: read the reachable Workflows first, breadth-first, bounded by
+    // the depth the check allows.
+    let mut known: BTreeMap<String, Option<crate::api::WorkflowSpec>> = BTreeMap::new();
+    let mut frontier = vec![root.to_string()];
+    for _ in 0..=template::MAX_CALL_DEPTH {
+        let mut next = Vec::new();
+        for name in frontier {
+            if known.contains_key(&name) {
+                continue;
+            }
+            let spec = workflows
+                .get_opt(&name)
+                .await
+                .map_err(|e| format!("cannot read Workflow {name:?}: {e}"))?
+                .map(|w| w.spec);
+            if let Some(spec) = &spec {
+                next.extend(
+                    spec.jobs
+                        .values()
+                        .filter(|j| j.calls_workflow())
+                        .map(|j| j.uses.clone()),
+                );
+            }
+            known.insert(name, spec);
+        }
+        frontier = next;
+    }
+    template::check_calls(root, |name| {
+        known
+            .get(name)
+            .cloned()
+            .ok_or_else(|| format!("Workflow {name:?} is deeper than any call may reach"))
+    })
+}
+
+/// Creates `object`, or takes the one of its name already there (a restart, a retried write).
+async fn create<K>(api: &Api<K>, object: &K) -> Result<String, Error>
+where
+    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let name = object.meta().name.clone().unwrap_or_default();
+    match api.create(&post_params(), object).await {
+        Ok(created) => Ok(created.meta().name.clone().unwrap_or(name)),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(name),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Asks every active child Run and child WorkflowRun to cancel.
+async fn cancel_children(client: &Client, ns: &str, children: &Children<'_>) -> Result<(), Error> {
+    let cancel = Patch::Merge(json!({"spec": {"cancelRequested": true}}));
+    let runs: Api<Run> = Api::namespaced(client.clone(), ns);
+    for run in children.runs.values() {
+        let ended = run
+            .status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .is_some_and(|p| p.is_terminal());
+        if !ended && !run.spec.cancel_requested {
+            runs.patch(&run.name_any(), &patch_params(), &cancel)
+                .await?;
+        }
+    }
+    let calls: Api<WorkflowRun> = Api::namespaced(client.clone(), ns);
+    for call in children.calls.values() {
+        let ended = call.status.as_ref().is_some_and(|s| s.phase.is_terminal());
+        if !ended && !call.spec.cancel_requested {
+            calls
+                .patch(&call.name_any(), &patch_params(), &cancel)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes `status` over the version it was derived from: a conflict is retried from a new read.
+async fn write_status(
+    client: &Client,
+    workflow_run: &WorkflowRun,
+    status: WorkflowRunStatus,
+) -> Result<(), Error> {
+    let ns = workflow_run.namespace().unwrap_or_default();
+    let api: Api<WorkflowRun> = Api::namespaced(client.clone(), &ns);
+    let mut updated = workflow_run.clone();
+    updated.status = Some(status);
+    api.replace_status(&workflow_run.name_any(), &PostParams::default(), &updated)
+        .await?;
+    Ok(())
+}
