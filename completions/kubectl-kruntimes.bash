@@ -73,6 +73,12 @@ _kubectl__kruntimes() {
             kubectl__kruntimes,wait)
                 cmd="kubectl__kruntimes__subcmd__wait"
                 ;;
+            kubectl__kruntimes,wf)
+                cmd="kubectl__kruntimes__subcmd__workflow"
+                ;;
+            kubectl__kruntimes,workflow)
+                cmd="kubectl__kruntimes__subcmd__workflow"
+                ;;
             kubectl__kruntimes__subcmd__help,__complete)
                 cmd="kubectl__kruntimes__subcmd__help__subcmd____complete"
                 ;;
@@ -130,8 +136,14 @@ _kubectl__kruntimes() {
             kubectl__kruntimes__subcmd__help,wait)
                 cmd="kubectl__kruntimes__subcmd__help__subcmd__wait"
                 ;;
+            kubectl__kruntimes__subcmd__help,workflow)
+                cmd="kubectl__kruntimes__subcmd__help__subcmd__workflow"
+                ;;
             kubectl__kruntimes__subcmd__help__subcmd__scheduler,run)
                 cmd="kubectl__kruntimes__subcmd__help__subcmd__scheduler__subcmd__run"
+                ;;
+            kubectl__kruntimes__subcmd__help__subcmd__workflow,trigger)
+                cmd="kubectl__kruntimes__subcmd__help__subcmd__workflow__subcmd__trigger"
                 ;;
             kubectl__kruntimes__subcmd__scheduler,help)
                 cmd="kubectl__kruntimes__subcmd__scheduler__subcmd__help"
@@ -145,6 +157,18 @@ _kubectl__kruntimes() {
             kubectl__kruntimes__subcmd__scheduler__subcmd__help,run)
                 cmd="kubectl__kruntimes__subcmd__scheduler__subcmd__help__subcmd__run"
                 ;;
+            kubectl__kruntimes__subcmd__workflow,help)
+                cmd="kubectl__kruntimes__subcmd__workflow__subcmd__help"
+                ;;
+            kubectl__kruntimes__subcmd__workflow,trigger)
+                cmd="kubectl__kruntimes__subcmd__workflow__subcmd__trigger"
+                ;;
+            kubectl__kruntimes__subcmd__workflow__subcmd__help,help)
+                cmd="kubectl__kruntimes__subcmd__workflow__subcmd__help__subcmd__help"
+                ;;
+            kubectl__kruntimes__subcmd__workflow__subcmd__help,trigger)
+                cmd="kubectl__kruntimes__subcmd__workflow__subcmd__help__subcmd__trigger"
+                ;;
             *)
                 ;;
         esac
@@ -152,7 +176,7 @@ _kubectl__kruntimes() {
 
     case "${cmd}" in
         kubectl__kruntimes)
-            opts="-n -s -v -h -V --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help --version install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help"
+            opts="-n -s -v -h -V --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help --version install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel workflow wf dev completion version gen __complete copy-binary help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -938,7 +962,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__help)
-            opts="install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel dev completion version gen __complete copy-binary help"
+            opts="install uninstall runtimed scheduler explain status invoke logs artifacts run wait cancel workflow dev completion version gen __complete copy-binary help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1220,6 +1244,34 @@ _kubectl__kruntimes() {
         kubectl__subcmd__kruntimes__subcmd__help__subcmd__wait)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kubectl__subcmd__kruntimes__subcmd__help__subcmd__workflow)
+            opts="trigger"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kubectl__subcmd__kruntimes__subcmd__help__subcmd__workflow__subcmd__trigger)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -2469,6 +2521,224 @@ _kubectl__kruntimes() {
             fi
             case "${prev}" in
                 --for)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --user)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --certificate-authority)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --as)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --as-group)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --request-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kubectl__subcmd__kruntimes__subcmd__workflow)
+            opts="-n -s -v -h --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help trigger help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --user)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --certificate-authority)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --as)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --as-group)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --request-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kubectl__subcmd__kruntimes__subcmd__workflow__subcmd__help)
+            opts="trigger help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kubectl__subcmd__kruntimes__subcmd__workflow__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kubectl__subcmd__kruntimes__subcmd__workflow__subcmd__help__subcmd__trigger)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kubectl__subcmd__kruntimes__subcmd__workflow__subcmd__trigger)
+            opts="-w -n -s -v -h --name --set --wait --timeout --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --set)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -38,6 +38,7 @@ async fn main() -> ExitCode {
         Command::Cancel(args) => kruntimes::cmd::cancel::exec(&cli.global, args).await,
         Command::Run(args) => kruntimes::cmd::submit::exec(&cli.global, args).await,
         Command::Wait(args) => kruntimes::cmd::wait::exec(&cli.global, args).await,
+        Command::Workflow(command) => kruntimes::cmd::workflow::exec(&cli.global, command).await,
         Command::Version(args) => kruntimes::cmd::version::exec(args),
         Command::Gen(args) => kruntimes::cmd::generate::exec(args),
         Command::Complete(args) => kruntimes::cmd::complete::exec(args).await,

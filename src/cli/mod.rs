@@ -185,6 +185,10 @@ pub enum Command {
         after_help = "Examples:\n  kubectl kruntimes cancel run/train-1\n  kubectl kruntimes cancel run train-1 train-2 -n team-a --wait --timeout 2m\n  kubectl kruntimes cancel -l sweep=lr-3 -A"
     )]
     Cancel(CancelArgs),
+    /// Workflows: trigger one (a WorkflowRun of its jobs, its inputs bound) and, with --wait,
+    /// follow its jobs until it ends.
+    #[command(subcommand, visible_alias = "wf")]
+    Workflow(WorkflowCommand),
     /// Run the whole system on this machine: etcd and kube-apiserver, the CRDs, the scheduler,
     /// and a local Pod host that runs a real runtimed for every Runtime Pod.
     #[command(
@@ -336,6 +340,7 @@ impl Command {
             | Command::Cancel(_)
             | Command::Run(_)
             | Command::Wait(_)
+            | Command::Workflow(_)
             | Command::Status(_)
             | Command::Completion(_)
             | Command::Version(_)
@@ -566,4 +571,34 @@ mod tests {
             .to_string();
         assert!(err.contains("11"), "{err}");
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkflowCommand {
+    /// Trigger a Workflow: create a WorkflowRun of its jobs with its inputs bound (--set), as
+    /// the Go kruntimes `krt workflow trigger` does.
+    #[command(
+        after_help = "Examples:\n  kubectl kruntimes workflow trigger build --set message=hello\n  kubectl kruntimes wf trigger deploy --name deploy-42 --set env=prod --wait --timeout 30m"
+    )]
+    Trigger(WorkflowTriggerArgs),
+}
+
+/// `workflow trigger NAME`: the Workflow, its inputs, and whether to follow the run.
+#[derive(Debug, Clone, Args)]
+pub struct WorkflowTriggerArgs {
+    /// The Workflow (in the namespace).
+    #[arg(value_name = "WORKFLOW")]
+    pub workflow: String,
+    /// The WorkflowRun's name (default: generated from the Workflow's).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// An input of the Workflow, KEY=VALUE (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Follow its jobs until it ends; exit non-zero unless it Succeeded.
+    #[arg(short = 'w', long)]
+    pub wait: bool,
+    /// How long --wait waits.
+    #[arg(long, default_value = "24h", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Duration,
 }

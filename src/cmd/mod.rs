@@ -1,4 +1,4 @@
-//! The commands of one file each: `logs`, `invoke`, `artifacts`, `cancel`, `run`
+//! The commands of one file each: `logs`, `invoke`, `artifacts`, `cancel`, `run`, `workflow`
 //! ([`submit`]), `wait`, `version`, `completion`'s dynamic half ([`complete`]), the hidden
 //! `gen` ([`generate`]) and `copy-binary` (what a Runtime Pod's init container runs). Each
 //! takes its parsed arguments, talks to the API server (or nothing), and prints; the rules
@@ -22,3 +22,4 @@ pub mod status;
 pub mod submit;
 pub mod version;
 pub mod wait;
+pub mod workflow;
