@@ -7,9 +7,10 @@
 
 mod support;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -50,20 +51,8 @@ impl Scenario {
     }
 
     /// Creates `object` (a Workflow, Action or WorkflowRun given as JSON) in the namespace.
-    async fn create<K>(&self, object: serde_json::Value) -> K
-    where
-        K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-            + Clone
-            + serde::Serialize
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-    {
-        let object: K = serde_json::from_value(object).expect("a valid object");
-        self.ns
-            .api::<K>()
-            .create(&PostParams::default(), &object)
-            .await
-            .unwrap_or_else(|e| panic!("create {}: {e}", object.name_any()))
+    async fn create<K: Namespaced>(&self, object: serde_json::Value) -> K {
+        make(&self.ns, object).await
     }
 
     /// Waits until WorkflowRun `name` is in `phase`; returns it.
@@ -143,6 +132,34 @@ impl Scenario {
             .expect("list child Runs")
             .items
     }
+}
+
+/// A kind the tests create in their namespace.
+trait Namespaced:
+    kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+    + Clone
+    + serde::Serialize
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+{
+}
+
+impl<K> Namespaced for K where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+{
+}
+
+/// Creates `object` (JSON of kind `K`) in `ns`.
+async fn make<K: Namespaced>(ns: &TestNs, object: serde_json::Value) -> K {
+    let object: K = serde_json::from_value(object).expect("a valid object");
+    ns.api::<K>()
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("create {}: {e}", object.name_any()))
 }
 
 /// A job of one step `emit` on `bash` that runs `script` and exposes `result` from its output.
@@ -639,4 +656,160 @@ async fn definitions_report_ready_for_their_generation() {
             .ok_or(format!("{:?} {:?}", w.status, a.status))
     })
     .await;
+}
+
+/// A WorkflowRun the Go kruntimes controller accepted and started runs on here: its snapshot,
+/// status and first Run below are what that controller (cmd/controller at cad3923) wrote for
+/// this WorkflowRun, recorded on this control plane before our scheduler took over (the names
+/// that depend on the UID are the only change). Ours takes the Run it finds, creates the rest,
+/// and the outputs flow through the Action.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_run_the_go_controller_started_finishes_here() {
+    let ns = TestNs::new("wf-crossover").await;
+    let action = action(
+        "two",
+        json!({
+            "outputs": {"o": {"value": "${{ steps.second.outputs.r }}"}},
+            "steps": [
+                {"name": "first", "run": "sleep 1"},
+                {"name": "second", "run": "printf 'r=ok\\n' > \"$KRUNTIME_OUTPUTS\""},
+            ],
+        }),
+    );
+    let jobs = json!({
+        "a": {"runs-on": "bash", "steps": [
+            {"name": "call", "uses": "two"},
+            {"name": "after", "run": "test \"$O\" = ok", "env": {"O": "${{ steps.call.outputs.o }}"}},
+        ]},
+        "b": {"runs-on": "bash", "needs": ["a"], "steps": [{"name": "s", "run": "true"}]},
+    });
+    let _: Action = make(&ns, action).await;
+    let wfr: WorkflowRun = make(&ns, workflow_run("x", jobs.clone())).await;
+    let uid = wfr.uid().unwrap();
+    let owner = json!([{"apiVersion": "kruntimes.io/v1alpha1", "kind": "WorkflowRun", "name": "x", "uid": uid, "controller": true, "blockOwnerDeletion": true}]);
+    // The Go controller's snapshot: the accepted spec and the Action frozen for job a's step call.
+    let _: ControllerRevision = make(&ns, json!({
+        "apiVersion": "apps/v1", "kind": "ControllerRevision",
+        "metadata": {"name": "x-snapshot-go", "labels": {LABEL_WORKFLOW_RUN_UID: uid}, "ownerReferences": owner},
+        "revision": 1,
+        "data": {
+            "actions": {"a\u{0}call": {"name": "two", "spec": {
+                "outputs": {"o": {"value": "${{ steps.second.outputs.r }}"}},
+                "steps": [{"name": "first", "run": "sleep 1"}, {"name": "second", "run": "printf 'r=ok\\n' > \"$KRUNTIME_OUTPUTS\""}],
+            }}},
+            "spec": {"jobs": jobs},
+        },
+    }))
+    .await;
+    // Its first Run, for the Action's first step, as it created it (it was never placed: the Go
+    // scheduler had stopped).
+    let _: Run = make(
+        &ns,
+        json!({
+            "apiVersion": "kruntimes.io/v1alpha1", "kind": "Run",
+            "metadata": {"name": "x-226bcacbf7", "ownerReferences": owner, "labels": {
+                "kruntimes.io/workflow-action-step": "first", "kruntimes.io/workflow-job": "a",
+                "kruntimes.io/workflow-step": "call", LABEL_WORKFLOW_RUN_UID: uid,
+            }},
+            "spec": {"runtime": "bash", "source": {"inline": "sleep 1"}, "mode": {"task": {}}},
+        }),
+    )
+    .await;
+    let status = json!({"status": {
+        "phase": "Running",
+        "snapshotName": "x-snapshot-go",
+        "jobs": {
+            "a": {"phase": "Running", "steps": [
+                {"name": "call", "phase": "Running", "actionSteps": [
+                    {"name": "first", "phase": "Running", "runName": "x-226bcacbf7"},
+                    {"name": "second", "phase": "Pending"},
+                ]},
+                {"name": "after", "phase": "Pending"},
+            ]},
+            "b": {"phase": "Waiting", "pre": ["a"], "steps": [{"name": "s", "phase": "Pending"}]},
+        },
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "WorkflowRun accepted and initialized", "observedGeneration": 1, "lastTransitionTime": "2026-12-07T05:45:51Z"}],
+    }});
+    let runs: Api<WorkflowRun> = ns.api();
+    runs.patch_status("x", &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .expect("write the Go controller's status");
+
+    let scheduler = SchedulerProcess::start(&ns.name, 4, None, "wf-crossover").await;
+    let server = RuntimeServerProcess::start_bash().await;
+    let mut args: Vec<&str> = HEARTBEAT.to_vec();
+    args.extend(server.flag());
+    let pool = support::pool::Pool::start(&ns, "bash", 1, &[("runs", 4)], &args).await;
+    let s = Scenario {
+        ns,
+        scheduler,
+        _server: server,
+        _pool: pool,
+    };
+    let run = s.until_phase("x", WorkflowPhase::Succeeded).await;
+    let call = &job(&run, "a").steps[0];
+    assert_eq!(
+        call.action_steps[0].run_name, "x-226bcacbf7",
+        "the Go controller's Run kept"
+    );
+    assert_eq!(call.outputs["o"], "ok");
+    assert_eq!(job(&run, "b").phase, JobPhase::Succeeded);
+    let names: BTreeSet<String> = s
+        .child_runs(&run)
+        .await
+        .iter()
+        .map(|r| r.name_any())
+        .collect();
+    assert_eq!(names.len(), 4, "one Run per step, none twice: {names:?}");
+    assert!(names.contains("x-226bcacbf7"));
+}
+
+/// `explain workflowrun/NAME` shows each job and the Run each step is, with the scheduler's
+/// own verdict for a step whose Run waits (the same as `explain run/NAME` gives) and the needs
+/// a waiting job waits for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_shows_each_steps_run_and_why_it_waits() {
+    let s = Scenario::start("wf-explain").await;
+    let jobs = json!({
+        "build": {"runs-on": "gpu", "steps": [{"name": "compile", "run": "true"}]},
+        "ship": {"runs-on": "bash", "needs": ["build"], "steps": [{"name": "push", "run": "true"}]},
+    });
+    let _: WorkflowRun = s.create(workflow_run("explained", jobs)).await;
+    let run = s
+        .until("explained", "the build step's Run", |run| {
+            let name = job_of(run, "build")?.steps[0].run_name.clone();
+            (!name.is_empty()).then_some(name)
+        })
+        .await;
+
+    let explain = |args: &[&str]| {
+        let out = support::kruntimes()
+            .arg("explain")
+            .args(args)
+            .args(["-n", &s.ns.name, "-o", "json"])
+            .output()
+            .expect("run explain");
+        serde_json::from_str::<serde_json::Value>(&support::ok(&out, "explain")).unwrap()
+    };
+    let report = explain(&["workflowrun/explained"]);
+    let verdict = explain(&[&format!("run/{run}")])["verdict"].clone();
+    let rows = report["rows"].as_array().unwrap();
+    let build = rows.iter().find(|r| r["job"] == "build").unwrap();
+    assert_eq!(build["run"], run.as_str());
+    assert_eq!(build["runPhase"], "Pending");
+    assert_eq!(build["why"], verdict, "the scheduler's own verdict");
+    let ship = rows.iter().find(|r| r["job"] == "ship").unwrap();
+    assert_eq!(ship["jobPhase"], "Waiting");
+    assert_eq!(ship["why"], "needs build (Running)");
+
+    let out = support::kruntimes()
+        .args(["explain", "wfr", "explained", "-n", &s.ns.name])
+        .output()
+        .expect("run explain");
+    let table = support::ok(&out, "explain");
+    assert!(
+        table.starts_with(&format!("WorkflowRun {}/explained: Running", s.ns.name)),
+        "{table}"
+    );
+    assert!(table.contains("needs build (Running)"), "{table}");
 }

@@ -136,9 +136,10 @@ pub enum Command {
     #[command(subcommand)]
     Scheduler(SchedulerCommand),
     /// Explain why a Run is or is not placed: replays the scheduler's plugins on a live
-    /// snapshot of its Runtime Pods (reads only).
+    /// snapshot of its Runtime Pods (reads only). For a WorkflowRun: its jobs, the Run each
+    /// step is, and why each waits.
     #[command(
-        after_help = "Examples:\n  kubectl kruntimes explain run/train-6 -n team-a\n  kubectl kruntimes explain run train-6 -o wide\n  kubectl kruntimes explain run/train-6 -o json"
+        after_help = "Examples:\n  kubectl kruntimes explain run/train-6 -n team-a\n  kubectl kruntimes explain run train-6 -o wide\n  kubectl kruntimes explain run/train-6 -o json\n  kubectl kruntimes explain workflowrun/release-42"
     )]
     Explain(ExplainArgs),
     /// The pool at a glance: per Runtime, Pods available, used/capacity per resource, Runs by
@@ -407,10 +408,11 @@ pub struct UninstallArgs {
 /// `explain run/NAME`: which Run to explain and how to print it.
 #[derive(Debug, Clone, Args)]
 pub struct ExplainArgs {
-    /// The Run: `run/NAME`, `runs/NAME`, or `run NAME`.
+    /// The Run: `run/NAME`, `runs/NAME`, or `run NAME`; or a WorkflowRun, `workflowrun/NAME`
+    /// (`wfr/NAME`): its jobs, the Run each step is, and why each waits.
     #[arg(value_name = "run/NAME")]
     pub target: String,
-    /// The Run's name, when the first argument is `run` or `runs`.
+    /// The Run's (or WorkflowRun's) name, when the first argument is its kind.
     #[arg(value_name = "NAME")]
     pub name: Option<String>,
     /// Output format: `table`, `wide` (every advertised resource), `json`, `yaml` (a

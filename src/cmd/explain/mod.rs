@@ -1,5 +1,6 @@
 //! `kubectl kruntimes explain run/NAME`: why a Run is (or is not) placed, and what would
-//! change it.
+//! change it. (`explain workflowrun/NAME`, a WorkflowRun's jobs and the Run each step is, is
+//! [`workflow_run`]'s.)
 //!
 //! Owns the explain command: [`load`] reads a live snapshot (the Run, its Runtime, the Pods
 //! labelled `kruntimes.io/runtime=<spec.runtime>`, the heartbeat Leases, the namespace's
@@ -103,6 +104,7 @@ pub mod load;
 pub mod model;
 pub mod render;
 pub mod report;
+pub mod workflow_run;
 
 use anyhow::{Context as _, anyhow};
 use thiserror::Error;
@@ -199,6 +201,10 @@ pub fn parse_targets(command: &str, args: &[String]) -> Result<Vec<String>, Stri
 
 /// Runs the command: parse, load, replay, print.
 pub async fn exec(global: &GlobalArgs, args: &ExplainArgs) -> anyhow::Result<()> {
+    if let Some(name) = workflow_run::target(args) {
+        let name = name.map_err(|e| anyhow!(e))?;
+        return workflow_run::exec(global, args, &name).await;
+    }
     let name = parse_target(&args.target, args.name.as_deref())?;
     let target = crate::kubeclient::connect(global).await?;
     let subject = load::load(&target, &name).await?;
