@@ -1,5 +1,5 @@
 //! The shipped RBAC is enough: `scheduler run` with a real service-account token of
-//! `kubectl-kruntimes-scheduler` (deploy/scheduler.yaml) elects itself leader, creates Runtime Pods and
+//! `kubectl-kruntimes-scheduler` (deploy/scheduler.yaml) elects itself leader, runs a WorkflowRun, creates Runtime Pods and
 //! schedules a Run, and makes runtimed's service account for the Runtime (bound to the
 //! ClusterRole of deploy/crds/runtimed-role.yaml); `runtimed` with a token of that account bound to
 //! its Pod, as the kubelet mounts it, heartbeats, claims and completes it under the admission
@@ -109,6 +109,7 @@ async fn the_scheduler_and_runtimed_work_with_only_the_shipped_rbac() {
     };
     let (code, body) = api.get("/logs/r").await;
     assert_eq!(code, 200, "{body}\n{}", runtimed.log_tail());
+    workflows_run_with_only_the_shipped_rbac(&ns).await;
     drop(runtimed);
 
     // A second Runtime's Pod, with its own account, cannot write the first one's Run.
@@ -462,4 +463,50 @@ async fn the_schedulers_token_creates_changes_and_deletes_only_runtime_pods() {
     );
     assert!(admin_pods.get_opt("orphan").await.unwrap().is_some());
     pods.delete("good", &Default::default()).await.unwrap();
+}
+
+/// A WorkflowRun whose step calls an Action and whose second job calls a reusable Workflow
+/// succeeds under the scheduler's shipped role (snapshots, Runs and child WorkflowRuns created,
+/// statuses written), and the definitions report Ready.
+async fn workflows_run_with_only_the_shipped_rbac(ns: &TestNs) {
+    use kruntimes::api::{Action, Workflow, WorkflowPhase, WorkflowRun};
+    use serde_json::json;
+    let action: Action = serde_json::from_value(json!({
+        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Action", "metadata": {"name": "say"},
+        "spec": {"steps": [{"name": "say", "run": "echo said"}]},
+    }))
+    .unwrap();
+    let workflow: Workflow = serde_json::from_value(json!({
+        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Workflow", "metadata": {"name": "reused"},
+        "spec": {"jobs": {"inner": {"runs-on": "python", "steps": [{"name": "s", "run": "true"}]}}},
+    }))
+    .unwrap();
+    let run: WorkflowRun = serde_json::from_value(json!({
+        "apiVersion": "kruntimes.io/v1alpha1", "kind": "WorkflowRun", "metadata": {"name": "wf"},
+        "spec": {"jobs": {
+            "first": {"runs-on": "python", "steps": [{"name": "call", "uses": "say"}]},
+            "second": {"needs": ["first"], "uses": "reused"},
+        }},
+    }))
+    .unwrap();
+    let post = kube::api::PostParams::default();
+    ns.api::<Action>().create(&post, &action).await.unwrap();
+    ns.api::<Workflow>().create(&post, &workflow).await.unwrap();
+    ns.api::<WorkflowRun>().create(&post, &run).await.unwrap();
+    let runs = ns.api::<WorkflowRun>();
+    let workflows = ns.api::<Workflow>();
+    world::eventually(
+        Duration::from_secs(60),
+        "the WorkflowRun Succeeded, the Workflow Ready",
+        async || {
+            let run = runs.get("wf").await.map_err(|e| e.to_string())?;
+            let workflow = workflows.get("reused").await.map_err(|e| e.to_string())?;
+            let phase = run.status.as_ref().map(|s| s.phase);
+            let ready = kruntimes::workflow::definitions::is_ready(&workflow);
+            (phase == Some(WorkflowPhase::Succeeded) && ready)
+                .then_some(())
+                .ok_or(format!("{:?}; Workflow ready: {ready}", run.status))
+        },
+    )
+    .await;
 }
