@@ -1,6 +1,6 @@
 //! The shipped RBAC is enough: `scheduler run` with a real service-account token of
-//! `kubectl-kruntimes-scheduler` (deploy/scheduler.yaml) elects itself leader, runs a WorkflowRun, creates Runtime Pods and
-//! schedules a Run, and makes runtimed's service account for the Runtime (bound to the
+//! `kubectl-kruntimes-scheduler` (deploy/scheduler.yaml) elects itself leader, creates Runtime
+//! Pods, schedules a Run, runs a WorkflowRun (an Action, a reusable call), and makes runtimed's service account for the Runtime (bound to the
 //! ClusterRole of deploy/crds/runtimed-role.yaml); `runtimed` with a token of that account bound to
 //! its Pod, as the kubelet mounts it, heartbeats, claims and completes it under the admission
 //! policy that `install` applies; another Runtime's Pod cannot write that Run. And people: the user
