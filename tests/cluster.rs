@@ -37,6 +37,8 @@ mod scale;
 #[path = "cluster/spy.rs"]
 mod spy;
 mod support;
+#[path = "cluster/workflows.rs"]
+mod workflows;
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -96,6 +98,14 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "runs_of_a_persistent_workspace_share_its_directory_on_one_real_pod",
         |c| Box::pin(workspace_on_a_real_pod(c)),
+    ),
+    (
+        "a_three_job_workflow_with_a_fan_in_runs_on_real_runtime_pods_and_its_outputs_flow_through",
+        |c| {
+            Box::pin(workflows::a_fan_in_runs_on_real_pods_and_its_outputs_flow(
+                c,
+            ))
+        },
     ),
     (
         "deleting_a_runtime_pod_under_a_running_run_fails_it_as_terminated_and_replaces_the_pod",

@@ -336,6 +336,10 @@ async fn a_missing_action_is_refused_without_a_child_run() {
         s.child_runs(&run).await.is_empty(),
         "no child Run for a refused WorkflowRun"
     );
+    let events = s.ns.events_of("missing-run").await;
+    assert_eq!(events.len(), 1, "one Warning: {events:?}");
+    assert_eq!(events[0].0, "WorkflowValidationFailed");
+    assert!(events[0].1.contains("does not exist"), "{events:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -628,6 +632,25 @@ async fn a_failed_need_skips_its_dependents() {
         s.child_runs(&run).await.len(),
         2,
         "no Run for a skipped job"
+    );
+    let events = s.ns.events_of("skip").await;
+    let reasons: Vec<(&str, &str)> = events
+        .iter()
+        .map(|(r, n, _)| (r.as_str(), n.as_str()))
+        .collect();
+    assert_eq!(
+        reasons,
+        [("WorkflowRunFailed", "job(s) failed: a")],
+        "one Warning, written once"
+    );
+    let metrics = s.scheduler.metrics().await;
+    assert!(
+        metrics.contains("kruntimes_workflow_runs_finished_total{phase=\"Failed\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("kruntimes_workflow_step_runs_created_total 2"),
+        "{metrics}"
     );
 }
 

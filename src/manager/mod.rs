@@ -57,6 +57,8 @@ pub async fn run(
     }
     let registry = prometheus::Registry::new();
     let metrics = SchedulerMetrics::register(&registry).context("cannot register metrics")?;
+    let workflow_metrics = crate::workflow::metrics::WorkflowMetrics::register(&registry)
+        .context("cannot register the workflow controller's metrics")?;
     let leader_gauge = metrics.leader.clone();
     let scheduler = Scheduler::new(
         target.client.clone(),
@@ -157,7 +159,12 @@ pub async fn run(
             leading.await;
             use crate::workflow::{controller as workflow_runs, definitions};
             tokio::join!(
-                workflow_runs::run(client.clone(), namespace.clone(), stopped.clone()),
+                workflow_runs::run(
+                    client.clone(),
+                    namespace.clone(),
+                    workflow_metrics,
+                    stopped.clone()
+                ),
                 definitions::run::<crate::api::Workflow>(
                     client.clone(),
                     namespace.clone(),

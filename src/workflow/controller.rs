@@ -18,6 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::api::{Api, ListParams, Patch, PostParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, Resource, ResourceExt};
@@ -26,11 +27,12 @@ use thiserror::Error;
 use tracing::{info, warn};
 
 use crate::api::{
-    Action, LABEL_WORKFLOW_RUN_UID, Run, RunSpec, RunStatus, Workflow, WorkflowRun,
+    Action, LABEL_WORKFLOW_RUN_UID, Run, RunSpec, RunStatus, Workflow, WorkflowPhase, WorkflowRun,
     WorkflowRunStatus, patch_params, post_params,
 };
 use crate::kubeclient::{lenient_watch, scoped_api};
 
+use super::metrics::WorkflowMetrics;
 use super::plan::{self, Children, Plan, StepRun, Target};
 use super::snapshot::{self, FrozenAction, Snapshot};
 use super::template;
@@ -50,12 +52,15 @@ struct Context {
     client: Client,
     /// The Runs that WorkflowRuns own, each kept only as far as the planner reads it.
     runs: Store<Run>,
+    metrics: WorkflowMetrics,
+    recorder: Recorder,
 }
 
 /// Runs the WorkflowRun controller until `shutdown` resolves, over one namespace or all.
 pub async fn run(
     client: Client,
     namespace: Option<String>,
+    metrics: WorkflowMetrics,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let scope = namespace.as_deref();
@@ -71,9 +76,15 @@ pub async fn run(
         .applied_objects();
     let child_calls =
         lenient_watch::<WorkflowRun>(scoped_api(&client, scope), owned).touched_objects();
+    let reporter = Reporter {
+        controller: "kruntimes-workflow-controller".into(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
     let ctx = Arc::new(Context {
+        recorder: Recorder::new(client.clone(), reporter),
         client: client.clone(),
         runs,
+        metrics,
     });
     Controller::for_stream(workflow_run_stream, workflow_runs)
         .owns_stream(child_runs)
@@ -153,7 +164,7 @@ async fn reconcile(workflow_run: Arc<WorkflowRun>, ctx: Arc<Context>) -> Result<
         Plan::Start(targets) => {
             // `Start` comes only with a snapshot.
             if let Some(snapshot) = &snapshot {
-                start(
+                let created = start(
                     &ctx.client,
                     &workflow_run,
                     &mut status,
@@ -162,14 +173,71 @@ async fn reconcile(workflow_run: Arc<WorkflowRun>, ctx: Arc<Context>) -> Result<
                     targets,
                 )
                 .await?;
+                ctx.metrics.step_runs.inc_by(created);
             }
         }
         Plan::CancelChildren => cancel_children(&ctx.client, &ns, &children).await?,
     }
     if status != before {
+        let ended =
+            (!before.phase.is_terminal() && status.phase.is_terminal()).then_some(status.phase);
+        let warning = ended
+            .filter(|p| *p == WorkflowPhase::Failed)
+            .map(|_| failure_event(&status));
         write_status(&ctx.client, &workflow_run, status).await?;
+        if let Some(phase) = ended {
+            let phase = format!("{phase:?}");
+            ctx.metrics
+                .finished
+                .with_label_values(&[phase.as_str()])
+                .inc();
+        }
+        if let Some(event) = warning {
+            // Written once: only after the write that ended it succeeded.
+            if let Err(e) = ctx
+                .recorder
+                .publish(&event, &workflow_run.object_ref(&()))
+                .await
+            {
+                warn!("cannot publish the {} event: {e}", event.reason);
+            }
+        }
     }
     Ok(Requeue::await_change())
+}
+
+/// The Warning a failed WorkflowRun gets: refused (its Accepted condition says why), or which
+/// jobs failed and the controller's message.
+fn failure_event(status: &WorkflowRunStatus) -> Event {
+    let refused = status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == crate::api::CONDITION_ACCEPTED && c.status == "False");
+    let failed: Vec<&str> = status
+        .jobs
+        .iter()
+        .flatten()
+        .filter(|(_, j)| j.phase == crate::api::JobPhase::Failed)
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let note = match (refused, status.message.is_empty()) {
+        (true, _) => status.message.clone(),
+        (false, true) => format!("job(s) failed: {}", failed.join(", ")),
+        (false, false) => format!("job(s) failed: {}; {}", failed.join(", "), status.message),
+    };
+    Event {
+        type_: EventType::Warning,
+        reason: if refused {
+            REASON_REFUSED
+        } else {
+            "WorkflowRunFailed"
+        }
+        .into(),
+        // Events are bounded: a note of at most 1 KiB.
+        note: Some(note.chars().take(1024).collect()),
+        action: if refused { "Accept" } else { "Execute" }.into(),
+        secondary: None,
+    }
 }
 
 /// The WorkflowRun's frozen snapshot, once it was accepted (or its snapshot written before a
@@ -353,6 +421,7 @@ async fn read_actions(
 }
 
 /// Starts each target: a step's Run, or a call's child WorkflowRun, recorded in `status`.
+/// Returns how many Runs it created.
 async fn start(
     client: &Client,
     workflow_run: &WorkflowRun,
@@ -360,8 +429,9 @@ async fn start(
     snapshot: &Snapshot,
     children: &Children<'_>,
     targets: Vec<Target>,
-) -> Result<(), Error> {
+) -> Result<u64, Error> {
     let ns = workflow_run.namespace().unwrap_or_default();
+    let mut created = 0;
     for target in targets {
         match target {
             Target::Step {
@@ -386,7 +456,9 @@ async fn start(
                     Ok(StepRun::Exists(name)) => name,
                     Ok(StepRun::Create(run)) => {
                         let api: Api<Run> = Api::namespaced(client.clone(), &ns);
-                        create(&api, &run).await?
+                        let (name, made) = create(&api, &run).await?;
+                        created += u64::from(made);
+                        name
                     }
                 };
                 plan::started_step(status, &job, step, action_step, &name);
@@ -414,14 +486,14 @@ async fn start(
                     Err(why) => plan::failed_call(status, &job, &why),
                     Ok(child) => {
                         let api: Api<WorkflowRun> = Api::namespaced(client.clone(), &ns);
-                        let name = create(&api, &child).await?;
+                        let (name, _) = create(&api, &child).await?;
                         plan::started_call(status, &job, &name);
                     }
                 }
             }
         }
     }
-    Ok(())
+    Ok(created)
 }
 
 /// [`template::check_calls`] over the Workflows as they are in the API now.
@@ -461,15 +533,16 @@ async fn check_calls(workflows: &Api<Workflow>, root: &str) -> Result<(), String
     })
 }
 
-/// Creates `object`, or takes the one of its name already there (a restart, a retried write).
-async fn create<K>(api: &Api<K>, object: &K) -> Result<String, Error>
+/// Creates `object`, or takes the one of its name already there (a restart, a retried write):
+/// its name, and whether this created it.
+async fn create<K>(api: &Api<K>, object: &K) -> Result<(String, bool), Error>
 where
     K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     let name = object.meta().name.clone().unwrap_or_default();
     match api.create(&post_params(), object).await {
-        Ok(created) => Ok(created.meta().name.clone().unwrap_or(name)),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(name),
+        Ok(created) => Ok((created.meta().name.clone().unwrap_or(name), true)),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok((name, false)),
         Err(e) => Err(e.into()),
     }
 }

@@ -6,11 +6,13 @@
 //! The pure core decides: [`expr`] (the `${{ }}` expressions), [`template`] (binding inputs,
 //! the reusable call graph), [`snapshot`] (what a WorkflowRun freezes and its children's
 //! names), [`plan`] (a WorkflowRun's status and next step). The effects are [`controller`]'s
-//! and [`definitions`]'. Nothing here places a Run: that is the scheduler's.
+//! (with its [`metrics`] and Warning Events) and [`definitions`]'. Nothing here places a Run:
+//! that is the scheduler's.
 
 pub mod controller;
 pub mod definitions;
 pub mod expr;
+pub mod metrics;
 pub mod plan;
 pub mod snapshot;
 pub mod template;

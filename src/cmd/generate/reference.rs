@@ -194,6 +194,7 @@ pub fn metrics() -> anyhow::Result<String> {
     crate::telemetry::metrics::register_common(&common);
     let scheduler = Catalog::default();
     crate::scheduler::metrics::SchedulerMetrics::register(&scheduler)?;
+    crate::workflow::metrics::WorkflowMetrics::register(&scheduler)?;
     let runtimed = Catalog::default();
     crate::runtimed::metrics::RuntimedMetrics::register(&runtimed)?;
     let mut out = String::from(HEADER);
