@@ -129,6 +129,10 @@ async fn reconcile(workflow_run: Arc<WorkflowRun>, ctx: Arc<Context>) -> Result<
     let ns = workflow_run.namespace().unwrap_or_default();
     let uid = workflow_run.uid().unwrap_or_default();
     let before = workflow_run.status.clone().unwrap_or_default();
+    // An ended WorkflowRun has nothing left to do, unless a cancel must still reach a child.
+    if before.phase.is_terminal() && !workflow_run.spec.cancel_requested {
+        return Ok(Requeue::await_change());
+    }
     let snapshot = if before.phase.is_terminal() {
         None
     } else {

@@ -234,7 +234,7 @@ async fn delete_crds(target: &Target, timeout: Duration) -> anyhow::Result<()> {
         if tokio::time::Instant::now() >= deadline {
             progress.finish();
             bail!(
-                "the CRDs are not gone after {}s: {}; an object's finalizer may hold them (see `kubectl get runs,runtimes,persistentworkspaces -A -o custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,FINALIZERS:.metadata.finalizers`); nothing else was removed yet",
+                "the CRDs are not gone after {}s: {}; an object's finalizer may hold them (see `kubectl get runs,runtimes,persistentworkspaces,workflowruns -A -o custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,FINALIZERS:.metadata.finalizers`); nothing else was removed yet",
                 timeout.as_secs(),
                 left.join(", ")
             );
