@@ -34,6 +34,9 @@ async fn crd_versions(client: &kube::Client) -> Vec<String> {
         "runtimes.kruntimes.io",
         "runs.kruntimes.io",
         "persistentworkspaces.kruntimes.io",
+        "workflows.kruntimes.io",
+        "workflowruns.kruntimes.io",
+        "actions.kruntimes.io",
     ] {
         out.push(api.get(name).await.unwrap().resource_version().unwrap());
     }
@@ -75,6 +78,9 @@ async fn install_creates_established_crds_and_rerunning_changes_nothing() {
         "runtimes.kruntimes.io",
         "runs.kruntimes.io",
         "persistentworkspaces.kruntimes.io",
+        "workflows.kruntimes.io",
+        "workflowruns.kruntimes.io",
+        "actions.kruntimes.io",
     ] {
         let crd = api.get(name).await.unwrap();
         let established = crd
@@ -97,6 +103,9 @@ async fn install_creates_established_crds_and_rerunning_changes_nothing() {
         "customresourcedefinition.apiextensions.k8s.io/runtimes.kruntimes.io",
         "customresourcedefinition.apiextensions.k8s.io/runs.kruntimes.io",
         "customresourcedefinition.apiextensions.k8s.io/persistentworkspaces.kruntimes.io",
+        "customresourcedefinition.apiextensions.k8s.io/workflows.kruntimes.io",
+        "customresourcedefinition.apiextensions.k8s.io/workflowruns.kruntimes.io",
+        "customresourcedefinition.apiextensions.k8s.io/actions.kruntimes.io",
         "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-view",
         "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-submit",
         "clusterrole.rbac.authorization.k8s.io/kubectl-kruntimes-runtime-admin",
@@ -230,6 +239,9 @@ fn install_print_writes_what_install_applies_and_touches_no_cluster() {
             "CustomResourceDefinition",
             "persistentworkspaces.kruntimes.io",
         ),
+        ("CustomResourceDefinition", "workflows.kruntimes.io"),
+        ("CustomResourceDefinition", "workflowruns.kruntimes.io"),
+        ("CustomResourceDefinition", "actions.kruntimes.io"),
         ("ClusterRole", "kubectl-kruntimes-view"),
         ("ClusterRole", "kubectl-kruntimes-submit"),
         ("ClusterRole", "kubectl-kruntimes-runtime-admin"),
@@ -337,7 +349,7 @@ async fn install_print_piped_to_kubectl_apply_is_accepted_by_the_server() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(stdout.lines().count(), 35, "{stdout}");
+    assert_eq!(stdout.lines().count(), 38, "{stdout}");
 }
 
 /// Our own CRDs applied by another tool (`kubectl apply -k deploy/crds/` is client-side apply,

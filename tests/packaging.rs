@@ -187,9 +187,12 @@ fn deploy_kustomization_renders_everything_and_names_one_image() {
     assert_eq!(
         crds,
         BTreeSet::from([
+            "CustomResourceDefinition /actions.kruntimes.io".to_string(),
             "CustomResourceDefinition /persistentworkspaces.kruntimes.io".to_string(),
             "CustomResourceDefinition /runs.kruntimes.io".to_string(),
             "CustomResourceDefinition /runtimes.kruntimes.io".to_string(),
+            "CustomResourceDefinition /workflowruns.kruntimes.io".to_string(),
+            "CustomResourceDefinition /workflows.kruntimes.io".to_string(),
             "ClusterRole /kubectl-kruntimes-runtimed".to_string(),
             "ClusterRole /kubectl-kruntimes-runtimed-tokenreview".to_string(),
             "ClusterRoleBinding /kubectl-kruntimes-runtimed-tokenreview".to_string(),

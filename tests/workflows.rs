@@ -836,3 +836,57 @@ async fn explain_shows_each_steps_run_and_why_it_waits() {
     );
     assert!(table.contains("needs build (Running)"), "{table}");
 }
+
+/// `workflow trigger --wait` follows the jobs and exits with the outcome: 0 when the
+/// WorkflowRun Succeeded, non-zero naming the phase and the message when it did not; a missing
+/// input is refused before anything is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trigger_wait_exits_with_the_workflow_runs_outcome() {
+    let s = Scenario::start("wf-trigger-wait").await;
+    let spec = json!({
+        "inputs": {"code": {"required": true}},
+        "jobs": {
+            "first": {"runs-on": "bash", "steps": [{"name": "s", "run": "true"}]},
+            "second": {"runs-on": "bash", "needs": ["first"], "steps": [{"name": "s", "run": "exit ${{ inputs.code }}"}]},
+        },
+    });
+    let _: Workflow = s.create(workflow("exits", spec)).await;
+    let trigger = |name: &str, args: &[&str]| {
+        support::kruntimes()
+            .args([
+                "workflow", "trigger", "exits", "--name", name, "--wait", "-n", &s.ns.name,
+            ])
+            .args(args)
+            .output()
+            .expect("run workflow trigger")
+    };
+
+    let ok = trigger("passes", &["--set", "code=0"]);
+    let stderr = String::from_utf8_lossy(&ok.stderr);
+    assert!(ok.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("job second: Succeeded"),
+        "progress on stderr: {stderr}"
+    );
+
+    let failed = trigger("fails", &["--set", "code=3"]);
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(
+        !failed.status.success(),
+        "a failed WorkflowRun exits non-zero"
+    );
+    assert!(
+        stderr.contains("workflowrun/fails ended Failed"),
+        "{stderr}"
+    );
+
+    let missing = trigger("never", &[]);
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(!missing.status.success());
+    assert!(
+        stderr.contains("missing required input \"code\""),
+        "{stderr}"
+    );
+    let created = s.ns.api::<WorkflowRun>().get_opt("never").await.unwrap();
+    assert!(created.is_none(), "nothing created for a refused trigger");
+}
