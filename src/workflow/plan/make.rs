@@ -106,6 +106,19 @@ pub fn check_action(spec: &ActionSpec) -> Result<(), String> {
     Ok(())
 }
 
+/// The labels a WorkflowRun's children carry of its own: all but the `kruntimes.io/` ones
+/// (which say whose child it is). So a Runtime that groups fair sharing by a label
+/// (`kruntimes.io/fair-share-label`) groups a WorkflowRun's Runs as the WorkflowRun is
+/// labelled, as a label selector over Runs finds them.
+fn inherited_labels(workflow_run: &WorkflowRun) -> BTreeMap<String, String> {
+    workflow_run
+        .labels()
+        .iter()
+        .filter(|(key, _)| !key.starts_with("kruntimes.io/"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 /// What starting a step needs: its Run exists already, or this Run is to be created.
 #[derive(Debug)]
 pub enum StepRun {
@@ -176,7 +189,8 @@ pub fn step_run(
             })
         })
         .collect::<Result<Vec<_>, String>>()?;
-    let mut labels = BTreeMap::from([
+    let mut labels = inherited_labels(workflow_run);
+    labels.extend([
         (
             LABEL_WORKFLOW_RUN_UID.to_string(),
             workflow_run.uid().unwrap_or_default(),
@@ -275,10 +289,14 @@ pub fn call_run(
         metadata: ObjectMeta {
             name: Some(snapshot::call_run_name(&parent.name_any(), job_name)),
             namespace: parent.namespace(),
-            labels: Some(BTreeMap::from([(
-                LABEL_WORKFLOW_RUN_UID.to_string(),
-                parent.uid().unwrap_or_default(),
-            )])),
+            labels: Some({
+                let mut labels = inherited_labels(parent);
+                labels.insert(
+                    LABEL_WORKFLOW_RUN_UID.to_string(),
+                    parent.uid().unwrap_or_default(),
+                );
+                labels
+            }),
             annotations: (!annotations.is_empty()).then_some(annotations),
             owner_references: parent.controller_owner_ref(&()).map(|o| vec![o]),
             ..ObjectMeta::default()

@@ -138,7 +138,12 @@ fn a_step_run_resolves_what_it_reads_and_carries_its_identity() {
         ),
     ]
     .into();
-    let wfr = workflow_run(jobs.clone());
+    let mut wfr = workflow_run(jobs.clone());
+    wfr.metadata.labels = Some(
+        [("team", "a"), ("kruntimes.io/other", "x")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into(),
+    );
     let snapshot = Snapshot {
         spec: wfr.spec.clone(),
         ..Snapshot::default()
@@ -176,6 +181,11 @@ fn a_step_run_resolves_what_it_reads_and_carries_its_identity() {
     assert_eq!(labels["kruntimes.io/workflowrun-uid"], "uid-1");
     assert_eq!(labels["kruntimes.io/workflow-job"], "second");
     assert_eq!(labels["kruntimes.io/workflow-step"], "use");
+    assert!(
+        !labels.contains_key("kruntimes.io/other"),
+        "not a kruntimes.io/ label of its own"
+    );
+    assert_eq!(labels["team"], "a", "the WorkflowRun's own labels");
     let owner = &run.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!(
         (owner.kind.as_str(), owner.controller),
