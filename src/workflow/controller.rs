@@ -153,7 +153,15 @@ async fn reconcile(workflow_run: Arc<WorkflowRun>, ctx: Arc<Context>) -> Result<
         .filter(|r| r.labels().get(LABEL_WORKFLOW_RUN_UID) == Some(&uid))
         .collect();
     let calls = child_calls(&ctx.client, &workflow_run, snapshot.as_ref()).await?;
-    let children = Children::new(runs.iter().map(|r| r.as_ref()), calls.iter().collect());
+    let mut children = Children::new(runs.iter().map(|r| r.as_ref()), calls.iter().collect());
+    // A Run the status names but the store lacks is new (the store lags its create) or gone:
+    // only a read of the API tells which.
+    let run_api: Api<Run> = Api::namespaced(ctx.client.clone(), &ns);
+    for name in children.unseen(&before) {
+        if run_api.get_metadata_opt(&name).await?.is_none() {
+            children.gone.insert(name);
+        }
+    }
 
     let mut status = before.clone();
     plan::derive(

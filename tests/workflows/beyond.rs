@@ -344,3 +344,31 @@ async fn trigger_wait_exits_with_the_workflow_runs_outcome() {
     let created = s.ns.api::<WorkflowRun>().get_opt("never").await.unwrap();
     assert!(created.is_none(), "nothing created for a refused trigger");
 }
+
+/// A step's Run deleted while it runs fails its step and the WorkflowRun, with why, instead of
+/// leaving it Running for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steps_run_deleted_while_it_runs_fails_the_workflow_run() {
+    let s = Scenario::start("wf-run-deleted").await;
+    let jobs = json!({"j": {"runs-on": "bash", "steps": [{"name": "long", "run": "sleep 60"}]}});
+    let _: WorkflowRun = s.create(workflow_run("deleted", jobs)).await;
+    let run = s
+        .until("deleted", "the step's Run", |run| {
+            let name = job_of(run, "j")?.steps[0].run_name.clone();
+            (!name.is_empty()).then_some(name)
+        })
+        .await;
+    s.ns.api::<Run>()
+        .delete(&run, &Default::default())
+        .await
+        .expect("delete the step's Run");
+
+    let ended = s.until_phase("deleted", WorkflowPhase::Failed).await;
+    assert_eq!(job(&ended, "j").steps[0].phase, StepPhase::Failed);
+    let message = ended.status.unwrap().message;
+    assert!(
+        message.contains(&format!("the Run {run} of step \"long\"")),
+        "{message}"
+    );
+    assert!(message.contains("was deleted before it ended"), "{message}");
+}

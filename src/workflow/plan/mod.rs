@@ -45,6 +45,9 @@ pub struct Children<'a> {
     pub runs: BTreeMap<StepKey, &'a Run>,
     /// Its child WorkflowRuns (reusable calls) by name.
     pub calls: BTreeMap<String, &'a WorkflowRun>,
+    /// Runs its status names for a step that has not ended, which the API says are gone
+    /// (deleted before they ended): their steps fail.
+    pub gone: std::collections::BTreeSet<String>,
 }
 
 impl<'a> Children<'a> {
@@ -68,7 +71,30 @@ impl<'a> Children<'a> {
         Children {
             runs: by_step,
             calls: calls.into_iter().map(|c| (c.name_any(), c)).collect(),
+            gone: Default::default(),
         }
+    }
+
+    /// The Runs `status` names for a step (or Action step) that has not ended and that are not
+    /// among these children: gone, or not seen yet. The controller asks the API which.
+    pub fn unseen(&self, status: &WorkflowRunStatus) -> Vec<String> {
+        let seen: std::collections::BTreeSet<String> =
+            self.runs.values().map(|r| r.name_any()).collect();
+        let running = |phase: StepPhase, name: &String| {
+            phase == StepPhase::Running && !name.is_empty() && !seen.contains(name)
+        };
+        let mut unseen = Vec::new();
+        for step in status.jobs.iter().flatten().flat_map(|(_, j)| &j.steps) {
+            if running(step.phase, &step.run_name) {
+                unseen.push(step.run_name.clone());
+            }
+            for inner in &step.action_steps {
+                if running(inner.phase, &inner.run_name) {
+                    unseen.push(inner.run_name.clone());
+                }
+            }
+        }
+        unseen
     }
 
     fn active(&self) -> bool {

@@ -35,6 +35,7 @@ pub fn derive(
         for ((job, step, action_step), run) in &children.runs {
             project_run(jobs, job, step, action_step, run);
         }
+        fail_gone(jobs, &children.gone, &mut message);
         for (name, job) in &snapshot.spec.jobs {
             derive_action_calls(snapshot, name, job, jobs, &mut message);
         }
@@ -109,6 +110,33 @@ fn project_run(
     *run_name = name;
     *slot_phase = phase;
     *slot_outputs = outputs;
+}
+
+/// A running step (or Action step) whose Run is gone fails: the Run was deleted before it
+/// ended, so nothing will ever end the step otherwise.
+fn fail_gone(
+    jobs: &mut BTreeMap<String, JobStatus>,
+    gone: &std::collections::BTreeSet<String>,
+    message: &mut Option<String>,
+) {
+    for (job, state) in jobs.iter_mut() {
+        for step in &mut state.steps {
+            let mut fail = |phase: &mut StepPhase, run: &str, what: &str| {
+                if *phase == StepPhase::Running && gone.contains(run) {
+                    *phase = StepPhase::Failed;
+                    *message = Some(format!(
+                        "the Run {run} of {what} in job {job:?} was deleted before it ended"
+                    ));
+                }
+            };
+            for inner in &mut step.action_steps {
+                let what = format!("Action step {:?} of step {:?}", inner.name, step.name);
+                fail(&mut inner.phase, &inner.run_name, &what);
+            }
+            let what = format!("step {:?}", step.name);
+            fail(&mut step.phase, &step.run_name, &what);
+        }
+    }
 }
 
 /// An Action call's step ends when its Action's steps have: failed with the first that

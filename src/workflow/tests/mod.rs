@@ -420,3 +420,30 @@ fn jobs_and_actions_are_checked_with_messages_that_name_the_field() {
         "Action step name \"s\" is used twice"
     );
 }
+
+#[test]
+fn a_step_whose_run_is_gone_before_it_ended_fails_its_job() {
+    let wfr = workflow_run([("j".to_string(), job(vec![step("s", "sleep 9")], &[]))].into());
+    let snapshot = Snapshot {
+        spec: wfr.spec.clone(),
+        ..Snapshot::default()
+    };
+    let mut status = accepted(&snapshot);
+    plan::started_step(&mut status, "j", 0, None, "wfr-gone");
+    let mut children = Children::default();
+    assert_eq!(
+        children.unseen(&status),
+        ["wfr-gone"],
+        "the controller asks the API"
+    );
+    // Not yet known to be gone (a store that lags its create): nothing changes.
+    derive(&wfr.spec, &mut status, Some(&snapshot), &children);
+    assert_eq!(status.phase, WorkflowPhase::Running);
+    children.gone.insert("wfr-gone".into());
+    derive(&wfr.spec, &mut status, Some(&snapshot), &children);
+    assert_eq!(status.phase, WorkflowPhase::Failed);
+    assert_eq!(
+        status.message,
+        "the Run wfr-gone of step \"s\" in job \"j\" was deleted before it ended"
+    );
+}
