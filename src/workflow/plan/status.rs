@@ -192,7 +192,8 @@ fn derive_action_calls(
 }
 
 /// A reusable call's job ends with its child WorkflowRun: succeeded with the outputs its frozen
-/// output expressions give over the child's jobs, failed when the child failed or was cancelled.
+/// output expressions give over the child's jobs, failed when the child failed, was cancelled
+/// or is gone.
 fn derive_calls(
     jobs: &mut BTreeMap<String, JobStatus>,
     children: &Children,
@@ -202,7 +203,14 @@ fn derive_calls(
         if state.workflow_run_name.is_empty() || state.phase != JobPhase::Running {
             continue;
         }
+        // The calls are read with a consistent list, after the child was created (its name is
+        // recorded only then): one missing from it was deleted.
         let Some(child) = children.calls.get(&state.workflow_run_name) else {
+            state.phase = JobPhase::Failed;
+            *message = Some(format!(
+                "the child WorkflowRun {} of job {name:?} was deleted before it ended",
+                state.workflow_run_name
+            ));
             continue;
         };
         match call_phase(child) {

@@ -447,3 +447,33 @@ fn a_step_whose_run_is_gone_before_it_ended_fails_its_job() {
         "the Run wfr-gone of step \"s\" in job \"j\" was deleted before it ended"
     );
 }
+
+#[test]
+fn a_call_whose_child_is_gone_fails_its_job() {
+    let call = JobSpec {
+        uses: "deploy".into(),
+        ..JobSpec::default()
+    };
+    let wfr = workflow_run([("d".to_string(), call)].into());
+    let snapshot = Snapshot {
+        spec: wfr.spec.clone(),
+        ..Snapshot::default()
+    };
+    let mut status = accepted(&snapshot);
+    plan::started_call(&mut status, "d", "wfr-child");
+    derive(
+        &wfr.spec,
+        &mut status,
+        Some(&snapshot),
+        &Children::default(),
+    );
+    assert_eq!(status.jobs.as_ref().unwrap()["d"].phase, JobPhase::Failed);
+    assert_eq!(status.phase, WorkflowPhase::Failed);
+    assert!(
+        status
+            .message
+            .contains("wfr-child of job \"d\" was deleted"),
+        "{}",
+        status.message
+    );
+}
