@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use kruntimes::api::{
@@ -157,11 +157,7 @@ impl<K> Namespaced for K where
 
 /// Creates `object` (JSON of kind `K`) in `ns`.
 async fn make<K: Namespaced>(ns: &TestNs, object: serde_json::Value) -> K {
-    let object: K = serde_json::from_value(object).expect("a valid object");
-    ns.api::<K>()
-        .create(&PostParams::default(), &object)
-        .await
-        .unwrap_or_else(|e| panic!("create {}: {e}", object.name_any()))
+    support::world::create_in(ns, serde_json::from_value(object).expect("a valid object")).await
 }
 
 /// A job of one step `emit` on `bash` that runs `script` and exposes `result` from its output.

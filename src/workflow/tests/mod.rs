@@ -75,6 +75,17 @@ fn accepted(snapshot: &Snapshot) -> WorkflowRunStatus {
     status
 }
 
+/// The WorkflowRun of `jobs`, its snapshot, and its status once accepted.
+fn accepted_run(jobs: BTreeMap<String, JobSpec>) -> (WorkflowRun, Snapshot, WorkflowRunStatus) {
+    let wfr = workflow_run(jobs);
+    let snapshot = Snapshot {
+        spec: wfr.spec.clone(),
+        ..Snapshot::default()
+    };
+    let status = accepted(&snapshot);
+    (wfr, snapshot, status)
+}
+
 #[test]
 fn acceptance_makes_jobs_waiting_on_their_needs_and_lists_action_steps() {
     let action = ActionSpec {
@@ -285,12 +296,7 @@ fn a_call_ends_with_its_child_and_its_frozen_output_expressions() {
         uses: "deploy".into(),
         ..JobSpec::default()
     };
-    let wfr = workflow_run([("d".to_string(), call)].into());
-    let snapshot = Snapshot {
-        spec: wfr.spec.clone(),
-        ..Snapshot::default()
-    };
-    let mut status = accepted(&snapshot);
+    let (wfr, snapshot, mut status) = accepted_run([("d".to_string(), call)].into());
     assert_eq!(
         plan::plan(&wfr.spec, &status, Some(&snapshot), &Children::default()),
         Plan::Start(vec![Target::Call { job: "d".into() }])
@@ -336,12 +342,8 @@ fn a_call_ends_with_its_child_and_its_frozen_output_expressions() {
 
 #[test]
 fn a_cancel_asks_active_children_then_ends_cancelled_once_they_have() {
-    let mut wfr = workflow_run([("j".to_string(), job(vec![step("s", "sleep 9")], &[]))].into());
-    let snapshot = Snapshot {
-        spec: wfr.spec.clone(),
-        ..Snapshot::default()
-    };
-    let mut status = accepted(&snapshot);
+    let (mut wfr, snapshot, mut status) =
+        accepted_run([("j".to_string(), job(vec![step("s", "sleep 9")], &[]))].into());
     let Ok(StepRun::Create(run)) =
         plan::step_run(&wfr, &status, &snapshot, &Children::default(), "j", 0, None)
     else {
@@ -423,12 +425,8 @@ fn jobs_and_actions_are_checked_with_messages_that_name_the_field() {
 
 #[test]
 fn a_step_whose_run_is_gone_before_it_ended_fails_its_job() {
-    let wfr = workflow_run([("j".to_string(), job(vec![step("s", "sleep 9")], &[]))].into());
-    let snapshot = Snapshot {
-        spec: wfr.spec.clone(),
-        ..Snapshot::default()
-    };
-    let mut status = accepted(&snapshot);
+    let (wfr, snapshot, mut status) =
+        accepted_run([("j".to_string(), job(vec![step("s", "sleep 9")], &[]))].into());
     plan::started_step(&mut status, "j", 0, None, "wfr-gone");
     let mut children = Children::default();
     assert_eq!(
@@ -454,12 +452,7 @@ fn a_call_whose_child_is_gone_fails_its_job() {
         uses: "deploy".into(),
         ..JobSpec::default()
     };
-    let wfr = workflow_run([("d".to_string(), call)].into());
-    let snapshot = Snapshot {
-        spec: wfr.spec.clone(),
-        ..Snapshot::default()
-    };
-    let mut status = accepted(&snapshot);
+    let (wfr, snapshot, mut status) = accepted_run([("d".to_string(), call)].into());
     plan::started_call(&mut status, "d", "wfr-child");
     derive(
         &wfr.spec,
