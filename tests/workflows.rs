@@ -405,11 +405,7 @@ async fn nested_reusable_workflows_execute() {
     let s = Scenario::start("wf-nested").await;
     let leaf = json!({
         "outputs": {"result": {"value": "${{ jobs.test.outputs.result }}"}},
-        "jobs": {"test": {
-            "runs-on": "bash",
-            "outputs": {"result": "${{ steps.emit.outputs.result }}"},
-            "steps": [{"name": "emit", "run": "printf 'result=nested-ok\\n' > \"$KRUNTIME_OUTPUTS\""}],
-        }},
+        "jobs": {"test": output_job("printf 'result=nested-ok\\n' > \"$KRUNTIME_OUTPUTS\"")},
     });
     let middle = json!({
         "outputs": {"result": {"value": "${{ jobs.call-leaf.outputs.result }}"}},
