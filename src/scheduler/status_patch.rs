@@ -4,10 +4,17 @@
 //! with 409 Conflict when the Run changed since, and the answer is checked for errors but not
 //! decoded (the watch brings the new version to the index anyway).
 //!
-//! [`merge_patch`] and [`status_patch`] are pure; [`send`] is the one call to the API server.
+//! A conflict only says the Run moved, not how: when a fresh read shows it moved in nothing a
+//! plan reads (another client wrote its other annotations, say), [`rebase`] guards the same
+//! patch by the fresh version, as the API server's own `GuaranteedUpdate` retries a Pod's
+//! Binding on the current object. Without it a Run that other clients keep writing could
+//! never be bound: the watch always brings its version too late.
+//!
+//! [`merge_patch`], [`status_patch`] and [`rebase`] are pure; [`send`] is the one call to the
+//! API server.
 
 use kube::api::Patch;
-use kube::{Client, Resource};
+use kube::{Client, Resource, ResourceExt as _};
 use serde_json::{Map, Value};
 
 use crate::api::{Run, RunStatus, patch_params, status};
@@ -78,6 +85,35 @@ pub fn status_patch(run: &Run, status: &RunStatus) -> Option<Value> {
     Some(Value::Object(patch))
 }
 
+/// `patch` guarded by `fresh`'s resourceVersion instead of the observed one, when `fresh` (a
+/// read after the conflict) is the Run `observed` was in everything a plan reads: the same
+/// object (UID), spec (generation), status, labels and `kruntimes.io/` annotations, and not
+/// being deleted. `None` when it moved in any of them: the plan is stale, the reservation goes
+/// and the Run is cycled again (the spec's rule for a conflict).
+pub fn rebase(observed: &Run, fresh: &Run, patch: &Value) -> Option<Value> {
+    let ours = |run: &Run| {
+        run.annotations()
+            .iter()
+            .filter(|(k, _)| k.starts_with("kruntimes.io/"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let (o, f) = (&observed.metadata, &fresh.metadata);
+    let same = o.uid == f.uid
+        && o.generation == f.generation
+        && f.deletion_timestamp.is_none()
+        && observed.status == fresh.status
+        && observed.labels() == fresh.labels()
+        && ours(observed) == ours(fresh);
+    let rv = f.resource_version.as_ref().filter(|_| same)?;
+    let mut patch = patch.clone();
+    patch.as_object_mut()?.insert(
+        "metadata".into(),
+        serde_json::json!({ "resourceVersion": rv }),
+    );
+    Some(patch)
+}
+
 /// Sends `patch` to the status subresource of Run `namespace/name` as the kruntimes field
 /// manager. The answer's body is checked for an error status only.
 pub async fn send(
@@ -141,6 +177,61 @@ mod tests {
         assert_eq!(merged, serde_json::to_value(&bound).unwrap());
         let unchanged = observed.status.clone().unwrap_or_default();
         assert_eq!(status_patch(&observed, &unchanged), None);
+    }
+
+    #[test]
+    fn a_conflicted_patch_is_rebased_only_on_a_run_that_moved_in_nothing_a_plan_reads() {
+        let observed = run("a")
+            .uid("u1")
+            .resource_version("42")
+            .labels(&[("team", "a")])
+            .build();
+        let mut bound = RunStatus::default();
+        status::set_bound(
+            &mut bound,
+            "p1",
+            "uid-p1",
+            &Time(jiff::Timestamp::UNIX_EPOCH),
+        );
+        let patch = status_patch(&observed, &bound).unwrap();
+        let fresh = |change: &dyn Fn(&mut Run)| {
+            let mut run = observed.clone();
+            run.metadata.resource_version = Some("57".into());
+            change(&mut run);
+            rebase(&observed, &run, &patch)
+        };
+        // Another client wrote an annotation of its own: the same patch, at the new version.
+        let rebased = fresh(&|r| {
+            r.annotations_mut()
+                .insert("example.com/note".into(), "x".into());
+        })
+        .expect("only another client's annotation moved");
+        assert_eq!(rebased["metadata"], json!({"resourceVersion": "57"}));
+        assert_eq!(rebased["status"], patch["status"]);
+        // Anything a plan reads moved: no rebase.
+        type Change<'a> = &'a dyn Fn(&mut Run);
+        let moved: [(&str, Change); 6] = [
+            ("the spec", &|r| r.metadata.generation = Some(2)),
+            ("the status", &|r| {
+                r.status.get_or_insert_with(Default::default).message = Some("m".into())
+            }),
+            ("a label", &|r| {
+                r.labels_mut().insert("team".into(), "b".into());
+            }),
+            ("a kruntimes.io/ annotation", &|r| {
+                r.annotations_mut()
+                    .insert("kruntimes.io/preemptible".into(), "true".into());
+            }),
+            ("deletion", &|r| {
+                r.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH))
+            }),
+            ("the object (a new Run of the name)", &|r| {
+                r.metadata.uid = Some("u2".into())
+            }),
+        ];
+        for (what, change) in moved {
+            assert_eq!(fresh(change), None, "{what} moved");
+        }
     }
 
     /// RFC 7386's MergePatch, for checking patches against.

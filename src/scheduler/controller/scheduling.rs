@@ -29,6 +29,9 @@ use crate::telemetry::events::reasons as event_reasons;
 /// Cycles in a row before the loop lets the watch tasks and writers run.
 const CYCLES_PER_YIELD: u32 = 32;
 
+/// How many times a conflicted Bind is sent again on a fresh read of an unchanged Run.
+const REBASES: u32 = 3;
+
 /// How long the loop sleeps at most without a wakeup (a safety net; every event wakes it).
 const IDLE_WAIT: Duration = Duration::from_secs(1);
 
@@ -198,9 +201,10 @@ impl Scheduler {
         }
     }
 
-    /// Bind: the status patch guarded by the observed resourceVersion (see [`status_patch`]).
-    /// The reservation stays until the watch shows the Run active on the Pod; any failed write
-    /// releases it and backs the Run off.
+    /// Bind: the status patch guarded by the observed resourceVersion (see [`status_patch`]),
+    /// sent again on a fresh read while the Run moved in nothing the plan read
+    /// ([`Self::send_bind`]). The reservation stays until the watch shows the Run active on the
+    /// Pod; any failed write releases it and backs the Run off.
     async fn bind(&self, store: &Store<Run>, run: &Run, pod: &str, pod_uid: &str, patch: &Value) {
         let (name, namespace) = (run.name_any(), run.namespace().unwrap_or_default());
         let uid = run.uid().unwrap_or_default();
@@ -235,7 +239,7 @@ impl Scheduler {
                 }
             }
         }
-        match status_patch::send(&self.client, &namespace, &name, patch).await {
+        match self.send_bind(run, patch).await {
             Ok(()) => {
                 self.cache.bound(&namespace, &uid);
                 debug!(run = %name, %namespace, %pod, "scheduled");
@@ -264,11 +268,8 @@ impl Scheduler {
                 );
             }
             Err(kube::Error::Api(s)) if s.code == 409 => {
-                self.metrics
-                    .reservation_conflicts
-                    .with_label_values(&[STAGE_BIND])
-                    .inc();
-                // The watch has a newer version on its way; look again once it is there.
+                // The Run moved in something the plan read (or kept moving): the watch has a
+                // newer version on its way; look again once it is there.
                 debug!(run = %name, %namespace, "bind conflict; looking again");
                 self.release_and_retry(&namespace, &uid, true);
             }
@@ -291,6 +292,41 @@ impl Scheduler {
                     warn!(run = %name, %namespace, "{error}");
                     self.release_and_retry(&namespace, &uid, false);
                 }
+            }
+        }
+    }
+
+    /// Sends the Bind patch; on each conflict (counted) reads the Run and, while it moved in
+    /// nothing the plan read, sends the patch again guarded by the version read
+    /// ([`status_patch::rebase`]), at most [`REBASES`] times. The reservation holds meanwhile:
+    /// the plan it was made for still stands. The last answer is returned.
+    async fn send_bind(&self, run: &Run, patch: &Value) -> Result<(), kube::Error> {
+        let (name, namespace) = (run.name_any(), run.namespace().unwrap_or_default());
+        let api: Api<Run> = Api::namespaced(self.client.clone(), &namespace);
+        let mut patch = std::borrow::Cow::Borrowed(patch);
+        let mut rebases = 0;
+        loop {
+            let sent = status_patch::send(&self.client, &namespace, &name, &patch).await;
+            let Err(kube::Error::Api(status)) = &sent else {
+                return sent;
+            };
+            if status.code != 409 {
+                return sent;
+            }
+            self.metrics
+                .reservation_conflicts
+                .with_label_values(&[STAGE_BIND])
+                .inc();
+            if rebases == REBASES {
+                return sent;
+            }
+            rebases += 1;
+            let Ok(Some(fresh)) = api.get_opt(&name).await else {
+                return sent;
+            };
+            match status_patch::rebase(run, &fresh, &patch) {
+                Some(rebased) => patch = std::borrow::Cow::Owned(rebased),
+                None => return sent,
             }
         }
     }
