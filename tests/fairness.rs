@@ -98,6 +98,127 @@ async fn the_submitter_is_recorded_at_creation_and_cannot_be_forged_or_dropped()
     assert_eq!(submitter(&dropped), Some("alice"), "nor remove it");
 }
 
+/// A Run or WorkflowRun that WorkflowRun `owner` controls, naming `submitter`.
+fn owned_by<K: serde::de::DeserializeOwned>(
+    kind: &str,
+    name: &str,
+    owner: &kruntimes::api::WorkflowRun,
+    submitter: &str,
+) -> K {
+    let spec = match kind {
+        "Run" => json!({"runtime": "python", "source": {"inline": "true"}, "mode": {"task": {}}}),
+        _ => json!({"jobs": {"j": {"runs-on": "python", "steps": [{"name": "s", "run": "true"}]}}}),
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "kruntimes.io/v1alpha1", "kind": kind,
+        "metadata": {
+            "name": name,
+            "annotations": {ANNOTATION_SUBMITTED_BY: submitter},
+            "ownerReferences": [{
+                "apiVersion": "kruntimes.io/v1alpha1", "kind": "WorkflowRun",
+                "name": owner.name_any(), "uid": owner.uid().unwrap(), "controller": true,
+            }],
+        },
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+/// A WorkflowRun records who triggered it like a Run, and its Runs and nested WorkflowRuns are
+/// that person's (fair sharing's group), not the scheduler's that creates them: only the
+/// scheduler's own account, creating what a WorkflowRun controls, may name another submitter.
+/// A person naming one is overwritten, and so is an account of the same name in another
+/// namespace (anyone with a namespace can make one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_runs_children_are_its_submitters_and_only_the_scheduler_may_say_so() {
+    use kruntimes::api::WorkflowRun;
+    let ns = TestNs::new("fair-delegate").await;
+    let dir = tempfile::tempdir().unwrap();
+    let alice = people(&ns, &["alice"], dir.path()).await.remove(0);
+    let workflow_run: WorkflowRun = serde_json::from_value(json!({
+        "apiVersion": "kruntimes.io/v1alpha1", "kind": "WorkflowRun",
+        "metadata": {"name": "wf", "annotations": {ANNOTATION_SUBMITTED_BY: "bob"}},
+        "spec": {"jobs": {"j": {"runs-on": "python", "steps": [{"name": "s", "run": "true"}]}}},
+    }))
+    .unwrap();
+    let post = PostParams::default();
+    let wf = Api::<WorkflowRun>::namespaced(alice.clone(), &ns.name)
+        .create(&post, &workflow_run)
+        .await
+        .unwrap();
+    let stamped = |annotations: &std::collections::BTreeMap<String, String>| {
+        annotations.get(ANNOTATION_SUBMITTED_BY).cloned()
+    };
+    assert_eq!(
+        stamped(wf.annotations()).as_deref(),
+        Some("alice"),
+        "a WorkflowRun's submitter, over what the request set"
+    );
+
+    // The scheduler's own account keeps the WorkflowRun's submitter on what it controls.
+    let scheduler = support::client_for(&tokens::scheduler_kubeconfig(dir.path()).await).await;
+    let as_scheduler = Api::<Run>::namespaced(scheduler.clone(), &ns.name);
+    let child = as_scheduler
+        .create(&post, &owned_by("Run", "child", &wf, "alice"))
+        .await
+        .unwrap();
+    assert_eq!(stamped(child.annotations()).as_deref(), Some("alice"));
+    let nested = Api::<WorkflowRun>::namespaced(scheduler.clone(), &ns.name)
+        .create(&post, &owned_by("WorkflowRun", "nested", &wf, "alice"))
+        .await
+        .unwrap();
+    assert_eq!(stamped(nested.annotations()).as_deref(), Some("alice"));
+    // ...and only there: a Run of its own is its own.
+    let mut own = body(run("own").build(), &ns);
+    own.metadata.annotations = Some([(ANNOTATION_SUBMITTED_BY.to_string(), "alice".into())].into());
+    let own = as_scheduler.create(&post, &own).await.unwrap();
+    assert_eq!(
+        stamped(own.annotations()).as_deref(),
+        Some("system:serviceaccount:kubectl-kruntimes:kubectl-kruntimes-scheduler")
+    );
+
+    // A person cannot delegate.
+    let by_alice = Api::<Run>::namespaced(alice, &ns.name)
+        .create(&post, &owned_by("Run", "forged", &wf, "bob"))
+        .await
+        .unwrap();
+    assert_eq!(stamped(by_alice.annotations()).as_deref(), Some("alice"));
+
+    // Nor can an account of the scheduler's name in another namespace.
+    let impostor = "kubectl-kruntimes-scheduler";
+    let account: k8s_openapi::api::core::v1::ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": impostor}})).unwrap();
+    create_in(&ns, account).await;
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "impostor-edit"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"kind": "ServiceAccount", "name": impostor, "namespace": ns.name}]
+    }))
+    .unwrap();
+    create_in(&ns, binding).await;
+    let token = tokens::unbound_token(&ns.client, &ns.name, impostor).await;
+    let impostor_client = support::client_for(&tokens::token_kubeconfig(
+        dir.path(),
+        impostor,
+        &token,
+        &ns.name,
+    ))
+    .await;
+    let impostor_runs = Api::<Run>::namespaced(impostor_client, &ns.name);
+    await_allowed("the impostor listing Runs", async || {
+        impostor_runs.list(&Default::default()).await
+    })
+    .await;
+    let by_impostor = impostor_runs
+        .create(&post, &owned_by("Run", "impostor", &wf, "alice"))
+        .await
+        .unwrap();
+    assert_eq!(
+        stamped(by_impostor.annotations()),
+        Some(format!("system:serviceaccount:{}:{impostor}", ns.name))
+    );
+}
+
 /// How long each Run of the flood runs: long enough that a backlog builds while it is created.
 const FLOOD_SECONDS: &str = "2";
 

@@ -301,6 +301,48 @@ fn the_chart_lints_and_renders_exactly_deploy_with_default_values() {
     }
 }
 
+/// The submitter policies trust the scheduler's own account to delegate (a WorkflowRun's Runs
+/// carry its submitter): in a release of another namespace, that namespace's account, and
+/// never an account of deploy/'s namespace, where anyone may make one of that name.
+#[test]
+fn the_submitter_policies_trust_the_scheduler_account_of_the_releases_namespace() {
+    let rendered = objects(&helm(
+        &[
+            "template",
+            "r1",
+            chart().to_str().unwrap(),
+            "--namespace",
+            "platform",
+            "--skip-tests",
+            "--api-versions",
+            "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy",
+        ],
+        None,
+    ));
+    let policies: Vec<String> = rendered
+        .iter()
+        .filter(|o| {
+            o["kind"]
+                .as_str()
+                .unwrap_or_default()
+                .ends_with("AdmissionPolicy")
+                && o["metadata"]["name"] == "kubectl-kruntimes-submitter"
+        })
+        .map(|o| o.to_string())
+        .collect();
+    assert_eq!(policies.len(), 2, "the validating and the mutating policy");
+    for policy in &policies {
+        assert!(
+            policy.contains("'system:serviceaccount:platform:kubectl-kruntimes-scheduler'"),
+            "{policy}"
+        );
+        assert!(
+            !policy.contains("system:serviceaccount:kubectl-kruntimes:"),
+            "{policy}"
+        );
+    }
+}
+
 #[test]
 fn values_reach_the_scheduler_the_monitor_and_the_example_runtime() {
     let rendered = template(&[

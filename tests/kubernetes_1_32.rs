@@ -185,6 +185,42 @@ async fn smoke() {
         refused.to_string().contains("kubectl-kruntimes-submitter"),
         "{refused}"
     );
+    // Only the scheduler's own account names another submitter, on what a WorkflowRun
+    // controls: the workflow controller's Runs carry their WorkflowRun's.
+    let owned = |name: &str| {
+        let mut owned = forged.clone();
+        owned.metadata.name = Some(name.into());
+        owned.metadata.owner_references = Some(vec![
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "kruntimes.io/v1alpha1", "kind": "WorkflowRun", "name": "wf",
+                "uid": "00000000-0000-0000-0000-000000000001", "controller": true,
+            }))
+            .unwrap(),
+        ]);
+        owned
+    };
+    let refused = Api::<Run>::namespaced(ns.client.clone(), &ns.name)
+        .create(&PostParams::default(), &owned("owned-by-admin"))
+        .await
+        .expect_err("a person named another submitter on a WorkflowRun's Run");
+    assert!(
+        refused.to_string().contains("kubectl-kruntimes-submitter"),
+        "{refused}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let scheduler =
+        support::client_for(&support::tokens::scheduler_kubeconfig(dir.path()).await).await;
+    let delegated = Api::<Run>::namespaced(scheduler, &ns.name)
+        .create(&PostParams::default(), &owned("owned-by-scheduler"))
+        .await
+        .expect("the scheduler's account delegates a WorkflowRun's submitter");
+    assert_eq!(
+        delegated
+            .annotations()
+            .get(ANNOTATION_SUBMITTED_BY)
+            .map(String::as_str),
+        Some("someone-else")
+    );
     eprintln!("kubernetes 1.32: 6 Runs succeeded; {events} Run events checked for overcommit");
 }
 

@@ -469,7 +469,10 @@ async fn the_schedulers_token_creates_changes_and_deletes_only_runtime_pods() {
 /// succeeds under the scheduler's shipped role (snapshots, Runs and child WorkflowRuns created,
 /// statuses written), and the definitions report Ready.
 async fn workflows_run_with_only_the_shipped_rbac(ns: &TestNs) {
-    use kruntimes::api::{Action, Workflow, WorkflowPhase, WorkflowRun};
+    use kruntimes::api::{
+        ANNOTATION_SUBMITTED_BY, Action, LABEL_WORKFLOW_RUN_UID, Workflow, WorkflowPhase,
+        WorkflowRun,
+    };
     use serde_json::json;
     let action: Action = serde_json::from_value(json!({
         "apiVersion": "kruntimes.io/v1alpha1", "kind": "Action", "metadata": {"name": "say"},
@@ -509,4 +512,33 @@ async fn workflows_run_with_only_the_shipped_rbac(ns: &TestNs) {
         },
     )
     .await;
+    // Every Run and nested WorkflowRun it made is its submitter's (fair sharing's group), as
+    // the admission policies let only this account say.
+    let submitter = |annotations: &std::collections::BTreeMap<String, String>| {
+        annotations.get(ANNOTATION_SUBMITTED_BY).cloned()
+    };
+    let triggered_by = submitter(runs.get("wf").await.unwrap().annotations());
+    assert!(
+        triggered_by.is_some(),
+        "the WorkflowRun's submitter is recorded"
+    );
+    let made = kube::api::ListParams::default().labels(LABEL_WORKFLOW_RUN_UID);
+    let children = ns.runs().list(&made).await.unwrap().items;
+    let nested = runs.list(&made).await.unwrap().items;
+    assert_eq!(
+        (children.len(), nested.len()),
+        (2, 1),
+        "the Action's step, the call's step; the call"
+    );
+    for (kind, name, annotations) in children
+        .iter()
+        .map(|r| ("Run", r.name_any(), r.annotations()))
+        .chain(
+            nested
+                .iter()
+                .map(|w| ("WorkflowRun", w.name_any(), w.annotations())),
+        )
+    {
+        assert_eq!(submitter(annotations), triggered_by, "{kind} {name}");
+    }
 }

@@ -105,8 +105,8 @@ mod tests {
         let rules = spec.match_constraints.unwrap().resource_rules.unwrap();
         assert_eq!(
             rules[0].resources.as_deref(),
-            Some(&["runs".to_string()][..]),
-            "never runs/status"
+            Some(&["runs".to_string(), "workflowruns".to_string()][..]),
+            "Runs and WorkflowRuns, never their status"
         );
     }
 }

@@ -17,11 +17,14 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{/*
 The objects of one deploy/ file (files/NAME), as dicts: the documents of the file, comments and
 empty documents left out. Use: include "kruntimes.objects" (list $ "files/x.yaml") | fromYamlArray
+The scheduler's account is named by its username where a policy trusts it (the submitter
+policies let it delegate): in the release's namespace, not deploy/'s kubectl-kruntimes.
 */}}
 {{- define "kruntimes.objects" -}}
 {{- $root := index . 0 -}}
 {{- $objects := list -}}
-{{- range $doc := splitList "\n---\n" ($root.Files.Get (index . 1)) -}}
+{{- $text := $root.Files.Get (index . 1) | replace "system:serviceaccount:kubectl-kruntimes:" (printf "system:serviceaccount:%s:" $root.Release.Namespace) -}}
+{{- range $doc := splitList "\n---\n" $text -}}
 {{- $obj := fromYaml $doc -}}
 {{- if and $obj (hasKey $obj "kind") -}}
 {{- $objects = append $objects $obj -}}

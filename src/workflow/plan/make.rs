@@ -8,9 +8,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
 use crate::api::{
-    ANNOTATION_WORKFLOW_OUTPUT, ActionSpec, CodeSource, JobSpec, LABEL_WORKFLOW_ACTION_STEP,
-    LABEL_WORKFLOW_JOB, LABEL_WORKFLOW_RUN_UID, LABEL_WORKFLOW_STEP, Run, RunMode, RunSpec,
-    TaskMode, WorkflowRun, WorkflowRunSpec, WorkflowRunStatus, WorkflowSpec,
+    ANNOTATION_SUBMITTED_BY, ANNOTATION_WORKFLOW_OUTPUT, ActionSpec, CodeSource, JobSpec,
+    LABEL_WORKFLOW_ACTION_STEP, LABEL_WORKFLOW_JOB, LABEL_WORKFLOW_RUN_UID, LABEL_WORKFLOW_STEP,
+    Run, RunMode, RunSpec, TaskMode, WorkflowRun, WorkflowRunSpec, WorkflowRunStatus, WorkflowSpec,
 };
 
 use super::Children;
@@ -119,6 +119,20 @@ fn inherited_labels(workflow_run: &WorkflowRun) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The annotations a WorkflowRun's children carry of it: who submitted it
+/// (`kruntimes.io/submitted-by`, which the admission policies wrote and keep), so that fair
+/// sharing groups its Runs under its submitter, not under the scheduler that creates them. The
+/// policies take that value only from the scheduler's own account and only on an object a
+/// WorkflowRun controls (`deploy/submitter-policy.yaml`).
+fn delegated_annotations(workflow_run: &WorkflowRun) -> BTreeMap<String, String> {
+    workflow_run
+        .annotations()
+        .get_key_value(ANNOTATION_SUBMITTED_BY)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .into_iter()
+        .collect()
+}
+
 /// What starting a step needs: its Run exists already, or this Run is to be created.
 #[derive(Debug)]
 pub enum StepRun {
@@ -214,6 +228,7 @@ pub fn step_run(
             )),
             namespace: workflow_run.namespace(),
             labels: Some(labels),
+            annotations: Some(delegated_annotations(workflow_run)).filter(|a| !a.is_empty()),
             owner_references: workflow_run.controller_owner_ref(&()).map(|o| vec![o]),
             ..ObjectMeta::default()
         },
@@ -266,7 +281,7 @@ pub fn call_run(
             job.uses
         )
     })?;
-    let mut annotations = BTreeMap::new();
+    let mut annotations = delegated_annotations(parent);
     let mut bytes = 0;
     for (name, output) in &workflow.outputs {
         let key = format!("{ANNOTATION_WORKFLOW_OUTPUT}{name}");

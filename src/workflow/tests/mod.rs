@@ -5,6 +5,7 @@ mod properties;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::ResourceExt as _;
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestError, TestRunner};
 
@@ -155,6 +156,14 @@ fn a_step_run_resolves_what_it_reads_and_carries_its_identity() {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .into(),
     );
+    wfr.metadata.annotations = Some(
+        [
+            ("kruntimes.io/submitted-by", "alice"),
+            ("example.com/note", "n"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into(),
+    );
     let snapshot = Snapshot {
         spec: wfr.spec.clone(),
         ..Snapshot::default()
@@ -197,6 +206,11 @@ fn a_step_run_resolves_what_it_reads_and_carries_its_identity() {
         "not a kruntimes.io/ label of its own"
     );
     assert_eq!(labels["team"], "a", "the WorkflowRun's own labels");
+    assert_eq!(
+        run.metadata.annotations,
+        Some([("kruntimes.io/submitted-by".to_string(), "alice".to_string())].into()),
+        "its submitter (fair sharing's group), and no other annotation"
+    );
     let owner = &run.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!(
         (owner.kind.as_str(), owner.controller),
@@ -296,7 +310,9 @@ fn a_call_ends_with_its_child_and_its_frozen_output_expressions() {
         uses: "deploy".into(),
         ..JobSpec::default()
     };
-    let (wfr, snapshot, mut status) = accepted_run([("d".to_string(), call)].into());
+    let (mut wfr, snapshot, mut status) = accepted_run([("d".to_string(), call)].into());
+    wfr.annotations_mut()
+        .insert("kruntimes.io/submitted-by".into(), "alice".into());
     assert_eq!(
         plan::plan(&wfr.spec, &status, Some(&snapshot), &Children::default()),
         Plan::Start(vec![Target::Call { job: "d".into() }])
@@ -316,6 +332,11 @@ fn a_call_ends_with_its_child_and_its_frozen_output_expressions() {
     assert_eq!(
         child.metadata.annotations.as_ref().unwrap()["kruntimes.io/workflow-output.url"],
         "${{ jobs.apply.outputs.url }}"
+    );
+    assert_eq!(
+        child.annotations()["kruntimes.io/submitted-by"],
+        "alice",
+        "a nested WorkflowRun's Runs share its caller's group"
     );
     let name = child.metadata.name.clone().unwrap();
     plan::started_call(&mut status, "d", &name);
