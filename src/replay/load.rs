@@ -16,7 +16,9 @@ use thiserror::Error;
 use super::Objects;
 use super::leader::{INSTALL_NAMESPACE, LeaseRead};
 use crate::api::lenient::{self, Lenient};
-use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, PersistentWorkspace, Run, Runtime};
+use crate::api::{
+    LABEL_RUNTIME, LABEL_RUNTIME_POD, PersistentWorkspace, Run, Runtime, WorkflowRun,
+};
 use crate::kubeclient::Target;
 use crate::manager::LEADER_LEASE;
 
@@ -48,12 +50,13 @@ pub async fn load(
     namespace: Option<&str>,
     runtime: Option<&str>,
 ) -> Result<Objects> {
-    let (runtimes, pods, leases, runs, workspaces, classes, scheduler_lease) = try_join!(
+    let (runtimes, pods, leases, runs, workspaces, workflow_runs, classes, scheduler_lease) = try_join!(
         list_runtimes(target, namespace),
         list_runtime_pods(target, namespace, runtime),
         list_leases(target, namespace),
         list_runs(target, namespace),
         list_workspaces(target, namespace),
+        list_workflow_runs(target, namespace),
         list_priority_classes(target),
         async { Ok::<_, Error>(leader_lease(target, namespace).await) },
     )?;
@@ -74,6 +77,7 @@ pub async fn load(
         leases,
         runs,
         workspaces,
+        workflow_runs,
         classes,
         scheduler_lease,
         now,
@@ -228,6 +232,26 @@ pub async fn list_leases(target: &Target, namespace: Option<&str>) -> Result<Vec
 /// Every Run; a missing CRD is [`Error::NotInstalled`].
 pub async fn list_runs(target: &Target, namespace: Option<&str>) -> Result<Vec<Run>> {
     list_kruntimes(target, namespace, "runs").await
+}
+
+/// Every WorkflowRun; none when its CRD is not installed (an install older than Workflows) or
+/// the user may not list them (roles older than Workflows): the pool view goes on without.
+pub async fn list_workflow_runs(
+    target: &Target,
+    namespace: Option<&str>,
+) -> Result<Vec<WorkflowRun>> {
+    match api::<Lenient<WorkflowRun>>(target, namespace)
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(l) => Ok(lenient::decoded_items(l.items)),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => Ok(Vec::new()),
+        Err(e) => Err(api_error(
+            target,
+            e,
+            &format!("listing workflowruns {}", where_(namespace)),
+        )),
+    }
 }
 
 /// Every PersistentWorkspace; none when its CRD is not installed (a Run naming one waits).

@@ -4,17 +4,19 @@
 //!
 //! Owns the object set and the reads; it must not decide anything. `explain` and `status`
 //! replay the scheduler's own plugins on the cache this returns, so neither re-derives a rule.
-//! Whether a scheduler runs at all is [`leader`]'s to judge, from the Lease read with them.
+//! Whether a scheduler runs at all is [`leader`]'s to judge, from the Lease read with them; what
+//! a WorkflowRun's jobs and steps are doing is [`workflow_run`]'s view.
 
 pub mod leader;
 pub mod load;
+pub mod workflow_run;
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
-use crate::api::{PersistentWorkspace, Run, Runtime};
+use crate::api::{PersistentWorkspace, Run, Runtime, WorkflowRun};
 use crate::scheduler::framework::SchedulerCache;
 
 /// Everything a replay is built from, as the loader read it.
@@ -29,6 +31,8 @@ pub struct Objects {
     pub runs: Vec<Run>,
     /// The PersistentWorkspaces read (bound workspace placement).
     pub workspaces: Vec<PersistentWorkspace>,
+    /// The WorkflowRuns read (`status`'s workflow view; none when their CRD is not installed).
+    pub workflow_runs: Vec<WorkflowRun>,
     /// Every PriorityClass (empty when the user may not list them).
     pub classes: Vec<PriorityClass>,
     /// The scheduler's leader-election Lease, for [`leader::judge`].

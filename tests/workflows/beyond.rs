@@ -243,7 +243,7 @@ async fn a_workflow_run_the_go_controller_started_finishes_here() {
 
 /// `explain workflowrun/NAME` shows each job and the Run each step is, with the scheduler's
 /// own verdict for a step whose Run waits (the same as `explain run/NAME` gives) and the needs
-/// a waiting job waits for.
+/// a waiting job waits for; `status` shows the same view of it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explain_shows_each_steps_run_and_why_it_waits() {
     let s = Scenario::start("wf-explain").await;
@@ -289,6 +289,26 @@ async fn explain_shows_each_steps_run_and_why_it_waits() {
         "{table}"
     );
     assert!(table.contains("needs build (Running)"), "{table}");
+
+    // `status` shows the same view of every WorkflowRun that has not ended.
+    let out = support::kruntimes()
+        .args(["status", "-n", &s.ns.name, "-o", "json"])
+        .output()
+        .expect("run status");
+    let status: serde_json::Value = serde_json::from_str(&support::ok(&out, "status")).unwrap();
+    assert_eq!(
+        status["workflowRuns"].as_array().unwrap().len(),
+        1,
+        "{status}"
+    );
+    assert_eq!(status["workflowRuns"][0], report, "explain's view");
+    let out = support::kruntimes()
+        .args(["status", "-n", &s.ns.name])
+        .output()
+        .expect("run status");
+    let table = support::ok(&out, "status");
+    assert!(table.contains("WorkflowRuns (1 not ended)"), "{table}");
+    assert!(table.contains(run.as_str()), "{table}");
 }
 
 /// `workflow trigger --wait` follows the jobs and exits with the outcome: 0 when the

@@ -101,6 +101,8 @@ pub async fn load(target: &Target, name: &str) -> Result<Subject> {
             leases,
             runs,
             workspaces: workspace.into_iter().collect(),
+            // A Run's explanation reads no WorkflowRun.
+            workflow_runs: Vec::new(),
             classes,
             scheduler_lease,
             now,

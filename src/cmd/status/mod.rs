@@ -23,6 +23,9 @@
 //! how many Runs wait, the oldest wait, and per bounded reason of the scheduler's Pending
 //! message how many of them it holds back.
 //!
+//! Last come the WorkflowRuns that have not ended: per job and step, the Run it is, its phase
+//! and why it waits (as `explain workflowrun/NAME`, at most 20 in the text).
+//!
 //! `--watch` prints a new frame every `--interval` (default 2s) until Ctrl-C, which ends it
 //! cleanly (exit code 0). On a terminal each frame redraws the screen in place, as `watch`
 //! does; otherwise frames follow one another, each starting with an `Every …` header line (a
@@ -74,6 +77,12 @@
 //!                          Runs, its dominant share of the Runtime, next served first; left
 //!                          out while fewer than two groups wait}
 //! }]
+//! workflowRuns: [{namespace, name, phase, message, snapshot,
+//!                 rows: [{job, jobPhase, step, stepPhase, run, runPhase, why}]}]
+//!                — every WorkflowRun that has not ended, by namespace then name, exactly as
+//!                  `explain workflowrun/NAME -o json` shows it (a Pending step Run's why is
+//!                  the scheduler's verdict, replayed with the rest); empty when a RUNTIME is
+//!                  named, or when WorkflowRuns may not be listed
 //! ```
 //!
 //! Errors (one line each, non-zero exit): no cluster or kubeconfig, a missing namespace, the

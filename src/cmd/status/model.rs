@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::replay::Objects;
 pub use crate::replay::leader::{Leader, LeaderState};
+pub use crate::replay::workflow_run::WorkflowRunReport;
 
 /// Version of the JSON/YAML structure; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -37,6 +38,11 @@ pub struct Status {
     pub scheduler: Leader,
     /// One entry per Runtime, by namespace then name.
     pub runtimes: Vec<RuntimeStatus>,
+    /// Every WorkflowRun that has not ended, by namespace then name, as `explain
+    /// workflowrun/NAME` shows it (added to schema 1; absent in older output, and left empty
+    /// when a Runtime is named).
+    #[serde(default)]
+    pub workflow_runs: Vec<WorkflowRunReport>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

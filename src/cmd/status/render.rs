@@ -1,6 +1,8 @@
 //! Prints the pool view ([`Status`]) as text: first who leads the scheduler (or that none
 //! runs, so nothing below will be placed), then one block per Runtime with its Pods, a usage
-//! bar per resource, Runs by phase and the Pending demand by the scheduler's reasons.
+//! bar per resource, Runs by phase and the Pending demand by the scheduler's reasons; last the
+//! WorkflowRuns that have not ended, each job's steps and the Run each is (at most
+//! [`MAX_WORKFLOW_RUNS`] of them: `explain workflowrun/NAME` shows any one whole).
 //!
 //! Presentation only: every number arrives decided by [`super::report`].
 
@@ -10,7 +12,11 @@ use crate::output::{Palette, Table, Tone};
 /// Cells of a usage bar.
 const BAR_WIDTH: u64 = 10;
 
-/// The whole view: the scheduler line, then the Runtimes (or where none were found).
+/// The most WorkflowRuns the text shows (the JSON and YAML have every one).
+pub const MAX_WORKFLOW_RUNS: usize = 20;
+
+/// The whole view: the scheduler line, then the Runtimes (or where none were found), then the
+/// active WorkflowRuns.
 pub fn text(status: &Status, palette: &Palette) -> String {
     let mut out = status.scheduler.line(palette);
     out.push_str("\n\n");
@@ -19,14 +25,80 @@ pub fn text(status: &Status, palette: &Palette) -> String {
             Some(ns) => format!("No Runtimes, Runtime Pods or Runs in namespace {ns}.\n"),
             None => "No Runtimes, Runtime Pods or Runs in any namespace.\n".to_string(),
         });
-        return out;
+    } else {
+        let blocks: Vec<String> = status
+            .runtimes
+            .iter()
+            .map(|rt| runtime_block(rt, palette))
+            .collect();
+        out.push_str(&blocks.join("\n"));
     }
-    let blocks: Vec<String> = status
-        .runtimes
-        .iter()
-        .map(|rt| runtime_block(rt, palette))
-        .collect();
-    out.push_str(&blocks.join("\n"));
+    if !status.workflow_runs.is_empty() {
+        out.push('\n');
+        out.push_str(&workflow_runs_block(status, palette));
+    }
+    out
+}
+
+/// The active WorkflowRuns: one row per step (or per job that is a reusable call or has not
+/// started), with the Run it is and why it waits.
+fn workflow_runs_block(status: &Status, palette: &Palette) -> String {
+    let all = &status.workflow_runs;
+    let mut out = format!(
+        "{} ({} not ended)\n",
+        palette.paint("WorkflowRuns", Tone::Strong),
+        all.len()
+    );
+    let header = [
+        "WORKFLOWRUN",
+        "PHASE",
+        "JOB",
+        "JOB PHASE",
+        "STEP",
+        "RUN",
+        "RUN PHASE",
+        "WHY",
+    ];
+    let mut table = Table::new(header.iter().map(|h| h.to_string()).collect());
+    for report in all.iter().take(MAX_WORKFLOW_RUNS) {
+        let name = match status.namespace {
+            Some(_) => report.name.clone(),
+            None => format!("{}/{}", report.namespace, report.name),
+        };
+        if report.rows.is_empty() {
+            let not_accepted = "not accepted yet".to_string();
+            table.row(vec![
+                name,
+                report.phase.clone(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                not_accepted,
+            ]);
+            continue;
+        }
+        for row in &report.rows {
+            table.row(vec![
+                name.clone(),
+                report.phase.clone(),
+                row.job.clone(),
+                row.job_phase.clone(),
+                row.step.clone(),
+                row.run.clone(),
+                row.run_phase.clone(),
+                row.why.clone(),
+            ]);
+        }
+    }
+    out.push_str(&table.render(palette));
+    if all.len() > MAX_WORKFLOW_RUNS {
+        out.push_str(&format!(
+            "… and {} more; `kubectl kruntimes explain workflowrun/NAME` shows one, `-o json` all\n",
+            all.len() - MAX_WORKFLOW_RUNS
+        ));
+    }
     out
 }
 
@@ -279,6 +351,7 @@ mod tests {
                 ..Leader::default()
             },
             runtimes: vec![],
+            workflow_runs: vec![],
         };
         assert_eq!(
             text(&s, &Palette::plain()),

@@ -6,14 +6,17 @@
 //! (once per distinct request shape and place among the nominations in a Runtime), the
 //! Pending message from [`crate::scheduler::framework::Unschedulable::message`] and Pod availability from
 //! [`runtime_pod_availability::unavailable`]; who leads the scheduler from
-//! [`crate::replay::leader::judge`]. It is pure: no client, no clock.
+//! [`crate::replay::leader::judge`]; each active WorkflowRun's view from
+//! [`workflow_run::report`], with the verdicts replayed here for its Pending step Runs. It is
+//! pure: no client, no clock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kube::ResourceExt;
 
 pub use super::model::*;
-use crate::api::{LABEL_RUNTIME, Run, RunPhase, WorkspacePhase};
+use crate::api::{LABEL_RUNTIME, LABEL_WORKFLOW_RUN_UID, Run, RunPhase, WorkspacePhase};
+use crate::replay::workflow_run::{self, is_step_run_of};
 use crate::scheduler::framework::{
     CycleError, Decision, Registry, RunKey, SchedulerCache, Snapshot, evaluate,
 };
@@ -52,15 +55,38 @@ pub fn build(pool: &Pool, registry: &Registry) -> Result<Status, CycleError> {
     if let Some(only) = &pool.runtime {
         keys.retain(|(_, rt)| rt == only);
     }
+    // The active WorkflowRuns' UIDs: the verdicts of their Pending step Runs are kept for the
+    // workflow view.
+    let active: BTreeSet<String> = match pool.runtime {
+        Some(_) => BTreeSet::new(),
+        None => pool
+            .objects
+            .workflow_runs
+            .iter()
+            .filter(|w| !w.status.as_ref().is_some_and(|s| s.phase.is_terminal()))
+            .filter_map(|w| w.uid())
+            .collect(),
+    };
+    let mut verdicts = Verdicts {
+        workflow_runs: &active,
+        kept: BTreeMap::new(),
+    };
     let mut runtimes = Vec::with_capacity(keys.len());
     for (namespace, name) in keys {
         let runs = runs_by_scope
             .remove(&(namespace.clone(), name.clone()))
             .unwrap_or_default();
         runtimes.push(runtime_status(
-            pool, &cache, registry, &namespace, &name, &runs,
+            pool,
+            &cache,
+            registry,
+            &namespace,
+            &name,
+            &runs,
+            &mut verdicts,
         )?);
     }
+    let workflow_runs = workflow_views(pool, &active, verdicts.kept);
     Ok(Status {
         schema_version: SCHEMA_VERSION,
         now: pool.objects.now,
@@ -71,7 +97,72 @@ pub fn build(pool: &Pool, registry: &Registry) -> Result<Status, CycleError> {
             pool.objects.now,
         ),
         runtimes,
+        workflow_runs,
     })
+}
+
+/// The Pending verdicts kept for the workflow view: those of the step Runs of the active
+/// WorkflowRuns (by UID), by (namespace, Run name).
+struct Verdicts<'a> {
+    workflow_runs: &'a BTreeSet<String>,
+    kept: BTreeMap<(String, String), String>,
+}
+
+impl Verdicts<'_> {
+    fn keep(&mut self, run: &Run, message: &str) {
+        let Some(uid) = run.labels().get(LABEL_WORKFLOW_RUN_UID) else {
+            return;
+        };
+        if self.workflow_runs.contains(uid) {
+            let key = (run.namespace().unwrap_or_default(), run.name_any());
+            self.kept.insert(key, message.to_string());
+        }
+    }
+}
+
+/// The view of each active WorkflowRun (UIDs `active`), from its step Runs and the verdicts
+/// replayed for the Pending ones.
+fn workflow_views(
+    pool: &Pool,
+    active: &BTreeSet<String>,
+    mut verdicts: BTreeMap<(String, String), String>,
+) -> Vec<WorkflowRunReport> {
+    // The step Runs of each active WorkflowRun, in one pass over the Runs.
+    let mut step_runs: HashMap<(String, String), BTreeMap<String, Run>> = HashMap::new();
+    for run in &pool.objects.runs {
+        let Some(uid) = run.labels().get(LABEL_WORKFLOW_RUN_UID) else {
+            continue;
+        };
+        if active.contains(uid) && is_step_run_of(run, uid) {
+            step_runs
+                .entry((run.namespace().unwrap_or_default(), uid.clone()))
+                .or_default()
+                .insert(run.name_any(), run.clone());
+        }
+    }
+    let mut views: Vec<WorkflowRunReport> = pool
+        .objects
+        .workflow_runs
+        .iter()
+        .filter(|w| w.uid().is_some_and(|uid| active.contains(&uid)))
+        .map(|w| {
+            let (uid, ns) = (
+                w.uid().unwrap_or_default(),
+                w.namespace().unwrap_or_default(),
+            );
+            let runs = step_runs.remove(&(ns.clone(), uid)).unwrap_or_default();
+            let said: BTreeMap<String, String> = runs
+                .keys()
+                .filter_map(|name| {
+                    let verdict = verdicts.remove(&(ns.clone(), name.clone()))?;
+                    Some((name.clone(), verdict))
+                })
+                .collect();
+            workflow_run::report(w, &runs, &said)
+        })
+        .collect();
+    views.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    views
 }
 
 fn runtime_status(
@@ -81,6 +172,7 @@ fn runtime_status(
     namespace: &str,
     name: &str,
     runs: &[&Run],
+    workflow_verdicts: &mut Verdicts<'_>,
 ) -> Result<RuntimeStatus, CycleError> {
     let runtime = pool
         .objects
@@ -177,6 +269,7 @@ fn runtime_status(
             }
         };
         pending.runs += 1;
+        workflow_verdicts.keep(run, &message);
         for reason in reasons {
             *by_reason.entry(reason).or_default() += 1;
         }

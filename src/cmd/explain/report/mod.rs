@@ -401,6 +401,7 @@ pub(crate) fn test_subject(
             leases: pods.iter().filter_map(PodBuilder::build_lease).collect(),
             runs: runs.iter().map(RunBuilder::build).collect(),
             workspaces: Vec::new(),
+            workflow_runs: Vec::new(),
             classes: Vec::new(),
             // The usual case: the shipped scheduler leads.
             scheduler_lease: crate::replay::leader::LeaseRead {

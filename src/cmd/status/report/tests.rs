@@ -15,6 +15,7 @@ fn pool(pods: Vec<PodBuilder>, runs: Vec<RunBuilder>) -> Pool {
             leases: pods.iter().filter_map(PodBuilder::build_lease).collect(),
             runs: runs.iter().map(RunBuilder::build).collect(),
             workspaces: Vec::new(),
+            workflow_runs: Vec::new(),
             classes: Vec::new(),
             scheduler_lease: Default::default(),
             now: at(0),
@@ -269,4 +270,73 @@ fn shares_per_group_show_who_holds_the_runtime_and_who_goes_next() {
         .retain(|r| r.metadata.name.as_deref() != Some("b1"));
     let s = build(&p, &registry()).unwrap();
     assert!(s.runtimes[0].pending.by_group.is_empty());
+}
+
+#[test]
+fn active_workflow_runs_show_each_steps_run_and_the_replayed_verdict() {
+    use crate::api::{
+        LABEL_WORKFLOW_JOB, LABEL_WORKFLOW_RUN_UID, LABEL_WORKFLOW_STEP, WorkflowRun,
+    };
+    let step_run = [
+        (LABEL_WORKFLOW_RUN_UID, "uid-wf"),
+        (LABEL_WORKFLOW_JOB, "build"),
+        (LABEL_WORKFLOW_STEP, "compile"),
+    ];
+    let mut p = pool(
+        vec![pod("py-a").capacity(&[("runs", 4), (GPU, 1)])],
+        vec![
+            run("wf-build-compile")
+                .requests(&[(GPU, 2)])
+                .labels(&step_run),
+        ],
+    );
+    let workflow_run = |name: &str, phase: &str| -> WorkflowRun {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "kruntimes.io/v1alpha1", "kind": "WorkflowRun",
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+            "spec": {"jobs": {}},
+            "status": {"phase": phase, "jobs": {
+                "build": {"phase": "Running", "steps": [
+                    {"name": "compile", "phase": "Running", "runName": format!("{name}-build-compile")},
+                ]},
+                "ship": {"phase": "Waiting", "pre": ["build"]},
+            }},
+        }))
+        .unwrap()
+    };
+    p.objects.workflow_runs = vec![
+        workflow_run("wf", "Running"),
+        workflow_run("old", "Succeeded"),
+    ];
+    let s = build(&p, &registry()).unwrap();
+    let names: Vec<&str> = s.workflow_runs.iter().map(|w| w.name.as_str()).collect();
+    assert_eq!(
+        names,
+        vec!["wf"],
+        "only the WorkflowRuns that have not ended"
+    );
+    let rows = &s.workflow_runs[0].rows;
+    let compile = &rows[0];
+    assert_eq!(
+        (
+            compile.job.as_str(),
+            compile.step.as_str(),
+            compile.run.as_str(),
+            compile.run_phase.as_str()
+        ),
+        ("build", "compile", "wf-build-compile", "Pending")
+    );
+    assert_eq!(
+        compile.why,
+        messages(&s.runtimes[0])[0].0,
+        "the verdict the Runtime's Pending demand counts, not one of its own"
+    );
+    assert_eq!(rows[1].job, "ship");
+    assert_eq!(rows[1].why, "needs build (Running)");
+    let text = super::super::render::text(&s, &crate::output::Palette::new(false));
+    assert!(text.contains("WorkflowRuns (1 not ended)"), "{text}");
+    assert!(text.contains("wf-build-compile"), "{text}");
+
+    p.runtime = Some("python".into());
+    assert!(build(&p, &registry()).unwrap().workflow_runs.is_empty());
 }
