@@ -23,6 +23,9 @@
 //! placement). Cycles, the nominator, preemption, the wake walk and `explain`'s queue
 //! position all read it from here. It must not look at Pods or plugins, talk to the API
 //! server or read a clock (`now` is an argument).
+//!
+//! A Run is filed into, and taken out of, the indexes in one place, [`filing`], which also
+//! checks that they agree ([`SchedulingQueue::invariants`], run by the property tests).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -34,6 +37,7 @@ use super::index::ScopeRef;
 use super::types::{QueueOrder, RunKey};
 use crate::api::Run;
 
+mod filing;
 mod queued;
 
 pub use queued::{QueuedRun, recorded_priority};
@@ -553,143 +557,6 @@ impl SchedulingQueue {
             .first()
             .map(|(since, _)| *since + UNSCHEDULABLE_FLUSH);
         backoff.into_iter().chain(flush).min()
-    }
-
-    fn flush(&mut self, now: Timestamp) {
-        while let Some((at, key)) = self.backoff.first().cloned()
-            && at <= now
-        {
-            self.put(&key, QueueState::Active, now);
-        }
-        while let Some((since, key)) = self.unschedulable.first().cloned()
-            && since + UNSCHEDULABLE_FLUSH <= now
-        {
-            self.put(&key, QueueState::Active, now);
-        }
-    }
-
-    /// Stores a Run observed Pending for the first time.
-    fn store(&mut self, run: Arc<QueuedRun>) {
-        let scope = self.scopes.entry(run.scope.clone()).or_default();
-        scope.pending.insert(run.order.clone(), run.clone());
-        self.runs.insert(run.key.clone(), run);
-    }
-
-    /// Replaces a stored Run with a new version of it; a filed one keeps its state unless
-    /// its place changed, when it is filed again, active.
-    fn replace(&mut self, run: Arc<QueuedRun>, now: Timestamp) {
-        let key = run.key.clone();
-        let old = self.runs.get(&key).expect("replaces a stored Run").clone();
-        if old.order == run.order && old.scope == run.scope {
-            let scope = self
-                .scopes
-                .get_mut(&run.scope)
-                .expect("a stored Run's scope");
-            scope.pending.insert(run.order.clone(), run.clone());
-            self.runs.insert(key, run);
-            return;
-        }
-        let filed = self.unfile(&key).is_some();
-        let scope = self
-            .scopes
-            .get_mut(&old.scope)
-            .expect("a stored Run's scope");
-        scope.pending.remove(&old.order);
-        self.gc_scope(&old.scope);
-        self.store(run);
-        if filed {
-            self.insert(&key, QueueState::Active, now);
-        }
-    }
-
-    /// Files a stored Run at `state` (out of any state it was in).
-    fn put(&mut self, key: &RunKey, state: QueueState, now: Timestamp) {
-        if !self.runs.contains_key(key) {
-            return;
-        }
-        self.unfile(key);
-        self.insert(key, state, now);
-    }
-
-    /// Files a stored Run in every index of `state`.
-    fn insert(&mut self, key: &RunKey, state: QueueState, since: Timestamp) {
-        let run = &self.runs[key];
-        let scope = self
-            .scopes
-            .get_mut(&run.scope)
-            .expect("a stored Run's scope");
-        scope.members.insert(run.order.clone(), state);
-        if run.required_terms {
-            scope.terms.insert(run.order.clone());
-        }
-        let group = run.group.clone();
-        scope
-            .member_groups
-            .entry(group.clone())
-            .or_default()
-            .insert(run.order.clone());
-        match state {
-            QueueState::Active => {
-                scope.active.insert(run.order.clone());
-                scope
-                    .groups
-                    .entry(group.clone())
-                    .or_default()
-                    .insert(run.order.clone());
-                self.ready.insert(run.scope.clone());
-            }
-            QueueState::Backoff(at) => {
-                self.backoff.insert((at, key.clone()));
-            }
-            QueueState::Unschedulable { since, .. } => {
-                self.unschedulable.insert((since, key.clone()));
-            }
-        }
-        self.grouped.insert(key.clone(), group);
-        self.entries.insert(key.clone(), Entry { state, since });
-    }
-
-    /// Takes a filed Run out of every index; returns its entry.
-    fn unfile(&mut self, key: &RunKey) -> Option<Entry> {
-        let entry = self.entries.remove(key)?;
-        let run = &self.runs[key];
-        if let Some(scope) = self.scopes.get_mut(&run.scope) {
-            scope.members.remove(&run.order);
-            let active = scope.active.remove(&run.order);
-            if let Some(group) = self.grouped.remove(key) {
-                for (groups, filed) in [
-                    (&mut scope.groups, active),
-                    (&mut scope.member_groups, true),
-                ] {
-                    if let Some(orders) = groups.get_mut(&group).filter(|_| filed) {
-                        orders.remove(&run.order);
-                        if orders.is_empty() {
-                            groups.remove(&group);
-                        }
-                    }
-                }
-            }
-            scope.terms.remove(&run.order);
-            if scope.active.is_empty() {
-                self.ready.remove(&run.scope);
-            }
-        }
-        match entry.state {
-            QueueState::Active => {}
-            QueueState::Backoff(at) => {
-                self.backoff.remove(&(at, key.clone()));
-            }
-            QueueState::Unschedulable { since, .. } => {
-                self.unschedulable.remove(&(since, key.clone()));
-            }
-        }
-        Some(entry)
-    }
-
-    fn gc_scope(&mut self, scope: &ScopeRef) {
-        if self.scopes.get(scope).is_some_and(|s| s.pending.is_empty()) {
-            self.scopes.remove(scope);
-        }
     }
 }
 

@@ -282,3 +282,52 @@ fn a_run_is_grouped_once_when_observed_and_anew_for_every_stored_run_when_the_ru
         .collect();
     assert_eq!(groups, [["a"], ["b"]]);
 }
+
+#[test]
+fn the_invariant_check_holds_through_filing_and_names_each_index_out_of_step() {
+    let mut q = SchedulingQueue::default();
+    let a = add(&mut q, &pending("a", 1, "rt"), at(0));
+    let b = add(&mut q, &pending("b", 2, "rt"), at(0));
+    let c = add(&mut q, &pending("c", 3, "other"), at(0));
+    q.backoff(&b, at(0));
+    q.unschedulable(&c, 1, at(0));
+    assert_eq!(q.invariants(), Ok(()));
+    // The check's own power: each index put out of step with the entries is caught.
+    let order = |q: &SchedulingQueue, k: &RunKey| q.runs[k].order.clone();
+    type Break = fn(&mut SchedulingQueue, &RunKey, QueueOrder);
+    let breaks: [(&str, Break); 5] = [
+        ("active set", |q, _, o| {
+            q.scopes.get_mut(&scope("rt")).unwrap().active.remove(&o);
+        }),
+        ("group", |q, _, o| {
+            for g in q.scopes.get_mut(&scope("rt")).unwrap().groups.values_mut() {
+                g.remove(&o);
+            }
+        }),
+        ("terms", |q, _, o| {
+            q.scopes.get_mut(&scope("rt")).unwrap().terms.insert(o);
+        }),
+        ("ready", |q, _, _| {
+            q.ready.clear();
+        }),
+        ("entry", |q, k, _| {
+            q.entries.remove(k);
+        }),
+    ];
+    for (what, break_it) in breaks {
+        let mut broken = q.clone();
+        break_it(&mut broken, &a, order(&q, &a));
+        assert!(broken.invariants().is_err(), "{what} out of step passed");
+    }
+    let mut broken = q.clone();
+    let (at_, key) = broken.backoff.pop_first().unwrap();
+    broken.unschedulable.insert((at_, key));
+    assert!(
+        broken.invariants().is_err(),
+        "a backoff Run on the wrong timeline passed"
+    );
+    q.forget(&a);
+    q.forget(&b);
+    q.forget(&c);
+    assert_eq!(q.invariants(), Ok(()));
+}

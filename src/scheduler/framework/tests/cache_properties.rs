@@ -143,6 +143,7 @@ proptest! {
                 .map(|(o, _)| o.key.uid.clone())
                 .collect();
             prop_assert_eq!(queued, waiting);
+            prop_assert_eq!(state.queue().invariants(), Ok(()));
         }
     }
 }

@@ -296,8 +296,13 @@ impl Sim {
         check_no_earlier_fits(before, &self.registry, &self.runs, earlier, i, self.at())
     }
 
-    /// No overcommit, at most one nomination per Pod, nominations only for Pending Runs.
+    /// No overcommit, at most one nomination per Pod, nominations only for Pending Runs, and
+    /// the queue's indexes in step with its entries.
     fn check(&self) -> Result<(), TestCaseError> {
+        self.cache
+            .queue()
+            .invariants()
+            .map_err(TestCaseError::fail)?;
         for p in PODS {
             let used = self.used(p);
             prop_assert!(used <= self.capacity, "{} overcommitted: {}", p, used);
