@@ -1,6 +1,7 @@
 //! Command-line definitions: every clap struct of `kubectl-kruntimes`, one per subcommand: the
 //! root, the global flags and the other commands here, the long-running commands' flags in
-//! [`daemons`], the commands that make, wait for and cancel Runs in [`runs`].
+//! [`daemons`], the commands that make, wait for and cancel Runs (and trigger Workflows) in
+//! [`runs`].
 //!
 //! Flags follow kubectl's conventions. Nothing here talks to a cluster.
 
@@ -16,7 +17,7 @@ mod daemons;
 mod runs;
 
 pub use daemons::{DEFAULT_IMAGE, RuntimedArgs, SchedulerCommand, SchedulerRunArgs};
-pub use runs::{CancelArgs, DryRun, RunArgs, WaitArgs};
+pub use runs::{CancelArgs, DryRun, RunArgs, WaitArgs, WorkflowCommand, WorkflowTriggerArgs};
 
 /// kruntimes: schedule Runs onto Runtime Pods by logical capacity.
 #[derive(Debug, Parser)]
@@ -514,93 +515,4 @@ pub use crate::output::Format as OutputFormat;
 pub use crate::output::ColorChoice;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn completion_scripts_cover_every_subcommand() {
-        let bash = completion_script(clap_complete::Shell::Bash);
-        for sub in [
-            "install",
-            "scheduler",
-            "runtimed",
-            "explain",
-            "status",
-            "completion",
-            "version",
-        ] {
-            assert!(bash.contains(sub), "bash completion lacks {sub}");
-        }
-        assert!(
-            completion_script(clap_complete::Shell::Zsh).contains("#compdef kubectl-kruntimes")
-        );
-    }
-
-    #[test]
-    fn cli_definition_is_consistent() {
-        Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn global_flags_work_after_the_subcommand() {
-        let cli = Cli::try_parse_from([
-            "k",
-            "install",
-            "--yes",
-            "-n",
-            "team-a",
-            "--context",
-            "c",
-            "-v=4",
-        ])
-        .unwrap();
-        assert_eq!(cli.global.namespace.as_deref(), Some("team-a"));
-        assert_eq!(cli.global.context.as_deref(), Some("c"));
-        assert_eq!(cli.global.verbose, 4);
-        for (args, level) in [
-            (&["k", "status", "-v"][..], 2),
-            (&["k", "status", "--v=6"][..], 6),
-            (&["k", "status", "-v", "run/x"][..], 2),
-            (&["k", "status", "--verbose=1"][..], 1),
-            (&["k", "status"][..], 0),
-        ] {
-            let cli = Cli::try_parse_from(args).unwrap();
-            assert_eq!(cli.global.verbose, level, "{args:?}");
-        }
-        let err = Cli::try_parse_from(["k", "status", "-v=11"])
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("11"), "{err}");
-    }
-}
-
-#[derive(Debug, Subcommand)]
-pub enum WorkflowCommand {
-    /// Trigger a Workflow: create a WorkflowRun of its jobs with its inputs bound (--set), as
-    /// the Go kruntimes `krt workflow trigger` does.
-    #[command(
-        after_help = "Examples:\n  kubectl kruntimes workflow trigger build --set message=hello\n  kubectl kruntimes wf trigger deploy --name deploy-42 --set env=prod --wait --timeout 30m"
-    )]
-    Trigger(WorkflowTriggerArgs),
-}
-
-/// `workflow trigger NAME`: the Workflow, its inputs, and whether to follow the run.
-#[derive(Debug, Clone, Args)]
-pub struct WorkflowTriggerArgs {
-    /// The Workflow (in the namespace).
-    #[arg(value_name = "WORKFLOW")]
-    pub workflow: String,
-    /// The WorkflowRun's name (default: generated from the Workflow's).
-    #[arg(long, value_name = "NAME")]
-    pub name: Option<String>,
-    /// An input of the Workflow, KEY=VALUE (repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub set: Vec<String>,
-    /// Follow its jobs until it ends; exit non-zero unless it Succeeded.
-    #[arg(short = 'w', long)]
-    pub wait: bool,
-    /// How long --wait waits.
-    #[arg(long, default_value = "24h", value_parser = parse_duration, value_name = "DURATION")]
-    pub timeout: Duration,
-}
+mod tests;

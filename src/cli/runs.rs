@@ -1,11 +1,12 @@
-//! The flags of the commands that make, wait for and cancel Runs: `run`, `wait`, `cancel`, and
-//! the `-o`/`--dry-run` choices of an object a command makes. Definitions only: nothing here
+//! The flags of the commands that make, wait for and cancel Runs: `run`, `wait`, `cancel`,
+//! `workflow trigger` (a WorkflowRun's Runs), and the `-o`/`--dry-run` choices of an object a
+//! command makes. Definitions only: nothing here
 //! talks to a cluster.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 
 use crate::util::duration::parse_duration;
 
@@ -117,5 +118,35 @@ pub struct WaitArgs {
     pub wanted: crate::api::wait::For,
     /// How long to wait.
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkflowCommand {
+    /// Trigger a Workflow: create a WorkflowRun of its jobs with its inputs bound (--set), as
+    /// the Go kruntimes `krt workflow trigger` does.
+    #[command(
+        after_help = "Examples:\n  kubectl kruntimes workflow trigger build --set message=hello\n  kubectl kruntimes wf trigger deploy --name deploy-42 --set env=prod --wait --timeout 30m"
+    )]
+    Trigger(WorkflowTriggerArgs),
+}
+
+/// `workflow trigger NAME`: the Workflow, its inputs, and whether to follow the run.
+#[derive(Debug, Clone, Args)]
+pub struct WorkflowTriggerArgs {
+    /// The Workflow (in the namespace).
+    #[arg(value_name = "WORKFLOW")]
+    pub workflow: String,
+    /// The WorkflowRun's name (default: generated from the Workflow's).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// An input of the Workflow, KEY=VALUE (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Follow its jobs until it ends; exit non-zero unless it Succeeded.
+    #[arg(short = 'w', long)]
+    pub wait: bool,
+    /// How long --wait waits.
+    #[arg(long, default_value = "24h", value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Duration,
 }
