@@ -341,8 +341,14 @@ async fn required_affinity_cohorts_colocate_anti_affinity_spreads_and_mutual_dep
     }
 }
 
+/// A Run that eight other clients keep writing (their own annotations) is bound while they
+/// write: each Bind conflict is counted, and the Bind is sent again on a fresh read, as the Run
+/// moved in nothing the plan read (until this, the watched version was always too old and the
+/// Run could wait for ever). The one slot holds exactly that Run afterwards. Releasing the
+/// reservation when the Run did move in what the plan read is `status_patch::rebase`'s unit
+/// test's.
 #[tokio::test]
-async fn a_bind_conflict_releases_the_reservation_requeues_and_counts() {
+async fn a_bind_conflict_is_counted_and_the_run_bound_while_others_keep_writing_it() {
     let ns = TestNs::new("conflict").await;
     pod("py-a").capacity(&[("runs", 1)]).create(&ns).await;
     // A bind conflict is a race: eight other clients keep writing the Run (the scheduler binds
@@ -383,6 +389,7 @@ async fn a_bind_conflict_releases_the_reservation_requeues_and_counts() {
         })
         .await;
         let mut scheduler = SchedulerProcess::start(&ns.name, 1, None, "conflict").await;
+        // Bound while the writers still write.
         ns.wait_runs(Duration::from_secs(60), "contended scheduled", |runs| {
             (world::phase_of(runs, &name) == Some(RunPhase::Scheduled)).then_some(())
         })
@@ -415,7 +422,7 @@ async fn a_bind_conflict_releases_the_reservation_requeues_and_counts() {
     let Some((contended, _scheduler)) = provoked else {
         panic!("no bind conflict was provoked in 5 attempts")
     };
-    // The released reservation did not leak: the one slot holds exactly the bound Run.
+    // No reservation leaked: the one slot holds exactly the bound Run.
     run("second").create(&ns).await;
     let runs = ns
         .wait_runs(WAIT, "second pending", |runs| {

@@ -91,6 +91,20 @@ pub fn status_patch(run: &Run, status: &RunStatus) -> Option<Value> {
 /// being deleted. `None` when it moved in any of them: the plan is stale, the reservation goes
 /// and the Run is cycled again (the spec's rule for a conflict).
 pub fn rebase(observed: &Run, fresh: &Run, patch: &Value) -> Option<Value> {
+    let same = plans_alike(observed, fresh) && observed.status == fresh.status;
+    let rv = fresh.metadata.resource_version.as_ref().filter(|_| same)?;
+    let mut patch = patch.clone();
+    patch.as_object_mut()?.insert(
+        "metadata".into(),
+        serde_json::json!({ "resourceVersion": rv }),
+    );
+    Some(patch)
+}
+
+/// Whether a cycle would read `b` as it read `a` in everything but the status: the same
+/// object (UID), spec (generation), labels and `kruntimes.io/` annotations, and `b` not being
+/// deleted. Other clients' annotations and the metadata the API server keeps may differ.
+pub fn plans_alike(a: &Run, b: &Run) -> bool {
     let ours = |run: &Run| {
         run.annotations()
             .iter()
@@ -98,20 +112,12 @@ pub fn rebase(observed: &Run, fresh: &Run, patch: &Value) -> Option<Value> {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect::<std::collections::BTreeMap<_, _>>()
     };
-    let (o, f) = (&observed.metadata, &fresh.metadata);
-    let same = o.uid == f.uid
-        && o.generation == f.generation
-        && f.deletion_timestamp.is_none()
-        && observed.status == fresh.status
-        && observed.labels() == fresh.labels()
-        && ours(observed) == ours(fresh);
-    let rv = f.resource_version.as_ref().filter(|_| same)?;
-    let mut patch = patch.clone();
-    patch.as_object_mut()?.insert(
-        "metadata".into(),
-        serde_json::json!({ "resourceVersion": rv }),
-    );
-    Some(patch)
+    let (a_meta, b_meta) = (&a.metadata, &b.metadata);
+    a_meta.uid == b_meta.uid
+        && a_meta.generation == b_meta.generation
+        && b_meta.deletion_timestamp.is_none()
+        && a.labels() == b.labels()
+        && ours(a) == ours(b)
 }
 
 /// Sends `patch` to the status subresource of Run `namespace/name` as the kruntimes field

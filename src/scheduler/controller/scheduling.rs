@@ -119,6 +119,14 @@ impl Scheduler {
             self.woke();
             return;
         };
+        if !status_patch::plans_alike(&cycled, &run) {
+            // Changed since its cycle in what the cycle read: its decision is stale, and a
+            // write guarded by the newer version would land it. Cycled again on what it is now.
+            self.cache.release(&namespace, &uid, jiff::Timestamp::now());
+            self.woke();
+            debug!(run = %run.name_any(), %namespace, "changed since its cycle; looking again");
+            return;
+        }
         match &outcome {
             ScheduleOutcome::ReserveConflict { error, .. } => {
                 self.metrics
@@ -240,7 +248,7 @@ impl Scheduler {
             }
         }
         match self.send_bind(run, patch).await {
-            Ok(()) => {
+            Ok(bound_from) => {
                 self.cache.bound(&namespace, &uid);
                 debug!(run = %name, %namespace, %pod, "scheduled");
                 if let Some(created) = &run.metadata.creation_timestamp {
@@ -254,7 +262,6 @@ impl Scheduler {
                 // runtimed's `Waiting` first).
                 let (store, key) = (store.clone(), ObjectRef::from_obj(run));
                 let (uid, pod) = (uid.clone(), pod.to_string());
-                let bound_from = run.metadata.resource_version.clone();
                 self.events.hold(
                     run,
                     event_reasons::SCHEDULED,
@@ -299,34 +306,38 @@ impl Scheduler {
     /// Sends the Bind patch; on each conflict (counted) reads the Run and, while it moved in
     /// nothing the plan read, sends the patch again guarded by the version read
     /// ([`status_patch::rebase`]), at most [`REBASES`] times. The reservation holds meanwhile:
-    /// the plan it was made for still stands. The last answer is returned.
-    async fn send_bind(&self, run: &Run, patch: &Value) -> Result<(), kube::Error> {
+    /// the plan it was made for still stands. The last answer is returned: on success, the
+    /// resourceVersion the landed write was guarded by (the version just before the Bind).
+    async fn send_bind(&self, run: &Run, patch: &Value) -> Result<Option<String>, kube::Error> {
         let (name, namespace) = (run.name_any(), run.namespace().unwrap_or_default());
         let api: Api<Run> = Api::namespaced(self.client.clone(), &namespace);
         let mut patch = std::borrow::Cow::Borrowed(patch);
         let mut rebases = 0;
         loop {
             let sent = status_patch::send(&self.client, &namespace, &name, &patch).await;
-            let Err(kube::Error::Api(status)) = &sent else {
-                return sent;
+            let status = match sent {
+                Ok(()) => {
+                    let guard = patch["metadata"]["resourceVersion"].as_str();
+                    return Ok(guard.map(str::to_string));
+                }
+                Err(kube::Error::Api(status)) if status.code == 409 => status,
+                Err(e) => return Err(e),
             };
-            if status.code != 409 {
-                return sent;
-            }
             self.metrics
                 .reservation_conflicts
                 .with_label_values(&[STAGE_BIND])
                 .inc();
+            let conflict = || Err(kube::Error::Api(status.clone()));
             if rebases == REBASES {
-                return sent;
+                return conflict();
             }
             rebases += 1;
             let Ok(Some(fresh)) = api.get_opt(&name).await else {
-                return sent;
+                return conflict();
             };
             match status_patch::rebase(run, &fresh, &patch) {
                 Some(rebased) => patch = std::borrow::Cow::Owned(rebased),
-                None => return sent,
+                None => return conflict(),
             }
         }
     }
