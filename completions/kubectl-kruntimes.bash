@@ -142,6 +142,9 @@ _kubectl__kruntimes() {
             kubectl__kruntimes__subcmd__help__subcmd__scheduler,run)
                 cmd="kubectl__kruntimes__subcmd__help__subcmd__scheduler__subcmd__run"
                 ;;
+            kubectl__kruntimes__subcmd__help__subcmd__workflow,cancel)
+                cmd="kubectl__kruntimes__subcmd__help__subcmd__workflow__subcmd__cancel"
+                ;;
             kubectl__kruntimes__subcmd__help__subcmd__workflow,trigger)
                 cmd="kubectl__kruntimes__subcmd__help__subcmd__workflow__subcmd__trigger"
                 ;;
@@ -157,11 +160,17 @@ _kubectl__kruntimes() {
             kubectl__kruntimes__subcmd__scheduler__subcmd__help,run)
                 cmd="kubectl__kruntimes__subcmd__scheduler__subcmd__help__subcmd__run"
                 ;;
+            kubectl__kruntimes__subcmd__workflow,cancel)
+                cmd="kubectl__kruntimes__subcmd__workflow__subcmd__cancel"
+                ;;
             kubectl__kruntimes__subcmd__workflow,help)
                 cmd="kubectl__kruntimes__subcmd__workflow__subcmd__help"
                 ;;
             kubectl__kruntimes__subcmd__workflow,trigger)
                 cmd="kubectl__kruntimes__subcmd__workflow__subcmd__trigger"
+                ;;
+            kubectl__kruntimes__subcmd__workflow__subcmd__help,cancel)
+                cmd="kubectl__kruntimes__subcmd__workflow__subcmd__help__subcmd__cancel"
                 ;;
             kubectl__kruntimes__subcmd__workflow__subcmd__help,help)
                 cmd="kubectl__kruntimes__subcmd__workflow__subcmd__help__subcmd__help"
@@ -1256,8 +1265,22 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__help__subcmd__workflow)
-            opts="trigger"
+            opts="trigger cancel"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kubectl__subcmd__kruntimes__subcmd__help__subcmd__workflow__subcmd__cancel)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -2604,7 +2627,7 @@ _kubectl__kruntimes() {
             return 0
             ;;
         kubectl__subcmd__kruntimes__subcmd__workflow)
-            opts="-n -s -v -h --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help trigger help"
+            opts="-n -s -v -h --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help trigger cancel help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2685,9 +2708,109 @@ _kubectl__kruntimes() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        kubectl__subcmd__kruntimes__subcmd__workflow__subcmd__help)
-            opts="trigger help"
+        kubectl__subcmd__kruntimes__subcmd__workflow__subcmd__cancel)
+            opts="-w -n -s -v -h --wait --timeout --kubeconfig --context --namespace --cluster --user --server --token --certificate-authority --insecure-skip-tls-verify --as --as-group --request-timeout --verbose --v --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --user)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --certificate-authority)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --as)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --as-group)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --request-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -v)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kubectl__subcmd__kruntimes__subcmd__workflow__subcmd__help)
+            opts="trigger cancel help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kubectl__subcmd__kruntimes__subcmd__workflow__subcmd__help__subcmd__cancel)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

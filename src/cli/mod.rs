@@ -17,7 +17,9 @@ mod daemons;
 mod runs;
 
 pub use daemons::{DEFAULT_IMAGE, RuntimedArgs, SchedulerCommand, SchedulerRunArgs};
-pub use runs::{CancelArgs, DryRun, RunArgs, WaitArgs, WorkflowCommand, WorkflowTriggerArgs};
+pub use runs::{
+    CancelArgs, DryRun, RunArgs, WaitArgs, WorkflowCancelArgs, WorkflowCommand, WorkflowTriggerArgs,
+};
 
 /// kruntimes: schedule Runs onto Runtime Pods by logical capacity.
 #[derive(Debug, Parser)]

@@ -129,6 +129,27 @@ pub enum WorkflowCommand {
         after_help = "Examples:\n  kubectl kruntimes workflow trigger build --set message=hello\n  kubectl kruntimes wf trigger deploy --name deploy-42 --set env=prod --wait --timeout 30m"
     )]
     Trigger(WorkflowTriggerArgs),
+    /// Cancel WorkflowRuns: set spec.cancelRequested, which the workflow controller passes to
+    /// every Run and nested WorkflowRun still running, as the Go kruntimes
+    /// `krt workflowrun cancel` does.
+    #[command(
+        after_help = "Examples:\n  kubectl kruntimes workflow cancel release-42\n  kubectl kruntimes wf cancel release-42 release-43 --wait"
+    )]
+    Cancel(WorkflowCancelArgs),
+}
+
+/// `workflow cancel NAME…`: which WorkflowRuns, and whether to wait for their end.
+#[derive(Debug, Clone, Args)]
+pub struct WorkflowCancelArgs {
+    /// The WorkflowRuns (in the namespace): `NAME…` or `workflowrun/NAME…`.
+    #[arg(value_name = "WORKFLOWRUN", required = true)]
+    pub names: Vec<String>,
+    /// Wait until every cancelled WorkflowRun has ended.
+    #[arg(short = 'w', long)]
+    pub wait: bool,
+    /// How long --wait waits.
+    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Duration,
 }
 
 /// `workflow trigger NAME`: the Workflow, its inputs, and whether to follow the run.

@@ -1,8 +1,10 @@
 //! `kubectl kruntimes workflow trigger WORKFLOW [--set K=V…] [--name N] [--wait]`: binds the
 //! Workflow's inputs into a new WorkflowRun (as the Go kruntimes `krt workflow trigger` does:
 //! the run holds the bound jobs, so later edits of the Workflow do not reach it) and, with
-//! `--wait`, follows its jobs on a watch until it ends. An I/O edge: binding is
-//! [`crate::workflow::template`]'s, executing it the workflow controller's.
+//! `--wait`, follows its jobs on a watch until it ends; and `kubectl kruntimes workflow cancel
+//! NAME… [--wait]`, which sets each WorkflowRun's `spec.cancelRequested` (as `krt workflowrun
+//! cancel` does). An I/O edge: binding is [`crate::workflow::template`]'s, executing and
+//! cancelling the workflow controller's.
 
 use std::collections::BTreeMap;
 
@@ -10,16 +12,131 @@ use anyhow::{Context as _, anyhow, bail};
 use futures::TryStreamExt as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::api::{Api, Patch};
 use kube::runtime::{WatchStreamExt as _, watcher};
 
-use crate::api::{JobPhase, Workflow, WorkflowPhase, WorkflowRun, WorkflowRunSpec, post_params};
+use crate::api::{
+    JobPhase, Workflow, WorkflowPhase, WorkflowRun, WorkflowRunSpec, patch_params, post_params,
+};
 use crate::cli::{GlobalArgs, WorkflowCommand, WorkflowTriggerArgs};
+use crate::kubeclient::Target;
 use crate::workflow::template;
 
 pub async fn exec(global: &GlobalArgs, command: &WorkflowCommand) -> anyhow::Result<()> {
     match command {
         WorkflowCommand::Trigger(args) => trigger(global, args).await,
+        WorkflowCommand::Cancel(args) => cancel(global, args).await,
+    }
+}
+
+/// The WorkflowRun a `workflow cancel` argument names: `NAME` or `workflowrun/NAME`.
+fn cancel_target(arg: &str) -> anyhow::Result<&str> {
+    let name = match arg.split_once('/') {
+        Some((kind, name)) if crate::cmd::explain::workflow_run::is_workflow_run_kind(kind) => name,
+        Some(_) => {
+            bail!("{arg:?} is not a WorkflowRun: workflow cancel takes NAME or workflowrun/NAME")
+        }
+        None => arg,
+    };
+    if !crate::api::is_object_name(name) {
+        bail!("{name:?} is not a WorkflowRun name");
+    }
+    Ok(name)
+}
+
+/// What asking one WorkflowRun to cancel found.
+enum Asked {
+    /// The cancel request is written (or was already).
+    Requested { already: bool },
+    /// It had already ended: nothing to cancel.
+    Ended(WorkflowPhase),
+}
+
+/// Sets `spec.cancelRequested` on `name` unless it has ended or asks already.
+async fn ask(target: &Target, runs: &Api<WorkflowRun>, name: &str) -> anyhow::Result<Asked> {
+    let ns = &target.namespace;
+    let run = match runs.get_opt(name).await {
+        Ok(Some(run)) => run,
+        Ok(None) => bail!("workflowrun/{name} not found in namespace {ns}"),
+        Err(e) => return Err(target.explain_error(e, &format!("reading workflowrun/{name}"))),
+    };
+    let phase = run.status.as_ref().map(|s| s.phase).unwrap_or_default();
+    if phase.is_terminal() {
+        return Ok(Asked::Ended(phase));
+    }
+    if run.spec.cancel_requested {
+        return Ok(Asked::Requested { already: true });
+    }
+    let patch = serde_json::json!({"spec": {"cancelRequested": true}});
+    runs.patch(name, &patch_params(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| {
+            let doing = format!("setting spec.cancelRequested on workflowrun/{name}");
+            target.explain_error(e, &doing)
+        })?;
+    Ok(Asked::Requested { already: false })
+}
+
+/// Asks each WorkflowRun to cancel (unless it ended or asks already) and, with `--wait`, waits
+/// for each end. Every one is tried; the command fails (after all of them) when any could not
+/// be cancelled or did not end in time.
+async fn cancel(global: &GlobalArgs, args: &crate::cli::WorkflowCancelArgs) -> anyhow::Result<()> {
+    let names = args
+        .names
+        .iter()
+        .map(|a| cancel_target(a))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let target = crate::kubeclient::connect(global).await?;
+    let runs: Api<WorkflowRun> = Api::namespaced(target.client.clone(), &target.namespace);
+    let mut failures = Vec::new();
+    let mut requested = Vec::new();
+    for name in &names {
+        match ask(&target, &runs, name).await {
+            Ok(Asked::Ended(phase)) => {
+                println!(
+                    "workflowrun.kruntimes.io/{name} already ended {phase:?}; nothing to cancel"
+                )
+            }
+            Ok(Asked::Requested { already }) => {
+                let note = if already { " (already)" } else { "" };
+                println!("workflowrun.kruntimes.io/{name} cancel requested{note}");
+                requested.push(*name);
+            }
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                failures.push(*name);
+            }
+        }
+    }
+    if args.wait {
+        for name in requested {
+            match tokio::time::timeout(args.timeout, follow(&runs, name)).await {
+                Ok(Ok(ended)) => {
+                    let phase = ended.status.map(|s| s.phase).unwrap_or_default();
+                    println!("workflowrun.kruntimes.io/{name} {phase:?}");
+                }
+                Ok(Err(e)) => {
+                    eprintln!("error: {e:#}");
+                    failures.push(name);
+                }
+                Err(_) => {
+                    eprintln!(
+                        "error: workflowrun/{name} has not ended within {:?}; wait longer with --timeout",
+                        args.timeout
+                    );
+                    failures.push(name);
+                }
+            }
+        }
+    }
+    match failures.as_slice() {
+        [] => Ok(()),
+        _ => bail!(
+            "{} of {} WorkflowRun(s) not cancelled: {}",
+            failures.len(),
+            names.len(),
+            failures.join(", ")
+        ),
     }
 }
 

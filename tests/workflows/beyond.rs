@@ -365,6 +365,69 @@ async fn trigger_wait_exits_with_the_workflow_runs_outcome() {
     assert!(created.is_none(), "nothing created for a refused trigger");
 }
 
+/// `workflow cancel NAME --wait` asks a running WorkflowRun to cancel, its running step's Run
+/// is cancelled, and it returns once the WorkflowRun ended Cancelled; asked again, it says the
+/// run has ended; a name that does not exist fails naming it, and the others are still asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workflow_cancel_cancels_a_running_workflow_run_and_waits_for_its_end() {
+    let s = Scenario::start("wf-cancel-cli").await;
+    let jobs = json!({"j": {"runs-on": "bash", "steps": [{"name": "long", "run": "sleep 60"}]}});
+    let _: WorkflowRun = s.create(workflow_run("stopped", jobs)).await;
+    let run = s
+        .until("stopped", "the step's Run", |run| {
+            let name = job_of(run, "j")?.steps[0].run_name.clone();
+            (!name.is_empty()).then_some(name)
+        })
+        .await;
+    let cancel = |names: &[&str]| {
+        support::kruntimes()
+            .args(["workflow", "cancel"])
+            .args(names)
+            .args(["--wait", "--timeout", "60s", "-n", &s.ns.name])
+            .output()
+            .expect("run workflow cancel")
+    };
+    let out = cancel(&["workflowrun/stopped"]);
+    let stdout = support::ok(&out, "workflow cancel");
+    assert_eq!(
+        stdout,
+        "workflowrun.kruntimes.io/stopped cancel requested\nworkflowrun.kruntimes.io/stopped Cancelled\n"
+    );
+    let step = s.ns.api::<Run>().get(&run).await.unwrap();
+    assert!(step.spec.cancel_requested, "run/{run} asked to cancel");
+    assert_eq!(
+        s.ns.api::<WorkflowRun>()
+            .get("stopped")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .phase,
+        WorkflowPhase::Cancelled
+    );
+
+    let again = cancel(&["nowhere", "stopped"]);
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        !again.status.success(),
+        "a missing WorkflowRun fails the command"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "workflowrun/nowhere not found in namespace {}",
+            s.ns.name
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains(
+            "workflowrun.kruntimes.io/stopped already ended Cancelled; nothing to cancel"
+        ),
+        "{stdout}"
+    );
+}
+
 /// A step's Run deleted while it runs fails its step and the WorkflowRun, with why, instead of
 /// leaving it Running for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
