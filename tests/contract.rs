@@ -190,6 +190,10 @@ async fn task_runs_execute_through_the_runtime_server_with_exit_codes_outputs_an
         .task(&["sh", "-c", "echo oops >&2; exit 3"])
         .create(ns)
         .await;
+    // Both end before the held Runs come: made in the same second, Runs go in UID order, and
+    // two held Runs placed first (a Pod that becomes available only after every Run was made)
+    // would hold both slots at their gates while these waited behind them.
+    pool.terminal(&["hello", "fails"]).await;
     // Six Runs that all want to run at once: each is held at its gate until the test opens
     // them, so however slowly they land, two fill the Pod's `runs: 2` while four wait.
     let held: Vec<String> = (0..6).map(|i| format!("held-{i}")).collect();
