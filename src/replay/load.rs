@@ -56,7 +56,13 @@ pub async fn load(
         list_leases(target, namespace),
         list_runs(target, namespace),
         list_workspaces(target, namespace),
-        list_workflow_runs(target, namespace),
+        async {
+            // A named Runtime's view shows no WorkflowRun: none to read.
+            match runtime {
+                Some(_) => Ok(Vec::new()),
+                None => list_workflow_runs(target, namespace).await,
+            }
+        },
         list_priority_classes(target),
         async { Ok::<_, Error>(leader_lease(target, namespace).await) },
     )?;

@@ -442,12 +442,12 @@ where
     Ok((what, applied))
 }
 
-/// Waits until every CRD reports `Established`, the API server admits Runs and the Run policy
-/// is enforced: a mutating admission policy (the submitter's) refuses every Run with 503 until
-/// the API server has loaded the Run's schema for it, a few seconds after the CRDs appear; a
-/// server-side dry run of a Run creation is tried until it is not refused so (any other answer
-/// ends that wait: the dry run only has to reach admission); then a dry run of an invalid Run
-/// until [`crate::policy::run`]'s policy refuses it.
+/// Waits until every CRD reports `Established`, the API server admits Runs and WorkflowRuns and
+/// the Run policy is enforced: a mutating admission policy (the submitter's) refuses every Run
+/// and WorkflowRun with 503 until the API server has loaded its schema for it, a few seconds
+/// after the CRDs appear; a server-side dry run of a creation of each is tried until it is not
+/// refused so (any other answer ends that wait: the dry run only has to reach admission); then
+/// a dry run of an invalid Run until [`crate::policy::run`]'s policy refuses it.
 pub async fn wait_established(target: &Target, timeout: std::time::Duration) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + timeout;
     wait_crds_established(target, timeout).await?;
@@ -480,6 +480,30 @@ pub async fn wait_established(target: &Target, timeout: std::time::Duration) -> 
             Err(kube::Error::Api(s)) if s.code == 503 => {
                 return Err(anyhow!(
                     "the API server still refuses Runs after {}s ({}); check `kubectl get mutatingadmissionpolicy {}` or raise --timeout",
+                    timeout.as_secs(),
+                    s.message,
+                    crate::policy::submitter::NAME
+                ));
+            }
+            _ => break,
+        }
+    }
+    // The same for WorkflowRuns, which the submitter's mutating policy also stamps.
+    let workflow_runs: Api<crate::api::WorkflowRun> =
+        Api::namespaced(target.client.clone(), namespace);
+    let mut workflow_probe = crate::api::WorkflowRun::new(
+        "kubectl-kruntimes-install-probe",
+        crate::api::WorkflowRunSpec::default(),
+    );
+    workflow_probe.metadata.namespace = Some(namespace.into());
+    loop {
+        match workflow_runs.create(&params, &workflow_probe).await {
+            Err(kube::Error::Api(s)) if s.code == 503 && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            Err(kube::Error::Api(s)) if s.code == 503 => {
+                return Err(anyhow!(
+                    "the API server still refuses WorkflowRuns after {}s ({}); check `kubectl get mutatingadmissionpolicy {}` or raise --timeout",
                     timeout.as_secs(),
                     s.message,
                     crate::policy::submitter::NAME

@@ -79,10 +79,11 @@
 //! }]
 //! workflowRuns: [{namespace, name, phase, message, snapshot,
 //!                 rows: [{job, jobPhase, step, stepPhase, run, runPhase, why}]}]
-//!                — every WorkflowRun that has not ended, by namespace then name, exactly as
-//!                  `explain workflowrun/NAME -o json` shows it (a Pending step Run's why is
-//!                  the scheduler's verdict, replayed with the rest); empty when a RUNTIME is
-//!                  named, or when WorkflowRuns may not be listed
+//!                — every WorkflowRun that has not ended, by namespace then name, in the
+//!                  shape of `explain workflowrun/NAME -o json` (a Pending step Run's why is
+//!                  the verdict replayed here: the message the scheduler writes, `Fits: not
+//!                  yet placed.` for one that fits); empty when a RUNTIME is named, or when
+//!                  WorkflowRuns may not be listed
 //! ```
 //!
 //! Errors (one line each, non-zero exit): no cluster or kubeconfig, a missing namespace, the

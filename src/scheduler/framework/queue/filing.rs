@@ -1,7 +1,8 @@
 //! Filing: the one place a stored Run is put into, and taken out of, the queue's indexes
 //! (its Runtime's members, active set, terms and groups, the backoff and unschedulable
 //! timelines, the round robin's ready set), and [`SchedulingQueue::invariants`], which says
-//! whether they all agree. Every state change of the queue goes through here.
+//! whether they all agree. Every filing goes through here; only a Runtime's new fairness
+//! (`set_fair_share`) regroups its filed Runs in place.
 
 use std::sync::Arc;
 
@@ -210,6 +211,15 @@ impl SchedulingQueue {
             }
             members += 1;
             active += usize::from(is_active);
+        }
+        for (key, run) in &self.runs {
+            let stored = self
+                .scopes
+                .get(&run.scope)
+                .and_then(|scope| scope.pending.get(&run.order));
+            if stored.is_none_or(|stored| stored.key != *key) {
+                return Err(format!("{key:?} stored, not its Runtime's pending"));
+            }
         }
         let scoped = |f: fn(&super::Scope) -> usize| self.scopes.values().map(f).sum::<usize>();
         let counts = [
