@@ -210,7 +210,7 @@ async fn smoke() {
     let dir = tempfile::tempdir().unwrap();
     let scheduler =
         support::client_for(&support::tokens::scheduler_kubeconfig(dir.path()).await).await;
-    let delegated = Api::<Run>::namespaced(scheduler, &ns.name)
+    let delegated = Api::<Run>::namespaced(scheduler.clone(), &ns.name)
         .create(&PostParams::default(), &owned("owned-by-scheduler"))
         .await
         .expect("the scheduler's account delegates a WorkflowRun's submitter");
@@ -221,6 +221,31 @@ async fn smoke() {
             .map(String::as_str),
         Some("someone-else")
     );
+    // A scheduler the policy does not trust to delegate (this one runs as the admin): the
+    // WorkflowRun's step Run is made without the submitter rather than refused for ever.
+    let account = "system:serviceaccount:kubectl-kruntimes:kubectl-kruntimes-scheduler";
+    let workflow_run: kruntimes::api::WorkflowRun = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kruntimes.io/v1alpha1", "kind": "WorkflowRun",
+        "metadata": {"name": "wf", "annotations": {ANNOTATION_SUBMITTED_BY: account}},
+        "spec": {"jobs": {"j": {"runs-on": "sh", "steps": [{"name": "s", "run": "true"}]}}},
+    }))
+    .unwrap();
+    Api::<kruntimes::api::WorkflowRun>::namespaced(scheduler, &ns.name)
+        .create(&PostParams::default(), &workflow_run)
+        .await
+        .expect("the scheduler's account makes a WorkflowRun it submits");
+    let step = ns
+        .wait_runs(
+            Duration::from_secs(60),
+            "the WorkflowRun's step Run",
+            |runs| {
+                runs.iter()
+                    .find(|r| r.labels().contains_key(kruntimes::api::LABEL_WORKFLOW_STEP))
+                    .cloned()
+            },
+        )
+        .await;
+    assert_eq!(step.annotations().get(ANNOTATION_SUBMITTED_BY), None);
     eprintln!("kubernetes 1.32: 6 Runs succeeded; {events} Run events checked for overcommit");
 }
 

@@ -24,8 +24,8 @@ use thiserror::Error;
 use tracing::warn;
 
 use crate::api::{
-    LABEL_WORKFLOW_RUN_UID, Run, RunSpec, RunStatus, Workflow, WorkflowPhase, WorkflowRun,
-    WorkflowRunStatus, patch_params, post_params,
+    ANNOTATION_SUBMITTED_BY, LABEL_WORKFLOW_RUN_UID, Run, RunSpec, RunStatus, Workflow,
+    WorkflowPhase, WorkflowRun, WorkflowRunStatus, patch_params, post_params,
 };
 use crate::kubeclient::{lenient_watch, scoped_api};
 
@@ -400,15 +400,45 @@ async fn check_calls(workflows: &Api<Workflow>, root: &str) -> Result<(), String
 
 /// Creates `object`, or takes the one of its name already there (a restart, a retried write):
 /// its name, and whether this created it.
+///
+/// Where the submitter policy refuses the WorkflowRun's submitter on it (the cluster's policy
+/// does not trust this process's identity to delegate: an older policy, or a scheduler running
+/// as another account), it is created without one, said in a warning: its fair-share group is
+/// then that of Runs without a submitter, but the WorkflowRun goes on rather than retrying for
+/// ever.
 async fn create<K>(api: &Api<K>, object: &K) -> Result<(String, bool), Error>
 where
-    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
 {
     let name = object.meta().name.clone().unwrap_or_default();
-    match api.create(&post_params(), object).await {
-        Ok(created) => Ok((created.meta().name.clone().unwrap_or(name), true)),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok((name, false)),
-        Err(e) => Err(e.into()),
+    let mut object = std::borrow::Cow::Borrowed(object);
+    loop {
+        match api.create(&post_params(), &object).await {
+            Ok(created) => return Ok((created.meta().name.clone().unwrap_or(name), true)),
+            Err(kube::Error::Api(s)) if s.code == 409 => return Ok((name, false)),
+            Err(kube::Error::Api(s))
+                if s.message.contains(crate::policy::submitter::NAME)
+                    && object
+                        .meta()
+                        .annotations
+                        .as_ref()
+                        .is_some_and(|a| a.contains_key(ANNOTATION_SUBMITTED_BY)) =>
+            {
+                warn!(
+                    "{} {name}: the submitter policy refused the WorkflowRun's submitter ({}); created without it, so fair sharing groups it with Runs that name none. Apply the policies of this release (deploy/submitter-policy.yaml) for the scheduler's account",
+                    K::kind(&()),
+                    s.message
+                );
+                if let Some(annotations) = object.to_mut().meta_mut().annotations.as_mut() {
+                    annotations.remove(ANNOTATION_SUBMITTED_BY);
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 
