@@ -442,6 +442,42 @@ where
     Ok((what, applied))
 }
 
+/// Tries a server-side dry run of creating `probe` until the API server no longer refuses it
+/// with 503 (the submitter's mutating policy before the API server has loaded the schema), or
+/// until `deadline`, when that is the error. Any other answer ends the wait: the dry run only
+/// has to reach admission.
+async fn admitted<K>(
+    api: &Api<K>,
+    probe: &K,
+    kinds: &str,
+    deadline: tokio::time::Instant,
+    timeout: std::time::Duration,
+) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let params = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    loop {
+        match api.create(&params, probe).await {
+            Err(kube::Error::Api(s)) if s.code == 503 && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            Err(kube::Error::Api(s)) if s.code == 503 => {
+                return Err(anyhow!(
+                    "the API server still refuses {kinds} after {}s ({}); check `kubectl get mutatingadmissionpolicy {}` or raise --timeout",
+                    timeout.as_secs(),
+                    s.message,
+                    crate::policy::submitter::NAME
+                ));
+            }
+            _ => return Ok(()),
+        }
+    }
+}
+
 /// Waits until every CRD reports `Established`, the API server admits Runs and WorkflowRuns and
 /// the Run policy is enforced: a mutating admission policy (the submitter's) refuses every Run
 /// and WorkflowRun with 503 until the API server has loaded its schema for it, a few seconds
@@ -472,22 +508,7 @@ pub async fn wait_established(target: &Target, timeout: std::time::Duration) -> 
         dry_run: true,
         ..Default::default()
     };
-    loop {
-        match runs.create(&params, &probe).await {
-            Err(kube::Error::Api(s)) if s.code == 503 && tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-            }
-            Err(kube::Error::Api(s)) if s.code == 503 => {
-                return Err(anyhow!(
-                    "the API server still refuses Runs after {}s ({}); check `kubectl get mutatingadmissionpolicy {}` or raise --timeout",
-                    timeout.as_secs(),
-                    s.message,
-                    crate::policy::submitter::NAME
-                ));
-            }
-            _ => break,
-        }
-    }
+    admitted(&runs, &probe, "Runs", deadline, timeout).await?;
     // The same for WorkflowRuns, which the submitter's mutating policy also stamps.
     let workflow_runs: Api<crate::api::WorkflowRun> =
         Api::namespaced(target.client.clone(), namespace);
@@ -496,22 +517,14 @@ pub async fn wait_established(target: &Target, timeout: std::time::Duration) -> 
         crate::api::WorkflowRunSpec::default(),
     );
     workflow_probe.metadata.namespace = Some(namespace.into());
-    loop {
-        match workflow_runs.create(&params, &workflow_probe).await {
-            Err(kube::Error::Api(s)) if s.code == 503 && tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-            }
-            Err(kube::Error::Api(s)) if s.code == 503 => {
-                return Err(anyhow!(
-                    "the API server still refuses WorkflowRuns after {}s ({}); check `kubectl get mutatingadmissionpolicy {}` or raise --timeout",
-                    timeout.as_secs(),
-                    s.message,
-                    crate::policy::submitter::NAME
-                ));
-            }
-            _ => break,
-        }
-    }
+    admitted(
+        &workflow_runs,
+        &workflow_probe,
+        "WorkflowRuns",
+        deadline,
+        timeout,
+    )
+    .await?;
     // The Run policy is enforced a moment after it is applied: until then an invalid Run
     // would be admitted. A dry run of one (both modes) is tried until the policy refuses it.
     probe.spec.mode.function = Some(Default::default());
