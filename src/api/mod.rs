@@ -64,11 +64,16 @@ pub fn runtimed_audience(pod_uid: &str) -> String {
 pub const DEFAULT_GATEWAY_USER: &str =
     "system:serviceaccount:kubectl-kruntimes:kubectl-kruntimes-scheduler";
 /// How long runtimed holds a started task's claim by default (`runtimed --claim-delay`, which
-/// `scheduler run --claim-delay` sets in Runtime Pods): not at all yet. The scheduler still
-/// takes an unclaimed Run to be unstarted where a Pod drains, is deleted or makes room for a
-/// preemptor, so inside a window those would stop a task that runs; `500ms` (below the
-/// scheduler's 1 s Event fold window) is the value measured.
-pub const DEFAULT_CLAIM_DELAY: &str = "0s";
+/// `scheduler run --claim-delay` sets in Runtime Pods): a task that ends within it is written
+/// once after its Bind. Below the scheduler's 1 s Event fold window, so a Run that started is
+/// never told "not started there yet". The scheduler takes an unclaimed Run for possibly
+/// started until the window has passed (`scheduler::framework::claim_window`).
+pub const DEFAULT_CLAIM_DELAY: &str = "500ms";
+
+/// [`DEFAULT_CLAIM_DELAY`], parsed.
+pub fn default_claim_delay() -> std::time::Duration {
+    crate::util::duration::parse_duration(DEFAULT_CLAIM_DELAY).expect("the default parses")
+}
 /// The name of runtimed's API port (TLS) in a Runtime Pod's container that runs it.
 pub const RUNTIMED_API_PORT_NAME: &str = "kruntimes-api";
 /// Why a Runtime's Pods cannot be created or cannot run: its `ReplicaFailure` condition's

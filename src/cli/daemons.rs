@@ -103,9 +103,10 @@ pub struct SchedulerRunArgs {
     /// end); `0s`: each is published at once. Runtime Pods' runtimed gets the same setting.
     #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
     pub event_fold_window: Duration,
-    /// How long runtimed in Runtime Pods holds a started task's claim (its `--claim-delay`,
-    /// e.g. `500ms`): a task that ends within it costs one status write, not two; `0s` (the
-    /// default): claims are written before tasks start.
+    /// How long runtimed in Runtime Pods holds a started task's claim (its `--claim-delay`):
+    /// a task that ends within it costs one status write, not two. An unclaimed Run bound less
+    /// than this plus 2 s ago is taken for possibly started: not sent back from a terminating
+    /// Pod nor preempted as unstarted until then. `0s`: claims are written before tasks start.
     #[arg(long, default_value = crate::api::DEFAULT_CLAIM_DELAY, value_parser = parse_duration, value_name = "DURATION")]
     pub claim_delay: Duration,
     /// Their limits (a compute ResourceQuota requires both); `""`: none.
@@ -147,8 +148,9 @@ pub struct RuntimedArgs {
     pub event_fold_window: Duration,
     /// How long the claim of a started task waits before it is written (phase Running,
     /// startTime, Admitted=True): a task that ends within it is written once, claim and end
-    /// together, as the kubelet writes a container that starts and ends within one sync (e.g.
-    /// `500ms`). `0s` (the default): each claim is written before its task starts. A runtimed
+    /// together, as the kubelet writes a container that starts and ends within one sync.
+    /// `0s`: each claim is written before its task starts. On SIGTERM every held claim is
+    /// written at once. A runtimed
     /// that dies inside the window leaves its Run Scheduled: a process runs again once,
     /// claimed first; an execution its runtime server still holds is re-attached. Function
     /// Runs and retries always claim first.

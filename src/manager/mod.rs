@@ -71,6 +71,7 @@ pub async fn run(
             fair_share_metrics_groups: args.fair_share_metrics_groups,
             routine_events: args.routine_events,
             event_fold_window: args.event_fold_window,
+            claim_delay: args.claim_delay,
         },
     );
 

@@ -112,7 +112,7 @@ impl Injection {
             resources: resource_requirements(parse(DEFAULT_REQUESTS), parse(DEFAULT_LIMITS)),
             routine_events: false,
             event_fold_window: crate::telemetry::events::FOLD_WINDOW,
-            claim_delay: default_claim_delay(),
+            claim_delay: crate::api::default_claim_delay(),
             gateway_user: None,
         }
     }
@@ -278,7 +278,7 @@ fn set_runtimed(container: &mut Container, runtimed_grace: Option<i64>, injectio
         let window = format!("{}s", injection.event_fold_window.as_secs_f64());
         set_env(env, "KRUNTIMES_EVENT_FOLD_WINDOW", &window);
     }
-    if injection.claim_delay != default_claim_delay() {
+    if injection.claim_delay != crate::api::default_claim_delay() {
         let delay = format!("{}s", injection.claim_delay.as_secs_f64());
         set_env(env, "KRUNTIMES_CLAIM_DELAY", &delay);
     }
@@ -405,9 +405,3 @@ fn env_value(c: &Container, name: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests;
-
-/// [`crate::api::DEFAULT_CLAIM_DELAY`], parsed.
-pub fn default_claim_delay() -> std::time::Duration {
-    crate::util::duration::parse_duration(crate::api::DEFAULT_CLAIM_DELAY)
-        .expect("the default parses")
-}

@@ -51,6 +51,7 @@ pub struct RunBuilder {
     retry_policy: Option<RetryPolicy>,
     attempt: Option<i32>,
     backoff_since: Option<Timestamp>,
+    bound_at: Option<Timestamp>,
 }
 
 /// A `mode.task` of `args` (no entrypoint, no working directory).
@@ -103,6 +104,7 @@ pub fn run(name: &str) -> RunBuilder {
         retry_policy: None,
         attempt: None,
         backoff_since: None,
+        bound_at: None,
     }
     .task(&["true"])
 }
@@ -135,6 +137,8 @@ impl RunBuilder {
         started_at(at: Timestamp) => started = Some(at);
         /// `DisruptionTarget=True/PreemptionByScheduler`: the scheduler asked runtimed to stop it.
         disruption_requested() => disruption = true;
+        /// `Scheduled=True` since `at`: when its Bind was written.
+        bound_at(at: Timestamp) => bound_at = Some(at);
         running() => phase = RunPhase::Running;
         /// `status.attempt`.
         attempt(attempt: i32) => attempt = Some(attempt);
@@ -414,6 +418,16 @@ impl RunBuilder {
                 reasons::PREEMPTION_BY_SCHEDULER,
                 "preempted",
                 &Time(NOW),
+            );
+        }
+        if let Some(at) = self.bound_at {
+            status::set_condition(
+                &mut conditions,
+                status::CONDITION_SCHEDULED,
+                true,
+                reasons::SCHEDULED,
+                "placed by the kruntimes scheduler",
+                &Time(at),
             );
         }
         if let Some(since) = self.backoff_since {

@@ -167,7 +167,7 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
             runtime_image: crate::cli::DEFAULT_IMAGE.into(),
             routine_events: true,
             event_fold_window: crate::telemetry::events::FOLD_WINDOW,
-            claim_delay: crate::runtime::pod::default_claim_delay(),
+            claim_delay: crate::api::default_claim_delay(),
             runtimed_requests: crate::runtime::pod::parse_resource_list(
                 crate::runtime::pod::DEFAULT_REQUESTS,
             )

@@ -300,7 +300,8 @@ fn a_runtime_server_template_keeps_its_container_and_gets_runtimed_as_a_sidecar(
     let told = Injection {
         routine_events: true,
         event_fold_window: std::time::Duration::from_micros(2500),
-        claim_delay: std::time::Duration::from_millis(500),
+        // Not the default (500ms): claims written before tasks start.
+        claim_delay: std::time::Duration::ZERO,
         ..injection()
     };
     let told = complete_with_server(spec(runtime.clone(), None), &told, true, &server);
@@ -311,7 +312,7 @@ fn a_runtime_server_template_keeps_its_container_and_gets_runtimed_as_a_sidecar(
     let delay = env_value(&told.containers[1], "KRUNTIMES_CLAIM_DELAY").unwrap();
     assert_eq!(
         crate::util::duration::parse_duration(&delay),
-        Ok(std::time::Duration::from_millis(500))
+        Ok(std::time::Duration::ZERO)
     );
     let window = env_value(&told.containers[1], "KRUNTIMES_EVENT_FOLD_WINDOW").unwrap();
     assert_eq!(

@@ -36,7 +36,7 @@ use tracing::{info, warn};
 
 use crate::api::lenient::Lenient;
 use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, PersistentWorkspace, Run, Runtime};
-use crate::scheduler::framework::{Indexed, SchedulerCache, ScopeRef, SharedCache};
+use crate::scheduler::framework::{self, Indexed, SchedulerCache, ScopeRef, SharedCache};
 use crate::scheduler::metrics::{POD_AVAILABLE, POD_UNAVAILABLE, SchedulerMetrics};
 use crate::scheduler::plugins::{self, runtime_pod_availability};
 use crate::scheduler::watch::{IndexEvent, InitBuffer};
@@ -77,6 +77,10 @@ pub struct Options {
     /// How long `Scheduled` waits to be published, for a Run not started by then
     /// ([`crate::telemetry::events::RunEvents::hold`]).
     pub event_fold_window: Duration,
+    /// runtimed's `--claim-delay` in the Runtime Pods this scheduler makes: an unclaimed Run
+    /// bound within its [`framework::claim_window`] may have started, so it is neither sent
+    /// back from a terminating Pod nor preempted as unstarted until the window passes.
+    pub claim_delay: Duration,
 }
 
 /// Shared between watch tasks, the scheduling and lifecycle loops and the HTTP probes.
@@ -127,10 +131,12 @@ impl Scheduler {
             client,
             cache: SharedCache::with_cache(
                 plugins::registry(),
-                SchedulerCache::new().with_starvation_threshold(
-                    jiff::SignedDuration::try_from(options.starvation_threshold)
-                        .unwrap_or(jiff::SignedDuration::MAX),
-                ),
+                SchedulerCache::new()
+                    .with_starvation_threshold(
+                        jiff::SignedDuration::try_from(options.starvation_threshold)
+                            .unwrap_or(jiff::SignedDuration::MAX),
+                    )
+                    .with_claim_window(framework::claim_window(options.claim_delay)),
             ),
             metrics,
             writes: Arc::new(Semaphore::new(usize::from(options.workers.max(1)))),

@@ -76,8 +76,9 @@ pub use cycle::{
     Unschedulable, evaluate, pre_filter,
 };
 pub use index::{
-    ActiveRun, Changes, CountedRequest, Index, LeaseRecord, Load, LostRun, PodLoss, PodRecord,
-    PodRef, RunChange, ScopeRef, Usage, WakeSource, Wakeup, WorkspaceEntry, WorkspaceRecord,
+    ActiveRun, CLAIM_WINDOW_MARGIN, Changes, CountedRequest, Index, LeaseRecord, Load, LostRun,
+    PodLoss, PodRecord, PodRef, RunChange, ScopeRef, Usage, WakeSource, Wakeup, WorkspaceEntry,
+    WorkspaceRecord, claim_window,
 };
 pub use nominations::{Nomination, Nominations};
 pub use plugin::{

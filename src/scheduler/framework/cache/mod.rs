@@ -197,6 +197,8 @@ pub struct SchedulerCache {
     queue: SchedulingQueue,
     hints: QueueingHints,
     starvation_threshold: SignedDuration,
+    /// How long after its Bind an unclaimed Run may have started ([`super::claim_window`]).
+    claim_window: SignedDuration,
     /// Per Runtime, bumped by every event that may make a Pending Run fit: an unschedulable
     /// Run evaluated at the current epoch has seen everything a wakeup could offer it.
     epochs: HashMap<ScopeRef, u64>,
@@ -222,6 +224,7 @@ impl Default for SchedulerCache {
             queue: SchedulingQueue::default(),
             hints: QueueingHints::default(),
             starvation_threshold: DEFAULT_STARVATION_THRESHOLD,
+            claim_window: super::claim_window(crate::api::default_claim_delay()),
             epochs: HashMap::new(),
             unadopted: HashMap::new(),
             woken: WakeCounts::default(),
@@ -241,6 +244,18 @@ impl SchedulerCache {
     pub fn with_starvation_threshold(mut self, threshold: SignedDuration) -> Self {
         self.starvation_threshold = threshold;
         self
+    }
+
+    /// Sets how long after its Bind an unclaimed Run may have started: the
+    /// [`super::claim_window`] of the `--claim-delay` Runtime Pods are given.
+    pub fn with_claim_window(mut self, window: SignedDuration) -> Self {
+        self.claim_window = window;
+        self
+    }
+
+    /// The window [`Self::with_claim_window`] set.
+    pub fn claim_window(&self) -> SignedDuration {
+        self.claim_window
     }
 
     /// Uses the queueing hints of the registry the cycles run (see [`super::Registry`]);

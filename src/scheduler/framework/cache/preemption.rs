@@ -4,7 +4,10 @@
 //! threshold).
 //!
 //! Owns which Pod a preemptor is nominated to and which Runs there are its victims:
-//! - level 1: Scheduled Runs runtimed has not claimed, of any class;
+//! - level 1: Scheduled Runs runtimed has not claimed, of any class, once their claim window
+//!   has passed (inside it runtimed may have started the task and hold its claim back: such a
+//!   Run is nobody's victim until its claim lands or the window ends, when the preemptor looks
+//!   again);
 //! - level 2: Running (or Ready) Runs whose PriorityClass an admin annotated
 //!   `kruntimes.io/preemptible: "true"`;
 //! - never a Run of equal or higher priority, and none at all for a preemptor whose class says
@@ -67,6 +70,10 @@ pub struct Preemption {
     /// Empty when the room is coming anyway (Runs already asked to stop) or the Run may not
     /// preempt: it is only nominated.
     pub victims: Vec<Victim>,
+    /// Without victims: when a Run it could have taken room from, unclaimed but perhaps
+    /// started, is known to be claimed or unstarted (the earliest end of such claim windows):
+    /// the preemptor is tried again then. `None` when no such Run was passed over.
+    pub retry_at: Option<Timestamp>,
 }
 
 /// How bad preempting `victims` is, lowest first (see the module documentation).
@@ -129,14 +136,20 @@ impl SchedulerCache {
             .collect();
 
         let mut best: Option<(Cost<'_>, Preemption)> = None;
+        let mut retry_at: Option<Timestamp> = None;
         for pod in &candidates {
-            let Some(victims) = victims_on(
+            let room = victims_on(
                 pod,
                 state.request_list(),
                 state.priority,
                 state.preempts,
                 |c| classes.preemptible(c),
-            ) else {
+                (now, self.claim_window),
+            );
+            if let Some(at) = room.unclaimed_until {
+                retry_at = Some(retry_at.map_or(at, |r| r.min(at)));
+            }
+            let Some(victims) = room.victims else {
                 continue;
             };
             let cost = cost(pod.name(), &victims);
@@ -155,6 +168,7 @@ impl SchedulerCache {
                     Preemption {
                         pod: pod.name().to_string(),
                         victims,
+                        retry_at: None,
                     },
                 ));
             }
@@ -172,6 +186,7 @@ impl SchedulerCache {
             .map(|pod| Preemption {
                 pod: pod.name().to_string(),
                 victims: Vec::new(),
+                retry_at,
             })
     }
 
@@ -231,29 +246,53 @@ impl SchedulerCache {
     }
 }
 
+/// What preemption can do on one Pod (see [`victims_on`]).
+struct Room<'a> {
+    /// The victims, or `None` when even all possible ones would not make room.
+    victims: Option<Vec<(&'a str, &'a ActiveRun)>>,
+    /// The earliest end of the claim window of an unclaimed lower-priority Run passed over
+    /// because runtimed may have started it.
+    unclaimed_until: Option<Timestamp>,
+}
+
 /// The fewest, least important Runs on `pod` whose leaving lets `request` fit, by UID;
 /// `None` when even all of them would not do. Runs already asked
-/// to stop count as gone; with `may_preempt` false nothing else may go.
+/// to stop count as gone; with `may_preempt` false nothing else may go. An unclaimed Run
+/// still inside its claim window (at `now`, of `window`) may have started: it is passed over,
+/// and when its window ends is returned.
 fn victims_on<'a>(
     pod: &PodView<'a>,
     request: &[Requested],
     priority: i32,
     may_preempt: bool,
     preemptible_class: impl Fn(Option<&str>) -> bool,
-) -> Option<Vec<(&'a str, &'a ActiveRun)>> {
+    (now, window): (Timestamp, jiff::SignedDuration),
+) -> Room<'a> {
+    let mut room = Room {
+        victims: None,
+        unclaimed_until: None,
+    };
     // Unreadable capacity: nothing fits, whoever leaves.
-    pod.capacity().ok()?;
+    if pod.capacity().is_err() {
+        return room;
+    }
     let mut freed = Resources::default();
     let mut possible: Vec<(&'a str, &'a ActiveRun)> = Vec::new();
     for (uid, active) in pod.active_runs() {
         if active.disrupting {
             freed.add(&active.request.amounts);
-        } else if may_preempt
-            && active.priority < priority
-            && active.request.unknown.is_empty()
-            && (!active.admitted || preemptible_class(active.class.as_deref()))
-        {
-            possible.push((uid, active));
+        } else if may_preempt && active.priority < priority && active.request.unknown.is_empty() {
+            if active.admitted {
+                if preemptible_class(active.class.as_deref()) {
+                    possible.push((uid, active));
+                }
+            } else if active.may_have_started(now, window) {
+                if let Some(at) = active.unclaimed_until(window) {
+                    room.unclaimed_until = Some(room.unclaimed_until.map_or(at, |u| u.min(at)));
+                }
+            } else {
+                possible.push((uid, active));
+            }
         }
     }
     // The Filter's fit rule, with the removed Runs' usage left out.
@@ -269,7 +308,7 @@ fn victims_on<'a>(
         removed.add(&active.request.amounts);
     }
     if !fits(&removed) {
-        return None;
+        return room;
     }
     // Most important first: each one that can stay, stays.
     possible.sort_by_key(|(uid, a)| (std::cmp::Reverse(a.priority), a.started, *uid));
@@ -283,7 +322,8 @@ fn victims_on<'a>(
             victims.push((uid, active));
         }
     }
-    Some(victims)
+    room.victims = Some(victims);
+    room
 }
 
 fn cost<'a>(pod: &'a str, victims: &[(&str, &ActiveRun)]) -> Cost<'a> {

@@ -172,6 +172,13 @@ impl SchedulerCache {
             ScheduleOutcome::Reserved { .. } => {}
             // An invalid Run waits as unschedulable until the watch shows it Failed, so a
             // failed write of that status can back it off.
+            // Room it could take is held by Runs that may have started: no event says when
+            // their claim windows end, so it looks again then.
+            ScheduleOutcome::Unschedulable(_)
+                if let Some(at) = preemption.as_ref().and_then(|p| p.retry_at) =>
+            {
+                self.queue.retry_at(key, at, now);
+            }
             ScheduleOutcome::Unschedulable(_) | ScheduleOutcome::Invalid { .. } => {
                 self.queue.unschedulable(key, epoch, now);
             }

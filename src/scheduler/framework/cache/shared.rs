@@ -115,7 +115,9 @@ impl SharedCache {
         grace: SignedDuration,
         since: Timestamp,
     ) -> Vec<LostRun> {
-        self.lock().index.lost_runs(now, grace, since)
+        let mut cache = self.lock();
+        let window = cache.claim_window();
+        cache.index.lost_runs(now, grace, window, since)
     }
 
     /// Applies the heartbeat expiries in `(after, until]` (their Pods became unavailable: a

@@ -40,9 +40,11 @@ pub struct LostRun {
 impl Index {
     /// The active Runs whose Runtime Pod is lost at `now`, with why (see [`PodLoss`]):
     /// - the Pod is gone, or replaced by another of the same name (other UID): every Run;
-    /// - the Pod is terminating: unclaimed Runs at once (runtimed stops claiming on SIGTERM);
-    ///   claimed ones only once its heartbeat has been stale for longer than `grace`, since
-    ///   runtimed reports those itself while it lives;
+    /// - the Pod is terminating: unclaimed Runs (runtimed stops claiming on SIGTERM) once
+    ///   their `claim_window` has passed, since runtimed writes the claims it held back for
+    ///   tasks it started when it is told to stop; claimed ones only once its heartbeat has
+    ///   been stale for longer than `grace`, since runtimed reports those itself while it
+    ///   lives;
     /// - the Pod's heartbeat has been stale, or its Lease missing, for longer than `grace` (a
     ///   lost node): every Run.
     ///
@@ -55,6 +57,7 @@ impl Index {
         &mut self,
         now: Timestamp,
         grace: SignedDuration,
+        claim_window: SignedDuration,
         observed_since: Timestamp,
     ) -> Vec<LostRun> {
         let mut lost = Vec::new();
@@ -77,7 +80,10 @@ impl Index {
                         Some(pod) if run.pod_uid.as_ref().is_some_and(|u| *u != pod.uid) => {
                             Some(PodLoss::Replaced)
                         }
-                        Some(pod) if pod.deleting && (!run.admitted || stale_too_long) => {
+                        Some(pod)
+                            if pod.deleting
+                                && (!run.may_have_started(now, claim_window) || stale_too_long) =>
+                        {
                             Some(PodLoss::Terminating)
                         }
                         Some(_) if stale_too_long => Some(PodLoss::HeartbeatStale),

@@ -42,7 +42,9 @@ pub(in crate::scheduler::framework) use layout::{Interner, NamespaceIndex, Scope
 pub use liveness::{LostRun, PodLoss};
 #[cfg(any(test, feature = "testing"))]
 pub use record::required_anti_affinity;
-pub use record::{ActiveRun, CountedRequest, LeaseRecord, PodRecord, Usage};
+pub use record::{
+    ActiveRun, CLAIM_WINDOW_MARGIN, CountedRequest, LeaseRecord, PodRecord, Usage, claim_window,
+};
 pub use wakeup::{Changes, PodRef, RunChange, ScopeRef, WakeSource, Wakeup, WorkspaceRef};
 pub use workspaces::{WorkspaceEntry, WorkspaceRecord};
 

@@ -194,6 +194,9 @@ pub struct ActiveRun {
     /// The scheduler asked runtimed to stop it for a preemption (`DisruptionTarget`): its
     /// room is already on its way to the preemptor.
     pub disrupting: bool,
+    /// When it was bound (its `Scheduled=True` condition's time), while runtimed has not
+    /// claimed it: runtimed may have started its task within [`claim_window`] of then.
+    pub bound: Option<Timestamp>,
 }
 
 impl ActiveRun {
@@ -207,6 +210,9 @@ impl ActiveRun {
             name: run.name_any(),
             pod_uid: status.and_then(|s| s.assigned_pod_uid.clone()),
             admitted: run.phase().is_admitted(),
+            bound: (!run.phase().is_admitted())
+                .then(|| status.and_then(scheduled_at))
+                .flatten(),
             request: CountedRequest::of(run),
             labels: run.labels().clone(),
             submitter: crate::scheduler::framework::fairness::submitter(run).map(String::from),
@@ -215,9 +221,52 @@ impl ActiveRun {
         }
     }
 
+    /// Whether runtimed may have started it by `now`: it claimed it, or it was bound less than
+    /// `window` ago (runtimed starts a task before its held claim is written). Such a Run is
+    /// never taken for unstarted: neither sent back to Pending from a terminating Pod nor
+    /// preempted as a Run that has not started.
+    pub fn may_have_started(&self, now: Timestamp, window: SignedDuration) -> bool {
+        self.admitted || self.unclaimed_until(window).is_some_and(|end| now < end)
+    }
+
+    /// When an unclaimed Run's [`claim_window`] ends: from then on it is taken for unstarted.
+    pub fn unclaimed_until(&self, window: SignedDuration) -> Option<Timestamp> {
+        match (self.admitted, window.is_zero()) {
+            (false, false) => self.bound.and_then(|at| at.checked_add(window).ok()),
+            _ => None,
+        }
+    }
+
     pub(super) fn same_targets(&self, other: &ActiveRun) -> bool {
         self.labels == other.labels && self.anti_affinity == other.anti_affinity
     }
+}
+
+/// How long after its Bind an unclaimed Run may have started, for runtimed's `--claim-delay`
+/// of `delay`: runtimed starts a task on its local reservation and writes the claim `delay`
+/// later (or with the end). Zero without a delay. Otherwise the delay plus
+/// [`CLAIM_WINDOW_MARGIN`]: the Bind's time is recorded to the second, and the watch and the
+/// claim's write take their time too.
+pub fn claim_window(delay: std::time::Duration) -> SignedDuration {
+    if delay.is_zero() {
+        return SignedDuration::ZERO;
+    }
+    SignedDuration::try_from(delay)
+        .unwrap_or(SignedDuration::MAX)
+        .saturating_add(CLAIM_WINDOW_MARGIN)
+}
+
+/// See [`claim_window`]: one second for the condition's truncated time, one for the watch
+/// and the write.
+pub const CLAIM_WINDOW_MARGIN: SignedDuration = SignedDuration::from_secs(2);
+
+/// The time of a Run's `Scheduled=True` condition: when it was bound.
+fn scheduled_at(status: &crate::api::RunStatus) -> Option<Timestamp> {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == crate::api::status::CONDITION_SCHEDULED && c.status == "True")
+        .map(|c| c.last_transition_time.0)
 }
 
 /// The valid required anti-affinity selectors of `run`; invalid terms are skipped (PreFilter

@@ -251,10 +251,12 @@ fn reset_runs_deletes_runs_missing_from_the_relist() {
 // ----- lifecycle ------------------------------------------------------------------------
 
 const GRACE: SignedDuration = SignedDuration::from_secs(40);
+/// runtimed's default claim delay's window: 2.5 s.
+const WINDOW: SignedDuration = SignedDuration::from_millis(2500);
 
 fn lost(index: &mut Index, now: Timestamp) -> Vec<(String, bool, PodLoss)> {
     index
-        .lost_runs(now, GRACE, NOW)
+        .lost_runs(now, GRACE, WINDOW, NOW)
         .into_iter()
         .map(|l| (l.name, l.admitted, l.why))
         .collect()
@@ -311,6 +313,38 @@ fn a_terminating_pod_loses_unclaimed_runs_at_once_and_running_ones_after_the_gra
             ("s".to_string(), false, PodLoss::Terminating)
         ]
     );
+}
+
+#[test]
+fn a_terminating_pod_loses_an_unclaimed_run_only_once_its_claim_window_has_passed() {
+    // Bound at NOW: runtimed may have started its task and hold its claim until NOW + 2.5 s
+    // (it writes that claim when it is told to stop), so until then it is not taken for
+    // unstarted; one bound long before is.
+    let runs = [
+        run("fresh").on("p1").bound_at(NOW),
+        run("old").on("p1").bound_at(at(-10)),
+    ];
+    let mut index = idx(&[pod("p1").deleting()], &runs);
+    let in_window = NOW + SignedDuration::from_millis(2499);
+    assert_eq!(
+        lost(&mut index, in_window),
+        [("old".to_string(), false, PodLoss::Terminating)]
+    );
+    assert_eq!(
+        lost(&mut index, NOW + WINDOW),
+        [
+            ("fresh".to_string(), false, PodLoss::Terminating),
+            ("old".to_string(), false, PodLoss::Terminating)
+        ]
+    );
+    // Without a claim delay (a zero window) it is unstarted at once, as before.
+    assert_eq!(
+        index.lost_runs(NOW, GRACE, SignedDuration::ZERO, NOW).len(),
+        2
+    );
+    // A Pod that is gone took any task with it: its Runs are placed again at once.
+    let mut gone = idx(&[], &runs);
+    assert_eq!(lost(&mut gone, NOW).len(), 2);
 }
 
 #[test]
@@ -405,12 +439,12 @@ fn staleness_counts_only_from_when_the_watches_could_be_trusted() {
     let mut index = idx(&[pod("p1")], &[run("r").on("p1").running()]);
     // The heartbeat lapsed at +35 s, but the watches were broken until +60 s (an API
     // server outage hides renewals): the grace runs from +60 s.
-    let lost = |index: &mut Index, now| index.lost_runs(now, GRACE, at(60)).len();
+    let lost = |index: &mut Index, now| index.lost_runs(now, GRACE, WINDOW, at(60)).len();
     assert_eq!(lost(&mut index, at(99)), 0);
     assert_eq!(lost(&mut index, at(100)), 1);
     // A Pod that is gone is lost at once, whatever the watches.
     let mut gone = idx(&[], &[run("r").on("p1").running()]);
-    assert_eq!(gone.lost_runs(NOW, GRACE, at(60)).len(), 1);
+    assert_eq!(gone.lost_runs(NOW, GRACE, WINDOW, at(60)).len(), 1);
 }
 
 #[test]

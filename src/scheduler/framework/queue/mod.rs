@@ -458,6 +458,12 @@ impl SchedulingQueue {
         self.put(key, QueueState::Backoff(now + CONFLICT_RETRY), now);
     }
 
+    /// Files a Run to be tried again at `at`, without counting a failure: what it waits for
+    /// is a time, not an event.
+    pub fn retry_at(&mut self, key: &RunKey, at: Timestamp, now: Timestamp) {
+        self.put(key, QueueState::Backoff(at.max(now)), now);
+    }
+
     /// Makes an unschedulable Run active (an event may make it fit). Returns whether it moved.
     pub fn activate(&mut self, key: &RunKey, now: Timestamp) -> bool {
         match self.entries.get(key) {

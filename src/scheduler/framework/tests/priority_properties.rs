@@ -306,6 +306,7 @@ fn check_rejects_no_plan_and_a_victim_of_equal_priority_where_preemption_is_need
         Some(Preemption {
             pod: "p1".to_string(),
             victims,
+            retry_at: None,
         })
     };
 

@@ -130,6 +130,63 @@ fn a_higher_priority_run_preempts_the_fewest_least_important_scheduled_runs() {
 }
 
 #[test]
+fn an_unclaimed_run_inside_its_claim_window_is_nobodys_victim_until_the_window_ends() {
+    // `fresh` was bound at NOW: runtimed may have started it with its claim held back, so it
+    // is not preempted as unstarted (its class is not preemptible); the urgent Run has room
+    // held and looks again when the window ends, when `fresh` is a level-1 victim.
+    let window = jiff::SignedDuration::from_millis(2500);
+    let mut cache = World::new()
+        .classes(classes())
+        .pods([pod("p1").capacity(&[("runs", 1)])])
+        .runs([run("fresh").on("p1").bound_at(NOW).priority(0)])
+        .cache()
+        .with_claim_window(window);
+    let urgent = run("u").priority_class("urgent");
+    cache.apply(&urgent.build(), NOW);
+    let s = cache.schedule_next(&registry(), NOW).unwrap();
+    assert!(matches!(s.outcome, ScheduleOutcome::Unschedulable(_)));
+    assert!(s.preemption.is_none(), "{:?}", s.preemption);
+    assert_eq!(
+        s.nominated.as_deref(),
+        Some("p1"),
+        "the room is held for it"
+    );
+    let plan = cache
+        .preemption_plan(&registry(), &urgent.build(), NOW)
+        .expect("a nomination");
+    assert_eq!((plan.victims.len(), plan.retry_at), (0, Some(NOW + window)));
+    assert_eq!(
+        cache.queue().state(&urgent.key()),
+        Some(QueueState::Backoff(NOW + window)),
+        "tried again when the window ends, with no event to wake it"
+    );
+
+    let after = NOW + window;
+    let s = cache
+        .schedule_next(&registry(), after)
+        .expect("the urgent Run is tried again");
+    let victims = s.preemption.expect("a preemption").victims;
+    assert_eq!(
+        victims
+            .iter()
+            .map(|v| (v.name.as_str(), v.level()))
+            .collect::<Vec<_>>(),
+        [("fresh", "scheduled")]
+    );
+
+    // Without a window (no claim delay) it is a victim at once, as before.
+    let mut cache = World::new()
+        .classes(classes())
+        .pods([pod("p1").capacity(&[("runs", 1)])])
+        .runs([run("fresh").on("p1").bound_at(NOW).priority(0)])
+        .cache()
+        .with_claim_window(jiff::SignedDuration::ZERO);
+    cache.apply(&urgent.build(), NOW);
+    let s = cache.schedule_next(&registry(), NOW).unwrap();
+    assert_eq!(s.preemption.expect("a preemption").victims.len(), 1);
+}
+
+#[test]
 fn running_runs_are_preempted_only_when_their_class_is_preemptible() {
     let world = World::new()
         .classes(classes())
