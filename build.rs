@@ -1,6 +1,6 @@
 //! Build-time facts and generated code:
 //! - the runtime contract's gRPC code (`proto/executor/v1/runtime.proto`, package
-//!   `executor.v1`) into OUT_DIR for `src/runtime_server`: messages, the `Runtime` and
+//!   `executor.v1`) into OUT_DIR for `src/runtimed/proto.rs`: messages, the `Runtime` and
 //!   `FunctionRuntime` clients and server traits. Pure Rust: protox parses the file, so no
 //!   `protoc` is needed on the machine;
 //! - what `kubectl kruntimes version` prints: the git commit and its date (from `git`, or

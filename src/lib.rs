@@ -1,10 +1,17 @@
 //! kruntimes: a scheduler for logical resources on Kubernetes.
 //!
 //! The library holds everything; `main.rs` only parses the command line and dispatches.
+//!
+//! The rooms, from the top down: [`cmd`], every command and the CLI's definitions (nothing
+//! else imports it); [`replay`], what `explain` and `status` show, replayed from the
+//! scheduler's own plugins; the processes, each owning its flags: [`manager`] (`scheduler
+//! run`: the scheduler, Runtime, cleanup and workflow controllers under one Lease) and
+//! [`runtimed`] (the agent in every Runtime Pod), with [`gateway`] (the aggregated API); the
+//! controllers and their pure cores: [`scheduler`], [`runtime`], [`workflow`]; the edges they
+//! share: [`kubeclient`], [`telemetry`], [`policy`] (the admission policies), [`output`]; and
+//! at the bottom [`api`] (the `kruntimes.io/v1alpha1` types and status rules) and [`util`].
 
 pub mod api;
-pub mod cleanup;
-pub mod cli;
 pub mod cmd;
 pub mod gateway;
 pub mod kubeclient;
@@ -13,7 +20,6 @@ pub mod output;
 pub mod policy;
 pub mod replay;
 pub mod runtime;
-pub mod runtime_server;
 pub mod runtimed;
 pub mod scheduler;
 pub mod telemetry;

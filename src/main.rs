@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use kruntimes::cli::{Cli, Command, CompletionShell, SchedulerCommand};
+use kruntimes::cmd::cli::{Cli, Command, CompletionShell, SchedulerCommand};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -84,5 +84,5 @@ fn completion(shell: CompletionShell) {
             return;
         }
     };
-    print!("{}", kruntimes::cli::completion_script(shell));
+    print!("{}", kruntimes::cmd::cli::completion_script(shell));
 }

@@ -127,7 +127,7 @@ fn install_print_is_the_committed_deploy_files() {
         elsewhere,
         format!(
             "{committed}---\n{}",
-            scheduler.replace(kruntimes::cli::DEFAULT_IMAGE, "registry.example/k:1")
+            scheduler.replace(kruntimes::cmd::cli::DEFAULT_IMAGE, "registry.example/k:1")
         )
     );
     assert_eq!(elsewhere.matches("registry.example/k:1").count(), 2);

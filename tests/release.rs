@@ -118,7 +118,7 @@ fn every_image_reference_is_one_the_release_workflow_pushes() {
     }
     let mut references: Vec<(String, String)> = vec![(
         "install's default".into(),
-        kruntimes::cli::DEFAULT_IMAGE.to_string(),
+        kruntimes::cmd::cli::DEFAULT_IMAGE.to_string(),
     )];
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();

@@ -12,7 +12,7 @@ use futures::AsyncReadExt as _;
 use kube::ResourceExt as _;
 
 use crate::api::Run;
-use crate::cli::{ArtifactsArgs, GlobalArgs};
+use crate::cmd::cli::{ArtifactsArgs, GlobalArgs};
 use crate::cmd::explain::parse_target;
 use crate::kubeclient::Target;
 use crate::output::{Palette, Table};

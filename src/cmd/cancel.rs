@@ -12,7 +12,7 @@ use kube::api::{Api, ListParams, Patch};
 
 use crate::api::wait::For;
 use crate::api::{Run, patch_params};
-use crate::cli::{CancelArgs, GlobalArgs};
+use crate::cmd::cli::{CancelArgs, GlobalArgs};
 use crate::kubeclient::Target;
 
 /// What asking one Run to cancel found.

@@ -17,7 +17,7 @@ use kube::Api;
 use kube::api::ListParams;
 
 use crate::api::Run;
-use crate::cli::{Cli, CompleteArgs, GlobalArgs};
+use crate::cmd::cli::{Cli, CompleteArgs, GlobalArgs};
 use crate::kubeclient;
 
 /// Cobra's `ShellCompDirectiveNoSpace`: do not add a space after the completion.

@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt as _;
 
 use anyhow::Context as _;
 
-use crate::cli::CopyBinaryArgs;
+use crate::cmd::cli::CopyBinaryArgs;
 
 /// Copies the running executable to `args.to` (mode 0755), through a temporary file so a
 /// half-written binary is never executed.

@@ -10,7 +10,7 @@ use std::io::Read as _;
 use anyhow::{Context as _, anyhow, bail};
 
 use crate::api::{Run, RunPhase};
-use crate::cli::{GlobalArgs, InvokeArgs};
+use crate::cmd::cli::{GlobalArgs, InvokeArgs};
 use crate::cmd::explain::parse_target;
 use crate::kubeclient::subresource_error;
 use crate::runtimed::invoke::MAX_INPUT;

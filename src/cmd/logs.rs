@@ -8,7 +8,7 @@ use anyhow::{Context as _, anyhow, bail};
 use futures::AsyncBufReadExt as _;
 
 use crate::api::{Run, RunPhase};
-use crate::cli::{GlobalArgs, LogsArgs};
+use crate::cmd::cli::{GlobalArgs, LogsArgs};
 use crate::cmd::explain::parse_target;
 
 /// Runs the command: parse, check that the Run has run somewhere, stream its log to stdout.

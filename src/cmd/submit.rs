@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use crate::api::wait::{For, Verdict};
 use crate::api::{Run, RunPhase};
-use crate::cli::{DryRun, GlobalArgs, RunArgs};
+use crate::cmd::cli::{DryRun, GlobalArgs, RunArgs};
 use crate::cmd::wait;
 use crate::output::{Format, Printed};
 
@@ -262,7 +262,7 @@ mod tests {
     use clap::Parser as _;
 
     use super::*;
-    use crate::cli::{Cli, Command};
+    use crate::cmd::cli::{Cli, Command};
 
     fn args(line: &[&str]) -> RunArgs {
         let mut argv = vec!["kubectl-kruntimes", "run"];

@@ -5,7 +5,7 @@
 use anyhow::Context as _;
 
 use crate::api::build::{Info, info};
-use crate::cli::VersionArgs;
+use crate::cmd::cli::VersionArgs;
 
 /// The text form: the first line as before (`kubectl-kruntimes VERSION`) with the build,
 /// then the APIs.

@@ -14,7 +14,7 @@ use kube::runtime::wait::await_condition;
 
 use crate::api::Run;
 use crate::api::wait::{For, Verdict, judge};
-use crate::cli::{GlobalArgs, WaitArgs};
+use crate::cmd::cli::{GlobalArgs, WaitArgs};
 
 /// Waits on a watch until `name` meets `wanted` or never can; the Run as it was then (`None`
 /// when deleted). Fails when neither happens within `timeout`.

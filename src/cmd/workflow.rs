@@ -18,7 +18,7 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use crate::api::{
     JobPhase, Workflow, WorkflowPhase, WorkflowRun, WorkflowRunSpec, patch_params, post_params,
 };
-use crate::cli::{GlobalArgs, WorkflowCommand, WorkflowTriggerArgs};
+use crate::cmd::cli::{GlobalArgs, WorkflowCommand, WorkflowTriggerArgs};
 use crate::kubeclient::Target;
 use crate::workflow::template;
 
@@ -80,7 +80,10 @@ async fn ask(target: &Target, runs: &Api<WorkflowRun>, name: &str) -> anyhow::Re
 /// Asks each WorkflowRun to cancel (unless it ended or asks already) and, with `--wait`, waits
 /// for each end. Every one is tried; the command fails (after all of them) when any could not
 /// be cancelled or did not end in time.
-async fn cancel(global: &GlobalArgs, args: &crate::cli::WorkflowCancelArgs) -> anyhow::Result<()> {
+async fn cancel(
+    global: &GlobalArgs,
+    args: &crate::cmd::cli::WorkflowCancelArgs,
+) -> anyhow::Result<()> {
     let names = args
         .names
         .iter()

@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
-use crate::cli::SchedulerRunArgs;
+use super::SchedulerRunArgs;
 use crate::kubeclient::Target;
 
 /// Name of the leader-election Lease.

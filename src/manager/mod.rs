@@ -1,5 +1,6 @@
-//! `kubectl kruntimes scheduler run`: the controller manager. Wires the Runtime controller,
-//! the scheduler controller, the cleanup controller (on the scheduler's store of Runs), the
+//! `kubectl kruntimes scheduler run`: the controller manager, with its flags
+//! ([`SchedulerRunArgs`]). Wires the Runtime controller,
+//! the scheduler controller, the cleanup controller ([`cleanup`], on the scheduler's store of Runs), the
 //! workflow controller (WorkflowRuns into Runs; [`crate::workflow`]), Lease
 //! leader election ([`leader`]), `/metrics`, `/healthz` and
 //! `/readyz`, supervises every long-lived task, and shuts down on SIGTERM or SIGINT. It
@@ -7,6 +8,8 @@
 //! scheduler holds its Lease ([`foreign`]). At start it warns once when Runtime Pods are not
 //! restricted by the admission policy.
 
+mod args;
+pub mod cleanup;
 pub mod foreign;
 pub mod leader;
 
@@ -18,22 +21,26 @@ use futures::FutureExt;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::cleanup::Cleanup;
-use crate::cli::{GlobalArgs, SchedulerRunArgs};
 use crate::kubeclient;
+use crate::kubeclient::ConnectOptions;
 use crate::policy::runtimed as runtimed_policy;
 use crate::runtime::controller as runtime_controller;
 use crate::scheduler::controller::{self, Options, Scheduler};
 use crate::scheduler::metrics::SchedulerMetrics;
 use crate::telemetry::http::{parse_bind, probes, serve};
 use crate::util::signals::shutdown_signal;
+pub use args::SchedulerRunArgs;
+use cleanup::Cleanup;
 use leader::Election;
 pub use leader::LEADER_LEASE;
 
-pub async fn exec(global: &GlobalArgs, args: &SchedulerRunArgs) -> anyhow::Result<()> {
+pub async fn exec(
+    connect: impl Into<ConnectOptions>,
+    args: &SchedulerRunArgs,
+) -> anyhow::Result<()> {
     // Listen before connecting so that an early SIGTERM is a clean shutdown, not a kill.
     let signal = shutdown_signal()?;
-    let target = kubeclient::connect(global).await?;
+    let target = kubeclient::connect(connect).await?;
     let shutdown = async move {
         let signal = signal.await;
         info!("{signal} received");

@@ -403,5 +403,11 @@ fn env_value(c: &Container, name: &str) -> Option<String> {
         .and_then(|e| e.value.clone())
 }
 
+/// The kruntimes image of this version (as `Dockerfile` and deploy/ name it).
+pub const DEFAULT_IMAGE: &str = concat!(
+    "ghcr.io/kruntimes/kubectl-kruntimes:",
+    env!("CARGO_PKG_VERSION")
+);
+
 #[cfg(test)]
 mod tests;

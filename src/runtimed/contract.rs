@@ -6,7 +6,7 @@
 
 use super::executor::{Prepared, Terminal};
 use crate::api::status::{Outcome, reasons};
-use crate::runtime_server::proto::{ExecuteRequest, ExecutionState, StatusResponse};
+use crate::runtimed::proto::{ExecuteRequest, ExecutionState, StatusResponse};
 
 /// The server's execution id of a Run's attempt: the Run's UID (names change, UIDs do not)
 /// and its attempt, so a requeued Run's next attempt is a new execution and a restarted

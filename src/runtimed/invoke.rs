@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
 use super::remote::RuntimeServer;
-use crate::runtime_server::proto::FunctionRegistration;
+use crate::runtimed::proto::FunctionRegistration;
 
 /// The largest invocation payload accepted.
 pub const MAX_INPUT: usize = 1 << 20;

@@ -10,10 +10,13 @@
 //! - [`executor`]: child processes;
 //! - [`heartbeat`]: the Lease;
 //! - [`metrics`]: what `/metrics` exposes;
-//! - [`agent`]: the watch-driven loop that ties them together.
+//! - [`agent`]: the watch-driven loop that ties them together;
+//! - [`proto`]: the runtime server contract's generated gRPC code, [`contract`] its mapping;
+//! - its flags, [`RuntimedArgs`] (the CLI names them; runtimed imports no CLI).
 
 pub mod admission;
 pub mod agent;
+mod args;
 mod artifact_server;
 pub mod artifacts;
 pub mod callers;
@@ -28,6 +31,7 @@ pub mod invoke;
 pub mod metrics;
 pub mod outputs;
 pub mod plan;
+pub mod proto;
 pub mod readiness;
 pub mod reaper;
 pub mod remote;
@@ -43,8 +47,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use thiserror::Error;
 
-use crate::cli::{GlobalArgs, RuntimedArgs};
 use crate::kubeclient;
+use crate::kubeclient::ConnectOptions;
+pub use args::RuntimedArgs;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -273,7 +278,7 @@ pub struct Settings {
     /// them, the invoke endpoint reads them.
     pub registrations: std::sync::Arc<
         std::sync::Mutex<
-            std::collections::HashMap<String, crate::runtime_server::proto::FunctionRegistration>,
+            std::collections::HashMap<String, crate::runtimed::proto::FunctionRegistration>,
         >,
     >,
 }
@@ -334,13 +339,13 @@ impl Settings {
 }
 
 /// Runs the agent until SIGTERM or SIGINT, then shuts down gracefully and returns `Ok`.
-pub async fn exec(global: &GlobalArgs, args: &RuntimedArgs) -> anyhow::Result<()> {
+pub async fn exec(connect: impl Into<ConnectOptions>, args: &RuntimedArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(args)?;
     // Before any task starts: its orphans come back to runtimed, which reaps them.
     reaper::start();
     // Listen before connecting so that an early SIGTERM is a clean shutdown, not a kill.
     let shutdown = crate::util::signals::shutdown_signal()?;
-    let target = kubeclient::connect(global).await?;
+    let target = kubeclient::connect(connect).await?;
     if let Some(addr) = settings.health_probe {
         serve_probes(addr, settings.ready.clone()).await?;
     }
@@ -441,9 +446,10 @@ mod tests {
     use clap::Parser as _;
 
     fn parse(args: &[&str]) -> RuntimedArgs {
-        let cli = crate::cli::Cli::try_parse_from(["k", "runtimed"].iter().chain(args)).unwrap();
+        let cli =
+            crate::cmd::cli::Cli::try_parse_from(["k", "runtimed"].iter().chain(args)).unwrap();
         match cli.command {
-            crate::cli::Command::Runtimed(a) => *a,
+            crate::cmd::cli::Command::Runtimed(a) => *a,
             other => panic!("parsed {other:?}"),
         }
     }

@@ -5,7 +5,7 @@
 //!
 //! Owns the calls of the `Runtime` service (Execute, Status, List, Cancel, Forget, Health) and
 //! nothing else: it never talks to the API server and never decides whether a Run may start.
-//! The wire mapping is [`crate::runtime_server`]'s.
+//! The generated code is [`super::proto`]; how a Run maps onto it is [`super::contract`]'s.
 
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -18,9 +18,9 @@ use super::contract;
 use super::executor::{ChildExit, ChildHandle, Exit, Terminal};
 use super::runlog::SharedWriter;
 use crate::api::status::{Outcome, reasons};
-use crate::runtime_server::proto::function_runtime_client::FunctionRuntimeClient;
-use crate::runtime_server::proto::runtime_client::RuntimeClient;
-use crate::runtime_server::proto::{
+use crate::runtimed::proto::function_runtime_client::FunctionRuntimeClient;
+use crate::runtimed::proto::runtime_client::RuntimeClient;
+use crate::runtimed::proto::{
     CancelRequest, ExecuteRequest, ForgetRequest, FunctionRegistration, FunctionRegistrationState,
     FunctionStatusRequest, HealthRequest, InvokeFunctionRequest, InvokeFunctionResponse,
     ListRequest, RegisterFunctionRequest, StatusRequest, UnregisterFunctionRequest,
@@ -388,7 +388,7 @@ impl RuntimeServer {
     async fn register(
         &self,
         request: RegisterFunctionRequest,
-    ) -> Result<crate::runtime_server::proto::RegisterFunctionResponse, Status> {
+    ) -> Result<crate::runtimed::proto::RegisterFunctionResponse, Status> {
         while_unreachable(|| {
             let (mut functions, request) = (self.functions.clone(), request.clone());
             async move { functions.register_function(request).await }

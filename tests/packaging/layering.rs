@@ -257,3 +257,45 @@ fn src_has_no_import_cycle() {
         );
     }
 }
+
+/// The crate root shows the architecture: a handful of rooms, and the commands (`cmd`, with
+/// the CLI's definitions) on top: no room below imports them, so the daemons (`manager`,
+/// `runtimed`) and the core take their options from their own modules, not from the CLI.
+#[test]
+fn the_crate_root_is_a_handful_of_rooms_and_only_the_commands_import_the_cli() {
+    let src = repo().join("src");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    let rooms: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod "))
+        .map(|l| l.trim_end_matches(';'))
+        .filter(|m| *m != "testing")
+        .collect();
+    assert!(
+        rooms.len() <= 14,
+        "lib.rs exports {} modules ({rooms:?}); a new one belongs in a room that owns it",
+        rooms.len()
+    );
+    let files: Vec<(PathBuf, String)> = files_under(&src)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .map(|p| {
+            let code = std::fs::read_to_string(src.join(&p)).unwrap();
+            (p, code)
+        })
+        .collect();
+    let below: Vec<String> = import_graph(&files)
+        .into_iter()
+        .filter(|(module, _)| module != "cmd" && !module.starts_with("cmd::"))
+        .flat_map(|(module, imports)| {
+            imports
+                .into_iter()
+                .filter(|i| i == "cmd" || i.starts_with("cmd::"))
+                .map(move |i| format!("{module} -> {i}"))
+        })
+        .collect();
+    assert!(
+        below.is_empty(),
+        "modules below the commands import them: {below:?}"
+    );
+}

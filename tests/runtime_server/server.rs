@@ -36,11 +36,9 @@ use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 use tonic::{Request, Response, Status};
 
-use kruntimes::runtime_server::proto::function_runtime_server::{
-    FunctionRuntime, FunctionRuntimeServer,
-};
-use kruntimes::runtime_server::proto::runtime_server::{Runtime, RuntimeServer};
-use kruntimes::runtime_server::proto::*;
+use kruntimes::runtimed::proto::function_runtime_server::{FunctionRuntime, FunctionRuntimeServer};
+use kruntimes::runtimed::proto::runtime_server::{Runtime, RuntimeServer};
+use kruntimes::runtimed::proto::*;
 
 /// Output kept per stream of an execution.
 const OUTPUT_LIMIT: usize = 1 << 20;

@@ -43,7 +43,7 @@ pub fn host_ip() -> Option<Ipv4Addr> {
 /// Service, Endpoints and EndpointSlice naming `ip:port`. Idempotent (server-side apply), so
 /// a restarted `dev` on another port moves them.
 pub async fn register(client: &Client, ip: Ipv4Addr, port: u16) -> anyhow::Result<()> {
-    let objects = system::objects(crate::cli::DEFAULT_IMAGE)?;
+    let objects = system::objects(crate::cmd::cli::DEFAULT_IMAGE)?;
     let shipped = |kind: &str, name: &str| -> anyhow::Result<DynamicObject> {
         objects
             .iter()

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, anyhow};
 use tokio::sync::watch;
 
-use crate::cli::{DevArgs, GlobalArgs, SchedulerRunArgs};
+use crate::cmd::cli::{DevArgs, GlobalArgs, SchedulerRunArgs};
 use crate::cmd::install;
 use crate::kubeclient;
 use controlplane::{ControlPlane, KubeconfigSpec, Layout, Ports, Spec, TokenUser};
@@ -164,7 +164,7 @@ pub async fn exec(global: &GlobalArgs, args: &DevArgs) -> anyhow::Result<()> {
             pod_lost_grace: Duration::from_secs(40),
             starvation_threshold: Duration::from_secs(30),
             fair_share_metrics_groups: 10,
-            runtime_image: crate::cli::DEFAULT_IMAGE.into(),
+            runtime_image: crate::cmd::cli::DEFAULT_IMAGE.into(),
             routine_events: true,
             event_fold_window: crate::telemetry::events::FOLD_WINDOW,
             claim_delay: crate::api::default_claim_delay(),

@@ -109,7 +109,7 @@ pub mod workflow_run;
 use anyhow::{Context as _, anyhow};
 use thiserror::Error;
 
-use crate::cli::{ExplainArgs, GlobalArgs};
+use crate::cmd::cli::{ExplainArgs, GlobalArgs};
 use crate::output::{self, Palette};
 
 pub use model::{Report, Subject};

@@ -12,7 +12,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
 use crate::api::{LABEL_WORKFLOW_RUN_UID, Run, RunPhase, WorkflowRun};
-use crate::cli::{ExplainArgs, GlobalArgs};
+use crate::cmd::cli::{ExplainArgs, GlobalArgs};
 use crate::output::{self, Palette, Table};
 use crate::replay::workflow_run::is_step_run_of;
 pub use crate::replay::workflow_run::{StepRow, WorkflowRunReport, report};

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use clap::CommandFactory as _;
 
-use crate::cli::{Cli, GenArgs};
+use crate::cmd::cli::{Cli, GenArgs};
 
 mod reference;
 
@@ -43,7 +43,7 @@ pub fn files() -> anyhow::Result<Vec<(PathBuf, Vec<u8>, bool)>> {
     ] {
         out.push((
             Path::new("completions").join(file),
-            crate::cli::completion_script(shell).into_bytes(),
+            crate::cmd::cli::completion_script(shell).into_bytes(),
             false,
         ));
     }

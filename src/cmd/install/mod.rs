@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::{Action, FIELD_MANAGER, PersistentWorkspace, Run, Runtime, Workflow, WorkflowRun};
-use crate::cli::{DryRun, GlobalArgs, InstallArgs};
+use crate::cmd::cli::{DryRun, GlobalArgs, InstallArgs};
 use crate::kubeclient::{self, Target};
 use crate::policy::runtimed as runtimed_policy;
 

@@ -18,7 +18,7 @@ use kube::discovery::{ApiResource, Scope};
 use crate::api::FIELD_MANAGER;
 use crate::kubeclient::Target;
 
-/// `deploy/scheduler.yaml`, as shipped (with [`crate::cli::DEFAULT_IMAGE`]).
+/// `deploy/scheduler.yaml`, as shipped (with [`crate::cmd::cli::DEFAULT_IMAGE`]).
 pub const MANIFEST: &str = include_str!("../../../deploy/scheduler.yaml");
 
 /// The namespace the shipped scheduler runs in.
@@ -29,7 +29,7 @@ pub const DEPLOYMENT: &str = "kubectl-kruntimes-scheduler";
 
 /// [`MANIFEST`] with `image` for the scheduler and for the runtimed that Runtime Pods copy.
 pub fn manifest(image: &str) -> anyhow::Result<String> {
-    let default = crate::cli::DEFAULT_IMAGE;
+    let default = crate::cmd::cli::DEFAULT_IMAGE;
     let uses = MANIFEST.matches(default).count();
     if uses != 2 {
         bail!(
@@ -406,7 +406,7 @@ mod tests {
         let env = container["env"].as_array().unwrap();
         assert!(env.iter().any(|e| e["name"] == "KRUNTIMES_IMAGE"
             && e["value"] == "registry.example/kubectl-kruntimes:9.9.9"));
-        assert_eq!(manifest(crate::cli::DEFAULT_IMAGE).unwrap(), MANIFEST);
+        assert_eq!(manifest(crate::cmd::cli::DEFAULT_IMAGE).unwrap(), MANIFEST);
         let names: Vec<String> = objects.iter().map(describe).collect();
         assert_eq!(names[0], "namespace/kubectl-kruntimes");
         assert!(names.contains(&"deployment.apps/kubectl-kruntimes-scheduler".to_string()));

@@ -18,7 +18,7 @@ use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams};
 
 use super::system;
-use crate::cli::{GlobalArgs, UninstallArgs};
+use crate::cmd::cli::{GlobalArgs, UninstallArgs};
 use crate::kubeclient::{self, Target};
 
 pub async fn exec(global: &GlobalArgs, args: &UninstallArgs) -> anyhow::Result<()> {
@@ -40,7 +40,10 @@ pub async fn exec(global: &GlobalArgs, args: &UninstallArgs) -> anyhow::Result<(
     if args.delete_crds {
         delete_crds(&target, args.timeout).await?;
     }
-    for object in system::objects(crate::cli::DEFAULT_IMAGE)?.iter().rev() {
+    for object in system::objects(crate::cmd::cli::DEFAULT_IMAGE)?
+        .iter()
+        .rev()
+    {
         if let (Some(why), true) = (
             &keep_namespace,
             object.metadata.namespace.is_none()

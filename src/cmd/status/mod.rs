@@ -99,7 +99,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
 
-use crate::cli::{GlobalArgs, OutputFormat, StatusArgs};
+use crate::cmd::cli::{GlobalArgs, OutputFormat, StatusArgs};
 use crate::kubeclient::Target;
 use crate::output::{self, Palette};
 

@@ -369,7 +369,7 @@ fn agent(fake: &Arc<Mutex<Fake>>, runs: u64, flags: &[String]) -> Agent {
         .into_iter()
         .chain(identity)
         .chain(flags.iter().map(String::as_str));
-    let crate::cli::Command::Runtimed(args) = crate::cli::Cli::try_parse_from(words)
+    let crate::cmd::cli::Command::Runtimed(args) = crate::cmd::cli::Cli::try_parse_from(words)
         .expect("runtimed's flags")
         .command
     else {

@@ -26,7 +26,7 @@ use super::report::Report;
 use super::rundir::{self, Layout};
 use super::runlog::RunLogs;
 use crate::api::Run;
-use crate::runtime_server::proto::FunctionRegistration;
+use crate::runtimed::proto::FunctionRegistration;
 
 mod exit;
 mod server;

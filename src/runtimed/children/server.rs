@@ -19,7 +19,7 @@ use super::super::rundir;
 use super::super::status_writer::api_backoff;
 use super::{ChildEvent, Children, deadline_of};
 use crate::api::Run;
-use crate::runtime_server::proto::{FunctionRegistration, RegisterFunctionRequest};
+use crate::runtimed::proto::{FunctionRegistration, RegisterFunctionRequest};
 
 impl Children {
     /// Whether the runtime server's executions are known (always, without a server).

@@ -559,7 +559,7 @@ impl RuntimeServerProcess {
             async || {
                 let mut client = server.client().await?;
                 client
-                    .health(kruntimes::runtime_server::proto::HealthRequest {})
+                    .health(kruntimes::runtimed::proto::HealthRequest {})
                     .await
                     .map(|_| ())
                     .map_err(|e| e.to_string())
@@ -591,10 +591,10 @@ impl RuntimeServerProcess {
     async fn client(
         &self,
     ) -> Result<
-        kruntimes::runtime_server::proto::runtime_client::RuntimeClient<tonic::transport::Channel>,
+        kruntimes::runtimed::proto::runtime_client::RuntimeClient<tonic::transport::Channel>,
         String,
     > {
-        kruntimes::runtime_server::proto::runtime_client::RuntimeClient::connect(format!(
+        kruntimes::runtimed::proto::runtime_client::RuntimeClient::connect(format!(
             "http://{}",
             self.address
         ))
@@ -606,7 +606,7 @@ impl RuntimeServerProcess {
     pub async fn counts(&self) -> Result<ServerCounts, String> {
         let mut client = self.client().await?;
         let health = client
-            .health(kruntimes::runtime_server::proto::HealthRequest {})
+            .health(kruntimes::runtimed::proto::HealthRequest {})
             .await
             .map_err(|e| e.to_string())?
             .into_inner();
@@ -629,7 +629,7 @@ impl RuntimeServerProcess {
     pub async fn executions(&self) -> Result<Vec<String>, String> {
         let mut client = self.client().await?;
         let listed = client
-            .list(kruntimes::runtime_server::proto::ListRequest {})
+            .list(kruntimes::runtimed::proto::ListRequest {})
             .await
             .map_err(|e| e.to_string())?
             .into_inner();

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use tonic::{Request, Response, Status};
 
-use crate::runtime_server::proto::runtime_server::{Runtime, RuntimeServer};
-use crate::runtime_server::proto::*;
+use crate::runtimed::proto::runtime_server::{Runtime, RuntimeServer};
+use crate::runtimed::proto::*;
 
 #[derive(Clone, Default)]
 pub(super) struct FakeServer {

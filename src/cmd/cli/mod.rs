@@ -16,7 +16,9 @@ use crate::util::duration::parse_duration;
 mod daemons;
 mod runs;
 
-pub use daemons::{DEFAULT_IMAGE, RuntimedArgs, SchedulerCommand, SchedulerRunArgs};
+pub use crate::runtime::pod::DEFAULT_IMAGE;
+pub use crate::runtimed::RuntimedArgs;
+pub use daemons::{SchedulerCommand, SchedulerRunArgs};
 pub use runs::{
     CancelArgs, DryRun, RunArgs, WaitArgs, WorkflowCancelArgs, WorkflowCommand, WorkflowTriggerArgs,
 };
