@@ -56,7 +56,8 @@ pub async fn load(target: &Target, name: &str) -> Result<Subject> {
     };
     let pods = list_runtime_pods(target, scope, Some(&runtime_name));
     let leases = list_leases(target, scope);
-    let runs = list_runs(target, scope);
+    // The Runs of its Runtime: all its queue and its Pods can hold.
+    let runs = list_runs(target, scope, Some(&runtime_name));
     let workspace = async {
         let Some(name) = run.workspace_name() else {
             return Ok(None);
