@@ -15,13 +15,76 @@ use crate::api::{Run, patch_params};
 use crate::cmd::cli::{CancelArgs, GlobalArgs};
 use crate::kubeclient::Target;
 
-/// What asking one Run to cancel found.
+/// What asking one Run or WorkflowRun to cancel found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Asked {
+pub(crate) enum Asked {
     /// The cancel request is written (or was already).
     Requested { already: bool },
-    /// The Run had already ended: nothing to cancel.
-    Ended(&'static str),
+    /// It had already ended (in this phase): nothing to cancel.
+    Ended(String),
+}
+
+/// A kind that is cancelled by setting its `spec.cancelRequested` (one way: the API server
+/// refuses setting it back): Runs and WorkflowRuns.
+pub(crate) trait Cancellable:
+    kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug
+{
+    /// Its name in messages: `run`, `workflowrun`.
+    const KIND: &'static str;
+    /// The phase it ended in, if it has.
+    fn ended(&self) -> Option<String>;
+    fn cancel_requested(&self) -> bool;
+}
+
+impl Cancellable for Run {
+    const KIND: &'static str = "run";
+    fn ended(&self) -> Option<String> {
+        let phase = self.phase();
+        phase.is_terminal().then(|| phase.as_str().to_string())
+    }
+    fn cancel_requested(&self) -> bool {
+        self.spec.cancel_requested
+    }
+}
+
+impl Cancellable for crate::api::WorkflowRun {
+    const KIND: &'static str = "workflowrun";
+    fn ended(&self) -> Option<String> {
+        let phase = self.status.as_ref().map(|s| s.phase).unwrap_or_default();
+        phase.is_terminal().then(|| format!("{phase:?}"))
+    }
+    fn cancel_requested(&self) -> bool {
+        self.spec.cancel_requested
+    }
+}
+
+/// Sets `spec.cancelRequested` on `name` (of namespace `ns`, which `api` is scoped to) unless
+/// it has ended or asks already.
+pub(crate) async fn ask<K: Cancellable>(
+    target: &Target,
+    api: &Api<K>,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<Asked> {
+    let kind = K::KIND;
+    let object = match api.get_opt(name).await {
+        Ok(Some(object)) => object,
+        Ok(None) => bail!("{kind}/{name} not found in namespace {ns}"),
+        Err(e) => return Err(target.explain_error(e, &format!("reading {kind}/{name}"))),
+    };
+    if let Some(phase) = object.ended() {
+        return Ok(Asked::Ended(phase));
+    }
+    if object.cancel_requested() {
+        return Ok(Asked::Requested { already: true });
+    }
+    let patch = serde_json::json!({"spec": {"cancelRequested": true}});
+    api.patch(name, &patch_params(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| {
+            target.explain_error(e, &format!("setting spec.cancelRequested on {kind}/{name}"))
+        })?;
+    Ok(Asked::Requested { already: false })
 }
 
 /// Runs the command: request each cancel, then wait for each end with `--wait`. Every Run is
@@ -116,30 +179,6 @@ async fn selected(
         bail!("no Run in {place} matches -l {selector}; nothing to cancel");
     }
     Ok(found)
-}
-
-/// Sets `spec.cancelRequested` on `name` (of namespace `ns`, which `runs` is scoped to) unless
-/// it has ended or asks already.
-async fn ask(target: &Target, runs: &Api<Run>, ns: &str, name: &str) -> anyhow::Result<Asked> {
-    let run = match runs.get_opt(name).await {
-        Ok(Some(run)) => run,
-        Ok(None) => bail!("run/{name} not found in namespace {ns}"),
-        Err(e) => return Err(target.explain_error(e, &format!("reading run/{name}"))),
-    };
-    let phase = run.phase();
-    if phase.is_terminal() {
-        return Ok(Asked::Ended(phase.as_str()));
-    }
-    if run.spec.cancel_requested {
-        return Ok(Asked::Requested { already: true });
-    }
-    let patch = serde_json::json!({"spec": {"cancelRequested": true}});
-    runs.patch(name, &patch_params(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| {
-            target.explain_error(e, &format!("setting spec.cancelRequested on run/{name}"))
-        })?;
-    Ok(Asked::Requested { already: false })
 }
 
 /// Waits (on a watch) until `name` has ended ([`crate::cmd::wait::until_decided`]); its end phase,

@@ -12,14 +12,12 @@ use anyhow::{Context as _, anyhow, bail};
 use futures::TryStreamExt as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
-use kube::api::{Api, Patch};
+use kube::api::Api;
 use kube::runtime::{WatchStreamExt as _, watcher};
 
-use crate::api::{
-    JobPhase, Workflow, WorkflowPhase, WorkflowRun, WorkflowRunSpec, patch_params, post_params,
-};
+use crate::api::{JobPhase, Workflow, WorkflowPhase, WorkflowRun, WorkflowRunSpec, post_params};
+use crate::cmd::cancel::{Asked, ask};
 use crate::cmd::cli::{GlobalArgs, WorkflowCommand, WorkflowTriggerArgs};
-use crate::kubeclient::Target;
 use crate::workflow::template;
 
 pub async fn exec(global: &GlobalArgs, command: &WorkflowCommand) -> anyhow::Result<()> {
@@ -44,39 +42,6 @@ fn cancel_target(arg: &str) -> anyhow::Result<&str> {
     Ok(name)
 }
 
-/// What asking one WorkflowRun to cancel found.
-enum Asked {
-    /// The cancel request is written (or was already).
-    Requested { already: bool },
-    /// It had already ended: nothing to cancel.
-    Ended(WorkflowPhase),
-}
-
-/// Sets `spec.cancelRequested` on `name` unless it has ended or asks already.
-async fn ask(target: &Target, runs: &Api<WorkflowRun>, name: &str) -> anyhow::Result<Asked> {
-    let ns = &target.namespace;
-    let run = match runs.get_opt(name).await {
-        Ok(Some(run)) => run,
-        Ok(None) => bail!("workflowrun/{name} not found in namespace {ns}"),
-        Err(e) => return Err(target.explain_error(e, &format!("reading workflowrun/{name}"))),
-    };
-    let phase = run.status.as_ref().map(|s| s.phase).unwrap_or_default();
-    if phase.is_terminal() {
-        return Ok(Asked::Ended(phase));
-    }
-    if run.spec.cancel_requested {
-        return Ok(Asked::Requested { already: true });
-    }
-    let patch = serde_json::json!({"spec": {"cancelRequested": true}});
-    runs.patch(name, &patch_params(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| {
-            let doing = format!("setting spec.cancelRequested on workflowrun/{name}");
-            target.explain_error(e, &doing)
-        })?;
-    Ok(Asked::Requested { already: false })
-}
-
 /// Asks each WorkflowRun to cancel (unless it ended or asks already) and, with `--wait`, waits
 /// for each end. Every one is tried; the command fails (after all of them) when any could not
 /// be cancelled or did not end in time.
@@ -94,11 +59,9 @@ async fn cancel(
     let mut failures = Vec::new();
     let mut requested = Vec::new();
     for name in &names {
-        match ask(&target, &runs, name).await {
+        match ask(&target, &runs, &target.namespace, name).await {
             Ok(Asked::Ended(phase)) => {
-                println!(
-                    "workflowrun.kruntimes.io/{name} already ended {phase:?}; nothing to cancel"
-                )
+                println!("workflowrun.kruntimes.io/{name} already ended {phase}; nothing to cancel")
             }
             Ok(Asked::Requested { already }) => {
                 let note = if already { " (already)" } else { "" };

@@ -102,6 +102,12 @@ pub(super) struct StatusWriter {
     in_flight: usize,
 }
 
+/// The attempt a failed one is retried as, and after how long (the retry policy's decision).
+pub(super) struct NextAttempt {
+    pub(super) next: i32,
+    pub(super) after: Duration,
+}
+
 impl StatusWriter {
     pub(super) fn new(
         api: Api<Run>,
@@ -222,7 +228,6 @@ impl StatusWriter {
     /// [`plan::plan`] holds it between attempts and claims attempt `next` after `after`. A
     /// claim `held` back for the attempt is written first, on its own: only a Running Run's
     /// attempt fails (the admission policy's rule), and retries are rare.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn fail_attempt(
         &mut self,
         name: String,
@@ -230,8 +235,7 @@ impl StatusWriter {
         first: Run,
         held: Option<Started>,
         terminal: Terminal,
-        next: i32,
-        after: Duration,
+        NextAttempt { next, after }: NextAttempt,
     ) {
         let failed = first.attempt();
         let max = first.retry_policy().unwrap_or_default().max_attempts;

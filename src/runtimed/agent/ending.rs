@@ -11,7 +11,7 @@ use super::super::collector::{self, Collected, Pending};
 use super::super::executor::{ChildExit, Terminal};
 use super::super::metrics;
 use super::super::plan::State;
-use super::super::status_writer::Results;
+use super::super::status_writer::{NextAttempt, Results};
 use super::Agent;
 use crate::api::retry;
 use crate::api::status::{Outcome, reasons};
@@ -68,8 +68,12 @@ impl Agent {
                 .inc();
             let next_attempt = Some(attempt);
             self.records.set(&first, State::Writing { next_attempt });
+            let next = NextAttempt {
+                next: attempt,
+                after,
+            };
             self.writer
-                .fail_attempt(name, uid, first, held, terminal, attempt, after);
+                .fail_attempt(name, uid, first, held, terminal, next);
             return;
         }
         // Reasons are the API's constants: a bounded label.
