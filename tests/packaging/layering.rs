@@ -235,20 +235,24 @@ fn the_import_check_finds_a_cycle_through_super_and_use_groups() {
     assert_eq!(find_cycle(&import_graph(&layered)), None);
 }
 
-/// No module of `src/` imports, through any chain, a module that imports it: the layering is
-/// one-way. Run by CI with every test; it names the cycle it finds.
-#[test]
-fn src_has_no_import_cycle() {
+/// Every `.rs` file of `src/`: its path relative to `src/`, and its code.
+fn src_files() -> Vec<(PathBuf, String)> {
     let src = repo().join("src");
-    let files: Vec<(PathBuf, String)> = files_under(&src)
+    files_under(&src)
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "rs"))
         .map(|p| {
             let code = std::fs::read_to_string(src.join(&p)).unwrap();
             (p, code)
         })
-        .collect();
-    let graph = import_graph(&files);
+        .collect()
+}
+
+/// No module of `src/` imports, through any chain, a module that imports it: the layering is
+/// one-way. Run by CI with every test; it names the cycle it finds.
+#[test]
+fn src_has_no_import_cycle() {
+    let graph = import_graph(&src_files());
     assert!(graph.len() > 50, "read {} modules of src/", graph.len());
     if let Some(cycle) = find_cycle(&graph) {
         panic!(
@@ -276,15 +280,7 @@ fn the_crate_root_is_a_handful_of_rooms_and_only_the_commands_import_the_cli() {
         "lib.rs exports {} modules ({rooms:?}); a new one belongs in a room that owns it",
         rooms.len()
     );
-    let files: Vec<(PathBuf, String)> = files_under(&src)
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
-        .map(|p| {
-            let code = std::fs::read_to_string(src.join(&p)).unwrap();
-            (p, code)
-        })
-        .collect();
-    let below: Vec<String> = import_graph(&files)
+    let below: Vec<String> = import_graph(&src_files())
         .into_iter()
         .filter(|(module, _)| module != "cmd" && !module.starts_with("cmd::"))
         .flat_map(|(module, imports)| {
