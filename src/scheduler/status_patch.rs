@@ -5,10 +5,12 @@
 //! decoded (the watch brings the new version to the index anyway).
 //!
 //! A conflict only says the Run moved, not how: when a fresh read shows it moved in nothing a
-//! plan reads (another client wrote its other annotations, say), [`rebase`] guards the same
-//! patch by the fresh version, as the API server's own `GuaranteedUpdate` retries a Pod's
-//! Binding on the current object. Without it a Run that other clients keep writing could
-//! never be bound: the watch always brings its version too late.
+//! plan reads (another client wrote its other annotations, or the scheduler's own waiting
+//! message landed after the version the cycle read), [`rebase`] writes the same status over
+//! the fresh version, as the API server's own `GuaranteedUpdate` retries a Pod's Binding on
+//! the current object. Without it a Run that other clients keep writing could never be
+//! bound, and a Run whose message is still on its way would lose its place in the queue:
+//! the watch always brings its version too late.
 //!
 //! [`merge_patch`], [`status_patch`] and [`rebase`] are pure; [`send`] is the one call to the
 //! API server.
@@ -85,20 +87,43 @@ pub fn status_patch(run: &Run, status: &RunStatus) -> Option<Value> {
     Some(Value::Object(patch))
 }
 
-/// `patch` guarded by `fresh`'s resourceVersion instead of the observed one, when `fresh` (a
-/// read after the conflict) is the Run `observed` was in everything a plan reads: the same
-/// object (UID), spec (generation), status, labels and `kruntimes.io/` annotations, and not
-/// being deleted. `None` when it moved in any of them: the plan is stale, the reservation goes
-/// and the Run is cycled again (the spec's rule for a conflict).
-pub fn rebase(observed: &Run, fresh: &Run, patch: &Value) -> Option<Value> {
-    let same = plans_alike(observed, fresh) && observed.status == fresh.status;
-    let rv = fresh.metadata.resource_version.as_ref().filter(|_| same)?;
-    let mut patch = patch.clone();
-    patch.as_object_mut()?.insert(
-        "metadata".into(),
-        serde_json::json!({ "resourceVersion": rv }),
-    );
-    Some(patch)
+/// The patch that writes `status` over `fresh` (a read after a conflict), guarded by its
+/// resourceVersion, when `fresh` is the Run `observed` was in everything a plan reads: the
+/// same object (UID), spec (generation), labels and `kruntimes.io/` annotations, not being
+/// deleted, and the same status but for what the scheduler's own writes to a waiting Run
+/// say ([`waits_alike`]). `None` when it moved in any of them: the plan is stale, the
+/// reservation goes and the Run is cycled again (the spec's rule for a conflict).
+pub fn rebase(observed: &Run, fresh: &Run, status: &RunStatus) -> Option<Value> {
+    let same = plans_alike(observed, fresh)
+        && waits_alike(observed.status.as_ref(), fresh.status.as_ref());
+    fresh.metadata.resource_version.as_ref().filter(|_| same)?;
+    // A recorded priority is never taken back.
+    let recorded = fresh.status.as_ref().and_then(|s| s.priority);
+    let status = RunStatus {
+        priority: status.priority.or(recorded),
+        ..status.clone()
+    };
+    status_patch(fresh, &status)
+}
+
+/// Whether status `b` is `a` but for what the scheduler's own writes to a waiting Run say:
+/// the `Scheduled` condition, reason and message, the nominated Pod and the recorded
+/// priority, none of which a plan reads from the status (the cache holds the nomination and
+/// the priority). Its own earlier message the watch has not brought yet must not make a
+/// Bind lose its place in the queue.
+pub fn waits_alike(a: Option<&RunStatus>, b: Option<&RunStatus>) -> bool {
+    let waiting = |s: Option<&RunStatus>| {
+        let mut s = s.cloned().unwrap_or_default();
+        s.phase.get_or_insert(crate::api::RunPhase::Pending);
+        s.reason = None;
+        s.message = None;
+        s.nominated_pod_name = None;
+        s.priority = None;
+        s.conditions
+            .retain(|c| c.type_ != status::CONDITION_SCHEDULED);
+        s
+    };
+    waiting(a) == waiting(b)
 }
 
 /// Whether a cycle would read `b` as it read `a` in everything but the status: the same
@@ -204,7 +229,7 @@ mod tests {
             let mut run = observed.clone();
             run.metadata.resource_version = Some("57".into());
             change(&mut run);
-            rebase(&observed, &run, &patch)
+            rebase(&observed, &run, &bound)
         };
         // Another client wrote an annotation of its own: the same patch, at the new version.
         let rebased = fresh(&|r| {
@@ -214,12 +239,35 @@ mod tests {
         .expect("only another client's annotation moved");
         assert_eq!(rebased["metadata"], json!({"resourceVersion": "57"}));
         assert_eq!(rebased["status"], patch["status"]);
+        // The scheduler's own waiting message landed: the bound status is written over it,
+        // the message and nomination it carried cleared.
+        let waiting = fresh(&|r| {
+            let now = Time(jiff::Timestamp::UNIX_EPOCH);
+            let status = r.status.get_or_insert_with(Default::default);
+            status::set_pending(status, "0/1 Runtime Pods are available.", Some("p9"), &now);
+            status.priority = Some(0);
+        })
+        .expect("only the scheduler's waiting message moved");
+        assert_eq!(waiting["metadata"], json!({"resourceVersion": "57"}));
+        assert_eq!(waiting["status"]["phase"], "Scheduled");
+        assert_eq!(waiting["status"]["assignedPod"], "p1");
+        let cleared = |field: &str| waiting["status"].get(field) == Some(&Value::Null);
+        assert!(cleared("message") && cleared("nominatedPodName"));
+        assert_eq!(
+            waiting["status"].get("priority"),
+            None,
+            "the recorded priority kept"
+        );
         // Anything a plan reads moved: no rebase.
         type Change<'a> = &'a dyn Fn(&mut Run);
-        let moved: [(&str, Change); 6] = [
+        let moved: [(&str, Change); 7] = [
             ("the spec", &|r| r.metadata.generation = Some(2)),
-            ("the status", &|r| {
-                r.status.get_or_insert_with(Default::default).message = Some("m".into())
+            ("the status beyond the waiting message", &|r| {
+                r.status.get_or_insert_with(Default::default).attempt = Some(2)
+            }),
+            ("the phase", &|r| {
+                r.status.get_or_insert_with(Default::default).phase =
+                    Some(crate::api::RunPhase::Failed)
             }),
             ("a label", &|r| {
                 r.labels_mut().insert("team".into(), "b".into());

@@ -23,10 +23,12 @@ pub const NOMINATED_NOTE: &str =
 pub enum Step {
     /// Bind: send `patch` (guarded by the observed resourceVersion), then hold `Scheduled`
     /// for [`unstarted_note`] to decide on. Any failed write releases the reservation.
+    /// `status` is the status `patch` writes, for a patch rebased on a fresh read.
     Bind {
         pod: String,
         pod_uid: String,
         patch: Value,
+        status: Box<crate::api::RunStatus>,
     },
     /// Record `Scheduled=False` with `message`; when `new_message`, publish
     /// `FailedScheduling` once the write lands.
@@ -70,6 +72,7 @@ pub fn step(
                     pod: pod.clone(),
                     pod_uid: pod_uid.clone(),
                     patch,
+                    status: Box::new(status),
                 },
                 // Bound already as far as this version says: nothing would change.
                 None => Step::Nothing,
@@ -228,6 +231,7 @@ mod tests {
             pod,
             pod_uid,
             patch,
+            ..
         } = step(&observed, &outcome, None, None, &now())
         else {
             panic!("a bind");

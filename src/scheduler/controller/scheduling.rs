@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 
 use super::workspaces::Binding;
 use super::{Error, Scheduler};
-use crate::api::Run;
+use crate::api::{Run, RunStatus};
 use crate::scheduler::framework::{ScheduleOutcome, Scheduled};
 use crate::scheduler::metrics::{STAGE_BIND, STAGE_RESERVE};
 use crate::scheduler::status_patch;
@@ -28,6 +28,16 @@ use crate::telemetry::events::reasons as event_reasons;
 
 /// Cycles in a row before the loop lets the watch tasks and writers run.
 const CYCLES_PER_YIELD: u32 = 32;
+
+/// What became of a Pending or Failed status write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    Landed,
+    /// The Run has a newer version (409).
+    Conflict,
+    /// Deleted, or failed otherwise (the Run backs off).
+    Not,
+}
 
 /// How many times a conflicted Bind is sent again on a fresh read of an unchanged Run.
 const REBASES: u32 = 3;
@@ -165,9 +175,11 @@ impl Scheduler {
                 pod,
                 pod_uid,
                 patch,
+                status,
             } => {
                 let _slot = slot;
-                self.bind(store, &run, &pod, &pod_uid, &patch).await;
+                self.bind(store, &run, &pod, &pod_uid, (&patch, &status))
+                    .await;
             }
             Step::Pending {
                 patch,
@@ -176,7 +188,21 @@ impl Scheduler {
             } => {
                 drop(slot);
                 let _write = self.writes.clone().acquire_owned().await;
-                if self.write(&run, &patch).await && new_message {
+                let written = self.write(&run, &patch).await;
+                if written == Written::Conflict {
+                    // Unschedulable stands: the Run keeps its place in the queue and looks
+                    // again on the version it met.
+                    let observed = || {
+                        store
+                            .get(&ObjectRef::from_obj(run.as_ref()))
+                            .is_some_and(|r| r.resource_version() != run.resource_version())
+                    };
+                    let now = jiff::Timestamp::now();
+                    self.cache.write_conflicted(&namespace, &uid, observed, now);
+                    self.woke();
+                    debug!(run = %run.name_any(), %namespace, "waiting message met a newer version; looking again once it is seen");
+                }
+                if written == Written::Landed && new_message {
                     self.emit(
                         &run,
                         EventType::Warning,
@@ -193,7 +219,12 @@ impl Scheduler {
             } => {
                 drop(slot);
                 let _write = self.writes.clone().acquire_owned().await;
-                if self.write(&run, &patch).await {
+                let written = self.write(&run, &patch).await;
+                if written == Written::Conflict {
+                    // The watch brings the newer version, which its next cycle decides on.
+                    self.retry(&namespace, &uid, true);
+                }
+                if written == Written::Landed {
                     // A cancel request is the user's, not a failure.
                     if reason == crate::api::status::reasons::CANCELLED {
                         info!(run = %run.name_any(), namespace = %run.namespace().unwrap_or_default(), "cancelled before it was placed");
@@ -213,7 +244,14 @@ impl Scheduler {
     /// sent again on a fresh read while the Run moved in nothing the plan read
     /// ([`Self::send_bind`]). The reservation stays until the watch shows the Run active on the
     /// Pod; any failed write releases it and backs the Run off.
-    async fn bind(&self, store: &Store<Run>, run: &Run, pod: &str, pod_uid: &str, patch: &Value) {
+    async fn bind(
+        &self,
+        store: &Store<Run>,
+        run: &Run,
+        pod: &str,
+        pod_uid: &str,
+        write: (&Value, &RunStatus),
+    ) {
         let (name, namespace) = (run.name_any(), run.namespace().unwrap_or_default());
         let uid = run.uid().unwrap_or_default();
         // A stale Pod observation discards the reservation, like a conflict (the spec's Bind
@@ -247,7 +285,7 @@ impl Scheduler {
                 }
             }
         }
-        match self.send_bind(run, patch).await {
+        match self.send_bind(run, write).await {
             Ok(bound_from) => {
                 self.cache.bound(&namespace, &uid);
                 debug!(run = %name, %namespace, %pod, "scheduled");
@@ -304,11 +342,16 @@ impl Scheduler {
     }
 
     /// Sends the Bind patch; on each conflict (counted) reads the Run and, while it moved in
-    /// nothing the plan read, sends the patch again guarded by the version read
-    /// ([`status_patch::rebase`]), at most [`REBASES`] times. The reservation holds meanwhile:
-    /// the plan it was made for still stands. The last answer is returned: on success, the
-    /// resourceVersion the landed write was guarded by (the version just before the Bind).
-    async fn send_bind(&self, run: &Run, patch: &Value) -> Result<Option<String>, kube::Error> {
+    /// nothing the plan read, sends the patch of the same status again, from and guarded by
+    /// the version read ([`status_patch::rebase`]), at most [`REBASES`] times. The
+    /// reservation holds meanwhile: the plan it was made for still stands. The last answer is
+    /// returned: on success, the resourceVersion the landed write was guarded by (the version
+    /// just before the Bind).
+    async fn send_bind(
+        &self,
+        run: &Run,
+        (patch, bound): (&Value, &RunStatus),
+    ) -> Result<Option<String>, kube::Error> {
         let (name, namespace) = (run.name_any(), run.namespace().unwrap_or_default());
         let api: Api<Run> = Api::namespaced(self.client.clone(), &namespace);
         let mut patch = std::borrow::Cow::Borrowed(patch);
@@ -335,32 +378,28 @@ impl Scheduler {
             let Ok(Some(fresh)) = api.get_opt(&name).await else {
                 return conflict();
             };
-            match status_patch::rebase(run, &fresh, &patch) {
+            match status_patch::rebase(run, &fresh, bound) {
                 Some(rebased) => patch = std::borrow::Cow::Owned(rebased),
                 None => return conflict(),
             }
         }
     }
 
-    /// Sends a Pending or Failed status patch. Returns whether it landed; otherwise the Run
-    /// backs off (a conflict means the watch brings a newer version, which its next cycle
-    /// sees).
-    async fn write(&self, run: &Run, patch: &Value) -> bool {
+    /// Sends a Pending or Failed status patch. A conflict is the caller's to handle; after
+    /// any other failure the Run backs off.
+    async fn write(&self, run: &Run, patch: &Value) -> Written {
         let (name, namespace) = (run.name_any(), run.namespace().unwrap_or_default());
         let uid = run.uid().unwrap_or_default();
         match status_patch::send(&self.client, &namespace, &name, patch).await {
-            Ok(()) => true,
+            Ok(()) => Written::Landed,
             // Deleted: nothing left to tell.
-            Err(kube::Error::Api(s)) if s.code == 404 => false,
-            Err(kube::Error::Api(s)) if s.code == 409 => {
-                self.retry(&namespace, &uid, true);
-                false
-            }
+            Err(kube::Error::Api(s)) if s.code == 404 => Written::Not,
+            Err(kube::Error::Api(s)) if s.code == 409 => Written::Conflict,
             Err(source) => {
                 let error = Error::Status { run: name, source };
                 warn!(%namespace, "{error}");
                 self.retry(&namespace, &uid, false);
-                false
+                Written::Not
             }
         }
     }

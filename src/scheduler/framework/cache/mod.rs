@@ -30,7 +30,7 @@ mod wake;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
@@ -213,6 +213,9 @@ pub struct SchedulerCache {
     /// Nominations made since the last [`Self::take_nomination_counts`]: (starvation,
     /// priority).
     nominated: (u64, u64),
+    /// Pending Runs whose last status write met a newer version not observed yet: they look
+    /// again once it is (see [`Self::write_conflicted`]).
+    rewrite: HashSet<RunKey>,
 }
 
 impl Default for SchedulerCache {
@@ -230,6 +233,7 @@ impl Default for SchedulerCache {
             woken: WakeCounts::default(),
             counted: HashMap::new(),
             nominated: (0, 0),
+            rewrite: HashSet::new(),
         }
     }
 }
@@ -336,7 +340,9 @@ impl SchedulerCache {
         let mut change = self.index.apply_run(run);
         self.reconcile(&key, &mut change);
         change.updated = self.observe(&key, run, now);
-        if change.updated {
+        // A Run whose status write conflicted looks again on the version it met.
+        let rewrite = self.rewrite.remove(&key);
+        if change.updated || rewrite {
             self.queue.activate(&key, now);
         }
         change
@@ -363,6 +369,10 @@ impl SchedulerCache {
         }
         for run in runs {
             self.observe(&RunKey::of(run), run, now);
+        }
+        // The relist is the newest version of every Run a status write conflicted on.
+        for key in std::mem::take(&mut self.rewrite) {
+            self.queue.activate(&key, now);
         }
         // Runs the relist no longer has leave the queue too.
         let gone: Vec<RunKey> = self
@@ -406,6 +416,7 @@ impl SchedulerCache {
     fn forget(&mut self, key: &RunKey) {
         self.queue.forget(key);
         self.counted.remove(key);
+        self.rewrite.remove(key);
     }
 
     /// Files the Run in the queue as the queue and the assumed cache now have it: in the

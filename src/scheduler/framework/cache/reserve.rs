@@ -133,6 +133,24 @@ impl SchedulerCache {
         Some(self.queue.backoff(&key, now))
     }
 
+    /// A Pending status write (the message of a cycle that found no Pod) met a newer version
+    /// of the Run. The cycle's decision stands and the Run stays where the cycle filed it, as
+    /// kube-scheduler leaves a Pod whose condition update failed where it queued it: backing
+    /// it off would let a later Run take the room the next event frees, out of queue order.
+    /// It looks again once that version is observed (at once when it already is, `observed`),
+    /// so what the write had to say is not lost.
+    pub fn write_conflicted(&mut self, namespace: &str, uid: &str, observed: bool, now: Timestamp) {
+        let key = RunKey::new(namespace, uid);
+        if !self.queue.contains(&key) {
+            return;
+        }
+        if observed {
+            self.queue.activate(&key, now);
+        } else {
+            self.rewrite.insert(key);
+        }
+    }
+
     /// The Run's Bind was written: its failures are forgotten (the watch confirms the rest).
     pub fn bound(&mut self, namespace: &str, uid: &str) {
         self.queue.forget_failures(&RunKey::new(namespace, uid));

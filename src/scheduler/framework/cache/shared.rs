@@ -73,6 +73,19 @@ impl SharedCache {
         self.lock().retry(namespace, uid, conflict, now)
     }
 
+    /// See [`SchedulerCache::write_conflicted`]. `observed` is asked under the lock: a watch
+    /// event for the newer version either came before it, or finds the Run marked.
+    pub fn write_conflicted(
+        &self,
+        namespace: &str,
+        uid: &str,
+        observed: impl FnOnce() -> bool,
+        now: Timestamp,
+    ) {
+        let mut cache = self.lock();
+        cache.write_conflicted(namespace, uid, observed(), now)
+    }
+
     pub fn bound(&self, namespace: &str, uid: &str) {
         self.lock().bound(namespace, uid)
     }

@@ -351,6 +351,60 @@ fn an_unschedulable_run_looks_again_when_it_changes_but_not_for_status_churn() {
 }
 
 #[test]
+fn a_pending_write_that_conflicts_keeps_the_runs_place_and_it_looks_again_on_the_version_it_met() {
+    let x = run("x").running().on("p1");
+    let mut state = World::new()
+        .pods([pod("p1").capacity(&[("runs", 1)])])
+        .runs([x.clone()])
+        .cache();
+    let (a, b) = (run("a").created(1), run("b").created(2));
+    for r in [&a, &b] {
+        assert!(matches!(
+            cycle(&mut state, r),
+            ScheduleOutcome::Unschedulable(_)
+        ));
+    }
+    // a's "no room" write met a version of it the watch has not brought yet (its own earlier
+    // message, say): it stays unschedulable, in its place.
+    state.write_conflicted(NS, "uid-a", false, NOW);
+    assert!(matches!(
+        state.queue().state(&a.key()),
+        Some(QueueState::Unschedulable { .. })
+    ));
+    // x ends: the room goes to the first Run in queue order, not to the one behind it.
+    state.apply(&x.clone().succeeded().resource_version("2").build(), NOW);
+    let next = state.schedule_next(&registry(), NOW).expect("woken");
+    assert_eq!(next.run.metadata.name.as_deref(), Some("a"));
+    assert_eq!(reserved_pod(&next.outcome), "p1");
+
+    // The wake left b unschedulable (the room it freed is a's). b's write conflicts too: it
+    // looks again once the version it met is observed, though that version changed only its
+    // status (what the write said is not lost).
+    assert!(matches!(
+        state.queue().state(&b.key()),
+        Some(QueueState::Unschedulable { .. })
+    ));
+    state.write_conflicted(NS, "uid-b", false, NOW);
+    let mut met = b.clone().resource_version("3").build();
+    met.status.get_or_insert_with(Default::default).message = Some("full".into());
+    state.apply(&met, NOW);
+    assert_eq!(state.queue().state(&b.key()), Some(QueueState::Active));
+    // Once: the next status churn is churn again.
+    assert!(matches!(
+        state.schedule_next(&registry(), NOW).expect("b").outcome,
+        ScheduleOutcome::Unschedulable(_)
+    ));
+    state.apply(&b.clone().resource_version("4").build(), NOW);
+    assert!(matches!(
+        state.queue().state(&b.key()),
+        Some(QueueState::Unschedulable { .. })
+    ));
+    // A version already observed when the conflict is handled: it looks again at once.
+    state.write_conflicted(NS, "uid-b", true, NOW);
+    assert_eq!(state.queue().state(&b.key()), Some(QueueState::Active));
+}
+
+#[test]
 fn a_starved_workspace_run_is_nominated_only_its_workspaces_pod() {
     // p2 has fewer Runs to drain, but only p1 holds the workspace's data.
     let world = World::new()
