@@ -34,6 +34,8 @@ struct Installed {
     stdout: String,
     stderr: String,
     ns: String,
+    /// `explain run/retried` before the install: (succeeded, stdout, stderr).
+    explained: (bool, String, String),
 }
 
 fn kubectl(args: &[&str], stdin: Option<&str>) -> String {
@@ -106,11 +108,20 @@ async fn installed_over_foreign() -> &'static Installed {
             );
         }
 
+        // Under the Go project's CRDs, which select no field: explain lists its Runtime's Runs.
+        let explained = support::kruntimes().args(["explain", "run/retried", "-n", &ns]).output().unwrap();
+        let explained = (
+            explained.status.success(),
+            String::from_utf8_lossy(&explained.stdout).into_owned(),
+            String::from_utf8_lossy(&explained.stderr).into_owned(),
+        );
+
         let out = support::kruntimes().args(["install", "--yes", "--crds-only"]).output().unwrap();
         Installed {
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
             ns,
+            explained,
         }
         .checked(out.status.success())
     })
@@ -207,6 +218,17 @@ async fn install_over_another_implementations_crds_says_so_and_every_stored_run_
         ]
     );
     assert_eq!(undecodable, [format!("{ns}/odd")]);
+}
+
+/// `explain` narrows its list of Runs to the Run's Runtime with a field selector; the Go
+/// project's CRDs declare no selectable field and refuse it, and explain reads every Run of
+/// the namespace instead, as it did before.
+#[tokio::test]
+async fn explain_under_the_go_projects_crds_reads_the_runtimes_runs_without_a_field_selector() {
+    let installed = installed_over_foreign().await;
+    let (ok, stdout, stderr) = &installed.explained;
+    assert!(ok, "explain under the foreign CRDs failed: {stderr}");
+    assert!(stdout.contains("python-0"), "{stdout}");
 }
 
 #[tokio::test]

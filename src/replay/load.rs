@@ -256,14 +256,19 @@ pub async fn list_runs(
             .map(of_runtime);
     }
     let by_runtime = ListParams::default().fields(&format!("spec.runtime={rt}"));
-    match list_kruntimes(target, namespace, "runs", &by_runtime).await {
-        // A CRD without the selectable field (the Go project's, say) refuses the selector.
-        Err(Error::Api(why)) if why.contains("field label not supported") => {
+    match api::<Lenient<Run>>(target, namespace)
+        .list(&by_runtime)
+        .await
+    {
+        Ok(l) => Ok(lenient::decoded_items(l.items)),
+        // A CRD without the selectable field (the Go project's, say) refuses the selector
+        // as a bad request ("field label not supported").
+        Err(kube::Error::Api(s)) if s.code == 400 => {
             list_kruntimes(target, namespace, "runs", &every)
                 .await
                 .map(of_runtime)
         }
-        other => other,
+        Err(e) => Err(list_error(target, e, "runs", namespace)),
     }
 }
 
@@ -326,14 +331,18 @@ where
 {
     match api::<Lenient<K>>(target, namespace).list(params).await {
         Ok(l) => Ok(lenient::decoded_items(l.items)),
-        Err(kube::Error::Api(s)) if s.code == 404 => Err(Error::NotInstalled {
+        Err(e) => Err(list_error(target, e, what, namespace)),
+    }
+}
+
+/// What a failed list of kruntimes objects (`what`) says: the API not installed, or the
+/// API server's answer explained.
+fn list_error(target: &Target, e: kube::Error, what: &str, namespace: Option<&str>) -> Error {
+    match e {
+        kube::Error::Api(s) if s.code == 404 => Error::NotInstalled {
             target: target.describe(),
-        }),
-        Err(e) => Err(api_error(
-            target,
-            e,
-            &format!("listing {what} {}", where_(namespace)),
-        )),
+        },
+        e => api_error(target, e, &format!("listing {what} {}", where_(namespace))),
     }
 }
 
