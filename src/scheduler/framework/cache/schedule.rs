@@ -170,8 +170,6 @@ impl SchedulerCache {
         };
         match &outcome {
             ScheduleOutcome::Reserved { .. } => {}
-            // An invalid Run waits as unschedulable until the watch shows it Failed, so a
-            // failed write of that status can back it off.
             // Room it could take is held by Runs that may have started: no event says when
             // their claim windows end, so it looks again then.
             ScheduleOutcome::Unschedulable(_)
@@ -179,6 +177,8 @@ impl SchedulerCache {
             {
                 self.queue.retry_at(key, at, now);
             }
+            // An invalid Run waits as unschedulable until the watch shows it Failed, so a
+            // failed write of that status can back it off.
             ScheduleOutcome::Unschedulable(_) | ScheduleOutcome::Invalid { .. } => {
                 self.queue.unschedulable(key, epoch, now);
             }
