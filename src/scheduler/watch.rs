@@ -50,10 +50,49 @@ impl<K> InitBuffer<K> {
     }
 }
 
+/// `event` with its object turned into what the index keeps of it (`into`): applied to each
+/// event as it arrives, a relist buffers that instead of whole objects.
+pub fn kept<K, T>(event: watcher::Event<K>, into: impl FnOnce(&K) -> T) -> watcher::Event<T> {
+    use watcher::Event;
+    match event {
+        Event::Apply(obj) => Event::Apply(into(&obj)),
+        Event::Delete(obj) => Event::Delete(into(&obj)),
+        Event::Init => Event::Init,
+        Event::InitApply(obj) => Event::InitApply(into(&obj)),
+        Event::InitDone => Event::InitDone,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use watcher::Event;
+
+    #[test]
+    fn an_event_is_kept_as_what_the_index_keeps_of_its_object() {
+        let len = |s: &String| s.len();
+        let events = [
+            Event::Init,
+            Event::InitApply("a".to_string()),
+            Event::InitApply("abc".to_string()),
+            Event::InitDone,
+            Event::Apply("ab".to_string()),
+            Event::Delete("abcd".to_string()),
+        ];
+        let mut buffer = InitBuffer::default();
+        let ops: Vec<IndexEvent<usize>> = events
+            .into_iter()
+            .filter_map(|e| buffer.feed(kept(e, len)))
+            .collect();
+        assert_eq!(
+            ops,
+            [
+                IndexEvent::Reset(vec![1, 3]),
+                IndexEvent::Apply(2),
+                IndexEvent::Delete(4)
+            ]
+        );
+    }
 
     #[test]
     fn a_relist_is_applied_at_once_when_complete_and_live_events_pass_through() {

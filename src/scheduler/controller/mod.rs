@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -36,7 +36,9 @@ use tracing::{info, warn};
 
 use crate::api::lenient::Lenient;
 use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, PersistentWorkspace, Run, Runtime};
-use crate::scheduler::framework::{self, Indexed, SchedulerCache, ScopeRef, SharedCache};
+use crate::scheduler::framework::{
+    self, Indexed, ObservedPod, SchedulerCache, ScopeRef, SharedCache,
+};
 use crate::scheduler::metrics::{POD_AVAILABLE, POD_UNAVAILABLE, SchedulerMetrics};
 use crate::scheduler::plugins::{self, runtime_pod_availability};
 use crate::scheduler::watch::{IndexEvent, InitBuffer};
@@ -355,7 +357,10 @@ impl Scheduler {
 
     async fn watch_pods(self: Arc<Self>) {
         let config = watcher::Config::default().labels(LABEL_RUNTIME);
-        let events = crate::kubeclient::slim_watch(self.api::<Pod>(), config);
+        // Each Pod becomes its record as it arrives: a relist buffers records, not Pods.
+        let events = kube::runtime::watcher(self.api::<Pod>(), config)
+            .backoff(crate::kubeclient::watch_backoff())
+            .map_ok(|event| crate::scheduler::watch::kept(event, ObservedPod::of));
         self.watch_into_index(events, "runtime pod", |s| &s.pods)
             .await;
     }

@@ -40,7 +40,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::ResourceExt;
 
 use super::assumed::{AssumedCache, Reconciled};
-use super::index::{Changes, Index, PodRef, RunChange, ScopeRef};
+use super::index::{Changes, Index, ObservedPod, PodRef, RunChange, ScopeRef};
 use super::nominations::Nominations;
 use super::queue::{QueuedRun, SchedulingQueue};
 use super::registry::QueueingHints;
@@ -80,6 +80,20 @@ impl Indexed for Pod {
 
     fn reset(cache: &mut SchedulerCache, pods: &[Pod], _: Timestamp) -> Changes {
         cache.index.reset_pods(pods).into()
+    }
+}
+
+impl Indexed for ObservedPod {
+    fn apply(cache: &mut SchedulerCache, pod: &ObservedPod, _: Timestamp) -> Changes {
+        cache.index.apply_observed_pod(pod).into()
+    }
+
+    fn delete(cache: &mut SchedulerCache, pod: &ObservedPod, _: Timestamp) -> Changes {
+        cache.index.delete_pod(&pod.namespace, &pod.name).into()
+    }
+
+    fn reset(cache: &mut SchedulerCache, pods: &[ObservedPod], _: Timestamp) -> Changes {
+        cache.index.reset_observed_pods(pods).into()
     }
 }
 

@@ -43,7 +43,8 @@ pub use liveness::{LostRun, PodLoss};
 #[cfg(any(test, feature = "testing"))]
 pub use record::required_anti_affinity;
 pub use record::{
-    ActiveRun, CLAIM_WINDOW_MARGIN, CountedRequest, LeaseRecord, PodRecord, Usage, claim_window,
+    ActiveRun, CLAIM_WINDOW_MARGIN, CountedRequest, LeaseRecord, ObservedPod, PodRecord, Usage,
+    claim_window,
 };
 pub use wakeup::{Changes, PodRef, RunChange, ScopeRef, WakeSource, Wakeup, WorkspaceRef};
 pub use workspaces::{WorkspaceEntry, WorkspaceRecord};
@@ -118,9 +119,13 @@ impl Index {
     /// Records a Pod. A Pod without the `kruntimes.io/runtime` label is not a Runtime Pod and
     /// is treated as deleted (it may have lost the label).
     pub fn apply_pod(&mut self, pod: &Pod) -> Vec<Wakeup> {
-        let namespace = pod.namespace().unwrap_or_default();
-        let name = pod.name_any();
-        let Some(record) = PodRecord::of(pod) else {
+        self.apply_observed_pod(&ObservedPod::of(pod))
+    }
+
+    /// [`Self::apply_pod`] of a Pod as the watch keeps it.
+    pub fn apply_observed_pod(&mut self, pod: &ObservedPod) -> Vec<Wakeup> {
+        let (namespace, name) = (pod.namespace.clone(), pod.name.clone());
+        let Some(record) = pod.record.clone() else {
             return self.delete_pod(&namespace, &name);
         };
         let ns = self.namespaces.entry(namespace.clone()).or_default();
@@ -186,22 +191,29 @@ impl Index {
 
     /// Replaces every Pod with `pods` (after a watch relist): Pods not in the list are deleted.
     pub fn reset_pods(&mut self, pods: &[Pod]) -> Vec<Wakeup> {
-        self.reset_with(pods, |s| s.pod.is_some(), Self::delete_pod, Self::apply_pod)
+        let pods: Vec<ObservedPod> = pods.iter().map(ObservedPod::of).collect();
+        self.reset_observed_pods(&pods)
+    }
+
+    /// [`Self::reset_pods`] with Pods as the watch keeps them.
+    pub fn reset_observed_pods(&mut self, pods: &[ObservedPod]) -> Vec<Wakeup> {
+        let key = |p: &ObservedPod| (p.namespace.clone(), p.name.clone());
+        let held = |s: &Slot| s.pod.is_some();
+        self.reset_with(pods, key, held, Self::delete_pod, Self::apply_observed_pod)
     }
 
     /// A relist of one kind of object: deletes what `held` says is recorded but is no longer
-    /// listed, then applies every listed object, and merges the wakeups.
-    fn reset_with<K: ResourceExt>(
+    /// listed (by `key`: namespace and name), then applies every listed object, and merges the
+    /// wakeups.
+    fn reset_with<K>(
         &mut self,
         objects: &[K],
+        key: fn(&K) -> (String, String),
         held: fn(&Slot) -> bool,
         delete: impl Fn(&mut Self, &str, &str) -> Vec<Wakeup>,
         apply: impl Fn(&mut Self, &K) -> Vec<Wakeup>,
     ) -> Vec<Wakeup> {
-        let keep: HashSet<(String, String)> = objects
-            .iter()
-            .map(|o| (o.namespace().unwrap_or_default(), o.name_any()))
-            .collect();
+        let keep: HashSet<(String, String)> = objects.iter().map(key).collect();
         let gone: Vec<(String, String)> = self
             .namespaces
             .iter()
@@ -376,6 +388,7 @@ impl Index {
     pub fn reset_leases(&mut self, leases: &[Lease], now: Timestamp) -> Vec<Wakeup> {
         self.reset_with(
             leases,
+            |l| (l.namespace().unwrap_or_default(), l.name_any()),
             |s| s.lease.is_some(),
             |index, ns, name| index.delete_lease(ns, name, now),
             |index, lease| index.apply_lease(lease, now),

@@ -35,6 +35,97 @@ fn only_pods_with_the_runtime_label_are_runtime_pods() {
     assert!(index.runtime_pods(NS, RUNTIME).is_empty());
 }
 
+/// A Runtime Pod as the API server serves it: defaulted spec, token projection, owner,
+/// container statuses and every condition.
+fn served_pod(ready: &str, deleting: bool, scale_down: bool) -> Pod {
+    let mut annotations = serde_json::json!({"kruntimes.io/capacity.runs": "4", "kruntimes.io/capacity.example.com_gpu": "2"});
+    if scale_down {
+        annotations[crate::api::ANNOTATION_SCALE_DOWN] = "true".into();
+    }
+    let mut pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": "python-abcde", "generateName": "python-", "namespace": "ns", "uid": "u1",
+            "resourceVersion": "42",
+            "labels": {"kruntimes.io/runtime": "python", "kruntimes.io/runtime-pod": "python-abcde"},
+            "annotations": annotations,
+            "finalizers": ["kruntimes.io/drain"],
+            "ownerReferences": [{"apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime", "name": "python", "uid": "rt", "controller": true}]
+        },
+        "spec": {
+            "serviceAccountName": "python", "restartPolicy": "Always", "dnsPolicy": "ClusterFirst",
+            "containers": [{
+                "name": "runtimed", "image": "kruntimes/runtimed:v1", "args": ["runtimed"],
+                "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                "volumeMounts": [{"name": "kube-api-access-x", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true}]
+            }],
+            "volumes": [{"name": "kube-api-access-x", "projected": {"sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
+            ]}}],
+            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]
+        },
+        "status": {
+            "phase": "Running", "podIP": "10.0.0.7", "hostIP": "10.0.0.1",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Initialized", "status": "True"},
+                {"type": "ContainersReady", "status": ready},
+                {"type": "Ready", "status": ready}
+            ],
+            "containerStatuses": [{"name": "runtimed", "image": "kruntimes/runtimed:v1", "imageID": "sha256:1", "ready": true, "restartCount": 0, "started": true, "state": {"running": {"startedAt": "2026-12-07T00:00:00Z"}}}]
+        }
+    }))
+    .expect("a served Pod");
+    if deleting {
+        pod.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(NOW));
+    }
+    pod
+}
+
+#[test]
+fn a_served_pod_is_kept_as_its_name_and_record_and_a_relist_of_them_resets_the_pods() {
+    for (ready, deleting, scale_down) in [
+        ("True", false, false),
+        ("False", false, false),
+        ("True", true, false),
+        ("True", false, true),
+    ] {
+        let served = served_pod(ready, deleting, scale_down);
+        let observed = ObservedPod::of(&served);
+        assert_eq!(
+            (observed.namespace.as_str(), observed.name.as_str()),
+            ("ns", "python-abcde")
+        );
+        let record = observed.record.clone().expect("a Runtime Pod");
+        assert_eq!(record.ready, ready == "True");
+        assert_eq!(record.deleting, deleting || scale_down);
+        assert_eq!(
+            record.capacity.as_ref().map(|c| c.get("example.com/gpu")),
+            Ok(2)
+        );
+
+        let mut index = Index::new();
+        index.reset_observed_pods(std::slice::from_ref(&observed));
+        assert_eq!(index.pod("ns", "python-abcde"), Some(&record));
+        let mut applied = Index::new();
+        applied.apply_pod(&served);
+        assert_eq!(applied.pod("ns", "python-abcde"), Some(&record), "as a Pod");
+        // Relisted without it: gone.
+        index.reset_observed_pods(&[]);
+        assert_eq!(index.pod("ns", "python-abcde"), None);
+    }
+    // Not a Runtime Pod (any more): no record, and applying it removes the one there was.
+    let mut unlabelled = served_pod("True", false, false);
+    unlabelled.metadata.labels = None;
+    let observed = ObservedPod::of(&unlabelled);
+    assert_eq!(observed.record, None);
+    let mut index = Index::new();
+    index.apply_pod(&served_pod("True", false, false));
+    index.apply_observed_pod(&observed);
+    assert_eq!(index.pod("ns", "python-abcde"), None);
+}
+
 #[test]
 fn a_malformed_capacity_annotation_is_recorded_not_fatal() {
     let index = idx(&[pod("p1").capacity_strs(&[("runs", "two")])], &[]);
