@@ -37,7 +37,7 @@ use tracing::{info, warn};
 use crate::api::lenient::Lenient;
 use crate::api::{LABEL_RUNTIME, LABEL_RUNTIME_POD, PersistentWorkspace, Run, Runtime};
 use crate::scheduler::framework::{
-    self, Indexed, ObservedPod, SchedulerCache, ScopeRef, SharedCache,
+    self, Indexed, ObservedLease, ObservedPod, SchedulerCache, ScopeRef, SharedCache,
 };
 use crate::scheduler::metrics::{POD_AVAILABLE, POD_UNAVAILABLE, SchedulerMetrics};
 use crate::scheduler::plugins::{self, runtime_pod_availability};
@@ -374,7 +374,9 @@ impl Scheduler {
 
     async fn watch_leases(self: Arc<Self>) {
         let config = watcher::Config::default().labels(LABEL_RUNTIME_POD);
-        let events = crate::kubeclient::slim_watch(self.api::<Lease>(), config);
+        let events = kube::runtime::watcher(self.api::<Lease>(), config)
+            .backoff(crate::kubeclient::watch_backoff())
+            .map_ok(|event| crate::scheduler::watch::kept(event, ObservedLease::of));
         self.watch_into_index(events, "heartbeat lease", |s| &s.leases)
             .await;
     }

@@ -77,8 +77,8 @@ pub use cycle::{
 };
 pub use index::{
     ActiveRun, CLAIM_WINDOW_MARGIN, Changes, CountedRequest, Index, LeaseRecord, Load, LostRun,
-    ObservedPod, PodLoss, PodRecord, PodRef, RunChange, ScopeRef, Usage, WakeSource, Wakeup,
-    WorkspaceEntry, WorkspaceRecord, claim_window,
+    ObservedLease, ObservedPod, PodLoss, PodRecord, PodRef, RunChange, ScopeRef, Usage, WakeSource,
+    Wakeup, WorkspaceEntry, WorkspaceRecord, claim_window,
 };
 pub use nominations::{Nomination, Nominations};
 pub use plugin::{

@@ -40,7 +40,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::ResourceExt;
 
 use super::assumed::{AssumedCache, Reconciled};
-use super::index::{Changes, Index, ObservedPod, PodRef, RunChange, ScopeRef};
+use super::index::{Changes, Index, ObservedLease, ObservedPod, PodRef, RunChange, ScopeRef};
 use super::nominations::Nominations;
 use super::queue::{QueuedRun, SchedulingQueue};
 use super::registry::QueueingHints;
@@ -94,6 +94,23 @@ impl Indexed for ObservedPod {
 
     fn reset(cache: &mut SchedulerCache, pods: &[ObservedPod], _: Timestamp) -> Changes {
         cache.index.reset_observed_pods(pods).into()
+    }
+}
+
+impl Indexed for ObservedLease {
+    fn apply(cache: &mut SchedulerCache, lease: &ObservedLease, now: Timestamp) -> Changes {
+        cache.index.apply_observed_lease(lease, now).into()
+    }
+
+    fn delete(cache: &mut SchedulerCache, lease: &ObservedLease, now: Timestamp) -> Changes {
+        cache
+            .index
+            .delete_lease(&lease.namespace, &lease.name, now)
+            .into()
+    }
+
+    fn reset(cache: &mut SchedulerCache, leases: &[ObservedLease], now: Timestamp) -> Changes {
+        cache.index.reset_observed_leases(leases, now).into()
     }
 }
 

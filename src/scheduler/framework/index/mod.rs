@@ -43,8 +43,8 @@ pub use liveness::{LostRun, PodLoss};
 #[cfg(any(test, feature = "testing"))]
 pub use record::required_anti_affinity;
 pub use record::{
-    ActiveRun, CLAIM_WINDOW_MARGIN, CountedRequest, LeaseRecord, ObservedPod, PodRecord, Usage,
-    claim_window,
+    ActiveRun, CLAIM_WINDOW_MARGIN, CountedRequest, LeaseRecord, ObservedLease, ObservedPod,
+    PodRecord, Usage, claim_window,
 };
 pub use wakeup::{Changes, PodRef, RunChange, ScopeRef, WakeSource, Wakeup, WorkspaceRef};
 pub use workspaces::{WorkspaceEntry, WorkspaceRecord};
@@ -330,8 +330,12 @@ impl Index {
     /// duration, or a renewal seen after the previous term had lapsed. Ordinary renewals wake
     /// nobody.
     pub fn apply_lease(&mut self, lease: &Lease, now: Timestamp) -> Vec<Wakeup> {
-        let namespace = lease.namespace().unwrap_or_default();
-        let name = lease.name_any();
+        self.apply_observed_lease(&ObservedLease::of(lease), now)
+    }
+
+    /// [`Self::apply_lease`] of a Lease as the watch keeps it.
+    pub fn apply_observed_lease(&mut self, lease: &ObservedLease, now: Timestamp) -> Vec<Wakeup> {
+        let (namespace, name) = (lease.namespace.clone(), lease.name.clone());
         let ns = self.namespaces.entry(namespace.clone()).or_default();
         let id = ns.slot_id_or_insert(&name);
         let slot = ns.slot_mut(id);
@@ -386,12 +390,22 @@ impl Index {
 
     /// Replaces every Lease with `leases` (after a watch relist at `now`).
     pub fn reset_leases(&mut self, leases: &[Lease], now: Timestamp) -> Vec<Wakeup> {
+        let leases: Vec<ObservedLease> = leases.iter().map(ObservedLease::of).collect();
+        self.reset_observed_leases(&leases, now)
+    }
+
+    /// [`Self::reset_leases`] with Leases as the watch keeps them.
+    pub fn reset_observed_leases(
+        &mut self,
+        leases: &[ObservedLease],
+        now: Timestamp,
+    ) -> Vec<Wakeup> {
         self.reset_with(
             leases,
-            |l| (l.namespace().unwrap_or_default(), l.name_any()),
+            |l| (l.namespace.clone(), l.name.clone()),
             |s| s.lease.is_some(),
             |index, ns, name| index.delete_lease(ns, name, now),
-            |index, lease| index.apply_lease(lease, now),
+            |index, lease| index.apply_observed_lease(lease, now),
         )
     }
 

@@ -69,6 +69,30 @@ impl ObservedPod {
     }
 }
 
+/// A watched heartbeat Lease as the scheduler keeps it from the moment it arrives (as
+/// [`ObservedPod`]): its namespace, name and what [`LeaseRecord::observe`] reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedLease {
+    pub namespace: String,
+    pub name: String,
+    pub holder: Option<String>,
+    pub renew_time: Option<Timestamp>,
+    pub duration_seconds: Option<i32>,
+}
+
+impl ObservedLease {
+    pub fn of(lease: &Lease) -> Self {
+        let spec = lease.spec.as_ref();
+        ObservedLease {
+            namespace: lease.namespace().unwrap_or_default(),
+            name: lease.name_any(),
+            holder: spec.and_then(|s| s.holder_identity.clone()),
+            renew_time: spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0),
+            duration_seconds: spec.and_then(|s| s.lease_duration_seconds),
+        }
+    }
+}
+
 /// A runtimed heartbeat Lease (named after its Pod).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRecord {
@@ -90,11 +114,13 @@ impl LeaseRecord {
     /// now; an unchanged Lease keeps the expiry it had; a Lease seen for the first time (a
     /// start or relist) counts from the earlier of its `renewTime` and now, so a long-dead
     /// agent is not taken for alive after a scheduler restart.
-    pub fn observe(lease: &Lease, observed_at: Timestamp, previous: Option<&LeaseRecord>) -> Self {
-        let spec = lease.spec.as_ref();
-        let holder = spec.and_then(|s| s.holder_identity.clone());
-        let renew_time = spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0);
-        let duration_seconds = spec.and_then(|s| s.lease_duration_seconds);
+    pub fn observe(
+        lease: &ObservedLease,
+        observed_at: Timestamp,
+        previous: Option<&LeaseRecord>,
+    ) -> Self {
+        let holder = lease.holder.clone();
+        let (renew_time, duration_seconds) = (lease.renew_time, lease.duration_seconds);
         let duration = SignedDuration::from_secs(i64::from(duration_seconds.unwrap_or(0).max(0)));
         // An overflow means "beyond the representable future": never expires.
         let after = |t: Timestamp| t.checked_add(duration).unwrap_or(Timestamp::MAX);

@@ -127,6 +127,34 @@ fn a_served_pod_is_kept_as_its_name_and_record_and_a_relist_of_them_resets_the_p
 }
 
 #[test]
+fn a_watched_lease_is_kept_as_what_its_record_reads_and_a_relist_of_them_resets_the_leases() {
+    let served = lease("p1", "uid-p1", 10, 40);
+    let observed = ObservedLease::of(&served);
+    assert_eq!(
+        (observed.namespace.as_str(), observed.name.as_str()),
+        (NS, "p1")
+    );
+    assert_eq!(observed.holder.as_deref(), Some("uid-p1"));
+    assert_eq!(observed.renew_time, Some(at(10)));
+    assert_eq!(observed.duration_seconds, Some(40));
+
+    let mut as_lease = idx(&[pod("p1").no_lease()], &[]);
+    let mut as_kept = as_lease.clone();
+    as_lease.reset_leases(std::slice::from_ref(&served), at(20));
+    as_kept.reset_observed_leases(std::slice::from_ref(&observed), at(20));
+    let record = as_kept.lease(NS, "p1").cloned().expect("kept");
+    assert_eq!(
+        as_lease.lease(NS, "p1"),
+        Some(&record),
+        "the same record either way"
+    );
+    assert_eq!(record.expires_at, Some(at(50)));
+    // Relisted without it: gone.
+    as_kept.reset_observed_leases(&[], at(30));
+    assert_eq!(as_kept.lease(NS, "p1"), None);
+}
+
+#[test]
 fn a_malformed_capacity_annotation_is_recorded_not_fatal() {
     let index = idx(&[pod("p1").capacity_strs(&[("runs", "two")])], &[]);
     let record = index.pod(NS, "p1").unwrap();
