@@ -449,6 +449,39 @@ where
         .modify(slim::<K>)
 }
 
+/// A watch of `api` with [`watch_backoff`], each object turned into what the caller keeps of
+/// it (`into`) as it arrives, so a relist buffers that and never the whole objects.
+pub fn kept_watch<K, T>(
+    api: kube::Api<K>,
+    config: kube::runtime::watcher::Config,
+    into: fn(&K) -> T,
+) -> impl futures::Stream<Item = kube::runtime::watcher::Result<kube::runtime::watcher::Event<T>>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    use futures::TryStreamExt as _;
+    use kube::runtime::WatchStreamExt as _;
+    kube::runtime::watcher(api, config)
+        .backoff(watch_backoff())
+        .map_ok(move |event| kept(event, into))
+}
+
+/// `event` with its object turned into what is kept of it (`into`).
+pub fn kept<K, T>(
+    event: kube::runtime::watcher::Event<K>,
+    into: impl FnOnce(&K) -> T,
+) -> kube::runtime::watcher::Event<T> {
+    use kube::runtime::watcher::Event;
+    match event {
+        Event::Apply(obj) => Event::Apply(into(&obj)),
+        Event::Delete(obj) => Event::Delete(into(&obj)),
+        Event::Init => Event::Init,
+        Event::InitApply(obj) => Event::InitApply(into(&obj)),
+        Event::InitDone => Event::InitDone,
+    }
+}
+
 /// The watch every kruntimes process runs of one of its own kinds: lenient (an object that does
 /// not decode is reported and skipped, see [`crate::api::lenient`]), with [`watch_backoff`],
 /// each object [`slim`]med.

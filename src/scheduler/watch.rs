@@ -50,19 +50,6 @@ impl<K> InitBuffer<K> {
     }
 }
 
-/// `event` with its object turned into what the index keeps of it (`into`): applied to each
-/// event as it arrives, a relist buffers that instead of whole objects.
-pub fn kept<K, T>(event: watcher::Event<K>, into: impl FnOnce(&K) -> T) -> watcher::Event<T> {
-    use watcher::Event;
-    match event {
-        Event::Apply(obj) => Event::Apply(into(&obj)),
-        Event::Delete(obj) => Event::Delete(into(&obj)),
-        Event::Init => Event::Init,
-        Event::InitApply(obj) => Event::InitApply(into(&obj)),
-        Event::InitDone => Event::InitDone,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,7 +69,7 @@ mod tests {
         let mut buffer = InitBuffer::default();
         let ops: Vec<IndexEvent<usize>> = events
             .into_iter()
-            .filter_map(|e| buffer.feed(kept(e, len)))
+            .filter_map(|e| buffer.feed(crate::kubeclient::kept(e, len)))
             .collect();
         assert_eq!(
             ops,

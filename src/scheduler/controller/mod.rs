@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -358,9 +358,7 @@ impl Scheduler {
     async fn watch_pods(self: Arc<Self>) {
         let config = watcher::Config::default().labels(LABEL_RUNTIME);
         // Each Pod becomes its record as it arrives: a relist buffers records, not Pods.
-        let events = kube::runtime::watcher(self.api::<Pod>(), config)
-            .backoff(crate::kubeclient::watch_backoff())
-            .map_ok(|event| crate::scheduler::watch::kept(event, ObservedPod::of));
+        let events = crate::kubeclient::kept_watch(self.api::<Pod>(), config, ObservedPod::of);
         self.watch_into_index(events, "runtime pod", |s| &s.pods)
             .await;
     }
@@ -374,9 +372,7 @@ impl Scheduler {
 
     async fn watch_leases(self: Arc<Self>) {
         let config = watcher::Config::default().labels(LABEL_RUNTIME_POD);
-        let events = kube::runtime::watcher(self.api::<Lease>(), config)
-            .backoff(crate::kubeclient::watch_backoff())
-            .map_ok(|event| crate::scheduler::watch::kept(event, ObservedLease::of));
+        let events = crate::kubeclient::kept_watch(self.api::<Lease>(), config, ObservedLease::of);
         self.watch_into_index(events, "heartbeat lease", |s| &s.leases)
             .await;
     }
