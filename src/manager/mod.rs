@@ -1,6 +1,8 @@
 //! `kubectl kruntimes scheduler run`: the controller manager, with its flags
 //! ([`SchedulerRunArgs`]). Wires the Runtime controller,
-//! the scheduler controller, the cleanup controller ([`cleanup`], on the scheduler's store of Runs), the
+//! the scheduler controller, the cleanup controller ([`cleanup`], on the scheduler's store of Runs),
+//! the Runtime Pod lifecycle controller ([`lifecycle`]) and the PersistentWorkspace lifecycle
+//! controller ([`workspaces`]) (both on the scheduler's cache), the
 //! workflow controller (WorkflowRuns into Runs; [`crate::workflow`]), Lease
 //! leader election ([`leader`]), `/metrics`, `/healthz` and
 //! `/readyz`, supervises every long-lived task, and shuts down on SIGTERM or SIGINT. It
@@ -12,6 +14,8 @@ mod args;
 pub mod cleanup;
 pub mod foreign;
 pub mod leader;
+pub mod lifecycle;
+pub mod workspaces;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +37,8 @@ pub use args::SchedulerRunArgs;
 use cleanup::Cleanup;
 use leader::Election;
 pub use leader::LEADER_LEASE;
+use lifecycle::PodLifecycle;
+use workspaces::WorkspaceLifecycle;
 
 pub async fn exec(
     connect: impl Into<ConnectOptions>,
@@ -154,9 +160,41 @@ pub async fn run(
             Cleanup::new(target.client.clone()),
             wait_for(leading_rx.clone()),
         );
+        let runs = runs.clone();
         tokio::spawn(async move {
             leading.await;
             cleanup.run(runs).await;
+        })
+    };
+    // The Runtime Pod and PersistentWorkspace lifecycles act on what the scheduler's cache
+    // decides, so each starts once every one of its watches has listed: a pass on a partial
+    // view could take a listed Pod for a lost one.
+    let mut lifecycle = {
+        let lifecycle = PodLifecycle::new(
+            target.client.clone(),
+            scheduler.cache(),
+            scheduler.heartbeat_sight(),
+            scheduler.events(),
+            args.pod_lost_grace,
+        );
+        let (scheduler, leading) = (scheduler.clone(), wait_for(leading_rx.clone()));
+        tokio::spawn(async move {
+            leading.await;
+            scheduler.synced().await;
+            lifecycle.run(runs).await;
+        })
+    };
+    let mut workspace_lifecycle = {
+        let workspaces = WorkspaceLifecycle::new(
+            target.client.clone(),
+            scheduler.cache(),
+            scheduler.workspaces(),
+        );
+        let (scheduler, leading) = (scheduler.clone(), wait_for(leading_rx.clone()));
+        tokio::spawn(async move {
+            leading.await;
+            scheduler.synced().await;
+            workspaces.run().await;
         })
     };
     // Workflows: WorkflowRuns become Runs, which the scheduler then places like any other.
@@ -208,6 +246,14 @@ pub async fn run(
             Ok(()) => anyhow!("the cleanup controller stopped unexpectedly"),
             Err(e) => anyhow!("the cleanup controller task failed: {e}"),
         }),
+        ended = &mut lifecycle => Some(match ended {
+            Ok(()) => anyhow!("the Runtime Pod lifecycle controller stopped unexpectedly"),
+            Err(e) => anyhow!("the Runtime Pod lifecycle controller task failed: {e}"),
+        }),
+        ended = &mut workspace_lifecycle => Some(match ended {
+            Ok(()) => anyhow!("the PersistentWorkspace lifecycle controller stopped unexpectedly"),
+            Err(e) => anyhow!("the PersistentWorkspace lifecycle controller task failed: {e}"),
+        }),
         ended = &mut workflows => Some(match ended {
             Ok(()) => anyhow!("the workflow controller stopped unexpectedly"),
             Err(e) => anyhow!("the workflow controller task failed: {e}"),
@@ -220,6 +266,8 @@ pub async fn run(
     }
     runtime_controller.abort();
     cleanup.abort();
+    lifecycle.abort();
+    workspace_lifecycle.abort();
     workflows.abort();
     foreign_gate.abort();
     if let Some(election) = election {

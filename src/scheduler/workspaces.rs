@@ -3,8 +3,9 @@
 //! `ttlSecondsAfterUnused`.
 //!
 //! Pure: [`plan`] takes what the scheduler cache knows of one workspace and returns the one
-//! step to write, [`apply`] turns a step into the status to write. The controller's
-//! lifecycle loop carries steps out. It must not decide placement (WorkspacePlacement and
+//! step to write, [`apply`] turns a step into the status to write. The scheduler writes a
+//! binding before a Run's Bind; the manager's workspace lifecycle controller
+//! ([`crate::manager::workspaces`]) carries the other steps out. It must not decide placement (WorkspacePlacement and
 //! Reserve do) or talk to the API server.
 //!
 //! Rules, for a workspace that is not being deleted:
@@ -108,7 +109,7 @@ pub enum PodPresence {
     Gone,
 }
 
-/// What the lifecycle loop knows of one workspace at one pass.
+/// What the workspace lifecycle controller knows of one workspace at one pass.
 #[derive(Debug, Clone, Copy)]
 pub struct Observed<'a> {
     pub record: &'a WorkspaceRecord,

@@ -1,19 +1,25 @@
 //! kube wiring of the scheduler: watches feeding the pure core's cache, the scheduling loop,
-//! Bind, status writes, the lifecycle loop and leader election.
+//! Bind and status writes.
 //!
 //! Decisions are made only by the cache ([`SharedCache::schedule_next`], one pop of the
 //! scheduling queue = one cycle) and mapped to writes by [`crate::scheduler::steps`]; this
-//! module carries them out ([`scheduling`]), heals the Runs of lost Runtime Pods
-//! ([`lifecycle`]) and writes the PersistentWorkspace bindings and lifecycle
-//! ([`workspaces`]). Watches run on every replica so a standby's caches stay warm; the loops
-//! run only on the leader. Losing the lease stops scheduling at once (the process exits,
-//! like controller-runtime's managers), so a new leader always starts with an empty assumed
-//! cache.
+//! module carries them out ([`scheduling`]), wakes the Pending Runs a heartbeat expiry
+//! concerns ([`expiry`]) and writes a PersistentWorkspace's binding before the Bind of its
+//! first Run ([`binding`], the VolumeBinding plugin's PreBind). Watches run on every replica
+//! so a standby's caches stay warm; the loops run only on the leader. Losing the lease stops
+//! scheduling at once (the process exits, like controller-runtime's managers), so a new
+//! leader always starts with an empty assumed cache.
+//!
+//! It places Runs and nothing else: healing the Runs of lost Runtime Pods and the
+//! PersistentWorkspace lifecycle are controllers of the manager's
+//! ([`crate::manager::lifecycle`], [`crate::manager::workspaces`]), which read this
+//! scheduler's cache and stores through [`Scheduler::cache`], [`Scheduler::heartbeat_sight`],
+//! [`Scheduler::workspaces`] and [`Scheduler::synced`].
 
-mod lifecycle;
+mod binding;
+mod expiry;
 mod preemption;
 mod scheduling;
-mod workspaces;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -85,10 +91,11 @@ pub struct Options {
     pub claim_delay: Duration,
 }
 
-/// Shared between watch tasks, the scheduling and lifecycle loops and the HTTP probes.
+/// Shared between watch tasks, the scheduling loop, the manager's controllers that read its
+/// cache and stores, and the HTTP probes.
 pub struct Scheduler {
     client: Client,
-    cache: SharedCache,
+    cache: Arc<SharedCache>,
     metrics: SchedulerMetrics,
     /// Publishes the Events on Runs (events.k8s.io/v1, deduplicated into series).
     events: RunEvents,
@@ -110,8 +117,8 @@ pub struct Scheduler {
     writes: Arc<Semaphore>,
     runs: WatchHealth,
     runtimes: WatchHealth,
-    pods: WatchHealth,
-    leases: WatchHealth,
+    pods: Arc<WatchHealth>,
+    leases: Arc<WatchHealth>,
     workspaces: WatchHealth,
     classes: WatchHealth,
     /// Told each time a watch completes a list: the leader waits on it for every cache to be
@@ -131,7 +138,7 @@ impl Scheduler {
             .with_routine(options.routine_events)
             .with_fold_window(options.event_fold_window),
             client,
-            cache: SharedCache::with_cache(
+            cache: Arc::new(SharedCache::with_cache(
                 plugins::registry(),
                 SchedulerCache::new()
                     .with_starvation_threshold(
@@ -139,7 +146,7 @@ impl Scheduler {
                             .unwrap_or(jiff::SignedDuration::MAX),
                     )
                     .with_claim_window(framework::claim_window(options.claim_delay)),
-            ),
+            )),
             metrics,
             writes: Arc::new(Semaphore::new(usize::from(options.workers.max(1)))),
             options,
@@ -151,8 +158,8 @@ impl Scheduler {
             binds: Arc::new(Semaphore::new(MAX_BINDS_IN_FLIGHT)),
             runs: WatchHealth::default(),
             runtimes: WatchHealth::default(),
-            pods: WatchHealth::default(),
-            leases: WatchHealth::default(),
+            pods: Default::default(),
+            leases: Default::default(),
             workspaces: WatchHealth::default(),
             classes: WatchHealth::default(),
             listed: tokio::sync::watch::Sender::new(()),
@@ -171,6 +178,39 @@ impl Scheduler {
         ]
         .iter()
         .all(|w| w.synced.load(Ordering::Acquire))
+    }
+
+    /// Resolves once every watch has delivered its initial list. It does not wait on the Run
+    /// store's readiness: kube-runtime wakes only one waiter of that (see
+    /// [`crate::manager::cleanup::Cleanup::run`]), and the scheduling loop is it.
+    pub async fn synced(&self) {
+        // Subscribed before the first check, so a list completed in between is not missed.
+        let mut listed = self.listed.subscribe();
+        let _ = listed.wait_for(|()| self.caches_synced()).await;
+    }
+
+    /// The scheduler's cache, for the controllers that read its decisions (which Runs a lost
+    /// Runtime Pod held, which workspace steps are due).
+    pub fn cache(&self) -> Arc<SharedCache> {
+        self.cache.clone()
+    }
+
+    /// How far the Runtime Pod and heartbeat Lease watches can be trusted.
+    pub fn heartbeat_sight(&self) -> HeartbeatSight {
+        HeartbeatSight {
+            pods: self.pods.clone(),
+            leases: self.leases.clone(),
+        }
+    }
+
+    /// The newest version of every PersistentWorkspace, from the scheduler's watch.
+    pub fn workspaces(&self) -> Store<PersistentWorkspace> {
+        self.workspace_store.clone()
+    }
+
+    /// The scheduler's Event publisher (Events on Runs, flushed when the scheduler stops).
+    pub fn events(&self) -> RunEvents {
+        self.events.clone()
     }
 
     fn api<K>(&self) -> Api<K>
@@ -345,7 +385,8 @@ impl Scheduler {
         }
     }
 
-    /// Watches Runs into the store the lifecycle loop reads and into the cache.
+    /// Watches Runs into the process's store of Runs (which the manager's controllers read too)
+    /// and into the cache.
     async fn watch_runs(self: Arc<Self>, writer: reflector::store::Writer<Run>) {
         // Leniently: one Run that does not decode (an object of another implementation's
         // schema) is reported and skipped instead of failing every list of the watch.
@@ -388,8 +429,8 @@ impl Scheduler {
             .await;
     }
 
-    /// Watches PersistentWorkspaces into the store the workspace loop writes from and into
-    /// the cache.
+    /// Watches PersistentWorkspaces into the store the binding and the workspace lifecycle
+    /// read and into the cache; forgets the bindings written for workspaces that are gone.
     async fn watch_workspaces(self: Arc<Self>) {
         let writer = self
             .workspace_writer
@@ -397,31 +438,51 @@ impl Scheduler {
             .unwrap()
             .take()
             .expect("the PersistentWorkspace watch starts once");
+        let store = writer.as_reader();
         let events = crate::kubeclient::lenient_watch(
             self.api::<Lenient<PersistentWorkspace>>(),
             Default::default(),
         )
-        .reflect(writer);
+        .reflect(writer)
+        .inspect({
+            let scheduler = self.clone();
+            move |event| scheduler.forget_bindings(event, &store)
+        });
         self.watch_into_index(events, "persistentworkspace", |s| &s.workspaces)
             .await;
     }
 
     /// The leader's work for as long as this task lives (it is aborted on shutdown): the
-    /// scheduling loop, the lifecycle loop and the workspace loop, once every cache has listed.
+    /// scheduling loop and the heartbeat expiries, once every cache has listed.
     async fn lead(self: Arc<Self>, store: Store<Run>) {
         self.leading.store(true, Ordering::Release);
         let _ = store.wait_until_ready().await;
         // A cycle on a partial view could write a wrong Pending message (e.g. 0/0 Pods):
         // start only once Pods and heartbeat Leases are listed too.
-        // Subscribed before the first check, so a list completed in between is not missed.
-        let mut listed = self.listed.subscribe();
-        let _ = listed.wait_for(|()| self.caches_synced()).await;
+        self.synced().await;
         // Neither ends on its own; whichever does ends the leader's work.
         tokio::select! {
-            () = self.clone().schedule_loop(store.clone()) => {}
-            () = self.clone().heal(store) => {}
-            () = self.clone().tend_workspaces() => {}
+            () = self.clone().schedule_loop(store) => {}
+            () = self.clone().expire_heartbeats() => {}
         }
+    }
+}
+
+/// How far the scheduler's Runtime Pod and heartbeat Lease watches can be trusted: a
+/// heartbeat counts as stale only for as long as the scheduler could have seen it renewed.
+#[derive(Debug, Clone)]
+pub struct HeartbeatSight {
+    pods: Arc<WatchHealth>,
+    leases: Arc<WatchHealth>,
+}
+
+impl HeartbeatSight {
+    /// Since when both watches have shown what there is: the later of their last complete
+    /// lists, or `now` while either is broken (an API-server outage hides renewals).
+    pub fn observed_since(&self, now: jiff::Timestamp) -> jiff::Timestamp {
+        self.pods
+            .observed_since(now)
+            .max(self.leases.observed_since(now))
     }
 }
 

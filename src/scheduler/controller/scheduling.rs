@@ -17,7 +17,7 @@ use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, info, warn};
 
-use super::workspaces::Binding;
+use super::binding::Binding;
 use super::{Error, Scheduler};
 use crate::api::{Run, RunStatus};
 use crate::scheduler::framework::{ScheduleOutcome, Scheduled};

@@ -1,9 +1,10 @@
-//! The leader's lifecycle loop, Kubernetes' node lifecycle controller for Runtime Pods: at
-//! every heartbeat expiry the cache learns the Pod is unavailable, and the Runs of lost
-//! Runtime Pods are healed (unclaimed ones go back to Pending to be placed again, running
-//! ones too for their next attempt when `spec.retryPolicy` allows one, else they end Failed
-//! with `RuntimePodLost`). Which Runs are lost is the index's decision; this
-//! module only writes it.
+//! The Runtime Pod lifecycle controller, as Kubernetes' node lifecycle controller runs in
+//! kube-controller-manager beside kube-scheduler: it heals the Runs of lost Runtime Pods
+//! (unclaimed ones go back to Pending to be placed again, running ones too for their next
+//! attempt when `spec.retryPolicy` allows one, else they end Failed with `RuntimePodLost`).
+//! Which Runs are lost is the scheduler's index's decision (read through its cache); this
+//! module only writes it, guarded by the Run's resourceVersion. It must not place or bind a
+//! Run; waking the Pending Runs a heartbeat expiry concerns is the scheduler's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,45 +14,59 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tracing::{info, warn};
 
-use super::{Scheduler, now};
 use crate::api::status;
 use crate::api::{Run, retry};
-use crate::scheduler::framework::{LostRun, PodLoss};
+use crate::scheduler::controller::HeartbeatSight;
+use crate::scheduler::framework::{LostRun, PodLoss, SharedCache};
 use crate::scheduler::status_patch;
-use crate::telemetry::events::reasons as event_reasons;
+use crate::telemetry::events::{RunEvents, reasons as event_reasons};
 
-/// How often the lifecycle loop looks for Runs of lost Runtime Pods at the least.
+/// How often the controller looks for Runs of lost Runtime Pods.
 const LIFECYCLE_PERIOD: Duration = Duration::from_secs(1);
 
-impl Scheduler {
-    /// The leader's lifecycle loop, Kubernetes' node lifecycle controller for Runtime Pods:
-    /// at every heartbeat expiry (a timer) it wakes the Pending Runs of that Runtime, and at
-    /// least every [`LIFECYCLE_PERIOD`] it heals the Runs of lost Runtime Pods: unclaimed ones
-    /// go back to Pending to be placed again, running ones end Failed with `RuntimePodLost`.
-    pub(super) async fn heal(self: Arc<Self>, store: Store<Run>) {
-        let grace = jiff::SignedDuration::try_from(self.options.pod_lost_grace)
-            .unwrap_or(jiff::SignedDuration::MAX);
-        let mut last = jiff::Timestamp::now();
+/// The Runtime Pod lifecycle controller: its writes are the leader's.
+pub struct PodLifecycle {
+    client: kube::Client,
+    /// The scheduler's cache, whose index says which Runs are lost.
+    cache: Arc<SharedCache>,
+    /// How far the scheduler's Pod and Lease watches can be trusted.
+    sight: HeartbeatSight,
+    /// The scheduler's Event publisher.
+    events: RunEvents,
+    /// How long a heartbeat may be stale before the Runs on that Pod count as lost.
+    grace: Duration,
+}
+
+impl PodLifecycle {
+    pub fn new(
+        client: kube::Client,
+        cache: Arc<SharedCache>,
+        sight: HeartbeatSight,
+        events: RunEvents,
+        grace: Duration,
+    ) -> Arc<Self> {
+        Arc::new(PodLifecycle {
+            client,
+            cache,
+            sight,
+            events,
+            grace,
+        })
+    }
+
+    /// Heals the Runs of lost Runtime Pods every [`LIFECYCLE_PERIOD`], on the versions in
+    /// `store` (the process's store of Runs), until the task is dropped. The caller starts it
+    /// once the scheduler's caches have listed.
+    pub async fn run(self: Arc<Self>, store: Store<Run>) {
+        let grace = jiff::SignedDuration::try_from(self.grace).unwrap_or(jiff::SignedDuration::MAX);
         loop {
             let now = jiff::Timestamp::now();
-            let next = self.cache.expire(last, now);
-            last = now;
-            self.woke();
-            // Heartbeats count as stale only for as long as the scheduler could see them: not
-            // while the Pod or Lease watch is broken (an API-server outage hides renewals),
-            // and from their last complete list on.
-            let observed_since = [&self.pods, &self.leases]
-                .iter()
-                .map(|w| w.observed_since(now))
-                .max()
-                .unwrap_or(now);
+            // Heartbeats count as stale only for as long as the scheduler could see them.
+            let observed_since = self.sight.observed_since(now);
             for lost in self.cache.lost_runs(now, grace, observed_since) {
                 self.heal_one(&store, lost).await;
             }
-            let until_next = next
-                .and_then(|at| Duration::try_from(at.duration_since(now)).ok())
-                .map_or(LIFECYCLE_PERIOD, |d| d.min(LIFECYCLE_PERIOD));
-            tokio::time::sleep(until_next.max(Duration::from_millis(10))).await;
+            tokio::time::sleep(LIFECYCLE_PERIOD).await;
         }
     }
 
@@ -64,14 +79,14 @@ impl Scheduler {
             return;
         }
         let mut healed = run.status.clone().unwrap_or_default();
-        let now = now();
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now());
         // The attempt it is placed again for, and why, when its retry policy allows one.
         let retry = lost
             .admitted
             .then(|| retry_after_loss(&run))
             .flatten()
             .map(|attempt| {
-                let message = retry_message(&lost, self.options.pod_lost_grace, &run, attempt);
+                let message = retry_message(&lost, self.grace, &run, attempt);
                 (attempt, message)
             });
         let changed = if let Some((attempt, message)) = &retry {
@@ -87,7 +102,7 @@ impl Scheduler {
                 &mut healed,
                 status::Outcome::Failed,
                 status::reasons::RUNTIME_POD_LOST,
-                &lost_message(&lost, self.options.pod_lost_grace),
+                &lost_message(&lost, self.grace),
                 None,
                 &now,
             )
@@ -116,7 +131,7 @@ impl Scheduler {
                     return;
                 }
                 let note = if lost.admitted {
-                    lost_message(&lost, self.options.pod_lost_grace)
+                    lost_message(&lost, self.grace)
                 } else {
                     format!(
                         "Runtime Pod {} was lost before runtimed admitted the Run; placing it again",
