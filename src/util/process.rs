@@ -156,11 +156,18 @@ mod tests {
     #[test]
     fn a_process_that_ignores_sigterm_is_killed_after_the_grace_and_reaped() {
         let mut child = Command::new("sh")
-            .args(["-c", "trap '' TERM; sleep 30"])
+            .args(["-c", "trap '' TERM; echo trapped; exec sleep 30"])
+            .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        // Let the shell install its trap before the signal comes.
-        std::thread::sleep(Duration::from_millis(200));
+        // The signal comes once the shell has installed its trap.
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line, "trapped\n");
         let started = Instant::now();
         let status = stop_blocking(&mut child, Duration::from_millis(300)).unwrap();
         assert_eq!(status.signal(), Some(libc::SIGKILL));
@@ -175,15 +182,29 @@ mod tests {
         assert_eq!(status.signal(), Some(libc::SIGTERM));
     }
 
-    #[tokio::test]
-    async fn the_async_stop_escalates_too() {
+    /// The async stop escalates at the grace, not before. On tokio's paused clock, which
+    /// moves only while every task waits: the grace is timed exactly, whatever the load.
+    #[tokio::test(start_paused = true)]
+    async fn the_async_stop_escalates_at_the_grace() {
+        use tokio::io::AsyncBufReadExt as _;
         let mut child = tokio::process::Command::new("sh")
-            .args(["-c", "trap '' TERM; sleep 30"])
+            .args(["-c", "trap '' TERM; echo trapped; exec sleep 30"])
+            .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let status = stop(&mut child, Duration::from_millis(300)).await.unwrap();
+        // The signal comes once the shell has installed its trap (a line, not a sleep: the
+        // paused clock would not wait for one).
+        let mut line = String::new();
+        tokio::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .await
+            .unwrap();
+        assert_eq!(line, "trapped\n");
+        let grace = Duration::from_millis(300);
+        let started = tokio::time::Instant::now();
+        let status = stop(&mut child, grace).await.unwrap();
         assert_eq!(status.signal(), Some(libc::SIGKILL));
+        assert_eq!(started.elapsed(), grace, "killed at the grace");
     }
 
     #[test]

@@ -159,16 +159,20 @@ mod tests {
     }
 
     /// A connection that sends nothing at all holds the only slot until the header read
-    /// timeout closes it; the next caller is served then.
-    #[tokio::test]
+    /// timeout closes it, at that timeout and not before; the next caller is served then. On
+    /// tokio's paused clock, which moves only when every task waits: the closing is timed
+    /// exactly, whatever the machine's load.
+    #[tokio::test(start_paused = true)]
     async fn an_idle_connection_is_closed_at_the_header_read_timeout_and_frees_its_slot() {
         let addr = free_addr();
+        let header_read = std::time::Duration::from_millis(300);
         let bounds = Bounds {
             connections: 1,
-            header_read: std::time::Duration::from_millis(300),
+            header_read,
         };
         serve_bounded(addr, probes(|| None), bounds).await.unwrap();
         let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let connected = tokio::time::Instant::now();
         let mut rest = Vec::new();
         let closed = tokio::time::timeout(
             std::time::Duration::from_secs(10),
@@ -176,6 +180,11 @@ mod tests {
         )
         .await;
         assert!(closed.is_ok(), "an idle connection was kept");
+        assert_eq!(
+            connected.elapsed(),
+            header_read,
+            "closed at the header read timeout"
+        );
         let mut next = tokio::net::TcpStream::connect(addr).await.unwrap();
         next.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             .await
