@@ -23,8 +23,7 @@
 //! A measurement, not a test: it prints figures and asserts nothing about time. Run with
 //! `cargo bench --bench gateway_latency [-- ROUNDS]` (default 300).
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use testkit as support;
 
 use std::time::{Duration, Instant};
 

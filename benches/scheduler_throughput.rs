@@ -14,8 +14,7 @@
 //! each command succeeded. Run with `cargo bench --bench scheduler_throughput` (optionally
 //! `-- RUNS PODS [WORKERS]`: with WORKERS, that many queue workers only).
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use testkit as support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -48,8 +48,7 @@
 //! `status_patch` and the `Scheduled` Event of `RunEvents`). Their rates bound what any
 //! scheduler writing that way can reach on this machine: the API server's share alone.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use testkit as support;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

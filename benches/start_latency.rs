@@ -29,8 +29,7 @@
 //! (the second runs the scheduler and runtimed with `--routine-events=true`; by default they
 //! publish no routine Event).
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use testkit as support;
 
 #[path = "start_latency/go.rs"]
 mod go;

@@ -9,7 +9,7 @@
 //! controller gives the Pods of a Runtime with a filesystem store its claim. An artifact a
 //! task keeps swapping while it is collected is stored as it was hashed.
 
-mod support;
+use testkit as support;
 
 use std::time::Duration;
 

@@ -36,7 +36,7 @@ mod rollout;
 mod scale;
 #[path = "cluster/spy.rs"]
 mod spy;
-mod support;
+use testkit as support;
 #[path = "cluster/workflows.rs"]
 mod workflows;
 

@@ -8,7 +8,7 @@
 //! This binary's control plane first gets the foreign CRDs (`tests/fixtures/foreign-crds.yaml`),
 //! so every test awaits [`installed_over_foreign`] before it starts.
 
-mod support;
+use testkit as support;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -15,7 +15,7 @@
 mod cli;
 #[path = "contract/functions.rs"]
 mod functions;
-mod support;
+use testkit as support;
 
 use std::time::Duration;
 

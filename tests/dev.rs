@@ -4,7 +4,7 @@
 //! stops a Pod's runtimed when the Pod is deleted, and leaves no process behind after SIGTERM
 //! (checked in /proc).
 
-mod support;
+use testkit as support;
 
 use kruntimes::util::process::{self, Signal};
 use std::collections::HashSet;

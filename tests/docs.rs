@@ -6,7 +6,7 @@
 //! a front door (at most 250 lines). The generated references under docs/reference/ are checked
 //! by `tests/packaging.rs` with the other generated files.
 
-mod support;
+use testkit as support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

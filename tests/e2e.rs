@@ -1,7 +1,7 @@
 //! End to end on the real control plane: `scheduler run` keeps a Runtime's Pods and places
 //! Runs; one `runtimed` per Pod admits and executes them. No overcommit at any Run event.
 
-mod support;
+use testkit as support;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -8,7 +8,7 @@
 //! (`Scheduled`, `Started`, `Completed`, …) are off by default: the tests that tell them turn
 //! them on with `--routine-events=true`, and one proves the default says only the failure.
 
-mod support;
+use testkit as support;
 
 use std::time::Duration;
 

@@ -17,7 +17,7 @@
 
 #[path = "execution/git.rs"]
 mod git;
-mod support;
+use testkit as support;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -5,7 +5,7 @@
 //!
 //! Each test has its own namespace; schedulers watch only that namespace.
 
-mod support;
+use testkit as support;
 
 use std::process::Output;
 

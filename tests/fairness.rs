@@ -5,7 +5,7 @@
 //! behind it on a Runtime of 4 Pods × `runs: 4`: those start in the first slots freed after
 //! they arrive. No overcommit at any Run event.
 
-mod support;
+use testkit as support;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -8,7 +8,7 @@
 //! Scenarios that take the API server or etcd down hold this binary's control plane
 //! exclusively; the others share it.
 
-mod support;
+use testkit as support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

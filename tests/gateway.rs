@@ -8,7 +8,7 @@
 //! One control plane per test binary, one APIService per control plane: the scenarios run in
 //! one test, in order.
 
-mod support;
+use testkit as support;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 //! (the CRDs from `crds/`, which `kubectl kruntimes install` recognises as its own), upgrades,
 //! and uninstalls without deleting the CRDs or a Run.
 
-mod support;
+use testkit as support;
 
 use std::path::Path;
 

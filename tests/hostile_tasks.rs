@@ -8,7 +8,7 @@
 //! task, output or log; orphans left by 50 Runs, adopted and reaped; and a Pod whose runtime
 //! server starts after runtimed, Ready as soon as the server answers.
 
-mod support;
+use testkit as support;
 
 use std::time::{Duration, Instant};
 

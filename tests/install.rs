@@ -2,7 +2,7 @@
 //! policy; apply, idempotence, `--print`, kubectl round trips with the printer columns, CEL
 //! immutability, and clear failures.
 
-mod support;
+use testkit as support;
 
 use std::io::Write as _;
 use std::process::{Command, Output};

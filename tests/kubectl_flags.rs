@@ -5,7 +5,7 @@
 //! `proxy-url`, `cancel` in every case it meets, and `version`. Every refusal is checked for its message and for nothing having
 //! changed.
 
-mod support;
+use testkit as support;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

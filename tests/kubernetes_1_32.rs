@@ -7,7 +7,7 @@
 //!
 //! One test, in phases: each phase writes the cluster-scoped objects the next one reads.
 
-mod support;
+use testkit as support;
 
 use std::collections::HashMap;
 use std::process::{Command, Output};

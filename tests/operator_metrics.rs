@@ -4,7 +4,7 @@
 //! label), and after a workload the scheduler's and runtimed's `/metrics` pass Prometheus' own
 //! naming linter (`promtool check metrics`).
 
-mod support;
+use testkit as support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! `deploy/` renders what it should; and `src/` has no import cycle ([`layering`]). The release
 //! and krew are `tests/release.rs`'.
 
-mod support;
+use testkit as support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@
 //! server itself puts the Pod claims in the user info. Every refusal is checked for the
 //! policy's own message and for nothing having changed (the object is read again).
 
-mod support;
+use testkit as support;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event;

@@ -5,7 +5,7 @@
 //! write any Run (what the warning is about). A test binary of its own because its control plane must never get the policy
 //! (every other binary installs it with `install`): only the CRDs are applied here.
 
-mod support;
+use testkit as support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

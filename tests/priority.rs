@@ -5,7 +5,7 @@
 //! Pending for attempt 2 and runs again, while one of a plain class is never preempted. The
 //! shipped namespace restriction of classes (deploy/priority-policy.yaml) refuses what it should.
 
-mod support;
+use testkit as support;
 
 use std::time::{Duration, Instant};
 

@@ -7,7 +7,7 @@
 //! long it waited is printed, not bounded). A new leader keeps the nomination. No overcommit
 //! at any Run event.
 
-mod support;
+use testkit as support;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 //! ClusterRoles, aggregated into the built-in view and edit, let editors create Runs and
 //! viewers explain them, and nobody but runtimed and the scheduler write their status.
 
-mod support;
+use testkit as support;
 
 use std::process::Command;
 use std::time::Duration;

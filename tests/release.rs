@@ -3,7 +3,7 @@
 //! kubectl finds the plugin; and the release workflow builds every platform of the manifest
 //! with that script, pointing at this project only.
 
-mod support;
+use testkit as support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

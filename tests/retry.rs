@@ -8,7 +8,7 @@
 //! capacity and no attempt of a Run on two Pods at any Run event) and ends with no capacity
 //! left held.
 
-mod support;
+use testkit as support;
 
 use std::time::Duration;
 

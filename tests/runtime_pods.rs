@@ -7,7 +7,7 @@
 //! `kubectl scale` sizes a Runtime through its `/scale` subresource, and `kubectl get runs`
 //! shows the Reason and Attempt columns and selects on `status.phase`.
 
-mod support;
+use testkit as support;
 
 use std::time::Duration;
 

@@ -8,7 +8,7 @@
 //! the burst runs with the default window and counts what actually executes at once. The held
 //! claim itself is proven in `tests/contract.rs` and runtimed's agent tests.
 
-mod support;
+use testkit as support;
 
 use std::collections::HashMap;
 use std::fmt;

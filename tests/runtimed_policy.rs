@@ -3,7 +3,7 @@
 //! (`kubectl-kruntimes-runtimed-python`), with a Pod-bound token, and the scheduler with its
 //! own service account (deploy/scheduler.yaml).
 
-mod support;
+use testkit as support;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event;

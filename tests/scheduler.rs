@@ -3,7 +3,7 @@
 //!
 //! Each test has its own namespace and its own scheduler process (`--watch-namespace`).
 
-mod support;
+use testkit as support;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

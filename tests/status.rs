@@ -7,7 +7,7 @@
 //!
 //! Each test has its own namespace; schedulers watch only that namespace.
 
-mod support;
+use testkit as support;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead as _, BufReader};

@@ -10,7 +10,7 @@
 //! upstream's own API refuses (for example a Run without `spec.mode`), and which shape stands
 //! for it here.
 
-mod support;
+use testkit as support;
 
 #[path = "upstream_api/workflows.rs"]
 mod workflows;

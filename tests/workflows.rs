@@ -4,7 +4,7 @@
 //! server (built unchanged). What the port adds is in `workflows/beyond.rs`. What the CRDs
 //! accept and refuse is `tests/upstream_api.rs`'s.
 
-mod support;
+use testkit as support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! Lost and fails the Run that waits for it. Every Run event is recorded: no overcommit, and
 //! no two Pods ever hold Runs of one workspace.
 
-mod support;
+use testkit as support;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

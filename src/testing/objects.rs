@@ -4,7 +4,7 @@
 //! The builders are one file per kind: `run.rs`, `pod.rs` (Runtime Pods and their heartbeat
 //! Leases), `runtime.rs`, `workspace.rs` and `priority_class.rs`. Every builder yields the
 //! object as production would see it at [`NOW`]; integration tests create the same objects on
-//! the real API server (`tests/support`), which assigns UIDs and takes the status through the
+//! the real API server (`testkit/`), which assigns UIDs and takes the status through the
 //! status subresource.
 
 use std::collections::BTreeMap;

@@ -129,7 +129,7 @@ install_packages() {
   command -v ip >/dev/null || missing+=(iproute2)
   command -v python3 >/dev/null || missing+=(python3) # writes the OCI archives
   command -v openssl >/dev/null || missing+=(openssl) # the cluster's certificates
-  # The tests' Git server (tests/support/git) is Git's own http-backend; the Go project's Bash
+  # The tests' Git server (testkit/src/git) is Git's own http-backend; the Go project's Bash
   # runtime server needs bash.
   [[ -x "$(git --exec-path 2>/dev/null)/git-http-backend" ]] || missing+=(git)
   command -v bash >/dev/null || missing+=(bash)

@@ -24,7 +24,10 @@
 //! Run: `kruntimes-test-runtime-server --listen 127.0.0.1:9091 [--work-dir DIR]
 //! [--spy LISTEN=URL]`. It exits on SIGTERM.
 
-#[path = "../support/spy.rs"]
+// The testkit's spy, taken alone (it depends on nothing of the test world); this server uses
+// only its forwarding half.
+#[path = "../../testkit/src/spy.rs"]
+#[allow(dead_code)]
 mod spy;
 
 use std::collections::HashMap;

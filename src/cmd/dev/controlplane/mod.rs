@@ -1,6 +1,6 @@
 //! The local control plane: etcd and kube-apiserver v1.36.3 built from Go modules, their PKI,
 //! kubeconfigs, start, readiness and stop. `kubectl kruntimes dev` and the integration-test
-//! harness (`tests/support`) both use it.
+//! harness (`testkit/`) both use it.
 //!
 //! The build recipe is `tests/controlplane/` (a script and two Go modules). It is embedded in
 //! the binary and written next to the binary cache before it runs, so an installed

@@ -124,8 +124,14 @@ impl RunEvents {
         self.recorded.lock().unwrap().events.clone()
     }
 
+    /// How many events so far.
     pub fn len(&self) -> usize {
         self.recorded.lock().unwrap().events.len()
+    }
+
+    /// No event yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Errors the watch reported.

@@ -115,7 +115,7 @@ impl Pool {
     /// is dropped, which stops it.
     pub fn restart(&mut self, pod: &str) {
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
-        let kubeconfig = &crate::support::control_plane().kubeconfig;
+        let kubeconfig = &crate::control_plane().kubeconfig;
         let agent = RuntimedProcess::start_with_env(kubeconfig, &self.pods[pod], &args, &self.env);
         self.agents.insert(pod.to_string(), agent);
     }

@@ -28,7 +28,7 @@ impl SchedulerProcess {
         leader_lease_ns: Option<&str>,
         identity: &str,
     ) -> Self {
-        let kubeconfig = crate::support::control_plane().kubeconfig.clone();
+        let kubeconfig = crate::control_plane().kubeconfig.clone();
         Self::start_as(&kubeconfig, ns, workers, leader_lease_ns, identity).await
     }
 
@@ -52,9 +52,9 @@ impl SchedulerProcess {
         identity: &str,
         extra: &[&str],
     ) -> Self {
-        let metrics_port = crate::support::free_port();
-        let health_port = crate::support::free_port();
-        let mut cmd = Command::new(crate::support::binary());
+        let metrics_port = crate::free_port();
+        let health_port = crate::free_port();
+        let mut cmd = Command::new(crate::binary());
         cmd.env("KUBECONFIG", kubeconfig)
             .env(
                 "RUST_LOG",
@@ -65,7 +65,7 @@ impl SchedulerProcess {
             .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
             .arg(format!(
                 "--metrics-cert-dir={}",
-                crate::support::serving_cert_dir().display()
+                crate::serving_cert_dir().display()
             ))
             .arg(format!(
                 "--health-probe-bind-address=127.0.0.1:{health_port}"
@@ -107,13 +107,9 @@ impl SchedulerProcess {
     /// `/metrics` over TLS as the control plane's admin (whom the API server allows to get
     /// it).
     pub async fn metrics(&self) -> String {
-        let (code, body) = https_get(
-            self.metrics_port,
-            "/metrics",
-            Some(crate::support::ADMIN_TOKEN),
-        )
-        .await
-        .expect("scrape /metrics");
+        let (code, body) = https_get(self.metrics_port, "/metrics", Some(crate::ADMIN_TOKEN))
+            .await
+            .expect("scrape /metrics");
         assert_eq!(code, 200, "{body}");
         body
     }
@@ -141,7 +137,7 @@ pub struct RuntimedProcess {
 impl RuntimedProcess {
     /// Starts `runtimed <args>` as the agent of `pod` with the admin identity.
     pub fn start(pod: &Pod, args: &[&str]) -> Self {
-        Self::start_as(&crate::support::control_plane().kubeconfig, pod, args)
+        Self::start_as(&crate::control_plane().kubeconfig, pod, args)
     }
 
     /// [`Self::start`] with the identity of another kubeconfig.
@@ -159,7 +155,7 @@ impl RuntimedProcess {
         let dir = tempfile::tempdir().expect("a log directory for runtimed");
         let log = dir.path().join("runtimed.log");
         let file = std::fs::File::create(&log).expect("create the runtimed log");
-        let child = Command::new(crate::support::binary())
+        let child = Command::new(crate::binary())
             .arg("runtimed")
             .args(args)
             .env("KUBECONFIG", kubeconfig)
@@ -285,10 +281,9 @@ pub struct RuntimedApi {
     pub pod_uid: String,
 }
 
-#[allow(dead_code)]
 impl RuntimedApi {
     /// The API of the runtimed of Pod `pod` in `ns`, on `port`.
-    pub async fn of(ns: &crate::support::world::TestNs, pod: &str, port: u16) -> Self {
+    pub async fn of(ns: &crate::world::TestNs, pod: &str, port: u16) -> Self {
         use kube::ResourceExt as _;
         let found: Pod = ns.api::<Pod>().get(pod).await.unwrap();
         RuntimedApi {
@@ -330,7 +325,7 @@ impl RuntimedApi {
     /// `method path` as the gateway; the status code and the body (code 0 and the error when
     /// runtimed does not answer, for polling across a restart).
     pub async fn call(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
-        let token = crate::support::tokens::gateway_token(&self.pod_uid).await;
+        let token = crate::tokens::gateway_token(&self.pod_uid).await;
         match self.try_send(method, path, body, Some(&token)).await {
             Ok(answer) => {
                 let code = answer.status().as_u16();
@@ -351,7 +346,6 @@ impl RuntimedApi {
 
 /// One HTTP/1.0 request on loopback with `authorization` (an `Authorization` header's value,
 /// if any); the status code and the body of the answer.
-#[allow(dead_code)]
 pub async fn http(
     port: u16,
     method: &str,
@@ -366,20 +360,18 @@ pub async fn http(
 /// `GET path` over TLS on loopback (the server's certificate checked against the control
 /// plane's CA, for the name `localhost`), with `token` as bearer token if any; the status code
 /// and the body.
-#[allow(dead_code)]
 pub async fn https_get(
     port: u16,
     path: &str,
     token: Option<&str>,
 ) -> std::io::Result<(u16, String)> {
-    let ca = crate::support::control_plane().ca_pem.clone();
+    let ca = crate::control_plane().ca_pem.clone();
     https_get_from("127.0.0.1", port, path, token, Some(&ca)).await
 }
 
 /// `GET path` over TLS from `host:port`, the certificate checked against `ca` (PEM) for the
 /// name `localhost`, or, without `ca`, not checked at all (a self-signed certificate, as a
 /// Prometheus scrape with `insecureSkipVerify`); `token` as bearer token if any.
-#[allow(dead_code)]
 pub async fn https_get_from(
     host: &str,
     port: u16,
@@ -477,18 +469,17 @@ pub struct ServerCounts {
     pub started: usize,
 }
 
-#[allow(dead_code)]
 impl RuntimeServerProcess {
     /// Starts the tests' server and waits until it answers `Health`.
     pub async fn start() -> Self {
-        let port = crate::support::free_port();
+        let port = crate::free_port();
         let workspace = tempfile::tempdir().expect("a workspace for the runtime server");
         Self::start_on(port, workspace).await
     }
 
     /// [`Self::start`] on `port`, in `workspace` (a runtimed may be pointed there before).
     pub async fn start_on(port: u16, workspace: tempfile::TempDir) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_kruntimes-test-runtime-server"));
+        let mut command = Command::new(crate::built("kruntimes-test-runtime-server"));
         command
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .arg("--work-dir")
@@ -500,14 +491,13 @@ impl RuntimeServerProcess {
     /// built unchanged; it needs `bash`) and waits until it answers `Health`. A missing binary
     /// fails the test: it is part of the test environment.
     pub async fn start_bash() -> Self {
-        let binary =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/runtimes/kruntimes-bash-runtime");
+        let binary = crate::repository().join("../shared/runtimes/kruntimes-bash-runtime");
         assert!(
             binary.is_file(),
             "{} is missing: the Go project's Bash runtime server is part of the test environment (../shared/runtimes)",
             binary.display()
         );
-        let port = crate::support::free_port();
+        let port = crate::free_port();
         let workspace = tempfile::tempdir().expect("a workspace for the runtime server");
         let mut command = Command::new(binary);
         command
@@ -522,15 +512,14 @@ impl RuntimeServerProcess {
     /// until it answers `Health`. A missing copy fails the test: it is part of the test
     /// environment.
     pub async fn start_python() -> Self {
-        let run = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/runtimes/kruntimes-python-runtime/run");
+        let run = crate::repository().join("../shared/runtimes/kruntimes-python-runtime/run");
         assert!(
             run.is_file(),
             "{} is missing: the Go project's Python runtime server is part of the test environment (../shared/runtimes)",
             run.display()
         );
-        let venv = crate::support::go_tools("tests/runtime_server/python.sh");
-        let port = crate::support::free_port();
+        let venv = crate::go_tools("tests/runtime_server/python.sh");
+        let port = crate::free_port();
         let workspace = tempfile::tempdir().expect("a workspace for the runtime server");
         let mut command = Command::new("sh");
         command

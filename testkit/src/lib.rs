@@ -1,15 +1,15 @@
-//! The real test control plane: etcd and kube-apiserver built from Go modules
-//! (`tests/controlplane/build.sh`), started once per test binary on free loopback ports, with a
-//! CA-signed serving certificate, token identities and RBAC on. Building, PKI, start,
-//! readiness and kubeconfigs are the crate's own (`kruntimes::cmd::dev::controlplane`, which
-//! `kubectl kruntimes dev` uses too); this module only holds one per test binary.
+//! The harness of the integration tests (`tests/`) and the benches (`benches/`), compiled once
+//! for all of them: each test binary names it `support` (`use testkit as support;`).
+//!
+//! This module holds the real test control plane: etcd and kube-apiserver built from Go modules
+//! (`tests/controlplane/build.sh`), started once per test binary (process) on free loopback
+//! ports, with a CA-signed serving certificate, token identities and RBAC on. Building, PKI,
+//! start, readiness and kubeconfigs are the product's own (`kruntimes::cmd::dev::controlplane`,
+//! which `kubectl kruntimes dev` uses too); this crate only holds one per process.
 //!
 //! There is no fake here: every test that crosses the API talks to this server. When Go or the
 //! module proxy is unavailable the first test that asks for the control plane fails with that
 //! message; nothing is skipped.
-
-// Each test binary uses a different part of this module.
-#![allow(dead_code)]
 
 pub mod gates;
 pub mod gateway;
@@ -197,7 +197,34 @@ pub async fn namespace(client: &Client, prefix: &str) -> String {
 
 /// Path of the built `kubectl-kruntimes` binary.
 pub fn binary() -> &'static str {
-    env!("CARGO_BIN_EXE_kubectl-kruntimes")
+    static BINARY: OnceLock<String> = OnceLock::new();
+    BINARY.get_or_init(|| built("kubectl-kruntimes").display().to_string())
+}
+
+/// The kruntimes repository (the package whose tests and benches this harness serves).
+pub fn repository() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the testkit crate lives in the repository")
+}
+
+/// A binary of the kruntimes package, as cargo built it for the running test or bench: cargo
+/// builds a package's binaries before its integration tests and benches, into the profile's
+/// directory, and runs those from its `deps/` (what `CARGO_BIN_EXE_<name>` names, which only
+/// the test crate itself sees).
+pub fn built(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the running test's own path");
+    let profile = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("a test or bench runs from target/<profile>/deps");
+    let path = profile.join(name);
+    assert!(
+        path.is_file(),
+        "{} is not built: run the tests with `cargo test` (it builds the binaries first)",
+        path.display()
+    );
+    path
 }
 
 /// A `kubectl-kruntimes` command pointed at the admin kubeconfig.
@@ -218,7 +245,7 @@ pub fn go_tools(script: &str) -> PathBuf {
         return dir.clone();
     }
     let out = Command::new("bash")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(script))
+        .arg(crate::repository().join(script))
         .stderr(std::process::Stdio::inherit())
         .output()
         .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
@@ -260,9 +287,9 @@ pub fn kubectl() -> Command {
 
 /// `kubectl apply -f` of a manifest of this repository, in `ns` when given.
 pub fn kubectl_apply(manifest: &str, ns: Option<&str>) {
-    let path = format!("{}/{manifest}", env!("CARGO_MANIFEST_DIR"));
+    let path = crate::repository().join(manifest);
     let mut cmd = kubectl();
-    cmd.args(["apply", "-f", &path]);
+    cmd.arg("apply").arg("-f").arg(&path);
     if let Some(ns) = ns {
         cmd.args(["-n", ns]);
     }
@@ -336,7 +363,7 @@ pub fn use_oldest_kubernetes() {
 /// current etcd and kubectl beside it).
 fn oldest_bin_dir() -> Result<PathBuf, String> {
     let out = Command::new("bash")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/controlplane/oldest.sh"))
+        .arg(crate::repository().join("tests/controlplane/oldest.sh"))
         .stderr(std::process::Stdio::inherit())
         .output()
         .map_err(|e| format!("cannot run tests/controlplane/oldest.sh: {e}"))?;

@@ -6,9 +6,6 @@
 //!
 //! It depends on nothing of the test world, so that a binary can take it alone.
 
-// Each user takes a different part.
-#![allow(dead_code)]
-
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 

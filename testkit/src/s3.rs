@@ -34,11 +34,11 @@ impl S3Server {
     /// [`Self::start`] listening on `host` (the single-node cluster's bridge address, which its
     /// Pods reach).
     pub async fn start_on(host: &str, bucket: &str) -> Self {
-        let bin = crate::support::go_tools("tests/s3/build.sh").join("s3s-fs");
+        let bin = crate::go_tools("tests/s3/build.sh").join("s3s-fs");
         let root = tempfile::tempdir().expect("a directory for the S3 server");
         // s3s-fs keeps a bucket as a directory of its root.
         std::fs::create_dir(root.path().join(bucket)).unwrap();
-        let port = crate::support::free_port();
+        let port = crate::free_port();
         let child = Command::new(&bin)
             .args(["--host", host, "--port", &port.to_string()])
             .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])

@@ -21,7 +21,7 @@ impl GitServer {
         let pki = kruntimes::cmd::dev::controlplane::Layout::new(dir.path().join("tls"));
         kruntimes::cmd::dev::controlplane::ensure_pki(&pki).expect("a CA and serving certificate");
         std::fs::create_dir_all(dir.path().join("repos")).unwrap();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/git/server.py");
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/git/server.py");
         let mut child = Command::new("python3")
             .arg(script)
             .arg(dir.path().join("repos"))
@@ -31,7 +31,7 @@ impl GitServer {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("python3 runs the tests' Git server (tests/support/git/server.py)");
+            .expect("python3 runs the tests' Git server (testkit/src/git/server.py)");
         let mut line = String::new();
         use std::io::BufRead as _;
         std::io::BufReader::new(child.stdout.take().expect("a piped stdout"))

@@ -26,10 +26,7 @@ use kruntimes::testing::{
     PodBuilder, PriorityClassBuilder, RunBuilder, RuntimeBuilder, WorkspaceBuilder, heartbeat_lease,
 };
 
-// Each test binary uses a different part of these.
-#[allow(unused_imports)]
 pub use events::{OvercommitWatch, RunEvent, RunEvents, replay};
-#[allow(unused_imports)]
 pub use process::{
     RuntimeServerProcess, RuntimedApi, RuntimedProcess, SchedulerProcess, ServerCounts, http,
     http_get, https_get, https_get_from, sample, wait_ready,
@@ -302,7 +299,6 @@ impl TestNs {
     /// Creates the test's PriorityClasses, which are cluster-scoped: each is named
     /// `NAMESPACE-NAME` (see [`TestNs::class`]). Delete them with
     /// [`TestNs::delete_priority_classes`].
-    #[allow(dead_code)]
     pub async fn priority_classes(&self, classes: &[PriorityClassBuilder]) -> Vec<String> {
         let api: Api<PriorityClass> = Api::all(self.client.clone());
         let mut names = Vec::new();
@@ -320,13 +316,11 @@ impl TestNs {
     }
 
     /// The cluster-wide name of the test's PriorityClass `name`.
-    #[allow(dead_code)]
     pub fn class(&self, name: &str) -> String {
         format!("{}-{name}", self.name)
     }
 
     /// Deletes PriorityClasses made by [`TestNs::priority_classes`].
-    #[allow(dead_code)]
     pub async fn delete_priority_classes(&self, names: &[String]) {
         let api: Api<PriorityClass> = Api::all(self.client.clone());
         for name in names {

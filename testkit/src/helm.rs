@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 /// The repository's chart.
 pub fn chart() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(kruntimes::cmd::generate::CHART)
+    crate::repository().join(kruntimes::cmd::generate::CHART)
 }
 
 /// The helm binary.
