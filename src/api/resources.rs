@@ -65,34 +65,48 @@ pub enum QuantityError {
 }
 
 /// A validated set of logical resources: name to whole amount, in name order.
+///
+/// Kept as a vector sorted by name: a set holds one to a few resources, for which a search of a
+/// short vector is as fast as a map's and costs a fraction of its memory (a `BTreeMap`'s first
+/// node is about 400 bytes; every Runtime Pod's capacity and every Run's request is one).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct Resources(BTreeMap<String, u64>);
+pub struct Resources(Vec<(Box<str>, u64)>);
 
 impl Resources {
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Where `name` is, or would be inserted.
+    fn find(&self, name: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| k.as_ref().cmp(name))
+    }
+
     /// Amount of `name`, 0 when absent.
     pub fn get(&self, name: &str) -> u64 {
-        self.0.get(name).copied().unwrap_or(0)
+        self.find(name).map_or(0, |i| self.0[i].1)
     }
 
     /// Whether `name` is present (a capacity of 0 is still advertised).
     pub fn contains(&self, name: &str) -> bool {
-        self.0.contains_key(name)
+        self.find(name).is_ok()
     }
 
+    /// Sets the amount of `name`, replacing what it had.
     pub fn insert(&mut self, name: impl Into<String>, amount: u64) {
-        self.0.insert(name.into(), amount);
+        let name: String = name.into();
+        match self.find(&name) {
+            Ok(i) => self.0[i].1 = amount,
+            Err(i) => self.0.insert(i, (name.into_boxed_str(), amount)),
+        }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, u64)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), *v))
+        self.0.iter().map(|(k, v)| (k.as_ref(), *v))
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.0.keys().map(String::as_str)
+        self.0.iter().map(|(k, _)| k.as_ref())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -107,11 +121,9 @@ impl Resources {
     pub fn add(&mut self, other: &Resources) {
         for (name, amount) in other.iter() {
             // No key allocated for a resource already present (the common case).
-            match self.0.get_mut(name) {
-                Some(slot) => *slot = slot.saturating_add(amount),
-                None => {
-                    self.0.insert(name.to_string(), amount);
-                }
+            match self.find(name) {
+                Ok(i) => self.0[i].1 = self.0[i].1.saturating_add(amount),
+                Err(i) => self.0.insert(i, (name.into(), amount)),
             }
         }
     }
@@ -119,10 +131,12 @@ impl Resources {
     /// Subtracts every amount of `other`, dropping entries that reach 0.
     pub fn sub(&mut self, other: &Resources) {
         for (name, amount) in other.iter() {
-            if let Some(slot) = self.0.get_mut(name) {
-                *slot = slot.saturating_sub(amount);
-                if *slot == 0 {
-                    self.0.remove(name);
+            if let Ok(i) = self.find(name) {
+                let left = self.0[i].1.saturating_sub(amount);
+                if left == 0 {
+                    self.0.remove(i);
+                } else {
+                    self.0[i].1 = left;
                 }
             }
         }
@@ -218,9 +232,14 @@ impl fmt::Display for Shortfall {
     }
 }
 
+/// A later amount of a name replaces an earlier one, as a map's `collect` does.
 impl<S: Into<String>> FromIterator<(S, u64)> for Resources {
     fn from_iter<I: IntoIterator<Item = (S, u64)>>(iter: I) -> Self {
-        Resources(iter.into_iter().map(|(k, v)| (k.into(), v)).collect())
+        let mut resources = Resources::new();
+        for (name, amount) in iter {
+            resources.insert(name, amount);
+        }
+        resources
     }
 }
 

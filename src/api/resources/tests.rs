@@ -168,6 +168,36 @@ fn capacity_annotations_default_runs_and_name_the_bad_annotation() {
 }
 
 #[test]
+fn a_set_keeps_one_amount_per_name_in_name_order() {
+    let mut set: Resources = [("runs", 1), ("example.com/gpu", 2), ("runs", 4)]
+        .into_iter()
+        .collect();
+    assert_eq!(
+        set.iter().collect::<Vec<_>>(),
+        [("example.com/gpu", 2), ("runs", 4)],
+        "name order, the later amount of a name"
+    );
+    set.insert("memory", 3);
+    set.add(&[("runs", 1), ("cpu", 5)].into_iter().collect());
+    assert_eq!(
+        set.to_string(),
+        "{cpu: 5, example.com/gpu: 2, memory: 3, runs: 5}"
+    );
+    set.sub(
+        &[("runs", 5), ("cpu", 9), ("absent", 1)]
+            .into_iter()
+            .collect(),
+    );
+    assert_eq!(
+        set.to_string(),
+        "{example.com/gpu: 2, memory: 3}",
+        "zero dropped"
+    );
+    assert!(set.contains("memory") && !set.contains("runs"));
+    assert_eq!((set.get("example.com/gpu"), set.get("runs")), (2, 0));
+}
+
+#[test]
 fn fits_needs_every_requested_resource_advertised_with_room() {
     let cap = Resources::from_iter([(RUNS, 4), ("example.com/gpu", 1)]);
     let used = Resources::from_iter([(RUNS, 3)]);
@@ -240,8 +270,8 @@ proptest! {
     #[test]
     fn add_then_sub_restores_the_original(a in proptest::collection::btree_map("[a-c]", 1u64..1000, 0..3),
                                           b in proptest::collection::btree_map("[a-c]", 1u64..1000, 0..3)) {
-        let a = Resources(a);
-        let b = Resources(b);
+        let a: Resources = a.into_iter().collect();
+        let b: Resources = b.into_iter().collect();
         let mut x = a.clone();
         x.add(&b);
         x.sub(&b);
