@@ -378,7 +378,11 @@ impl Scheduler {
                 IndexEvent::Reset(objs) => self.cache.reset(objs, now),
             };
             self.woke();
-            if matches!(event, IndexEvent::Reset(_)) {
+            if let IndexEvent::Reset(listed) = event {
+                // A relist decoded, buffered and dropped every object of the kind at once:
+                // give that back instead of keeping it as the allocator's free memory.
+                drop(listed);
+                crate::util::memory::give_back_freed();
                 health(&self).listed(jiff::Timestamp::now());
                 self.listed.send_replace(());
             }
