@@ -16,27 +16,14 @@ use std::time::Duration;
 use kube::ResourceExt as _;
 use kube::api::DeleteParams;
 
+use kruntimes::api::RunPhase;
 use kruntimes::api::status::reasons;
-use kruntimes::api::{Run, RunPhase};
 use kruntimes::testing::{run, runtime};
 use support::pool::{HEARTBEAT, Pool};
 use support::s3::S3Server;
-use support::world::{Create, RuntimeServerProcess, SchedulerProcess, TestNs, create_in};
+use support::world::{Backend, Create, SchedulerProcess, TestNs, create_in};
 
 const CLAIM: &str = "artifacts";
-
-async fn runs_end(ns: &TestNs, names: &[&str]) -> Vec<Run> {
-    ns.wait_runs(Duration::from_secs(90), "the Runs to end", |runs| {
-        let ended: Vec<Run> = names
-            .iter()
-            .filter_map(|n| runs.iter().find(|r| r.name_any() == *n))
-            .filter(|r| r.phase().is_terminal())
-            .cloned()
-            .collect();
-        (ended.len() == names.len()).then_some(ended)
-    })
-    .await
-}
 
 /// The store a test's runtimed writes to, and how the test reads it back.
 enum Store {
@@ -155,10 +142,8 @@ async fn artifacts_are_stored_listed_and_removed_with_their_run(
     let ns = TestNs::new(prefix).await;
     let _scheduler = SchedulerProcess::start(&ns.name, 2, None, prefix).await;
     let store = Store::of(s3).await;
-    let server = match bash {
-        true => Some(RuntimeServerProcess::start_bash().await),
-        false => None,
-    };
+    let backend = if bash { Backend::Bash } else { Backend::Child };
+    let server = backend.server().await;
     let (probe, api_port) = (support::free_port(), support::free_port());
     let bind = format!("127.0.0.1:{probe}");
     let api_bind = format!("127.0.0.1:{api_port}");
@@ -203,8 +188,8 @@ async fn artifacts_are_stored_listed_and_removed_with_their_run(
             .await;
     }
     let names: Vec<&str> = runs.iter().map(|(n, _)| *n).collect();
-    let ended = runs_end(&ns, &names).await;
-    let by_name = |n: &str| ended.iter().find(|r| r.name_any() == n).unwrap();
+    let ended = ns.runs_ended(Duration::from_secs(90), &names).await;
+    let by_name = |n: &str| &ended[n];
 
     let stores = by_name("stores");
     let status = stores.status.as_ref().unwrap();
@@ -378,9 +363,10 @@ while [ ! -s {swaps} ]; do sleep 0.05; done
         .inline(&script)
         .create(&ns)
         .await;
-    let ended = runs_end(&ns, &["swapped"]).await;
-    let status = ended[0].status.as_ref().unwrap();
-    assert_eq!(ended[0].phase(), RunPhase::Succeeded, "{status:?}");
+    let ended = ns.runs_ended(Duration::from_secs(90), &["swapped"]).await;
+    let swapped = &ended["swapped"];
+    let status = swapped.status.as_ref().unwrap();
+    assert_eq!(swapped.phase(), RunPhase::Succeeded, "{status:?}");
     let swaps_by_then = std::fs::read_to_string(&swaps).unwrap_or_default();
     let weights = &status.artifact_refs[0];
     let bytes = store.read(&weights["location"]).await.unwrap();
@@ -410,8 +396,10 @@ async fn artifacts_for_a_store_runtimed_cannot_write_fail_the_run_saying_so() {
         .create(&ns)
         .await;
     run("none").runtime("pool").inline("true").create(&ns).await;
-    let ended = runs_end(&ns, &["leaves", "none"]).await;
-    let leaves = ended.iter().find(|r| r.name_any() == "leaves").unwrap();
+    let ended = ns
+        .runs_ended(Duration::from_secs(90), &["leaves", "none"])
+        .await;
+    let leaves = &ended["leaves"];
     let s = leaves.status.as_ref().unwrap();
     assert_eq!(
         s.reason.as_deref(),
@@ -419,7 +407,7 @@ async fn artifacts_for_a_store_runtimed_cannot_write_fail_the_run_saying_so() {
         "{s:?}"
     );
     assert!(s.message.as_deref().unwrap().contains("\"gcs\""), "{s:?}");
-    let none = ended.iter().find(|r| r.name_any() == "none").unwrap();
+    let none = &ended["none"];
     assert_eq!(none.phase(), RunPhase::Succeeded);
 }
 

@@ -17,6 +17,7 @@ mod cli;
 mod functions;
 use testkit as support;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kube::ResourceExt;
@@ -25,7 +26,7 @@ use kruntimes::api::status::reasons;
 use kruntimes::api::{Run, RunPhase};
 use kruntimes::testing::run;
 use support::pool::{HEARTBEAT, Pool};
-use support::world::{Create, RuntimeServerProcess, SchedulerProcess, TestNs, eventually};
+use support::world::{Backend, Create, RuntimeServerProcess, SchedulerProcess, TestNs, eventually};
 
 /// A Runtime of one Pod with `runs: 2` and its runtimed ([`Pool`]), the tests' runtime
 /// server, and the scheduler; runtimed drives the server (or, for the child-process backend,
@@ -55,39 +56,6 @@ impl std::ops::DerefMut for Scenario {
     }
 }
 
-/// How runtimed executes Runs in a scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Backend {
-    /// The tests' runtime server, whose `Health` counts its executions.
-    Server,
-    /// The Go project's Bash runtime server, built unchanged.
-    Bash,
-    /// The Go project's Python runtime server, run unchanged: it gives a task's args to
-    /// Python.
-    Python,
-    Child,
-}
-
-impl Backend {
-    /// The args of a task that runs `script` in the shell: `sh -c`, or on the Python server
-    /// Python replacing itself with that shell (so the server's process is the shell's, and
-    /// its cancel and timeout reach the script).
-    fn shell(self, script: &str) -> Vec<String> {
-        match self {
-            Backend::Python => vec![
-                "-c".into(),
-                format!(
-                    "import os; os.execvp('sh', ['sh', '-c', {}])",
-                    serde_json::to_string(script).expect("a string")
-                ),
-            ],
-            Backend::Server | Backend::Bash | Backend::Child => {
-                vec!["sh".into(), "-c".into(), script.into()]
-            }
-        }
-    }
-}
-
 /// `strings` as the `&str`s a builder takes.
 fn strs(strings: &[String]) -> Vec<&str> {
     strings.iter().map(String::as_str).collect()
@@ -95,7 +63,7 @@ fn strs(strings: &[String]) -> Vec<&str> {
 
 impl Scenario {
     async fn start(prefix: &str) -> Self {
-        Self::start_with(prefix, Backend::Server).await
+        Self::start_with(prefix, Backend::Ours).await
     }
 
     async fn start_with(prefix: &str, backend: Backend) -> Self {
@@ -106,10 +74,10 @@ impl Scenario {
     async fn start_with_args(prefix: &str, backend: Backend, flags: &[&str]) -> Self {
         let ns = TestNs::new(prefix).await;
         let scheduler = SchedulerProcess::start(&ns.name, 4, None, prefix).await;
-        let server = match backend {
-            Backend::Bash => RuntimeServerProcess::start_bash().await,
-            Backend::Python => RuntimeServerProcess::start_python().await,
-            Backend::Server | Backend::Child => RuntimeServerProcess::start().await,
+        // Child processes run beside an idle server of ours, whose counts show it unused.
+        let server = match backend.server().await {
+            Some(server) => server,
+            None => RuntimeServerProcess::start().await,
         };
         let (probe, api_port) = (support::free_port(), support::free_port());
         let bind = format!("127.0.0.1:{probe}");
@@ -119,7 +87,7 @@ impl Scenario {
         let mut args: Vec<&str> = HEARTBEAT.to_vec();
         args.extend(["--api-bind-address", api_bind.as_str()]);
         match backend {
-            Backend::Server | Backend::Bash | Backend::Python => {
+            Backend::Ours | Backend::Bash | Backend::Python => {
                 args.extend(server.flag());
                 args.extend(["--health-probe-bind-address", bind.as_str()]);
             }
@@ -149,25 +117,10 @@ impl Scenario {
         self.pool.restart(&pod);
     }
 
-    /// Waits until every Run named in `names` is terminal; returns them.
-    async fn terminal(&self, names: &[&str]) -> Vec<Run> {
-        self.ns
-            .wait_runs(Duration::from_secs(90), "the Runs to end", |runs| {
-                let ended: Vec<Run> = runs
-                    .iter()
-                    .filter(|r| names.contains(&r.name_any().as_str()) && r.phase().is_terminal())
-                    .cloned()
-                    .collect();
-                (ended.len() == names.len()).then_some(ended)
-            })
-            .await
+    /// Waits until every Run named in `names` is terminal; returns them by name.
+    async fn terminal(&self, names: &[&str]) -> BTreeMap<String, Run> {
+        self.ns.runs_ended(Duration::from_secs(90), names).await
     }
-}
-
-fn find<'a>(runs: &'a [Run], name: &str) -> &'a Run {
-    runs.iter()
-        .find(|r| r.name_any() == name)
-        .unwrap_or_else(|| panic!("Run {name}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -238,7 +191,7 @@ async fn task_runs_execute_through_the_runtime_server_with_exit_codes_outputs_an
     let ended = pool.terminal(&names).await;
     let checked = watch.finish().await;
 
-    let hello = find(&ended, "hello");
+    let hello = &ended["hello"];
     let status = hello.status.as_ref().unwrap();
     assert_eq!(hello.phase(), RunPhase::Succeeded, "{status:?}");
     assert_eq!(status.exit_code, Some(0));
@@ -248,7 +201,7 @@ async fn task_runs_execute_through_the_runtime_server_with_exit_codes_outputs_an
         "the outputs file's pairs, not stdout"
     );
 
-    let fails = find(&ended, "fails");
+    let fails = &ended["fails"];
     let status = fails.status.as_ref().unwrap();
     assert_eq!(fails.phase(), RunPhase::Failed, "{status:?}");
     assert_eq!(
@@ -257,7 +210,7 @@ async fn task_runs_execute_through_the_runtime_server_with_exit_codes_outputs_an
     );
     assert!(status.outputs.is_empty(), "{status:?}");
     for name in &held {
-        assert_eq!(find(&ended, name).phase(), RunPhase::Succeeded);
+        assert_eq!(ended[name].phase(), RunPhase::Succeeded);
     }
 
     // The server's own view: every Run executed there exactly once, never more than the
@@ -327,7 +280,7 @@ async fn re_attaches_and_the_run_succeeds_once(prefix: &str, backend: Backend) {
     pool.open("long");
 
     let ended = pool.terminal(&["long"]).await;
-    let long = find(&ended, "long");
+    let long = &ended["long"];
     let status = long.status.as_ref().unwrap();
     assert_eq!(
         long.phase(),
@@ -342,7 +295,7 @@ async fn re_attaches_and_the_run_succeeds_once(prefix: &str, backend: Backend) {
     );
     let started = std::fs::read_to_string(&starts).unwrap();
     assert_eq!(started, "start\n", "the Run executed more than once");
-    if backend == Backend::Server {
+    if backend == Backend::Ours {
         let counts = pool.server.counts().await.unwrap();
         assert_eq!(counts.started, 1, "the Run executed twice: {counts:?}");
     }
@@ -420,7 +373,7 @@ async fn a_crash_inside_the_claims_window(prefix: &str, backend: Backend) {
     pool.open("held");
 
     let ended = pool.terminal(&["held"]).await;
-    let held = find(&ended, "held");
+    let held = &ended["held"];
     let status = held.status.as_ref().unwrap();
     assert_eq!(
         (held.phase(), held.attempt()),
@@ -439,7 +392,7 @@ async fn a_crash_inside_the_claims_window(prefix: &str, backend: Backend) {
     let started = std::fs::read_to_string(&starts).unwrap();
     let expected = if again { "start\nstart\n" } else { "start\n" };
     assert_eq!(started, expected, "how many times the task started");
-    if backend == Backend::Server {
+    if backend == Backend::Ours {
         let counts = pool.server.counts().await.unwrap();
         assert_eq!(counts.started, 1, "the Run executed twice: {counts:?}");
     }
@@ -449,7 +402,7 @@ async fn a_crash_inside_the_claims_window(prefix: &str, backend: Backend) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runtimed_killed_inside_a_claims_window_re_attaches_and_the_run_succeeds_once() {
-    a_crash_inside_the_claims_window("contract-window", Backend::Server).await;
+    a_crash_inside_the_claims_window("contract-window", Backend::Ours).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -465,7 +418,7 @@ async fn a_runtimed_killed_inside_a_claims_window_runs_a_process_again_and_the_r
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runtimed_killed_and_started_again_re_attaches_and_the_run_succeeds_once() {
-    re_attaches_and_the_run_succeeds_once("contract-restart", Backend::Server).await;
+    re_attaches_and_the_run_succeeds_once("contract-restart", Backend::Ours).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -654,7 +607,7 @@ async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
     }
     let checked = watch.finish().await;
     assert_eq!(held_by_status(ns), [("runs".to_string(), Some(0))]);
-    if backend == Backend::Server {
+    if backend == Backend::Ours {
         // Never executed: the Pending and the Scheduled Run; every other one once.
         let counts = pool.server.counts().await.unwrap();
         assert_eq!(counts.started, 5, "{counts:?}");
@@ -673,7 +626,7 @@ async fn cancel_and_timeout_in_every_phase(prefix: &str, backend: Backend) {
 async fn a_task_cancelled_inside_its_claims_window_is_stopped_and_ends_cancelled_once() {
     let pool = Scenario::start_with_args(
         "contract-window-cancel",
-        Backend::Server,
+        Backend::Ours,
         &["--claim-delay", "1h"],
     )
     .await;
@@ -681,7 +634,7 @@ async fn a_task_cancelled_inside_its_claims_window_is_stopped_and_ends_cancelled
     let watch = pool.overcommit_watch().await;
     run("long")
         .runtime("pool")
-        .task(&strs(&Backend::Server.shell("sleep 60")))
+        .task(&strs(&Backend::Ours.shell("sleep 60")))
         .create(ns)
         .await;
     eventually(
@@ -717,7 +670,7 @@ async fn a_task_cancelled_inside_its_claims_window_is_stopped_and_ends_cancelled
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_and_timeout_in_every_phase_free_the_room_at_once_on_the_runtime_server() {
-    cancel_and_timeout_in_every_phase("contract-cancel", Backend::Server).await;
+    cancel_and_timeout_in_every_phase("contract-cancel", Backend::Ours).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -30,21 +30,8 @@ use kruntimes::api::{Run, RunPhase};
 use kruntimes::testing::run;
 use support::pool::{HEARTBEAT, Pool};
 use support::world::{
-    Create, RuntimeServerProcess, RuntimedApi, SchedulerProcess, TestNs, eventually,
+    Backend, Create, RuntimeServerProcess, RuntimedApi, SchedulerProcess, TestNs, eventually,
 };
-
-/// How runtimed executes Runs in a scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Backend {
-    /// The Go project's Bash runtime server.
-    Bash,
-    /// The Go project's Python runtime server: it runs an inline script with Python.
-    Python,
-    /// The tests' runtime server.
-    Ours,
-    /// runtimed's own child processes.
-    Child,
-}
 
 /// A Runtime of one Pod with `runs: 2`, its runtimed, its runtime server (none for
 /// [`Backend::Child`]) and the scheduler.
@@ -70,12 +57,7 @@ impl Scenario {
     async fn start_with(prefix: &str, backend: Backend, runtime: &str, extra: &[&str]) -> Self {
         let ns = TestNs::new(prefix).await;
         let scheduler = SchedulerProcess::start(&ns.name, 2, None, prefix).await;
-        let server = match backend {
-            Backend::Bash => Some(RuntimeServerProcess::start_bash().await),
-            Backend::Python => Some(RuntimeServerProcess::start_python().await),
-            Backend::Ours => Some(RuntimeServerProcess::start().await),
-            Backend::Child => None,
-        };
+        let server = backend.server().await;
         let (probe, api_port) = (support::free_port(), support::free_port());
         let bind = format!("127.0.0.1:{probe}");
         let api_bind = format!("127.0.0.1:{api_port}");
@@ -111,16 +93,7 @@ impl Scenario {
 
     /// Waits until every Run named in `names` is terminal; returns them by name.
     async fn terminal(&self, names: &[&str]) -> BTreeMap<String, Run> {
-        self.ns()
-            .wait_runs(Duration::from_secs(90), "the Runs to end", |runs| {
-                let ended: BTreeMap<String, Run> = runs
-                    .iter()
-                    .filter(|r| names.contains(&r.name_any().as_str()) && r.phase().is_terminal())
-                    .map(|r| (r.name_any(), r.clone()))
-                    .collect();
-                (ended.len() == names.len()).then_some(ended)
-            })
-            .await
+        self.ns().runs_ended(Duration::from_secs(90), names).await
     }
 
     /// Waits until no Run of `runs` has a directory in the workspace any more.

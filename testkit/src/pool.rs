@@ -183,16 +183,7 @@ impl Pool {
 
     /// Waits until every Run named in `names` is terminal and returns them by name.
     pub async fn all_done(&self, names: &[String]) -> BTreeMap<String, Run> {
-        let what = format!("{} Runs to end", names.len());
-        self.until(&what, |runs| {
-            let done: BTreeMap<String, Run> = runs
-                .iter()
-                .filter(|r| names.contains(&r.name_any()) && r.phase().is_terminal())
-                .map(|r| (r.name_any(), r.clone()))
-                .collect();
-            (done.len() == names.len()).then_some(done)
-        })
-        .await
+        self.ns.runs_ended(self.patience, names).await
     }
 
     /// No capacity is left held: Runs filling every live Pod's whole `runs` capacity, created

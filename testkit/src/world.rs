@@ -7,6 +7,7 @@
 pub mod events;
 pub mod process;
 
+use std::collections::BTreeMap;
 use std::fmt::{self, Display};
 use std::time::{Duration, Instant};
 
@@ -28,8 +29,8 @@ use kruntimes::testing::{
 
 pub use events::{OvercommitWatch, RunEvent, RunEvents, replay};
 pub use process::{
-    RuntimeServerProcess, RuntimedApi, RuntimedProcess, SchedulerProcess, ServerCounts, http,
-    http_get, https_get, https_get_from, sample, wait_ready,
+    Backend, RuntimeServerProcess, RuntimedApi, RuntimedProcess, SchedulerProcess, ServerCounts,
+    http, http_get, https_get, https_get_from, sample, wait_ready,
 };
 
 /// The usual patience of a wait on the control plane.
@@ -253,6 +254,26 @@ impl TestNs {
         eventually(timeout, what, async || {
             let runs = api.list(&Default::default()).await.unwrap().items;
             check(&runs).ok_or(RunsSeen(runs))
+        })
+        .await
+    }
+
+    /// Waits up to `timeout` until every Run named in `names` has ended; returns them by name.
+    /// The one "wait until these Runs end" of the suites.
+    pub async fn runs_ended<N: AsRef<str>>(
+        &self,
+        timeout: Duration,
+        names: &[N],
+    ) -> BTreeMap<String, Run> {
+        let what = format!("{} Run(s) to end", names.len());
+        self.wait_runs(timeout, &what, |runs| {
+            let ended: BTreeMap<String, Run> = runs
+                .iter()
+                .filter(|r| r.phase().is_terminal())
+                .filter(|r| names.iter().any(|n| n.as_ref() == r.name_any()))
+                .map(|r| (r.name_any(), r.clone()))
+                .collect();
+            (ended.len() == names.len()).then_some(ended)
         })
         .await
     }

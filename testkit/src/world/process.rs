@@ -469,6 +469,51 @@ pub struct ServerCounts {
     pub started: usize,
 }
 
+/// How runtimed executes a scenario's Runs: through a runtime server (which of them) or as
+/// its own child processes. One vocabulary for the contract, execution and artifact suites.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// The tests' runtime server (`kruntimes-test-runtime-server`), whose `Health` counts its
+    /// executions.
+    Ours,
+    /// The Go project's Bash runtime server, built unchanged.
+    Bash,
+    /// The Go project's Python runtime server, run unchanged: it gives a task's args to Python.
+    Python,
+    /// runtimed's own child processes.
+    Child,
+}
+
+impl Backend {
+    /// The backend's runtime server, started; none for [`Backend::Child`].
+    pub async fn server(self) -> Option<RuntimeServerProcess> {
+        match self {
+            Backend::Ours => Some(RuntimeServerProcess::start().await),
+            Backend::Bash => Some(RuntimeServerProcess::start_bash().await),
+            Backend::Python => Some(RuntimeServerProcess::start_python().await),
+            Backend::Child => None,
+        }
+    }
+
+    /// The args of a task that runs `script` in the shell: `sh -c`, or on the Python server
+    /// Python replacing itself with that shell (so the server's process is the shell's, and
+    /// its cancel and timeout reach the script).
+    pub fn shell(self, script: &str) -> Vec<String> {
+        match self {
+            Backend::Python => vec![
+                "-c".into(),
+                format!(
+                    "import os; os.execvp('sh', ['sh', '-c', {}])",
+                    serde_json::to_string(script).expect("a string")
+                ),
+            ],
+            Backend::Ours | Backend::Bash | Backend::Child => {
+                vec!["sh".into(), "-c".into(), script.into()]
+            }
+        }
+    }
+}
+
 impl RuntimeServerProcess {
     /// Starts the tests' server and waits until it answers `Health`.
     pub async fn start() -> Self {
