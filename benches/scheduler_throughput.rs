@@ -98,7 +98,7 @@ async fn measure(runs: usize, pods: usize, workers: u16) {
     let attempts = sample("kruntimes_scheduler_schedule_attempts_total{result=\"scheduled\"}");
     let held = rss(&metrics);
     println!(
-        "workers={workers}: scheduler resident memory {:.0} MiB with {pods} Pods, {:.0} MiB with {runs} Runs too: {:.1} KiB per Run",
+        "workers={workers}: scheduler resident memory {:.1} MiB with {pods} Pods, {:.1} MiB with {runs} Runs too: {:.1} KiB per Run",
         base / 1048576.0,
         held / 1048576.0,
         (held - base) / runs as f64 / 1024.0
