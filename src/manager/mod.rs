@@ -177,12 +177,7 @@ pub async fn run(
             scheduler.events(),
             args.pod_lost_grace,
         );
-        let (scheduler, leading) = (scheduler.clone(), wait_for(leading_rx.clone()));
-        tokio::spawn(async move {
-            leading.await;
-            scheduler.synced().await;
-            lifecycle.run(runs).await;
-        })
+        spawn_on_the_schedulers_view(&scheduler, &leading_rx, lifecycle.run(runs))
     };
     let mut workspace_lifecycle = {
         let workspaces = WorkspaceLifecycle::new(
@@ -190,12 +185,7 @@ pub async fn run(
             scheduler.cache(),
             scheduler.workspaces(),
         );
-        let (scheduler, leading) = (scheduler.clone(), wait_for(leading_rx.clone()));
-        tokio::spawn(async move {
-            leading.await;
-            scheduler.synced().await;
-            workspaces.run().await;
-        })
+        spawn_on_the_schedulers_view(&scheduler, &leading_rx, workspaces.run())
     };
     // Workflows: WorkflowRuns become Runs, which the scheduler then places like any other.
     let mut workflows = {
@@ -277,6 +267,20 @@ pub async fn run(
         Some(err) => Err(err),
         None => Ok(()),
     }
+}
+
+/// Spawns `work` to start once this replica leads and every watch of `scheduler` has listed.
+fn spawn_on_the_schedulers_view(
+    scheduler: &Arc<Scheduler>,
+    leading: &watch::Receiver<bool>,
+    work: impl std::future::Future<Output = ()> + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    let (scheduler, leading) = (scheduler.clone(), wait_for(leading.clone()));
+    tokio::spawn(async move {
+        leading.await;
+        scheduler.synced().await;
+        work.await;
+    })
 }
 
 /// Resolves once the flag is `true`.
