@@ -22,11 +22,12 @@ const REQUEST: &[(&str, u64)] = &[("runs", 1), ("example.com/gpu", 1)];
 /// carry `cohort: c<i % COHORTS>` and an `index` label of their own.
 fn cluster(pods: usize, per_pod: usize) -> SharedCache {
     let shared = SharedCache::new(kruntimes::scheduler::plugins::registry());
+    let mut cache = shared.lock();
     for i in 0..pods {
         let name = format!("pod-{i:05}");
         let p = pod(&name).capacity(&[("runs", 64), ("example.com/gpu", 32)]);
-        shared.apply(&p.build(), NOW);
-        shared.apply(&p.build_lease().expect("a fresh heartbeat"), NOW);
+        cache.apply(&p.build(), NOW);
+        cache.apply(&p.build_lease().expect("a fresh heartbeat"), NOW);
         let cohort = format!("c{}", i % COHORTS);
         for j in 0..per_pod {
             let r = run(&format!("active-{i}-{j}"))
@@ -34,9 +35,10 @@ fn cluster(pods: usize, per_pod: usize) -> SharedCache {
                 .labels(&[("cohort", &cohort), ("index", &j.to_string())])
                 .on(&name)
                 .running();
-            shared.apply(&r.build(), NOW);
+            cache.apply(&r.build(), NOW);
         }
     }
+    drop(cache);
     shared
 }
 
@@ -58,11 +60,11 @@ fn bench_cycle(c: &mut Criterion) {
         for (label, affinity) in [("no_affinity", false), ("required_affinity", true)] {
             let r = pending(affinity);
             assert!(matches!(
-                shared.plan(&r, NOW),
+                shared.lock().plan(shared.registry(), &r, NOW),
                 Ok(Decision::Schedule { .. })
             ));
             group.bench_with_input(BenchmarkId::new(label, pods), &r, |b, r| {
-                b.iter(|| black_box(shared.plan(black_box(r), NOW)))
+                b.iter(|| black_box(shared.lock().plan(shared.registry(), black_box(r), NOW)))
             });
         }
     }
@@ -73,23 +75,26 @@ fn bench_cycle(c: &mut Criterion) {
         let shared = cluster(1_000, per_pod);
         let r = pending(false);
         group.bench_with_input(BenchmarkId::from_parameter(per_pod), &r, |b, r| {
-            b.iter(|| black_box(shared.plan(black_box(r), NOW)))
+            b.iter(|| black_box(shared.lock().plan(shared.registry(), black_box(r), NOW)))
         });
     }
     group.finish();
 
     let mut group = c.benchmark_group("schedule_reserve_release");
     let shared = cluster(5_000, 10);
-    shared.apply(&pending(false), NOW);
+    shared.lock().apply(&pending(false), NOW);
     group.bench_function("5000", |b| {
         b.iter(|| {
             // The released Run is queued again at once: each pop is its cycle.
-            let scheduled = shared.schedule_next(NOW).expect("the Run is queued");
+            let scheduled = shared
+                .lock()
+                .schedule_next(shared.registry(), NOW)
+                .expect("the Run is queued");
             assert!(matches!(
                 scheduled.outcome,
                 ScheduleOutcome::Reserved { .. }
             ));
-            shared.release(NS, "uid-new", NOW);
+            shared.lock().release(NS, "uid-new", NOW);
         })
     });
     group.finish();

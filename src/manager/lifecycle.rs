@@ -63,7 +63,8 @@ impl PodLifecycle {
             let now = jiff::Timestamp::now();
             // Heartbeats count as stale only for as long as the scheduler could see them.
             let observed_since = self.sight.observed_since(now);
-            for lost in self.cache.lost_runs(now, grace, observed_since) {
+            let lost_runs = self.cache.lock().lost_runs(now, grace, observed_since);
+            for lost in lost_runs {
                 self.heal_one(&store, lost).await;
             }
             tokio::time::sleep(LIFECYCLE_PERIOD).await;

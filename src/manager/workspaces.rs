@@ -49,7 +49,7 @@ impl WorkspaceLifecycle {
     pub async fn run(self: Arc<Self>) {
         loop {
             let now = jiff::Timestamp::now();
-            let (steps, next) = self.cache.with(|cache| workspaces::due(cache, now));
+            let (steps, next) = workspaces::due(&self.cache.lock(), now);
             for due in steps {
                 self.carry_out(&due).await;
             }

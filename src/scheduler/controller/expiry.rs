@@ -18,7 +18,7 @@ impl Scheduler {
         let mut last = jiff::Timestamp::now();
         loop {
             let now = jiff::Timestamp::now();
-            let next = self.cache.expire(last, now);
+            let next = self.cache.lock().expire(last, now);
             last = now;
             self.woke();
             let until_next = next

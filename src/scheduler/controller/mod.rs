@@ -1,7 +1,7 @@
 //! kube wiring of the scheduler: watches feeding the pure core's cache, the scheduling loop,
 //! Bind and status writes.
 //!
-//! Decisions are made only by the cache ([`SharedCache::schedule_next`], one pop of the
+//! Decisions are made only by the cache ([`SchedulerCache::schedule_next`], one pop of the
 //! scheduling queue = one cycle) and mapped to writes by [`crate::scheduler::steps`]; this
 //! module carries them out ([`scheduling`]), wakes the Pending Runs a heartbeat expiry
 //! concerns ([`expiry`]) and writes a PersistentWorkspace's binding before the Bind of its
@@ -229,7 +229,8 @@ impl Scheduler {
     /// Sets the gauges at `now`: Pending Runs by queue state and Runtime Pods by availability
     /// (RuntimePodAvailability's own Pod checks).
     fn refresh_gauges(&self, now: jiff::Timestamp) {
-        let (pending, available, unavailable) = self.cache.with(|cache| {
+        let (pending, available, unavailable) = {
+            let cache = self.cache.lock();
             let (mut available, mut unavailable) = (0i64, 0i64);
             for (namespace, runtime) in cache.index().scopes() {
                 for pod in cache.snapshot(namespace, runtime, now).pods() {
@@ -240,7 +241,7 @@ impl Scheduler {
                 }
             }
             (cache.queue().counts(), available, unavailable)
-        });
+        };
         self.refresh_fair_share_gauges();
         for (state, n) in pending {
             self.metrics.pending_runs.with_label_values(&[state]).set(n);
@@ -263,7 +264,8 @@ impl Scheduler {
         if top == 0 {
             return;
         }
-        let mut standings = self.cache.with(|cache| {
+        let mut standings = {
+            let cache = self.cache.lock();
             let scopes: Vec<ScopeRef> = cache
                 .index()
                 .scopes()
@@ -278,7 +280,7 @@ impl Scheduler {
                         .map(move |s| (scope.clone(), s))
                 })
                 .collect::<Vec<_>>()
-        });
+        };
         standings.sort_by_key(|(_, s)| std::cmp::Reverse(s.pending));
         standings.truncate(top);
         self.metrics.fair_share.reset();
@@ -325,7 +327,7 @@ impl Scheduler {
 
     /// Counts the Runs the cache moved back to the active queue since the last call.
     fn count_wakeups(&self) {
-        let (starvation, priority) = self.cache.take_nomination_counts();
+        let (starvation, priority) = self.cache.lock().take_nomination_counts();
         for (cause, n) in crate::scheduler::metrics::NOMINATION_CAUSES
             .into_iter()
             .zip([starvation, priority])
@@ -337,7 +339,8 @@ impl Scheduler {
                     .inc_by(n);
             }
         }
-        for (source, n) in self.cache.take_wake_counts().by_source() {
+        let woken = self.cache.lock().take_wake_counts();
+        for (source, n) in woken.by_source() {
             if n > 0 {
                 self.metrics
                     .pending_run_wakeups
@@ -372,11 +375,14 @@ impl Scheduler {
             };
             let Some(event) = event else { continue };
             let now = jiff::Timestamp::now();
-            match &event {
-                IndexEvent::Apply(obj) => self.cache.apply(obj, now),
-                IndexEvent::Delete(obj) => self.cache.delete(obj, now),
-                IndexEvent::Reset(objs) => self.cache.reset(objs, now),
-            };
+            {
+                let mut cache = self.cache.lock();
+                match &event {
+                    IndexEvent::Apply(obj) => cache.apply(obj, now),
+                    IndexEvent::Delete(obj) => cache.delete(obj, now),
+                    IndexEvent::Reset(objs) => cache.reset(objs, now),
+                };
+            }
             self.woke();
             if let IndexEvent::Reset(listed) = event {
                 // A relist decoded, buffered and dropped every object of the kind at once:

@@ -65,7 +65,7 @@ impl Scheduler {
             let now = jiff::Timestamp::now();
             let scheduled = {
                 let timer = self.metrics.cycle_timer();
-                let scheduled = self.cache.schedule_next(now);
+                let scheduled = self.cache.lock().schedule_next(self.cache.registry(), now);
                 if scheduled.is_none() {
                     timer.discard();
                 }
@@ -75,9 +75,8 @@ impl Scheduler {
             self.count_wakeups();
             let Some(scheduled) = scheduled else {
                 drop(slot);
-                let wait = self
-                    .cache
-                    .next_due(now)
+                let next = self.cache.lock().next_due(now);
+                let wait = next
                     .and_then(|at| Duration::try_from(at.duration_since(now)).ok())
                     .map_or(IDLE_WAIT, |d| d.min(IDLE_WAIT));
                 tokio::select! {
@@ -125,14 +124,18 @@ impl Scheduler {
             .filter(|r| r.uid().as_deref() == Some(uid.as_str()) && r.waits_for_placement());
         let Some(run) = current else {
             // Deleted, replaced or placed since its cycle: nothing to write, nothing to hold.
-            self.cache.release(&namespace, &uid, jiff::Timestamp::now());
+            self.cache
+                .lock()
+                .release(&namespace, &uid, jiff::Timestamp::now());
             self.woke();
             return;
         };
         if !status_patch::plans_alike(&cycled, &run) {
             // Changed since its cycle in what the cycle read: its decision is stale, and a
             // write guarded by the newer version would land it. Cycled again on what it is now.
-            self.cache.release(&namespace, &uid, jiff::Timestamp::now());
+            self.cache
+                .lock()
+                .release(&namespace, &uid, jiff::Timestamp::now());
             self.woke();
             debug!(run = %run.name_any(), %namespace, "changed since its cycle; looking again");
             return;
@@ -198,7 +201,11 @@ impl Scheduler {
                             .is_some_and(|r| r.resource_version() != run.resource_version())
                     };
                     let now = jiff::Timestamp::now();
-                    self.cache.write_conflicted(&namespace, &uid, observed, now);
+                    // `observed` is asked under the lock: a watch event for the newer
+                    // version either came before it, or finds the Run marked.
+                    let mut cache = self.cache.lock();
+                    cache.write_conflicted(&namespace, &uid, observed(), now);
+                    drop(cache);
                     self.woke();
                     debug!(run = %run.name_any(), %namespace, "waiting message met a newer version; looking again once it is seen");
                 }
@@ -256,15 +263,16 @@ impl Scheduler {
         let uid = run.uid().unwrap_or_default();
         // A stale Pod observation discards the reservation, like a conflict (the spec's Bind
         // rule): never bind to a Pod that is gone, replaced or terminating.
-        let pod_current = self.cache.with(|s| {
-            s.index()
-                .pod(&namespace, pod)
-                .is_some_and(|p| p.uid == pod_uid && !p.deleting)
-        });
+        let pod_current = self
+            .cache
+            .lock()
+            .index()
+            .pod(&namespace, pod)
+            .is_some_and(|p| p.uid == pod_uid && !p.deleting);
         let now = jiff::Timestamp::now;
         if !pod_current {
             // Queued again at once: the next cycle sees the Pod as it is now.
-            self.cache.release(&namespace, &uid, now());
+            self.cache.lock().release(&namespace, &uid, now());
             self.woke();
             debug!(run = %name, %namespace, "chosen Runtime Pod changed before Bind; queued again");
             return;
@@ -287,7 +295,7 @@ impl Scheduler {
         }
         match self.send_bind(run, write).await {
             Ok(bound_from) => {
-                self.cache.bound(&namespace, &uid);
+                self.cache.lock().bound(&namespace, &uid);
                 debug!(run = %name, %namespace, %pod, "scheduled");
                 if let Some(created) = &run.metadata.creation_timestamp {
                     let waited = jiff::Timestamp::now().duration_since(created.0);
@@ -405,14 +413,17 @@ impl Scheduler {
     }
 
     fn release_and_retry(&self, namespace: &str, uid: &str, conflict: bool) {
-        self.cache.release(namespace, uid, jiff::Timestamp::now());
+        self.cache
+            .lock()
+            .release(namespace, uid, jiff::Timestamp::now());
         self.retry(namespace, uid, conflict);
     }
 
-    /// Backs the Run off (`conflict`: briefly; see [`crate::scheduler::framework::SharedCache::retry`]).
+    /// Backs the Run off (`conflict`: briefly; see [`crate::scheduler::framework::SchedulerCache::retry`]).
     pub(super) fn retry(&self, namespace: &str, uid: &str, conflict: bool) {
         let now = jiff::Timestamp::now();
-        if let Some(delay) = self.cache.retry(namespace, uid, conflict, now) {
+        let delay = self.cache.lock().retry(namespace, uid, conflict, now);
+        if let Some(delay) = delay {
             debug!(%namespace, %uid, retry_in = ?delay, "backing off");
         }
         self.woke();

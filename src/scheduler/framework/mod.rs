@@ -27,7 +27,7 @@
 //! # fn bind(_: &str) -> Result<(), ()> { Ok(()) }
 //! # let shared = SharedCache::new(kruntimes::scheduler::plugins::registry());
 //! # let now = jiff::Timestamp::now();
-//! while let Some(scheduled) = shared.schedule_next(now) {
+//! while let Some(scheduled) = shared.lock().schedule_next(shared.registry(), now) {
 //!     let (namespace, uid) = (
 //!         scheduled.run.metadata.namespace.clone().unwrap(),
 //!         scheduled.run.metadata.uid.clone().unwrap(),
@@ -37,8 +37,9 @@
 //!             if bind(&pod).is_err() {
 //!                 // Bind failed (conflict or API error): the reservation must go, and the
 //!                 // Run backs off.
-//!                 shared.release(&namespace, &uid, now);
-//!                 shared.retry(&namespace, &uid, false, now);
+//!                 let mut cache = shared.lock();
+//!                 cache.release(&namespace, &uid, now);
+//!                 cache.retry(&namespace, &uid, false, now);
 //!             }
 //!         }
 //!         ScheduleOutcome::Unschedulable(u) => { let _message = u.message(); /* Scheduled=False */ }

@@ -59,7 +59,7 @@ pub use wake::WakeCounts;
 pub const DEFAULT_STARVATION_THRESHOLD: SignedDuration = SignedDuration::from_secs(30);
 
 /// A watched kind the scheduler cache keeps: the one seam between a watch and the cache.
-/// The controller feeds every watched kind through [`SharedCache::apply`], `delete` and
+/// The controller feeds every watched kind through [`SchedulerCache::apply`], `delete` and
 /// `reset`, with the instant it observed the event; tests feed objects the same way,
 /// synchronously.
 pub trait Indexed: Sized {
@@ -340,6 +340,26 @@ impl SchedulerCache {
 
     pub fn queue(&self) -> &SchedulingQueue {
         &self.queue
+    }
+
+    /// When the scheduling loop has work next: `now` when a Run is active, else the next
+    /// backoff expiry or unschedulable flush.
+    pub fn next_due(&self, now: Timestamp) -> Option<Timestamp> {
+        if self.queue.has_work(now) {
+            return Some(now);
+        }
+        self.queue.next_due()
+    }
+
+    /// The active Runs whose Runtime Pod is lost (see [`Index::lost_runs`]), with this cache's
+    /// claim window.
+    pub fn lost_runs(
+        &mut self,
+        now: Timestamp,
+        grace: SignedDuration,
+        since: Timestamp,
+    ) -> Vec<crate::scheduler::framework::index::LostRun> {
+        self.index.lost_runs(now, grace, self.claim_window, since)
     }
 
     /// Records a watched object (PriorityClass, Runtime, Pod, Lease, PersistentWorkspace or

@@ -296,17 +296,18 @@ fn concurrent_callers_never_reserve_the_same_capacity_twice() {
         pod("p1").capacity(&[("runs", 3)]),
         pod("p2").capacity(&[("runs", 2)]),
     ] {
-        shared.apply(&p.build(), NOW);
-        shared.apply(&p.build_lease().unwrap(), NOW);
+        let mut cache = shared.lock();
+        cache.apply(&p.build(), NOW);
+        cache.apply(&p.build_lease().unwrap(), NOW);
     }
     let handles: Vec<_> = (0..4)
         .map(|w| {
             let shared = shared.clone();
             std::thread::spawn(move || {
                 for i in 0..5 {
-                    shared.apply(&run(&format!("w{w}-{i}")).build(), NOW);
+                    shared.lock().apply(&run(&format!("w{w}-{i}")).build(), NOW);
                 }
-                std::iter::from_fn(|| shared.schedule_next(NOW))
+                std::iter::from_fn(|| shared.lock().schedule_next(shared.registry(), NOW))
                     .filter(|s| matches!(s.outcome, ScheduleOutcome::Reserved { .. }))
                     .count()
             })
@@ -314,7 +315,7 @@ fn concurrent_callers_never_reserve_the_same_capacity_twice() {
         .collect();
     let reserved: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
     assert_eq!(reserved, 5, "exactly the 3 + 2 runs of capacity");
-    shared.with(|s| assert_eq!(s.assumed().len(), 5));
+    assert_eq!(shared.lock().assumed().len(), 5);
 }
 
 #[test]

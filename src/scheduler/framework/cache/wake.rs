@@ -42,6 +42,16 @@ impl WakeCounts {
 }
 
 impl SchedulerCache {
+    /// Applies the heartbeat expiries in `(after, until]` (their Pods became unavailable: a
+    /// Runtime Pod event) and returns the next expiry after `until`.
+    pub fn expire(&mut self, after: Timestamp, until: Timestamp) -> Option<Timestamp> {
+        let expired = self.index.expired_between(after, until);
+        if !expired.is_empty() {
+            self.advance(&expired.into(), until);
+        }
+        self.index.next_expiry_after(until)
+    }
+
     /// Carries out what `changes` mean for the queue: bumps the wake epoch of every Runtime
     /// they concern and applies the queueing hints of each event.
     pub(super) fn advance(&mut self, changes: &Changes, now: Timestamp) {
