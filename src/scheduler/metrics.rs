@@ -8,8 +8,8 @@
 
 use std::time::Instant;
 
-use crate::scheduler::framework::WakeSource;
 use crate::scheduler::framework::cache::{LEVEL_RUNNING, LEVEL_SCHEDULED};
+use crate::scheduler::framework::{WakeCounts, WakeSource};
 
 use prometheus::{GaugeVec, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 
@@ -195,6 +195,25 @@ impl SchedulerMetrics {
                 .with_label_values(&[source.as_str()]);
         }
         Ok(metrics)
+    }
+
+    /// Counts the nominations the cache made, (for starvation, for priority), and the Runs it
+    /// moved back to the active queue, by source.
+    pub fn count_wakeups(&self, nominated: (u64, u64), woken: WakeCounts) {
+        let (starvation, priority) = nominated;
+        for (cause, n) in NOMINATION_CAUSES.into_iter().zip([starvation, priority]) {
+            if n > 0 {
+                self.nominations.with_label_values(&[cause]).inc_by(n);
+            }
+        }
+        for (source, n) in woken.by_source() {
+            if n > 0 {
+                let source = source.as_str();
+                self.pending_run_wakeups
+                    .with_label_values(&[source])
+                    .inc_by(n);
+            }
+        }
     }
 
     /// A guard that observes the cycle duration when dropped.

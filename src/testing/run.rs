@@ -11,14 +11,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, T
 use super::objects::{
     NOW, NS, RUNTIME, match_labels, quantities, setters, string_map, uid_or_default,
 };
-use crate::api::resources::parse_requests;
 use crate::api::{
     AffinityTerms, CodeSource, FunctionMode, LABEL_RUNTIME_POD, RetryPolicy, Run, RunAffinity,
     RunAffinityTerm, RunMode, RunPhase, RunResources, RunSpec, RunStatus, RunWorkspaceReference,
     TaskMode, WeightedRunAffinityTerm,
 };
-use crate::scheduler::framework::index::required_anti_affinity;
-use crate::scheduler::framework::{Assumption, RunKey};
+
+use crate::scheduler::framework::{Assumption, RunFacts, RunKey};
 
 #[derive(Debug, Clone)]
 pub struct RunBuilder {
@@ -445,15 +444,14 @@ impl RunBuilder {
 
     /// The assumption Reserve would record for this Run on `pod`.
     pub fn assumption(&self, pod: &str) -> Assumption {
-        let run = self.build();
+        let facts = RunFacts::of(&self.build());
+        assert!(
+            facts.invalid.is_none(),
+            "an assumption is of a valid request"
+        );
         Assumption {
-            run_name: self.name.clone(),
-            runtime: self.runtime.clone(),
+            facts: std::sync::Arc::new(facts),
             pod: pod.to_string(),
-            request: parse_requests(self.requests.as_ref()).expect("valid test request"),
-            labels: self.labels.clone(),
-            anti_affinity: required_anti_affinity(&run),
-            workspace: self.workspace.clone(),
         }
     }
 }

@@ -119,7 +119,7 @@ pub fn filter_verdicts(
     r: &RunBuilder,
 ) -> Vec<(String, Result<(), String>)> {
     with_cycle(world, r, |snap, cycle| {
-        snap.pods_seen_by(&cycle.key)
+        snap.pods_seen_by(cycle.key())
             .map(|p| {
                 let verdict = plugin
                     .filter(snap, cycle, &p)
@@ -137,7 +137,7 @@ pub fn score_table(
     r: &RunBuilder,
 ) -> Vec<(String, i64, i64)> {
     with_cycle(world, r, |snap, cycle| {
-        let pods: Vec<_> = snap.pods_seen_by(&cycle.key).collect();
+        let pods: Vec<_> = snap.pods_seen_by(cycle.key()).collect();
         let raw: Vec<i64> = pods
             .iter()
             .map(|p| plugin.score(snap, cycle, p).expect("score"))

@@ -327,27 +327,11 @@ impl Scheduler {
 
     /// Counts the Runs the cache moved back to the active queue since the last call.
     fn count_wakeups(&self) {
-        let (starvation, priority) = self.cache.lock().take_nomination_counts();
-        for (cause, n) in crate::scheduler::metrics::NOMINATION_CAUSES
-            .into_iter()
-            .zip([starvation, priority])
-        {
-            if n > 0 {
-                self.metrics
-                    .nominations
-                    .with_label_values(&[cause])
-                    .inc_by(n);
-            }
-        }
-        let woken = self.cache.lock().take_wake_counts();
-        for (source, n) in woken.by_source() {
-            if n > 0 {
-                self.metrics
-                    .pending_run_wakeups
-                    .with_label_values(&[source.as_str()])
-                    .inc_by(n);
-            }
-        }
+        let counts = {
+            let mut cache = self.cache.lock();
+            (cache.take_nomination_counts(), cache.take_wake_counts())
+        };
+        self.metrics.count_wakeups(counts.0, counts.1);
     }
 
     /// The one watch→cache loop: feeds every event of one watched kind into the cache (which

@@ -5,9 +5,9 @@
 //! affinity targets. It must not check capacity (that is [`super::cache::SchedulerCache::reserve`],
 //! which sees the index too), read a clock, or persist anything: a new leader starts empty.
 //!
-//! Entries are keyed by the immutable (namespace, Run UID) and hold the Run name, the chosen
-//! Pod, the complete request, the Run's labels and required anti-affinity selectors, and its
-//! runtime. Their state machine, per Run:
+//! Entries are keyed by the immutable (namespace, Run UID) and hold the chosen Pod and the
+//! Run's facts (the record the queue held: name, Runtime, complete request, labels, required
+//! anti-affinity selectors, workspace). Their state machine, per Run:
 //!
 //! ```text
 //!                  Reserve (capacity verified after all assumptions)
@@ -33,25 +33,28 @@
 //! scheduler's CPU.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
-use super::selector::Selector;
+use super::facts::RunFacts;
 use super::types::{Observed, RunKey};
 use crate::api::Resources;
 
-/// One reservation.
+/// One reservation: the Run's facts on a Pod. Later cycles count its request there, match
+/// affinity terms against its labels, are barred by its required anti-affinity (which is
+/// symmetric), and find its PersistentWorkspace bound to the Pod until the watch shows the Run
+/// there (a burst on an unbound workspace lands on one Pod).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Assumption {
-    pub run_name: String,
-    pub runtime: String,
+    /// The Run's facts (its request is valid: only such a Run is reserved).
+    pub facts: Arc<RunFacts>,
     pub pod: String,
-    pub request: Resources,
-    /// The Run's labels: later cycles match affinity terms against assumed targets.
-    pub labels: BTreeMap<String, String>,
-    /// The Run's required anti-affinity selectors (anti-affinity is symmetric).
-    pub anti_affinity: Vec<Selector>,
-    /// The PersistentWorkspace the Run uses: the assumption binds it to `pod` until the
-    /// watch shows the Run there (a burst on an unbound workspace lands on one Pod).
-    pub workspace: Option<String>,
+}
+
+impl Assumption {
+    /// What it holds on the Pod: the Run's complete request.
+    pub fn request(&self) -> &Resources {
+        &self.facts.counted.amounts
+    }
 }
 
 /// What reconciliation did to an assumption.
@@ -162,12 +165,12 @@ impl AssumedCache {
             return false;
         }
         let on_pod = entries.pods.entry(assumption.pod.clone()).or_default();
-        on_pod.usage.add(&assumption.request);
+        on_pod.usage.add(assumption.request());
         on_pod.runs.insert(key.uid.clone());
-        if !assumption.anti_affinity.is_empty() {
+        if !assumption.facts.anti_affinity.is_empty() {
             entries.anti_affinity.insert(key.uid.clone());
         }
-        if let Some(workspace) = &assumption.workspace {
+        if let Some(workspace) = &assumption.facts.workspace {
             *entries
                 .workspaces
                 .entry(workspace.clone())
@@ -184,7 +187,7 @@ impl AssumedCache {
         let entries = self.by_namespace.get_mut(&key.namespace)?;
         let removed = entries.runs.remove(&key.uid)?;
         entries.anti_affinity.remove(&key.uid);
-        if let Some(workspace) = &removed.workspace
+        if let Some(workspace) = &removed.facts.workspace
             && let Some(pods) = entries.workspaces.get_mut(workspace)
         {
             if let Some(n) = pods.get_mut(&removed.pod) {
@@ -207,7 +210,7 @@ impl AssumedCache {
                 let mut usage = Resources::new();
                 for uid in &on_pod.runs {
                     if let Some(a) = entries.runs.get(uid) {
-                        usage.add(&a.request);
+                        usage.add(a.request());
                     }
                 }
                 on_pod.usage = usage;
@@ -231,7 +234,7 @@ impl AssumedCache {
             },
             Observed::Active(_) | Observed::Inactive | Observed::Absent => Reconciled::Dropped {
                 pod: assumption.pod.clone(),
-                runtime: assumption.runtime.clone(),
+                runtime: assumption.facts.scope.runtime.clone(),
             },
         };
         if outcome != Reconciled::Kept {
@@ -275,15 +278,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn assumption(pod: &str) -> Assumption {
-        Assumption {
-            run_name: "a".into(),
-            runtime: "python".into(),
-            pod: pod.into(),
-            request: Resources::from_iter([("runs", 1)]),
-            labels: BTreeMap::new(),
-            anti_affinity: Vec::new(),
-            workspace: None,
-        }
+        crate::testing::run("a").runtime("python").assumption(pod)
     }
 
     #[test]
@@ -336,9 +331,9 @@ mod tests {
         let mut anti = BTreeSet::new();
         for (uid, a) in cache.in_namespace(namespace) {
             let on = pods.entry(a.pod.clone()).or_default();
-            on.usage.add(&a.request);
+            on.usage.add(a.request());
             on.runs.insert(uid.to_string());
-            if !a.anti_affinity.is_empty() {
+            if !a.facts.anti_affinity.is_empty() {
                 anti.insert(uid.to_string());
             }
         }
@@ -365,12 +360,11 @@ mod tests {
                 let pod = format!("p{pod}");
                 match op {
                     0 => {
-                        let mut a = assumption(&pod);
-                        a.request = Resources::from_iter([("runs", amount), ("gpu", amount * 2)]);
-                        if amount == 1 {
-                            a.anti_affinity = vec![Selector::from_labels([("app", "x")])];
-                        }
-                        cache.assume(&key, a);
+                        let gpus = (amount * 2).to_string();
+                        let a = crate::testing::run("a")
+                            .request_strs(&[("runs", &amount.to_string()), ("gpu", &gpus)]);
+                        let a = if amount == 1 { a.anti(&[("app", "x")]) } else { a };
+                        cache.assume(&key, a.assumption(&pod));
                     }
                     1 => {
                         cache.forget(&key);

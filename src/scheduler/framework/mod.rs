@@ -6,6 +6,8 @@
 //! - [`selector`]: compiled label selectors.
 //! - [`priority`]: PriorityClasses and the priority of a Run.
 //! - [`fairness`]: fairness groups (who submitted a Run), their weights and dominant shares.
+//! - [`facts`]: a Run's scheduling facts, one record per observed version, shared by every
+//!   holder below.
 //! - [`index`]: Runtime Pods, heartbeat Leases and Runs, fed by watch events; incremental usage.
 //! - [`assumed`]: scheduler-local reservations between Reserve and the observed Bind.
 //! - [`nominations`]: Runtime Pods being drained for starved Pending Runs.
@@ -53,6 +55,7 @@
 pub mod assumed;
 pub mod cache;
 pub mod cycle;
+pub mod facts;
 pub mod fairness;
 pub mod index;
 pub mod nominations;
@@ -76,6 +79,7 @@ pub use cycle::{
     CycleError, Decision, Evaluation, PluginScore, PodEvaluation, PreFilterError, RejectionCount,
     Unschedulable, evaluate, pre_filter,
 };
+pub use facts::RunFacts;
 pub use index::{
     ActiveRun, CLAIM_WINDOW_MARGIN, Changes, CountedRequest, Index, LeaseRecord, Load, LostRun,
     ObservedLease, ObservedPod, PodLoss, PodRecord, PodRef, RunChange, ScopeRef, Usage, WakeSource,

@@ -11,19 +11,27 @@
 //! Run's recorded nomination when it sees the Run in the queue.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
+use super::facts::RunFacts;
 use super::types::{QueueOrder, RunKey};
 use crate::api::Resources;
 
 /// One Pod nominated for one Pending Run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Nomination {
-    pub run_name: String,
-    pub runtime: String,
+    /// The nominated Run's facts (its request is valid: only such a Run is nominated).
+    pub facts: Arc<RunFacts>,
     pub pod: String,
-    pub request: Resources,
     /// The nominated Run's place in its queue: only Runs after it leave room for it.
     pub order: QueueOrder,
+}
+
+impl Nomination {
+    /// The room held on the Pod: the Run's complete request.
+    pub fn request(&self) -> &Resources {
+        &self.facts.counted.amounts
+    }
 }
 
 /// Every nomination, by Run and by Pod.
@@ -73,7 +81,7 @@ impl Nominations {
     ) -> impl Iterator<Item = (&'a RunKey, &'a Nomination)> + 'a {
         self.by_run
             .iter()
-            .filter(move |(k, n)| k.namespace == namespace && n.runtime == runtime)
+            .filter(move |(k, n)| k.namespace == namespace && n.facts.scope.runtime == runtime)
     }
 
     /// The nominations of one namespace, with their Runs' keys.
@@ -101,10 +109,10 @@ mod tests {
 
     fn nomination(run: &str, pod: &str) -> Nomination {
         Nomination {
-            run_name: run.into(),
-            runtime: "rt".into(),
+            facts: Arc::new(RunFacts::of(
+                &crate::testing::run(run).runtime("rt").build(),
+            )),
             pod: pod.into(),
-            request: Resources::default(),
             order: QueueOrder {
                 priority: 0,
                 created: None,

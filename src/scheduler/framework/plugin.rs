@@ -6,9 +6,11 @@
 //! one Pod at a time.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use thiserror::Error;
 
+use super::facts::RunFacts;
 use super::selector::Selector;
 use super::snapshot::{PodSet, PodView, Snapshot};
 use super::types::{MAX_SCORE, MIN_SCORE, Rejection, Requested, ResourceId, RunKey};
@@ -45,14 +47,11 @@ pub struct PreferredTerm {
 /// Filter and Score do O(1)-ish work per Pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunCycleState {
-    pub key: RunKey,
-    pub name: String,
-    pub runtime: String,
-    /// The complete request (defaults applied, zero amounts dropped).
-    pub request: Resources,
-    /// The same request as a list with resource ids, for the per-Pod loops.
+    /// The Run's facts, as queued (its request is valid: PreFilter refuses it otherwise).
+    pub facts: Arc<RunFacts>,
+    /// The request as a list with resource ids, for the per-Pod loops (ids are this
+    /// snapshot's: a resource no Pod advertised when the Run was queued may have one now).
     pub(in crate::scheduler::framework) request_list: Vec<Requested>,
-    pub labels: BTreeMap<String, String>,
     pub required_affinity: Vec<RequiredTerm>,
     pub required_anti_affinity: Vec<RequiredTerm>,
     /// Preferred affinity and anti-affinity terms, in that order.
@@ -100,6 +99,19 @@ pub enum WorkspaceBinding {
 }
 
 impl RunCycleState {
+    pub fn key(&self) -> &RunKey {
+        &self.facts.key
+    }
+
+    /// The complete request (defaults applied, zero amounts dropped).
+    pub fn request(&self) -> &Resources {
+        &self.facts.counted.amounts
+    }
+
+    pub fn labels(&self) -> &BTreeMap<String, String> {
+        &self.facts.labels
+    }
+
     /// The request in resource-name order, with resource ids.
     pub fn request_list(&self) -> &[Requested] {
         &self.request_list
@@ -111,14 +123,6 @@ impl RunCycleState {
             .iter()
             .find(|r| r.id == Some(id))
             .map_or(0, |r| r.amount)
-    }
-
-    /// Selectors of the required anti-affinity terms, as stored in an assumption.
-    pub fn anti_affinity_selectors(&self) -> Vec<Selector> {
-        self.required_anti_affinity
-            .iter()
-            .map(|t| t.selector.clone())
-            .collect()
     }
 }
 

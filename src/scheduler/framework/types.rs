@@ -91,6 +91,22 @@ pub fn rejection_text<'a>(reason: &'a str, resource: Option<&str>) -> Cow<'a, st
 /// set is bounded by the capacities Runtimes declare, not by what Runs request.
 pub type ResourceId = u32;
 
+/// One (namespace, runtime): the unit a scheduling cycle reads, and the Runs that name it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ScopeRef {
+    pub namespace: String,
+    pub runtime: String,
+}
+
+impl ScopeRef {
+    pub fn new(namespace: &str, runtime: &str) -> Self {
+        ScopeRef {
+            namespace: namespace.to_string(),
+            runtime: runtime.to_string(),
+        }
+    }
+}
+
 /// Runs are identified by (namespace, UID): a Run deleted and recreated under the same name
 /// is a different Run.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

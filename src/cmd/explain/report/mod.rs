@@ -106,7 +106,12 @@ pub fn build(subject: &Subject, registry: &Registry) -> Result<Report, CycleErro
                 .as_ref()
                 .is_some_and(|s| s.assigned_pod.is_some()),
         request: cycle
-            .map(|c| c.request.iter().map(|(k, v)| (k.to_string(), v)).collect())
+            .map(|c| {
+                c.request()
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect()
+            })
             .unwrap_or_default(),
         decision: decision_kind,
         verdict,
@@ -290,7 +295,7 @@ fn resources(view: &PodView<'_>, cycle: Option<&RunCycleState>) -> Vec<ResourceU
     let capacity = view.capacity().ok();
     let mut names: Vec<&str> = capacity.map(|c| c.names().collect()).unwrap_or_default();
     if let Some(cycle) = cycle {
-        names.extend(cycle.request.names());
+        names.extend(cycle.request().names());
     }
     names.sort_unstable();
     names.dedup();
@@ -303,7 +308,7 @@ fn resources(view: &PodView<'_>, cycle: Option<&RunCycleState>) -> Vec<ResourceU
                 used: (used != u64::MAX).then_some(used),
                 assumed: view.assumed(name),
                 capacity: capacity.filter(|c| c.contains(name)).map(|c| c.get(name)),
-                request: cycle.map_or(0, |c| c.request.get(name)),
+                request: cycle.map_or(0, |c| c.request().get(name)),
             }
         })
         .collect()
@@ -354,7 +359,7 @@ fn affinity_reports(
         .map(|pe| TargetReport {
             pod: pe.pod.name().to_string(),
             runs: runs_on(&pe.pod, |_, anti| {
-                anti.iter().any(|s| s.matches(&cycle.labels))
+                anti.iter().any(|s| s.matches(cycle.labels()))
             }),
         })
         .collect();
@@ -369,12 +374,12 @@ fn runs_on(
 ) -> Vec<String> {
     let mut names: Vec<String> = view
         .active_runs()
-        .filter(|(_, r)| pick(&r.labels, &r.anti_affinity))
-        .map(|(_, r)| r.name.clone())
+        .filter(|(_, r)| pick(&r.facts.labels, &r.facts.anti_affinity))
+        .map(|(_, r)| r.facts.name.clone())
         .chain(
             view.assumed_runs()
-                .filter(|(_, a)| pick(&a.labels, &a.anti_affinity))
-                .map(|(_, a)| a.run_name.clone()),
+                .filter(|(_, a)| pick(&a.facts.labels, &a.facts.anti_affinity))
+                .map(|(_, a)| a.facts.name.clone()),
         )
         .collect();
     names.sort();

@@ -25,7 +25,7 @@ pub(super) fn queue_report(
             pod: pod.name().to_string(),
             resources: cycle
                 .map(|c| {
-                    c.request
+                    c.request()
                         .iter()
                         .map(|(name, request)| ResourceUse {
                             name: name.to_string(),

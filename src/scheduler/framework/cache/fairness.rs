@@ -36,21 +36,21 @@ pub(super) fn usage(
             .into_iter()
             .flat_map(|a| a.values())
         {
-            let group = fair.group(&run.labels, run.submitter.as_deref());
-            usage.add(group, &run.request.amounts);
+            let group = fair.group(&run.facts.labels, run.facts.submitter.as_deref());
+            usage.add(group, &run.request().amounts);
         }
         if let Some(on_pod) = assumptions.and_then(|a| a.on_pod(&pod).map(|on| (a, on))) {
             let (assumptions, on_pod) = on_pod;
             for (uid, assumption) in assumptions.runs_on(on_pod) {
                 if let Some(group) = group_of_pending(&RunKey::new(ns, uid)) {
-                    usage.add(group, &assumption.request);
+                    usage.add(group, assumption.request());
                 }
             }
         }
     }
     for (key, nomination) in nominations.in_scope(ns, &scope.runtime) {
         if let Some(group) = group_of_pending(key) {
-            usage.add(group, &nomination.request);
+            usage.add(group, nomination.request());
         }
     }
     usage

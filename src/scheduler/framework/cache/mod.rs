@@ -40,6 +40,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::ResourceExt;
 
 use super::assumed::{AssumedCache, Reconciled};
+use super::facts::RunFacts;
 use super::index::{Changes, Index, ObservedLease, ObservedPod, PodRef, RunChange, ScopeRef};
 use super::nominations::Nominations;
 use super::queue::{QueuedRun, SchedulingQueue};
@@ -429,8 +430,8 @@ impl SchedulerCache {
         let gone: Vec<RunKey> = self
             .queue
             .observed()
-            .filter(|q| self.index.observed(&q.key) != Observed::Pending)
-            .map(|q| q.key.clone())
+            .filter(|q| self.index.observed(q.key()) != Observed::Pending)
+            .map(|q| q.key().clone())
             .collect();
         for key in gone {
             self.forget(&key);
@@ -446,7 +447,14 @@ impl SchedulerCache {
             self.forget(key);
             return false;
         }
-        let updated = self.queue.observe(run, self.index.order_of(run), now);
+        let facts = self
+            .index
+            .facts(key)
+            .expect("the index keeps a Pending Run's facts")
+            .clone();
+        let updated = self
+            .queue
+            .observe(run, &facts, self.index.order_of(run), now);
         self.adopt(key, run);
         self.file(key, now);
         updated
@@ -498,7 +506,10 @@ impl SchedulerCache {
         let key = RunKey::of(run);
         match self.queue.get(&key) {
             Some(q) if !q.changed_by(run) => q.clone(),
-            _ => Arc::new(self.queue.queued(run, self.index.order_of(run))),
+            _ => {
+                let facts = RunFacts::renewed(run, self.index.facts(&key));
+                Arc::new(self.queue.queued(run, facts, self.index.order_of(run)))
+            }
         }
     }
 
@@ -509,7 +520,7 @@ impl SchedulerCache {
             if let Some(n) = self.nominations.drop_run(key) {
                 change
                     .released
-                    .push(self.pod_ref(&key.namespace, &n.pod, &n.runtime));
+                    .push(self.pod_ref(&key.namespace, &n.pod, &n.facts.scope.runtime));
             }
         }
         let Some(outcome) = self.assumed.reconcile(key, self.index.observed(key)) else {

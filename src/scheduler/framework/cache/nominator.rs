@@ -51,14 +51,12 @@ impl SchedulerCache {
         let Some(queued) = self.queue.get(key) else {
             return;
         };
-        let Ok(request) = queued.request.clone() else {
+        if queued.request().is_err() {
             return;
-        };
+        }
         let nomination = Nomination {
-            run_name: queued.name.clone(),
-            runtime: queued.scope.runtime.clone(),
+            facts: queued.facts.clone(),
             pod: pod.to_string(),
-            request,
             order: queued.order.clone(),
         };
         self.nominations.nominate(key, nomination);
@@ -115,7 +113,7 @@ impl SchedulerCache {
                         && self.assumed.get(key).is_none();
                     let holds = self.queue.get(key).is_some_and(|run| {
                         evaluate_pod(&snapshot, registry, run, &n.pod).is_some_and(|e| {
-                            could_take_once_drained(&e, &snapshot.requested(&n.request))
+                            could_take_once_drained(&e, &snapshot.requested(n.request()))
                         })
                     });
                     !(waiting && holds)
@@ -141,7 +139,7 @@ impl SchedulerCache {
     ) -> Option<Arc<QueuedRun>> {
         let oldest = self.queue.oldest_unschedulable_before(scope, order)?;
         let created = oldest.run.metadata.creation_timestamp.as_ref()?;
-        let starving = self.nominations.get(&oldest.key).is_none()
+        let starving = self.nominations.get(oldest.key()).is_none()
             && created
                 .0
                 .checked_add(self.starvation_threshold)
@@ -160,8 +158,8 @@ impl SchedulerCache {
         starved: &QueuedRun,
         now: Timestamp,
     ) -> bool {
-        let key = starved.key.clone();
-        let (namespace, runtime) = (key.namespace.as_str(), starved.scope.runtime.as_str());
+        let key = starved.key().clone();
+        let (namespace, runtime) = (key.namespace.as_str(), starved.scope().runtime.as_str());
         let chosen = {
             let snapshot = self.snapshot(namespace, runtime, now);
             let Ok(eval) = evaluate(&snapshot, registry, starved) else {
@@ -174,10 +172,8 @@ impl SchedulerCache {
                 .filter(|e| self.nominations.on_pod(namespace, e.pod.name()).is_none())
                 .min_by_key(|e| drain_cost(&e.pod, state.request_list()))
                 .map(|e| Nomination {
-                    run_name: state.name.clone(),
-                    runtime: state.runtime.clone(),
+                    facts: state.facts.clone(),
                     pod: e.pod.name().to_string(),
-                    request: state.request.clone(),
                     order: starved.order.clone(),
                 })
         };

@@ -98,13 +98,13 @@ impl SchedulerCache {
         queued: &QueuedRun,
         now: Timestamp,
     ) -> Option<Preemption> {
-        let (key, run) = (&queued.key, &*queued.run);
+        let (key, run) = (queued.key(), &*queued.run);
         // Without any PriorityClass every Run is of priority 0 (a recorded priority came
         // from a class): nobody to outrank, and no second evaluation per unschedulable cycle.
         if self.index.priority_classes().is_empty() && queued.order.priority == 0 {
             return None;
         }
-        let (namespace, runtime) = (key.namespace.as_str(), queued.scope.runtime.as_str());
+        let (namespace, runtime) = (key.namespace.as_str(), queued.scope().runtime.as_str());
         let snapshot = self.snapshot(namespace, runtime, now);
         // Priority only acts against a lower-priority Run that holds room (active or assumed
         // on a Pod) or waits for it (the queue's last Pending Run is its lowest): without one
@@ -113,7 +113,7 @@ impl SchedulerCache {
         let priority = snapshot.priority_of(run).ok()?;
         let waits = self
             .queue
-            .pending(&queued.scope)
+            .pending(queued.scope())
             .next_back()
             .is_some_and(|q| q.order.priority < priority);
         let holds = |pod: &PodView<'_>| pod.active_runs().any(|(_, a)| a.priority < priority);
@@ -157,7 +157,7 @@ impl SchedulerCache {
                 let victims = victims
                     .into_iter()
                     .map(|(uid, active)| Victim {
-                        name: active.name.clone(),
+                        name: active.facts.name.clone(),
                         uid: uid.to_string(),
                         priority: active.priority,
                         admitted: active.admitted,
@@ -200,7 +200,7 @@ impl SchedulerCache {
         now: Timestamp,
     ) -> Option<Preemption> {
         let plan = self.plan_preemption(registry, queued, now)?;
-        let key = queued.key.clone();
+        let key = queued.key().clone();
         let namespace = key.namespace.clone();
         if self
             .nominations
@@ -209,10 +209,10 @@ impl SchedulerCache {
         {
             return Some(plan);
         }
-        let request = queued.request.clone().ok()?;
+        queued.request().ok()?;
         // Room held for it elsewhere is free again.
         if let Some(old) = self.nominations.drop_run(&key) {
-            let scope = ScopeRef::new(&namespace, &old.runtime);
+            let scope = ScopeRef::new(&namespace, &old.facts.scope.runtime);
             self.held_room_freed(&scope, &old.pod, now);
         }
         let yielding = self
@@ -226,10 +226,8 @@ impl SchedulerCache {
         let nominated = self.nominations.nominate(
             &key,
             Nomination {
-                run_name: queued.name.clone(),
-                runtime: queued.scope.runtime.clone(),
+                facts: queued.facts.clone(),
                 pod: plan.pod.clone(),
-                request,
                 order: queued.order.clone(),
             },
         );
@@ -239,7 +237,7 @@ impl SchedulerCache {
         );
         // What the yielding Run held beyond this Run's request is free again.
         if yielding.is_some() {
-            self.held_room_freed(&queued.scope, &plan.pod, now);
+            self.held_room_freed(queued.scope(), &plan.pod, now);
         }
         self.nominated.1 += 1;
         Some(plan)
@@ -280,8 +278,8 @@ fn victims_on<'a>(
     let mut possible: Vec<(&'a str, &'a ActiveRun)> = Vec::new();
     for (uid, active) in pod.active_runs() {
         if active.disrupting {
-            freed.add(&active.request.amounts);
-        } else if may_preempt && active.priority < priority && active.request.unknown.is_empty() {
+            freed.add(&active.request().amounts);
+        } else if may_preempt && active.priority < priority && active.request().unknown.is_empty() {
             if active.admitted {
                 if preemptible_class(active.class.as_deref()) {
                     possible.push((uid, active));
@@ -305,7 +303,7 @@ fn victims_on<'a>(
     };
     let mut removed = freed.clone();
     for (_, active) in &possible {
-        removed.add(&active.request.amounts);
+        removed.add(&active.request().amounts);
     }
     if !fits(&removed) {
         return room;
@@ -315,7 +313,7 @@ fn victims_on<'a>(
     let mut victims = Vec::new();
     for (uid, active) in possible {
         let mut without = removed.clone();
-        without.sub(&active.request.amounts);
+        without.sub(&active.request().amounts);
         if fits(&without) {
             removed = without;
         } else {

@@ -46,13 +46,13 @@ impl SchedulerCache {
         }
         let pod = assumption.pod.clone();
         let shortfall = {
-            let snapshot = self.snapshot(&key.namespace, &assumption.runtime, now);
+            let snapshot = self.snapshot(&key.namespace, &assumption.facts.scope.runtime, now);
             let view = snapshot
                 .pod_seen_by(&pod, key)
                 .filter(|v| v.capacity().is_ok())
                 .ok_or_else(|| ReserveError::PodGone { pod: pod.clone() })?;
             // Never against a binding another cycle holds: the workspace is unbound or here.
-            if let Some(workspace) = &assumption.workspace
+            if let Some(workspace) = &assumption.facts.workspace
                 && let Some(bound) = snapshot.workspace(workspace).bound_pod
                 && bound != pod
             {
@@ -63,7 +63,7 @@ impl SchedulerCache {
                 });
             }
             // The request as the Filter reads it: the same view, the same fit rule.
-            view.shortfalls(&snapshot.requested(&assumption.request))
+            view.shortfalls(&snapshot.requested(assumption.request()))
                 .next()
         };
         if let Some(shortfall) = shortfall {
@@ -72,7 +72,7 @@ impl SchedulerCache {
                 resource: shortfall.resource.to_string(),
             });
         }
-        let scope = ScopeRef::new(&key.namespace, &assumption.runtime);
+        let scope = ScopeRef::new(&key.namespace, &assumption.facts.scope.runtime);
         self.assumed.assume(key, assumption);
         self.file(key, now);
         // Placed: whatever was held for it is its own now (Bind clears the status field).
@@ -82,7 +82,7 @@ impl SchedulerCache {
         if let Some(held) = self.nominations.drop_run(key)
             && held.pod != pod
         {
-            let held_scope = ScopeRef::new(&key.namespace, &held.runtime);
+            let held_scope = ScopeRef::new(&key.namespace, &held.facts.scope.runtime);
             self.held_room_freed(&held_scope, &held.pod, now);
         }
         // A new assumed target can satisfy required affinity.
@@ -98,7 +98,7 @@ impl SchedulerCache {
             return false;
         };
         self.file(&key, now);
-        let pod = self.pod_ref(namespace, &assumption.pod, &assumption.runtime);
+        let pod = self.pod_ref(namespace, &assumption.pod, &assumption.facts.scope.runtime);
         let wakeup = Wakeup {
             namespace: pod.namespace,
             runtime: pod.runtime,

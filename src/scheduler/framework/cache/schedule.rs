@@ -117,15 +117,15 @@ impl SchedulerCache {
                 super::fairness::choose(&usage, queue, scope, contenders)
             })?;
             // Filing keeps the queue to waiting Runs; a stale entry is skipped, not cycled.
-            if !queued.waits_for_placement() || self.assumed.get(&queued.key).is_some() {
+            if !queued.waits_for_placement() || self.assumed.get(queued.key()).is_some() {
                 continue;
             }
-            let counted = self.counted.remove(&queued.key).unwrap_or_default();
+            let counted = self.counted.remove(queued.key()).unwrap_or_default();
             let (outcome, preemption) = self.cycle_popped(registry, &queued, &counted, now);
             if matches!(outcome, ScheduleOutcome::Reserved { .. }) {
                 self.queue.served(&queued);
             }
-            let key = &queued.key;
+            let key = queued.key();
             return Some(Scheduled {
                 nominated: self
                     .nominated_pod(&key.namespace, &key.uid)
@@ -147,7 +147,7 @@ impl SchedulerCache {
         counted: &BTreeSet<String>,
         now: Timestamp,
     ) -> (ScheduleOutcome, Option<Preemption>) {
-        let (key, scope) = (&queued.key, &queued.scope);
+        let (key, scope) = (queued.key(), queued.scope());
         self.adopt(key, &queued.run);
         self.adopt_recorded(scope);
         self.revalidate_nominations(registry, scope, now);
@@ -200,7 +200,7 @@ impl SchedulerCache {
     /// One cycle for `run` against the current state: evaluate, then Reserve.
     fn cycle(&mut self, registry: &Registry, run: &QueuedRun, now: Timestamp) -> ScheduleOutcome {
         match self.decide(registry, run, now) {
-            Ok(decided) => self.commit(&run.key, decided, now),
+            Ok(decided) => self.commit(run.key(), decided, now),
             Err(e) => ScheduleOutcome::Error(e),
         }
     }
@@ -247,20 +247,15 @@ impl SchedulerCache {
         run: &QueuedRun,
         now: Timestamp,
     ) -> Result<Decided, CycleError> {
-        let (key, scope) = (&run.key, &run.scope);
+        let (key, scope) = (run.key(), run.scope());
         let snapshot = self.snapshot(&scope.namespace, &scope.runtime, now);
         let eval = evaluate(&snapshot, registry, run)?;
         let decision = self.decision(&eval, key);
         Ok(match (&decision, eval.state()) {
             (Decision::Schedule { pod, .. }, Ok(state)) => {
                 let assumption = Assumption {
-                    run_name: state.name.clone(),
-                    runtime: state.runtime.clone(),
+                    facts: state.facts.clone(),
                     pod: pod.clone(),
-                    request: state.request.clone(),
-                    labels: state.labels.clone(),
-                    anti_affinity: state.anti_affinity_selectors(),
-                    workspace: state.workspace.as_ref().map(|w| w.name.clone()),
                 };
                 Decided {
                     rejections: eval.rejections(),

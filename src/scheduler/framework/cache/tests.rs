@@ -463,3 +463,42 @@ fn a_workspace_event_wakes_the_runs_that_name_it_and_no_others() {
 // ----- priority and preemption ----------------------------------------------------------
 
 mod priority;
+
+#[test]
+fn one_record_of_a_runs_facts_serves_it_from_the_queue_to_its_pod() {
+    let mut state = World::new()
+        .pods([pod("p1").capacity(&[("runs", 2)])])
+        .cache();
+    let a = run("a").labels(&[("app", "x")]);
+    state.apply(&a.build(), NOW);
+    let queued = state.queue().get(&a.key()).unwrap().facts.clone();
+    assert!(
+        Arc::ptr_eq(&queued, state.index().facts(&a.key()).unwrap()),
+        "the queue holds the record the index built"
+    );
+    assert_eq!(reserved_pod(&cycle(&mut state, &a)), "p1");
+    let assumed = state.assumed().get(&a.key()).unwrap().facts.clone();
+    assert!(Arc::ptr_eq(&queued, &assumed), "the assumption holds it");
+
+    // The Bind's version changes nothing the facts hold: the active record is the same one.
+    state.apply(&a.clone().on("p1").build(), NOW);
+    let active = |state: &SchedulerCache| {
+        state.index().active_runs(NS, "p1").unwrap()[&a.key().uid]
+            .facts
+            .clone()
+    };
+    assert!(
+        Arc::ptr_eq(&queued, &active(&state)),
+        "the active record holds it"
+    );
+
+    // A change to what the facts hold is a new record, wherever the Run is held.
+    state.apply(&a.clone().labels(&[("app", "y")]).on("p1").build(), NOW);
+    let relabelled = active(&state);
+    assert!(!Arc::ptr_eq(&queued, &relabelled));
+    assert_eq!(relabelled.labels["app"], "y");
+    assert!(Arc::ptr_eq(
+        &relabelled,
+        state.index().facts(&a.key()).unwrap()
+    ));
+}

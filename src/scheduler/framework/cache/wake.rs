@@ -81,7 +81,7 @@ impl SchedulerCache {
             self.retarget(scope, now);
         }
         for key in &changes.reordered {
-            if let Some(scope) = self.queue.get(key).map(|q| q.scope.clone()) {
+            if let Some(scope) = self.queue.get(key).map(|q| q.scope().clone()) {
                 self.bump(&scope);
             }
             self.file(key, now);
@@ -162,7 +162,7 @@ impl SchedulerCache {
             .unwrap_or_default();
         let scopes: BTreeSet<ScopeRef> = users
             .iter()
-            .filter_map(|k| Some(self.queue.get(k)?.scope.clone()))
+            .filter_map(|k| Some(self.queue.get(k)?.scope().clone()))
             .collect();
         for scope in &scopes {
             self.bump(scope);
@@ -292,9 +292,9 @@ fn walk(
             QueueState::Unschedulable { epoch: e, .. } if e >= epoch => continue,
             _ => {}
         }
-        let key = &queued.key;
+        let key = queued.key();
         let unschedulable = matches!(state, QueueState::Unschedulable { .. });
-        let Ok(request) = &queued.request else {
+        let Ok(request) = queued.request() else {
             // Invalid: its own cycle fails it.
             if unschedulable {
                 activate.push(key.clone());
@@ -337,6 +337,6 @@ fn unschedulable<'a>(
 ) -> Vec<RunKey> {
     members
         .filter(|(_, s)| matches!(s, QueueState::Unschedulable { .. }))
-        .map(|(q, _)| q.key.clone())
+        .map(|(q, _)| q.key().clone())
         .collect()
 }

@@ -21,8 +21,6 @@
 //!   pods.` (there is nothing to count, and the message stays free of names; the second half
 //!   is the Go project's words for the wait, which its users and tests look for).
 
-use kube::ResourceExt;
-
 use super::plugin::{PreferredTerm, RequiredTerm, RunCycleState, RunWorkspace, WorkspaceBinding};
 use super::priority::MissingClass;
 use super::queue::QueuedRun;
@@ -166,7 +164,8 @@ pub fn pre_filter(
     if run.spec.cancel_requested {
         return Err(PreFilterError::Cancelled);
     }
-    let request = queued.request.clone()?;
+    let facts = &queued.facts;
+    let request = facts.request().map_err(|e| e.clone())?;
     let affinity = run.spec.affinity.as_ref();
     let (required, preferred) = compile_terms(
         affinity.and_then(|a| a.run_affinity.as_ref()),
@@ -177,11 +176,10 @@ pub fn pre_filter(
         "spec.affinity.runAntiAffinity",
     )?;
 
-    let key = queued.key.clone();
-    let labels = run.labels().clone();
+    let (key, labels) = (&facts.key, &facts.labels);
     let required_term = |selector: Selector| RequiredTerm {
         targets: snapshot.targets(&selector, &key.uid),
-        matches_self: selector.matches(&labels),
+        matches_self: selector.matches(labels),
         selector,
     };
     let required_affinity = required.into_iter().map(required_term).collect();
@@ -195,19 +193,16 @@ pub fn pre_filter(
             selector,
         })
         .collect();
-    let workspace = run
-        .workspace_name()
+    let workspace = facts
+        .workspace
+        .as_deref()
         .map(|name| run_workspace(snapshot, run, name))
         .transpose()?;
-    let repelled_by = snapshot.anti_affinity_against(&labels, &key.uid);
-    let request_list = snapshot.requested(&request);
+    let repelled_by = snapshot.anti_affinity_against(labels, &key.uid);
+    let request_list = snapshot.requested(request);
     Ok(RunCycleState {
-        name: queued.name.clone(),
-        runtime: queued.scope.runtime.clone(),
-        key,
-        request,
+        facts: facts.clone(),
         request_list,
-        labels,
         required_affinity,
         required_anti_affinity,
         preferred,
@@ -331,7 +326,7 @@ pub fn evaluate_pod<'s>(
     pod: &str,
 ) -> Option<PodEvaluation<'s>> {
     let state = pre_filter(snapshot, run).ok()?;
-    let pod = snapshot.pod_seen_by(pod, &state.key)?;
+    let pod = snapshot.pod_seen_by(pod, state.key())?;
     let rejection = registry
         .filters()
         .iter()
@@ -370,7 +365,7 @@ pub fn evaluate<'s>(
     // that passes every filter gets its raw scores right away, while its data is still in
     // cache: Score plugins are pure and per-Pod, so this is the same as a second pass over
     // the feasible Pods, only cheaper.
-    let own = snapshot.own(&state.key);
+    let own = snapshot.own(state.key());
     let plugins = registry.scores();
     let mut pods = Vec::with_capacity(snapshot.len());
     let mut raw: Vec<Vec<i64>> = plugins

@@ -9,8 +9,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use jiff::Timestamp;
 
-use super::record::{ActiveRun, CountedRequest, LeaseRecord, PodRecord, Usage};
+use super::record::{ActiveRun, LeaseRecord, PodRecord, Usage};
 use super::workspaces::WorkspaceEntry;
+use crate::scheduler::framework::facts::CountedRequest;
 use crate::scheduler::framework::types::{Heartbeat, ResourceId};
 
 /// Index of a slot within its namespace. Stable while the slot exists.
@@ -163,7 +164,7 @@ impl Scope {
     }
 
     pub(super) fn index_run(&mut self, slot: SlotId, run: &ActiveRun) {
-        for (k, v) in &run.labels {
+        for (k, v) in &run.facts.labels {
             *self
                 .labels
                 .entry(k.clone())
@@ -173,13 +174,13 @@ impl Scope {
                 .entry(slot)
                 .or_insert(0) += 1;
         }
-        if !run.anti_affinity.is_empty() {
+        if !run.facts.anti_affinity.is_empty() {
             *self.anti_affinity.entry(slot).or_insert(0) += 1;
         }
     }
 
     pub(super) fn unindex_run(&mut self, slot: SlotId, run: &ActiveRun) {
-        for (k, v) in &run.labels {
+        for (k, v) in &run.facts.labels {
             let Some(values) = self.labels.get_mut(k) else {
                 continue;
             };
@@ -198,7 +199,7 @@ impl Scope {
                 self.labels.remove(k);
             }
         }
-        if !run.anti_affinity.is_empty()
+        if !run.facts.anti_affinity.is_empty()
             && let Some(n) = self.anti_affinity.get_mut(&slot)
         {
             *n -= 1;
@@ -323,13 +324,13 @@ impl NamespaceIndex {
         {
             scope.index_run(id, &run);
         }
-        if let Some(workspace) = &run.workspace {
+        if let Some(workspace) = &run.facts.workspace {
             let pod = self.slot(id).name.clone();
             self.workspace_mut(workspace).add_active(&pod);
         }
         let slot = self.slot_mut(id);
-        slot.usage.add(&run.request);
-        slot.refresh_used(interner, &run.request);
+        slot.usage.add(run.request());
+        slot.refresh_used(interner, run.request());
         slot.active.insert(uid.to_string(), run);
     }
 
@@ -356,9 +357,9 @@ impl NamespaceIndex {
     ) -> Option<ActiveRun> {
         let slot = self.slot_mut(id);
         let run = slot.active.remove(uid)?;
-        slot.usage.sub(&run.request);
-        slot.refresh_used(interner, &run.request);
-        if let Some(workspace) = &run.workspace {
+        slot.usage.sub(run.request());
+        slot.refresh_used(interner, run.request());
+        if let Some(workspace) = &run.facts.workspace {
             let pod = self.slot(id).name.clone();
             self.workspace_mut(workspace).remove_active(&pod);
             self.gc_workspace(workspace);

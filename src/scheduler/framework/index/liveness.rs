@@ -92,7 +92,7 @@ impl Index {
                     if let Some(why) = why {
                         lost.push(LostRun {
                             namespace: namespace.clone(),
-                            name: run.name.clone(),
+                            name: run.facts.name.clone(),
                             uid: uid.clone(),
                             pod: slot.name.clone(),
                             admitted: run.admitted,

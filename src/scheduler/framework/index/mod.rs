@@ -24,6 +24,7 @@
 //! expiry in `liveness.rs`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -37,19 +38,22 @@ mod runs;
 mod wakeup;
 mod workspaces;
 
+pub use crate::scheduler::framework::facts::CountedRequest;
+#[cfg(any(test, feature = "testing"))]
+pub use crate::scheduler::framework::facts::required_anti_affinity;
+pub use crate::scheduler::framework::types::ScopeRef;
 pub use layout::Load;
 pub(in crate::scheduler::framework) use layout::{Interner, NamespaceIndex, Scope, Slot, SlotId};
 pub use liveness::{LostRun, PodLoss};
-#[cfg(any(test, feature = "testing"))]
-pub use record::required_anti_affinity;
 pub use record::{
-    ActiveRun, CLAIM_WINDOW_MARGIN, CountedRequest, LeaseRecord, ObservedLease, ObservedPod,
-    PodRecord, Usage, claim_window,
+    ActiveRun, CLAIM_WINDOW_MARGIN, LeaseRecord, ObservedLease, ObservedPod, PodRecord, Usage,
+    claim_window,
 };
-pub use wakeup::{Changes, PodRef, RunChange, ScopeRef, WakeSource, Wakeup, WorkspaceRef};
+pub use wakeup::{Changes, PodRef, RunChange, WakeSource, Wakeup, WorkspaceRef};
 pub use workspaces::{WorkspaceEntry, WorkspaceRecord};
 
 use crate::api::{PersistentWorkspace, Run};
+use crate::scheduler::framework::facts::RunFacts;
 use crate::scheduler::framework::priority::{MissingClass, PriorityClasses};
 use crate::scheduler::framework::types::{QueueOrder, RunKey};
 
@@ -68,13 +72,13 @@ enum Placement {
     Inactive,
 }
 
+/// A Run the index keeps (every one that is not terminal): its facts, shared with its active
+/// record, the queue and the assumed cache, and where it is. A Pending Run counts as a user
+/// of the PersistentWorkspace its facts name.
 #[derive(Debug, Clone)]
 struct RunRecord {
-    name: String,
-    runtime: String,
+    facts: Arc<RunFacts>,
     placement: Placement,
-    /// The PersistentWorkspace it names: a Pending Run counts as one of its users.
-    workspace: Option<String>,
 }
 
 /// The index. See the module documentation.

@@ -5,6 +5,7 @@
 //! store anything or know the index layout.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -12,8 +13,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 
 use crate::api::resources::parse_capacity_annotations;
-use crate::api::{ANNOTATION_SCALE_DOWN, LABEL_RUNTIME, LABEL_RUNTIME_POD, Resources, Run};
-use crate::scheduler::framework::selector::Selector;
+use crate::api::{ANNOTATION_SCALE_DOWN, LABEL_RUNTIME, Resources, Run};
+use crate::scheduler::framework::facts::{CountedRequest, RunFacts};
 
 /// What the scheduler knows about a Runtime Pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,26 +146,6 @@ impl LeaseRecord {
     }
 }
 
-/// A Run's request as usage counts it.
-///
-/// A Run that reached the active set with an unparseable request (created before
-/// validation existed, or assigned by something else) is counted conservatively: every
-/// resource whose quantity cannot be read is *unknown*, and a Pod hosting such a Run has none
-/// of that resource left (see [`Usage::get`]) until the Run leaves. Readable entries count at
-/// their value, and `runs` still defaults to 1.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CountedRequest {
-    pub amounts: Resources,
-    pub unknown: Vec<String>,
-}
-
-impl CountedRequest {
-    pub fn of(run: &Run) -> Self {
-        let (amounts, unknown) = run.counted_request();
-        CountedRequest { amounts, unknown }
-    }
-}
-
 /// Usage of the active Runs on one Pod.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Usage {
@@ -213,25 +194,17 @@ impl Usage {
     }
 }
 
-/// An active Run as seen from its Pod: what it consumes and what it offers to affinity.
+/// An active Run as seen from its Pod: its facts (what it consumes and offers to affinity)
+/// and how far it has got there.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActiveRun {
-    pub name: String,
+    pub facts: Arc<RunFacts>,
     /// `status.assignedPodUID`: the Pod incarnation it was bound to (`None` from a writer that left it
     /// out; such a Run is judged by the Pod name alone).
     pub pod_uid: Option<String>,
     /// runtimed claimed it (phase Running, or Ready for a registered function); otherwise it
     /// is Scheduled and unclaimed.
     pub admitted: bool,
-    pub request: CountedRequest,
-    pub labels: BTreeMap<String, String>,
-    /// Who submitted it (`kruntimes.io/submitted-by`): its fairness group by default.
-    pub submitter: Option<String>,
-    /// Its valid required anti-affinity selectors: a Run matching one of them must not join
-    /// this Pod (anti-affinity is symmetric, as in Kubernetes).
-    pub anti_affinity: Vec<Selector>,
-    /// The PersistentWorkspace it uses: its binding follows this Run's Pod.
-    pub workspace: Option<String>,
     /// Its resolved priority: only a Run of strictly higher priority may preempt it.
     pub priority: i32,
     /// `spec.priorityClassName`: whether its class lets a Running Run be preempted.
@@ -247,25 +220,25 @@ pub struct ActiveRun {
 }
 
 impl ActiveRun {
-    pub(super) fn of(run: &Run, priority: i32) -> Self {
+    pub(super) fn of(run: &Run, facts: Arc<RunFacts>, priority: i32) -> Self {
         let status = run.status.as_ref();
         ActiveRun {
+            facts,
             priority,
             class: run.spec.priority_class_name.clone(),
             started: status.and_then(|s| s.start_time.as_ref()).map(|t| t.0),
             disrupting: status.is_some_and(crate::api::status::disruption_requested),
-            name: run.name_any(),
             pod_uid: status.and_then(|s| s.assigned_pod_uid.clone()),
             admitted: run.phase().is_admitted(),
             bound: (!run.phase().is_admitted())
                 .then(|| status.and_then(scheduled_at))
                 .flatten(),
-            request: CountedRequest::of(run),
-            labels: run.labels().clone(),
-            submitter: crate::scheduler::framework::fairness::submitter(run).map(String::from),
-            anti_affinity: required_anti_affinity(run),
-            workspace: run.workspace_name().map(str::to_string),
         }
+    }
+
+    /// What it consumes on its Pod.
+    pub fn request(&self) -> &CountedRequest {
+        &self.facts.counted
     }
 
     /// Whether runtimed may have started it by `now`: it claimed it, or it was bound less than
@@ -285,7 +258,8 @@ impl ActiveRun {
     }
 
     pub(super) fn same_targets(&self, other: &ActiveRun) -> bool {
-        self.labels == other.labels && self.anti_affinity == other.anti_affinity
+        self.facts.labels == other.facts.labels
+            && self.facts.anti_affinity == other.facts.anti_affinity
     }
 }
 
@@ -314,21 +288,4 @@ fn scheduled_at(status: &crate::api::RunStatus) -> Option<Timestamp> {
         .iter()
         .find(|c| c.type_ == crate::api::status::CONDITION_SCHEDULED && c.status == "True")
         .map(|c| c.last_transition_time.0)
-}
-
-/// The valid required anti-affinity selectors of `run`; invalid terms are skipped (PreFilter
-/// reports them for the Run itself; here they must not break accounting).
-pub fn required_anti_affinity(run: &Run) -> Vec<Selector> {
-    let terms = run
-        .spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.run_anti_affinity.as_ref())
-        .map(|t| t.required.as_slice())
-        .unwrap_or_default();
-    terms
-        .iter()
-        .filter(|t| t.topology_key == LABEL_RUNTIME_POD)
-        .filter_map(|t| Selector::compile(&t.label_selector, "").ok())
-        .collect()
 }

@@ -6,11 +6,11 @@
 //! Runs beyond how they were observed: they live in the scheduling queue.
 
 use std::collections::{BTreeMap, HashSet};
-
-use kube::ResourceExt;
+use std::sync::Arc;
 
 use super::{ActiveRun, Index, Placement, PodRef, RunChange, RunRecord, Usage};
 use crate::api::{Run, RunPhase};
+use crate::scheduler::framework::facts::RunFacts;
 use crate::scheduler::framework::types::{Observed, RunKey};
 
 impl Index {
@@ -18,19 +18,17 @@ impl Index {
     /// the active set, and its workspace's users when it becomes or stops being Pending.
     pub fn apply_run(&mut self, run: &Run) -> RunChange {
         let key = RunKey::of(run);
-        let name = run.name_any();
-        let runtime = run.spec.runtime.clone();
+        let facts = RunFacts::renewed(run, self.runs.get(&key).map(|r| &r.facts));
         let priority = self.priority_of(run).unwrap_or(0);
         let active = run
             .active_pod()
-            .map(|pod| (pod, ActiveRun::of(run, priority)));
+            .map(|pod| (pod, ActiveRun::of(run, facts.clone(), priority)));
         let pending = active.is_none() && run.phase() == RunPhase::Pending;
         let unassigned = active.is_none() && !pending && !run.phase().is_terminal();
 
         // Unchanged active or Pending Runs (status churn) cost one lookup and change nothing.
         if let Some(old) = self.runs.get(&key)
-            && old.name == name
-            && old.runtime == runtime
+            && Arc::ptr_eq(&old.facts, &facts)
         {
             match (old.placement, &active) {
                 (Placement::Active(id), Some((pod, new))) => {
@@ -57,12 +55,15 @@ impl Index {
                 let id = ns.slot_id_or_insert(pod);
                 let pod_ref = PodRef {
                     namespace: key.namespace.clone(),
-                    runtime: ns.runtime_of(id).unwrap_or(&runtime).to_string(),
+                    runtime: ns
+                        .runtime_of(id)
+                        .unwrap_or(&facts.scope.runtime)
+                        .to_string(),
                     pod: pod.to_string(),
                 };
                 match &old {
                     Some((old_ref, old_run)) if old_ref.pod == pod => {
-                        if old_run.request != new.request {
+                        if old_run.request() != new.request() {
                             change.released.push(old_ref.clone());
                         }
                         if !old_run.same_targets(&new) {
@@ -86,7 +87,7 @@ impl Index {
                 }
                 if pending {
                     let ns = self.namespaces.entry(key.namespace.clone()).or_default();
-                    if let Some(workspace) = run.workspace_name() {
+                    if let Some(workspace) = &facts.workspace {
                         ns.workspace_mut(workspace).pending.insert(key.uid.clone());
                     }
                     Placement::Pending
@@ -100,7 +101,7 @@ impl Index {
         if placement == Placement::Inactive {
             // Terminal Runs are the bulk of history: keep nothing for them but, for a
             // workspace, when its last use ended.
-            if let Some(workspace) = run.workspace_name()
+            if let Some(workspace) = &facts.workspace
                 && let Some(at) = run.status.as_ref().and_then(|s| s.completion_time.as_ref())
             {
                 let ns = self.namespaces.entry(key.namespace.clone()).or_default();
@@ -108,15 +109,7 @@ impl Index {
             }
             self.gc_namespace(&key.namespace);
         } else {
-            self.runs.insert(
-                key,
-                RunRecord {
-                    name,
-                    runtime,
-                    placement,
-                    workspace: run.workspace_name().map(str::to_string),
-                },
-            );
+            self.runs.insert(key, RunRecord { facts, placement });
         }
         change
     }
@@ -157,7 +150,7 @@ impl Index {
         let ns = self.namespaces.get_mut(&key.namespace)?;
         match old.placement {
             Placement::Pending => {
-                if let Some(workspace) = &old.workspace {
+                if let Some(workspace) = &old.facts.workspace {
                     ns.workspace_mut(workspace).pending.remove(&key.uid);
                     ns.gc_workspace(workspace);
                 }
@@ -167,7 +160,10 @@ impl Index {
                 let run = ns.remove_active(id, &key.uid, &self.interner)?;
                 let pod_ref = PodRef {
                     namespace: key.namespace.clone(),
-                    runtime: ns.runtime_of(id).unwrap_or(&old.runtime).to_string(),
+                    runtime: ns
+                        .runtime_of(id)
+                        .unwrap_or(&old.facts.scope.runtime)
+                        .to_string(),
                     pod: ns.slot(id).name.clone(),
                 };
                 ns.gc(id);
@@ -175,6 +171,11 @@ impl Index {
             }
             Placement::Unassigned | Placement::Inactive => None,
         }
+    }
+
+    /// The facts of the Run as last observed; `None` once it is terminal or deleted.
+    pub fn facts(&self, key: &RunKey) -> Option<&Arc<RunFacts>> {
+        self.runs.get(key).map(|r| &r.facts)
     }
 
     /// How the index last observed the Run.

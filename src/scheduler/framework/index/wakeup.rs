@@ -5,7 +5,7 @@
 //! decide which Runs to wake: that is the cache's `wake` module, applying the plugins'
 //! queueing hints.
 
-use crate::scheduler::framework::types::RunKey;
+use crate::scheduler::framework::types::{RunKey, ScopeRef};
 use std::collections::BTreeSet;
 
 /// Why the Pending Runs of a Runtime are being woken; values are the bounded `source` label
@@ -76,22 +76,6 @@ impl RunChange {
             })
             .collect();
         set.into_iter().collect()
-    }
-}
-
-/// One (namespace, runtime): the Pending Runs it names.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ScopeRef {
-    pub namespace: String,
-    pub runtime: String,
-}
-
-impl ScopeRef {
-    pub fn new(namespace: &str, runtime: &str) -> Self {
-        ScopeRef {
-            namespace: namespace.to_string(),
-            runtime: runtime.to_string(),
-        }
     }
 }
 

@@ -28,20 +28,20 @@ impl SchedulingQueue {
 
     /// Stores a Run observed Pending for the first time.
     pub(super) fn store(&mut self, run: Arc<QueuedRun>) {
-        let scope = self.scopes.entry(run.scope.clone()).or_default();
+        let scope = self.scopes.entry(run.scope().clone()).or_default();
         scope.pending.insert(run.order.clone(), run.clone());
-        self.runs.insert(run.key.clone(), run);
+        self.runs.insert(run.key().clone(), run);
     }
 
     /// Replaces a stored Run with a new version of it; a filed one keeps its state unless
     /// its place changed, when it is filed again, active.
     pub(super) fn replace(&mut self, run: Arc<QueuedRun>, now: Timestamp) {
-        let key = run.key.clone();
+        let key = run.key().clone();
         let old = self.runs.get(&key).expect("replaces a stored Run").clone();
-        if old.order == run.order && old.scope == run.scope {
+        if old.order == run.order && old.scope() == run.scope() {
             let scope = self
                 .scopes
-                .get_mut(&run.scope)
+                .get_mut(run.scope())
                 .expect("a stored Run's scope");
             scope.pending.insert(run.order.clone(), run.clone());
             self.runs.insert(key, run);
@@ -50,10 +50,10 @@ impl SchedulingQueue {
         let filed = self.unfile(&key).is_some();
         let scope = self
             .scopes
-            .get_mut(&old.scope)
+            .get_mut(old.scope())
             .expect("a stored Run's scope");
         scope.pending.remove(&old.order);
-        self.gc_scope(&old.scope);
+        self.gc_scope(old.scope());
         self.store(run);
         if filed {
             self.insert(&key, QueueState::Active, now);
@@ -74,7 +74,7 @@ impl SchedulingQueue {
         let run = &self.runs[key];
         let scope = self
             .scopes
-            .get_mut(&run.scope)
+            .get_mut(run.scope())
             .expect("a stored Run's scope");
         scope.members.insert(run.order.clone(), state);
         if run.required_terms {
@@ -94,7 +94,7 @@ impl SchedulingQueue {
                     .entry(group.clone())
                     .or_default()
                     .insert(run.order.clone());
-                self.ready.insert(run.scope.clone());
+                self.ready.insert(run.scope().clone());
             }
             QueueState::Backoff(at) => {
                 self.backoff.insert((at, key.clone()));
@@ -111,7 +111,7 @@ impl SchedulingQueue {
     pub(super) fn unfile(&mut self, key: &RunKey) -> Option<Entry> {
         let entry = self.entries.remove(key)?;
         let run = &self.runs[key];
-        if let Some(scope) = self.scopes.get_mut(&run.scope) {
+        if let Some(scope) = self.scopes.get_mut(run.scope()) {
             scope.members.remove(&run.order);
             let active = scope.active.remove(&run.order);
             if let Some(group) = self.grouped.remove(key) {
@@ -129,7 +129,7 @@ impl SchedulingQueue {
             }
             scope.terms.remove(&run.order);
             if scope.active.is_empty() {
-                self.ready.remove(&run.scope);
+                self.ready.remove(run.scope());
             }
         }
         match entry.state {
@@ -166,7 +166,7 @@ impl SchedulingQueue {
                 .ok_or(format!("{key:?} filed, not stored"))?;
             let scope = self
                 .scopes
-                .get(&run.scope)
+                .get(run.scope())
                 .ok_or(format!("{key:?} filed in no scope"))?;
             if scope.members.get(&run.order) != Some(&entry.state) {
                 return Err(format!("{key:?} is not a member as {:?}", entry.state));
@@ -215,9 +215,9 @@ impl SchedulingQueue {
         for (key, run) in &self.runs {
             let stored = self
                 .scopes
-                .get(&run.scope)
+                .get(run.scope())
                 .and_then(|scope| scope.pending.get(&run.order));
-            if stored.is_none_or(|stored| stored.key != *key) {
+            if stored.is_none_or(|stored| stored.key() != key) {
                 return Err(format!("{key:?} stored, not its Runtime's pending"));
             }
         }

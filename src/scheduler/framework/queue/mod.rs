@@ -32,6 +32,7 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
+use super::facts::RunFacts;
 use super::fairness::{FairShare, Group};
 use super::index::ScopeRef;
 use super::types::{QueueOrder, RunKey};
@@ -155,14 +156,19 @@ impl SchedulingQueue {
     /// the Run itself changed or its place did (status churn keeps it); a filed Run whose
     /// place changed (its priority was resolved anew) is filed again at its new place,
     /// active. Returns whether the Run itself changed, so that it looks again.
-    pub fn observe(&mut self, run: &Run, order: QueueOrder, now: Timestamp) -> bool {
-        let key = RunKey::of(run);
-        let Some(old) = self.runs.get(&key) else {
-            self.store(Arc::new(self.queued(run, order)));
+    pub fn observe(
+        &mut self,
+        run: &Run,
+        facts: &Arc<RunFacts>,
+        order: QueueOrder,
+        now: Timestamp,
+    ) -> bool {
+        let Some(old) = self.runs.get(&facts.key) else {
+            self.store(Arc::new(self.queued(run, facts.clone(), order)));
             return false;
         };
         let changed = old.changed_by(run);
-        let moved = old.order != order || old.scope.runtime != run.spec.runtime;
+        let moved = old.order != order || old.scope().runtime != run.spec.runtime;
         if !changed && !moved {
             let recorded = recorded_priority(run);
             if old.priority_recorded != recorded {
@@ -173,7 +179,7 @@ impl SchedulingQueue {
             return false;
         }
         let mut queued = if changed {
-            self.queued(run, order)
+            self.queued(run, facts.clone(), order)
         } else {
             QueuedRun {
                 order,
@@ -193,10 +199,10 @@ impl SchedulingQueue {
         if let Some(run) = self.runs.remove(key) {
             let scope = self
                 .scopes
-                .get_mut(&run.scope)
+                .get_mut(run.scope())
                 .expect("a stored Run's scope");
             scope.pending.remove(&run.order);
-            self.gc_scope(&run.scope);
+            self.gc_scope(run.scope());
         }
     }
 
@@ -233,7 +239,7 @@ impl SchedulingQueue {
             .collect();
         let mut keys = Vec::with_capacity(affected.len());
         for (queued, order) in affected {
-            keys.push(queued.key.clone());
+            keys.push(queued.key().clone());
             if queued.order != order {
                 let moved = QueuedRun {
                     order,
@@ -270,7 +276,7 @@ impl SchedulingQueue {
     /// count).
     pub fn position(&self, key: &RunKey) -> Option<(usize, usize)> {
         let run = self.runs.get(key)?;
-        let pending = &self.scopes.get(&run.scope)?.pending;
+        let pending = &self.scopes.get(run.scope())?.pending;
         Some((
             pending.range(..run.order.clone()).count() + 1,
             pending.len(),
@@ -318,7 +324,7 @@ impl SchedulingQueue {
                 let mut regrouped = (**queued).clone();
                 regrouped.group = fair.group_of(&queued.run);
                 *queued = Arc::new(regrouped);
-                self.runs.insert(queued.key.clone(), queued.clone());
+                self.runs.insert(queued.key().clone(), queued.clone());
             }
             s.groups.clear();
             s.member_groups.clear();
@@ -335,18 +341,15 @@ impl SchedulingQueue {
                     .entry(group.clone())
                     .or_default()
                     .insert(order.clone());
-                self.grouped.insert(run.key.clone(), group);
+                self.grouped.insert(run.key().clone(), group);
             }
         }
     }
 
     /// `run` at `order` as this queue would store it: grouped as its Runtime groups Runs now.
-    pub fn queued(&self, run: &Run, order: QueueOrder) -> QueuedRun {
-        let scope = ScopeRef::new(
-            &kube::ResourceExt::namespace(run).unwrap_or_default(),
-            &run.spec.runtime,
-        );
-        QueuedRun::new(run, order, self.fair_share(&scope))
+    pub fn queued(&self, run: &Run, facts: Arc<RunFacts>, order: QueueOrder) -> QueuedRun {
+        let fair = self.fair_share(&facts.scope);
+        QueuedRun::new(run, facts, order, fair)
     }
 
     /// Records that `run`'s cycle placed it: its group was served now. (A cycle that does not
@@ -354,7 +357,7 @@ impl SchedulingQueue {
     pub fn served(&mut self, run: &QueuedRun) {
         self.pops += 1;
         let (pops, group) = (self.pops, run.group.clone());
-        if let Some(s) = self.scopes.get_mut(&run.scope) {
+        if let Some(s) = self.scopes.get_mut(run.scope()) {
             s.served.insert(group, pops);
             if s.served.len() > 2 * s.groups.len() + 16 {
                 let groups = &s.groups;
@@ -428,7 +431,7 @@ impl SchedulingQueue {
             }
         };
         let run = head.pending[order].clone();
-        let entry = self.unfile(&run.key).expect("an active Run is filed");
+        let entry = self.unfile(run.key()).expect("an active Run is filed");
         self.cursor = Some(scope);
         Some(Popped {
             waited: now.duration_since(entry.since),

@@ -8,13 +8,11 @@
 
 use std::sync::Arc;
 
-use kube::ResourceExt;
-
 use crate::api::resources::ResourceError;
 use crate::api::{Resources, Run};
+use crate::scheduler::framework::facts::RunFacts;
 use crate::scheduler::framework::fairness::{FairShare, Group};
-use crate::scheduler::framework::index::ScopeRef;
-use crate::scheduler::framework::types::{QueueOrder, RunKey};
+use crate::scheduler::framework::types::{QueueOrder, RunKey, ScopeRef};
 
 /// See the module documentation.
 ///
@@ -23,14 +21,10 @@ use crate::scheduler::framework::types::{QueueOrder, RunKey};
 /// newest version, never this one.
 #[derive(Debug, Clone)]
 pub struct QueuedRun {
-    pub key: RunKey,
-    pub name: String,
-    /// The Runtime it names, in its namespace.
-    pub scope: ScopeRef,
+    /// What the scheduler reads of the Run (key, name, Runtime, request, labels, workspace),
+    /// shared with the index and, once it is placed, with its assumption and active record.
+    pub facts: Arc<RunFacts>,
     pub run: Arc<Run>,
-    /// The complete request, or why `spec.resources.requests` cannot be read (its own cycle
-    /// fails it with that error).
-    pub request: Result<Resources, ResourceError>,
     /// Its place in its Runtime's queue, at the priority resolved when it was observed.
     pub order: QueueOrder,
     /// `status.priority` was set when last observed: its order no longer follows its class.
@@ -38,28 +32,36 @@ pub struct QueuedRun {
     /// It has required Run affinity or anti-affinity terms: a Pod with room may still refuse
     /// it, and new affinity targets may let it fit.
     pub required_terms: bool,
-    /// The PersistentWorkspace it names.
-    pub workspace: Option<String>,
     /// Its fairness group, as its Runtime groups Runs (set once per observation: filing a Run
     /// again, which a drain does many times, costs no lookup).
     pub group: Group,
 }
 
 impl QueuedRun {
-    /// The Pending Run `run` at `order`, in the group `fair` puts it.
-    pub fn new(run: &Run, order: QueueOrder, fair: &FairShare) -> Self {
+    /// The Pending Run `run`, whose facts are `facts`, at `order`, in the group `fair` puts it.
+    pub fn new(run: &Run, facts: Arc<RunFacts>, order: QueueOrder, fair: &FairShare) -> Self {
         QueuedRun {
             group: fair.group_of(run),
-            key: RunKey::of(run),
-            name: run.name_any(),
-            scope: ScopeRef::new(&run.namespace().unwrap_or_default(), &run.spec.runtime),
-            request: run.request(),
+            facts,
             order,
             priority_recorded: recorded_priority(run),
             required_terms: run.has_required_run_terms(),
-            workspace: run.workspace_name().map(str::to_string),
             run: Arc::new(run.clone()),
         }
+    }
+
+    pub fn key(&self) -> &RunKey {
+        &self.facts.key
+    }
+
+    /// The Runtime it names, in its namespace.
+    pub fn scope(&self) -> &ScopeRef {
+        &self.facts.scope
+    }
+
+    /// The complete request, or why `spec.resources.requests` cannot be read.
+    pub fn request(&self) -> Result<&Resources, &ResourceError> {
+        self.facts.request()
     }
 
     /// Whether `run`, a newer version of this Run, changed the Run itself rather than its

@@ -12,6 +12,10 @@ fn pending(uid: &str, created: i64, runtime: &str) -> RunBuilder {
     run(uid).uid(uid).created(created).runtime(runtime)
 }
 
+fn facts(run: &Run) -> Arc<RunFacts> {
+    Arc::new(RunFacts::of(run))
+}
+
 fn key(uid: &str) -> RunKey {
     RunKey::new(NS, uid)
 }
@@ -23,13 +27,13 @@ fn scope(runtime: &str) -> ScopeRef {
 /// Observes the Run at priority 0 and files it, as the cache does for a Run that waits.
 fn add(q: &mut SchedulingQueue, r: &RunBuilder, now: Timestamp) -> RunKey {
     let run = r.build();
-    q.observe(&run, QueueOrder::of(&run, 0), now);
+    q.observe(&run, &facts(&run), QueueOrder::of(&run, 0), now);
     q.file(&RunKey::of(&run), true, now);
     RunKey::of(&run)
 }
 
 fn popped_uids(q: &mut SchedulingQueue, now: Timestamp) -> Vec<String> {
-    std::iter::from_fn(|| q.pop(now).map(|p| p.run.key.uid.clone())).collect()
+    std::iter::from_fn(|| q.pop(now).map(|p| p.run.key().uid.clone())).collect()
 }
 
 #[test]
@@ -66,7 +70,7 @@ fn an_unschedulable_run_waits_for_an_event_or_the_flush() {
     let mut q = SchedulingQueue::default();
     let k = add(&mut q, &pending("a", 1, "rt"), at(0));
     let popped = q.pop(at(0)).unwrap();
-    q.unschedulable(&popped.run.key, 0, at(0));
+    q.unschedulable(popped.run.key(), 0, at(0));
     assert_eq!(
         q.state(&k),
         Some(QueueState::Unschedulable {
@@ -84,7 +88,10 @@ fn an_unschedulable_run_waits_for_an_event_or_the_flush() {
         q.pop(at(3_000) + UNSCHEDULABLE_FLUSH - SignedDuration::from_millis(1))
             .is_none()
     );
-    assert_eq!(q.pop(at(3_000) + UNSCHEDULABLE_FLUSH).unwrap().run.key, k);
+    assert_eq!(
+        q.pop(at(3_000) + UNSCHEDULABLE_FLUSH).unwrap().run.key(),
+        &k
+    );
 }
 
 #[test]
@@ -103,7 +110,7 @@ fn failures_back_off_from_200ms_doubling_to_10s_and_a_success_resets_them() {
         ]
     );
     assert!(q.pop(at(9_999)).is_none());
-    assert_eq!(q.pop(at(10_000)).unwrap().run.key, k);
+    assert_eq!(q.pop(at(10_000)).unwrap().run.key(), &k);
     q.forget_failures(&k);
     assert_eq!(q.backoff(&k, at(0)), INITIAL_BACKOFF);
 }
@@ -138,7 +145,7 @@ fn members_walk_every_state_in_order_and_the_bounded_wait_finds_the_oldest_unsch
     q.unschedulable(&c, 0, at(0));
     let states: Vec<(&str, &str)> = q
         .members(&s)
-        .map(|(r, st)| (r.key.uid.as_str(), st.as_str()))
+        .map(|(r, st)| (r.key().uid.as_str(), st.as_str()))
         .collect();
     assert_eq!(
         states,
@@ -151,18 +158,18 @@ fn members_walk_every_state_in_order_and_the_bounded_wait_finds_the_oldest_unsch
     let d = pending("d", 4, "rt").build();
     assert_eq!(
         q.oldest_unschedulable_before(&s, &QueueOrder::of(&d, 0))
-            .map(|r| r.key.uid.as_str()),
+            .map(|r| r.key().uid.as_str()),
         Some("a")
     );
     let first = q.get(&a).unwrap().order.clone();
     assert!(q.oldest_unschedulable_before(&s, &first).is_none());
     let with_terms: Vec<&str> = q
         .members_with_required_terms(&s)
-        .map(|(r, _)| r.key.uid.as_str())
+        .map(|(r, _)| r.key().uid.as_str())
         .collect();
     assert_eq!(with_terms, ["b"]);
     let popped = q.pop(at(0)).unwrap();
-    q.unschedulable(&popped.run.key, 0, at(0));
+    q.unschedulable(popped.run.key(), 0, at(0));
     assert_eq!(
         q.members_with_required_terms(&s).count(),
         1,
@@ -188,7 +195,7 @@ fn a_pending_run_is_stored_once_and_counts_in_its_queue_position_whether_filed_o
     assert_eq!(q.position(&key("c")), Some((3, 3)));
     let stored: Vec<&str> = q
         .pending(&scope("rt"))
-        .map(|r| r.key.uid.as_str())
+        .map(|r| r.key().uid.as_str())
         .collect();
     assert_eq!(stored, ["a", "b", "c"]);
     assert_eq!(popped_uids(&mut q, at(0)), ["a", "c"]);
@@ -203,12 +210,12 @@ fn status_churn_keeps_the_stored_run_and_a_change_to_the_run_replaces_it() {
     let b = pending("a", 1, "rt").requests(&[("runs", 2)]);
     let k = add(&mut q, &b, at(0));
     let first = q.get(&k).unwrap().clone();
-    assert_eq!(first.request.as_ref().unwrap().get("runs"), 2);
+    assert_eq!(first.request().as_ref().unwrap().get("runs"), 2);
     let churned = b.clone().nominated("p1").build();
-    assert!(!q.observe(&churned, first.order.clone(), at(1)));
+    assert!(!q.observe(&churned, &facts(&churned), first.order.clone(), at(1)));
     assert!(Arc::ptr_eq(&first, q.get(&k).unwrap()), "status churn");
     let relabelled = b.clone().labels(&[("team", "a")]).build();
-    assert!(q.observe(&relabelled, first.order.clone(), at(2)));
+    assert!(q.observe(&relabelled, &facts(&relabelled), first.order.clone(), at(2)));
     let second = q.get(&k).unwrap();
     assert!(!Arc::ptr_eq(&first, second));
     assert_eq!(
@@ -265,7 +272,7 @@ fn a_run_is_grouped_once_when_observed_and_anew_for_every_stored_run_when_the_ru
     assert_eq!(q.get(&key("a")).unwrap().group, Group::new(""));
     // One Run is in its cycle (popped, not filed) when the Runtime starts grouping by label.
     let popped = q.pop(at(0)).unwrap().run;
-    assert_eq!(popped.key, key("a"));
+    assert_eq!(popped.key(), &key("a"));
     let by_team = FairShare {
         label: Some("team".into()),
         ..FairShare::default()
@@ -278,7 +285,7 @@ fn a_run_is_grouped_once_when_observed_and_anew_for_every_stored_run_when_the_ru
     q.activate(&key("a"), at(2));
     let groups: Vec<Vec<String>> = q
         .members_by_group(&scope("rt"))
-        .map(|members| members.map(|(r, _)| r.key.uid.clone()).collect())
+        .map(|members| members.map(|(r, _)| r.key().uid.clone()).collect())
         .collect();
     assert_eq!(groups, [["a"], ["b"]]);
 }

@@ -259,13 +259,13 @@ impl<'a> Snapshot<'a> {
             && let Some((uid, run)) = ns.slot(id).active.get_key_value(&key.uid)
         {
             own.uid = Some(uid);
-            own.active = Some((id, &run.request));
+            own.active = Some((id, run.request()));
         }
         if let Some((uid, a)) = self.assumed.and_then(|a| a.get(&key.uid))
             && let Some(&id) = self.scope.and_then(|s| s.pods.get(&a.pod))
         {
             own.uid = Some(uid);
-            own.assumed = Some((id, &a.request));
+            own.assumed = Some((id, a.request()));
         }
         own
     }
@@ -303,7 +303,7 @@ impl<'a> Snapshot<'a> {
             ns.slot(id)
                 .active
                 .iter()
-                .any(|(uid, run)| uid != exclude_uid && selector.matches(&run.labels))
+                .any(|(uid, run)| uid != exclude_uid && selector.matches(&run.facts.labels))
         };
         match best_driver(scope, selector) {
             Driver::Nothing => {}
@@ -325,7 +325,7 @@ impl<'a> Snapshot<'a> {
             }
         }
         for (id, (uid, a)) in self.assumed_in_scope() {
-            if uid != exclude_uid && selector.matches(&a.labels) {
+            if uid != exclude_uid && selector.matches(&a.facts.labels) {
                 set.insert(id);
             }
         }
@@ -346,7 +346,7 @@ impl<'a> Snapshot<'a> {
         };
         for &id in scope.anti_affinity.keys() {
             let rejects = ns.slot(id).active.iter().any(|(uid, run)| {
-                uid != exclude_uid && run.anti_affinity.iter().any(|s| s.matches(labels))
+                uid != exclude_uid && run.facts.anti_affinity.iter().any(|s| s.matches(labels))
             });
             if rejects {
                 set.insert(id);
@@ -359,7 +359,7 @@ impl<'a> Snapshot<'a> {
         {
             if uid != exclude_uid
                 && let Some(&id) = scope.pods.get(&a.pod)
-                && a.anti_affinity.iter().any(|s| s.matches(labels))
+                && a.facts.anti_affinity.iter().any(|s| s.matches(labels))
             {
                 set.insert(id);
             }

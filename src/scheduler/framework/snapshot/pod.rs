@@ -148,7 +148,7 @@ impl<'a> PodView<'a> {
                 assumed = assumed.saturating_sub(own.get(name));
             }
         }
-        let nominated = self.nominated.map_or(0, |n| n.request.get(name));
+        let nominated = self.nominated.map_or(0, |n| n.request().get(name));
         (used, assumed, nominated)
     }
 

@@ -143,7 +143,7 @@ proptest! {
         for selector in &selectors {
             let scanned: Vec<String> = snap
                 .pods()
-                .filter(|p| p.active_runs().any(|(_, r)| selector.matches(&r.labels)))
+                .filter(|p| p.active_runs().any(|(_, r)| selector.matches(&r.facts.labels)))
                 .map(|p| p.name().to_string())
                 .collect();
             prop_assert_eq!(target_names(&snap, &snap.targets(selector, "")), scanned, "{:?}", selector);

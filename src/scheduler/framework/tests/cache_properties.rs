@@ -121,7 +121,7 @@ proptest! {
                         .iter()
                         .zip(&runs)
                         .filter(|(m, _)| m.active.as_deref() == Some(p) || m.assumed.as_deref() == Some(p))
-                        .map(|(_, r)| r.assumption(p).request.get(resource))
+                        .map(|(_, r)| r.assumption(p).request().get(resource))
                         .sum();
                     prop_assert_eq!(view.effective(resource), expected, "{} {}", p, resource);
                     prop_assert!(expected <= *cap, "{} {} overcommitted: {} > {}", p, resource, expected, cap);
@@ -140,7 +140,7 @@ proptest! {
             let queued: Vec<String> = state
                 .queue()
                 .members(&ScopeRef::new(NS, RUNTIME))
-                .map(|(o, _)| o.key.uid.clone())
+                .map(|(o, _)| o.key().uid.clone())
                 .collect();
             prop_assert_eq!(queued, waiting);
             prop_assert_eq!(state.queue().invariants(), Ok(()));
