@@ -84,7 +84,7 @@ impl RunFacts {
 /// A Run that reached the active set with an unparseable request (created before
 /// validation existed, or assigned by something else) is counted conservatively: every
 /// resource whose quantity cannot be read is *unknown*, and a Pod hosting such a Run has none
-/// of that resource left (see [`super::Usage::get`]) until the Run leaves. Readable entries
+/// of that resource left (see [`super::Load::used`]) until the Run leaves. Readable entries
 /// count at their value, and `runs` still defaults to 1.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CountedRequest {

@@ -82,7 +82,7 @@ pub use cycle::{
 pub use facts::RunFacts;
 pub use index::{
     ActiveRun, CLAIM_WINDOW_MARGIN, Changes, CountedRequest, Index, LeaseRecord, Load, LostRun,
-    ObservedLease, ObservedPod, PodLoss, PodRecord, PodRef, RunChange, ScopeRef, Usage, WakeSource,
+    ObservedLease, ObservedPod, PodLoss, PodRecord, PodRef, RunChange, ScopeRef, WakeSource,
     Wakeup, WorkspaceEntry, WorkspaceRecord, claim_window,
 };
 pub use nominations::{Nomination, Nominations};

@@ -502,3 +502,34 @@ fn one_record_of_a_runs_facts_serves_it_from_the_queue_to_its_pod() {
         state.index().facts(&a.key()).unwrap()
     ));
 }
+
+#[test]
+fn a_resource_in_use_but_not_advertised_counts_once_the_pod_advertises_it() {
+    const GPU: &str = "example.com/gpu";
+    let x = run("x").requests(&[(GPU, 1)]).on("p1");
+    let mut state = World::new()
+        .pods([pod("p1").capacity(&[("runs", 4)])])
+        .runs([x.clone()])
+        .cache();
+    let a = run("a").requests(&[(GPU, 1)]);
+    assert!(
+        matches!(cycle(&mut state, &a), ScheduleOutcome::Unschedulable(_)),
+        "p1 advertises no GPU"
+    );
+    // Updated, still without one; then it advertises one, which x, bound by another
+    // writer, already uses.
+    state.apply(&pod("p1").capacity(&[("runs", 5)]).build(), NOW);
+    state.apply(&pod("p1").capacity(&[("runs", 5), (GPU, 1)]).build(), NOW);
+    let used = |state: &SchedulerCache| {
+        let snapshot = state.snapshot(NS, RUNTIME, NOW);
+        let p1 = snapshot.pod("p1").unwrap();
+        (p1.used(GPU), p1.loads().count())
+    };
+    assert_eq!(used(&state), (1, 2));
+    let next = state.schedule_next(&registry(), NOW).expect("a was woken");
+    assert!(matches!(next.outcome, ScheduleOutcome::Unschedulable(_)));
+    state.apply(&x.clone().succeeded().build(), NOW);
+    assert_eq!(used(&state), (0, 2));
+    let next = state.schedule_next(&registry(), NOW).expect("a was woken");
+    assert_eq!(reserved_pod(&next.outcome), "p1");
+}

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use jiff::Timestamp;
 
-use super::record::{ActiveRun, LeaseRecord, PodRecord, Usage};
+use super::record::{ActiveRun, LeaseRecord, PodRecord};
 use super::workspaces::WorkspaceEntry;
 use crate::scheduler::framework::facts::CountedRequest;
 use crate::scheduler::framework::types::{Heartbeat, ResourceId};
@@ -46,14 +46,34 @@ impl Interner {
     }
 }
 
-/// Capacity and actual usage of one resource a Pod advertises: the hot data of a cycle, kept
-/// in the Pod's slot and updated with every Pod and Run event.
+/// One resource of a Pod: what the Pod advertises and what its active Runs use. The hot data
+/// of a cycle, kept in the Pod's slot and updated with every Pod and Run event, and the one
+/// record of the Pod's actual usage: the Filter, Score, `explain` and `status` all read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Load {
     pub id: ResourceId,
-    pub capacity: u64,
-    /// Actual usage, `u64::MAX` when unknown (see [`CountedRequest`]).
-    pub used: u64,
+    /// What the Pod advertises; `None` for a resource only its active Runs name (bound by
+    /// another writer, or no longer advertised): nothing fits there.
+    pub capacity: Option<u64>,
+    /// The known amounts of the active Runs, summed.
+    pub known: u64,
+    /// Active Runs whose amount of it is unknown (see [`CountedRequest`]).
+    pub unknown: u32,
+}
+
+impl Load {
+    /// Actual usage: `u64::MAX` (nothing left) while an active Run's amount is unknown.
+    pub fn used(&self) -> u64 {
+        if self.unknown > 0 {
+            u64::MAX
+        } else {
+            self.known
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.capacity.is_none() && self.known == 0 && self.unknown == 0
+    }
 }
 
 /// Everything known under one Pod name in a namespace.
@@ -65,7 +85,6 @@ pub(in crate::scheduler::framework) struct Slot {
     /// When the scheduler saw the Pod without a heartbeat Lease (deleted, or not there when
     /// the Pod was first seen); cleared by a Lease. How long a Pod has gone without one.
     pub lease_gone_at: Option<Timestamp>,
-    pub usage: Usage,
     /// Active Runs assigned to this Pod name, by UID.
     pub active: BTreeMap<String, ActiveRun>,
     /// What a cycle reads, precomputed and kept together.
@@ -80,8 +99,8 @@ pub(in crate::scheduler::framework) struct Hot {
     pub deleting: bool,
     pub capacity_ok: bool,
     pub heartbeat: Heartbeat,
-    /// One entry per advertised resource, in id order; empty without a Pod or with
-    /// unreadable capacity.
+    /// One entry per resource the Pod advertises or its active Runs use, in id order: the
+    /// slot's only record of usage.
     pub load: Vec<Load>,
 }
 
@@ -108,38 +127,69 @@ impl Slot {
         };
     }
 
-    /// Rebuilds `load` from the Pod's capacity and the usage (Pod applied or deleted).
+    /// The entry of resource `id`, whether advertised or only used.
+    pub fn load(&self, id: ResourceId) -> Option<&Load> {
+        let i = self.hot.load.binary_search_by_key(&id, |l| l.id).ok()?;
+        Some(&self.hot.load[i])
+    }
+
+    fn load_mut(&mut self, id: ResourceId) -> &mut Load {
+        let i = match self.hot.load.binary_search_by_key(&id, |l| l.id) {
+            Ok(i) => i,
+            Err(i) => {
+                let empty = Load {
+                    id,
+                    capacity: None,
+                    known: 0,
+                    unknown: 0,
+                };
+                self.hot.load.insert(i, empty);
+                i
+            }
+        };
+        &mut self.hot.load[i]
+    }
+
+    /// Sets the capacities of `load` from the Pod's (Pod applied or deleted); the usage stays.
     pub(super) fn rebuild_load(&mut self, interner: &mut Interner) {
-        self.hot.load.clear();
+        for load in &mut self.hot.load {
+            load.capacity = None;
+        }
         if let Some(PodRecord {
             capacity: Ok(capacity),
             ..
         }) = &self.pod
         {
+            let capacity = capacity.clone();
             for (name, amount) in capacity.iter() {
-                self.hot.load.push(Load {
-                    id: interner.intern(name),
-                    capacity: amount,
-                    used: self.usage.get(name),
-                });
+                self.load_mut(interner.intern(name)).capacity = Some(amount);
             }
-            self.hot.load.sort_by_key(|l| l.id);
         }
+        self.hot.load.retain(|l| !l.is_empty());
     }
 
-    /// Copies the usage of `request`'s resources into `load` (a Run joined or left).
-    pub(super) fn refresh_used(&mut self, interner: &Interner, request: &CountedRequest) {
-        let names = request
-            .amounts
-            .names()
-            .chain(request.unknown.iter().map(String::as_str));
-        for name in names {
-            if let Some(id) = interner.get(name)
-                && let Some(load) = self.hot.load.iter_mut().find(|l| l.id == id)
-            {
-                load.used = self.usage.get(name);
-            }
+    /// Adds (`joined`) or takes away what `request` uses (a Run joined or left).
+    pub(super) fn count(
+        &mut self,
+        interner: &mut Interner,
+        request: &CountedRequest,
+        joined: bool,
+    ) {
+        for (name, amount) in request.amounts.iter() {
+            let load = self.load_mut(interner.intern(name));
+            load.known = match joined {
+                true => load.known.saturating_add(amount),
+                false => load.known.saturating_sub(amount),
+            };
         }
+        for name in &request.unknown {
+            let load = self.load_mut(interner.intern(name));
+            load.unknown = match joined {
+                true => load.unknown + 1,
+                false => load.unknown.saturating_sub(1),
+            };
+        }
+        self.hot.load.retain(|l| !l.is_empty());
     }
 }
 
@@ -252,7 +302,6 @@ impl NamespaceIndex {
             pod: None,
             lease: None,
             lease_gone_at: None,
-            usage: Usage::default(),
             active: BTreeMap::new(),
             hot: Hot::default(),
         };
@@ -317,7 +366,7 @@ impl NamespaceIndex {
         id: SlotId,
         uid: &str,
         run: ActiveRun,
-        interner: &Interner,
+        interner: &mut Interner,
     ) {
         if let Some(runtime) = self.runtime_of(id).map(str::to_string)
             && let Some(scope) = self.scopes.get_mut(&runtime)
@@ -329,8 +378,7 @@ impl NamespaceIndex {
             self.workspace_mut(workspace).add_active(&pod);
         }
         let slot = self.slot_mut(id);
-        slot.usage.add(run.request());
-        slot.refresh_used(interner, run.request());
+        slot.count(interner, run.request(), true);
         slot.active.insert(uid.to_string(), run);
     }
 
@@ -353,12 +401,11 @@ impl NamespaceIndex {
         &mut self,
         id: SlotId,
         uid: &str,
-        interner: &Interner,
+        interner: &mut Interner,
     ) -> Option<ActiveRun> {
         let slot = self.slot_mut(id);
         let run = slot.active.remove(uid)?;
-        slot.usage.sub(run.request());
-        slot.refresh_used(interner, run.request());
+        slot.count(interner, run.request(), false);
         if let Some(workspace) = &run.facts.workspace {
             let pod = self.slot(id).name.clone();
             self.workspace_mut(workspace).remove_active(&pod);

@@ -46,7 +46,7 @@ pub use layout::Load;
 pub(in crate::scheduler::framework) use layout::{Interner, NamespaceIndex, Scope, Slot, SlotId};
 pub use liveness::{LostRun, PodLoss};
 pub use record::{
-    ActiveRun, CLAIM_WINDOW_MARGIN, LeaseRecord, ObservedLease, ObservedPod, PodRecord, Usage,
+    ActiveRun, CLAIM_WINDOW_MARGIN, LeaseRecord, ObservedLease, ObservedPod, PodRecord,
     claim_window,
 };
 pub use wakeup::{Changes, PodRef, RunChange, WakeSource, Wakeup, WorkspaceRef};
@@ -181,7 +181,7 @@ impl Index {
         ns.detach(id, &runtime);
         let slot = ns.slot_mut(id);
         slot.pod = None;
-        slot.hot.load.clear();
+        slot.rebuild_load(&mut self.interner);
         slot.refresh_hot();
         ns.gc(id);
         self.gc_namespace(namespace);

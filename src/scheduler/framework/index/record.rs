@@ -4,7 +4,6 @@
 //! annotations, Lease expiry, a Run's counted request and affinity selectors). It must not
 //! store anything or know the index layout.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
@@ -142,54 +141,6 @@ impl LeaseRecord {
             renew_time,
             duration_seconds,
             expires_at,
-        }
-    }
-}
-
-/// Usage of the active Runs on one Pod.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Usage {
-    sum: Resources,
-    /// Resource -> number of active Runs whose amount of it is unknown.
-    unknown: BTreeMap<String, u32>,
-}
-
-impl Usage {
-    /// Amount of `resource` in use; `u64::MAX` (nothing left) while an active Run's amount of
-    /// it is unknown.
-    pub fn get(&self, resource: &str) -> u64 {
-        if !self.unknown.is_empty() && self.unknown.contains_key(resource) {
-            return u64::MAX;
-        }
-        self.sum.get(resource)
-    }
-
-    /// The known part of the usage.
-    pub fn known(&self) -> &Resources {
-        &self.sum
-    }
-
-    /// Resources with an unknown amount in use.
-    pub fn unknown(&self) -> impl Iterator<Item = &str> {
-        self.unknown.keys().map(String::as_str)
-    }
-
-    pub(super) fn add(&mut self, request: &CountedRequest) {
-        self.sum.add(&request.amounts);
-        for name in &request.unknown {
-            *self.unknown.entry(name.clone()).or_insert(0) += 1;
-        }
-    }
-
-    pub(super) fn sub(&mut self, request: &CountedRequest) {
-        self.sum.sub(&request.amounts);
-        for name in &request.unknown {
-            if let Some(n) = self.unknown.get_mut(name) {
-                *n -= 1;
-                if *n == 0 {
-                    self.unknown.remove(name);
-                }
-            }
         }
     }
 }

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use super::{ActiveRun, Index, Placement, PodRef, RunChange, RunRecord, Usage};
+use super::{ActiveRun, Index, Placement, PodRef, RunChange, RunRecord};
 use crate::api::{Run, RunPhase};
 use crate::scheduler::framework::facts::RunFacts;
 use crate::scheduler::framework::types::{Observed, RunKey};
@@ -77,7 +77,7 @@ impl Index {
                         change.targets_changed = Some(pod_ref);
                     }
                 }
-                ns.add_active(id, &key.uid, new, &self.interner);
+                ns.add_active(id, &key.uid, new, &mut self.interner);
                 Placement::Active(id)
             }
             None => {
@@ -157,7 +157,7 @@ impl Index {
                 None
             }
             Placement::Active(id) => {
-                let run = ns.remove_active(id, &key.uid, &self.interner)?;
+                let run = ns.remove_active(id, &key.uid, &mut self.interner)?;
                 let pod_ref = PodRef {
                     namespace: key.namespace.clone(),
                     runtime: ns
@@ -193,10 +193,13 @@ impl Index {
         }
     }
 
-    /// Usage of the active Runs assigned to `pod`.
-    pub fn usage(&self, namespace: &str, pod: &str) -> Option<&Usage> {
+    /// The active Runs' usage of `resource` on `pod` (`u64::MAX` while one's amount of it is
+    /// unknown); `None` when the index knows no such Pod name.
+    pub fn used(&self, namespace: &str, pod: &str, resource: &str) -> Option<u64> {
         let ns = self.namespaces.get(namespace)?;
-        Some(&ns.slot(ns.slot_id(pod)?).usage)
+        let slot = ns.slot(ns.slot_id(pod)?);
+        let load = self.interner.get(resource).and_then(|id| slot.load(id));
+        Some(load.map_or(0, super::Load::used))
     }
 
     /// Active Runs assigned to `pod`, by UID.

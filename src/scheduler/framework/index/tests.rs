@@ -172,9 +172,9 @@ fn active_runs_adjust_usage_incrementally_and_release_it_when_they_leave() {
     let b = run("b").on("p1");
     index.apply_run(&a.build());
     index.apply_run(&b.build());
-    let usage = index.usage(NS, "p1").unwrap();
-    assert_eq!(usage.get("runs"), 2);
-    assert_eq!(usage.get("example.com/gpu"), 1);
+    let used = |resource| index.used(NS, "p1", resource).unwrap();
+    assert_eq!(used("runs"), 2);
+    assert_eq!(used("example.com/gpu"), 1);
 
     let change = index.apply_run(&a.clone().succeeded().build());
     assert_eq!(
@@ -187,13 +187,13 @@ fn active_runs_adjust_usage_incrementally_and_release_it_when_they_leave() {
     );
     assert_eq!(change.wakeups().len(), 1);
     assert_eq!(change.wakeups()[0].source.as_str(), "capacity_released");
-    let usage = index.usage(NS, "p1").unwrap();
-    assert_eq!(usage.get("runs"), 1);
-    assert_eq!(usage.get("example.com/gpu"), 0);
+    let used = |resource| index.used(NS, "p1", resource).unwrap();
+    assert_eq!(used("runs"), 1);
+    assert_eq!(used("example.com/gpu"), 0);
 
     let change = index.delete_run(NS, &b.build().uid().unwrap());
     assert_eq!(change.released.len(), 1);
-    assert_eq!(index.usage(NS, "p1").unwrap().get("runs"), 0);
+    assert_eq!(index.used(NS, "p1", "runs").unwrap(), 0);
 }
 
 #[test]
@@ -207,7 +207,7 @@ fn repeated_status_updates_of_an_active_run_change_nothing() {
         index.apply_run(&a.clone().running().build()),
         RunChange::default()
     );
-    assert_eq!(index.usage(NS, "p1").unwrap().get("runs"), 1);
+    assert_eq!(index.used(NS, "p1", "runs").unwrap(), 1);
 }
 
 #[test]
@@ -220,11 +220,11 @@ fn an_active_run_with_an_unparseable_request_exhausts_that_resource() {
         .request_strs(&[("example.com/gpu", "1.5")])
         .on("p1");
     index.apply_run(&bad.build());
-    let usage = index.usage(NS, "p1").unwrap();
-    assert_eq!(usage.get("example.com/gpu"), u64::MAX);
-    assert_eq!(usage.get("runs"), 1, "runs still defaults to 1");
+    let used = |resource| index.used(NS, "p1", resource).unwrap();
+    assert_eq!(used("example.com/gpu"), u64::MAX);
+    assert_eq!(used("runs"), 1, "runs still defaults to 1");
     index.apply_run(&bad.succeeded().build());
-    assert_eq!(index.usage(NS, "p1").unwrap().get("example.com/gpu"), 0);
+    assert_eq!(index.used(NS, "p1", "example.com/gpu").unwrap(), 0);
 }
 
 #[test]
@@ -232,14 +232,14 @@ fn a_run_recreated_under_the_same_name_is_a_different_run() {
     let mut index = idx(&[pod("p1").capacity(&[("runs", 4)])], &[run("a").on("p1")]);
     index.apply_run(&run("a").uid("uid-a-2").build());
     assert_eq!(
-        index.usage(NS, "p1").unwrap().get("runs"),
+        index.used(NS, "p1", "runs").unwrap(),
         1,
         "the old Run still holds p1"
     );
     let new = RunKey::new(NS, "uid-a-2");
     assert_eq!(index.observed(&new), Observed::Pending);
     index.delete_run(NS, "uid-a");
-    assert_eq!(index.usage(NS, "p1").unwrap().get("runs"), 0);
+    assert_eq!(index.used(NS, "p1", "runs").unwrap(), 0);
     assert_eq!(
         index.observed(&new),
         Observed::Pending,
@@ -320,9 +320,9 @@ fn lease_renewals_wake_only_when_the_heartbeat_may_have_come_back() {
 fn usage_survives_its_pod_being_deleted_and_recreated() {
     let mut index = idx(&[pod("p1")], &[run("a").on("p1")]);
     index.delete_pod(NS, "p1");
-    assert_eq!(index.usage(NS, "p1").unwrap().get("runs"), 1);
+    assert_eq!(index.used(NS, "p1", "runs").unwrap(), 1);
     index.apply_pod(&pod("p1").uid("new").build());
-    assert_eq!(index.usage(NS, "p1").unwrap().get("runs"), 1);
+    assert_eq!(index.used(NS, "p1", "runs").unwrap(), 1);
     let labels = &index.namespace(NS).unwrap().scopes[RUNTIME].labels;
     assert!(labels.is_empty(), "run a has no labels");
 }
@@ -364,7 +364,7 @@ fn reset_runs_deletes_runs_missing_from_the_relist() {
     assert_eq!(changes.iter().map(|c| c.released.len()).sum::<usize>(), 1);
     assert_eq!(index.observed(&run("c").key()), Observed::Pending);
     assert_eq!(index.observed(&run("b").key()), Observed::Absent);
-    assert_eq!(index.usage(NS, "p1").unwrap().get("runs"), 0);
+    assert_eq!(index.used(NS, "p1", "runs").unwrap(), 0);
 }
 
 // ----- lifecycle ------------------------------------------------------------------------

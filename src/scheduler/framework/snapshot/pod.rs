@@ -152,31 +152,38 @@ impl<'a> PodView<'a> {
         (used, assumed, nominated)
     }
 
-    fn resolve(&self, load: &Load) -> ResourceLoad {
-        let (used, assumed, nominated) = self.usage_of(self.interner.name(load.id), load.used);
-        ResourceLoad {
+    /// The advertised resource `load` as the viewing Run sees it; `None` when the Pod does
+    /// not advertise it.
+    fn resolve(&self, load: &Load) -> Option<ResourceLoad> {
+        let capacity = load.capacity?;
+        let (used, assumed, nominated) = self.usage_of(self.interner.name(load.id), load.used());
+        Some(ResourceLoad {
             id: load.id,
-            capacity: load.capacity,
+            capacity,
             used,
             assumed,
             nominated,
-        }
+        })
     }
 
     /// Capacity and usage of one advertised resource; `None` when the Pod does not advertise
     /// it (or its capacity is unreadable).
     pub fn load(&self, id: ResourceId) -> Option<ResourceLoad> {
-        self.slot
-            .hot
-            .load
-            .iter()
-            .find(|l| l.id == id)
-            .map(|l| self.resolve(l))
+        self.resolve(self.slot.load(id)?)
     }
 
     /// Capacity and usage of every advertised resource.
     pub fn loads(&self) -> impl Iterator<Item = ResourceLoad> + '_ {
-        self.slot.hot.load.iter().map(|l| self.resolve(l))
+        self.slot.hot.load.iter().filter_map(|l| self.resolve(l))
+    }
+
+    /// The active Runs' usage of `resource`, read from the loads by name.
+    fn used_of(&self, resource: &str) -> u64 {
+        let load = self
+            .interner
+            .get(resource)
+            .and_then(|id| self.slot.load(id));
+        load.map_or(0, Load::used)
     }
 
     /// The requested resources that do not fit on this Pod with `adjust` applied
@@ -238,7 +245,7 @@ impl<'a> PodView<'a> {
     /// active Runs (`u64::MAX` when an active Run's amount of it is unknown, see
     /// [`CountedRequest`]), resolved as [`PodView::load`] resolves it.
     pub fn used(&self, resource: &str) -> u64 {
-        self.usage_of(resource, self.slot.usage.get(resource)).0
+        self.usage_of(resource, self.used_of(resource)).0
     }
 
     /// Usage of the scheduler's assumptions on the Pod (read-only view, see [`PodView::used`]).
@@ -258,7 +265,7 @@ impl<'a> PodView<'a> {
 
     /// `used + assumed + nominated` (read-only view, see [`PodView::used`]).
     pub fn effective(&self, resource: &str) -> u64 {
-        let (used, assumed, nominated) = self.usage_of(resource, self.slot.usage.get(resource));
+        let (used, assumed, nominated) = self.usage_of(resource, self.used_of(resource));
         used.saturating_add(assumed).saturating_add(nominated)
     }
 
