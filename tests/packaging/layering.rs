@@ -295,3 +295,19 @@ fn the_crate_root_is_a_handful_of_rooms_and_only_the_commands_import_the_cli() {
         "modules below the commands import them: {below:?}"
     );
 }
+
+/// A file of `src/` stays small enough to read as one thing (600 lines, tests included): a
+/// longer one owns more than one concept and is split along them.
+#[test]
+fn no_file_of_src_is_over_600_lines() {
+    let long: Vec<String> = src_files()
+        .into_iter()
+        .map(|(path, code)| (path, code.lines().count()))
+        .filter(|(_, lines)| *lines > 600)
+        .map(|(path, lines)| format!("src/{} ({lines} lines)", path.display()))
+        .collect();
+    assert!(
+        long.is_empty(),
+        "files over 600 lines: {long:?}; split each along what it owns"
+    );
+}
