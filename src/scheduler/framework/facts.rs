@@ -92,13 +92,6 @@ pub struct CountedRequest {
     pub unknown: Vec<String>,
 }
 
-impl CountedRequest {
-    pub fn of(run: &Run) -> Self {
-        let (amounts, unknown) = run.counted_request();
-        CountedRequest { amounts, unknown }
-    }
-}
-
 /// The valid required anti-affinity selectors of `run`; invalid terms are skipped (PreFilter
 /// reports them for the Run itself; here they must not break accounting).
 pub fn required_anti_affinity(run: &Run) -> Vec<Selector> {

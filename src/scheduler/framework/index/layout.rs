@@ -133,23 +133,6 @@ impl Slot {
         Some(&self.hot.load[i])
     }
 
-    fn load_mut(&mut self, id: ResourceId) -> &mut Load {
-        let i = match self.hot.load.binary_search_by_key(&id, |l| l.id) {
-            Ok(i) => i,
-            Err(i) => {
-                let empty = Load {
-                    id,
-                    capacity: None,
-                    known: 0,
-                    unknown: 0,
-                };
-                self.hot.load.insert(i, empty);
-                i
-            }
-        };
-        &mut self.hot.load[i]
-    }
-
     /// Sets the capacities of `load` from the Pod's (Pod applied or deleted); the usage stays.
     pub(super) fn rebuild_load(&mut self, interner: &mut Interner) {
         for load in &mut self.hot.load {
@@ -160,9 +143,8 @@ impl Slot {
             ..
         }) = &self.pod
         {
-            let capacity = capacity.clone();
             for (name, amount) in capacity.iter() {
-                self.load_mut(interner.intern(name)).capacity = Some(amount);
+                self.hot.load_mut(interner.intern(name)).capacity = Some(amount);
             }
         }
         self.hot.load.retain(|l| !l.is_empty());
@@ -176,20 +158,40 @@ impl Slot {
         joined: bool,
     ) {
         for (name, amount) in request.amounts.iter() {
-            let load = self.load_mut(interner.intern(name));
+            let load = self.hot.load_mut(interner.intern(name));
             load.known = match joined {
                 true => load.known.saturating_add(amount),
                 false => load.known.saturating_sub(amount),
             };
         }
         for name in &request.unknown {
-            let load = self.load_mut(interner.intern(name));
+            let load = self.hot.load_mut(interner.intern(name));
             load.unknown = match joined {
                 true => load.unknown + 1,
                 false => load.unknown.saturating_sub(1),
             };
         }
         self.hot.load.retain(|l| !l.is_empty());
+    }
+}
+
+impl Hot {
+    /// The entry of resource `id`, made (empty) when there is none.
+    fn load_mut(&mut self, id: ResourceId) -> &mut Load {
+        let i = match self.load.binary_search_by_key(&id, |l| l.id) {
+            Ok(i) => i,
+            Err(i) => {
+                let empty = Load {
+                    id,
+                    capacity: None,
+                    known: 0,
+                    unknown: 0,
+                };
+                self.load.insert(i, empty);
+                i
+            }
+        };
+        &mut self.load[i]
     }
 }
 
