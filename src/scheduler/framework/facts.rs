@@ -24,6 +24,10 @@ use crate::api::{LABEL_RUNTIME_POD, Resources, Run};
 /// See the module documentation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunFacts {
+    /// The `metadata.generation` they were read at: a later version of the same generation,
+    /// labels and submitter has the same facts (every other one is in the spec, and the API
+    /// server counts a generation with every change to it).
+    pub generation: Option<i64>,
     pub key: RunKey,
     pub name: String,
     /// The Runtime it names, in its namespace.
@@ -46,13 +50,27 @@ pub struct RunFacts {
 
 impl RunFacts {
     pub fn of(run: &Run) -> Self {
-        let (amounts, unknown) = run.counted_request();
+        // One parse for a valid request, which nearly every Run has.
+        let (counted, invalid) = match run.request() {
+            Ok(amounts) => (
+                CountedRequest {
+                    amounts,
+                    unknown: Vec::new(),
+                },
+                None,
+            ),
+            Err(e) => {
+                let (amounts, unknown) = run.counted_request();
+                (CountedRequest { amounts, unknown }, Some(Box::new(e)))
+            }
+        };
         RunFacts {
+            generation: run.metadata.generation,
             key: RunKey::of(run),
             name: run.name_any(),
             scope: ScopeRef::new(&run.namespace().unwrap_or_default(), &run.spec.runtime),
-            invalid: run.request().err().map(Box::new),
-            counted: CountedRequest { amounts, unknown },
+            counted,
+            invalid,
             labels: run.labels().clone(),
             anti_affinity: required_anti_affinity(run),
             workspace: run.workspace_name().map(str::to_string),
@@ -62,12 +80,29 @@ impl RunFacts {
 
     /// The facts of `run`, as `previous` when they are the same: a version that changed none
     /// of them keeps the record every holder shares.
+    ///
+    /// Status churn is most of a Run's versions (a claim, a heartbeat-driven requeue, the
+    /// end): for those the record is kept without reading the object again.
     pub fn renewed(run: &Run, previous: Option<&Arc<RunFacts>>) -> Arc<RunFacts> {
+        if let Some(previous) = previous
+            && previous.read_at(run)
+        {
+            return previous.clone();
+        }
         let facts = RunFacts::of(run);
         match previous {
             Some(previous) if **previous == facts => previous.clone(),
             _ => Arc::new(facts),
         }
+    }
+
+    /// Whether `run` is a version these facts were read from, by its generation, labels and
+    /// submitter (never without a generation: an object from elsewhere is read again).
+    fn read_at(&self, run: &Run) -> bool {
+        self.generation.is_some()
+            && self.generation == run.metadata.generation
+            && self.labels == *run.labels()
+            && self.submitter.as_deref() == super::fairness::submitter(run)
     }
 
     /// The complete request (defaults applied, zero amounts dropped), or why it cannot be read.
@@ -107,4 +142,43 @@ pub fn required_anti_affinity(run: &Run) -> Vec<Selector> {
         .filter(|t| t.topology_key == LABEL_RUNTIME_POD)
         .filter_map(|t| Selector::compile(&t.label_selector, "").ok())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{RunBuilder, run};
+
+    fn at(builder: RunBuilder, generation: i64) -> Run {
+        let mut run = builder.build();
+        run.metadata.generation = Some(generation);
+        run
+    }
+
+    #[test]
+    fn a_version_is_read_again_unless_its_generation_labels_and_submitter_are_the_ones_read() {
+        let a = run("a").labels(&[("app", "x")]).submitted_by("ann");
+        let first = RunFacts::renewed(&at(a.clone(), 1), None);
+        let same = |version: &Run| Arc::ptr_eq(&first, &RunFacts::renewed(version, Some(&first)));
+
+        // Status churn: the same record.
+        assert!(same(&at(a.clone().on("p1"), 1)));
+        // Labels and annotations are not in the generation: read again.
+        let relabelled = at(a.clone().labels(&[("app", "y")]), 1);
+        assert!(!same(&relabelled));
+        assert_eq!(
+            RunFacts::renewed(&relabelled, Some(&first)).labels["app"],
+            "y"
+        );
+        let resubmitted = at(a.clone().submitted_by("bob"), 1);
+        let resubmitted = RunFacts::renewed(&resubmitted, Some(&first));
+        assert_eq!(resubmitted.submitter.as_deref(), Some("bob"));
+        // A spec change is a new generation: read again.
+        let more = RunFacts::renewed(&at(a.clone().requests(&[("runs", 2)]), 2), Some(&first));
+        assert_eq!(more.request().unwrap().get("runs"), 2);
+        // Without a generation (an object from elsewhere) it is always read.
+        let before = RunFacts::renewed(&a.build(), None);
+        let after = RunFacts::renewed(&a.clone().requests(&[("runs", 3)]).build(), Some(&before));
+        assert_eq!(after.request().unwrap().get("runs"), 3);
+    }
 }

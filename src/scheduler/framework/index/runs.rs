@@ -18,17 +18,20 @@ impl Index {
     /// the active set, and its workspace's users when it becomes or stops being Pending.
     pub fn apply_run(&mut self, run: &Run) -> RunChange {
         let key = RunKey::of(run);
-        let facts = RunFacts::renewed(run, self.runs.get(&key).map(|r| &r.facts));
-        let priority = self.priority_of(run).unwrap_or(0);
-        let active = run
-            .active_pod()
-            .map(|pod| (pod, ActiveRun::of(run, facts.clone(), priority)));
-        let pending = active.is_none() && run.phase() == RunPhase::Pending;
-        let unassigned = active.is_none() && !pending && !run.phase().is_terminal();
+        let (on, phase) = (run.active_pod(), run.phase());
+        let pending = on.is_none() && phase == RunPhase::Pending;
+        let unassigned = on.is_none() && !pending && !phase.is_terminal();
+        // A terminal Run leaves nothing behind: its facts are not read.
+        let facts = (on.is_some() || pending || unassigned)
+            .then(|| RunFacts::renewed(run, self.runs.get(&key).map(|r| &r.facts)));
+        let active = on.zip(facts.clone()).map(|(pod, facts)| {
+            let priority = self.priority_of(run).unwrap_or(0);
+            (pod, ActiveRun::of(run, facts, priority))
+        });
 
         // Unchanged active or Pending Runs (status churn) cost one lookup and change nothing.
         if let Some(old) = self.runs.get(&key)
-            && Arc::ptr_eq(&old.facts, &facts)
+            && facts.as_ref().is_some_and(|f| Arc::ptr_eq(&old.facts, f))
         {
             match (old.placement, &active) {
                 (Placement::Active(id), Some((pod, new))) => {
@@ -40,9 +43,6 @@ impl Index {
                 }
                 (Placement::Pending, None) if pending => return RunChange::default(),
                 (Placement::Unassigned, None) if unassigned => return RunChange::default(),
-                (Placement::Inactive, None) if !pending && !unassigned => {
-                    return RunChange::default();
-                }
                 _ => {}
             }
         }
@@ -57,7 +57,7 @@ impl Index {
                     namespace: key.namespace.clone(),
                     runtime: ns
                         .runtime_of(id)
-                        .unwrap_or(&facts.scope.runtime)
+                        .unwrap_or(&new.facts.scope.runtime)
                         .to_string(),
                     pod: pod.to_string(),
                 };
@@ -87,7 +87,7 @@ impl Index {
                 }
                 if pending {
                     let ns = self.namespaces.entry(key.namespace.clone()).or_default();
-                    if let Some(workspace) = &facts.workspace {
+                    if let Some(workspace) = facts.as_ref().and_then(|f| f.workspace.as_ref()) {
                         ns.workspace_mut(workspace).pending.insert(key.uid.clone());
                     }
                     Placement::Pending
@@ -101,7 +101,7 @@ impl Index {
         if placement == Placement::Inactive {
             // Terminal Runs are the bulk of history: keep nothing for them but, for a
             // workspace, when its last use ended.
-            if let Some(workspace) = &facts.workspace
+            if let Some(workspace) = run.workspace_name()
                 && let Some(at) = run.status.as_ref().and_then(|s| s.completion_time.as_ref())
             {
                 let ns = self.namespaces.entry(key.namespace.clone()).or_default();
@@ -109,6 +109,7 @@ impl Index {
             }
             self.gc_namespace(&key.namespace);
         } else {
+            let facts = facts.expect("a Run the index keeps has facts");
             self.runs.insert(key, RunRecord { facts, placement });
         }
         change
