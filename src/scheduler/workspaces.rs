@@ -55,11 +55,7 @@ pub fn due(cache: &SchedulerCache, now: Timestamp) -> (Vec<Due>, Option<Timestam
             .workspace(name);
         let key = (namespace.to_string(), name.to_string());
         let active_on = entry.active.keys().next().map(String::as_str);
-        let pod_name = match record.phase {
-            WorkspacePhase::Bound => record.bound_pod.as_deref(),
-            _ => active_on,
-        };
-        let pod = match pod_name.and_then(|p| cache.index().pod(namespace, p)) {
+        let pod = match entry.holder().and_then(|p| cache.index().pod(namespace, p)) {
             None => PodPresence::Gone,
             Some(p) if p.deleting => PodPresence::Terminating,
             Some(_) => PodPresence::Present,

@@ -414,3 +414,27 @@ fn workspaces_count_their_users_and_report_only_what_a_cycle_reads() {
 }
 
 mod liveness;
+
+#[test]
+fn a_workspace_is_held_by_its_bound_pod_else_by_an_active_users_pod() {
+    let mut index = idx(&[pod("p1"), pod("p2")], &[]);
+    let holder = |index: &Index| {
+        index
+            .workspace(NS, "ws")
+            .and_then(|e| e.holder().map(String::from))
+    };
+    index.apply_workspace(&workspace("ws").build());
+    assert_eq!(holder(&index), None, "unbound and unused");
+    index.apply_run(&run("a").workspace("ws").on("p1").build());
+    assert_eq!(
+        holder(&index).as_deref(),
+        Some("p1"),
+        "bound by its Run, status not written"
+    );
+    index.apply_workspace(&workspace("ws").bound("p2").build());
+    assert_eq!(
+        holder(&index).as_deref(),
+        Some("p2"),
+        "status.boundPod while Bound wins"
+    );
+}

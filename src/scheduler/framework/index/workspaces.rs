@@ -82,6 +82,18 @@ impl WorkspaceEntry {
         self.record.is_none() && self.active.is_empty() && self.pending.is_empty()
     }
 
+    /// The Pod that holds its data as the index knows it: `status.boundPod` while Bound, else
+    /// the Pod of an active Run that uses it (bound, its status not written yet). The one
+    /// place this is decided: the lifecycle reads it, and a snapshot adds the scheduler's
+    /// assumptions to it.
+    pub fn holder(&self) -> Option<&str> {
+        self.record
+            .as_ref()
+            .filter(|r| r.phase == WorkspacePhase::Bound)
+            .and_then(|r| r.bound_pod.as_deref())
+            .or_else(|| self.active.keys().next().map(String::as_str))
+    }
+
     /// Whether any Run is active on it or waits for it.
     pub fn in_use(&self) -> bool {
         !self.active.is_empty() || !self.pending.is_empty()

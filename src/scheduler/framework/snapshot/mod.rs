@@ -392,15 +392,7 @@ impl<'a> Snapshot<'a> {
             .into_iter()
             .flat_map(|a| a.workspace_pods(name));
         let assumed_pod = assumed.next();
-        let bound_pod = record
-            .filter(|r| r.phase == crate::api::WorkspacePhase::Bound)
-            .and_then(|r| r.bound_pod.as_deref())
-            .or_else(|| {
-                entry
-                    .and_then(|e| e.active.keys().next())
-                    .map(String::as_str)
-            })
-            .or(assumed_pod);
+        let bound_pod = entry.and_then(|e| e.holder()).or(assumed_pod);
         WorkspaceView {
             record,
             bound_pod,
