@@ -129,7 +129,7 @@ pub struct CountedRequest {
 
 /// The valid required anti-affinity selectors of `run`; invalid terms are skipped (PreFilter
 /// reports them for the Run itself; here they must not break accounting).
-pub fn required_anti_affinity(run: &Run) -> Vec<Selector> {
+fn required_anti_affinity(run: &Run) -> Vec<Selector> {
     let terms = run
         .spec
         .affinity

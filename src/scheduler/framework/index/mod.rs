@@ -39,8 +39,6 @@ mod wakeup;
 mod workspaces;
 
 pub use crate::scheduler::framework::facts::CountedRequest;
-#[cfg(any(test, feature = "testing"))]
-pub use crate::scheduler::framework::facts::required_anti_affinity;
 pub use crate::scheduler::framework::types::ScopeRef;
 pub use layout::Load;
 pub(in crate::scheduler::framework) use layout::{Interner, NamespaceIndex, Scope, Slot, SlotId};
