@@ -1,6 +1,6 @@
 //! The gateway's test fixtures on the control plane: its registration with the aggregation
 //! layer, Runtime Pods whose runtimed listens on this host, and a [`Spy`] in front of runtimed
-//! (shared by `tests/gateway.rs` and the latency bench).
+//! (shared by `tests/it/gateway.rs` and the latency bench).
 
 use std::net::{IpAddr, SocketAddr};
 

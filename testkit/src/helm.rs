@@ -16,7 +16,7 @@ pub fn bin() -> PathBuf {
     super::go_tools("tests/helm/build.sh").join("helm")
 }
 
-/// A helm command with this test binary's own config, cache and data directories.
+/// A helm command with this process's own config, cache and data directories.
 pub fn command() -> Command {
     static HOME: OnceLock<tempfile::TempDir> = OnceLock::new();
     let home = HOME.get_or_init(|| tempfile::tempdir().unwrap()).path();

@@ -1,8 +1,9 @@
 //! The harness of the integration tests (`tests/`) and the benches (`benches/`), compiled once
-//! for all of them: each test binary names it `support` (`use testkit as support;`).
+//! for all of them: each suite of the one test binary names it `support` (`use testkit as
+//! support;`), and [`harness`] runs each suite in a process of its own.
 //!
 //! This module holds the real test control plane: etcd and kube-apiserver built from Go modules
-//! (`tests/controlplane/build.sh`), started once per test binary (process) on free loopback
+//! (`tests/controlplane/build.sh`), started once per process (a suite's) on free loopback
 //! ports, with a CA-signed serving certificate, token identities and RBAC on. Building, PKI,
 //! start, readiness and kubeconfigs are the product's own (`kruntimes::cmd::dev::controlplane`,
 //! which `kubectl kruntimes dev` uses too); this crate only holds one per process.
@@ -14,6 +15,7 @@
 pub mod gates;
 pub mod gateway;
 pub mod git;
+pub mod harness;
 pub mod helm;
 pub mod measure;
 pub mod policy;
@@ -23,6 +25,9 @@ pub mod s3;
 pub mod spy;
 pub mod tokens;
 pub mod world;
+
+/// Registers a test of the one integration test binary: see [`harness`].
+pub use testkit_macros::test;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -56,14 +61,14 @@ pub struct ControlPlane {
     pub version: String,
 }
 
-/// The processes, stopped when the test binary exits.
+/// The processes, stopped when the suite's process exits.
 static RUNNING: Mutex<Option<(cp::ControlPlane, PathBuf)>> = Mutex::new(None);
 static CONTROL_PLANE: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
 /// Fault injection on the control-plane thread (see [`fault`]).
 static FAULTS: OnceLock<Mutex<FaultSender>> = OnceLock::new();
 type FaultSender = std::sync::mpsc::Sender<(Fault, std::sync::mpsc::Sender<Result<(), String>>)>;
 
-/// A fault injected into this binary's control plane.
+/// A fault injected into this process's control plane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     /// SIGKILL the process (`etcd` or `kube-apiserver`), as a crash would.
@@ -73,7 +78,7 @@ pub enum Fault {
 }
 
 /// Injects `fault` and returns once it is done. The processes are (re)started on the
-/// long-lived control-plane thread, so `PR_SET_PDEATHSIG` keeps them tied to this binary.
+/// long-lived control-plane thread, so `PR_SET_PDEATHSIG` keeps them tied to this process.
 pub fn fault(fault: Fault) {
     control_plane();
     let (done_tx, done_rx) = std::sync::mpsc::channel();
@@ -90,12 +95,12 @@ pub fn fault(fault: Fault) {
     }
 }
 
-/// The control plane of this test binary, started on first use.
+/// The control plane of this process (a suite's), started on first use.
 ///
 /// Panics with the reason when it cannot be built or started.
 pub fn control_plane() -> &'static ControlPlane {
     let result = CONTROL_PLANE.get_or_init(|| {
-        // Processes are spawned from a thread that lives as long as the test binary, because
+        // Processes are spawned from a thread that lives as long as the process, because
         // PR_SET_PDEATHSIG fires when the spawning *thread* exits, and test threads do.
         let (tx, rx) = std::sync::mpsc::channel();
         let (faults_tx, faults_rx) = std::sync::mpsc::channel();
@@ -146,7 +151,7 @@ pub fn serving_cert_dir() -> PathBuf {
     dir
 }
 
-/// The process IDs of this binary's etcd and kube-apiserver (in that order), for benches that
+/// The process IDs of this process's etcd and kube-apiserver (in that order), for benches that
 /// read their CPU time.
 pub fn control_plane_pids() -> Vec<u32> {
     control_plane();
@@ -328,25 +333,25 @@ pub fn install_crds_with(binary: &Path, kubeconfig: &Path) {
 /// `tests/controlplane/oldest.sh` builds.
 pub const OLDEST_KUBERNETES: &str = "v1.32.13";
 
-/// Whether this test binary's control plane runs the [`OLDEST_KUBERNETES`] kube-apiserver
+/// Whether this process's control plane runs the [`OLDEST_KUBERNETES`] kube-apiserver
 /// instead of the current one; see [`use_oldest_kubernetes`].
 static OLDEST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// kube-apiserver feature gates of this binary's control plane ([`with_feature_gates`]).
+/// kube-apiserver feature gates of this process's control plane ([`with_feature_gates`]).
 static FEATURE_GATES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-/// Starts this binary's control plane (and every one [`start_owned`] starts after) with
+/// Starts this process's control plane (and every one [`start_owned`] starts after) with
 /// kube-apiserver's `--feature-gates` set to `gates` (`Name=true`). Call it before anything
 /// uses the control plane: it panics when it already runs.
 pub fn with_feature_gates(gates: &[&str]) {
     assert!(
         CONTROL_PLANE.get().is_none(),
-        "this binary's control plane started before with_feature_gates"
+        "this process's control plane started before with_feature_gates"
     );
     *FEATURE_GATES.lock().unwrap() = gates.iter().map(|g| g.to_string()).collect();
 }
 
-/// Makes this test binary's control plane run the [`OLDEST_KUBERNETES`] kube-apiserver (with
+/// Makes this process's control plane run the [`OLDEST_KUBERNETES`] kube-apiserver (with
 /// the current etcd and kubectl). Call it first in every test of a binary that wants it: it
 /// panics when the control plane already runs another version.
 pub fn use_oldest_kubernetes() {
@@ -354,7 +359,7 @@ pub fn use_oldest_kubernetes() {
     if let Some(Ok(running)) = CONTROL_PLANE.get() {
         assert_eq!(
             running.version, OLDEST_KUBERNETES,
-            "this test binary's control plane started before use_oldest_kubernetes"
+            "this process's control plane started before use_oldest_kubernetes"
         );
     }
 }
@@ -388,7 +393,7 @@ extern "C" fn stop_at_exit() {
     if let Ok(mut guard) = RUNNING.lock()
         && let Some((mut running, dir)) = guard.take()
     {
-        // apiserver first, then etcd; no grace: the data dies with the test binary.
+        // apiserver first, then etcd; no grace: the data dies with the process.
         running.stop(Duration::ZERO);
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -411,7 +416,7 @@ fn start() -> Result<ControlPlane, String> {
 /// Starts a fresh etcd + kube-apiserver pair of its own (a new data directory, PKI, free
 /// ports, the admin and nobody tokens) and waits until it is ready. The caller owns the
 /// processes (dropping them stops both; the directory stays); spawn from a thread that outlives
-/// them. [`control_plane`] holds one of these per test binary; the side-by-side benchmark
+/// them. [`control_plane`] holds one of these per process (a suite's); the side-by-side benchmark
 /// starts one per measured system.
 pub fn start_owned() -> Result<(cp::ControlPlane, ControlPlane), String> {
     let started = Instant::now();
@@ -524,7 +529,7 @@ impl<'a> Kubeconfig<'a> {
         }
     }
 
-    /// For this binary's control plane.
+    /// For this process's control plane.
     pub fn of_control_plane(token: &'a str) -> Self {
         let cp = control_plane();
         Self::new(&cp.server, &cp.ca_pem, token)
@@ -552,7 +557,7 @@ pub fn free_port() -> u16 {
     // Below Linux's ephemeral range (32768-60999): a port the kernel hands out for an
     // outgoing connection (to the API server, say) between this check and the process's own
     // bind would make that process exit "address in use". Each call takes the next port, from
-    // a start that differs per test binary, and skips one something already listens on.
+    // a start that differs per process, and skips one something already listens on.
     const FIRST: u32 = 20_000;
     const COUNT: u32 = 12_000;
     static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);

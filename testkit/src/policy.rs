@@ -1,8 +1,8 @@
 //! The runtimed admission policy as the tests meet it: a namespace with the shipped runtimed
 //! RBAC and two Runtime Pods whose tokens come from the TokenRequest API bound to them (what
 //! the kubelet mounts), the writes runtimed makes, and how a refusal by the policy or by RBAC
-//! reads. Used by `tests/policy.rs` (admission), `tests/runtimed_policy.rs` (runtimed's whole
-//! life under it) and `tests/rbac.rs` (people's ClusterRoles).
+//! reads. Used by `tests/it/policy.rs` (admission), `tests/it/runtimed_policy.rs` (runtimed's whole
+//! life under it) and `tests/it/rbac.rs` (people's ClusterRoles).
 
 use std::fmt::Debug;
 use std::time::Duration;

@@ -15,7 +15,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
 
-/// One aggregation at a time in this test binary: two tests aggregating at once would each
+/// One aggregation at a time in this process: two tests aggregating at once would each
 /// write the rules they computed from their own earlier list, and undo each other.
 static AGGREGATING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 

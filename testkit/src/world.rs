@@ -102,7 +102,7 @@ impl Display for TestNs {
 }
 
 impl TestNs {
-    /// Installs the CRDs (once per binary) and creates a fresh namespace `<prefix>-…`.
+    /// Installs the CRDs (once per control plane) and creates a fresh namespace `<prefix>-…`.
     pub async fn new(prefix: &str) -> Self {
         let client = super::client().await;
         super::install_crds();

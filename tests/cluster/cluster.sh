@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real single-node Kubernetes cluster on this machine, for tests/cluster.rs: etcd, kube-apiserver,
+# A real single-node Kubernetes cluster on this machine, for tests/it/cluster.rs: etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler (tests/controlplane/build.sh + tests/cluster/build.sh), containerd + runc
 # (Debian packages, installed when missing) and a kubelet, with a bridge CNI network and locally built images
 # (tests/cluster/oci.py; no registry). Facts behind every flag: ../shared/notes/real-cluster.md.

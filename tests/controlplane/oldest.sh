@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the oldest kube-apiserver kruntimes installs on (v1.32.13) for the compatibility suite
-# (tests/kubernetes_1_32.rs) from Go modules (tests/controlplane/apiserver-v1.32), and caches it
+# (tests/it/kubernetes_1_32.rs) from Go modules (tests/controlplane/apiserver-v1.32), and caches it
 # outside the repository, keyed by version, in a directory where etcd and kubectl are links to the
 # current control plane's (tests/controlplane/build.sh): only kube-apiserver is older, so a cold
 # run builds one Go command more. Prints the directory on stdout; re-running with the binary

@@ -526,7 +526,7 @@ async fn a_retry_whose_claim_fails_keeps_its_room_until_it_is_claimed_again() {
     shell.ends("flaky", RunPhase::Succeeded, 2).await;
 }
 
-/// The leak `tests/retry.rs` proves on a real API server, here turn by turn: the failed
+/// The leak `tests/it/retry.rs` proves on a real API server, here turn by turn: the failed
 /// attempt's write is refused until the Run is deleted; once the watch shows it gone, its
 /// room is released.
 #[tokio::test]

@@ -438,7 +438,7 @@ fn a_task_inherits_the_containers_environment_but_runtimeds_own() {
 
 /// A spawned task sees the Run's variables over the container's: `CARGO_MANIFEST_DIR` (set by
 /// cargo for this process) it keeps, as any variable of the container. (That runtimed's own
-/// never reach it is `tests/hostile_tasks.rs`'s, with a canary in a real runtimed.)
+/// never reach it is `tests/it/hostile_tasks.rs`'s, with a canary in a real runtimed.)
 #[tokio::test]
 async fn a_spawned_task_gets_the_runs_variables_over_the_inherited_ones() {
     let root = tempfile::tempdir().unwrap();
