@@ -1,7 +1,8 @@
 //! Packaging as a kubectl plugin: the committed generated files (completions, the kubectl
 //! completion hook, man pages, the CRDs) match what the code generates; the completion hook
 //! answers through the real kubectl, with the namespace's Runs for `explain run/<TAB>`; and
-//! `deploy/` renders what it should; and `src/` has no import cycle ([`layering`]). The release
+//! `deploy/` renders what it should; `src/` has no import cycle ([`layering`]); and every
+//! integration test is in the one test binary and runs ([`one_binary`]). The release
 //! and krew are `tests/it/release.rs`'.
 
 use testkit as support;
@@ -20,6 +21,8 @@ use support::ok;
 
 /// The import check of `src/`.
 mod layering;
+/// The integration tests are one binary, and every test of it runs.
+mod one_binary;
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
