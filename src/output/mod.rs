@@ -17,6 +17,7 @@ use thiserror::Error;
 
 mod format;
 mod jsonpath;
+pub mod progress;
 
 pub use format::{Column, FORMAT_NAMES, FORMATS, Format, Printed, render};
 pub use jsonpath::Template;

@@ -3,8 +3,11 @@
 //! one namespace or all ([`load`], `status`), and the helpers `explain`'s loader reads one
 //! Run's objects with; and finds the scheduler's leader-election Lease ([`leader_lease`]).
 //!
-//! It only reads (GET and LIST); it must never write, and it must not interpret what it read
-//! beyond turning "not found" or "forbidden" into the right one-line error.
+//! It only reads (GET, and LIST in pages of [`PAGE`] as kubectl does); it must never write, and
+//! it must not interpret what it read beyond turning "not found" or "forbidden" into the right
+//! one-line error.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::{join, try_join};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -23,6 +26,40 @@ use crate::kubeclient::Target;
 use crate::manager::LEADER_LEASE;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Objects per list request, what `kubectl get --chunk-size` defaults to: the API server never
+/// builds one response of every Run (100,000 of them are hundreds of megabytes of JSON), and a
+/// command can show how far a large read has come ([`read_so_far`]).
+pub const PAGE: u32 = 500;
+
+/// Objects the lists of this process have read so far. Process-wide: a command is a process,
+/// and what it shows while it reads is how many objects have arrived, whichever list brought
+/// them.
+static READ: AtomicUsize = AtomicUsize::new(0);
+
+/// How many objects the lists of this process have read so far.
+pub fn read_so_far() -> usize {
+    READ.load(Ordering::Relaxed)
+}
+
+/// Every object `params` selects, in pages of [`PAGE`] (a continue token from one page to the
+/// next, as kubectl and client-go's pager read).
+async fn list_all<K>(api: &Api<K>, params: &ListParams) -> kube::Result<Vec<K>>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut params = params.clone().limit(PAGE);
+    let mut items = Vec::new();
+    loop {
+        let page = api.list(&params).await?;
+        READ.fetch_add(page.items.len(), Ordering::Relaxed);
+        items.extend(page.items);
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(items),
+        }
+    }
+}
 
 /// Why the objects could not be read. Each message is one line saying what to do.
 #[derive(Debug, Error)]
@@ -114,11 +151,8 @@ pub async fn leader_lease(target: &Target, namespace: Option<&str>) -> LeaseRead
     let now = jiff::Timestamp::now();
     if !read.leases.iter().any(|l| super::leader::held(l, now)) {
         let by_name = ListParams::default().fields(&format!("metadata.name={LEADER_LEASE}"));
-        match Api::<Lease>::all(target.client.clone())
-            .list(&by_name)
-            .await
-        {
-            Ok(list) => read.leases = list.items,
+        match list_all(&Api::<Lease>::all(target.client.clone()), &by_name).await {
+            Ok(leases) => read.leases = leases,
             Err(e) => read.unreadable.push(unreadable(
                 target,
                 e,
@@ -155,11 +189,13 @@ fn unreadable(target: &Target, e: kube::Error, doing: &str) -> String {
 /// not grant it) still gets an explanation: priorities then come from the Runs' recorded
 /// `status.priority`, which the scheduler writes with its first status write.
 pub async fn list_priority_classes(target: &Target) -> Result<Vec<PriorityClass>> {
-    match Api::<PriorityClass>::all(target.client.clone())
-        .list(&ListParams::default())
-        .await
+    match list_all(
+        &Api::<PriorityClass>::all(target.client.clone()),
+        &ListParams::default(),
+    )
+    .await
     {
-        Ok(l) => Ok(l.items),
+        Ok(classes) => Ok(classes),
         Err(kube::Error::Api(s)) if s.code == 403 => {
             tracing::warn!(
                 "cannot list priorityclasses ({}); priorities are read from the Runs' status.priority",
@@ -207,32 +243,34 @@ pub async fn list_runtime_pods(
         None => LABEL_RUNTIME.to_string(),
     };
     let of = runtime.map(|rt| format!(" of {rt}")).unwrap_or_default();
-    api::<Pod>(target, namespace)
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map(|l| l.items)
-        .map_err(|e| {
-            api_error(
-                target,
-                e,
-                &format!("listing the Runtime Pods{of} {}", where_(namespace)),
-            )
-        })
+    list_all(
+        &api::<Pod>(target, namespace),
+        &ListParams::default().labels(&selector),
+    )
+    .await
+    .map_err(|e| {
+        api_error(
+            target,
+            e,
+            &format!("listing the Runtime Pods{of} {}", where_(namespace)),
+        )
+    })
 }
 
 /// The heartbeat Leases (label `kruntimes.io/runtime-pod`).
 pub async fn list_leases(target: &Target, namespace: Option<&str>) -> Result<Vec<Lease>> {
-    api::<Lease>(target, namespace)
-        .list(&ListParams::default().labels(LABEL_RUNTIME_POD))
-        .await
-        .map(|l| l.items)
-        .map_err(|e| {
-            api_error(
-                target,
-                e,
-                &format!("listing heartbeat leases {}", where_(namespace)),
-            )
-        })
+    list_all(
+        &api::<Lease>(target, namespace),
+        &ListParams::default().labels(LABEL_RUNTIME_POD),
+    )
+    .await
+    .map_err(|e| {
+        api_error(
+            target,
+            e,
+            &format!("listing heartbeat leases {}", where_(namespace)),
+        )
+    })
 }
 
 /// Every Run, or those of one Runtime (`spec.runtime`, a selectable field of the CRD, so the
@@ -256,11 +294,8 @@ pub async fn list_runs(
             .map(of_runtime);
     }
     let by_runtime = ListParams::default().fields(&format!("spec.runtime={rt}"));
-    match api::<Lenient<Run>>(target, namespace)
-        .list(&by_runtime)
-        .await
-    {
-        Ok(l) => Ok(lenient::decoded_items(l.items)),
+    match list_all(&api::<Lenient<Run>>(target, namespace), &by_runtime).await {
+        Ok(runs) => Ok(lenient::decoded_items(runs)),
         // A CRD without the selectable field (the Go project's, say) refuses the selector
         // as a bad request ("field label not supported").
         Err(kube::Error::Api(s)) if s.code == 400 => {
@@ -278,11 +313,13 @@ pub async fn list_workflow_runs(
     target: &Target,
     namespace: Option<&str>,
 ) -> Result<Vec<WorkflowRun>> {
-    match api::<Lenient<WorkflowRun>>(target, namespace)
-        .list(&ListParams::default())
-        .await
+    match list_all(
+        &api::<Lenient<WorkflowRun>>(target, namespace),
+        &ListParams::default(),
+    )
+    .await
     {
-        Ok(l) => Ok(lenient::decoded_items(l.items)),
+        Ok(runs) => Ok(lenient::decoded_items(runs)),
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => Ok(Vec::new()),
         Err(e) => Err(api_error(
             target,
@@ -329,8 +366,8 @@ where
         + serde::de::DeserializeOwned
         + std::fmt::Debug,
 {
-    match api::<Lenient<K>>(target, namespace).list(params).await {
-        Ok(l) => Ok(lenient::decoded_items(l.items)),
+    match list_all(&api::<Lenient<K>>(target, namespace), params).await {
+        Ok(objects) => Ok(lenient::decoded_items(objects)),
         Err(e) => Err(list_error(target, e, what, namespace)),
     }
 }

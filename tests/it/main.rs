@@ -26,6 +26,7 @@ mod kubectl_flags;
 mod kubernetes_1_32;
 mod operator_metrics;
 mod packaging;
+mod paging;
 mod policy;
 mod policy_absent;
 mod priority;

@@ -207,7 +207,12 @@ pub async fn exec(global: &GlobalArgs, args: &ExplainArgs) -> anyhow::Result<()>
     }
     let name = parse_target(&args.target, args.name.as_deref())?;
     let target = crate::kubeclient::connect(global).await?;
-    let subject = load::load(&target, &name).await?;
+    let subject = output::progress::while_reading(
+        "reading the Run's Runtime, its Pods and Runs",
+        crate::replay::load::read_so_far,
+        load::load(&target, &name),
+    )
+    .await?;
     let report = report::build(&subject, &crate::scheduler::plugins::registry())
         .map_err(|e| anyhow!("replaying the scheduler for run {name}: {e}"))?;
     let printed = output::Printed {

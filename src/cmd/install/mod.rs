@@ -31,7 +31,6 @@ use crate::policy::runtimed as runtimed_policy;
 
 mod coexistence;
 mod mutating;
-mod progress;
 pub mod system;
 pub mod uninstall;
 

@@ -322,7 +322,7 @@ async fn wait_until<T>(
     mut look: impl AsyncFnMut() -> Look<T>,
 ) -> Result<T, Stuck> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let progress = super::progress::Spinner::new(label);
+    let progress = crate::output::progress::Spinner::new(label);
     loop {
         let said = match look().await {
             Look::Ready(t) => {

@@ -209,7 +209,8 @@ async fn delete_crds(target: &Target, timeout: Duration) -> anyhow::Result<()> {
             deleted,
         );
     }
-    let progress = super::progress::Spinner::new("waiting for the CRDs and their objects to go");
+    let progress =
+        crate::output::progress::Spinner::new("waiting for the CRDs and their objects to go");
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let mut left = Vec::new();

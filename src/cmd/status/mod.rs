@@ -160,7 +160,12 @@ async fn frame(target: &Target, args: &StatusArgs, palette: &Palette) -> anyhow:
     let pool = Pool {
         namespace: namespace.map(str::to_string),
         runtime: args.runtime.clone(),
-        objects: crate::replay::load::load(target, namespace, args.runtime.as_deref()).await?,
+        objects: output::progress::while_reading(
+            "reading Runtimes, their Pods and Runs",
+            crate::replay::load::read_so_far,
+            crate::replay::load::load(target, namespace, args.runtime.as_deref()),
+        )
+        .await?,
     };
     let mut status = report::build(&pool, &crate::scheduler::plugins::registry())
         .map_err(|e| anyhow!("replaying the scheduler for the Pending Runs: {e}"))?;
