@@ -147,11 +147,14 @@ pub async fn run(
                 args.runtimed_limits.clone(),
             ),
         };
-        let (leading, stopped) = (wait_for(leading_rx.clone()), stopped.clone());
-        tokio::spawn(async move {
-            leading.await;
-            runtime_controller::run(client, namespace, injection, stopped).await;
-        })
+        // Its watches start now, its reconciles once this replica leads: a standby's are warm.
+        tokio::spawn(runtime_controller::run(
+            client,
+            namespace,
+            injection,
+            wait_for(leading_rx.clone()),
+            stopped.clone(),
+        ))
     };
     // One store of Runs in the process: the scheduler's watch fills it, cleanup reads it.
     let (runs, runs_writer) = kube::runtime::reflector::store();

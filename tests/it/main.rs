@@ -38,6 +38,7 @@ mod runtime_pods;
 mod runtimed;
 mod runtimed_policy;
 mod scheduler;
+mod standby;
 mod status;
 mod upstream_api;
 mod workflows;

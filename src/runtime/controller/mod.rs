@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -458,10 +459,19 @@ fn error_policy(runtime: Arc<Runtime>, err: &Error, _: Arc<Context>) -> Action {
 }
 
 /// Runs the Runtime controller until `shutdown` resolves, over one namespace or all.
+/// Runs the Runtime controller: its watches from the start, its reconciles once `leading`
+/// resolves, until `shutdown`.
+///
+/// The watches (Runtimes, Runtime Pods, PersistentWorkspaces) start with the process, as
+/// kube-controller-manager starts its informers before it wins its Lease: a standby comes to
+/// lead with a warm store and reconciles every Runtime from it, without listing any of them
+/// again. Until it leads, what they see is only stored; from then on it also triggers
+/// reconciles. Returns when `shutdown` has stopped the reconciles, or when a watch ends.
 pub async fn run(
     client: Client,
     namespace: Option<String>,
     injection: Injection,
+    leading: impl std::future::Future<Output = ()> + Send,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     // Leniently: a Runtime that does not decode is reported and skipped, it never stops the
@@ -471,22 +481,100 @@ pub async fn run(
     let pods: Api<Pod> = crate::kubeclient::scoped_api(&client, namespace.as_deref());
     let workspaces: Api<PersistentWorkspace> =
         crate::kubeclient::scoped_api(&client, namespace.as_deref());
-    let ctx = Context::new(client, injection);
+    let forwarding = Arc::new(AtomicBool::new(false));
     let (reader, writer) = kube::runtime::reflector::store();
-    let runtimes = crate::kubeclient::lenient_watch(runtimes, Default::default())
-        .reflect(writer)
-        .applied_objects();
-    Controller::for_stream(runtimes, reader)
-        .owns(pods, watcher::Config::default().labels(LABEL_RUNTIME))
-        // A released workspace may let a held-back scale-down go on.
-        .watches(workspaces, watcher::Config::default(), |w| {
-            let ns = w.namespace()?;
-            Some(ObjectRef::new(&w.spec.runtime).within(&ns))
-        })
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|_| async {})
-        .await;
+    let (runtime_changes, runtime_stream) = forwarded(&forwarding);
+    let (pod_changes, pod_stream) = forwarded(&forwarding);
+    let (workspace_changes, workspace_stream) = forwarded(&forwarding);
+    let watch = async {
+        tokio::join!(
+            runtime_changes.from(
+                crate::kubeclient::lenient_watch(runtimes, Default::default())
+                    .reflect(writer)
+                    .applied_objects()
+            ),
+            // A deleted Pod or workspace is a change too (a Pod to replace, a scale-down to
+            // go on), as `Controller::owns` and `watches` take them.
+            pod_changes.from(
+                watcher(pods, watcher::Config::default().labels(LABEL_RUNTIME))
+                    .backoff(crate::kubeclient::watch_backoff())
+                    .touched_objects()
+            ),
+            workspace_changes.from(
+                watcher(workspaces, watcher::Config::default())
+                    .backoff(crate::kubeclient::watch_backoff())
+                    .touched_objects()
+            ),
+        );
+    };
+    let reconcile_all = async {
+        leading.await;
+        // Forward first, then reconcile everything stored: a change either reached the store
+        // before the pass reads it, or is forwarded.
+        forwarding.store(true, Ordering::SeqCst);
+        info!("leading: reconciling every Runtime from the watches' store");
+        let ctx = Context::new(client, injection);
+        Controller::for_stream(runtime_stream, reader)
+            .owns_stream(pod_stream)
+            // A released workspace may let a held-back scale-down go on.
+            .watches_stream(workspace_stream, |w| {
+                let ns = w.namespace()?;
+                Some(ObjectRef::new(&w.spec.runtime).within(&ns))
+            })
+            .reconcile_all_on(futures::stream::once(std::future::ready(())))
+            .graceful_shutdown_on(shutdown)
+            .run(reconcile, error_policy, ctx)
+            .for_each(|_| async {})
+            .await;
+    };
+    tokio::select! {
+        () = watch => warn!("the Runtime controller's watches ended"),
+        () = reconcile_all => {}
+    }
+}
+
+/// What one watch passes on to the reconciles: nothing until this replica leads (the store
+/// has it), each applied object from then on.
+struct Forward<K> {
+    forwarding: Arc<AtomicBool>,
+    changes: futures::channel::mpsc::UnboundedSender<Result<K, watcher::Error>>,
+}
+
+/// A watch's [`Forward`] and the stream of what it forwards.
+fn forwarded<K>(
+    forwarding: &Arc<AtomicBool>,
+) -> (
+    Forward<K>,
+    futures::channel::mpsc::UnboundedReceiver<Result<K, watcher::Error>>,
+) {
+    let (changes, stream) = futures::channel::mpsc::unbounded();
+    let forwarding = forwarding.clone();
+    (
+        Forward {
+            forwarding,
+            changes,
+        },
+        stream,
+    )
+}
+
+impl<K> Forward<K> {
+    /// Drives `watch` until it ends.
+    async fn from(self, watch: impl futures::Stream<Item = Result<K, watcher::Error>>) {
+        watch
+            .for_each(|change| {
+                match change {
+                    Err(e) => warn!("Runtime controller watch: {e}"),
+                    // Until it leads nobody reads the stream: nothing is queued for it.
+                    Ok(object) if self.forwarding.load(Ordering::SeqCst) => {
+                        let _ = self.changes.unbounded_send(Ok(object));
+                    }
+                    Ok(_) => {}
+                }
+                std::future::ready(())
+            })
+            .await;
+    }
 }
 
 #[cfg(test)]
