@@ -1,4 +1,4 @@
-//! `status` and `explain` read lists in pages of 500, as `kubectl get` does (`--chunk-size`):
+//! `status` and `explain` read lists in pages ([`PAGE`]), as `kubectl get` does (`--chunk-size`):
 //! counted by the API server itself (`apiserver_request_total`), on a control plane of this
 //! suite's own where nothing else lists Runs, so each count is exact.
 
