@@ -141,7 +141,7 @@ async fn main() {
         support::tokens::audience_token(&client, SYSTEM_NS, GATEWAY_SA, &runtimed_audience(&uid))
             .await;
     let header = Some((TOKEN_HEADER, format!("Bearer {gateway_token}")));
-    let direct = kruntimes::gateway::upstream::http_client().unwrap();
+    let direct = kruntimes::manager::gateway::upstream::http_client().unwrap();
     let direct_base = format!("https://127.0.0.1:{}", spy.port);
 
     let mut log_ms: Vec<(Path, f64)> = Vec::new();

@@ -6,7 +6,8 @@
 //! they apply live in the core modules they call ([`crate::api`], [`crate::output`]).
 //!
 //! The commands that are whole subsystems keep rooms of their own: `install`/`uninstall`
-//! ([`install`]), `explain` ([`explain`]), `status` ([`status`]), `dev` ([`dev`]); the two
+//! ([`install`]), `explain` ([`explain`]), `status` ([`status`]), `dev` ([`dev`]), and what
+//! `explain` and `status` both read and replay ([`replay`]); the two
 //! long-running ones are not commands but processes, and own their flags: `scheduler run`
 //! ([`crate::manager`]) and `runtimed` ([`crate::runtimed`]). Nothing outside this module
 //! imports it.
@@ -22,6 +23,7 @@ pub mod generate;
 pub mod install;
 pub mod invoke;
 pub mod logs;
+pub mod replay;
 pub mod status;
 pub mod submit;
 pub mod version;

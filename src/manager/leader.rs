@@ -27,7 +27,7 @@ use crate::kubeclient::Target;
 pub const LEADER_LEASE: &str = "kruntimes-scheduler";
 
 /// The annotation on the leader-election Lease naming the release of the replica that last
-/// became leader (`0.1.0 (abc1234)`); read by [`crate::replay::leader`].
+/// became leader (`0.1.0 (abc1234)`); read by [`crate::cmd::replay::leader`].
 pub const ANNOTATION_SCHEDULER_VERSION: &str = "kruntimes.io/scheduler-version";
 
 /// The namespace of the leader-election Lease: `--leader-election-namespace`, else

@@ -3,8 +3,9 @@
 //! the scheduler controller, the cleanup controller ([`cleanup`], on the scheduler's store of Runs),
 //! the Runtime Pod lifecycle controller ([`lifecycle`]) and the PersistentWorkspace lifecycle
 //! controller ([`workspaces`]) (both on the scheduler's cache), the
-//! workflow controller (WorkflowRuns into Runs; [`crate::workflow`]), Lease
-//! leader election ([`leader`]), `/metrics`, `/healthz` and
+//! workflow controller (WorkflowRuns into Runs; [`crate::workflow`]), the aggregated API's
+//! gateway ([`gateway`], on every replica), Lease leader election ([`leader`]), `/metrics`,
+//! `/healthz` and
 //! `/readyz`, supervises every long-lived task, and shuts down on SIGTERM or SIGINT. It
 //! decides nothing itself. It acts only while it leads and no foreign (Go kruntimes)
 //! scheduler holds its Lease ([`foreign`]). At start it warns once when Runtime Pods are not
@@ -13,6 +14,7 @@
 mod args;
 pub mod cleanup;
 pub mod foreign;
+pub mod gateway;
 pub mod leader;
 pub mod lifecycle;
 pub mod workspaces;
@@ -93,13 +95,14 @@ pub async fn run(
     serve_endpoints(&target, args, &registry, &scheduler, stopped.clone()).await?;
     let gateway_user = match parse_bind(&args.gateway_bind_address, "--gateway-bind-address")? {
         Some(bind) => {
-            let options = crate::gateway::Options {
+            let options = crate::manager::gateway::Options {
                 bind,
                 cert_dir: args.gateway_cert_dir.clone(),
                 namespace: leader::namespace(&target, args),
                 service_account: args.gateway_service_account.clone(),
             };
-            let started = crate::gateway::start(target.client.clone(), options, stopped.clone());
+            let started =
+                crate::manager::gateway::start(target.client.clone(), options, stopped.clone());
             Some(started.await.context("cannot start the gateway")?)
         }
         None => None,

@@ -1,6 +1,6 @@
 //! Who may call runtimed's API (`POST /invoke/<run>`, `GET /logs/<run>`,
 //! `GET /artifacts/<run>/<uid>/<name>`), served over TLS on its API port: the gateway
-//! (`crate::gateway`), and nobody else. As the kubelet never sees a user's credential, runtimed
+//! (`crate::manager::gateway`), and nobody else. As the kubelet never sees a user's credential, runtimed
 //! never does: the API server authenticates the user, the gateway authorises them on the Run's
 //! subresource, then calls runtimed with **its own** token, one it asked the API server for
 //! with the audience of this Pod alone (`kruntimes-runtimed:<pod uid>`,

@@ -81,7 +81,7 @@ pub async fn runtime_pod(
 pub async fn await_available(client: &kube::Client) {
     use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
     let apiservices: Api<APIService> = Api::all(client.clone());
-    let name = kruntimes::gateway::serving::APISERVICE;
+    let name = kruntimes::manager::gateway::serving::APISERVICE;
     eventually(
         std::time::Duration::from_secs(60),
         "the gateway's APIService to be Available",

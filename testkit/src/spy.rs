@@ -64,7 +64,7 @@ impl Spy {
     pub async fn start(options: Options) -> Spy {
         use kruntimes::telemetry::http::{Bounds, secure};
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-        let client = kruntimes::gateway::upstream::http_client().unwrap();
+        let client = kruntimes::manager::gateway::upstream::http_client().unwrap();
         let recorded = seen.clone();
         let options = Arc::new(options);
         let shared = options.clone();

@@ -563,7 +563,7 @@ async fn runtime_server_sidecar(cluster: &Cluster) {
         pod_uid: uid.clone(),
     };
     let direct = async |token: Option<&str>| {
-        let client = kruntimes::gateway::upstream::http_client().unwrap();
+        let client = kruntimes::manager::gateway::upstream::http_client().unwrap();
         let mut request = client
             .post(format!("https://{ip}:{}/invoke/fn", api.port))
             .body("x");

@@ -52,7 +52,7 @@ fn apply(object: &serde_json::Value, ns: &str) {
 
 /// runtimed's answer to a direct call with `token`.
 async fn direct(port: u16, path: &str, token: Option<&str>) -> u16 {
-    let client = kruntimes::gateway::upstream::http_client().unwrap();
+    let client = kruntimes::manager::gateway::upstream::http_client().unwrap();
     let mut request = client.get(format!("https://127.0.0.1:{port}{path}"));
     if let Some(token) = token {
         request = request.bearer_auth(token);

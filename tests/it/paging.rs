@@ -9,7 +9,7 @@ use kube::Client;
 use kube::api::PostParams;
 use serde_json::Value;
 
-use kruntimes::replay::load::PAGE;
+use kruntimes::cmd::replay::load::PAGE;
 use kruntimes::testing::{pod, run};
 use support::world::{Create, TestNs};
 

@@ -17,7 +17,7 @@ use kube::{Client, ResourceExt as _};
 use serde_json::json;
 
 use crate::cmd::install::system;
-use crate::gateway::serving::APISERVICE;
+use crate::manager::gateway::serving::APISERVICE;
 
 /// The gateway's Service (and its Endpoints), as `deploy/` names it.
 pub const SERVICE: &str = "kubectl-kruntimes-gateway";

@@ -353,7 +353,7 @@ impl Host {
     /// as an exit (and is retried like one).
     async fn start(&mut self, pod: Pod, generation: u64, restarts: u32) -> Agent {
         let uid = pod.uid().unwrap_or_default();
-        let port = crate::gateway::upstream::api_port(&pod);
+        let port = crate::manager::gateway::upstream::api_port(&pod);
         let ip = self
             .addresses
             .of(&uid, |ip| std::net::TcpListener::bind((ip, port)).is_ok());

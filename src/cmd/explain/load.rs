@@ -1,6 +1,6 @@
 //! The thin I/O edge of `explain`: reads the Run, its Runtime, the Runtime Pods, the
 //! heartbeat Leases, the namespace's Runs and the Run's PersistentWorkspace with the replay's
-//! list helpers ([`crate::replay::load`]), so it reads exactly what the scheduler's watches
+//! list helpers ([`crate::cmd::replay::load`]), so it reads exactly what the scheduler's watches
 //! select; and the scheduler's leader-election Lease ([`leader_lease`]).
 //!
 //! It only reads (GET and LIST); it must never write, and it must not interpret what it read
@@ -12,13 +12,13 @@ use kube::api::Api;
 
 use super::model::Subject;
 use crate::api::{PersistentWorkspace, Run, Runtime};
-use crate::kubeclient::Target;
-use crate::replay::Objects;
-pub use crate::replay::load::{Error, Result};
-use crate::replay::load::{
+use crate::cmd::replay::Objects;
+pub use crate::cmd::replay::load::{Error, Result};
+use crate::cmd::replay::load::{
     leader_lease, list_leases, list_priority_classes, list_runs, list_runtime_pods,
     namespace_missing,
 };
+use crate::kubeclient::Target;
 
 /// Reads everything `explain run/NAME` needs from `target.namespace`.
 pub async fn load(target: &Target, name: &str) -> Result<Subject> {

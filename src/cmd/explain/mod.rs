@@ -23,7 +23,7 @@
 //!   requested resource (`-o wide`: every advertised resource), the RunAffinity verdict, the
 //!   first rejecting plugin and reason, and for feasible Pods each score plugin's normalized
 //!   score and the weighted total; `*` in the PICK column marks the Pod the scheduler would pick;
-//! - who leads the scheduler ([`crate::replay::leader`], from its leader-election Lease), or
+//! - who leads the scheduler ([`crate::cmd::replay::leader`], from its leader-election Lease), or
 //!   that none runs; then a Pending Run that fits has `, but no scheduler is running: nothing
 //!   places it until one runs` added to its verdict line (the plugins' verdict is unchanged);
 //! - what would change the verdict (see [`hints`]).
@@ -209,7 +209,7 @@ pub async fn exec(global: &GlobalArgs, args: &ExplainArgs) -> anyhow::Result<()>
     let target = crate::kubeclient::connect(global).await?;
     let subject = output::progress::while_reading(
         "reading the Run's Runtime, its Pods and Runs",
-        crate::replay::load::read_so_far,
+        crate::cmd::replay::load::read_so_far,
         load::load(&target, &name),
     )
     .await?;

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::resources::Shortfall;
 use crate::api::{PersistentWorkspace, Run, RunPhase, Runtime};
-use crate::replay::Objects;
-pub use crate::replay::leader::{Leader, LeaderState};
+use crate::cmd::replay::Objects;
+pub use crate::cmd::replay::leader::{Leader, LeaderState};
 
 /// Version of the JSON/YAML structure; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 2;

@@ -93,11 +93,11 @@ fn unplaced_note(report: &Report) -> Option<&'static str> {
         return None;
     }
     match report.scheduler.state {
-        crate::replay::leader::LeaderState::Expired => Some(
+        crate::cmd::replay::leader::LeaderState::Expired => Some(
             ", but no scheduler leads: unless one runs without leader election, nothing places it",
         ),
         // No Lease at all: none was ever installed, or one runs without leader election.
-        crate::replay::leader::LeaderState::None => Some(
+        crate::cmd::replay::leader::LeaderState::None => Some(
             ", but no scheduler holds a Lease: unless one runs without leader election, nothing places it",
         ),
         _ => None,
@@ -458,7 +458,7 @@ mod tests {
 
     #[test]
     fn a_run_that_fits_while_no_scheduler_runs_says_nothing_places_it() {
-        let none = crate::replay::leader::judge(&Default::default(), None, NOW);
+        let none = crate::cmd::replay::leader::judge(&Default::default(), None, NOW);
         let mut fits = gpu_report(run("small"));
         fits.scheduler = none.clone();
         let text = text(&fits, false, &Palette::plain());
@@ -469,7 +469,7 @@ mod tests {
         assert!(
             text.contains(&format!(
                 "\nScheduler: none found — {}\n",
-                crate::replay::leader::NEVER_RAN
+                crate::cmd::replay::leader::NEVER_RAN
             )),
             "{text}"
         );

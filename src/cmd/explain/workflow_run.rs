@@ -3,7 +3,7 @@
 //!
 //! Owns the command: it reads the WorkflowRun and its Runs, replays the scheduler's own plugins
 //! on each Pending one ([`super::report::build`], as `explain run/NAME` does), and prints the
-//! view [`crate::replay::workflow_run::report`] builds. It decides nothing.
+//! view [`crate::cmd::replay::workflow_run::report`] builds. It decides nothing.
 
 use std::collections::BTreeMap;
 
@@ -13,9 +13,9 @@ use kube::api::{Api, ListParams};
 
 use crate::api::{LABEL_WORKFLOW_RUN_UID, Run, RunPhase, WorkflowRun};
 use crate::cmd::cli::{ExplainArgs, GlobalArgs};
+use crate::cmd::replay::workflow_run::is_step_run_of;
+pub use crate::cmd::replay::workflow_run::{StepRow, WorkflowRunReport, report};
 use crate::output::{self, Palette, Table};
-use crate::replay::workflow_run::is_step_run_of;
-pub use crate::replay::workflow_run::{StepRow, WorkflowRunReport, report};
 
 /// Whether `kind` names the WorkflowRun kind as kubectl spells it.
 pub fn is_workflow_run_kind(kind: &str) -> bool {

@@ -364,7 +364,7 @@ pub fn gateway_available(
 /// then on), showing its progress on stderr.
 pub async fn wait_gateway_available(target: &Target, timeout: Duration) -> anyhow::Result<()> {
     use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
-    let name = crate::gateway::serving::APISERVICE;
+    let name = crate::manager::gateway::serving::APISERVICE;
     let api: Api<APIService> = Api::all(target.client.clone());
     let waited = wait_until("waiting for the gateway", timeout, async || {
         match api.get_opt(name).await {

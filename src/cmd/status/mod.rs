@@ -1,15 +1,15 @@
 //! `kubectl kruntimes status [RUNTIME]`: the pool view, as `ray status` is for Ray.
 //!
-//! Owns the status command: [`crate::replay::load`] lists the Runtimes, Runtime Pods,
+//! Owns the status command: [`crate::cmd::replay::load`] lists the Runtimes, Runtime Pods,
 //! heartbeat Leases and Runs of a namespace (or all, `-A`), as `explain` reads them — LIST
 //! only, never a write; [`report`] replays the scheduler's own cycle
 //! ([`crate::scheduler::framework::evaluate`] with [`crate::scheduler::plugins::registry`])
-//! for every Pending Run on one cache of those objects ([`crate::replay::Objects::cache`]),
+//! for every Pending Run on one cache of those objects ([`crate::cmd::replay::Objects::cache`]),
 //! exactly as `explain` does for one Run, into the [`model`]; [`render`] prints it.
 //! It must never re-implement a scheduling rule: Pod availability, every Pending reason and
 //! message come from the scheduler's plugins.
 //!
-//! First it says who leads the scheduler ([`crate::replay::leader`], from the leader-election
+//! First it says who leads the scheduler ([`crate::cmd::replay::leader`], from the leader-election
 //! Lease `kruntimes-scheduler`): `Scheduler: X leads in kubectl-kruntimes for 3m, version
 //! 0.1.0 (abc1234)`, or `Scheduler: none leads, Pending Runs wait unless one runs without leader election — …` (a lapsed Lease), or
 //! `Scheduler: none found — …` (no Lease)
@@ -162,8 +162,8 @@ async fn frame(target: &Target, args: &StatusArgs, palette: &Palette) -> anyhow:
         runtime: args.runtime.clone(),
         objects: output::progress::while_reading(
             "reading Runtimes, their Pods and Runs",
-            crate::replay::load::read_so_far,
-            crate::replay::load::load(target, namespace, args.runtime.as_deref()),
+            crate::cmd::replay::load::read_so_far,
+            crate::cmd::replay::load::load(target, namespace, args.runtime.as_deref()),
         )
         .await?,
     };

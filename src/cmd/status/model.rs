@@ -6,9 +6,9 @@
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::replay::Objects;
-pub use crate::replay::leader::{Leader, LeaderState};
-pub use crate::replay::workflow_run::WorkflowRunReport;
+use crate::cmd::replay::Objects;
+pub use crate::cmd::replay::leader::{Leader, LeaderState};
+pub use crate::cmd::replay::workflow_run::WorkflowRunReport;
 
 /// Version of the JSON/YAML structure; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;

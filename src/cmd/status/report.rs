@@ -2,11 +2,11 @@
 //! cycle for every Pending Run.
 //!
 //! It must not re-implement a scheduling rule: one cache from the replay's objects
-//! ([`crate::replay::Objects::cache`], as `explain` builds it), [`evaluate`] with the scheduler's [`Registry`] for each Pending Run
+//! ([`crate::cmd::replay::Objects::cache`], as `explain` builds it), [`evaluate`] with the scheduler's [`Registry`] for each Pending Run
 //! (once per distinct request shape and place among the nominations in a Runtime), the
 //! Pending message from [`crate::scheduler::framework::Unschedulable::message`] and Pod availability from
 //! [`runtime_pod_availability::unavailable`]; who leads the scheduler from
-//! [`crate::replay::leader::judge`]; each active WorkflowRun's view from
+//! [`crate::cmd::replay::leader::judge`]; each active WorkflowRun's view from
 //! [`workflow_run::report`], with the verdicts replayed here for its Pending step Runs. It is
 //! pure: no client, no clock.
 
@@ -16,7 +16,7 @@ use kube::ResourceExt;
 
 pub use super::model::*;
 use crate::api::{LABEL_RUNTIME, LABEL_WORKFLOW_RUN_UID, Run, RunPhase, WorkspacePhase};
-use crate::replay::workflow_run::{self, is_step_run_of};
+use crate::cmd::replay::workflow_run::{self, is_step_run_of};
 use crate::scheduler::framework::{
     CycleError, Decision, Registry, RunKey, SchedulerCache, Snapshot, evaluate,
 };
@@ -91,7 +91,7 @@ pub fn build(pool: &Pool, registry: &Registry) -> Result<Status, CycleError> {
         schema_version: SCHEMA_VERSION,
         now: pool.objects.now,
         namespace: pool.namespace.clone(),
-        scheduler: crate::replay::leader::judge(
+        scheduler: crate::cmd::replay::leader::judge(
             &pool.objects.scheduler_lease,
             pool.namespace.as_deref(),
             pool.objects.now,

@@ -301,7 +301,7 @@ impl RuntimedApi {
         body: &[u8],
         token: Option<&str>,
     ) -> Result<reqwest::Response, reqwest::Error> {
-        let client = kruntimes::gateway::upstream::http_client().unwrap();
+        let client = kruntimes::manager::gateway::upstream::http_client().unwrap();
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
         let url = format!("https://127.0.0.1:{}{path}", self.port);
         let mut request = client.request(method, url).body(body.to_vec());
@@ -395,9 +395,9 @@ pub async fn https_get_from(
         }
         None => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(kruntimes::gateway::upstream::AnyServer(
-                provider,
-            )))
+            .with_custom_certificate_verifier(Arc::new(
+                kruntimes::manager::gateway::upstream::AnyServer(provider),
+            ))
             .with_no_client_auth(),
     };
     let tcp = tokio::net::TcpStream::connect((host, port)).await?;

@@ -5,10 +5,10 @@
 //! must not re-implement a scheduling rule: verdicts, rejections and scores come from
 //! [`evaluate`] with the scheduler's [`Registry`], per-plugin verdicts from the registry's own
 //! filters, shortfalls from RuntimePodAvailability, heartbeat freshness from
-//! [`Heartbeat::is_fresh_at`], who leads the scheduler from [`crate::replay::leader::judge`].
+//! [`Heartbeat::is_fresh_at`], who leads the scheduler from [`crate::cmd::replay::leader::judge`].
 //! It is pure: no client, no clock (`now` comes with the
 //! [`Subject`]'s objects), and the cache it replays on is the replay's
-//! ([`crate::replay::Objects::cache`]), the same `status` builds.
+//! ([`crate::cmd::replay::Objects::cache`]), the same `status` builds.
 
 use std::collections::BTreeMap;
 
@@ -148,7 +148,7 @@ pub fn build(subject: &Subject, registry: &Registry) -> Result<Report, CycleErro
         queue,
         workspace: workspace_report(run, subject.workspace(), cycle),
         hints: Vec::new(),
-        scheduler: crate::replay::leader::judge(
+        scheduler: crate::cmd::replay::leader::judge(
             &objects.scheduler_lease,
             Some(&namespace),
             objects.now,
@@ -400,7 +400,7 @@ pub(crate) fn test_subject(
     Subject {
         namespace: NS.to_string(),
         run: run.build(),
-        objects: crate::replay::Objects {
+        objects: crate::cmd::replay::Objects {
             runtimes: vec![runtime(RUNTIME).replicas(replicas).build()],
             pods: pods.iter().map(PodBuilder::build).collect(),
             leases: pods.iter().filter_map(PodBuilder::build_lease).collect(),
@@ -409,9 +409,9 @@ pub(crate) fn test_subject(
             workflow_runs: Vec::new(),
             classes: Vec::new(),
             // The usual case: the shipped scheduler leads.
-            scheduler_lease: crate::replay::leader::LeaseRead {
-                leases: vec![crate::replay::leader::test_lease(
-                    crate::replay::leader::INSTALL_NAMESPACE,
+            scheduler_lease: crate::cmd::replay::leader::LeaseRead {
+                leases: vec![crate::cmd::replay::leader::test_lease(
+                    crate::cmd::replay::leader::INSTALL_NAMESPACE,
                     Some("kubectl-kruntimes-scheduler-7d9c-1"),
                     180,
                     2,

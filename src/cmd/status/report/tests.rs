@@ -9,7 +9,7 @@ fn pool(pods: Vec<PodBuilder>, runs: Vec<RunBuilder>) -> Pool {
     Pool {
         namespace: Some("default".into()),
         runtime: None,
-        objects: crate::replay::Objects {
+        objects: crate::cmd::replay::Objects {
             runtimes: vec![runtime("python").build()],
             pods: pods.iter().map(PodBuilder::build).collect(),
             leases: pods.iter().filter_map(PodBuilder::build_lease).collect(),
