@@ -452,6 +452,8 @@ impl RunBuilder {
         Assumption {
             facts: std::sync::Arc::new(facts),
             pod: pod.to_string(),
+            // Reserve resolves it against the cache's resource ids.
+            held: Default::default(),
         }
     }
 }

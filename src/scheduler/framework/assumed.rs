@@ -36,7 +36,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::facts::RunFacts;
-use super::types::{Observed, RunKey};
+use super::types::{Held, Observed, RunKey};
 use crate::api::Resources;
 
 /// One reservation: the Run's facts on a Pod. Later cycles count its request there, match
@@ -48,10 +48,13 @@ pub struct Assumption {
     /// The Run's facts (its request is valid: only such a Run is reserved).
     pub facts: Arc<RunFacts>,
     pub pod: String,
+    /// What it holds on the Pod, by resource id: set by Reserve from the request as the
+    /// Filter read it (empty until then).
+    pub held: Held,
 }
 
 impl Assumption {
-    /// What it holds on the Pod: the Run's complete request.
+    /// What it holds on the Pod, by name: the Run's complete request.
     pub fn request(&self) -> &Resources {
         &self.facts.counted.amounts
     }
@@ -71,8 +74,8 @@ pub enum Reconciled {
 /// The assumptions on one Pod.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AssumedOnPod {
-    /// Their requests, summed.
-    pub usage: Resources,
+    /// What they hold, summed by resource id.
+    pub usage: Held,
     /// Their Run UIDs.
     pub runs: BTreeSet<String>,
 }
@@ -165,7 +168,7 @@ impl AssumedCache {
             return false;
         }
         let on_pod = entries.pods.entry(assumption.pod.clone()).or_default();
-        on_pod.usage.add(assumption.request());
+        on_pod.usage.add(&assumption.held);
         on_pod.runs.insert(key.uid.clone());
         if !assumption.facts.anti_affinity.is_empty() {
             entries.anti_affinity.insert(key.uid.clone());
@@ -207,10 +210,10 @@ impl AssumedCache {
             } else {
                 // Summed again rather than subtracted: sums saturate, differences would not
                 // undo that.
-                let mut usage = Resources::new();
+                let mut usage = Held::default();
                 for uid in &on_pod.runs {
                     if let Some(a) = entries.runs.get(uid) {
-                        usage.add(a.request());
+                        usage.add(&a.held);
                     }
                 }
                 on_pod.usage = usage;
@@ -263,8 +266,8 @@ impl AssumedCache {
             .collect()
     }
 
-    /// Total assumed usage on `pod`.
-    pub fn usage_on(&self, namespace: &str, pod: &str) -> Resources {
+    /// Total assumed usage on `pod`, by resource id.
+    pub fn usage_on(&self, namespace: &str, pod: &str) -> Held {
         self.namespace(namespace)
             .and_then(|ns| ns.on_pod(pod))
             .map(|on| on.usage.clone())
@@ -277,8 +280,11 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// An assumption of one `runs` (id 0) on `pod`, as Reserve records it.
     fn assumption(pod: &str) -> Assumption {
-        crate::testing::run("a").runtime("python").assumption(pod)
+        let mut a = crate::testing::run("a").runtime("python").assumption(pod);
+        a.held = Held::from_ids([(0, 1)]);
+        a
     }
 
     #[test]
@@ -315,8 +321,8 @@ mod tests {
         assert!(cache.assume(&key, assumption("p1")));
         assert!(!cache.assume(&key, assumption("p2")));
         assert_eq!(cache.get(&key).unwrap().pod, "p1");
-        assert_eq!(cache.usage_on("ns", "p1").get("runs"), 1);
-        assert_eq!(cache.usage_on("ns", "p2").get("runs"), 0);
+        assert_eq!(cache.usage_on("ns", "p1").get(0), 1);
+        assert_eq!(cache.usage_on("ns", "p2").get(0), 0);
         assert!(cache.forget(&key).is_some());
         assert!(cache.is_empty());
         assert_eq!(cache.reconcile(&key, Observed::Absent), None);
@@ -331,7 +337,7 @@ mod tests {
         let mut anti = BTreeSet::new();
         for (uid, a) in cache.in_namespace(namespace) {
             let on = pods.entry(a.pod.clone()).or_default();
-            on.usage.add(a.request());
+            on.usage.add(&a.held);
             on.runs.insert(uid.to_string());
             if !a.facts.anti_affinity.is_empty() {
                 anti.insert(uid.to_string());
@@ -364,7 +370,9 @@ mod tests {
                         let a = crate::testing::run("a")
                             .request_strs(&[("runs", &amount.to_string()), ("gpu", &gpus)]);
                         let a = if amount == 1 { a.anti(&[("app", "x")]) } else { a };
-                        cache.assume(&key, a.assumption(&pod));
+                        let mut a = a.assumption(&pod);
+                        a.held = Held::from_ids([(0, amount), (1, amount * 2)]);
+                        cache.assume(&key, a);
                     }
                     1 => {
                         cache.forget(&key);

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::facts::RunFacts;
-use super::types::{QueueOrder, RunKey};
+use super::types::{Held, QueueOrder, RunKey};
 use crate::api::Resources;
 
 /// One Pod nominated for one Pending Run.
@@ -25,10 +25,13 @@ pub struct Nomination {
     pub pod: String,
     /// The nominated Run's place in its queue: only Runs after it leave room for it.
     pub order: QueueOrder,
+    /// The room held on the Pod, by resource id: the Run's request resolved when it was
+    /// nominated.
+    pub held: Held,
 }
 
 impl Nomination {
-    /// The room held on the Pod: the Run's complete request.
+    /// The room held on the Pod, by name: the Run's complete request.
     pub fn request(&self) -> &Resources {
         &self.facts.counted.amounts
     }
@@ -113,6 +116,7 @@ mod tests {
                 &crate::testing::run(run).runtime("rt").build(),
             )),
             pod: pod.into(),
+            held: Held::default(),
             order: QueueOrder {
                 priority: 0,
                 created: None,

@@ -178,9 +178,72 @@ pub struct Requested {
     pub amount: u64,
 }
 
+/// Amounts by resource id, in id order: what an assumption or a nomination holds on a Pod, in
+/// the ids a Pod's usage is kept by, so the Filter reads the three by id alike. Resolved when
+/// the hold is made: every resource of a Run that fits a Pod is one the Pod advertises, so it
+/// has an id; a name without one (no Pod advertises it) holds nothing, for nothing fits there.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held(Vec<(ResourceId, u64)>);
+
+impl Held {
+    /// The amounts of `request` that have an id.
+    pub fn of(request: &[Requested]) -> Held {
+        Held::from_ids(request.iter().filter_map(|r| Some((r.id?, r.amount))))
+    }
+
+    /// Amounts by id, in any order; one id given twice holds the sum.
+    pub fn from_ids(amounts: impl IntoIterator<Item = (ResourceId, u64)>) -> Held {
+        let mut held = Held::default();
+        for (id, amount) in amounts {
+            held.add_one(id, amount);
+        }
+        held
+    }
+
+    /// What it holds of `id`.
+    pub fn get(&self, id: ResourceId) -> u64 {
+        self.0
+            .binary_search_by_key(&id, |(i, _)| *i)
+            .map_or(0, |at| self.0[at].1)
+    }
+
+    /// Adds `other`'s amounts (saturating).
+    pub fn add(&mut self, other: &Held) {
+        for &(id, amount) in &other.0 {
+            self.add_one(id, amount);
+        }
+    }
+
+    fn add_one(&mut self, id: ResourceId, amount: u64) {
+        match self.0.binary_search_by_key(&id, |(i, _)| *i) {
+            Ok(at) => self.0[at].1 = self.0[at].1.saturating_add(amount),
+            Err(at) => self.0.insert(at, (id, amount)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hold_keeps_one_amount_per_id_in_id_order_and_nothing_without_an_id() {
+        let requested = |name: &str, id: Option<ResourceId>, amount| Requested {
+            name: ResourceName::from(name),
+            id,
+            amount,
+        };
+        let held = Held::of(&[
+            requested("runs", Some(3), 1),
+            requested("example.com/gpu", Some(1), 2),
+            requested("nowhere", None, 5),
+        ]);
+        assert_eq!(held, Held(vec![(1, 2), (3, 1)]));
+        assert_eq!((held.get(1), held.get(3), held.get(2)), (2, 1, 0));
+        let mut sum = held.clone();
+        sum.add(&Held::from_ids([(3, u64::MAX), (0, 4)]));
+        assert_eq!(sum, Held(vec![(0, 4), (1, 2), (3, u64::MAX)]));
+    }
 
     #[test]
     fn an_insufficient_rejection_names_the_resource_only_in_its_message() {

@@ -8,7 +8,7 @@
 use jiff::Timestamp;
 
 use super::SchedulerCache;
-use crate::api::Run;
+use crate::api::{Resources, Run};
 use crate::scheduler::framework::cycle::{Evaluation, PodEvaluation, evaluate, evaluate_pod};
 use crate::scheduler::framework::index::ScopeRef;
 use crate::scheduler::framework::nominations::Nomination;
@@ -16,10 +16,21 @@ use crate::scheduler::framework::plugin::RunCycleState;
 use crate::scheduler::framework::queue::QueuedRun;
 use crate::scheduler::framework::registry::Registry;
 use crate::scheduler::framework::snapshot::{Adjust, PodView};
-use crate::scheduler::framework::types::{Observed, QueueOrder, Requested, RunKey};
+use crate::scheduler::framework::types::{Held, Observed, QueueOrder, Requested, RunKey};
 use std::sync::Arc;
 
 impl SchedulerCache {
+    /// `request` by resource id, the room a nomination holds (see [`Held`]): resolved now,
+    /// when the Run is nominated to a Pod that advertises what it requests.
+    pub(super) fn held(&self, request: &Resources) -> Held {
+        let interner = self.index.interner();
+        Held::from_ids(
+            request
+                .iter()
+                .filter_map(|(name, amount)| Some((interner.get(name)?, amount))),
+        )
+    }
+
     /// Takes over the nomination a Pending Run's status records, when its Pod is in the Run's
     /// Runtime and nominated for no other Run.
     pub(super) fn adopt(&mut self, key: &RunKey, run: &Run) {
@@ -58,6 +69,7 @@ impl SchedulerCache {
             facts: queued.facts.clone(),
             pod: pod.to_string(),
             order: queued.order.clone(),
+            held: self.held(&queued.facts.counted.amounts),
         };
         self.nominations.nominate(key, nomination);
     }
@@ -175,6 +187,7 @@ impl SchedulerCache {
                     facts: state.facts.clone(),
                     pod: e.pod.name().to_string(),
                     order: starved.order.clone(),
+                    held: Held::of(state.request_list()),
                 })
         };
         let Some(nomination) = chosen else {

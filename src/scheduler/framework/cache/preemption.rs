@@ -229,6 +229,7 @@ impl SchedulerCache {
                 facts: queued.facts.clone(),
                 pod: plan.pod.clone(),
                 order: queued.order.clone(),
+                held: self.held(&queued.facts.counted.amounts),
             },
         );
         debug_assert!(

@@ -12,7 +12,7 @@ use thiserror::Error;
 use super::SchedulerCache;
 use crate::scheduler::framework::assumed::Assumption;
 use crate::scheduler::framework::index::{ScopeRef, WakeSource, Wakeup};
-use crate::scheduler::framework::types::RunKey;
+use crate::scheduler::framework::types::{Held, RunKey};
 
 /// Why Reserve refused the chosen Pod. Every variant is a `stage="reserve"` conflict.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -38,7 +38,7 @@ impl SchedulerCache {
     pub fn reserve(
         &mut self,
         key: &RunKey,
-        assumption: Assumption,
+        mut assumption: Assumption,
         now: Timestamp,
     ) -> Result<(), ReserveError> {
         if let Some(a) = self.assumed.get(key) {
@@ -62,9 +62,11 @@ impl SchedulerCache {
                     bound: bound.to_string(),
                 });
             }
-            // The request as the Filter reads it: the same view, the same fit rule.
-            view.shortfalls(&snapshot.requested(assumption.request()))
-                .next()
+            // The request as the Filter reads it: the same view, the same fit rule; what it
+            // holds is that request by id.
+            let requested = snapshot.requested(assumption.request());
+            assumption.held = Held::of(&requested);
+            view.shortfalls(&requested).next()
         };
         if let Some(shortfall) = shortfall {
             return Err(ReserveError::Conflict {

@@ -256,6 +256,8 @@ impl SchedulerCache {
                 let assumption = Assumption {
                     facts: state.facts.clone(),
                     pod: pod.clone(),
+                    // Reserve resolves it, against the view it checks the fit on.
+                    held: Default::default(),
                 };
                 Decided {
                     rejections: eval.rejections(),

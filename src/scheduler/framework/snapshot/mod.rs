@@ -16,7 +16,7 @@ use super::nominations::{Nomination, Nominations};
 use super::priority::{MissingClass, PriorityClasses};
 use super::queue::SchedulingQueue;
 use super::selector::Selector;
-use super::types::{Observed, QueueOrder, Requested, ResourceId, ResourceName, RunKey};
+use super::types::{Held, Observed, QueueOrder, Requested, ResourceId, ResourceName, RunKey};
 use crate::api::{Resources, Run};
 
 mod pod;
@@ -76,7 +76,7 @@ pub(in crate::scheduler::framework) struct Own<'a> {
     /// appears in no Pod, so there is nothing to leave out.
     uid: Option<&'a str>,
     active: Option<(SlotId, &'a CountedRequest)>,
-    assumed: Option<(SlotId, &'a Resources)>,
+    assumed: Option<(SlotId, &'a Held)>,
     /// The Run's place in the queue: nominations of Runs before it count against it, its own
     /// and later ones do not. `None` (not queued, or no Run at all): every nomination counts.
     order: Option<&'a QueueOrder>,
@@ -265,7 +265,7 @@ impl<'a> Snapshot<'a> {
             && let Some(&id) = self.scope.and_then(|s| s.pods.get(&a.pod))
         {
             own.uid = Some(uid);
-            own.assumed = Some((id, a.request()));
+            own.assumed = Some((id, &a.held));
         }
         own
     }

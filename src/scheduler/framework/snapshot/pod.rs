@@ -11,7 +11,7 @@ use super::super::index::{
     ActiveRun, CountedRequest, Interner, LeaseRecord, Load, PodRecord, Slot, SlotId,
 };
 use super::super::nominations::Nomination;
-use super::super::types::{Heartbeat, Requested, ResourceId};
+use super::super::types::{Heartbeat, Held, Requested, ResourceId};
 use crate::api::Resources;
 use crate::api::resources::Shortfall;
 
@@ -92,7 +92,7 @@ pub struct PodView<'a> {
     pub(super) nominated: Option<&'a Nomination>,
     pub(super) own_uid: Option<&'a str>,
     pub(super) own_active: Option<&'a CountedRequest>,
-    pub(super) own_assumed: Option<&'a Resources>,
+    pub(super) own_assumed: Option<&'a Held>,
 }
 
 impl<'a> PodView<'a> {
@@ -132,31 +132,42 @@ impl<'a> PodView<'a> {
         self.record.capacity.as_ref().map_err(String::as_str)
     }
 
-    /// The Pod's usage of `name` as the viewing Run sees it, from the actual usage `used`
-    /// (`u64::MAX` when unknown): (actual, assumed, nominated), the Run's own usage and
-    /// assumption left out. The one place these numbers are resolved, by id or by name.
-    fn usage_of(&self, name: &str, mut used: u64) -> (u64, u64, u64) {
+    /// The Pod's usage of resource `id` (named `name`) as the viewing Run sees it, from the
+    /// actual usage `used` (`u64::MAX` when unknown): (actual, assumed, nominated), the Run's
+    /// own usage and assumption left out. The one place these numbers are resolved. Assumed
+    /// and nominated amounts are held by id; a resource without one is held by none. The
+    /// viewing Run's own active request is by name, as every Run's request is.
+    fn usage_of(&self, id: Option<ResourceId>, name: &str, mut used: u64) -> (u64, u64, u64) {
         if let Some(own) = self.own_active
             && used != u64::MAX
         {
             used = used.saturating_sub(own.amounts.get(name));
         }
+        let Some(id) = id else {
+            return (used, 0, 0);
+        };
         let mut assumed = 0;
         if let Some(on_pod) = self.assumed {
-            assumed = on_pod.usage.get(name);
+            assumed = on_pod.usage.get(id);
             if let Some(own) = self.own_assumed {
-                assumed = assumed.saturating_sub(own.get(name));
+                assumed = assumed.saturating_sub(own.get(id));
             }
         }
-        let nominated = self.nominated.map_or(0, |n| n.request().get(name));
+        let nominated = self.nominated.map_or(0, |n| n.held.get(id));
         (used, assumed, nominated)
+    }
+
+    /// [`Self::usage_of`] by name: explain's and status's read-only view.
+    fn usage_of_name(&self, name: &str, used: u64) -> (u64, u64, u64) {
+        self.usage_of(self.interner.get(name), name, used)
     }
 
     /// The advertised resource `load` as the viewing Run sees it; `None` when the Pod does
     /// not advertise it.
     fn resolve(&self, load: &Load) -> Option<ResourceLoad> {
         let capacity = load.capacity?;
-        let (used, assumed, nominated) = self.usage_of(self.interner.name(load.id), load.used());
+        let name = self.interner.name(load.id);
+        let (used, assumed, nominated) = self.usage_of(Some(load.id), name, load.used());
         Some(ResourceLoad {
             id: load.id,
             capacity,
@@ -245,17 +256,17 @@ impl<'a> PodView<'a> {
     /// active Runs (`u64::MAX` when an active Run's amount of it is unknown, see
     /// [`CountedRequest`]), resolved as [`PodView::load`] resolves it.
     pub fn used(&self, resource: &str) -> u64 {
-        self.usage_of(resource, self.used_of(resource)).0
+        self.usage_of_name(resource, self.used_of(resource)).0
     }
 
     /// Usage of the scheduler's assumptions on the Pod (read-only view, see [`PodView::used`]).
     pub fn assumed(&self, resource: &str) -> u64 {
-        self.usage_of(resource, 0).1
+        self.usage_of_name(resource, 0).1
     }
 
     /// Held on the Pod for a Run earlier in the queue that the Pod is nominated for.
     pub fn nominated(&self, resource: &str) -> u64 {
-        self.usage_of(resource, 0).2
+        self.usage_of_name(resource, 0).2
     }
 
     /// The nomination that holds room on this Pod for a Run earlier in the queue.
@@ -265,7 +276,7 @@ impl<'a> PodView<'a> {
 
     /// `used + assumed + nominated` (read-only view, see [`PodView::used`]).
     pub fn effective(&self, resource: &str) -> u64 {
-        let (used, assumed, nominated) = self.usage_of(resource, self.used_of(resource));
+        let (used, assumed, nominated) = self.usage_of_name(resource, self.used_of(resource));
         used.saturating_add(assumed).saturating_add(nominated)
     }
 
