@@ -11,11 +11,8 @@ use testkit as support;
 
 use std::time::Instant;
 
-use futures::{StreamExt as _, TryStreamExt as _};
-use kube::api::PostParams;
-
 use kruntimes::testing::{pod, run};
-use support::world::{Create as _, TestNs};
+use support::world::{Create as _, TestNs, create_many};
 
 struct Options {
     runs: usize,
@@ -62,20 +59,9 @@ async fn main() {
     let options = options();
     let ns = TestNs::new("reading").await;
     pod("py-a").capacity(&[("runs", 4)]).create(&ns).await;
-    let api = ns.runs();
     let started = Instant::now();
-    futures::stream::iter(0..options.runs)
-        .map(|i| {
-            let api = api.clone();
-            let mut object = run(&format!("r-{i:06}")).build();
-            object.metadata.namespace = Some(ns.name.clone());
-            object.metadata.uid = None;
-            async move { api.create(&PostParams::default(), &object).await }
-        })
-        .buffer_unordered(64)
-        .try_for_each(|_| async { Ok(()) })
-        .await
-        .expect("create the Runs");
+    let runs = (0..options.runs).map(|i| run(&format!("r-{i:06}")));
+    create_many(&ns, runs, 64).await;
     println!(
         "{} Runs created in {:.1}s",
         options.runs,

@@ -1,5 +1,7 @@
-//! What the benches measure about processes: CPU time from `/proc`, and kube-apiserver's
-//! request counts. Shared by `benches/side_by_side.rs` and `benches/start_latency.rs`.
+//! What the benches and tests measure about processes: CPU time from `/proc`, and
+//! kube-apiserver's request counts and open long-running requests (its own metrics). Shared by
+//! `benches/side_by_side.rs`, `benches/start_latency.rs` and the suites that count requests
+//! (`tests/it/paging.rs`, `tests/it/standby.rs`).
 
 use std::process::Command;
 
@@ -23,6 +25,18 @@ pub fn cpu_seconds(pid: u32) -> f64 {
 
 /// kube-apiserver's `apiserver_request_total`, summed by "verb resource/subresource".
 pub fn api_requests(cp: &super::ControlPlane) -> std::collections::BTreeMap<String, f64> {
+    api_metric(cp, "apiserver_request_total")
+}
+
+/// kube-apiserver's long-running requests open now (`apiserver_longrunning_requests`: watches
+/// and the like), summed by "verb resource/subresource".
+pub fn api_open_requests(cp: &super::ControlPlane) -> std::collections::BTreeMap<String, f64> {
+    api_metric(cp, "apiserver_longrunning_requests")
+}
+
+/// One of kube-apiserver's metrics labelled by verb, resource and subresource, summed by
+/// "verb resource/subresource".
+fn api_metric(cp: &super::ControlPlane, metric: &str) -> std::collections::BTreeMap<String, f64> {
     let out = Command::new(cp.bin_dir.join("kubectl"))
         .env("KUBECONFIG", &cp.kubeconfig)
         .args(["get", "--raw", "/metrics"])
@@ -31,7 +45,10 @@ pub fn api_requests(cp: &super::ControlPlane) -> std::collections::BTreeMap<Stri
     assert!(out.status.success(), "kubectl get --raw /metrics failed");
     let mut totals = std::collections::BTreeMap::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+        let Some(rest) = line
+            .strip_prefix(metric)
+            .and_then(|rest| rest.strip_prefix('{'))
+        else {
             continue;
         };
         let Some((labels, value)) = rest.rsplit_once("} ") else {

@@ -411,6 +411,17 @@ where
         .unwrap_or_else(|e| panic!("create {} {name}: {e}", K::kind(&())))
 }
 
+/// Creates the Runs `runs` builds in `ns`, `at_once` requests at a time (the many Runs of a
+/// test or bench of scale; [`Create`] makes one at a time).
+pub async fn create_many(ns: &TestNs, runs: impl IntoIterator<Item = RunBuilder>, at_once: usize) {
+    use futures::StreamExt as _;
+    futures::stream::iter(runs)
+        .map(|r| create_in(ns, r.build()))
+        .buffer_unordered(at_once)
+        .for_each(|_| std::future::ready(()))
+        .await;
+}
+
 impl<B: Create> Create for [B] {
     type Object = Vec<B::Object>;
 

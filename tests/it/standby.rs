@@ -10,44 +10,30 @@ use testkit as support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::Client;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use kruntimes::api::Runtime;
 use kruntimes::testing::runtime;
+use support::measure::{api_open_requests, api_requests};
 use support::world::{Create as _, SchedulerProcess, TestNs, eventually};
 
-/// The API server's samples of `metric` whose labels include every one of `labels`, summed.
-async fn sampled(client: &Client, metric: &str, labels: &[&str]) -> u64 {
-    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
-    let metrics = client.request_text(request).await.expect("GET /metrics");
-    metrics
-        .lines()
-        .filter(|l| l.starts_with(&format!("{metric}{{")))
-        .filter(|l| labels.iter().all(|label| l.contains(label)))
-        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64)
-        .sum()
+/// LIST requests the API server has served for `resource`.
+fn lists(resource: &str) -> f64 {
+    let key = format!("LIST {resource}/");
+    api_requests(support::control_plane())
+        .get(&key)
+        .copied()
+        .unwrap_or(0.0)
 }
 
-async fn lists(client: &Client, resource: &str) -> u64 {
-    let resource = format!("resource=\"{resource}\"");
-    sampled(
-        client,
-        "apiserver_request_total",
-        &[&resource, "verb=\"LIST\"", "subresource=\"\""],
-    )
-    .await
-}
-
-async fn open_watches(client: &Client, resource: &str) -> u64 {
-    let resource = format!("resource=\"{resource}\"");
-    sampled(
-        client,
-        "apiserver_longrunning_requests",
-        &[&resource, "verb=\"WATCH\""],
-    )
-    .await
+/// Watches of `resource` open on the API server now.
+fn open_watches(resource: &str) -> f64 {
+    let key = format!("WATCH {resource}/");
+    api_open_requests(support::control_plane())
+        .get(&key)
+        .copied()
+        .unwrap_or(0.0)
 }
 
 #[testkit::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,16 +50,13 @@ async fn a_standby_comes_to_lead_the_runtime_controller_with_its_watches_warm() 
     eventually(
         Duration::from_secs(30),
         "four watches of Runtimes, two per scheduler",
-        async || match open_watches(&ns.client, "runtimes").await {
-            4 => Ok(()),
+        async || match open_watches("runtimes") {
+            4.0 => Ok(()),
             n => Err(format!("{n} open")),
         },
     )
     .await;
-    let before = (
-        lists(&ns.client, "runtimes").await,
-        lists(&ns.client, "persistentworkspaces").await,
-    );
+    let before = (lists("runtimes"), lists("persistentworkspaces"));
 
     first.kill();
     ns.wait_leader("second", Duration::from_secs(30)).await;
@@ -102,10 +85,7 @@ async fn a_standby_comes_to_lead_the_runtime_controller_with_its_watches_warm() 
         "the deleted Pod {gone} is replaced"
     );
 
-    let after = (
-        lists(&ns.client, "runtimes").await,
-        lists(&ns.client, "persistentworkspaces").await,
-    );
+    let after = (lists("runtimes"), lists("persistentworkspaces"));
     assert_eq!(
         after, before,
         "(Runtimes, PersistentWorkspaces) listed since the standby came up"

@@ -15,9 +15,7 @@ use std::process::{Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt as _, TryStreamExt as _};
 use kube::ResourceExt as _;
-use kube::api::PostParams;
 use serde_json::Value;
 
 use kruntimes::api::RunPhase;
@@ -558,24 +556,16 @@ async fn all_namespaces_stays_fast_with_ten_thousand_runs() {
         .capacity(&[("runs", 4), (GPU, 1)])
         .create(&ns)
         .await;
-    let api = ns.runs();
     let started = Instant::now();
-    futures::stream::iter(0..10_000)
-        .map(|i| {
-            let api = api.clone();
-            let mut r = run(&format!("r-{i:05}"));
-            if i % 2 == 0 {
-                r = r.requests(&[(GPU, 2)]);
-            }
-            let mut object = r.build();
-            object.metadata.namespace = Some(ns.name.clone());
-            object.metadata.uid = None;
-            async move { api.create(&PostParams::default(), &object).await }
-        })
-        .buffer_unordered(64)
-        .try_for_each(|_| async { Ok(()) })
-        .await
-        .expect("create 10,000 Runs");
+    let runs = (0..10_000).map(|i| {
+        let r = run(&format!("r-{i:05}"));
+        if i % 2 == 0 {
+            r.requests(&[(GPU, 2)])
+        } else {
+            r
+        }
+    });
+    support::world::create_many(&ns, runs, 64).await;
     eprintln!("created 10,000 Runs in {:?}", started.elapsed());
 
     let started = Instant::now();

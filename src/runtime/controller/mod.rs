@@ -458,9 +458,8 @@ fn error_policy(runtime: Arc<Runtime>, err: &Error, _: Arc<Context>) -> Action {
     Action::requeue(Duration::from_secs(5))
 }
 
-/// Runs the Runtime controller until `shutdown` resolves, over one namespace or all.
-/// Runs the Runtime controller: its watches from the start, its reconciles once `leading`
-/// resolves, until `shutdown`.
+/// Runs the Runtime controller over one namespace or all: its watches from the start, its
+/// reconciles once `leading` resolves, until `shutdown`.
 ///
 /// The watches (Runtimes, Runtime Pods, PersistentWorkspaces) start with the process, as
 /// kube-controller-manager starts its informers before it wins its Lease: a standby comes to
